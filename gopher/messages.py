@@ -1,0 +1,141 @@
+"""Message batches: what a partition sends, combined, and what a sub-graph receives.
+
+Vertex messages travel as numpy arrays (destination vertex id, value); a
+combiner (min, max, sum or any numpy ufunc) merges messages to the same vertex
+before they leave the task. Sub-graph messages carry arbitrary picklable
+payloads. Broadcasts (send to all) travel once per partition.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+COMBINERS = {"min": np.minimum, "max": np.maximum, "sum": np.add}
+
+
+def combiner_ufunc(combiner):
+    if combiner is None or isinstance(combiner, np.ufunc):
+        return combiner
+    try:
+        return COMBINERS[combiner]
+    except KeyError:
+        raise ValueError(f"unknown combiner {combiner!r}: use one of {sorted(COMBINERS)} or a numpy ufunc") from None
+
+
+def combine(targets: np.ndarray, values: np.ndarray, ufunc) -> tuple[np.ndarray, np.ndarray]:
+    """Merge values sent to the same target with ``ufunc`` (vectorised: sort + reduceat)."""
+    if ufunc is None or len(targets) < 2:
+        return targets, values
+    order = np.argsort(targets, kind="stable")
+    targets, values = targets[order], values[order]
+    starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+    return targets[starts], ufunc.reduceat(values, starts, axis=0)
+
+
+class Outbox:
+    """Everything one task sends during a superstep, before routing."""
+
+    def __init__(self):
+        self.vertex_targets: list[np.ndarray] = []
+        self.vertex_values: list[np.ndarray] = []
+        self.subgraph_targets: list[int] = []
+        self.subgraph_senders: list[int] = []
+        self.subgraph_payloads: list = []
+        self.broadcasts: list = []
+
+    def count(self) -> int:
+        return (sum(len(t) for t in self.vertex_targets) + len(self.subgraph_targets)
+                + len(self.broadcasts))
+
+    def route(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc) -> dict[int, dict]:
+        """Group messages by destination partition: {partition: batch dict}."""
+        batches: dict[int, dict] = {}
+        if self.vertex_targets:
+            targets = np.concatenate(self.vertex_targets)
+            values = np.concatenate(self.vertex_values)
+            targets, values = combine(targets, values, ufunc)
+            parts = np.searchsorted(vertex_offsets, targets, side="right") - 1
+            order = np.argsort(parts, kind="stable")
+            parts, targets, values = parts[order], targets[order], values[order]
+            bounds = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1], True])
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
+        if self.subgraph_targets:
+            targets = np.asarray(self.subgraph_targets, dtype=np.int64)
+            parts = np.searchsorted(subgraph_offsets, targets, side="right") - 1
+            for p in np.unique(parts):
+                rows = np.flatnonzero(parts == p)
+                batches.setdefault(int(p), {})["subgraph"] = (
+                    targets[rows], np.asarray(self.subgraph_senders, dtype=np.int64)[rows],
+                    [self.subgraph_payloads[i] for i in rows])
+        if self.broadcasts:
+            for p in range(len(vertex_offsets) - 1):
+                batches.setdefault(p, {})["broadcast"] = list(self.broadcasts)
+        return batches
+
+
+class Messages:
+    """Messages delivered to one sub-graph in this superstep.
+
+    ``vertices`` are local vertex indices and ``values`` their (combined) values;
+    ``payloads`` are sub-graph messages with their ``senders``; broadcasts are
+    appended to ``payloads`` with sender -1.
+    """
+
+    __slots__ = ("vertices", "values", "senders", "payloads")
+
+    def __init__(self, vertices=None, values=None, senders=None, payloads=None):
+        self.vertices = np.empty(0, np.int64) if vertices is None else vertices
+        self.values = np.empty(0) if values is None else values
+        self.senders = np.empty(0, np.int64) if senders is None else senders
+        self.payloads = [] if payloads is None else payloads
+
+    def __len__(self) -> int:
+        return len(self.vertices) + len(self.payloads)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
+class Inbox:
+    """All messages a partition received, split per local sub-graph on demand."""
+
+    def __init__(self, batches: list[dict], bundle, ufunc):
+        self.sg_starts = bundle.sg_starts
+        self.vid_offset = bundle.vid_offset
+        self.sg_offset = bundle.sg_offset
+        vt = [b["vertex"][0] for b in batches if "vertex" in b]
+        vv = [b["vertex"][1] for b in batches if "vertex" in b]
+        targets = np.concatenate(vt) if vt else np.empty(0, np.int64)
+        values = np.concatenate(vv) if vv else np.empty(0)
+        targets, values = combine(targets, values, ufunc)
+        local = targets - self.vid_offset
+        order = np.argsort(local, kind="stable")
+        self.local, self.values = local[order], values[order]
+        self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
+        self.subgraph_messages: dict[int, tuple[list, list]] = {}
+        for b in batches:
+            if "subgraph" in b:
+                for target, sender, payload in zip(*b["subgraph"]):
+                    entry = self.subgraph_messages.setdefault(int(target) - self.sg_offset, ([], []))
+                    entry[0].append(int(sender))
+                    entry[1].append(payload)
+        self.broadcasts = [m for b in batches for m in b.get("broadcast", [])]
+        self.count = len(self.local) + sum(len(v[1]) for v in self.subgraph_messages.values()) + len(self.broadcasts)
+
+    def receivers(self) -> np.ndarray:
+        """Local sub-graph indices with at least one message."""
+        n = len(self.sg_starts) - 1
+        if self.broadcasts:
+            return np.arange(n)
+        mask = np.diff(self.vertex_bounds) > 0
+        for k in self.subgraph_messages:
+            mask[k] = True
+        return np.flatnonzero(mask)
+
+    def for_subgraph(self, k: int) -> Messages:
+        a, b = self.vertex_bounds[k], self.vertex_bounds[k + 1]
+        senders, payloads = self.subgraph_messages.get(k, ([], []))
+        if self.broadcasts:
+            senders, payloads = senders + [-1] * len(self.broadcasts), payloads + self.broadcasts
+        return Messages(self.local[a:b] - self.sg_starts[k], self.values[a:b],
+                        np.asarray(senders, dtype=np.int64), payloads)

@@ -1,0 +1,42 @@
+"""Run metrics: what each superstep did and cost."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SuperstepMetrics:
+    superstep: int
+    seconds: float
+    active_subgraphs: int
+    messages: int
+    bytes: int
+
+
+@dataclass
+class RunMetrics:
+    program: str
+    supersteps: list[SuperstepMetrics] = field(default_factory=list)
+    setup_seconds: float = 0.0
+    output_seconds: float = 0.0
+
+    @property
+    def num_supersteps(self) -> int:
+        return len(self.supersteps)
+
+    @property
+    def messages(self) -> int:
+        return sum(s.messages for s in self.supersteps)
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.supersteps)
+
+    @property
+    def seconds(self) -> float:
+        return self.setup_seconds + sum(s.seconds for s in self.supersteps) + self.output_seconds
+
+    def as_dict(self) -> dict:
+        return {"program": self.program, "supersteps": self.num_supersteps, "messages": self.messages,
+                "bytes": self.bytes, "seconds": round(self.seconds, 4),
+                "per_superstep": [vars(s) for s in self.supersteps]}

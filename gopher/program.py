@@ -1,0 +1,41 @@
+"""The sub-graph program contract (GoFFish's Gopher, GraphX/Giraph style).
+
+Subclass :class:`SubgraphProgram` and implement ``compute``; the engine calls
+it once per active sub-graph per superstep. Everything else is optional.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+class SubgraphProgram:
+    #: merge vertex messages to the same vertex before the shuffle: "min", "max", "sum" or a ufunc
+    combiner = None
+    #: dtype of vertex message values
+    message_dtype = "float64"
+    #: global aggregators: {name: "sum" | "min" | "max" | gopher.aggregators.Aggregator}
+    aggregators: dict = {}
+    #: static attributes to load with the topology
+    vertex_attributes: tuple = ()
+    edge_attributes: tuple = ()
+    #: per-instance attributes to load (time-series runs)
+    instance_vertex_attributes: tuple = ()
+    instance_edge_attributes: tuple = ()
+    #: output columns of :meth:`output` besides ``id``: {name: pyarrow type}
+    output_schema: dict = {}
+
+    def compute(self, subgraph, messages, ctx) -> None:
+        """Run one superstep for one sub-graph: read ``messages``, update ``subgraph.state``,
+        send with ``ctx.send_*``, and ``ctx.vote_to_halt()`` when done."""
+        raise NotImplementedError
+
+    def master(self, ctx) -> None:
+        """Runs on the driver after every superstep; may read aggregates, set globals, halt."""
+
+    def output(self, subgraph) -> dict:
+        """Per-vertex results of one sub-graph, aligned with its local vertices:
+        {column: numpy array} for the columns in ``output_schema``."""
+        return {}
+
+    def output_arrow_schema(self, id_type: pa.DataType) -> pa.Schema:
+        return pa.schema([("id", id_type), *self.output_schema.items()])

@@ -1,0 +1,164 @@
+"""The sub-graph a program's ``compute`` sees: topology views over its partition's arrays."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class RemoteEdges:
+    """Edges between this sub-graph and others: ``src`` local vertex index, ``dst`` global
+    vertex id, ``dst_subgraph``, ``dst_partition``; ``incoming`` marks edges that point
+    into this sub-graph (directed graphs; for undirected graphs every row is usable both ways)."""
+
+    __slots__ = ("src", "dst", "dst_subgraph", "dst_partition", "incoming", "_attrs")
+
+    def __init__(self, src, dst, dst_subgraph, dst_partition, incoming, attrs):
+        self.src, self.dst, self.dst_subgraph, self.dst_partition, self.incoming = (
+            src, dst, dst_subgraph, dst_partition, incoming)
+        self._attrs = attrs
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def attribute(self, name: str) -> np.ndarray:
+        return self._attrs[name]
+
+    def outgoing(self, directed: bool) -> np.ndarray:
+        """Mask of rows that can be followed from this sub-graph outwards."""
+        return ~self.incoming if directed else np.ones(len(self.src), dtype=bool)
+
+
+class Subgraph:
+    """One sub-graph: a block of its partition's vertices and the edges touching them.
+
+    Vertex arrays are indexed by *local* index 0..num_vertices-1; ``vertex_ids``
+    maps them to global dense ids and ``ids`` to the user's original ids.
+    ``state`` is a dict that survives across supersteps.
+    """
+
+    def __init__(self, bundle, k: int):
+        self._bundle = bundle
+        self._k = k
+        self.id = bundle.sg_offset + k
+        self.partition = bundle.partition
+        self.directed = bundle.directed
+        self._v0, self._v1 = int(bundle.sg_starts[k]), int(bundle.sg_starts[k + 1])
+        self._e0, self._e1 = int(bundle.local_bounds[k]), int(bundle.local_bounds[k + 1])
+        self._r0, self._r1 = int(bundle.remote_bounds[k]), int(bundle.remote_bounds[k + 1])
+        self.state: dict = {}
+        self._instance_vertex: dict = {}
+        self._instance_edge: dict = {}
+
+    @property
+    def num_vertices(self) -> int:
+        return self._v1 - self._v0
+
+    @property
+    def num_edges(self) -> int:
+        """Local edges (both ends in this sub-graph), each counted once."""
+        return self._e1 - self._e0
+
+    @functools.cached_property
+    def vertex_ids(self) -> np.ndarray:
+        return np.arange(self._v0, self._v1, dtype=np.int64) + self._bundle.vid_offset
+
+    @property
+    def first_vertex_id(self) -> int:
+        return self._bundle.vid_offset + self._v0
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._bundle.ids[self._v0:self._v1]
+
+    @property
+    def edge_src(self) -> np.ndarray:
+        return self._bundle.local_src[self._e0:self._e1] - self._v0
+
+    @property
+    def edge_dst(self) -> np.ndarray:
+        return self._bundle.local_dst[self._e0:self._e1] - self._v0
+
+    def local_index(self, vertex_ids: np.ndarray) -> np.ndarray:
+        return np.asarray(vertex_ids, dtype=np.int64) - self.first_vertex_id
+
+    def vertex_attribute(self, name: str) -> np.ndarray:
+        if name in self._instance_vertex:
+            return self._instance_vertex[name][self._v0:self._v1]
+        return self._bundle.vertex_attributes[name][self._v0:self._v1]
+
+    def edge_attribute(self, name: str) -> np.ndarray:
+        """Values of a local-edge attribute, aligned with ``edge_src``/``edge_dst``."""
+        source = self._instance_edge if name in self._instance_edge else self._bundle.edge_attributes
+        return source[name][0][self._e0:self._e1]
+
+    @functools.cached_property
+    def remote_edges(self) -> RemoteEdges:
+        b, r = self._bundle, slice(self._r0, self._r1)
+        return RemoteEdges(b.remote_src[r] - self._v0, b.remote_dst[r], b.remote_dst_sg[r],
+                           b.remote_dst_part[r], b.remote_incoming[r], _RemoteAttributes(self, r))
+
+    def neighbors(self, direction: str = "both") -> np.ndarray:
+        """Ids of adjacent sub-graphs: "out", "in" or "both" (same for undirected graphs)."""
+        remote = self.remote_edges
+        if not self.directed or direction == "both":
+            mask = slice(None)
+        elif direction == "out":
+            mask = ~remote.incoming
+        else:
+            mask = remote.incoming
+        return np.unique(remote.dst_subgraph[mask])
+
+    def adjacency(self, weight: str | None = None, symmetric: bool | None = None) -> sp.csr_matrix:
+        """Local adjacency as CSR (row = source). Undirected graphs are symmetrised.
+        Parallel edges keep the smallest weight (what shortest paths need)."""
+        symmetric = (not self.directed) if symmetric is None else symmetric
+        key = ("adj", weight, symmetric)
+        cached = self.__dict__.setdefault("_matrices", {})
+        if key not in cached:
+            src, dst = self.edge_src, self.edge_dst
+            data = np.ones(len(src)) if weight is None else self.edge_attribute(weight).astype(np.float64)
+            if symmetric:
+                src, dst, data = np.concatenate([src, dst]), np.concatenate([dst, src]), np.concatenate([data, data])
+            cached[key] = _min_csr(src, dst, data, self.num_vertices)
+        return cached[key]
+
+    def clear_instance(self) -> None:
+        self._instance_vertex, self._instance_edge = {}, {}
+        self.__dict__.pop("_matrices", None)
+
+    def igraph(self, weight: str | None = None):
+        """An igraph.Graph of the local topology (vertex i = local index i)."""
+        import igraph as ig
+
+        g = ig.Graph(n=self.num_vertices, edges=np.column_stack([self.edge_src, self.edge_dst]),
+                     directed=self.directed)
+        if weight is not None:
+            g.es[weight] = self.edge_attribute(weight)
+        return g
+
+    def __repr__(self) -> str:
+        return f"Subgraph(id={self.id}, partition={self.partition}, vertices={self.num_vertices}, edges={self.num_edges})"
+
+
+class _RemoteAttributes:
+    def __init__(self, subgraph: Subgraph, rows: slice):
+        self._sg, self._rows = subgraph, rows
+
+    def __getitem__(self, name):
+        source = self._sg._instance_edge if name in self._sg._instance_edge else self._sg._bundle.edge_attributes
+        return source[name][1][self._rows]
+
+
+def _min_csr(src, dst, data, n) -> sp.csr_matrix:
+    """CSR keeping the minimum over duplicate (src, dst) entries; explicit zeros kept."""
+    if len(src):
+        order = np.lexsort((data, dst, src))
+        src, dst, data = src[order], dst[order], data[order]
+        first = np.ones(len(src), dtype=bool)
+        first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+        src, dst, data = src[first], dst[first], data[first]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    return sp.csr_matrix((data, dst, indptr), shape=(n, n))
