@@ -1,0 +1,46 @@
+"""GoFFish on Spark: temporal graph storage (GoFS), sub-graph-centric BSP (Gopher)
+and streaming (Hatrick) on PySpark.
+
+    import goffish
+    spark = goffish.session()
+    g = goffish.ingest("datasets/road-small.txt.gz", "/tmp/road.gofs", weight="length")
+    g.connected_components().dataframe.show()
+"""
+from __future__ import annotations
+
+from goffish.session import session
+
+__all__ = ["session", "ingest", "open", "Instance"]
+
+
+def ingest(source, path: str, num_partitions: int = 4, partitioner: str = "metis", overwrite: bool = False,
+           name: str | None = None, seed: int = 0, spark=None, **read_options):
+    """Store a graph as GoFS and return its handle.
+
+    ``source`` is a path (SNAP edge list, CSV, Parquet), a NetworkX graph, a
+    GraphFrame, a pandas DataFrame of edges, or a ``gofs.graph_input.GraphInput``;
+    ``read_options`` go to the reader (``directed``, ``weight``, ``schema`` ...).
+    """
+    from gofs.graph_input import GraphInput
+    from gofs.ingest import ingest as ingest_graph
+    from gofs.sources import read_graph
+
+    graph = source if isinstance(source, GraphInput) else read_graph(source, **read_options)
+    ingest_graph(graph, path, num_partitions=num_partitions, partitioner=partitioner, overwrite=overwrite,
+                 name=name, seed=seed, spark=spark)
+    return open(path, spark=spark)
+
+
+def open(path: str, spark=None):  # noqa: A001 - mirrors goffish.open(path) in the design
+    """Open a stored GoFS graph."""
+    from goffish.graph import Graph
+
+    return Graph(path, spark)
+
+
+def __getattr__(name):
+    if name == "Instance":
+        from gofs.instances import Instance
+
+        return Instance
+    raise AttributeError(name)

@@ -45,7 +45,7 @@ def dense_ids(graph: GraphInput) -> tuple[pd.Index, np.ndarray, np.ndarray, np.n
         duplicated = pd.Index(vertex_ids).duplicated()
         if duplicated.any():
             row = int(np.flatnonzero(duplicated)[0])
-            raise InputError(f"{graph.source}: vertex row {row + 1}, field 'id': duplicate vertex id {vertex_ids[row]!r}")
+            raise InputError(f"{graph.source}: vertex row {row + 1}, field 'id': duplicate vertex id {ids[row].as_py()!r}")
         pieces.insert(0, vertex_ids)
     codes, uniques = pd.factorize(np.concatenate(pieces) if len(pieces) > 1 else pieces[0], sort=False)
     codes = codes.astype(np.int64)

@@ -73,7 +73,7 @@ class _Template:
         vids = self.id_index.get_indexer(values)
         if (vids < 0).any():
             row = int(np.flatnonzero(vids < 0)[0])
-            raise InputError(f"{where} row {row + 1}, field '{field}': unknown vertex {values[row]!r}")
+            raise InputError(f"{where} row {row + 1}, field '{field}': unknown vertex {ids[row].as_py()!r}")
         return vids.astype(np.int64)
 
     def eids(self, table: pa.Table, where: str) -> np.ndarray:

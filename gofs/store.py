@@ -122,6 +122,19 @@ class GraphStore:
         return pa.chunked_array([c for ch in chunks for c in ch.chunks],
                                 type=pa.int64() if self.manifest["id_type"] == "int64" else pa.string()).combine_chunks()
 
+    @functools.cached_property
+    def _id_index(self):
+        import pandas as pd
+
+        return pd.Index(self.vertex_ids.to_numpy(zero_copy_only=False))
+
+    def vid_of(self, vertex_id) -> int:
+        """The dense internal id of an original vertex id."""
+        try:
+            return int(self._id_index.get_loc(vertex_id))
+        except (KeyError, TypeError):
+            raise InputError(f"{self.path}: unknown vertex {vertex_id!r}") from None
+
     def _instance_columns(self, kind: str, inst: dict, p: int, attributes: list[str], rows: int) -> dict:
         have = [a for a in attributes if a in inst[f"{kind}_attributes"]]
         table = None

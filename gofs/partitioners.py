@@ -1,0 +1,323 @@
+"""Vertex partitioners: METIS on the driver, a hash baseline, and label propagation on Spark.
+
+All work on dense vertex indices ``0..num_vertices-1`` and return one ``int32``
+partition per vertex. Edges may repeat, point either way or be self-loops; the
+graph is treated as undirected. METIS gives the best cuts when the graph fits on
+the driver; ``spark-lp`` refines the hash partition with Spark jobs alone, for
+graphs that do not.
+
+Example
+-------
+>>> import numpy as np
+>>> src, dst = np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0])
+>>> parts = partition("metis", 4, src, dst, 2)
+>>> edge_cut(parts, src, dst), balance(parts, 2)
+(2, 1.0)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+PARTITIONERS = ("metis", "hash", "spark-lp")
+
+# Spark's xxhash64 constants: hash_partition must equal its Spark twin bit for bit.
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5 = np.uint64(0x27D4EB2F165667C5)
+_SPARK_HASH_SEED = 42
+
+# Synchronous label propagation makes neighbours swap labels back and forth on
+# bipartite-like graphs (grids, meshes); letting only a random 70% of vertices
+# move per iteration breaks the two-cycle and gave the lowest cuts in trials.
+_MOVE_PROBABILITY = 0.7
+_COIN_BITS = 20
+# Cells (from, to, bucket) in the per-iteration histogram collected to the driver.
+_HISTOGRAM_CELLS = 1 << 16
+
+
+def partition(method: str, num_vertices: int, src, dst, num_partitions: int, seed: int = 0,
+              spark=None) -> np.ndarray:
+    """Partition the vertices with the named method (one of ``PARTITIONERS``).
+
+    Parameters
+    ----------
+    method : "metis" (best cuts, runs on the driver), "hash" (no locality), or
+        "spark-lp" (label propagation as Spark jobs; needs ``spark``).
+    num_vertices, src, dst : the graph as dense indices; edges are read as undirected.
+    num_partitions : k >= 1.
+    seed : makes every method deterministic for a given value.
+    spark : the SparkSession, used only by "spark-lp".
+
+    Returns
+    -------
+    ``int32`` array of length ``num_vertices`` with values in ``[0, num_partitions)``.
+    """
+    if method not in PARTITIONERS:
+        raise ValueError(f"unknown partitioner {method!r}; choose one of {', '.join(PARTITIONERS)}")
+    src, dst = _checked(num_vertices, src, dst, num_partitions)
+    if num_partitions == 1 or num_vertices == 0:
+        return np.zeros(num_vertices, dtype=np.int32)
+    if method == "metis":
+        return metis_partition(num_vertices, src, dst, num_partitions, seed)
+    if method == "hash":
+        return hash_partition(num_vertices, src, dst, num_partitions, seed)
+    return spark_lp_partition(num_vertices, src, dst, num_partitions, seed, spark)
+
+
+def metis_partition(num_vertices: int, src, dst, num_partitions: int, seed: int = 0) -> np.ndarray:
+    """Minimise the edge cut with k-way METIS, partitions balanced to within 3% in vertices.
+
+    Uses multilevel k-way rather than recursive bisection: on a 1M-vertex grid it
+    is about twice as fast and cuts fewer edges. METIS is deterministic for a
+    given ``seed``. With at least as many partitions as vertices every vertex
+    gets its own partition, the only perfectly balanced answer.
+    """
+    import pymetis
+
+    src, dst = _checked(num_vertices, src, dst, num_partitions)
+    if num_partitions >= num_vertices:
+        return np.arange(num_vertices, dtype=np.int32)
+    if num_partitions == 1:
+        return np.zeros(num_vertices, dtype=np.int32)
+    adjacency = _symmetric_csr(num_vertices, src, dst)
+    idx = pymetis.zero_copy_dtype()
+    csr = pymetis.CSRAdjacency(adjacency.indptr.astype(idx, copy=False),
+                               adjacency.indices.astype(idx, copy=False))
+    _, parts = pymetis.part_graph(num_partitions, csr, recursive=False, options=pymetis.Options(seed=seed))
+    return np.asarray(parts, dtype=np.int32)
+
+
+def hash_partition(num_vertices: int, src, dst, num_partitions: int, seed: int = 0) -> np.ndarray:
+    """Spread vertices uniformly with no regard to edges: the baseline every cut is judged by.
+
+    The hash is Spark's ``xxhash64(seed, vid)``, so ``spark-lp`` starts from the
+    very same assignment; ``src`` and ``dst`` are only validated.
+    """
+    _checked(num_vertices, src, dst, num_partitions)
+    seed_hash = _xxhash64(np.array([seed]), np.array([_SPARK_HASH_SEED]))
+    hashed = _xxhash64(np.arange(num_vertices, dtype=np.int64), seed_hash)
+    return np.mod(hashed, num_partitions).astype(np.int32)
+
+
+def spark_lp_partition(num_vertices: int, src, dst, num_partitions: int, seed: int = 0,
+                       spark=None, iterations: int = 10) -> np.ndarray:
+    """Run ``spark_label_propagation`` on numpy edges and return the driver-side array.
+
+    Vertices without edges are sent as self-loops so that they count towards
+    partition sizes; having no neighbours, they keep their hash partition.
+    """
+    if spark is None:
+        raise ValueError("the 'spark-lp' partitioner runs on Spark: pass spark=<SparkSession>")
+    import pandas as pd
+
+    src, dst = _checked(num_vertices, src, dst, num_partitions)
+    lonely = np.flatnonzero(np.bincount(np.concatenate([src, dst]), minlength=num_vertices) == 0)
+    edges = pd.DataFrame({"src": np.concatenate([src, lonely]), "dst": np.concatenate([dst, lonely])})
+    result = spark_label_propagation(spark, spark.createDataFrame(edges), num_partitions,
+                                     iterations=iterations, seed=seed).toPandas()
+    parts = np.empty(num_vertices, dtype=np.int32)
+    parts[result["vid"].to_numpy()] = result["part"].to_numpy()
+    return parts
+
+
+def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: int = 10, seed: int = 0,
+                            capacity_slack: float = 0.05):
+    """Balanced label propagation computed with Spark joins, for graphs too big for the driver.
+
+    Starts from the hash partition. In each iteration a random 70% of the
+    vertices (hash of seed, iteration and id) look at their neighbours' labels and
+    want the most common one (ties keep the current label). As in Ugander &
+    Backstrom, "Balanced label propagation for partitioning massive graphs"
+    (WSDM 2013), the driver then solves a small linear program over the k x k
+    counts of wanted moves: move as many vertices as possible while no partition
+    exceeds ``capacity = (1 + capacity_slack) * n / k`` (or, if the start is
+    already over, shrinks as far as the wanted moves allow). Which vertices of a
+    (from, to) pair move is decided by hash, and exactly as many as the program
+    allows, so the capacity holds exactly. Only k x k x buckets counts reach
+    the driver, never vertices or edges.
+
+    Parameters
+    ----------
+    edges_df : DataFrame with integer columns ``src`` and ``dst`` (any ids, not
+        necessarily dense); read as undirected; self-loops only make a vertex known.
+    num_partitions : k >= 1.
+    iterations : rounds of propagation; each runs a handful of Spark jobs.
+    capacity_slack : allowed excess of a partition over n / k, as a fraction.
+
+    Returns
+    -------
+    DataFrame ``(vid long, part int)`` with one row per vertex in ``edges_df``.
+    """
+    from pyspark.sql import functions as F
+
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    k = num_partitions
+    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
+    links = edges.where(F.col("src") != F.col("dst"))
+    adjacency = links.unionByName(links.select(F.col("dst").alias("src"), F.col("src").alias("dst"))) \
+        .distinct().localCheckpoint()
+    vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
+    hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
+    labels = vertices.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part")).localCheckpoint()
+
+    sizes = np.zeros(k, dtype=np.int64)
+    for part, count in labels.groupBy("part").count().collect():
+        sizes[part] = count
+    n = int(sizes.sum())
+    capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
+    buckets = int(np.clip(_HISTOGRAM_CELLS // (k * k), 1, 1024))
+    for iteration in range(iterations):
+        candidates = _move_candidates(adjacency, labels, iteration, seed, buckets, slices).persist()
+        histogram = np.zeros((k, k, buckets), dtype=np.int64)
+        cells = candidates.groupBy("part", "to", "bucket").count().collect()
+        if cells:
+            part, to, bucket, count = np.array(cells, dtype=np.int64).T
+            histogram[part, to, bucket] = count
+        moves = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
+        if moves.any():
+            labels = _apply_moves(spark, labels, candidates, histogram, moves).localCheckpoint()
+            sizes += moves.sum(axis=0) - moves.sum(axis=1)
+        candidates.unpersist()
+    return labels
+
+
+def edge_cut(parts, src, dst) -> int:
+    """Edge rows (self-loops excluded, duplicates counted) whose endpoints lie in different partitions."""
+    parts = np.asarray(parts)
+    return int(np.count_nonzero(parts[np.asarray(src)] != parts[np.asarray(dst)]))
+
+
+def balance(parts, num_partitions: int) -> float:
+    """Largest partition size over the mean size: 1.0 is perfect balance."""
+    parts = np.asarray(parts)
+    if parts.size == 0:
+        return 1.0
+    return float(np.bincount(parts, minlength=num_partitions).max() * num_partitions / parts.size)
+
+
+def _checked(num_vertices: int, src, dst, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fail early with a clear message instead of deep inside METIS or scipy."""
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if src.shape != dst.shape or src.ndim != 1:
+        raise ValueError(f"src and dst must be 1-d arrays of equal length, got shapes {src.shape} and {dst.shape}")
+    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_vertices):
+        raise ValueError(f"edge endpoints must lie in [0, {num_vertices})")
+    return src, dst
+
+
+def _symmetric_csr(num_vertices: int, src: np.ndarray, dst: np.ndarray) -> sp.csr_matrix:
+    """Adjacency as METIS wants it: both directions, no self-loops, no repeated neighbours."""
+    keep = src != dst
+    rows = np.concatenate([src[keep], dst[keep]])
+    cols = np.concatenate([dst[keep], src[keep]])
+    ones = np.ones(rows.size, dtype=np.int32)
+    return sp.coo_matrix((ones, (rows, cols)), shape=(num_vertices, num_vertices)).tocsr()
+
+
+def _xxhash64(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """Spark's ``XxHash64.hashLong`` over int64 arrays, with wrap-around uint64 arithmetic."""
+    def rotl(x, r):
+        return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+    with np.errstate(over="ignore"):
+        v = np.asarray(values, dtype=np.int64).view(np.uint64)
+        h = np.asarray(seed, dtype=np.int64).view(np.uint64) + _P5 + np.uint64(8)
+        h = h ^ (rotl(v * _P2, 31) * _P1)
+        h = rotl(h, 27) * _P1 + _P4
+        h = (h ^ (h >> np.uint64(33))) * _P2
+        h = (h ^ (h >> np.uint64(29))) * _P3
+        h = h ^ (h >> np.uint64(32))
+    return h.view(np.int64)
+
+
+def _move_candidates(adjacency, labels, iteration: int, seed: int, buckets: int, slices: int):
+    """Vertices that would rather be elsewhere: ``(vid, part, to, coin, bucket)``.
+
+    ``coin`` is a hash of (seed, iteration, vid): its low bits pick who may move
+    this iteration, its high bits the bucket that orders the moves of a pair.
+    Edges are shuffled once, by source, and the aggregations after it reuse that split.
+    """
+    from pyspark.sql import functions as F
+
+    coin = F.xxhash64(F.lit(seed).cast("long"), F.lit(iteration).cast("long"), F.col("src"))
+    may_move = F.pmod(F.col("coin"), F.lit(1 << _COIN_BITS)) < int(_MOVE_PROBABILITY * (1 << _COIN_BITS))
+    neighbour_labels = labels.select(F.col("vid").alias("dst"), F.col("part").alias("to"))
+    counts = adjacency.withColumn("coin", coin).where(may_move) \
+        .join(neighbour_labels, "dst") \
+        .repartition(slices, "src") \
+        .groupBy("src", "coin", "to").count() \
+        .join(labels.select(F.col("vid").alias("src"), "part"), "src")
+    # max over (count, stays, random) = most common neighbour label, current label on ties.
+    preference = F.struct(F.col("count"), (F.col("to") == F.col("part")).alias("stays"),
+                          F.xxhash64(F.col("coin"), F.col("to")).alias("tie"), F.col("to"))
+    return counts.groupBy("src", "part", "coin").agg(F.max(preference).alias("best")) \
+        .where(F.col("best.to") != F.col("part")) \
+        .select(F.col("src").alias("vid"), "part", F.col("best.to").alias("to"), "coin",
+                F.pmod(F.shiftright(F.col("coin"), _COIN_BITS), F.lit(buckets)).cast("int").alias("bucket"))
+
+
+def _plan_moves(demand: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
+    """How many vertices to move from partition i to j: the Ugander-Backstrom linear program.
+
+    Maximise the moves, bounded by ``demand[i, j]``, subject to each partition's
+    net inflow keeping it within ``capacity``; a partition already over capacity
+    gets an overflow variable whose cost, k per vertex, outweighs any chain of
+    moves it could enable, so overflow shrinks first. The constraint matrix is a
+    network matrix (totally unimodular), so the simplex optimum is integral.
+    """
+    k = len(sizes)
+    rows, cols = np.nonzero(demand)
+    if rows.size == 0:
+        return np.zeros((k, k), dtype=np.int64)
+    pairs = np.arange(rows.size)
+    overflow = rows.size + np.arange(k)
+    a_ub = sp.coo_matrix((np.concatenate([np.ones(rows.size), -np.ones(rows.size), -np.ones(k)]),
+                          (np.concatenate([cols, rows, np.arange(k)]), np.concatenate([pairs, pairs, overflow]))),
+                         shape=(k, rows.size + k))
+    cost = np.concatenate([-np.ones(rows.size), np.full(k, float(k))])
+    bounds = np.column_stack([np.zeros(rows.size + k),
+                              np.concatenate([demand[rows, cols], np.full(k, np.inf)])])
+    result = linprog(cost, A_ub=a_ub, b_ub=capacity - sizes, bounds=bounds, method="highs-ds")
+    if not result.success:
+        raise RuntimeError(f"label propagation move planning failed: {result.message}")
+    moves = np.zeros((k, k), dtype=np.int64)
+    moves[rows, cols] = np.rint(result.x[:rows.size]).astype(np.int64)
+    return moves
+
+
+def _apply_moves(spark, labels, candidates, histogram: np.ndarray, moves: np.ndarray):
+    """Move exactly ``moves[i, j]`` candidates from i to j: whole buckets, then the first of the next.
+
+    Only the one partly taken bucket of each pair is ranked, so no task sorts
+    all the candidates of a pair.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    cumulative = histogram.cumsum(axis=-1)
+    whole = (cumulative <= moves[..., None]).sum(axis=-1)
+    taken = np.take_along_axis(cumulative, np.maximum(whole - 1, 0)[..., None], axis=-1)[..., 0]
+    rest = moves - np.where(whole > 0, taken, 0)
+    parts, tos = np.nonzero(moves)
+    plan = spark.createDataFrame(
+        [(int(p), int(t), int(whole[p, t]), int(rest[p, t])) for p, t in zip(parts, tos)],
+        "part int, to int, whole int, rest long")
+    chosen = candidates.join(F.broadcast(plan), ["part", "to"])
+    in_whole = chosen.where(F.col("bucket") < F.col("whole"))
+    rank = F.row_number().over(Window.partitionBy("part", "to").orderBy("coin", "vid"))
+    in_rest = chosen.where(F.col("bucket") == F.col("whole")).withColumn("rank", rank) \
+        .where(F.col("rank") <= F.col("rest"))
+    moved = in_whole.select("vid", "to").unionByName(in_rest.select("vid", "to"))
+    return labels.join(moved, "vid", "left") \
+        .select("vid", F.coalesce(F.col("to"), F.col("part")).alias("part"))

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One-command set-up and entry points. On a fresh machine (Python 3.9+ and Java 17):
+#   ./run.sh demo     the main job on the embedded default (local Spark, sample road graph)
+#   ./run.sh test     the test suite
+#   ./run.sh bench    goffish bench (arguments are passed on), ./run.sh goffish ... any CLI command
+# Each creates .venv, installs the project and fetches the GraphFrames jar the first time.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV="${GOFFISH_VENV:-.venv}"
+export GOFFISH_CACHE="${GOFFISH_CACHE:-$PWD/.cache}"
+
+ensure_env() {
+  if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+    echo "run.sh: Spark needs Java 17 (e.g. apt-get install openjdk-17-jre-headless), or set JAVA_HOME" >&2
+    exit 1
+  fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+  fi
+  local stamp="$VENV/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+  if [ ! -f "$stamp" ]; then
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -e ".[test]"
+    touch "$stamp"
+  fi
+  "$VENV/bin/python" -c "from goffish.jars import resolve_graphframes_jar as r; import sys; j = r(); print('GraphFrames jar:', j or 'not available (GraphFrames baselines will be skipped)', file=sys.stderr)"
+  export PYSPARK_PYTHON="$PWD/$VENV/bin/python"
+  export PYSPARK_DRIVER_PYTHON="$PWD/$VENV/bin/python"
+}
+
+command="${1:-demo}"
+shift || true
+case "$command" in
+  demo) ensure_env; exec "$VENV/bin/goffish" demo --master "${GOFFISH_MASTER:-local[2]}" "$@" ;;
+  test) ensure_env; exec "$VENV/bin/python" -m pytest "$@" ;;
+  bench) ensure_env; exec "$VENV/bin/goffish" bench "$@" ;;
+  goffish) ensure_env; exec "$VENV/bin/goffish" "$@" ;;
+  *) echo "usage: ./run.sh demo|test|bench|goffish [args...]" >&2; exit 2 ;;
+esac
