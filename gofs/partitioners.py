@@ -183,6 +183,8 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
             histogram[part, to, bucket] = count
         moves = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
         if moves.any():
+            # Each iteration reads labels three times: materialise it once, and
+            # drop the lineage so that later iterations plan no slower.
             labels = _apply_moves(spark, labels, candidates, histogram, moves).localCheckpoint()
             sizes += moves.sum(axis=0) - moves.sum(axis=1)
         candidates.unpersist()

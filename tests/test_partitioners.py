@@ -1,0 +1,124 @@
+"""Partitioners: output contract, determinism, and cut quality against the hash baseline."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from gofs.partitioners import (PARTITIONERS, balance, edge_cut, hash_partition, metis_partition, partition,
+                               spark_label_propagation, spark_lp_partition)
+
+
+def grid(side, drop=0.0, seed=0):
+    """A side x side grid graph with a random fraction of its edges dropped."""
+    idx = np.arange(side * side).reshape(side, side)
+    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    keep = np.random.default_rng(seed).random(src.size) >= drop
+    return side * side, src[keep], dst[keep]
+
+
+@pytest.fixture(scope="module")
+def big_grid():
+    return grid(300, drop=0.1)
+
+
+def assert_valid(parts, num_vertices, k):
+    assert parts.dtype == np.int32
+    assert parts.shape == (num_vertices,)
+    assert parts.min() >= 0 and parts.max() < k
+
+
+@pytest.mark.parametrize("method", ["metis", "hash"])
+def test_driver_partitioners_are_valid_and_deterministic(big_grid, method):
+    n, src, dst = big_grid
+    parts = partition(method, n, src, dst, 8, seed=3)
+    assert_valid(parts, n, 8)
+    np.testing.assert_array_equal(parts, partition(method, n, src, dst, 8, seed=3))
+
+
+def test_metis_is_balanced_and_cuts_a_tenth_of_hash(big_grid):
+    n, src, dst = big_grid
+    metis = metis_partition(n, src, dst, 8)
+    assert balance(metis, 8) <= 1.1
+    assert edge_cut(metis, src, dst) <= edge_cut(hash_partition(n, src, dst, 8), src, dst) / 10
+
+
+def test_hash_is_roughly_uniform_and_seeded(big_grid):
+    n, src, dst = big_grid
+    parts = hash_partition(n, src, dst, 8)
+    assert balance(parts, 8) < 1.02
+    assert (parts != hash_partition(n, src, dst, 8, seed=1)).mean() > 0.8
+
+
+def test_messy_edges_and_isolated_vertices():
+    """Self-loops, duplicates, both directions, and vertices 30..39 with no edges at all."""
+    n, src, dst = grid(5)
+    src = np.concatenate([src, dst, src, [3, 7], np.arange(25, 30)])
+    dst = np.concatenate([dst, src[:dst.size], dst, [3, 7], np.arange(26, 31)])
+    for method in ("metis", "hash"):
+        parts = partition(method, 40, src, dst, 4)
+        assert_valid(parts, 40, 4)
+    assert balance(partition("metis", 40, src, dst, 4), 4) <= 1.1
+
+
+def test_edgeless_graph():
+    parts = metis_partition(10, np.array([], np.int64), np.array([], np.int64), 3)
+    assert_valid(parts, 10, 3)
+    assert np.bincount(parts).max() <= 4
+
+
+def test_more_partitions_than_vertices():
+    src, dst = np.array([0, 1]), np.array([1, 2])
+    np.testing.assert_array_equal(metis_partition(3, src, dst, 5), [0, 1, 2])
+    assert_valid(hash_partition(3, src, dst, 5), 3, 5)
+
+
+@pytest.mark.parametrize("method", PARTITIONERS)
+def test_one_partition_is_all_zeros(method):
+    n, src, dst = grid(4)
+    np.testing.assert_array_equal(partition(method, n, src, dst, 1), np.zeros(n, np.int32))
+
+
+def test_dispatcher_errors():
+    n, src, dst = grid(3)
+    with pytest.raises(ValueError, match="metis, hash, spark-lp"):
+        partition("kahip", n, src, dst, 2)
+    with pytest.raises(ValueError, match=">= 1"):
+        partition("hash", n, src, dst, 0)
+    with pytest.raises(ValueError, match=r"\[0, 9\)"):
+        partition("metis", n, src, dst + 1, 2)
+    with pytest.raises(ValueError, match="spark=<SparkSession>"):
+        partition("spark-lp", n, src, dst, 2)
+
+
+def test_edge_cut_and_balance():
+    parts = np.array([0, 0, 1, 1], np.int32)
+    assert edge_cut(parts, [0, 1, 2, 3, 3, 0], [1, 2, 3, 0, 3, 2]) == 3
+    assert balance(parts, 2) == 1.0
+    assert balance(parts, 4) == 2.0
+
+
+def test_spark_lp_cuts_far_less_than_hash_within_capacity(spark):
+    n, src, dst = grid(40, drop=0.1)
+    lonely = np.arange(n, n + 20)  # vertices with no edges keep their hash partition
+    hashed = hash_partition(n + 20, src, dst, 4)
+    parts = spark_lp_partition(n + 20, src, dst, 4, spark=spark, iterations=5)
+    assert_valid(parts, n + 20, 4)
+    np.testing.assert_array_equal(parts[lonely], hashed[lonely])
+    assert edge_cut(parts, src, dst) < 0.6 * edge_cut(hashed, src, dst)
+    assert balance(parts, 4) <= 1.05 + 0.01
+
+
+def test_spark_lp_starts_from_hash_and_ignores_data_layout(spark):
+    """Any long ids work; the result depends on the seed only, not on how Spark splits the rows."""
+    n, src, dst = grid(12, drop=0.1)
+    edges = spark.createDataFrame(pd.DataFrame({"src": src, "dst": dst}))
+    start = spark_label_propagation(spark, edges, 3, iterations=0).toPandas().sort_values("vid")
+    np.testing.assert_array_equal(start["part"], hash_partition(n, src, dst, 3))
+
+    far = pd.DataFrame({"src": src * 1000 + 10**12, "dst": dst * 1000 + 10**12})
+    runs = [spark_label_propagation(spark, spark.createDataFrame(far).repartition(slices), 3,
+                                    iterations=2, seed=7).toPandas().sort_values("vid", ignore_index=True)
+            for slices in (1, 3)]
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    assert sorted(runs[0]["vid"]) == sorted(np.arange(n) * 1000 + 10**12)
+    assert runs[0]["part"].between(0, 2).all()
