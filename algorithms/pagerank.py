@@ -1,7 +1,8 @@
 """PageRank with NetworkX's semantics, one power iteration per superstep.
 
 Each sub-graph multiplies its local ranks through its local edges (scipy
-sparse, C) and sends rank/out-degree along remote edges (sum combiner).
+sparse, C; the matrix is built once per worker, never shipped) and sends
+rank/out-degree along remote edges (sum combiner); only the rank vector is state.
 Dangling vertices spread their rank uniformly, as ``networkx.pagerank`` does;
 an aggregator carries the dangling mass and the L1 change, and the master
 stops when the change falls below ``N * tol`` (Page et al. 1999; NetworkX's
@@ -50,27 +51,22 @@ class PageRank(SubgraphProgram):
         return {"to_local": to_local, "dangling": out_weight == 0, "remote_src": remote.src[out],
                 "remote_dst": remote.dst[out], "remote_share": rw * inverse[remote.src[out]]}
 
-    def _spread(self, subgraph, x, ctx):
-        """Send this iteration's rank along local (kept in state) and remote edges."""
-        prep = subgraph.state["prep"]
-        subgraph.state["incoming"] = prep["to_local"] @ x
-        ctx.aggregate("dangling", float(x[prep["dangling"]].sum()))
-        if len(prep["remote_dst"]):
-            ctx.send_to_vertices(prep["remote_dst"], x[prep["remote_src"]] * prep["remote_share"])
-
     def compute(self, subgraph, messages, ctx):
         state = subgraph.state
+        prep = subgraph.derived(("pagerank", self.weight), lambda: self._prepare(subgraph))
         if ctx.superstep == 0:
-            state["prep"] = self._prepare(subgraph)
             state["x"] = np.full(subgraph.num_vertices, 1.0 / self.n)
         else:
-            incoming = state["incoming"]
+            incoming = prep["to_local"] @ state["x"]
             np.add.at(incoming, messages.vertices, messages.values)
             dangling = ctx.aggregated.get("dangling", 0.0)
             x = self.alpha * (incoming + dangling / self.n) + (1.0 - self.alpha) / self.n
             ctx.aggregate("change", float(np.abs(x - state["x"]).sum()))
             state["x"] = x
-        self._spread(subgraph, state["x"], ctx)
+        x = state["x"]
+        ctx.aggregate("dangling", float(x[prep["dangling"]].sum()))
+        if len(prep["remote_dst"]):
+            ctx.send_to_vertices(prep["remote_dst"], x[prep["remote_src"]] * prep["remote_share"])
 
     def master(self, ctx):
         if ctx.superstep == 0:

@@ -124,9 +124,18 @@ class Subgraph:
             cached[key] = _min_csr(src, dst, data, self.num_vertices)
         return cached[key]
 
+    def derived(self, key, build):
+        """Topology-derived data (matrices, degrees) built once per worker and kept with
+        the topology: never shipped between supersteps, rebuilt by ``build()`` where missing."""
+        cache = self.__dict__.setdefault("_derived", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
     def clear_instance(self) -> None:
         self._instance_vertex, self._instance_edge = {}, {}
         self.__dict__.pop("_matrices", None)
+        self.__dict__.pop("_derived", None)
 
     def igraph(self, weight: str | None = None):
         """An igraph.Graph of the local topology (vertex i = local index i)."""
