@@ -170,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--algorithms", default="cc,sssp,pagerank")
     p.add_argument("--skip-graphframes", action="store_true")
+    p.add_argument("--baseline-timeout", type=float, default=None,
+                   help="cancel a GraphFrames baseline after this many seconds (reported as a lower bound)")
     p.add_argument("--pagerank-iterations", type=int, default=10)
     p.add_argument("--timeseries-hours", type=int, default=0, help="also bench TDSP/independent runs over N instances")
     p.add_argument("--json", default="bench-results/bench.json")

@@ -44,18 +44,22 @@ class ComputeContext:
         self.outbox.subgraph_payloads.append(payload)
 
     def send_to_subgraphs(self, subgraph_ids, payloads) -> None:
-        """Batched: one payload per sub-graph id (a single payload is sent to each)."""
-        subgraph_ids = np.asarray(subgraph_ids, dtype=np.int64)
+        """Batched: one payload per sub-graph id, as a list, tuple or array of the same length;
+        any other value is sent to each id (to send one tuple to many, use ``[t] * len(ids)``)."""
+        subgraph_ids = np.asarray(subgraph_ids, dtype=np.int64).reshape(-1)
         if not isinstance(payloads, (list, tuple, np.ndarray)):
             payloads = [payloads] * len(subgraph_ids)
+        elif len(payloads) != len(subgraph_ids):
+            raise ValueError(f"send_to_subgraphs: {len(subgraph_ids)} sub-graph ids but {len(payloads)} payloads")
         sender = self._subgraph.id if self._subgraph is not None else -1
         self.outbox.subgraph_targets.extend(subgraph_ids.tolist())
         self.outbox.subgraph_senders.extend([sender] * len(subgraph_ids))
         self.outbox.subgraph_payloads.extend(payloads)
 
     def send_to_neighbors(self, payload, direction: str = "both") -> None:
-        """Send ``payload`` to every adjacent sub-graph."""
-        self.send_to_subgraphs(self._subgraph.neighbors(direction), payload)
+        """Send ``payload`` (any picklable value, a tuple or list included) to every adjacent sub-graph."""
+        neighbors = self._subgraph.neighbors(direction)
+        self.send_to_subgraphs(neighbors, [payload] * len(neighbors))
 
     def send_to_all(self, payload) -> None:
         """Send ``payload`` to every sub-graph of the graph (delivered once per partition)."""
@@ -73,13 +77,15 @@ class ComputeContext:
 
 
 class MasterContext:
-    """Driver-side view after a superstep: aggregates, globals for the next one, halting."""
+    """Driver-side view after a superstep: aggregates, globals for the next one, halting.
+    In time-series runs ``instance`` is the instance the superstep belonged to."""
 
-    def __init__(self, superstep: int, aggregated: dict, globals_: dict, metrics):
+    def __init__(self, superstep: int, aggregated: dict, globals_: dict, metrics, instance: dict | None = None):
         self.superstep = superstep
         self.aggregated = aggregated
         self.globals = globals_
         self.metrics = metrics
+        self.instance = instance
         self.halted = False
 
     def halt(self) -> None:

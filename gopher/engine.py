@@ -8,6 +8,7 @@ is cut with a local checkpoint.
 """
 from __future__ import annotations
 
+import contextlib
 import pickle
 import sys
 import time
@@ -58,6 +59,22 @@ def _spark_schema(schema: pa.Schema):
     return from_arrow_schema(schema)
 
 
+@contextlib.contextmanager
+def adaptive_execution_off(spark):
+    """Adaptive execution splits every superstep's shuffle into extra jobs and would
+    be free to merge partitions; supersteps need neither, so it is off while they run."""
+    key = "spark.sql.adaptive.enabled"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
 def _raise_program_error(exc: Exception) -> None:
     text = str(exc)
     marker = "GopherProgramError: "
@@ -90,8 +107,11 @@ class Engine:
             initial=None, globals_: dict | None = None) -> tuple[object, RunMetrics, dict]:
         """Run ``program`` to halting (or ``max_supersteps``); returns (final records, metrics, aggregates).
 
-        ``initial`` may be a records DataFrame from an earlier run (sequential time series).
+        The final records stay persisted until ``release``; ``initial`` may be the
+        records of an earlier run (sequential time series).
         """
+        if max_supersteps < 1:
+            raise ValueError(f"max_supersteps must be at least 1, got {max_supersteps}")
         k = self.store.num_partitions
         metrics = RunMetrics(type(program).__name__)
         clock = time.perf_counter()
@@ -125,7 +145,8 @@ class Engine:
             halted = all(s["halted"] == s["subgraphs"] for s in summaries)
             step_metrics = SuperstepMetrics(superstep, time.perf_counter() - clock,
                                             sum(s["active"] for s in summaries), sent,
-                                            sum(s["bytes"] for s in summaries))
+                                            sum(s["bytes"] for s in summaries),
+                                            max((s["seconds"] for s in summaries), default=0.0))
             metrics.supersteps.append(step_metrics)
             master = MasterContext(superstep, aggregated, globals_, metrics)
             program.master(master)
@@ -135,7 +156,12 @@ class Engine:
             records = out.filter(F.col("kind") != SUMMARY)
             if master.halted or (halted and sent == 0):
                 break
-        return records, metrics, aggregated
+        return previous, metrics, aggregated
+
+    @staticmethod
+    def release(records) -> None:
+        if records is not None:
+            records.unpersist()
 
     def output(self, program, records, instance: dict | None = None):
         """Per-vertex results of the final states, materialised (so the run's caches can go)."""
@@ -153,9 +179,10 @@ def run_program(store, program, max_supersteps: int = 1000, spark=None, checkpoi
                 progress: bool | None = None) -> RunResult:
     """Run a sub-graph program on a stored graph and return per-vertex results and metrics."""
     engine = Engine(store, spark, checkpoint_interval, progress)
-    records, metrics, aggregated = engine.run(program, max_supersteps)
-    clock = time.perf_counter()
-    frame = engine.output(program, records)
-    records.unpersist()
+    with adaptive_execution_off(engine.spark):
+        records, metrics, aggregated = engine.run(program, max_supersteps)
+        clock = time.perf_counter()
+        frame = engine.output(program, records)
+    engine.release(records)
     metrics.output_seconds = time.perf_counter() - clock
     return RunResult(frame, metrics, aggregated)

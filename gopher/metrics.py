@@ -11,6 +11,7 @@ class SuperstepMetrics:
     active_subgraphs: int
     messages: int
     bytes: int
+    task_seconds: float = 0.0  # the slowest task's time inside the program (the rest is Spark)
 
 
 @dataclass

@@ -7,6 +7,7 @@ superstep (and one run) to the next; only state and messages travel as records.
 from __future__ import annotations
 
 import pickle
+import time
 import traceback
 from collections import defaultdict
 
@@ -93,6 +94,7 @@ def superstep_function(store, program, superstep: int, aggregated: dict, globals
             yield _records(rows)
 
     def _run_partition(p, received):
+        clock = time.perf_counter()
         cached = topology(store, p, program)
         _attach_instance(store, program, cached, instance)
         bundle, subgraphs, _ = cached
@@ -127,7 +129,7 @@ def superstep_function(store, program, superstep: int, aggregated: dict, globals
         rows.append((routes[p], p, STATE, pickle.dumps((halted, states), protocol=5)))
         summary = {"partition": p, "active": int(len(active)), "halted": int(halted.sum()),
                    "subgraphs": n, "received": inbox.count, "sent": outbox.count(), "bytes": sent_bytes,
-                   "partials": ctx.partials}
+                   "partials": ctx.partials, "seconds": time.perf_counter() - clock}
         rows.append((-1, p, SUMMARY, pickle.dumps(summary, protocol=5)))
         return rows
 

@@ -1,0 +1,207 @@
+"""``goffish bench``: Gopher vs GraphFrames (same Spark session) vs igraph (one core).
+
+For each algorithm every system runs once untimed (warm-up), then once timed
+with its result forced into existence (a checksum over every value, not a lazy
+count). The three answers are compared, and a table plus a JSON file report
+seconds, ratios to Gopher, supersteps and messages. A baseline that runs past
+``--baseline-timeout`` is cancelled and reported as a lower bound.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from algorithms import baselines
+from algorithms.baselines import canonical_components
+
+
+def _checksum(frame, column: str) -> float:
+    """Materialise every row: count plus the sum of the finite values."""
+    finite = F.when(~F.isnan(F.col(column)) & (F.abs(F.col(column)) != float("inf")), F.col(column))
+    row = frame.agg(F.count(F.lit(1)).alias("n"), F.sum(finite.cast("double")).alias("s")).first()
+    return float(row["s"] or 0.0) + row["n"]
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _timed(spark, fn, timeout: float | None):
+    """(seconds, value) of fn(); Spark jobs still running after ``timeout`` are cancelled."""
+    group = f"goffish-bench-{time.monotonic_ns()}"
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "goffish bench baseline", interruptOnCancel=True)
+    timer = threading.Timer(timeout, sc.cancelJobGroup, args=(group,)) if timeout else None
+    if timer:
+        timer.start()
+    clock = time.perf_counter()
+    try:
+        value = fn()
+    except Exception as exc:
+        if timer and not timer.is_alive():
+            raise _Timeout() from exc
+        raise
+    finally:
+        if timer:
+            timer.cancel()
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return time.perf_counter() - clock, value
+
+
+def _dense_edges(g):
+    """Canonical edges as dense vertex ids (what igraph gets), with their weights."""
+    tables = [g.read_edge_partition(p, attributes=[a for a in ("length", "weight") if a in g.edge_attributes],
+                                    internal=True) for p in range(g.num_partitions)]
+    edges = pa.concat_tables(tables)
+    edges = edges.filter(pa.compute.invert(edges.column("mirror")))
+    return edges
+
+
+def _by_id(frame, column, ids, id_index):
+    pdf = frame.toPandas()
+    values = np.full(len(ids), np.nan)
+    values[id_index.get_indexer(pdf["id"].to_numpy())] = pdf[column].to_numpy()
+    return values
+
+
+def run_bench(spark, g, algorithms, pagerank_iterations=10, skip_graphframes=False,
+              baseline_timeout=None, seed=0, log=print) -> dict:
+    ids = g.vertex_ids.to_numpy(zero_copy_only=False)
+    id_index = g._id_index
+    edges = _dense_edges(g)
+    src, dst = edges.column("src").to_numpy(), edges.column("dst").to_numpy()
+    n, directed = g.num_vertices, g.directed
+    vertices_df = g.vertices(attributes=[]).cache()
+    edges_df = g.edges(attributes=[]).cache()
+    vertices_df.count(), edges_df.count()
+
+    membership = baselines.igraph_components(n, src, dst)
+    sizes = np.bincount(membership)
+    rng = np.random.default_rng(seed)
+    source_vid = int(rng.choice(np.flatnonzero(membership == np.argmax(sizes))))
+    source = ids[source_vid].item() if hasattr(ids[source_vid], "item") else ids[source_vid]
+    rows = []
+
+    def record(algorithm, system, seconds, metrics=None, agrees=None, note=""):
+        row = {"algorithm": algorithm, "system": system, "seconds": seconds, "agrees": agrees, "note": note}
+        if metrics is not None:
+            row.update({"supersteps": metrics.num_supersteps, "messages": metrics.messages})
+        rows.append(row)
+        log(f"  {algorithm:9s} {system:12s} {seconds:9.3f}s {note}")
+
+    specs = {
+        "cc": (lambda: g.connected_components(progress=False), "component",
+               lambda: baselines.graphframes_connected_components(vertices_df, edges_df),
+               lambda: baselines.igraph_components(n, src, dst)),
+        "sssp": (lambda: g.sssp(source, progress=False), "distance",
+                 lambda: baselines.graphframes_shortest_paths(vertices_df, edges_df, source, directed),
+                 lambda: baselines.igraph_sssp(n, src, dst, None, source_vid, directed)),
+        "pagerank": (lambda: g.pagerank(max_iter=pagerank_iterations, tol=0, progress=False), "pagerank",
+                     lambda: baselines.graphframes_pagerank(vertices_df, edges_df, directed, pagerank_iterations),
+                     lambda: baselines.igraph_pagerank(n, src, dst, directed)),
+    }
+    for algorithm in algorithms:
+        run_gopher, column, run_graphframes, run_igraph = specs[algorithm]
+        cold = time.perf_counter()
+        run_gopher()
+        cold = time.perf_counter() - cold
+        seconds, result = _timed(spark, lambda: _with_checksum(run_gopher(), column), None)
+        ours = _by_id(result.dataframe, column, ids, id_index)
+        record(algorithm, "gopher", seconds, result.metrics, note=f"(first run {cold:.3f}s)")
+        igraph_seconds, reference = _timed(spark, run_igraph, None)
+        record(algorithm, "igraph", igraph_seconds, agrees=_agree(algorithm, ours, reference, pagerank_exact=True))
+        if skip_graphframes:
+            continue
+        try:
+            gf_seconds, gf = _timed(spark, lambda: _materialised(run_graphframes(), column), baseline_timeout)
+            theirs = _by_id(gf, column, ids, id_index)
+            record(algorithm, "graphframes", gf_seconds, agrees=_agree(algorithm, ours, theirs))
+        except _Timeout:
+            record(algorithm, "graphframes", float(baseline_timeout), note=f"cancelled after {baseline_timeout}s: lower bound")
+    for row in rows:
+        base = next(r["seconds"] for r in rows if r["algorithm"] == row["algorithm"] and r["system"] == "gopher")
+        row["ratio_to_gopher"] = row["seconds"] / base if base else None
+    vertices_df.unpersist(), edges_df.unpersist()
+    return {"graph": g.path, "vertices": n, "edges": g.num_edges, "partitions": g.num_partitions,
+            "sssp_source": source, "pagerank_iterations": pagerank_iterations,
+            "spark_master": spark.sparkContext.master, "rows": rows}
+
+
+def _with_checksum(result, column):
+    _checksum(result.dataframe, column)
+    return result
+
+
+def _materialised(frame, column):
+    frame = frame.localCheckpoint(eager=True)
+    _checksum(frame, column)
+    return frame
+
+
+def _agree(algorithm, ours, theirs, pagerank_exact=False) -> bool:
+    if algorithm == "cc":
+        return bool(np.array_equal(canonical_components(ours), canonical_components(np.asarray(theirs))))
+    if algorithm == "sssp":
+        theirs = np.asarray(theirs, dtype=np.float64)
+        return bool(np.array_equal(np.isinf(ours), np.isinf(theirs))
+                    and np.allclose(ours[np.isfinite(ours)], theirs[np.isfinite(theirs)], atol=1e-9))
+    # fixed-iteration PageRank vs an exact solver: compare ranks (top vertices), not digits
+    if pagerank_exact:
+        top = max(1, len(ours) // 1000)
+        return bool(len(np.intersect1d(np.argsort(-ours)[:top], np.argsort(-np.asarray(theirs))[:top])) >= 0.5 * top)
+    return bool(np.allclose(ours, theirs, atol=1e-6 / max(len(ours), 1) * 1e3))
+
+
+def format_table(report: dict) -> str:
+    lines = [f"{report['vertices']:,} vertices, {report['edges']:,} edges, {report['partitions']} partitions, "
+             f"master {report['spark_master']}",
+             f"{'algorithm':9s}  {'system':12s} {'seconds':>10s} {'x gopher':>9s} {'supersteps':>10s} "
+             f"{'messages':>9s}  agrees"]
+    for r in report["rows"]:
+        lines.append(f"{r['algorithm']:9s}  {r['system']:12s} {r['seconds']:10.3f} {r['ratio_to_gopher']:9.2f} "
+                     f"{r.get('supersteps', ''):>10} {r.get('messages', ''):>9}  "
+                     f"{'' if r['agrees'] is None else ('yes' if r['agrees'] else 'NO')} {r['note']}")
+    return "\n".join(lines)
+
+
+def main(spark, args) -> int:
+    import goffish
+    from gofs.ingest import ingest
+    from goffish.generators import generate
+
+    if args.graph:
+        g = goffish.open(args.graph, spark=spark)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="goffish-bench-"))
+        path = str(workdir / f"{args.generator}-{args.size}.gofs")
+        clock = time.perf_counter()
+        graph = generate(args.generator, args.size, seed=args.seed)
+        generated = time.perf_counter() - clock
+        timings: dict = {}
+        ingest(graph, path, num_partitions=args.partitions, timings=timings)
+        print(f"generated {args.generator} {args.size} in {generated:.2f}s; ingest "
+              + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+        g = goffish.open(path, spark=spark)
+    algorithms = [a for a in args.algorithms.split(",") if a]
+    report = run_bench(spark, g, algorithms, args.pagerank_iterations, args.skip_graphframes,
+                       args.baseline_timeout, args.seed)
+    if args.timeseries_hours:
+        from goffish.bench_timeseries import bench_timeseries
+
+        report["timeseries"] = bench_timeseries(spark, g.num_vertices, args.timeseries_hours, g.num_partitions)
+    print(format_table(report))
+    if report.get("timeseries"):
+        print(json.dumps(report["timeseries"], indent=1))
+    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+    with open(args.json, "w") as out:
+        json.dump(report, out, indent=1, default=str)
+    print(f"wrote {args.json}")
+    return 0 if all(r["agrees"] is not False for r in report["rows"]) else 1
