@@ -172,27 +172,55 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _bytes_under(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def ingest_report(generator: str, size: int, partitions: int, seed: int, workdir: Path) -> tuple[str, dict]:
+    """Generate, partition, discover sub-graphs and write; seconds per stage and bytes on disk
+    against the same graph as a gzipped SNAP edge list."""
+    from gofs.ingest import dense_ids, ingest
+    from gofs.partitioners import partition
+    from goffish.generators import generate, write_edge_list
+
+    clock = time.perf_counter()
+    graph = generate(generator, size, seed=seed)
+    stages = {"generate": time.perf_counter() - clock}
+    path = str(workdir / f"{generator}-{size}.gofs")
+    ingest(graph, path, num_partitions=partitions, seed=seed, timings=stages)
+    _, src, dst, _ = dense_ids(graph)
+    clock = time.perf_counter()
+    partition("metis", int(max(src.max(initial=-1), dst.max(initial=-1)) + 1), src, dst, partitions, seed=seed)
+    metis_alone = time.perf_counter() - clock
+    edge_list = workdir / f"{generator}-{size}.txt.gz"
+    write_edge_list(graph, str(edge_list))
+    report = {"generator": generator, "size": size, "partitions": partitions,
+              "stages_seconds": {k: round(v, 3) for k, v in stages.items()},
+              "end_to_end_seconds": round(sum(stages.values()), 3), "metis_alone_seconds": round(metis_alone, 3),
+              "gofs_bytes": {"total": _bytes_under(Path(path)),
+                             "template_edges": _bytes_under(Path(path) / "template" / "edges"),
+                             "template_vertices": _bytes_under(Path(path) / "template" / "vertices")},
+              "edge_list_gz_bytes": edge_list.stat().st_size}
+    return path, report
+
+
 def main(spark, args) -> int:
     import goffish
-    from gofs.ingest import ingest
-    from goffish.generators import generate
 
     if args.graph:
         g = goffish.open(args.graph, spark=spark)
+        ingest = None
     else:
-        workdir = Path(tempfile.mkdtemp(prefix="goffish-bench-"))
-        path = str(workdir / f"{args.generator}-{args.size}.gofs")
-        clock = time.perf_counter()
-        graph = generate(args.generator, args.size, seed=args.seed)
-        generated = time.perf_counter() - clock
-        timings: dict = {}
-        ingest(graph, path, num_partitions=args.partitions, timings=timings)
-        print(f"generated {args.generator} {args.size} in {generated:.2f}s; ingest "
-              + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+        path, ingest = ingest_report(args.generator, args.size, args.partitions, args.seed,
+                                     Path(tempfile.mkdtemp(prefix="goffish-bench-")))
+        print("ingest: " + json.dumps(ingest))
         g = goffish.open(path, spark=spark)
+        if args.ingest_only:
+            return 0
     algorithms = [a for a in args.algorithms.split(",") if a]
     report = run_bench(spark, g, algorithms, args.pagerank_iterations, args.skip_graphframes,
                        args.baseline_timeout, args.seed)
+    report["ingest"] = ingest
     if args.timeseries_hours:
         from goffish.bench_timeseries import bench_timeseries
 

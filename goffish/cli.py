@@ -170,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--algorithms", default="cc,sssp,pagerank")
     p.add_argument("--skip-graphframes", action="store_true")
+    p.add_argument("--ingest-only", action="store_true", help="only measure generate + ingest (stages, bytes)")
     p.add_argument("--baseline-timeout", type=float, default=None,
                    help="cancel a GraphFrames baseline after this many seconds (reported as a lower bound)")
     p.add_argument("--pagerank-iterations", type=int, default=10)
