@@ -245,12 +245,9 @@ class GraphStore:
 
     def to_graphframe(self, vertex_attributes=None, edge_attributes=None, instance=None, time=None):
         """A GraphFrame of the template (or of one instance); needs the GraphFrames jar."""
-        try:
-            from graphframes import GraphFrame
-        except ImportError:
-            raise RuntimeError("GraphFrames is not importable: create the session with goffish.session(), "
-                               "which puts the GraphFrames jar on the classpath and sys.path") from None
-        return GraphFrame(self.vertices(vertex_attributes, instance, time),
+        from gofs.interop import require_graphframes
+
+        return require_graphframes()(self.vertices(vertex_attributes, instance, time),
                           self.edges(edge_attributes, instance, time))
 
     # tables about sub-graphs -----------------------------------------------------
