@@ -135,6 +135,7 @@ class Engine:
                              out.filter(F.col("kind") == SUMMARY).select("payload").collect()]
             except Exception as exc:
                 out.unpersist()
+                self.release(previous)      # a failed run keeps nothing cached
                 _raise_program_error(exc)
             if previous is not None:
                 previous.unpersist()

@@ -148,9 +148,18 @@ def output_function(store, program, schema: pa.Schema, instance=None):
             columns = {name: [] for name in schema.names if name != "id"}
             for sg, state in zip(subgraphs, states):
                 sg.state = state
-                values = program.output(sg)
-                for name in columns:
-                    columns[name].append(np.asarray(values[name]))
+                try:
+                    values = program.output(sg)
+                    for name in columns:
+                        column = np.asarray(values[name])
+                        if column.shape != (sg.num_vertices,):
+                            raise ValueError(f"column {name!r} has shape {column.shape}, "
+                                             f"expected ({sg.num_vertices},): one value per vertex")
+                        columns[name].append(column)
+                except Exception as exc:
+                    raise GopherProgramError(
+                        f"{type(program).__name__}.output failed on sub-graph {sg.id} (partition {p}): "
+                        f"{exc!r}\n{traceback.format_exc()}") from exc
             arrays = [pa.array(bundle.ids, type=schema.field("id").type)]
             for name in columns:
                 merged = np.concatenate(columns[name]) if columns[name] else np.empty(0)
