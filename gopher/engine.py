@@ -85,7 +85,13 @@ def _raise_program_error(exc: Exception) -> None:
 
 
 class Engine:
-    """Runs sub-graph programs over a GoFS graph on a SparkSession."""
+    """Runs sub-graph programs over a GoFS graph on a SparkSession.
+
+    A superstep runs as ``tasks`` Spark tasks, each serving the GoFS partitions
+    p with p mod tasks equal to its index: the cluster's default parallelism (or
+    ``spark.goffish.tasks``), at most one task per partition. Every Python task
+    costs Spark a fixed start-up, so more tasks than cores only add overhead.
+    """
 
     def __init__(self, store, spark=None, checkpoint_interval: int = 5, progress: bool | None = None):
         self.store = store
@@ -93,10 +99,17 @@ class Engine:
         self.checkpoint_interval = max(1, checkpoint_interval)
         self.progress = sys.stderr.isatty() if progress is None else progress
         k = store.num_partitions
-        self.routes = route_keys(self.spark, k)
+        self.tasks = min(k, int(self.spark.conf.get("spark.goffish.tasks", None)
+                                or self.spark.sparkContext.defaultParallelism))
+        keys = route_keys(self.spark, self.tasks)
+        self.routes = [keys[p % self.tasks] for p in range(k)]
         self.vertex_offsets = np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices])
         self.subgraph_offsets = np.array([p["subgraph_offset"] for p in store.partitions]
                                          + [store.manifest["subgraphs"]["count"]])
+
+    def shuffle(self, records):
+        """Deliver every record to the Spark task that serves its GoFS partition."""
+        return records.repartition(self.tasks, "route")
 
     def _seed(self, states: dict | None = None):
         k = self.store.num_partitions
@@ -112,7 +125,6 @@ class Engine:
         """
         if max_supersteps < 1:
             raise ValueError(f"max_supersteps must be at least 1, got {max_supersteps}")
-        k = self.store.num_partitions
         metrics = RunMetrics(type(program).__name__)
         clock = time.perf_counter()
         records = self._seed() if initial is None else initial
@@ -125,7 +137,7 @@ class Engine:
             clock = time.perf_counter()
             step = superstep_function(self.store, program, superstep, aggregated, globals_, self.routes,
                                       self.vertex_offsets, self.subgraph_offsets, instance)
-            out = records.repartition(k, "route").mapInArrow(step, _spark_schema(RECORD_SCHEMA))
+            out = self.shuffle(records).mapInArrow(step, _spark_schema(RECORD_SCHEMA))
             try:
                 if superstep % self.checkpoint_interval == self.checkpoint_interval - 1:
                     out = out.localCheckpoint(eager=True)
@@ -169,7 +181,7 @@ class Engine:
         id_type = pa.int64() if self.store.manifest["id_type"] == "int64" else pa.string()
         schema = program.output_arrow_schema(id_type)
         fn = output_function(self.store, program, schema, instance)
-        states = records.filter(F.col("kind") == STATE).repartition(self.store.num_partitions, "route")
+        states = self.shuffle(records.filter(F.col("kind") == STATE))
         try:
             return states.mapInArrow(fn, _spark_schema(schema)).localCheckpoint(eager=True)
         except Exception as exc:
