@@ -76,10 +76,23 @@ def _write_result(frame, out: str, overwrite: bool) -> None:
     frame.write.mode("overwrite" if overwrite else "errorifexists").parquet(out)
 
 
+def _source_id(g, args):
+    """--source as the graph's id type, or a clear error."""
+    from gofs.errors import InputError
+
+    if g.manifest["id_type"] != "int64":
+        return args.source
+    try:
+        return int(args.source)
+    except ValueError:
+        raise InputError(f"{args.graph}: --source {args.source!r} is not a vertex id "
+                         "(this graph's vertex ids are integers)") from None
+
+
 def cmd_run(args) -> int:
     import goffish
     from gofs import layout
-    from gofs.errors import GraphExistsError, InputError
+    from gofs.errors import GraphExistsError
 
     fs, root = layout.filesystem(args.out)
     if layout.exists(fs, root) and not args.overwrite:
@@ -95,14 +108,7 @@ def cmd_run(args) -> int:
     elif args.algorithm == "sssp":
         if args.source is None:
             raise SystemExit("goffish run sssp: --source is required")
-        source = args.source
-        if g.manifest["id_type"] == "int64":
-            try:
-                source = int(args.source)
-            except ValueError:
-                raise InputError(f"{args.graph}: --source {args.source!r} is not a vertex id "
-                                 "(this graph's vertex ids are integers)") from None
-        result = g.sssp(source, weight=args.weight, **options)
+        result = g.sssp(_source_id(g, args), weight=args.weight, **options)
     else:
         result = g.pagerank(alpha=args.alpha, max_iter=args.max_iter, tol=args.tol, weight=args.weight, **options)
     _write_result(result.dataframe, args.out, args.overwrite)
@@ -117,22 +123,13 @@ TIMESERIES_ALGORITHMS = ("tdsp", "memes", "hashtags")
 
 def _run_timeseries(g, args, options) -> int:
     """tdsp writes OUT; memes writes OUT/tree and OUT/counts; hashtags OUT/neighbourhood and OUT/top."""
-    from gofs.errors import InputError
-
     selection = {"instances": [int(i) for i in args.instances.split(",")] if args.instances else None,
                  "time": None if not args.time else
                  (float(args.time) if "," not in args.time else tuple(float(t) for t in args.time.split(",")))}
     if args.algorithm == "tdsp":
         if args.source is None or args.departure is None:
             raise SystemExit("goffish run tdsp: --source and --departure are required")
-        source = args.source
-        if g.manifest["id_type"] == "int64":
-            try:
-                source = int(args.source)
-            except ValueError:
-                raise InputError(f"{args.graph}: --source {args.source!r} is not a vertex id "
-                                 "(this graph's vertex ids are integers)") from None
-        result = g.tdsp(source, args.departure, travel_time=args.travel_time, **selection, **options)
+        result = g.tdsp(_source_id(g, args), args.departure, travel_time=args.travel_time, **selection, **options)
         frames, metrics = {"": result.dataframe}, result.metrics
     elif args.algorithm == "memes":
         if args.meme is None:

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from gopher import aggregators as agg
 from gopher.context import MasterContext
 from gopher.metrics import RunMetrics, SuperstepMetrics
-from gopher.worker import (MESSAGES, RECORD_SCHEMA, STATE, SUMMARY, GopherProgramError,
+from gopher.worker import (RECORD_SCHEMA, STATE, SUMMARY, GopherProgramError,
                            output_function, superstep_function)
 
 _ROUTE_CACHE: dict = {}
