@@ -4,11 +4,15 @@ from __future__ import annotations
 import pyarrow as pa
 
 from algorithms.components import connected_components
+from algorithms.hashtags import HashtagSummary, hashtag_aggregation
+from algorithms.memes import MemeSpread, meme_tracking
 from algorithms.pagerank import pagerank
 from algorithms.sssp import sssp
+from algorithms.tdsp import tdsp
 from gofs.instances import Instance, append_instances
 from gofs.store import GraphStore
 from gopher.engine import RunResult, run_program
+from gopher.timeseries import TimeSeriesResult, run_timeseries
 
 
 class Graph(GraphStore):
@@ -32,6 +36,28 @@ class Graph(GraphStore):
     def run(self, program, max_supersteps: int = 1000, **engine_options) -> RunResult:
         """Run your own :class:`gopher.program.SubgraphProgram`."""
         return run_program(self, program, max_supersteps, **engine_options)
+
+    def tdsp(self, source, departure: float, travel_time: str = "travel_time", instances=None, time=None,
+             **engine_options) -> TimeSeriesResult:
+        """Earliest arrival times over per-instance travel times (see :func:`algorithms.tdsp.tdsp`)."""
+        return tdsp(self, source, departure, travel_time, instances, time, **engine_options)
+
+    def meme_tracking(self, meme: str, attribute: str = "hashtags", instances=None, time=None,
+                      **engine_options) -> MemeSpread:
+        """The spread tree of a meme over the instances (see :func:`algorithms.memes.meme_tracking`)."""
+        return meme_tracking(self, meme, attribute, instances, time, **engine_options)
+
+    def hashtag_aggregation(self, k: int = 10, attribute: str = "hashtags", instances=None, time=None,
+                            **engine_options) -> HashtagSummary:
+        """Per-instance neighbourhood hashtag counts and the merged top-k
+        (see :func:`algorithms.hashtags.hashtag_aggregation`)."""
+        return hashtag_aggregation(self, k, attribute, instances, time, **engine_options)
+
+    def run_timeseries(self, program, pattern: str = "independent", instances=None, time=None,
+                       **options) -> TimeSeriesResult:
+        """Run your own program over instances: ``pattern`` is "independent",
+        "eventually_dependent" or "sequential" (see :mod:`gopher.timeseries`)."""
+        return run_timeseries(self, program, pattern, instances=instances, time=time, **options)
 
     def append_instances(self, instances: list[Instance]) -> list[int]:
         """Append time-stamped instances (see :class:`gofs.instances.Instance`); returns their ids."""

@@ -38,6 +38,7 @@ messages are kept per (instance, sub-graph), and combiners work per instance.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import pickle
 import sys
@@ -50,7 +51,7 @@ from pyspark.sql import functions as F
 from gofs.errors import InputError
 from gopher import aggregators as agg
 from gopher.context import MasterContext
-from gopher.engine import Engine, _raise_program_error, _spark_schema
+from gopher.engine import Engine, _raise_program_error, _spark_schema, adaptive_execution_off
 from gopher.metrics import RunMetrics, SuperstepMetrics
 from gopher.program import SubgraphProgram
 from gopher.timeseries_worker import (MERGED, LaneStep, TimeSeriesContext, merge_function, output_function,
@@ -151,7 +152,11 @@ class _Lane:
 
 
 class _Runner:
-    """The superstep loop over lanes, on an :class:`gopher.engine.Engine`'s routing."""
+    """The superstep loop over lanes, on an :class:`gopher.engine.Engine`'s routing.
+
+    Used as a context manager: adaptive execution is off inside, and the cached
+    records are released on the way out.
+    """
 
     def __init__(self, store, program, spark, checkpoint_interval: int, progress):
         self.engine = Engine(store, spark, checkpoint_interval, progress)
@@ -178,7 +183,6 @@ class _Runner:
 
     def lanes(self, lanes: list[_Lane], max_supersteps: int):
         """Run ``lanes`` until all are done; returns the final records (kept cached)."""
-        k = self.store.num_partitions
         records, previous = self.engine._seed(), None
         while True:
             plan = {lane.key: lane.step() for lane in lanes if not lane.done}
@@ -188,7 +192,7 @@ class _Runner:
             step = superstep_function(self.store, self.program, plan, self.engine.routes,
                                       self.engine.vertex_offsets, self.engine.subgraph_offsets)
             out, summaries = self._materialise(
-                records.repartition(k, "route").mapInArrow(step, _spark_schema(RECORD_SCHEMA)))
+                self.engine.shuffle(records).mapInArrow(step, _spark_schema(RECORD_SCHEMA)))
             if previous is not None:
                 previous.unpersist()
             previous = out
@@ -199,7 +203,8 @@ class _Runner:
             metrics = SuperstepMetrics(self.superstep, clock.perf_counter() - start,
                                        sum(m["active"] for m in lane_summaries),
                                        sum(m["sent"] + m["forward"] for m in lane_summaries),
-                                       sum(s["bytes"] for s in summaries))
+                                       sum(s["bytes"] for s in summaries),
+                                       max((s["seconds"] for s in summaries), default=0.0))
             self.metrics.supersteps.append(metrics)
             if self.engine.progress:
                 print(f"[gopher] {self.metrics.program} superstep {self.superstep}: {len(plan)} instance(s), "
@@ -217,13 +222,14 @@ class _Runner:
         out, summaries = self._materialise(self._states(records).mapInArrow(merge, _spark_schema(RECORD_SCHEMA)))
         self.cached.append(out)
         self.metrics.supersteps.append(SuperstepMetrics(self.superstep, clock.perf_counter() - start,
-                                                        sum(len(s["lanes"]) for s in summaries), 0, 0))
+                                                        self.store.manifest["subgraphs"]["count"], 0, 0))
         partials = [s["lanes"][MERGED]["partials"] for s in summaries]
         aggregated = {name: self.specs[name].reduce([p[name] for p in partials if name in p]) for name in self.specs}
         return out.filter(F.col("kind") != SUMMARY), aggregated
 
     def output(self, records, lanes: dict, columns: dict, method: str, per_instance: bool):
-        """Per-vertex rows of ``lanes`` ({lane: instance or None}), materialised."""
+        """Per-vertex rows of ``lanes`` ({lane: instance or None}), materialised (cached in
+        Spark's columnar form, which holds many instances' rows more cheaply than a checkpoint)."""
         if not columns:
             return None
         start = clock.perf_counter()
@@ -232,18 +238,24 @@ class _Runner:
                                                                                    *columns.items()])
         fn = output_function(self.store, self.program, lanes, schema, method, per_instance)
         try:
-            frame = self._states(records).mapInArrow(fn, _spark_schema(schema)).localCheckpoint(eager=True)
+            frame = self._states(records).mapInArrow(fn, _spark_schema(schema)).persist()
+            frame.count()
         except Exception as exc:
             _raise_program_error(exc)
         self.metrics.output_seconds += clock.perf_counter() - start
         return frame
 
     def _states(self, records):
-        return records.filter(F.col("kind") == STATE).repartition(self.store.num_partitions, "route")
+        return self.engine.shuffle(records.filter(F.col("kind") == STATE))
 
-    def release(self) -> None:
-        for frame in self.cached:
-            frame.unpersist()
+    def __enter__(self) -> "_Runner":
+        self._exit = contextlib.ExitStack()
+        self._exit.enter_context(adaptive_execution_off(self.engine.spark))
+        self._exit.callback(lambda: [frame.unpersist() for frame in self.cached])
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._exit.close()
 
 
 def select_instances(store, instances=None, time=None) -> list[dict]:
@@ -262,7 +274,7 @@ def _independent(store, program, instances, time, max_supersteps, concurrency, m
     runner = _Runner(store, program, spark, checkpoint_interval, progress)
     width = len(selected) if not concurrency else max(1, int(concurrency))
     lanes = [_Lane(i, [inst], i, len(selected), False, globals_ or {}) for i, inst in enumerate(selected)]
-    try:
+    with runner:
         finals = [runner.lanes(lanes[i:i + width], max_supersteps) for i in range(0, len(lanes), width)]
         records = functools.reduce(lambda a, b: a.union(b), finals)
         by_lane = {lane.key: lane.instance for lane in lanes}
@@ -272,8 +284,6 @@ def _independent(store, program, instances, time, max_supersteps, concurrency, m
             merged_records, merged_aggregated = runner.merge(records, by_lane)
             merged = runner.output(merged_records, {MERGED: None}, program.merge_schema, "merge_output",
                                    per_instance=False)
-    finally:
-        runner.release()
     return TimeSeriesResult(frame, runner.metrics, [i["id"] for i in selected],
                             {k: v for lane in lanes for k, v in lane.final.items()},
                             {k: v for lane in lanes for k, v in lane.supersteps.items()},
@@ -319,11 +329,9 @@ def run_sequential(store, program, instances=None, time=None, max_supersteps: in
     selected = select_instances(store, instances, time)
     runner = _Runner(store, program, spark, checkpoint_interval, progress)
     lane = _Lane(0, selected, 0, len(selected), True, globals_ or {})
-    try:
+    with runner:
         records = runner.lanes([lane], max_supersteps)
         frame = runner.output(records, {0: lane.instance}, program.output_schema, "output", per_instance=False)
-    finally:
-        runner.release()
     return TimeSeriesResult(frame, runner.metrics, list(lane.supersteps), lane.final, lane.supersteps,
                             files_read=sorted(runner.files))
 

@@ -5,7 +5,9 @@ runs have one lane per instance, all advancing together; a sequential run has
 one lane that moves from instance to instance). Partition ``p``'s Spark task
 holds the states of every lane in one record, receives every lane's messages
 in one record per sender, and runs each lane's active sub-graphs against that
-lane's instance attributes. Topology comes from :func:`gopher.worker.topology`
+lane's instance attributes. Each sub-graph's state is kept pickled on its own,
+so a superstep unpickles and re-pickles only the states of the sub-graphs it
+runs: with many lanes, most states just pass through as bytes. Topology comes from :func:`gopher.worker.topology`
 (loaded once per worker process); each instance's attributes are read once per
 process and partition and kept with their :class:`Subgraph` views.
 
@@ -16,6 +18,7 @@ through untouched until that instance starts.
 from __future__ import annotations
 
 import pickle
+import time
 import traceback
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
@@ -124,6 +127,10 @@ def _view(store, program, p: int, instance: dict | None) -> _InstanceView:
     return view
 
 
+def _state(blob: bytes | None) -> dict:
+    return {} if blob is None else pickle.loads(blob)
+
+
 def _received(batches) -> dict:
     """Per partition: lane states, in-instance messages and pending forward messages, by lane."""
     grouped = defaultdict(lambda: {"states": {}, "messages": defaultdict(list), "forward": defaultdict(list)})
@@ -150,9 +157,11 @@ def superstep_function(store, program, plan: dict[int, LaneStep], routes, vertex
 
     def step(batches):
         for p, received in _received(batches).items():
+            clock = time.perf_counter()
             with files.traced() as reads:
                 rows, summary = _run_partition(p, received)
             summary["files"] = sorted(set(reads))
+            summary["seconds"] = time.perf_counter() - clock
             rows.append((-1, p, SUMMARY, pickle.dumps(summary, protocol=5)))
             yield _records(rows)
 
@@ -165,7 +174,7 @@ def superstep_function(store, program, plan: dict[int, LaneStep], routes, vertex
         for lane, step in plan.items():
             view = _view(store, program, p, step.instance)
             n = view.bundle.num_subgraphs
-            halted, lane_states = states.get(lane) or (np.zeros(n, dtype=bool), [{} for _ in range(n)])
+            halted, blobs = states.get(lane) or (np.zeros(n, dtype=bool), [None] * n)
             start = step.superstep == 0
             inbox = Inbox(received["forward"].get(lane, []) if start else received["messages"].get(lane, []),
                           view.bundle, ufunc)
@@ -174,7 +183,7 @@ def superstep_function(store, program, plan: dict[int, LaneStep], routes, vertex
             ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, specs)
             for k in active:
                 sg = view.subgraph(k)
-                sg.state = lane_states[k]
+                sg.state = _state(blobs[k])
                 ctx._begin(sg)
                 try:
                     program.compute(sg, inbox.for_subgraph(k), ctx)
@@ -184,8 +193,8 @@ def superstep_function(store, program, plan: dict[int, LaneStep], routes, vertex
                         f"instance {step.instance['id']}, superstep {step.superstep}: {exc!r}\n"
                         f"{traceback.format_exc()}") from exc
                 halted[k] = ctx._halt
-                lane_states[k] = sg.state
-            states[lane] = (halted, lane_states)
+                blobs[k] = pickle.dumps(sg.state, protocol=5)
+            states[lane] = (halted, blobs)
             for dst, batch in out.route(vertex_offsets, subgraph_offsets, ufunc).items():
                 outgoing[dst][lane] = batch
             for dst, batch in ahead.route(vertex_offsets, subgraph_offsets, ufunc).items():
@@ -225,12 +234,13 @@ def merge_function(store, program, lanes: dict[int, dict], routes):
                     sg.state = {}
                     ctx._begin(sg)
                     try:
-                        program.merge(sg, {lanes[lane]["id"]: lane_states[lane][1][k] for lane in lanes}, ctx)
+                        program.merge(sg, {lanes[lane]["id"]: _state(lane_states[lane][1][k]) for lane in lanes},
+                                      ctx)
                     except Exception as exc:
                         raise GopherProgramError(
                             f"{type(program).__name__}.merge failed on sub-graph {sg.id} (partition {p}): "
                             f"{exc!r}\n{traceback.format_exc()}") from exc
-                    merged.append(sg.state)
+                    merged.append(pickle.dumps(sg.state, protocol=5))
             summary = {"partition": p, "lanes": {MERGED: {"partials": ctx.partials}}, "bytes": 0,
                        "files": sorted(set(reads))}
             yield _records([(routes[p], p, STATE, pickle.dumps({MERGED: (np.ones(n, dtype=bool), merged)},
@@ -251,11 +261,11 @@ def output_function(store, program, lanes: dict[int, dict | None], schema: pa.Sc
         for p, received in _received(batches).items():
             for lane, instance in lanes.items():
                 view = _view(store, program, p, instance)
-                _, states = received["states"][lane]
+                _, blobs = received["states"][lane]
                 columns = {name: [] for name in names}
-                for k, state in enumerate(states):
+                for k, blob in enumerate(blobs):
                     sg = view.subgraph(k)
-                    sg.state = state
+                    sg.state = _state(blob)
                     values = getattr(program, method)(sg)
                     for name in names:
                         columns[name].append(values[name])
@@ -270,9 +280,9 @@ def output_function(store, program, lanes: dict[int, dict | None], schema: pa.Sc
 
 
 def _concat(pieces: list, type_: pa.DataType) -> pa.Array:
-    if pieces and isinstance(pieces[0], (pa.Array, pa.ChunkedArray)):
-        return pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
-                                 for p in pieces]).cast(type_)
     if not pieces:
         return pa.array([], type=type_)
+    if isinstance(pieces[0], (pa.Array, pa.ChunkedArray)):
+        return pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
+                                 for p in pieces]).cast(type_)
     return pa.array(np.concatenate([np.asarray(p) for p in pieces]), type=type_)
