@@ -78,6 +78,9 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         start, end = ctx.instance["start"], ctx.instance["end"]
         arrival = state["arrival"]
         improved = self._receive(subgraph, messages.payloads)
+        if not np.isfinite(arrival).any():              # not reached yet: nothing to do
+            ctx.vote_to_halt()
+            return
         adjacency = subgraph.adjacency(self.travel_time)
         rows = np.repeat(np.arange(n), np.diff(adjacency.indptr))
         if ctx.superstep == 0:

@@ -112,16 +112,20 @@ class Subgraph:
 
     def adjacency(self, weight: str | None = None, symmetric: bool | None = None) -> sp.csr_matrix:
         """Local adjacency as CSR (row = source). Undirected graphs are symmetrised.
-        Parallel edges keep the smallest weight (what shortest paths need)."""
+        Parallel edges keep the smallest weight (what shortest paths need). The sort behind
+        it depends only on the topology, so it is kept with the partition and reused for
+        every weight and every instance (time-series runs build one matrix per instance)."""
         symmetric = (not self.directed) if symmetric is None else symmetric
         key = ("adj", weight, symmetric)
         cached = self.__dict__.setdefault("_matrices", {})
         if key not in cached:
-            src, dst = self.edge_src, self.edge_dst
-            data = np.ones(len(src)) if weight is None else self.edge_attribute(weight).astype(np.float64)
-            if symmetric:
-                src, dst, data = np.concatenate([src, dst]), np.concatenate([dst, src]), np.concatenate([data, data])
-            cached[key] = _min_csr(src, dst, data, self.num_vertices)
+            layouts = self._bundle.__dict__.setdefault("_csr_layouts", {})
+            if (self._k, symmetric) not in layouts:
+                layouts[self._k, symmetric] = _csr_layout(self.edge_src, self.edge_dst, self.num_vertices, symmetric)
+            edge, starts, indptr, indices = layouts[self._k, symmetric]
+            data = np.ones(self.num_edges) if weight is None else self.edge_attribute(weight).astype(np.float64)
+            values = np.fmin.reduceat(data[edge], starts) if len(starts) else np.empty(0)
+            cached[key] = sp.csr_matrix((values, indices, indptr), shape=(self.num_vertices, self.num_vertices))
         return cached[key]
 
     def derived(self, key, build):
@@ -160,14 +164,18 @@ class _RemoteAttributes:
         return source[name][1][self._rows]
 
 
-def _min_csr(src, dst, data, n) -> sp.csr_matrix:
-    """CSR keeping the minimum over duplicate (src, dst) entries; explicit zeros kept."""
-    if len(src):
-        order = np.lexsort((data, dst, src))
-        src, dst, data = src[order], dst[order], data[order]
-        first = np.ones(len(src), dtype=bool)
-        first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-        src, dst, data = src[first], dst[first], data[first]
+def _csr_layout(src, dst, n, symmetric: bool):
+    """How edge weights become a CSR that keeps the minimum over duplicate (src, dst) entries:
+    (edge of each entry in (src, dst) order, first entry of each pair, indptr, indices).
+    Weights then need only a gather and ``np.fmin.reduceat``; explicit zeros are kept."""
+    edge = np.arange(len(src))
+    if symmetric:
+        src, dst, edge = np.concatenate([src, dst]), np.concatenate([dst, src]), np.concatenate([edge, edge])
+    order = np.lexsort((dst, src))
+    src, dst, edge = src[order], dst[order], edge[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    starts = np.flatnonzero(first)
     indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-    return sp.csr_matrix((data, dst, indptr), shape=(n, n))
+    np.cumsum(np.bincount(src[starts], minlength=n), out=indptr[1:])
+    return edge, starts, indptr, dst[starts]
