@@ -50,9 +50,11 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
     """Earliest arrival times from ``source_vid`` (dense id) leaving at ``departure``.
 
     Remote arrivals travel as one payload per neighbouring sub-graph: (target
-    vertex ids, source vertex ids, arrival times). Knowing the source lets the
-    receiver record, per remote edge, an upper bound on the sender's departure
-    (``heard``), so it never echoes an arrival back that cannot improve it.
+    vertex ids, source vertex ids, arrival times at the targets, arrival times
+    at the sources). The receiver keeps, per remote edge, the best arrival it
+    was told for the vertex at the other end (``known``), and never sends an
+    arrival there that cannot improve it: messages that would change nothing
+    cost no extra superstep.
     """
 
     output_schema = {"arrival": pa.float64()}
@@ -68,7 +70,7 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         n = subgraph.num_vertices
         if "arrival" not in state:
             state.update(arrival=np.full(n, np.inf), sent=np.full(len(subgraph.remote_edges), np.inf),
-                         heard=np.full(len(subgraph.remote_edges), np.inf))
+                         known=np.full(len(subgraph.remote_edges), np.inf))
             local = self.source_vid - subgraph.first_vertex_id
             if 0 <= local < n:
                 state["arrival"][local] = self.departure
@@ -108,11 +110,11 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
 
     @staticmethod
     def _receive(subgraph, payloads) -> np.ndarray:
-        """Apply remote arrivals; note each sender's bound on its remote edges; return improved vertices."""
+        """Apply remote arrivals; note the senders' own arrivals on their remote edges; return improved vertices."""
         batches = [p for p in payloads if p is not None]
         if not batches:
             return np.empty(0, np.int64)
-        targets, sources, values = (np.concatenate(c) for c in zip(*batches))
+        targets, sources, values, reported = (np.concatenate(c) for c in zip(*batches))
         local = subgraph.local_index(targets)
         state, remote = subgraph.state, subgraph.remote_edges
         keys = (remote.src << 40) | remote.dst
@@ -120,7 +122,7 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         at = np.minimum(np.searchsorted(keys, (local << 40) | sources, sorter=order), len(keys) - 1)
         edge = order[at]
         known = keys[edge] == ((local << 40) | sources)
-        np.minimum.at(state["heard"], edge[known], values[known])
+        np.minimum.at(state["known"], edge[known], reported[known])
         arrival = state["arrival"]
         before = arrival[local]
         np.minimum.at(arrival, local, values)
@@ -140,7 +142,7 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         leaving = arrival[remote.src]
         candidate = np.maximum(leaving, start) + remote.attribute(self.travel_time)
         rows = (remote.outgoing(subgraph.directed) & (leaving < end) & (candidate < state["sent"])
-                & (candidate < state["heard"]))
+                & (candidate < state["known"]))
         state["sent"][rows] = candidate[rows]
         last = ctx.instance_index == ctx.num_instances - 1
         now = rows & ((candidate < end) | last)
@@ -151,7 +153,8 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
             bounds = np.flatnonzero(np.r_[True, target[1:] != target[:-1], True]) if len(picked) else []
             for a, b in zip(bounds[:-1], bounds[1:]):
                 r = picked[a:b]
-                send(int(target[a]), (remote.dst[r], subgraph.first_vertex_id + remote.src[r], candidate[r]))
+                send(int(target[a]), (remote.dst[r], subgraph.first_vertex_id + remote.src[r], candidate[r],
+                                      leaving[r]))
 
     def _pending(self, subgraph, adjacency, rows, arrival, end) -> bool:
         """Work for the next instance: a frontier, or a reached vertex whose neighbour may be later than ``end``."""
@@ -161,7 +164,7 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
             return True
         state, remote = subgraph.state, subgraph.remote_edges
         return bool((remote.outgoing(subgraph.directed) & np.isfinite(arrival[remote.src])
-                     & (np.minimum(state["sent"], state["heard"]) > end)).any())
+                     & (np.minimum(state["sent"], state["known"]) > end)).any())
 
     def output(self, subgraph):
         return {"arrival": subgraph.state["arrival"]}
