@@ -58,6 +58,7 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
     """
 
     output_schema = {"arrival": pa.float64()}
+    wake_at_instance_start = False       # sub-graphs with work left wake themselves (forward messages)
 
     def __init__(self, source_vid: int, departure: float, travel_time: str = "travel_time"):
         self.source_vid = int(source_vid)
@@ -74,9 +75,6 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
             local = self.source_vid - subgraph.first_vertex_id
             if 0 <= local < n:
                 state["arrival"][local] = self.departure
-        elif not messages:
-            ctx.vote_to_halt()
-            return
         start, end = ctx.instance["start"], ctx.instance["end"]
         arrival = state["arrival"]
         improved = self._receive(subgraph, messages.payloads)

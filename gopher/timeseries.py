@@ -21,9 +21,11 @@ Graphs", IPDPS 2015):
     ``ctx.send_forward_*`` arrive in superstep 0 of the next instance.
 
 Every instance is a BSP run: superstep 0 runs every sub-graph (in a sequential
-run, with the forward messages); later a sub-graph runs when it has not voted
-to halt or a message arrives; the instance ends when all have halted with no
-message in flight, when ``master`` halts, or after ``max_supersteps``.
+run, with the forward messages; a program with ``wake_at_instance_start =
+False`` runs there only the sub-graphs that did not halt or got a forward
+message); later a sub-graph runs when it has not voted to halt or a message
+arrives; the instance ends when all have halted with no message in flight,
+when ``master`` halts, or after ``max_supersteps``.
 ``ctx.superstep`` counts within the instance; ``ctx.instance`` is the
 manifest entry (``id``, ``start``, ``end``), ``ctx.instance_index`` its
 position in the selection. A sequential run ends when the instances run out,
@@ -31,10 +33,12 @@ or, if ``program.stop_when_quiet`` (the default), after an instance in which
 nothing was sent forward.
 
 Execution: topology is loaded once per Spark task's worker process and shared
-by all instances; each instance's selected attribute columns are read once.
-Independent instances are *lanes* of the same supersteps, so one Spark job per
-superstep serves all of them (up to ``concurrency`` at a time); states and
-messages are kept per (instance, sub-graph), and combiners work per instance.
+by all instances (so is the sort behind ``subgraph.adjacency``); each
+instance's selected attribute columns are read once. Independent instances are
+*lanes* of the same supersteps, so one Spark job per superstep serves all of
+them (up to ``concurrency`` at a time); states and messages are kept per
+(instance, sub-graph), and combiners work per instance. A sequential run costs
+at least one superstep per instance it reaches.
 """
 from __future__ import annotations
 
@@ -71,6 +75,9 @@ class TimeSeriesProgram(SubgraphProgram):
 
     #: sequential runs: stop after an instance in which nothing was sent forward
     stop_when_quiet: bool = True
+    #: sequential runs: run every sub-graph in superstep 0 of each instance (False: a halted
+    #: sub-graph sleeps through instances until a forward message wakes it)
+    wake_at_instance_start: bool = True
     #: output columns of :meth:`merge_output` besides ``id``: {name: pyarrow type}
     merge_schema: dict = {}
 

@@ -174,11 +174,13 @@ def superstep_function(store, program, plan: dict[int, LaneStep], routes, vertex
         for lane, step in plan.items():
             view = _view(store, program, p, step.instance)
             n = view.bundle.num_subgraphs
-            halted, blobs = states.get(lane) or (np.zeros(n, dtype=bool), [None] * n)
+            fresh = lane not in states
+            halted, blobs = (np.zeros(n, dtype=bool), [None] * n) if fresh else states[lane]
             start = step.superstep == 0
             inbox = Inbox(received["forward"].get(lane, []) if start else received["messages"].get(lane, []),
                           view.bundle, ufunc)
-            active = np.arange(n) if start else np.union1d(np.flatnonzero(~halted), inbox.receivers())
+            wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
+            active = np.arange(n) if wake else np.union1d(np.flatnonzero(~halted), inbox.receivers())
             out, ahead = Outbox(), Outbox()
             ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, specs)
             for k in active:

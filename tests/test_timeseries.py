@@ -13,6 +13,7 @@ import pytest
 from pyspark import cloudpickle
 
 import goffish
+import graphs
 from goffish.generators import road_network
 from goffish.temporal import road_with_travel_times
 from gofs.errors import InputError
@@ -90,6 +91,25 @@ def test_sequential_stops_when_nothing_is_sent_forward(graph):
     result = run_sequential(graph, Quiet(), time=(0, 60))
     assert result.instances == [0]
     assert {json.dumps(log) for log in _logs(result.dataframe).values()} == {json.dumps([[0, 0, 0, [0.0]]])}
+
+
+class Sleepy(SeeInstance):
+    """Halted sub-graphs sleep through instances; sub-graph 0 wakes itself with a forward message."""
+
+    wake_at_instance_start = False
+
+    def compute(self, subgraph, messages, ctx):
+        super().compute(subgraph, messages, ctx)
+        if subgraph.id == 0:
+            ctx.send_forward_to_subgraph(0, "again")
+
+
+def test_sequential_without_waking_at_instance_start(graph):
+    result = run_sequential(graph, Sleepy(), instances=[1, 2, 4])
+    assert result.instances == [1, 2, 4]
+    subgraph_of = graphs.vertex_subgraphs(graph)
+    for (_, vertex), log in _logs(result.dataframe).items():
+        assert [entry[0] for entry in log] == ([1, 2, 4] if subgraph_of[vertex] == 0 else [1])
 
 
 class Relay(Logging):
