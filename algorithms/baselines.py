@@ -29,7 +29,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from gofs.interop import require_graphframes
-from gopher.engine import adaptive_execution_off
 
 _INF = float("inf")
 
@@ -47,10 +46,22 @@ def _directed_edges(edges: DataFrame, directed: bool, reverse: bool = False,
     return forward.unionByName(backward.filter(F.col("src") != F.col("dst")))
 
 
+@contextmanager
 def _aqe_disabled(spark):
     """Adaptive execution off for the block: under it GraphFrames 0.8 has returned
-    wrong components and BFS results (graphframes/graphframes#428, #453)."""
-    return adaptive_execution_off(spark)
+    wrong components and BFS results (graphframes/graphframes#428, #453). Spark has no
+    per-query setting, so this is the session's conf for the baseline's duration, then
+    exactly what the user had."""
+    key = "spark.sql.adaptive.enabled"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 def _check_source(vertices: DataFrame, source) -> None:

@@ -1,30 +1,54 @@
-"""Driver-side half of the engine: the superstep loop on Spark.
+"""Driver-side half of the engine: the one superstep loop behind every run.
 
-Each superstep is one Spark job: records (state and messages, keyed by the
-destination GoFS partition) are shuffled so that partition p lands in Spark
-task p, and ``mapInArrow`` runs the program there. The result is persisted,
-the tiny summary records are read back, and every few supersteps the lineage
-is cut with a local checkpoint.
+A run is a set of *lanes* (see :mod:`gopher.worker`): a single run is one lane;
+time-series patterns are planners that hand this loop their lanes. Each
+superstep the driver sends the tasks a plan (which lanes run, at which
+superstep of which instance, with which aggregates and globals), gathers one
+summary per task, reduces the aggregators, runs ``program.master`` and decides
+what comes next. How the plan and the messages travel is the transport's
+business:
+
+``resident`` (the default)
+    the whole run is one gang-scheduled Spark barrier stage; its tasks load
+    their topology once, exchange messages peer to peer over authenticated
+    sockets and talk to the driver over the same kind of socket
+    (:mod:`gopher.resident`). A superstep costs milliseconds.
+``jobs`` (the fallback)
+    one Spark job per superstep, state and messages carried as records
+    (:mod:`gopher.jobs`); used where a barrier stage cannot run (dynamic
+    allocation, fewer slots than tasks) or when asked for.
+
+Both drive the same :class:`gopher.worker.TaskWorker` with the same codec, so
+their results are identical. Settings come from the Spark conf:
+``spark.goffish.transport`` (``auto``, ``resident``, ``jobs``),
+``spark.goffish.tasks``, ``spark.goffish.checkpointInterval`` (supersteps),
+``spark.goffish.checkpointSeconds``, ``spark.goffish.maxAttempts``,
+``spark.goffish.rendezvousTimeout``, ``spark.goffish.maxFrameBytes``,
+``spark.goffish.taskCacheBytes``, ``spark.goffish.runDir``.
 """
 from __future__ import annotations
 
-import contextlib
-import pickle
+import copy
+import logging
+import os
+import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import functions as F
 
 from gopher import aggregators as agg
+from gopher.cache import DEFAULT_BUDGET
 from gopher.context import MasterContext
+from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics
-from gopher.worker import (RECORD_SCHEMA, STATE, SUMMARY, GopherProgramError,
-                           output_function, superstep_function)
+from gopher.worker import MERGED, GopherProgramError, LaneStep, RunSpec
 
-_ROUTE_CACHE: dict = {}
+log = logging.getLogger("gopher")
+
+__all__ = ["RunResult", "run_program", "Lane", "execute", "GopherProgramError", "MERGED"]
 
 
 @dataclass
@@ -34,168 +58,331 @@ class RunResult:
     dataframe: object
     metrics: RunMetrics
     aggregated: dict
+    _cached: object = field(default=None, repr=False)
+
+    def unpersist(self) -> None:
+        """Free the cached result rows (the DataFrame cannot be read afterwards)."""
+        if self._cached is not None:
+            self._cached.unpersist()
 
 
-def route_keys(spark, k: int) -> list[int]:
-    """For each partition p, a key that Spark's hash partitioning sends to task p.
+class Lane:
+    """Driver-side progress of one lane: which instance, which superstep, what it aggregated."""
 
-    ``repartition(k, col)`` places a row in ``pmod(hash(col), k)``; choosing keys
-    by that same expression makes the shuffle deliver partition p's records to
-    task p exactly, with no second GoFS partition in the task.
-    """
-    if k not in _ROUTE_CACHE:
-        rows = (spark.range(0, 64 * k + 64).select("id", F.expr(f"pmod(hash(id), {k})").alias("p"))
-                .groupBy("p").agg(F.min("id").alias("id")).collect())
-        keys = {r["p"]: r["id"] for r in rows}
-        if len(keys) < k:
-            raise RuntimeError(f"could not find routing keys for {k} partitions")
-        _ROUTE_CACHE[k] = [int(keys[p]) for p in range(k)]
-    return _ROUTE_CACHE[k]
+    def __init__(self, key: int, instances: list, index: int, count: int, sequential: bool, globals_: dict):
+        self.key, self.instances, self.index, self.count, self.sequential = key, instances, index, count, sequential
+        self.position = self.superstep = self.forwarded = 0
+        self.aggregated: dict = {}
+        self.globals = dict(globals_)
+        self.globals0 = dict(globals_)
+        self.done = False
+        self.supersteps: dict = {}
+        self.final: dict = {}
 
+    @property
+    def instance(self) -> dict | None:
+        return self.instances[self.position]
 
-def _spark_schema(schema: pa.Schema):
-    from pyspark.sql.pandas.types import from_arrow_schema
+    def step(self) -> LaneStep:
+        return LaneStep(self.instance, self.index + self.position, self.count, self.superstep, self.aggregated,
+                        self.globals, self.sequential)
 
-    return from_arrow_schema(schema)
-
-
-@contextlib.contextmanager
-def adaptive_execution_off(spark):
-    """Adaptive execution splits every superstep's shuffle into extra jobs and would
-    be free to merge partitions; supersteps need neither, so it is off while they run."""
-    key = "spark.sql.adaptive.enabled"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, "false")
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
+    def finish_superstep(self, reports: list, specs: dict, program, metrics, max_supersteps: int) -> None:
+        aggregated = {name: specs[name].reduce([r["partials"][name] for r in reports if name in r["partials"]])
+                      for name in specs}
+        sent = sum(r["sent"] for r in reports)
+        halted = all(r["halted"] == r["subgraphs"] for r in reports)
+        master = MasterContext(self.superstep, aggregated, self.globals, metrics, self.instance)
+        program.master(master)
+        self.superstep += 1
+        self.forwarded += sum(r["forward"] for r in reports)
+        self.aggregated = aggregated
+        if not (master.halted or (halted and sent == 0) or self.superstep >= max_supersteps):
+            return
+        label = None if self.instance is None else self.instance["id"]
+        self.supersteps[label] = self.superstep
+        self.final[label] = aggregated
+        quiet = getattr(program, "stop_when_quiet", True) and self.forwarded == 0
+        if self.sequential and self.position + 1 < len(self.instances) and not quiet:
+            self.position += 1
+            self.superstep = self.forwarded = 0
+            self.aggregated = {}
         else:
-            spark.conf.set(key, previous)
+            self.done = True
 
 
-def _raise_program_error(exc: Exception) -> None:
-    text = str(exc)
-    marker = "GopherProgramError: "
-    if marker in text:
-        message = text[text.index(marker) + len(marker):].split("\n")[0]
-        raise GopherProgramError(message) from None
-    raise exc
+@dataclass
+class Table:
+    """One per-vertex result table: which program method makes it, its columns, and which
+    lanes it covers ({lane key: instance}; None: every lane, at the instance it ended on)."""
+
+    method: str                  # "output" or "merge_output"
+    columns: dict                # {name: pyarrow type}
+    per_instance: bool
+    lanes: dict | None = None
 
 
-class Engine:
-    """Runs sub-graph programs over a GoFS graph on a SparkSession.
+@dataclass
+class Options:
+    """How a run executes (from arguments, else the Spark conf)."""
 
-    A superstep runs as ``tasks`` Spark tasks, each serving the GoFS partitions
-    p with p mod tasks equal to its index: the cluster's default parallelism (or
-    ``spark.goffish.tasks``), at most one task per partition. Every Python task
-    costs Spark a fixed start-up, so more tasks than cores only add overhead.
+    transport: str
+    tasks: int
+    checkpoint_interval: int | None
+    checkpoint_seconds: float | None
+    max_attempts: int
+    rendezvous_timeout: float
+    max_frame_bytes: int
+    cache_bytes: int
+    run_dir: str | None
+    progress: bool
+
+    @classmethod
+    def resolve(cls, spark, store, transport=None, checkpoint_interval=None, checkpoint_seconds=None,
+                progress=None) -> "Options":
+        conf = spark.conf
+
+        def setting(key, default, kind=str):
+            value = conf.get(f"spark.goffish.{key}", None)
+            return default if value in (None, "") else kind(value)
+
+        sc = spark.sparkContext
+        tasks = min(store.num_partitions, setting("tasks", task_slots(sc), int))
+        interval = checkpoint_interval if checkpoint_interval is not None else setting("checkpointInterval", None, int)
+        seconds = checkpoint_seconds if checkpoint_seconds is not None else setting("checkpointSeconds", 30.0, float)
+        transport = transport or setting("transport", "auto")
+        if transport not in ("auto", "resident", "jobs"):
+            raise ValueError(f"unknown Gopher transport {transport!r}: use 'auto', 'resident' or 'jobs'")
+        return cls(transport, max(1, tasks), interval, seconds, setting("maxAttempts", 3, int),
+                   setting("rendezvousTimeout", 120.0, float), setting("maxFrameBytes", 1 << 31, int),
+                   setting("taskCacheBytes", DEFAULT_BUDGET, int),
+                   setting("runDir", None) or sc.getCheckpointDir(),
+                   sys.stderr.isatty() if progress is None else progress)
+
+
+def task_slots(sc) -> int:
+    """How many tasks the cluster runs at once: what a barrier stage may ask for.
+
+    From the master URL for local and local-cluster masters; on a cluster from
+    ``spark.executor.instances`` x ``spark.executor.cores`` where both are set,
+    else the default parallelism.
     """
+    conf = sc.getConf()
+    per_task = int(conf.get("spark.task.cpus", "1"))
+    master = sc.master
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master)
+    if local:
+        cores = 1 if local.group(1) is None else (os.cpu_count() or 1) if local.group(1) == "*" else int(local.group(1))
+        return max(1, cores // per_task)
+    cluster = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]", master)
+    if cluster:
+        return max(1, int(cluster.group(1)) * (int(cluster.group(2)) // per_task))
+    instances, cores = conf.get("spark.executor.instances", None), conf.get("spark.executor.cores", None)
+    if instances and cores:
+        return max(1, int(instances) * (int(cores) // per_task))
+    return sc.defaultParallelism
 
-    def __init__(self, store, spark=None, checkpoint_interval: int = 5, progress: bool | None = None):
-        self.store = store
-        self.spark = spark or store.spark
-        self.checkpoint_interval = max(1, checkpoint_interval)
-        self.progress = sys.stderr.isatty() if progress is None else progress
-        k = store.num_partitions
-        self.tasks = min(k, int(self.spark.conf.get("spark.goffish.tasks", None)
-                                or self.spark.sparkContext.defaultParallelism))
-        keys = route_keys(self.spark, self.tasks)
-        self.routes = [keys[p % self.tasks] for p in range(k)]
-        self.vertex_offsets = np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices])
-        self.subgraph_offsets = np.array([p["subgraph_offset"] for p in store.partitions]
-                                         + [store.manifest["subgraphs"]["count"]])
 
-    def shuffle(self, records):
-        """Deliver every record to the Spark task that serves its GoFS partition."""
-        return records.repartition(self.tasks, "route")
+def _choose_transport(spark, options: Options) -> str:
+    """The resident barrier stage where it can run; otherwise the job-per-superstep fallback, saying why."""
+    if options.transport != "auto":
+        return options.transport
+    conf = spark.sparkContext.getConf()
+    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        log.warning("gopher: dynamic allocation is on, so a run cannot be one barrier stage; "
+                    "running one Spark job per superstep instead")
+        return "jobs"
+    slots = task_slots(spark.sparkContext)
+    if options.tasks > slots:
+        log.warning("gopher: %d tasks need more slots than the %d the cluster has; running one Spark job per "
+                    "superstep instead", options.tasks, slots)
+        return "jobs"
+    return "resident"
 
-    def _seed(self, states: dict | None = None):
-        k = self.store.num_partitions
-        rows = [(self.routes[p], p, STATE, None if states is None else states[p]) for p in range(k)]
-        return self.spark.createDataFrame(rows, _spark_schema(RECORD_SCHEMA))
 
-    def run(self, program, max_supersteps: int = 1000, instance: dict | None = None,
-            initial=None, globals_: dict | None = None) -> tuple[object, RunMetrics, dict]:
-        """Run ``program`` to halting (or ``max_supersteps``); returns (final records, metrics, aggregates).
+def _open_transport(kind: str, spark, spec: RunSpec, options: Options, schema: pa.Schema):
+    if kind == "resident":
+        from gopher.resident import ResidentTransport
 
-        The final records stay persisted until ``release``; ``initial`` may be the
-        records of an earlier run (sequential time series).
-        """
-        if max_supersteps < 1:
-            raise ValueError(f"max_supersteps must be at least 1, got {max_supersteps}")
-        metrics = RunMetrics(type(program).__name__)
-        clock = time.perf_counter()
-        records = self._seed() if initial is None else initial
-        aggregated: dict = {}
-        globals_ = dict(globals_ or {})
-        specs = {name: agg.resolve(spec) for name, spec in program.aggregators.items()}
-        metrics.setup_seconds = time.perf_counter() - clock
-        previous = None
-        for superstep in range(max_supersteps):
+        return ResidentTransport(spark, spec, options, schema)
+    from gopher.jobs import JobTransport
+
+    return JobTransport(spark, spec, options, schema)
+
+
+class _Driver:
+    """The superstep loop over lanes: plans, summaries, master, checkpoints, restarts."""
+
+    def __init__(self, program, lanes: list[Lane], window: int, max_supersteps: int, metrics: RunMetrics,
+                 options: Options):
+        self.program, self.lanes, self.window = program, lanes, max(1, window)
+        self.max_supersteps, self.metrics, self.options = max_supersteps, metrics, options
+        self.specs = {name: agg.resolve(spec) for name, spec in program.aggregators.items()}
+        self.superstep = 0
+        self.files: set = set()
+        self.checkpoints: dict = {}          # superstep -> driver state, once every task has confirmed it
+        self._pending: dict = {}             # superstep -> driver state, asked for but not yet confirmed
+        self._last_checkpoint = time.perf_counter()
+
+    def plan(self) -> dict:
+        running = [lane for lane in self.lanes if not lane.done][:self.window]
+        return {lane.key: lane.step() for lane in running}
+
+    def _checkpoint_now(self) -> bool:
+        o = self.options
+        if self.superstep == 0:
+            return False
+        if o.checkpoint_interval and self.superstep % o.checkpoint_interval == 0:
+            return True
+        return bool(o.checkpoint_seconds) and time.perf_counter() - self._last_checkpoint >= o.checkpoint_seconds
+
+    def run(self, transport) -> None:
+        while True:
+            plan = self.plan()
+            if not plan:
+                return
+            checkpoint = self.superstep if self._checkpoint_now() else None
+            if checkpoint is not None:
+                self._pending[checkpoint] = self._state()
+                self._last_checkpoint = time.perf_counter()
             clock = time.perf_counter()
-            step = superstep_function(self.store, program, superstep, aggregated, globals_, self.routes,
-                                      self.vertex_offsets, self.subgraph_offsets, instance)
-            out = self.shuffle(records).mapInArrow(step, _spark_schema(RECORD_SCHEMA))
-            try:
-                if superstep % self.checkpoint_interval == self.checkpoint_interval - 1:
-                    out = out.localCheckpoint(eager=True)
-                else:
-                    out = out.persist()
-                summaries = [pickle.loads(r[0]) for r in
-                             out.filter(F.col("kind") == SUMMARY).select("payload").collect()]
-            except Exception as exc:
-                out.unpersist()
-                self.release(previous)      # a failed run keeps nothing cached
-                _raise_program_error(exc)
-            if previous is not None:
-                previous.unpersist()
-            previous = out
-            aggregated = {name: specs[name].reduce([s["partials"][name] for s in summaries if name in s["partials"]])
-                          for name in specs}
-            sent = sum(s["sent"] for s in summaries)
-            halted = all(s["halted"] == s["subgraphs"] for s in summaries)
-            step_metrics = SuperstepMetrics(superstep, time.perf_counter() - clock,
-                                            sum(s["active"] for s in summaries), sent,
-                                            sum(s["bytes"] for s in summaries),
-                                            max((s["seconds"] for s in summaries), default=0.0))
-            metrics.supersteps.append(step_metrics)
-            master = MasterContext(superstep, aggregated, globals_, metrics)
-            program.master(master)
-            if self.progress:
-                print(f"[gopher] {metrics.program} superstep {superstep}: {step_metrics.active_subgraphs} active "
-                      f"sub-graphs, {sent} messages, {step_metrics.seconds:.2f}s", file=sys.stderr)
-            records = out.filter(F.col("kind") != SUMMARY)
-            if master.halted or (halted and sent == 0):
-                break
-        return previous, metrics, aggregated
+            summaries = transport.superstep(self.superstep, plan, checkpoint)
+            if summaries is None:            # tasks were lost: resume from the last confirmed checkpoint
+                self._restart(transport)
+                continue
+            self._finish(plan, summaries, time.perf_counter() - clock)
 
-    @staticmethod
-    def release(records) -> None:
-        if records is not None:
-            records.unpersist()
+    def _finish(self, plan: dict, summaries: list, seconds: float) -> None:
+        for s in summaries:
+            self.files.update(s.get("files", ()))
+        confirmed = {s.get("checkpointed") for s in summaries}
+        if len(confirmed) == 1 and (step := confirmed.pop()) in self._pending:
+            self.checkpoints = {step: self._pending.pop(step)}
+        reports = {lane: [s["lanes"][lane] for s in summaries if lane in s["lanes"]] for lane in plan}
+        for lane in self.lanes:
+            if lane.key in plan:
+                lane.finish_superstep(reports[lane.key], self.specs, self.program, self.metrics, self.max_supersteps)
+        all_reports = [r for rs in reports.values() for r in rs]
+        instance = None
+        if len(plan) == 1:
+            step = next(iter(plan.values()))
+            instance = None if step.instance is None else step.instance["id"]
+        metrics = SuperstepMetrics(self.superstep, seconds, sum(r["active"] for r in all_reports),
+                                   sum(r["sent"] + r["forward"] for r in all_reports),
+                                   sum(s["bytes"] for s in summaries),
+                                   max((s["compute_seconds"] for s in summaries), default=0.0),
+                                   max((s.get("exchange_seconds", 0.0) for s in summaries), default=0.0), instance)
+        self.metrics.supersteps.append(metrics)
+        if self.options.progress:
+            lanes = f"{len(plan)} lanes, " if len(plan) > 1 else ""
+            print(f"[gopher] {self.metrics.program} superstep {self.superstep}: {lanes}{metrics.active_subgraphs} "
+                  f"active sub-graphs, {metrics.messages} messages, {metrics.seconds * 1e3:.1f} ms", file=sys.stderr)
+        self.superstep += 1
 
-    def output(self, program, records, instance: dict | None = None):
-        """Per-vertex results of the final states, materialised (so the run's caches can go)."""
-        id_type = pa.int64() if self.store.manifest["id_type"] == "int64" else pa.string()
-        schema = program.output_arrow_schema(id_type)
-        fn = output_function(self.store, program, schema, instance)
-        states = self.shuffle(records.filter(F.col("kind") == STATE))
-        try:
-            return states.mapInArrow(fn, _spark_schema(schema)).localCheckpoint(eager=True)
-        except Exception as exc:
-            _raise_program_error(exc)
+    def _state(self) -> dict:
+        return {"lanes": copy.deepcopy(self.lanes), "superstep": self.superstep,
+                "recorded": len(self.metrics.supersteps)}
+
+    def _restart(self, transport) -> None:
+        self.metrics.attempts += 1
+        if self.metrics.attempts > self.options.max_attempts:
+            raise RuntimeError(f"gopher: the run's tasks were lost {self.metrics.attempts - 1} times; giving up "
+                               f"(spark.goffish.maxAttempts = {self.options.max_attempts})")
+        self._pending.clear()
+        if self.checkpoints:
+            step, state = next(iter(self.checkpoints.items()))
+            self.lanes[:] = copy.deepcopy(state["lanes"])
+            self.superstep = state["superstep"]
+            del self.metrics.supersteps[state["recorded"]:]
+            log.warning("gopher: tasks lost; resuming from the checkpoint of superstep %d", step)
+        else:
+            step = None
+            for lane in self.lanes:
+                lane.__init__(lane.key, lane.instances, lane.index, lane.count, lane.sequential, lane.globals0)
+            self.superstep = 0
+            self.metrics.supersteps.clear()
+            log.warning("gopher: tasks lost before any checkpoint; starting the run again")
+        self.metrics.resumed_from.append(step)
+        transport.restart(step)
 
 
-def run_program(store, program, max_supersteps: int = 1000, spark=None, checkpoint_interval: int = 5,
-                progress: bool | None = None) -> RunResult:
-    """Run a sub-graph program on a stored graph and return per-vertex results and metrics."""
-    engine = Engine(store, spark, checkpoint_interval, progress)
-    with adaptive_execution_off(engine.spark):
-        records, metrics, aggregated = engine.run(program, max_supersteps)
+def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
+    """One Arrow schema for every table's rows (``table``, ``instance``, ``id``, then each
+    table's columns as ``t<number>_<name>``), and each table's physical column pairs."""
+    id_type = pa.int64() if store.manifest["id_type"] == "int64" else pa.string()
+    fields = [pa.field("table", pa.int8()), pa.field("instance", pa.int64()), pa.field("id", id_type)]
+    columns = []
+    for number, table in enumerate(tables):
+        pairs = [(name, f"t{number}_{name}") for name in table.columns]
+        fields += [pa.field(physical, table.columns[name]) for name, physical in pairs]
+        columns.append(pairs)
+    return pa.schema(fields), columns
+
+
+def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: int | None = None,
+            max_supersteps: int = 1000, merge: bool = False, spark=None, transport: str | None = None,
+            checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
+            progress: bool | None = None):
+    """Run ``lanes`` of ``program`` to the end, then the Merge step if asked, then the result tables.
+
+    At most ``window`` lanes run in the same superstep (default: all). Returns
+    ([DataFrame per table, None for a table without columns], metrics, merged
+    aggregates, the cached result frame, files read).
+    """
+    if max_supersteps < 1:
+        raise ValueError(f"max_supersteps must be at least 1, got {max_supersteps}")
+    combiner_ufunc(program.combiner)              # bad settings fail here, before any work
+    spark = spark or store.spark
+    options = Options.resolve(spark, store, transport, checkpoint_interval, checkpoint_seconds, progress)
+    metrics = RunMetrics(type(program).__name__)
+    clock = time.perf_counter()
+    spec = RunSpec(store, program, options.tasks,
+                   np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices]),
+                   np.array([p["subgraph_offset"] for p in store.partitions] + [store.manifest["subgraphs"]["count"]]),
+                   options.cache_bytes)
+    metrics.transport = _choose_transport(spark, options)
+    wanted = [t for t in tables if t.columns]
+    schema, columns = _output_schema(store, wanted)
+    driver = _Driver(program, lanes, window or len(lanes), max_supersteps, metrics, options)
+    merged_aggregated: dict = {}
+    with _open_transport(metrics.transport, spark, spec, options, schema) as session:
+        metrics.setup_seconds = time.perf_counter() - clock
+        driver.run(session)
         clock = time.perf_counter()
-        frame = engine.output(program, records)
-    engine.release(records)
-    metrics.output_seconds = time.perf_counter() - clock
-    return RunResult(frame, metrics, aggregated)
+        if merge:
+            partials = session.merge({lane.key: lane.instance for lane in lanes})
+            merged_aggregated = {name: driver.specs[name].reduce([p[name] for p in partials if name in p])
+                                 for name in driver.specs}
+        layouts = [(number, {lane.key: lane.instance for lane in lanes} if table.lanes is None else table.lanes,
+                    table.method, pairs, table.per_instance)
+                   for number, (table, pairs) in enumerate(zip(wanted, columns))]
+        cached = session.output(layouts, schema) if wanted else None
+        metrics.output_seconds = time.perf_counter() - clock
+    frames, number = [], 0
+    for table in tables:
+        if not table.columns:
+            frames.append(None)
+            continue
+        keys = (["instance"] if table.per_instance else []) + ["id"]
+        frames.append(cached.filter(cached["table"] == number).select(
+            *keys, *[cached[physical].alias(name) for name, physical in columns[number]]))
+        number += 1
+    return frames, metrics, merged_aggregated, cached, sorted(driver.files)
+
+
+def run_program(store, program, max_supersteps: int = 1000, spark=None, transport: str | None = None,
+                checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
+                progress: bool | None = None) -> RunResult:
+    """Run a sub-graph program on a stored graph and return per-vertex results and metrics.
+
+    ``transport``: "resident" (one barrier stage), "jobs" (a Spark job per
+    superstep) or None (``spark.goffish.transport``, default: resident where
+    it can run). ``checkpoint_interval`` / ``checkpoint_seconds``: how often the
+    resident run saves its state so lost tasks resume instead of starting over.
+    """
+    lane = Lane(0, [None], 0, 1, False, {})
+    frames, metrics, _, cached, _ = execute(
+        store, program, [lane], [Table("output", dict(program.output_schema), False)],
+        max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
+        checkpoint_seconds=checkpoint_seconds, progress=progress)
+    return RunResult(frames[0], metrics, lane.final.get(None, lane.aggregated), cached)

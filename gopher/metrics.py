@@ -1,4 +1,4 @@
-"""Run metrics: what each superstep did and cost."""
+"""Run metrics: what each superstep did and cost, and how the run executed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 @dataclass
 class SuperstepMetrics:
     superstep: int
-    seconds: float
+    seconds: float               # wall time on the driver, from sending the plan to the last summary
     active_subgraphs: int
     messages: int
     bytes: int
-    task_seconds: float = 0.0  # the slowest task's time inside the program (the rest is Spark)
+    task_seconds: float = 0.0    # the slowest task's time inside the program
+    exchange_seconds: float = 0.0  # the slowest task's time moving messages to its peers
+    instance: int | None = None  # in time-series runs: the instance, when one lane ran this superstep
 
 
 @dataclass
@@ -20,6 +22,9 @@ class RunMetrics:
     supersteps: list[SuperstepMetrics] = field(default_factory=list)
     setup_seconds: float = 0.0
     output_seconds: float = 0.0
+    transport: str = ""          # "resident" (one barrier stage) or "jobs" (a Spark job per superstep)
+    attempts: int = 0            # times the run's tasks were lost and the run resumed
+    resumed_from: list = field(default_factory=list)   # the checkpoint superstep of each resumption (None: start)
 
     @property
     def num_supersteps(self) -> int:
@@ -38,6 +43,7 @@ class RunMetrics:
         return self.setup_seconds + sum(s.seconds for s in self.supersteps) + self.output_seconds
 
     def as_dict(self) -> dict:
-        return {"program": self.program, "supersteps": self.num_supersteps, "messages": self.messages,
-                "bytes": self.bytes, "seconds": round(self.seconds, 4),
-                "per_superstep": [vars(s) for s in self.supersteps]}
+        return {"program": self.program, "transport": self.transport, "supersteps": self.num_supersteps,
+                "messages": self.messages, "bytes": self.bytes, "seconds": round(self.seconds, 4),
+                "setup_seconds": round(self.setup_seconds, 4), "output_seconds": round(self.output_seconds, 4),
+                "attempts": self.attempts, "per_superstep": [vars(s) for s in self.supersteps]}

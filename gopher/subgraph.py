@@ -6,6 +6,8 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
+from gopher.cache import nbytes
+
 
 class RemoteEdges:
     """Edges between this sub-graph and others: ``src`` local vertex index, ``dst`` global
@@ -38,7 +40,8 @@ class Subgraph:
     ``state`` is a dict that survives across supersteps.
     """
 
-    def __init__(self, bundle, k: int):
+    def __init__(self, bundle, k: int, instance_vertex: dict | None = None, instance_edge: dict | None = None,
+                 account=None):
         self._bundle = bundle
         self._k = k
         self.id = bundle.sg_offset + k
@@ -48,8 +51,9 @@ class Subgraph:
         self._e0, self._e1 = int(bundle.local_bounds[k]), int(bundle.local_bounds[k + 1])
         self._r0, self._r1 = int(bundle.remote_bounds[k]), int(bundle.remote_bounds[k + 1])
         self.state: dict = {}
-        self._instance_vertex: dict = {}
-        self._instance_edge: dict = {}
+        self._instance_vertex: dict = instance_vertex or {}
+        self._instance_edge: dict = instance_edge or {}
+        self._account = account or (lambda size: None)
 
     @property
     def num_vertices(self) -> int:
@@ -126,20 +130,18 @@ class Subgraph:
             data = np.ones(self.num_edges) if weight is None else self.edge_attribute(weight).astype(np.float64)
             values = np.fmin.reduceat(data[edge], starts) if len(starts) else np.empty(0)
             cached[key] = sp.csr_matrix((values, indices, indptr), shape=(self.num_vertices, self.num_vertices))
+            self._account(nbytes(cached[key]))
         return cached[key]
 
     def derived(self, key, build):
         """Topology-derived data (matrices, degrees) built once per worker and kept with
-        the topology: never shipped between supersteps, rebuilt by ``build()`` where missing."""
+        the topology in the task cache: never shipped between supersteps, rebuilt by
+        ``build()`` where missing. Scoped to the program class that built it."""
         cache = self.__dict__.setdefault("_derived", {})
         if key not in cache:
             cache[key] = build()
+            self._account(nbytes(cache[key]))
         return cache[key]
-
-    def clear_instance(self) -> None:
-        self._instance_vertex, self._instance_edge = {}, {}
-        self.__dict__.pop("_matrices", None)
-        self.__dict__.pop("_derived", None)
 
     def igraph(self, weight: str | None = None):
         """An igraph.Graph of the local topology (vertex i = local index i)."""

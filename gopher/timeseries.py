@@ -32,35 +32,23 @@ position in the selection. A sequential run ends when the instances run out,
 or, if ``program.stop_when_quiet`` (the default), after an instance in which
 nothing was sent forward.
 
-Execution: topology is loaded once per Spark task's worker process and shared
-by all instances (so is the sort behind ``subgraph.adjacency``); each
-instance's selected attribute columns are read once. Independent instances are
-*lanes* of the same supersteps, so one Spark job per superstep serves all of
-them (up to ``concurrency`` at a time); states and messages are kept per
-(instance, sub-graph), and combiners work per instance. A sequential run costs
-at least one superstep per instance it reaches.
+Execution: independent instances are *lanes* of the same supersteps (up to
+``concurrency`` at a time: a finished lane's place goes to the next instance), a
+sequential run is one lane that moves from instance to instance; both run on
+the one engine (:mod:`gopher.engine`), in one resident Spark stage. Topology is
+loaded once per task and shared by all instances; each instance's selected
+attribute columns are read once. A sequential run costs at least one superstep
+per instance it reaches.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
-import pickle
-import sys
-import time as clock
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-from pyspark.sql import functions as F
-
 from gofs.errors import InputError
-from gopher import aggregators as agg
-from gopher.context import MasterContext
-from gopher.engine import Engine, _raise_program_error, _spark_schema, adaptive_execution_off
-from gopher.metrics import RunMetrics, SuperstepMetrics
+from gopher.engine import MERGED, Lane, Table, execute
+from gopher.metrics import RunMetrics
 from gopher.program import SubgraphProgram
-from gopher.timeseries_worker import (MERGED, LaneStep, TimeSeriesContext, merge_function, output_function,
-                                      superstep_function)
-from gopher.worker import RECORD_SCHEMA, STATE, SUMMARY
+from gopher.worker import TimeSeriesContext
 
 __all__ = ["TimeSeriesProgram", "TimeSeriesContext", "TimeSeriesResult", "run_independent",
            "run_eventually_dependent", "run_sequential", "run_timeseries", "select_instances", "PATTERNS"]
@@ -114,157 +102,6 @@ class TimeSeriesResult:
     files_read: list = field(default_factory=list)
 
 
-class _Lane:
-    """Driver-side progress of one lane: which instance, which superstep, what it aggregated."""
-
-    def __init__(self, key: int, instances: list[dict], index: int, count: int, sequential: bool, globals_: dict):
-        self.key, self.instances, self.index, self.count, self.sequential = key, instances, index, count, sequential
-        self.position = self.superstep = self.forwarded = 0
-        self.aggregated: dict = {}
-        self.globals = dict(globals_)
-        self.done = False
-        self.supersteps: dict = {}
-        self.final: dict = {}
-
-    @property
-    def instance(self) -> dict:
-        return self.instances[self.position]
-
-    def step(self) -> LaneStep:
-        return LaneStep(self.instance, self.index + self.position, self.count, self.superstep, self.aggregated,
-                        self.globals, self.sequential)
-
-    def finish_superstep(self, summaries, specs, program, metrics, max_supersteps: int) -> None:
-        mine = [s["lanes"][self.key] for s in summaries if self.key in s["lanes"]]
-        aggregated = {name: specs[name].reduce([m["partials"][name] for m in mine if name in m["partials"]])
-                      for name in specs}
-        sent = sum(m["sent"] for m in mine)
-        halted = all(m["halted"] == m["subgraphs"] for m in mine)
-        master = MasterContext(self.superstep, aggregated, self.globals, metrics, self.instance)
-        program.master(master)
-        self.superstep += 1
-        self.forwarded += sum(m["forward"] for m in mine)
-        self.aggregated = aggregated
-        if not (master.halted or (halted and sent == 0) or self.superstep >= max_supersteps):
-            return
-        self.supersteps[self.instance["id"]] = self.superstep
-        self.final[self.instance["id"]] = aggregated
-        quiet = getattr(program, "stop_when_quiet", True) and self.forwarded == 0
-        if self.sequential and self.position + 1 < len(self.instances) and not quiet:
-            self.position += 1
-            self.superstep = self.forwarded = 0
-            self.aggregated = {}
-        else:
-            self.done = True
-
-
-class _Runner:
-    """The superstep loop over lanes, on an :class:`gopher.engine.Engine`'s routing.
-
-    Used as a context manager: adaptive execution is off inside, and the cached
-    records are released on the way out.
-    """
-
-    def __init__(self, store, program, spark, checkpoint_interval: int, progress):
-        self.engine = Engine(store, spark, checkpoint_interval, progress)
-        self.store, self.program = store, program
-        self.specs = {name: agg.resolve(spec) for name, spec in program.aggregators.items()}
-        self.metrics = RunMetrics(type(program).__name__)
-        self.files: set = set()
-        self.cached: list = []
-        self.superstep = 0
-
-    def _materialise(self, out):
-        """Persist (or every few supersteps checkpoint) ``out``; return it and its summaries."""
-        interval = self.engine.checkpoint_interval
-        try:
-            out = out.localCheckpoint(eager=True) if self.superstep % interval == interval - 1 else out.persist()
-            summaries = [pickle.loads(r[0]) for r in
-                         out.filter(F.col("kind") == SUMMARY).select("payload").collect()]
-        except Exception as exc:
-            out.unpersist()
-            _raise_program_error(exc)
-        for s in summaries:
-            self.files.update(s["files"])
-        return out, summaries
-
-    def lanes(self, lanes: list[_Lane], max_supersteps: int):
-        """Run ``lanes`` until all are done; returns the final records (kept cached)."""
-        records, previous = self.engine._seed(), None
-        while True:
-            plan = {lane.key: lane.step() for lane in lanes if not lane.done}
-            if not plan:
-                break
-            start = clock.perf_counter()
-            step = superstep_function(self.store, self.program, plan, self.engine.routes,
-                                      self.engine.vertex_offsets, self.engine.subgraph_offsets)
-            out, summaries = self._materialise(
-                self.engine.shuffle(records).mapInArrow(step, _spark_schema(RECORD_SCHEMA)))
-            if previous is not None:
-                previous.unpersist()
-            previous = out
-            for lane in lanes:
-                if lane.key in plan:
-                    lane.finish_superstep(summaries, self.specs, self.program, self.metrics, max_supersteps)
-            lane_summaries = [m for s in summaries for m in s["lanes"].values()]
-            metrics = SuperstepMetrics(self.superstep, clock.perf_counter() - start,
-                                       sum(m["active"] for m in lane_summaries),
-                                       sum(m["sent"] + m["forward"] for m in lane_summaries),
-                                       sum(s["bytes"] for s in summaries),
-                                       max((s["seconds"] for s in summaries), default=0.0))
-            self.metrics.supersteps.append(metrics)
-            if self.engine.progress:
-                print(f"[gopher] {self.metrics.program} superstep {self.superstep}: {len(plan)} instance(s), "
-                      f"{metrics.active_subgraphs} active sub-graphs, {metrics.messages} messages, "
-                      f"{metrics.seconds:.2f}s", file=sys.stderr)
-            self.superstep += 1
-            records = out.filter(F.col("kind") != SUMMARY)
-        self.cached.append(previous)
-        return records
-
-    def merge(self, records, lanes: dict):
-        """The Merge step: returns (merged records, merged aggregates)."""
-        start = clock.perf_counter()
-        merge = merge_function(self.store, self.program, lanes, self.engine.routes)
-        out, summaries = self._materialise(self._states(records).mapInArrow(merge, _spark_schema(RECORD_SCHEMA)))
-        self.cached.append(out)
-        self.metrics.supersteps.append(SuperstepMetrics(self.superstep, clock.perf_counter() - start,
-                                                        self.store.manifest["subgraphs"]["count"], 0, 0))
-        partials = [s["lanes"][MERGED]["partials"] for s in summaries]
-        aggregated = {name: self.specs[name].reduce([p[name] for p in partials if name in p]) for name in self.specs}
-        return out.filter(F.col("kind") != SUMMARY), aggregated
-
-    def output(self, records, lanes: dict, columns: dict, method: str, per_instance: bool):
-        """Per-vertex rows of ``lanes`` ({lane: instance or None}), materialised (cached in
-        Spark's columnar form, which holds many instances' rows more cheaply than a checkpoint)."""
-        if not columns:
-            return None
-        start = clock.perf_counter()
-        id_type = pa.int64() if self.store.manifest["id_type"] == "int64" else pa.string()
-        schema = pa.schema(([("instance", pa.int64())] if per_instance else []) + [("id", id_type),
-                                                                                   *columns.items()])
-        fn = output_function(self.store, self.program, lanes, schema, method, per_instance)
-        try:
-            frame = self._states(records).mapInArrow(fn, _spark_schema(schema)).persist()
-            frame.count()
-        except Exception as exc:
-            _raise_program_error(exc)
-        self.metrics.output_seconds += clock.perf_counter() - start
-        return frame
-
-    def _states(self, records):
-        return self.engine.shuffle(records.filter(F.col("kind") == STATE))
-
-    def __enter__(self) -> "_Runner":
-        self._exit = contextlib.ExitStack()
-        self._exit.enter_context(adaptive_execution_off(self.engine.spark))
-        self._exit.callback(lambda: [frame.unpersist() for frame in self.cached])
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._exit.close()
-
-
 def select_instances(store, instances=None, time=None) -> list[dict]:
     """The manifest entries of the selected instances in time order: by id (one or a list),
     by ``time`` (a number or a (start, end) range, see ``GraphStore.select_instances``), or all."""
@@ -275,30 +112,26 @@ def select_instances(store, instances=None, time=None) -> list[dict]:
     return sorted(chosen, key=lambda i: (i["start"], i["id"]))
 
 
-def _independent(store, program, instances, time, max_supersteps, concurrency, merge, spark,
-                 checkpoint_interval, progress, globals_) -> TimeSeriesResult:
+def _independent(store, program, instances, time, max_supersteps, concurrency, merge, spark, transport,
+                 checkpoint_interval, checkpoint_seconds, progress, globals_) -> TimeSeriesResult:
     selected = select_instances(store, instances, time)
-    runner = _Runner(store, program, spark, checkpoint_interval, progress)
-    width = len(selected) if not concurrency else max(1, int(concurrency))
-    lanes = [_Lane(i, [inst], i, len(selected), False, globals_ or {}) for i, inst in enumerate(selected)]
-    with runner:
-        finals = [runner.lanes(lanes[i:i + width], max_supersteps) for i in range(0, len(lanes), width)]
-        records = functools.reduce(lambda a, b: a.union(b), finals)
-        by_lane = {lane.key: lane.instance for lane in lanes}
-        frame = runner.output(records, by_lane, program.output_schema, "output", per_instance=True)
-        merged, merged_aggregated = None, {}
-        if merge:
-            merged_records, merged_aggregated = runner.merge(records, by_lane)
-            merged = runner.output(merged_records, {MERGED: None}, program.merge_schema, "merge_output",
-                                   per_instance=False)
-    return TimeSeriesResult(frame, runner.metrics, [i["id"] for i in selected],
+    lanes = [Lane(i, [inst], i, len(selected), False, globals_ or {}) for i, inst in enumerate(selected)]
+    tables = [Table("output", dict(program.output_schema), True)]
+    if merge:
+        tables.append(Table("merge_output", dict(program.merge_schema), False, {MERGED: None}))
+    frames, metrics, merged_aggregated, _, files = execute(
+        store, program, lanes, tables, window=concurrency or len(lanes), max_supersteps=max_supersteps,
+        merge=merge, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
+        checkpoint_seconds=checkpoint_seconds, progress=progress)
+    return TimeSeriesResult(frames[0], metrics, [i["id"] for i in selected],
                             {k: v for lane in lanes for k, v in lane.final.items()},
                             {k: v for lane in lanes for k, v in lane.supersteps.items()},
-                            merged, merged_aggregated, sorted(runner.files))
+                            frames[1] if merge else None, merged_aggregated, files)
 
 
 def run_independent(store, program, instances=None, time=None, max_supersteps: int = 1000,
-                    concurrency: int | None = None, spark=None, checkpoint_interval: int = 5,
+                    concurrency: int | None = None, spark=None, transport: str | None = None,
+                    checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
                     progress: bool | None = None, globals_: dict | None = None) -> TimeSeriesResult:
     """Analyse every selected instance on its own, all in the same supersteps.
 
@@ -307,25 +140,27 @@ def run_independent(store, program, instances=None, time=None, max_supersteps: i
     share a superstep (default: all), to bound memory. ``globals_``: initial
     ``ctx.globals`` of every instance. Returns per-instance results.
     """
-    return _independent(store, program, instances, time, max_supersteps, concurrency, False, spark,
-                        checkpoint_interval, progress, globals_)
+    return _independent(store, program, instances, time, max_supersteps, concurrency, False, spark, transport,
+                        checkpoint_interval, checkpoint_seconds, progress, globals_)
 
 
 def run_eventually_dependent(store, program: TimeSeriesProgram, instances=None, time=None,
                              max_supersteps: int = 1000, concurrency: int | None = None, spark=None,
-                             checkpoint_interval: int = 5, progress: bool | None = None,
+                             transport: str | None = None, checkpoint_interval: int | None = None,
+                             checkpoint_seconds: float | None = None, progress: bool | None = None,
                              globals_: dict | None = None) -> TimeSeriesResult:
     """:func:`run_independent`, then ``program.merge`` per sub-graph over every instance's final state.
 
     Returns per-instance results plus ``merged`` (``id`` and ``program.merge_schema``
     columns) and ``merged_aggregated``.
     """
-    return _independent(store, program, instances, time, max_supersteps, concurrency, True, spark,
-                        checkpoint_interval, progress, globals_)
+    return _independent(store, program, instances, time, max_supersteps, concurrency, True, spark, transport,
+                        checkpoint_interval, checkpoint_seconds, progress, globals_)
 
 
 def run_sequential(store, program, instances=None, time=None, max_supersteps: int = 1000, spark=None,
-                   checkpoint_interval: int = 5, progress: bool | None = None,
+                   transport: str | None = None, checkpoint_interval: int | None = None,
+                   checkpoint_seconds: float | None = None, progress: bool | None = None,
                    globals_: dict | None = None) -> TimeSeriesResult:
     """Analyse the selected instances one after another in time order, carrying state forward.
 
@@ -334,13 +169,13 @@ def run_sequential(store, program, instances=None, time=None, max_supersteps: in
     instance run, which is ``ctx.instance`` there too).
     """
     selected = select_instances(store, instances, time)
-    runner = _Runner(store, program, spark, checkpoint_interval, progress)
-    lane = _Lane(0, selected, 0, len(selected), True, globals_ or {})
-    with runner:
-        records = runner.lanes([lane], max_supersteps)
-        frame = runner.output(records, {0: lane.instance}, program.output_schema, "output", per_instance=False)
-    return TimeSeriesResult(frame, runner.metrics, list(lane.supersteps), lane.final, lane.supersteps,
-                            files_read=sorted(runner.files))
+    lane = Lane(0, selected, 0, len(selected), True, globals_ or {})
+    frames, metrics, _, _, files = execute(
+        store, program, [lane], [Table("output", dict(program.output_schema), False)],
+        max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
+        checkpoint_seconds=checkpoint_seconds, progress=progress)
+    return TimeSeriesResult(frames[0], metrics, list(lane.supersteps), lane.final, lane.supersteps,
+                            files_read=files)
 
 
 PATTERNS = {"independent": run_independent, "eventually_dependent": run_eventually_dependent,

@@ -1,169 +1,346 @@
-"""Task-side half of the engine: runs inside Spark's Python workers.
+"""Task-side half of the engine: one Spark task's GoFS partitions, every lane of a run.
 
-Topology is loaded from GoFS once per worker process and partition, and kept
-in a module-level cache that Spark's reused Python workers carry from one
-superstep (and one run) to the next; only state and messages travel as records.
+A *lane* is one BSP computation over one instance at a time: a single run is
+one lane with no instance; independent time-series runs have a lane per
+instance, advancing in the same supersteps; a sequential run is one lane that
+moves from instance to instance. For each partition it serves, a
+:class:`TaskWorker` keeps every lane's sub-graph states (live Python objects,
+never pickled between supersteps), the messages waiting for the next superstep
+and the forward messages waiting for the lane's next instance.
+
+The worker knows nothing about how bytes move: :meth:`TaskWorker.step` runs the
+planned lanes and returns what leaves for other partitions, and
+:meth:`TaskWorker.deliver` takes in what arrived. Both transports (the
+resident barrier stage and the job-per-superstep fallback) drive this class.
 """
 from __future__ import annotations
 
-import pickle
 import time
 import traceback
-from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
+from gofs import files
 from gofs.bundle import load_instance_attributes, load_partition
 from gopher import aggregators as agg
+from gopher import codec
+from gopher.cache import freeze, process_cache
 from gopher.context import ComputeContext
 from gopher.messages import Inbox, Outbox, combiner_ufunc
 from gopher.subgraph import Subgraph
 
-STATE, MESSAGES, SUMMARY = 0, 1, 2
-RECORD_SCHEMA = pa.schema([("route", pa.int64()), ("dst", pa.int32()), ("kind", pa.int8()), ("payload", pa.binary())])
-
-_TOPOLOGY: dict = {}
-_MAX_CACHED = 64
+MERGED = -1            # the lane that holds the Merge step's results
 
 
 class GopherProgramError(RuntimeError):
-    """A sub-graph program raised: names the sub-graph, partition and superstep."""
+    """A sub-graph program raised: names the program, sub-graph, partition and superstep."""
 
 
-def topology(store, p: int, program):
-    """(bundle, [Subgraph]) for partition ``p``, cached per worker process."""
-    key = (store.manifest.get("uuid", store.root), store.root, p,
-           tuple(program.vertex_attributes), tuple(program.edge_attributes))
-    cached = _TOPOLOGY.get(key)
-    if cached is None:
-        if len(_TOPOLOGY) >= _MAX_CACHED:
-            _TOPOLOGY.pop(next(iter(_TOPOLOGY)))
-        bundle = load_partition(store, p, program.vertex_attributes, program.edge_attributes)
-        cached = (bundle, [Subgraph(bundle, k) for k in range(bundle.num_subgraphs)], {})
-        _TOPOLOGY[key] = cached
-    return cached
+@dataclass(frozen=True)
+class LaneStep:
+    """What one lane does in a superstep (sent by the driver)."""
+
+    instance: dict | None
+    index: int              # the instance's position in the run's selection
+    count: int              # instances in the selection
+    superstep: int          # superstep within the instance; 0 starts it
+    aggregated: dict
+    globals: dict
+    sequential: bool
 
 
-def _attach_instance(store, program, cached, instance) -> None:
-    """Point every sub-graph of the partition at ``instance``'s attribute values."""
-    bundle, subgraphs, loaded = cached
-    if instance is None or not (program.instance_vertex_attributes or program.instance_edge_attributes):
-        return
-    key = (instance["id"], tuple(program.instance_vertex_attributes), tuple(program.instance_edge_attributes))
-    if loaded.get("key") == key:
-        return
-    vertex, edge = load_instance_attributes(store, bundle, instance, program.instance_vertex_attributes,
-                                            program.instance_edge_attributes)
-    for sg in subgraphs:
-        sg.clear_instance()
-        sg._instance_vertex, sg._instance_edge = vertex, edge
-    loaded["key"] = key
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a task needs to serve a run (shipped once, in the task's closure)."""
+
+    store: object
+    program: object
+    tasks: int
+    vertex_offsets: np.ndarray
+    subgraph_offsets: np.ndarray
+    cache_bytes: int
+
+    def partitions_of(self, task: int) -> list[int]:
+        return [p for p in range(self.store.num_partitions) if p % self.tasks == task]
+
+    def task_of(self, partition: int) -> int:
+        return partition % self.tasks
 
 
-def _records(rows: list[tuple]) -> pa.RecordBatch:
-    route, dst, kind, payload = zip(*rows) if rows else ((), (), (), ())
-    return pa.RecordBatch.from_arrays([pa.array(route, pa.int64()), pa.array(dst, pa.int32()),
-                                       pa.array(kind, pa.int8()), pa.array(payload, pa.binary())],
-                                      schema=RECORD_SCHEMA)
+class TimeSeriesContext(ComputeContext):
+    """The compute context of a run over instances.
+
+    Besides :class:`gopher.context.ComputeContext`: ``instance`` (the manifest
+    entry: ``id``, ``start``, ``end``, ...), ``instance_index`` and
+    ``num_instances`` (position in, and size of, the selection), and in the
+    sequential pattern the ``send_forward_*`` methods, whose messages arrive in
+    superstep 0 of the next instance (combined with the program's combiner).
+    ``superstep`` counts supersteps within the current instance.
+    """
+
+    def __init__(self, step: LaneStep, outbox: Outbox, forward: Outbox, message_dtype, aggregators):
+        super().__init__(step.superstep, outbox, step.aggregated, step.globals, message_dtype, step.instance)
+        self.instance_index = step.index
+        self.num_instances = step.count
+        self._aggregators = aggregators
+        self._forward = ComputeContext(step.superstep, forward, {}, {}, message_dtype) if step.sequential else None
+
+    def _begin(self, subgraph) -> None:
+        super()._begin(subgraph)
+        if self._forward is not None:
+            self._forward._subgraph = subgraph
+
+    def _forwarding(self) -> ComputeContext:
+        if self._forward is None:
+            raise RuntimeError("send_forward_* is for sequentially dependent runs (run_sequential)")
+        return self._forward
+
+    def send_forward_to_vertex(self, vertex_id: int, value) -> None:
+        self._forwarding().send_to_vertex(vertex_id, value)
+
+    def send_forward_to_vertices(self, vertex_ids, values) -> None:
+        """Batched, like ``send_to_vertices``, delivered in the next instance."""
+        self._forwarding().send_to_vertices(vertex_ids, values)
+
+    def send_forward_to_subgraph(self, subgraph_id: int, payload) -> None:
+        self._forwarding().send_to_subgraph(subgraph_id, payload)
+
+    def send_forward_to_subgraphs(self, subgraph_ids, payloads) -> None:
+        self._forwarding().send_to_subgraphs(subgraph_ids, payloads)
 
 
-def _group(batches) -> dict:
-    grouped = defaultdict(lambda: {"state": None, "messages": []})
-    for batch in batches:
-        dsts = batch.column(1).to_pylist()
-        kinds = batch.column(2).to_pylist()
-        payloads = batch.column(3).to_pylist()
-        for dst, kind, payload in zip(dsts, kinds, payloads):
-            if kind == STATE:
-                grouped[dst]["state"] = payload
-            elif kind == MESSAGES:
-                grouped[dst]["messages"].append(pickle.loads(payload))
-    return grouped
+class InstanceView:
+    """One partition's sub-graphs as one program sees them through one instance's attributes.
+
+    Views are cached per program class, so ``Subgraph.derived`` data built by one
+    program is never seen by another.
+    """
+
+    def __init__(self, bundle, vertex: dict, edge: dict, account):
+        self.bundle, self.vertex, self.edge = bundle, vertex, edge
+        self._account = account
+        self._subgraphs: dict[int, Subgraph] = {}
+
+    def subgraph(self, k: int) -> Subgraph:
+        k = int(k)
+        sg = self._subgraphs.get(k)
+        if sg is None:
+            sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account)
+        return sg
 
 
-def superstep_function(store, program, superstep: int, aggregated: dict, globals_: dict,
-                       routes: list[int], vertex_offsets, subgraph_offsets, instance=None):
-    """The mapInArrow function for one superstep."""
-    ufunc = combiner_ufunc(program.combiner)
-    specs = {name: agg.resolve(spec) for name, spec in program.aggregators.items()}
+def _graph_key(store) -> tuple:
+    return (store.manifest.get("uuid", store.root), store.root)
 
-    def step(batches):
-        for p, received in _group(batches).items():
-            rows = _run_partition(p, received)
-            yield _records(rows)
 
-    def _run_partition(p, received):
-        clock = time.perf_counter()
-        cached = topology(store, p, program)
-        _attach_instance(store, program, cached, instance)
-        bundle, subgraphs, _ = cached
-        n = len(subgraphs)
-        if received["state"] is None:
-            halted, states = np.zeros(n, dtype=bool), [{} for _ in range(n)]
+def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView:
+    """Partition ``p`` through ``instance``: topology and attributes from the process cache."""
+    store, program = spec.store, spec.program
+    cache = process_cache(spec.cache_bytes)
+    bundle_key = (*_graph_key(store), "bundle", p, tuple(program.vertex_attributes), tuple(program.edge_attributes))
+    bundle = cache.get(bundle_key, lambda: freeze(load_partition(store, p, program.vertex_attributes,
+                                                                 program.edge_attributes)))
+    vattrs, eattrs = tuple(program.instance_vertex_attributes), tuple(program.instance_edge_attributes)
+    program_class = (type(program).__module__, type(program).__qualname__)
+    view_key = (*bundle_key, "view", None if instance is None else instance["id"], vattrs, eattrs, program_class)
+
+    def build():
+        if instance is None or not (vattrs or eattrs):
+            vertex, edge = {}, {}
         else:
-            halted, states = pickle.loads(received["state"])
-        inbox = Inbox(received["messages"], bundle, ufunc)
-        active = np.union1d(np.flatnonzero(~halted), inbox.receivers()) if superstep else np.arange(n)
-        outbox = Outbox()
-        ctx = ComputeContext(superstep, outbox, aggregated, globals_, program.message_dtype, instance)
-        ctx._aggregators = specs
+            vertex, edge = freeze(load_instance_attributes(store, bundle, instance, vattrs, eattrs))
+        return InstanceView(bundle, vertex, edge, lambda size: cache.grow(view_key, size))
+
+    view = cache.get(view_key, build)
+    if view.bundle is not bundle:            # the bundle was evicted and reloaded: rebuild the view
+        cache.grow(view_key, 0)
+        view = InstanceView(bundle, view.vertex, view.edge, view._account)
+    return view
+
+
+@dataclass
+class LaneState:
+    """One lane's sub-graphs in one partition: halt votes and ``state`` dicts."""
+
+    halted: np.ndarray
+    states: list
+
+
+@dataclass
+class PartitionRun:
+    """A partition's part of a run: lane states, next superstep's messages, forward messages."""
+
+    lanes: dict = field(default_factory=dict)        # lane -> LaneState
+    inbox: dict = field(default_factory=dict)        # lane -> [message batch]
+    ahead: dict = field(default_factory=dict)        # lane -> [forward message batch]
+
+
+class TaskWorker:
+    """The partitions one Spark task serves, for the whole run (or one superstep of it)."""
+
+    def __init__(self, spec: RunSpec, partitions: list[int]):
+        self.spec = spec
+        self.partitions = {p: PartitionRun() for p in partitions}
+        self.ufunc = combiner_ufunc(spec.program.combiner)
+        self.specs = {name: agg.resolve(s) for name, s in spec.program.aggregators.items()}
+
+    # messages ------------------------------------------------------------------
+    def deliver(self, p: int, payload: dict) -> None:
+        """Take in what other partitions sent ``p``: {"messages" | "forward": {lane: [batch]}}."""
+        run = self.partitions[p]
+        for lane, batches in payload.get("messages", {}).items():
+            run.inbox.setdefault(lane, []).extend(batches)
+        for lane, batches in payload.get("forward", {}).items():
+            run.ahead.setdefault(lane, []).extend(batches)
+
+    # one superstep ----------------------------------------------------------------
+    def step(self, plan: dict) -> tuple[dict, dict]:
+        """Run one superstep of the lanes in ``plan`` ({lane: LaneStep}) on every partition.
+
+        Returns (outgoing, summary): outgoing is {destination partition: payload
+        for :meth:`deliver`}; the summary carries per-lane counts, halt votes and
+        aggregator partials, the compute time and the files read.
+        """
+        clock = time.perf_counter()
+        outgoing: dict = {}
+        lanes: dict = {}
+        with files.traced() as reads:
+            for p, run in self.partitions.items():
+                for lane, step in plan.items():
+                    report = self._step_lane(p, run, lane, step, outgoing)
+                    total = lanes.setdefault(lane, {"active": 0, "halted": 0, "subgraphs": 0, "sent": 0,
+                                                    "forward": 0, "received": 0, "partials": {}})
+                    for name in ("active", "halted", "subgraphs", "sent", "forward", "received"):
+                        total[name] += report[name]
+                    for name, value in report["partials"].items():
+                        total["partials"][name] = value if name not in total["partials"] else \
+                            self.specs[name].combine(total["partials"][name], value)
+        return outgoing, {"lanes": lanes, "compute_seconds": time.perf_counter() - clock,
+                          "files": sorted(set(reads))}
+
+    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, outgoing: dict) -> dict:
+        program = self.spec.program
+        view = partition_view(self.spec, p, step.instance)
+        n = view.bundle.num_subgraphs
+        fresh = lane not in run.lanes
+        if fresh:
+            run.lanes[lane] = LaneState(np.zeros(n, dtype=bool), [{} for _ in range(n)])
+        state = run.lanes[lane]
+        start = step.superstep == 0
+        batches = run.ahead.pop(lane, []) if start else []
+        batches += run.inbox.pop(lane, [])
+        inbox = Inbox(batches, view.bundle, self.ufunc)
+        wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
+        active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted), inbox.receivers())
+        out, ahead = Outbox(), Outbox()
+        ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
         for k in active:
-            sg = subgraphs[k]
-            sg.state = states[k]
+            sg = view.subgraph(k)
+            sg.state = state.states[k]
             ctx._begin(sg)
             try:
                 program.compute(sg, inbox.for_subgraph(k), ctx)
             except Exception as exc:
+                where = "" if step.instance is None else f"instance {step.instance['id']}, "
                 raise GopherProgramError(
-                    f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) "
-                    f"in superstep {superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-            halted[k] = ctx._halt
-            states[k] = sg.state
-        rows = []
-        sent_bytes = 0
-        for dst, batch in outbox.route(vertex_offsets, subgraph_offsets, ufunc).items():
-            blob = pickle.dumps(batch, protocol=5)
-            sent_bytes += len(blob)
-            rows.append((routes[dst], dst, MESSAGES, blob))
-        rows.append((routes[p], p, STATE, pickle.dumps((halted, states), protocol=5)))
-        summary = {"partition": p, "active": int(len(active)), "halted": int(halted.sum()),
-                   "subgraphs": n, "received": inbox.count, "sent": outbox.count(), "bytes": sent_bytes,
-                   "partials": ctx.partials, "seconds": time.perf_counter() - clock}
-        rows.append((-1, p, SUMMARY, pickle.dumps(summary, protocol=5)))
-        return rows
+                    f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
+                    f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+            state.halted[k] = ctx._halt
+            state.states[k] = sg.state
+        offsets = (self.spec.vertex_offsets, self.spec.subgraph_offsets)
+        for kind, box in (("messages", out), ("forward", ahead)):
+            for dst, batch in box.route(*offsets, self.ufunc).items():
+                outgoing.setdefault(dst, {}).setdefault(kind, {}).setdefault(lane, []).append(batch)
+        return {"active": int(len(active)), "halted": int(state.halted.sum()), "subgraphs": n,
+                "sent": out.count(), "forward": ahead.count(), "received": inbox.count, "partials": ctx.partials}
 
-    return step
-
-
-def output_function(store, program, schema: pa.Schema, instance=None):
-    """The mapInArrow function that turns final states into per-vertex result rows."""
-
-    def output(batches):
-        for p, received in _group(batches).items():
-            cached = topology(store, p, program)
-            _attach_instance(store, program, cached, instance)
-            bundle, subgraphs, _ = cached
-            _, states = pickle.loads(received["state"])
-            columns = {name: [] for name in schema.names if name != "id"}
-            for sg, state in zip(subgraphs, states):
-                sg.state = state
+    # after the supersteps ---------------------------------------------------------
+    def merge(self, lanes: dict) -> dict:
+        """The Merge step: ``program.merge`` once per sub-graph over its final state in every
+        lane ({lane: instance}, in selection order); the merged states become lane
+        :data:`MERGED`. Returns the merge's aggregator partials."""
+        program, partials = self.spec.program, {}
+        for p, run in self.partitions.items():
+            view = partition_view(self.spec, p, None)
+            n = view.bundle.num_subgraphs
+            ctx = ComputeContext(0, Outbox(), {}, {}, program.message_dtype)
+            ctx._aggregators = self.specs
+            merged = []
+            for k in range(n):
+                sg = view.subgraph(k)
+                sg.state = {}
+                ctx._begin(sg)
                 try:
-                    values = program.output(sg)
-                    for name in columns:
-                        column = np.asarray(values[name])
-                        if column.shape != (sg.num_vertices,):
-                            raise ValueError(f"column {name!r} has shape {column.shape}, "
-                                             f"expected ({sg.num_vertices},): one value per vertex")
-                        columns[name].append(column)
+                    program.merge(sg, {instance["id"]: run.lanes[lane].states[k] for lane, instance in lanes.items()},
+                                  ctx)
                 except Exception as exc:
                     raise GopherProgramError(
-                        f"{type(program).__name__}.output failed on sub-graph {sg.id} (partition {p}): "
+                        f"{type(program).__name__}.merge failed on sub-graph {sg.id} (partition {p}): "
                         f"{exc!r}\n{traceback.format_exc()}") from exc
-            arrays = [pa.array(bundle.ids, type=schema.field("id").type)]
-            for name in columns:
-                merged = np.concatenate(columns[name]) if columns[name] else np.empty(0)
-                arrays.append(pa.array(merged, type=schema.field(name).type))
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+                merged.append(sg.state)
+            run.lanes[MERGED] = LaneState(np.ones(n, dtype=bool), merged)
+            for name, value in ctx.partials.items():
+                partials[name] = value if name not in partials else self.specs[name].combine(partials[name], value)
+        return partials
 
-    return output
+    def output(self, tables: list, schema: pa.Schema):
+        """Per-vertex result rows as Arrow batches of ``schema``.
+
+        ``tables`` lists (table number, {lane: instance or None}, method name,
+        [(column, physical column)], per_instance); every table's rows go into
+        the one ``schema`` (``table``, ``instance``, ``id`` and the physical
+        columns of every table, null where another table's).
+        """
+        program = self.spec.program
+        for p, run in self.partitions.items():
+            for number, lanes, method, columns, per_instance in tables:
+                for lane, instance in lanes.items():
+                    view = partition_view(self.spec, p, instance)
+                    state = run.lanes[lane]
+                    pieces = {name: [] for name, _ in columns}
+                    for k in range(view.bundle.num_subgraphs):
+                        sg = view.subgraph(k)
+                        sg.state = state.states[k]
+                        try:
+                            values = getattr(program, method)(sg)
+                            for name in pieces:
+                                column = values[name]
+                                if len(column) != sg.num_vertices:
+                                    raise ValueError(f"column {name!r} has {len(column)} values, expected "
+                                                     f"{sg.num_vertices}: one value per vertex")
+                                pieces[name].append(column)
+                        except Exception as exc:
+                            raise GopherProgramError(
+                                f"{type(program).__name__}.{method} failed on sub-graph {sg.id} (partition {p}): "
+                                f"{exc!r}\n{traceback.format_exc()}") from exc
+                    rows = view.bundle.num_vertices
+                    arrays = {"table": pa.array(np.full(rows, number, np.int8)),
+                              "instance": pa.array(np.full(rows, instance["id"], np.int64)) if per_instance
+                              else pa.nulls(rows, pa.int64()),
+                              "id": pa.array(view.bundle.ids, type=schema.field("id").type)}
+                    for name, physical in columns:
+                        arrays[physical] = _concat(pieces[name], schema.field(physical).type)
+                    yield pa.RecordBatch.from_arrays(
+                        [arrays.get(f.name, pa.nulls(rows, f.type)) for f in schema], schema=schema)
+
+    # checkpoints and records ------------------------------------------------------
+    def export_partition(self, p: int) -> bytes:
+        """Partition ``p``'s lane states and pending messages as one blob."""
+        run = self.partitions[p]
+        return codec.dumps((run.lanes, run.inbox, run.ahead))
+
+    def import_partition(self, p: int, blob: bytes) -> None:
+        run = self.partitions[p]
+        run.lanes, run.inbox, run.ahead = codec.loads(blob)
+
+
+def _concat(pieces: list, type_: pa.DataType) -> pa.Array:
+    """One column from per-sub-graph pieces: numpy arrays, or pyarrow arrays (list columns, nulls)."""
+    if not pieces:
+        return pa.array([], type=type_)
+    if isinstance(pieces[0], (pa.Array, pa.ChunkedArray)):
+        return pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
+                                 for p in pieces]).cast(type_)
+    return pa.array(np.concatenate([np.asarray(p) for p in pieces]), type=type_)

@@ -1,0 +1,103 @@
+"""The task-side cache: what a Python worker keeps from one superstep and one run to the next.
+
+Spark reuses Python worker processes, so topology loaded once stays loaded for
+every later run on the same graph. One cache per process holds partition
+bundles (topology plus static attributes) and instance views (an instance's
+attribute values plus the sub-graph objects a program computes on, with their
+derived matrices). It is bounded by bytes, not entries: the least recently used
+entries go when the budget is exceeded. Keys start with the graph's identity
+(its manifest uuid and root), so a re-ingested graph never sees stale topology.
+
+Cached arrays are made read-only, so a program that writes into its topology
+fails at once instead of corrupting every later run.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+DEFAULT_BUDGET = 1 << 30
+
+
+def nbytes(value) -> int:
+    """An estimate of the memory held by numpy arrays, scipy sparse matrices and
+    containers of them (Python scalars and strings count a little)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    for attrs in (("data", "indices", "indptr"), ("data", "row", "col")):
+        if all(hasattr(value, a) for a in attrs):
+            return sum(nbytes(getattr(value, a)) for a in attrs)
+    if isinstance(value, dict):
+        return sum(nbytes(v) for v in value.values()) + 64 * len(value)
+    if isinstance(value, (list, tuple)):
+        return sum(nbytes(v) for v in value) + 8 * len(value)
+    return 64
+
+
+def freeze(value):
+    """Mark every numpy array in ``value`` (recursively through dicts, lists, tuples) read-only."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif isinstance(value, dict):
+        for v in value.values():
+            freeze(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            freeze(v)
+    return value
+
+
+class TaskCache:
+    """A byte-budgeted LRU map; ``get(key, build)`` builds what is missing."""
+
+    def __init__(self, budget: int = DEFAULT_BUDGET):
+        self.budget = budget
+        self._entries: OrderedDict = OrderedDict()
+        self._sizes: dict = {}
+        self.used = 0
+
+    def get(self, key, build):
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        value = build()
+        self._entries[key] = value
+        self._sizes[key] = 0
+        self.grow(key, nbytes(value))
+        return value
+
+    def grow(self, key, size: int) -> None:
+        """Account ``size`` more bytes to ``key`` (derived data built after insertion)."""
+        if key not in self._entries:
+            return
+        self._sizes[key] += size
+        self.used += size
+        self._evict(keep=key)
+
+    def _evict(self, keep) -> None:
+        while self.used > self.budget and len(self._entries) > 1:
+            oldest = next(iter(self._entries))
+            if oldest == keep:
+                self._entries.move_to_end(oldest)
+                oldest = next(iter(self._entries))
+            del self._entries[oldest]
+            self.used -= self._sizes.pop(oldest)
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_PROCESS_CACHE: TaskCache | None = None
+
+
+def process_cache(budget: int) -> TaskCache:
+    """The cache of this Python worker process, with ``budget`` bytes."""
+    global _PROCESS_CACHE
+    if _PROCESS_CACHE is None:
+        _PROCESS_CACHE = TaskCache(budget)
+    _PROCESS_CACHE.budget = budget
+    return _PROCESS_CACHE

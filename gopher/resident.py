@@ -1,0 +1,462 @@
+"""The resident transport: a whole run is one Spark barrier stage.
+
+A Spark job costs ~0.2 s here while a superstep's compute takes milliseconds,
+so a run does not start a job per superstep. Instead it starts one
+gang-scheduled barrier stage of T tasks (``mapInArrow(..., barrier=True)``):
+
+1. the driver opens a listener with a fresh random key for the run; each task
+   opens its own listener on its executor's address, registers it with the
+   driver, and gets back the table of peers (one rendezvous per run);
+2. every superstep the driver sends each task the plan; the task runs its
+   partitions (:class:`gopher.worker.TaskWorker`, topology from the process
+   cache), sends each peer one frame of messages (numpy buffers out of band,
+   :mod:`gopher.codec`), receives one from each, and answers the driver with
+   its summary;
+3. at the end the tasks yield the per-vertex results as Arrow batches: the
+   stage's output *is* the result DataFrame, cached, with no row-by-row Python.
+
+Sockets are ``multiprocessing.connection`` with the run's HMAC key (connections
+without it are refused) and a frame-size limit. Faults: a task that dies ends
+its connection; the driver cancels the stage and starts it again, and the new
+tasks resume from the last checkpoint every task confirmed (each task writes
+its partitions' states and pending messages to the run directory every
+``checkpointInterval`` supersteps or ``checkpointSeconds``).
+"""
+from __future__ import annotations
+
+import queue
+import secrets
+import threading
+import time
+import traceback
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Listener, wait
+
+from gofs import layout
+from gopher import codec
+from gopher.worker import GopherProgramError, TaskWorker
+
+
+class RendezvousTimeout(RuntimeError):
+    """Not every task of the run's barrier stage connected in time."""
+
+
+# ------------------------------------------------------------------------------ framing
+
+def send_frames(conn, frames: list) -> None:
+    conn.send_bytes(len(frames[1:]).to_bytes(4, "little") + frames[0])
+    for buffer in frames[1:]:
+        conn.send_bytes(buffer)
+
+
+def recv_frames(conn, limit: int) -> list:
+    first = conn.recv_bytes(limit)
+    count = int.from_bytes(first[:4], "little")
+    return [memoryview(first)[4:], *(conn.recv_bytes(limit) for _ in range(count))]
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+def _checkpoint_path(run_dir: str, step: int, p: int) -> tuple:
+    fs, root = layout.filesystem(run_dir)
+    return fs, layout.join(root, f"ckpt-{step:06d}", f"part-{p:05d}.bin")
+
+
+def write_checkpoint(run_dir: str, step: int, p: int, blob: bytes) -> None:
+    fs, path = _checkpoint_path(run_dir, step, p)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as out:
+        out.write(blob)
+
+
+def read_checkpoint(run_dir: str, step: int, p: int) -> bytes:
+    fs, path = _checkpoint_path(run_dir, step, p)
+    with fs.open_input_stream(path) as handle:
+        return handle.read()
+
+
+# ------------------------------------------------------------------------------ the task side
+
+def task_function(spec, address, key: bytes, launch: int, schema, run_dir, frame_limit: int):
+    """The function each barrier task runs: serve the run, then yield the result batches."""
+
+    def run(batches):
+        from pyspark import BarrierTaskContext
+
+        for _ in batches:
+            pass
+        context = BarrierTaskContext.get()
+        me = context.partitionId()
+        host = context.getTaskInfos()[me].address.rsplit(":", 1)[0]
+        try:
+            driver = Client(tuple(address), authkey=key)
+        except OSError as exc:
+            raise RuntimeError(f"gopher: task {me} cannot reach this run's coordinator at {address} ({exc}); "
+                               "the run has ended (a cached result recomputed after it ended?)") from exc
+        side = _TaskSide(spec, me, driver, schema, run_dir, frame_limit)
+        try:
+            side.connect(host, key, launch, context.attemptNumber())
+            yield from side.serve()
+        except GopherProgramError as exc:
+            side.report_error(str(exc))
+            raise
+        except Exception as exc:
+            side.report_error(f"gopher: task {me} failed: {exc!r}\n{traceback.format_exc()}", program=False)
+            raise
+        finally:
+            side.close()
+
+    return run
+
+
+class _TaskSide:
+    """One barrier task: its worker, its connections to the driver and to its peers."""
+
+    def __init__(self, spec, me: int, driver, schema, run_dir, frame_limit: int):
+        self.spec, self.me, self.driver, self.schema = spec, me, driver, schema
+        self.run_dir, self.limit = run_dir, frame_limit
+        self.listener = None
+        self.outbound: dict = {}
+        self.inbound: list = []
+        self.sender = ThreadPoolExecutor(1)
+
+    def connect(self, host: str, key: bytes, launch: int, attempt: int) -> None:
+        self.listener = Listener((host, 0), authkey=key)
+        self.driver.send(("hello", launch, attempt, self.me, self.listener.address))
+        _, table, self.resume = self.driver.recv()
+        peers = [j for j in table if j != self.me]
+        accepted: list = []
+        acceptor = threading.Thread(target=lambda: accepted.extend(self.listener.accept() for _ in peers))
+        acceptor.start()
+        self.outbound = {j: Client(tuple(table[j]), authkey=key) for j in peers}
+        acceptor.join()
+        self.inbound = accepted
+
+    def serve(self):
+        worker = TaskWorker(self.spec, self.spec.partitions_of(self.me))
+        if self.resume is not None:
+            for p in worker.partitions:
+                worker.import_partition(p, read_checkpoint(self.run_dir, self.resume, p))
+        while True:
+            command = self.driver.recv()
+            if command[0] == "step":
+                _, step, plan, checkpoint = command
+                if checkpoint is not None:
+                    for p in worker.partitions:
+                        write_checkpoint(self.run_dir, checkpoint, p, worker.export_partition(p))
+                outgoing, summary = worker.step(plan)
+                clock = time.perf_counter()
+                summary["bytes"] = self.exchange(worker, outgoing)
+                summary["exchange_seconds"] = time.perf_counter() - clock
+                summary["checkpointed"] = checkpoint
+                self.driver.send(("summary", summary))
+            elif command[0] == "merge":
+                self.driver.send(("merged", worker.merge(command[1])))
+            elif command[0] == "output":
+                yield from worker.output(command[1], self.schema)
+                return
+            else:
+                return
+
+    def exchange(self, worker: TaskWorker, outgoing: dict) -> int:
+        """Send every peer its partitions' messages (one frame each, maybe empty), take in one
+        frame from every peer; messages to this task's own partitions never leave it."""
+        by_task: dict = defaultdict(dict)
+        for dst, payload in outgoing.items():
+            by_task[self.spec.task_of(dst)][dst] = payload
+        frames = {j: codec.to_frames(by_task.get(j, {})) for j in self.outbound}
+        sending = self.sender.submit(lambda: [send_frames(self.outbound[j], f) for j, f in frames.items()])
+        local = codec.dumps(by_task.get(self.me, {}))      # a private copy, as a peer would get
+        for p, payload in codec.loads(local).items():
+            worker.deliver(p, payload)
+        pending = list(self.inbound)
+        while pending:
+            for conn in wait(pending):
+                for p, payload in codec.from_frames(recv_frames(conn, self.limit)).items():
+                    worker.deliver(p, payload)
+                pending.remove(conn)
+        sending.result()
+        return sum(len(local) if j == self.me else codec.frames_size(frames[j]) for j in by_task)
+
+    def report_error(self, message: str, program: bool = True) -> None:
+        """Tell the driver why this task fails, so the run ends with that error instead of
+        being retried as if the task had been lost."""
+        try:
+            self.driver.send(("error" if program else "failure", message))
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.sender.shutdown(wait=False)
+        for conn in [*self.outbound.values(), *self.inbound, self.driver]:
+            conn.close()
+        if self.listener is not None:
+            self.listener.close()
+
+
+# ------------------------------------------------------------------------------ the driver side
+
+class _Job:
+    """The barrier stage's Spark job, running in a thread of its own (its own job group)."""
+
+    def __init__(self, spark, frame, group: str, description: str):
+        from pyspark import InheritableThread
+
+        self.error: BaseException | None = None
+        self.finished = threading.Event()
+
+        def run():
+            try:
+                spark.sparkContext.setJobGroup(group, description, interruptOnCancel=True)
+                frame.count()
+            except BaseException as exc:       # handed to the driver loop
+                self.error = exc
+            finally:
+                self.finished.set()
+
+        self.thread = InheritableThread(target=run, daemon=True)
+        self.thread.start()
+
+    def done(self) -> bool:
+        return self.finished.is_set()
+
+
+class ResidentTransport:
+    """Driver side: the listener, the rendezvous, one round trip per superstep, restarts."""
+
+    def __init__(self, spark, spec, options, schema=None):
+        self.spark, self.spec, self.options, self.schema = spark, spec, options, schema
+        self.key = secrets.token_bytes(32)
+        self.group = f"gopher-{uuid.uuid4().hex[:12]}"
+        self.launch = 0
+        self.job: _Job | None = None
+        self.frame = None
+        self.conns: dict = {}
+        self.arrivals: queue.Queue = queue.Queue()
+        self.listener = None
+        self.run_dir = None
+        self.cached = None
+
+    # lifecycle -----------------------------------------------------------------------
+    def __enter__(self) -> "ResidentTransport":
+        try:
+            conf = self.spark.sparkContext.getConf()
+            advertised = conf.get("spark.driver.host")
+            bind = conf.get("spark.driver.bindAddress", advertised)
+            self.listener = Listener((bind, 0), authkey=self.key)
+            self.address = (advertised, self.listener.address[1])
+            self._stop_accepting = False
+            self.acceptor = threading.Thread(target=self._accept, daemon=True)
+            self.acceptor.start()
+            if self.options.run_dir:
+                self.run_dir = layout.join(_as_pyarrow_path(self.options.run_dir),
+                                           f"gopher-run-{uuid.uuid4().hex[:12]}")
+            self._launch(None)
+        except BaseException:
+            self._close(failed=True)
+            raise
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        self._close(failed=kind is not None)
+
+    def _close(self, failed: bool) -> None:
+        if self.job is not None and not self.job.done():
+            self.spark.sparkContext.cancelJobGroup(self.group)
+            self.job.finished.wait()
+        self._drop_connections()
+        if self.listener is not None:
+            self._stop_accepting = True
+            try:
+                Client(self.listener.address, authkey=self.key).close()
+            except OSError:
+                pass
+            self.acceptor.join(5)
+            self.listener.close()
+            self.listener = None
+        while not self.arrivals.empty():
+            self.arrivals.get_nowait()[0].close()
+        if failed and self.frame is not None:
+            self.frame.unpersist()
+        if self.run_dir is not None:
+            fs, root = layout.filesystem(self.run_dir)
+            if fs.get_file_info(root).type.name != "NotFound":
+                fs.delete_dir(root)
+
+    def _drop_connections(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+        self.conns = {}
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn = self.listener.accept()
+            except (AuthenticationError, EOFError, ConnectionError):
+                continue                     # a connection without the run's key: refused
+            except OSError:
+                return
+            if self._stop_accepting:
+                conn.close()
+                return
+            if conn.poll(30):
+                try:
+                    self.arrivals.put((conn, conn.recv()))
+                    continue
+                except (EOFError, OSError):
+                    pass
+            conn.close()
+
+    # launching -----------------------------------------------------------------------
+    def _launch(self, resume: int | None) -> None:
+        self.launch += 1
+        fn = task_function(self.spec, self.address, self.key, self.launch, self.schema, self.run_dir,
+                           self.options.max_frame_bytes)
+        frame = self.spark.range(0, self.spec.tasks, 1, self.spec.tasks).mapInArrow(
+            fn, _spark_schema(self.schema), barrier=True)
+        self.frame = frame.persist()
+        self.job = _Job(self.spark, self.frame, self.group,
+                        f"gopher: {type(self.spec.program).__name__} on {self.spec.store.path}")
+        self._rendezvous(resume)
+
+    def _rendezvous(self, resume: int | None) -> None:
+        deadline = time.monotonic() + self.options.rendezvous_timeout
+        registered: dict = {}
+        while len(registered) < self.spec.tasks:
+            try:
+                conn, hello = self.arrivals.get(timeout=0.1)
+            except queue.Empty:
+                if self.job.done():
+                    self._raise_job_error("before all of its tasks connected")
+                if time.monotonic() > deadline:
+                    missing = sorted(set(range(self.spec.tasks)) - set(registered))
+                    raise RendezvousTimeout(
+                        f"gopher: {len(missing)} of the run's {self.spec.tasks} tasks (task {missing}) did not "
+                        f"connect within {self.options.rendezvous_timeout:g} s (spark.goffish.rendezvousTimeout); "
+                        "are the executors able to reach the driver, and are enough slots free?")
+                continue
+            _, launch, attempt, task, address = hello
+            if launch != self.launch:
+                conn.close()
+                continue
+            if task in registered:
+                registered[task][0].close()
+            registered[task] = (conn, address)
+        table = {task: address for task, (_, address) in registered.items()}
+        self.conns = {task: conn for task, (conn, _) in sorted(registered.items())}
+        for conn in self.conns.values():
+            conn.send(("start", table, resume))
+
+    def restart(self, resume: int | None) -> None:
+        """Tasks were lost: end this stage and start another that resumes from ``resume``."""
+        if not self.job.done():
+            self.spark.sparkContext.cancelJobGroup(self.group)
+            self.job.finished.wait()
+        self._drop_connections()
+        self.frame.unpersist()
+        self._launch(resume)
+
+    # the protocol ------------------------------------------------------------------------
+    def _broadcast(self, message) -> bool:
+        try:
+            for conn in self.conns.values():
+                conn.send(message)
+            return True
+        except OSError:
+            return False
+
+    def _gather(self) -> list | None:
+        """One answer from every task, in task order; None if a task was lost."""
+        answers: dict = {}
+        pending = {conn: task for task, conn in self.conns.items()}
+        while pending:
+            ready = wait(list(pending), timeout=0.5)
+            if not ready and self.job.done():
+                self._raise_job_error("while tasks were running")
+            for conn in ready:
+                try:
+                    kind, value = conn.recv()
+                except (EOFError, OSError):
+                    return self._lost(pending)
+                _raise_reported(kind, value)
+                answers[pending.pop(conn)] = value
+        return [answers[task] for task in sorted(answers)]
+
+    def _lost(self, pending: dict) -> None:
+        """A task's connection ended. If another task reports a program error meanwhile (the
+        stage is being torn down because of it), that error is the run's outcome."""
+        deadline = time.monotonic() + 0.5
+        alive = list(pending)
+        while alive and time.monotonic() < deadline:
+            for conn in wait(alive, timeout=0.1):
+                try:
+                    kind, value = conn.recv()
+                except (EOFError, OSError):
+                    alive.remove(conn)
+                    continue
+                _raise_reported(kind, value)
+        return None
+
+    def superstep(self, step: int, plan: dict, checkpoint: int | None) -> list | None:
+        if checkpoint is not None and self.run_dir is None:
+            checkpoint = None
+        if not self._broadcast(("step", step, plan, checkpoint)):
+            return None
+        return self._gather()
+
+    def merge(self, lanes: dict) -> list:
+        if not self._broadcast(("merge", lanes)):
+            raise RuntimeError("gopher: a task was lost during the Merge step")
+        partials = self._gather()
+        if partials is None:
+            raise RuntimeError("gopher: a task was lost during the Merge step")
+        return partials
+
+    def output(self, tables: list, schema) -> object:
+        """The result rows: the stage's own output, cached."""
+        self._broadcast(("output", tables))
+        pending = list(self.conns.values())
+        while not self.job.done():
+            for conn in wait(pending, timeout=0.2):
+                try:
+                    kind, value = conn.recv()
+                except (EOFError, OSError):
+                    pending.remove(conn)
+                    continue
+                _raise_reported(kind, value)
+        if self.job.error is not None:
+            self._raise_job_error("while writing its results")
+        self.cached = self.frame
+        return self.frame
+
+    def _raise_job_error(self, when: str):
+        self.job.finished.wait()
+        error = self.job.error
+        raise RuntimeError(f"gopher: the run's Spark stage ended {when}: {error}") from error
+
+
+class GopherTaskError(RuntimeError):
+    """A run's task failed outside the program's own code (the task's traceback is in the message)."""
+
+
+def _raise_reported(kind: str, value) -> None:
+    if kind == "error":
+        raise GopherProgramError(value)
+    if kind == "failure":
+        raise GopherTaskError(value)
+
+
+def _as_pyarrow_path(uri: str) -> str:
+    """Spark writes local directories as ``file:/path``; pyarrow wants ``/path`` or ``file:///path``."""
+    if uri.startswith("file:") and not uri.startswith("file://"):
+        return uri[len("file:"):]
+    return uri
+
+
+def _spark_schema(schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
