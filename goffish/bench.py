@@ -5,6 +5,12 @@ with its result forced into existence (a checksum over every value, not a lazy
 count). The three answers are compared, and a table plus a JSON file report
 seconds, ratios to Gopher, supersteps and messages. A baseline that runs past
 ``--baseline-timeout`` is cancelled and reported as a lower bound.
+
+Each Gopher row also says which transport ran, the median superstep, and COST:
+the cores Gopher would need to beat one igraph thread, extrapolated from a run
+on one task (core) and one on every core. ``--ping-supersteps N`` times N
+supersteps of :class:`Ping` (every sub-graph messages its neighbours): the
+engine's fixed cost per superstep.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from pyspark.sql import functions as F
 
 from algorithms import baselines
 from algorithms.baselines import canonical_components
+from gopher.program import SubgraphProgram
 
 
 def _checksum(frame, column: str) -> float:
@@ -54,6 +61,39 @@ def _timed(spark, fn, timeout: float | None):
             timer.cancel()
         sc.setLocalProperty("spark.jobGroup.id", None)
     return time.perf_counter() - clock, value
+
+
+def cost(one_core: float, two_cores: float, reference: float) -> float:
+    """COST (McSherry et al., HotOS 2015): the cores at which Gopher beats ``reference``
+    (one igraph thread), extrapolated from runs on 1 and 2 cores with Amdahl's law,
+    t(c) = serial + parallel / c. ``inf`` when even the serial part is slower."""
+    if one_core <= reference:
+        return 1.0
+    parallel = max(0.0, 2.0 * (one_core - two_cores))
+    serial = one_core - parallel
+    if serial >= reference or parallel == 0.0:
+        return float("inf")
+    return float(np.ceil(parallel / (reference - serial)))
+
+
+class Ping(SubgraphProgram):
+    """Every sub-graph messages each neighbouring sub-graph every superstep, never halting:
+    a superstep's fixed cost with a realistic message pattern."""
+
+    def compute(self, subgraph, messages, ctx):
+        ctx.send_to_neighbors(ctx.superstep)
+
+
+def ping(g, supersteps: int) -> dict:
+    """Median and 90th-percentile superstep wall time of ``supersteps`` Ping supersteps."""
+    g.run(Ping(), max_supersteps=5, progress=False)
+    result = g.run(Ping(), max_supersteps=supersteps, progress=False)
+    seconds = np.array([s.seconds for s in result.metrics.supersteps[1:]])
+    return {"supersteps": supersteps, "transport": result.metrics.transport,
+            "median_ms": round(float(np.median(seconds)) * 1e3, 3),
+            "p90_ms": round(float(np.percentile(seconds, 90)) * 1e3, 3),
+            "messages_per_superstep": result.metrics.supersteps[1].messages,
+            "run_seconds": round(result.metrics.seconds, 3)}
 
 
 def _dense_edges(g):
@@ -98,13 +138,13 @@ def run_bench(spark, g, algorithms, pagerank_iterations=10, skip_graphframes=Fal
         log(f"  {algorithm:9s} {system:12s} {seconds:9.3f}s {note}")
 
     specs = {
-        "cc": (lambda: g.connected_components(progress=False), "component",
+        "cc": (lambda **o: g.connected_components(progress=False, **o), "component",
                lambda: baselines.graphframes_connected_components(vertices_df, edges_df),
                lambda: baselines.igraph_components(n, src, dst)),
-        "sssp": (lambda: g.sssp(source, progress=False), "distance",
+        "sssp": (lambda **o: g.sssp(source, progress=False, **o), "distance",
                  lambda: baselines.graphframes_shortest_paths(vertices_df, edges_df, source, directed),
                  lambda: baselines.igraph_sssp(n, src, dst, None, source_vid, directed)),
-        "pagerank": (lambda: g.pagerank(max_iter=pagerank_iterations, tol=0, progress=False), "pagerank",
+        "pagerank": (lambda **o: g.pagerank(max_iter=pagerank_iterations, tol=0, progress=False, **o), "pagerank",
                      lambda: baselines.graphframes_pagerank(vertices_df, edges_df, directed, pagerank_iterations),
                      lambda: baselines.igraph_pagerank(n, src, dst, directed)),
     }
@@ -114,14 +154,21 @@ def run_bench(spark, g, algorithms, pagerank_iterations=10, skip_graphframes=Fal
         run_gopher()
         cold = time.perf_counter() - cold
         seconds, result = _timed(spark, lambda: _with_checksum(run_gopher(), column), None)
+        one_core, _ = _timed(spark, lambda: _with_checksum(run_gopher(tasks=1), column), None)
         ours = _by_id(result.dataframe, column, ids, id_index)
-        note = f"(first run {cold:.3f}s)"
+        result.unpersist()
+        steps = [s.seconds for s in result.metrics.supersteps]
+        note = (f"(first run {cold:.3f}s; {result.metrics.transport}, median superstep "
+                f"{np.median(steps) * 1e3:.1f} ms; 1 core {one_core:.3f}s)")
         if algorithm == "pagerank":
             exact = _agree(algorithm, ours, power_iterations(n, src, dst, directed, pagerank_iterations))
             note += f"; equals {pagerank_iterations} NetworkX iterations: {'yes' if exact else 'NO'}"
         record(algorithm, "gopher", seconds, result.metrics, agrees=exact if algorithm == "pagerank" else None,
                note=note)
         igraph_seconds, reference = _timed(spark, run_igraph, None)
+        rows[-1].update({"transport": result.metrics.transport, "one_core_seconds": one_core,
+                         "median_superstep_ms": float(np.median(steps) * 1e3),
+                         "cost": cost(one_core, seconds, igraph_seconds)})
         if algorithm == "pagerank":
             record(algorithm, "igraph", igraph_seconds,
                    note=f"exact fixed point; max gap to {pagerank_iterations} iterations {np.abs(ours - reference).max():.1e}")
@@ -189,11 +236,17 @@ def format_table(report: dict) -> str:
     lines = [f"{report['vertices']:,} vertices, {report['edges']:,} edges, {report['partitions']} partitions, "
              f"master {report['spark_master']}",
              f"{'algorithm':9s}  {'system':12s} {'seconds':>10s} {'x gopher':>9s} {'supersteps':>10s} "
-             f"{'messages':>9s}  agrees"]
+             f"{'messages':>9s} {'COST':>5s}  agrees"]
     for r in report["rows"]:
+        cores = r.get("cost")
         lines.append(f"{r['algorithm']:9s}  {r['system']:12s} {r['seconds']:10.3f} {r['ratio_to_gopher']:9.2f} "
-                     f"{r.get('supersteps', ''):>10} {r.get('messages', ''):>9}  "
+                     f"{r.get('supersteps', ''):>10} {r.get('messages', ''):>9} "
+                     f"{'' if cores is None else ('inf' if np.isinf(cores) else int(cores)):>5}  "
                      f"{'' if r['agrees'] is None else ('yes' if r['agrees'] else 'NO')} {r['note']}")
+    if report.get("ping"):
+        p = report["ping"]
+        lines.append(f"ping: {p['supersteps']} supersteps on the {p['transport']} transport, median "
+                     f"{p['median_ms']} ms, p90 {p['p90_ms']} ms, {p['messages_per_superstep']} messages each")
     return "\n".join(lines)
 
 
@@ -246,6 +299,8 @@ def main(spark, args) -> int:
     report = run_bench(spark, g, algorithms, args.pagerank_iterations, args.skip_graphframes,
                        args.baseline_timeout, args.seed)
     report["ingest"] = ingest
+    if args.ping_supersteps:
+        report["ping"] = ping(g, args.ping_supersteps)
     if args.timeseries_hours:
         from goffish.bench_timeseries import bench_timeseries
 

@@ -231,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cancel a GraphFrames baseline after this many seconds (reported as a lower bound)")
     p.add_argument("--pagerank-iterations", type=int, default=10)
     p.add_argument("--timeseries-hours", type=int, default=0, help="also bench TDSP/independent runs over N instances")
+    p.add_argument("--ping-supersteps", type=int, default=0,
+                   help="also time N supersteps of a program where every sub-graph messages its neighbours")
     p.add_argument("--json", default="bench-results/bench.json")
     p.add_argument("--seed", type=int, default=0)
     _add_spark_options(p)

@@ -139,7 +139,7 @@ class Options:
 
     @classmethod
     def resolve(cls, spark, store, transport=None, checkpoint_interval=None, checkpoint_seconds=None,
-                progress=None) -> "Options":
+                progress=None, tasks=None) -> "Options":
         conf = spark.conf
 
         def setting(key, default, kind=str):
@@ -147,7 +147,7 @@ class Options:
             return default if value in (None, "") else kind(value)
 
         sc = spark.sparkContext
-        tasks = min(store.num_partitions, setting("tasks", task_slots(sc), int))
+        tasks = min(store.num_partitions, tasks or setting("tasks", task_slots(sc), int))
         interval = checkpoint_interval if checkpoint_interval is not None else setting("checkpointInterval", None, int)
         seconds = checkpoint_seconds if checkpoint_seconds is not None else setting("checkpointSeconds", 30.0, float)
         transport = transport or setting("transport", "auto")
@@ -322,7 +322,7 @@ def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
 def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: int | None = None,
             max_supersteps: int = 1000, merge: bool = False, spark=None, transport: str | None = None,
             checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
-            progress: bool | None = None):
+            progress: bool | None = None, tasks: int | None = None):
     """Run ``lanes`` of ``program`` to the end, then the Merge step if asked, then the result tables.
 
     At most ``window`` lanes run in the same superstep (default: all). Returns
@@ -333,7 +333,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
         raise ValueError(f"max_supersteps must be at least 1, got {max_supersteps}")
     combiner_ufunc(program.combiner)              # bad settings fail here, before any work
     spark = spark or store.spark
-    options = Options.resolve(spark, store, transport, checkpoint_interval, checkpoint_seconds, progress)
+    options = Options.resolve(spark, store, transport, checkpoint_interval, checkpoint_seconds, progress, tasks)
     metrics = RunMetrics(type(program).__name__)
     clock = time.perf_counter()
     spec = RunSpec(store, program, options.tasks,
@@ -372,17 +372,19 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
 
 def run_program(store, program, max_supersteps: int = 1000, spark=None, transport: str | None = None,
                 checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
-                progress: bool | None = None) -> RunResult:
+                progress: bool | None = None, tasks: int | None = None) -> RunResult:
     """Run a sub-graph program on a stored graph and return per-vertex results and metrics.
 
     ``transport``: "resident" (one barrier stage), "jobs" (a Spark job per
     superstep) or None (``spark.goffish.transport``, default: resident where
     it can run). ``checkpoint_interval`` / ``checkpoint_seconds``: how often the
-    resident run saves its state so lost tasks resume instead of starting over.
+    resident run saves its state so lost tasks resume instead of starting over. ``tasks``:
+    how many Spark tasks (cores) serve the run (default ``spark.goffish.tasks``, else one
+    per slot, at most one per partition).
     """
     lane = Lane(0, [None], 0, 1, False, {})
     frames, metrics, _, cached, _ = execute(
         store, program, [lane], [Table("output", dict(program.output_schema), False)],
         max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
-        checkpoint_seconds=checkpoint_seconds, progress=progress)
+        checkpoint_seconds=checkpoint_seconds, progress=progress, tasks=tasks)
     return RunResult(frames[0], metrics, lane.final.get(None, lane.aggregated), cached)

@@ -113,7 +113,7 @@ def select_instances(store, instances=None, time=None) -> list[dict]:
 
 
 def _independent(store, program, instances, time, max_supersteps, concurrency, merge, spark, transport,
-                 checkpoint_interval, checkpoint_seconds, progress, globals_) -> TimeSeriesResult:
+                 checkpoint_interval, checkpoint_seconds, progress, globals_, tasks) -> TimeSeriesResult:
     selected = select_instances(store, instances, time)
     lanes = [Lane(i, [inst], i, len(selected), False, globals_ or {}) for i, inst in enumerate(selected)]
     tables = [Table("output", dict(program.output_schema), True)]
@@ -122,7 +122,7 @@ def _independent(store, program, instances, time, max_supersteps, concurrency, m
     frames, metrics, merged_aggregated, _, files = execute(
         store, program, lanes, tables, window=concurrency or len(lanes), max_supersteps=max_supersteps,
         merge=merge, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
-        checkpoint_seconds=checkpoint_seconds, progress=progress)
+        checkpoint_seconds=checkpoint_seconds, progress=progress, tasks=tasks)
     return TimeSeriesResult(frames[0], metrics, [i["id"] for i in selected],
                             {k: v for lane in lanes for k, v in lane.final.items()},
                             {k: v for lane in lanes for k, v in lane.supersteps.items()},
@@ -132,7 +132,8 @@ def _independent(store, program, instances, time, max_supersteps, concurrency, m
 def run_independent(store, program, instances=None, time=None, max_supersteps: int = 1000,
                     concurrency: int | None = None, spark=None, transport: str | None = None,
                     checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
-                    progress: bool | None = None, globals_: dict | None = None) -> TimeSeriesResult:
+                    progress: bool | None = None, globals_: dict | None = None,
+                    tasks: int | None = None) -> TimeSeriesResult:
     """Analyse every selected instance on its own, all in the same supersteps.
 
     ``instances``: an instance id or list of ids; ``time``: a time or (start, end)
@@ -141,27 +142,27 @@ def run_independent(store, program, instances=None, time=None, max_supersteps: i
     ``ctx.globals`` of every instance. Returns per-instance results.
     """
     return _independent(store, program, instances, time, max_supersteps, concurrency, False, spark, transport,
-                        checkpoint_interval, checkpoint_seconds, progress, globals_)
+                        checkpoint_interval, checkpoint_seconds, progress, globals_, tasks)
 
 
 def run_eventually_dependent(store, program: TimeSeriesProgram, instances=None, time=None,
                              max_supersteps: int = 1000, concurrency: int | None = None, spark=None,
                              transport: str | None = None, checkpoint_interval: int | None = None,
                              checkpoint_seconds: float | None = None, progress: bool | None = None,
-                             globals_: dict | None = None) -> TimeSeriesResult:
+                             globals_: dict | None = None, tasks: int | None = None) -> TimeSeriesResult:
     """:func:`run_independent`, then ``program.merge`` per sub-graph over every instance's final state.
 
     Returns per-instance results plus ``merged`` (``id`` and ``program.merge_schema``
     columns) and ``merged_aggregated``.
     """
     return _independent(store, program, instances, time, max_supersteps, concurrency, True, spark, transport,
-                        checkpoint_interval, checkpoint_seconds, progress, globals_)
+                        checkpoint_interval, checkpoint_seconds, progress, globals_, tasks)
 
 
 def run_sequential(store, program, instances=None, time=None, max_supersteps: int = 1000, spark=None,
                    transport: str | None = None, checkpoint_interval: int | None = None,
                    checkpoint_seconds: float | None = None, progress: bool | None = None,
-                   globals_: dict | None = None) -> TimeSeriesResult:
+                   globals_: dict | None = None, tasks: int | None = None) -> TimeSeriesResult:
     """Analyse the selected instances one after another in time order, carrying state forward.
 
     ``max_supersteps`` bounds each instance. ``ctx.globals`` also carries over.
@@ -173,7 +174,7 @@ def run_sequential(store, program, instances=None, time=None, max_supersteps: in
     frames, metrics, _, _, files = execute(
         store, program, [lane], [Table("output", dict(program.output_schema), False)],
         max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
-        checkpoint_seconds=checkpoint_seconds, progress=progress)
+        checkpoint_seconds=checkpoint_seconds, progress=progress, tasks=tasks)
     return TimeSeriesResult(frames[0], metrics, list(lane.supersteps), lane.final, lane.supersteps,
                             files_read=files)
 

@@ -1,0 +1,272 @@
+"""The Gopher runtime: resident barrier stage vs. the job-per-superstep fallback, faults, rendezvous.
+
+The engine's semantics are tested in test_engine.py and the algorithms in
+test_algorithms.py on the resident transport (the default); here every
+algorithm, every time-series pattern and the error paths also run on the
+fallback and must give identical results, a task killed mid-run must give the
+result of a clean run, and a task that never connects must fail the run
+clearly, in time, with nothing left behind.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from pyspark import cloudpickle
+
+import goffish
+from goffish.generators import road_network
+from goffish.temporal import road_with_travel_times
+from gopher.program import SubgraphProgram
+from gopher.resident import RendezvousTimeout
+from gopher.timeseries import run_eventually_dependent, run_independent, run_sequential
+from gopher.worker import GopherProgramError
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def road(spark, tmp_path_factory):
+    edges = road_network(400, seed=3)
+    path = str(tmp_path_factory.mktemp("runtime") / "road.gofs")
+    return goffish.ingest(edges, path, num_partitions=5, weight="length", spark=spark)
+
+
+@pytest.fixture(scope="module")
+def timed(spark, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("runtime") / "road-t.gofs")
+    return road_with_travel_times(path, 150, hours=6, num_partitions=3, spark=spark)
+
+
+def _frame(result, key=("id",)):
+    return result.toPandas().sort_values(list(key)).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------ both transports, same answers
+
+@pytest.mark.parametrize("algorithm", ["cc", "sssp", "pagerank"])
+def test_algorithms_give_identical_results_on_both_transports(road, algorithm):
+    run = {"cc": lambda **o: road.connected_components(**o),
+           "sssp": lambda **o: road.sssp(road.vertices().first()["id"], weight="length", **o),
+           "pagerank": lambda **o: road.pagerank(tol=1e-9, **o)}[algorithm]
+    resident, jobs = run(progress=False, transport="resident"), run(progress=False, transport="jobs")
+    assert (resident.metrics.transport, jobs.metrics.transport) == ("resident", "jobs")
+    assert resident.metrics.num_supersteps == jobs.metrics.num_supersteps
+    pd.testing.assert_frame_equal(_frame(resident.dataframe), _frame(jobs.dataframe))
+
+
+class Degrees(SubgraphProgram):
+    """Per instance: the sum of travel times at each vertex; merged: their maximum over instances."""
+
+    instance_edge_attributes = ("travel_time",)
+    output_schema = {"load": pa.float64()}
+    merge_schema = {"peak": pa.float64()}
+    aggregators = {"total": "sum"}
+
+    def compute(self, subgraph, messages, ctx):
+        weights = subgraph.adjacency("travel_time")
+        subgraph.state["load"] = np.asarray(weights.sum(axis=1)).ravel()
+        ctx.aggregate("total", float(subgraph.state["load"].sum()))
+        ctx.send_to_neighbors(ctx.superstep)
+        if ctx.superstep >= 1:
+            ctx.vote_to_halt()
+
+    def output(self, subgraph):
+        return {"load": subgraph.state["load"]}
+
+    def merge(self, subgraph, states, ctx):
+        subgraph.state["peak"] = np.max([s["load"] for s in states.values()], axis=0)
+        ctx.aggregate("total", float(subgraph.state["peak"].sum()))
+
+    def merge_output(self, subgraph):
+        return {"peak": subgraph.state["peak"]}
+
+
+class Carry(Degrees):
+    stop_when_quiet = False
+
+    def compute(self, subgraph, messages, ctx):
+        super().compute(subgraph, messages, ctx)
+        subgraph.state["seen"] = subgraph.state.get("seen", 0) + 1
+        ctx.send_forward_to_subgraph(subgraph.id, 1)
+
+    def output(self, subgraph):
+        return {"load": subgraph.state["load"] * subgraph.state["seen"]}
+
+
+@pytest.mark.parametrize("pattern", ["independent", "eventually_dependent", "sequential"])
+def test_time_series_patterns_give_identical_results_on_both_transports(timed, pattern):
+    if pattern == "sequential":
+        run = lambda **o: run_sequential(timed, Carry(), **o)  # noqa: E731
+        key = ("id",)
+    else:
+        runner = run_independent if pattern == "independent" else run_eventually_dependent
+        run = lambda **o: runner(timed, Degrees(), concurrency=4, **o)  # noqa: E731
+        key = ("instance", "id")
+    resident, jobs = run(progress=False, transport="resident"), run(progress=False, transport="jobs")
+    assert resident.supersteps == jobs.supersteps and resident.aggregated == jobs.aggregated
+    pd.testing.assert_frame_equal(_frame(resident.dataframe, key), _frame(jobs.dataframe, key))
+    if pattern == "eventually_dependent":
+        assert resident.merged_aggregated == jobs.merged_aggregated
+        pd.testing.assert_frame_equal(_frame(resident.merged), _frame(jobs.merged))
+
+
+class Explodes(SubgraphProgram):
+    output_schema = {"x": pa.int64()}
+
+    def compute(self, subgraph, messages, ctx):
+        if ctx.superstep == 1 and subgraph.id == 2:
+            raise ZeroDivisionError("boom in user code")
+        ctx.send_to_neighbors(1)
+
+    def output(self, subgraph):
+        return {"x": np.zeros(subgraph.num_vertices, np.int64)}
+
+
+@pytest.mark.parametrize("transport", ["resident", "jobs"])
+def test_program_errors_are_reported_whole_on_both_transports(spark, road, transport):
+    persisted = spark.sparkContext._jsc.getPersistentRDDs
+    before = persisted().size()
+    with pytest.raises(GopherProgramError) as info:
+        road.run(Explodes(), progress=False, transport=transport)
+    message = str(info.value)
+    assert "Explodes.compute failed on sub-graph 2 " in message and "in superstep 1" in message
+    assert "ZeroDivisionError('boom in user code')" in message and "Traceback" in message
+    assert persisted().size() == before
+
+
+# ------------------------------------------------------------------ faults
+
+class DiesOnce(SubgraphProgram):
+    """Label propagation that counts supersteps (sub-graph 0 stays active up to superstep 5);
+    on its first attempt the task running sub-graph 0 kills its own Python worker in
+    superstep ``die_at``."""
+
+    output_schema = {"label": pa.int64(), "steps": pa.int64()}
+
+    def __init__(self, marker: str, die_at: int):
+        self.marker, self.die_at = marker, die_at
+
+    def compute(self, subgraph, messages, ctx):
+        state = subgraph.state
+        if ctx.superstep == 0:
+            state["label"], state["steps"] = subgraph.first_vertex_id, 0
+        state["steps"] += 1
+        if subgraph.id == 0 and ctx.superstep == self.die_at and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            os._exit(1)
+        best = min([state["label"], *messages.payloads])
+        if ctx.superstep == 0 or best < state["label"]:
+            state["label"] = best
+            ctx.send_to_neighbors(best)
+        if subgraph.id != 0 or ctx.superstep >= 5:
+            ctx.vote_to_halt()
+
+    def output(self, subgraph):
+        n = subgraph.num_vertices
+        return {"label": np.full(n, subgraph.state["label"]), "steps": np.full(n, subgraph.state["steps"])}
+
+
+@pytest.mark.parametrize("die_at, interval, resumed", [(3, 2, 2), (1, None, None)])
+def test_a_task_killed_mid_run_gives_the_result_of_a_clean_run(road, tmp_path, die_at, interval, resumed):
+    clean = road.run(DiesOnce(str(tmp_path / "never") + "/x", -1), progress=False)
+    faulty = road.run(DiesOnce(str(tmp_path / "died"), die_at), progress=False, checkpoint_interval=interval)
+    assert (tmp_path / "died").exists()
+    assert faulty.metrics.attempts == 1 and faulty.metrics.resumed_from == [resumed]
+    assert faulty.metrics.num_supersteps == clean.metrics.num_supersteps
+    pd.testing.assert_frame_equal(_frame(faulty.dataframe), _frame(clean.dataframe))
+
+
+class SlowToStart(SubgraphProgram):
+    """Unpickling this program in task 1 takes a minute: that task never reaches the driver in time."""
+
+    output_schema = {"x": pa.int64()}
+
+    def __setstate__(self, state):
+        from pyspark import TaskContext
+
+        self.__dict__.update(state)
+        context = TaskContext.get()
+        if context is not None and context.partitionId() == 1:
+            time.sleep(60)
+
+    def compute(self, subgraph, messages, ctx):
+        ctx.vote_to_halt()
+
+
+def _sockets() -> int:
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:") if fd.exists())
+
+
+def test_a_task_that_never_connects_fails_the_run_in_time(spark, road):
+    persisted = spark.sparkContext._jsc.getPersistentRDDs
+    spark.conf.set("spark.goffish.rendezvousTimeout", "4")
+    try:
+        with pytest.raises(RendezvousTimeout):           # warm-up: Spark's own connections settle
+            road.run(SlowToStart(), progress=False)
+        before, sockets, clock = persisted().size(), _sockets(), time.monotonic()
+        with pytest.raises(RendezvousTimeout, match=r"1 of the run's 2 tasks \(task \[1\]\) did not connect within 4 s"):
+            road.run(SlowToStart(), progress=False)
+        assert time.monotonic() - clock < 30
+        assert persisted().size() == before
+        assert _sockets() == sockets
+    finally:
+        spark.conf.unset("spark.goffish.rendezvousTimeout")
+
+
+def test_transport_setting_is_checked(road):
+    with pytest.raises(ValueError, match="unknown Gopher transport 'carrier-pigeon'"):
+        road.connected_components(progress=False, transport="carrier-pigeon")
+
+
+# ------------------------------------------------------------------ separate executor processes
+
+@pytest.mark.slow
+def test_resident_run_on_local_cluster_with_separate_executors(tmp_path):
+    """On local-cluster[2,1,1024] each task is in its own executor JVM and Python worker: the
+    peers talk over real sockets between processes, and a killed task's run resumes."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, sys
+        sys.path.insert(0, {str(ROOT / 'tests')!r})
+        from pyspark import cloudpickle
+        import goffish, test_runtime
+        cloudpickle.register_pickle_by_value(test_runtime)
+        from goffish.generators import road_network
+        spark = goffish.session(app_name="runtime-cluster")
+        g = goffish.ingest(road_network(300, seed=5), {str(tmp_path / 'g.gofs')!r}, num_partitions=4, spark=spark)
+        clean = g.run(test_runtime.DiesOnce({str(tmp_path / 'never/x')!r}, -1), progress=False)
+        faulty = g.run(test_runtime.DiesOnce({str(tmp_path / 'died')!r}, 2), progress=False, checkpoint_interval=1)
+        pids = g.run(test_runtime.Pids(), progress=False).dataframe.select("pid").distinct().count()
+        rows = lambda r: sorted(map(tuple, r.dataframe.collect()))
+        print(json.dumps({{"same": rows(clean) == rows(faulty), "transport": faulty.metrics.transport,
+                          "attempts": faulty.metrics.attempts, "resumed": faulty.metrics.resumed_from,
+                          "pids": pids}}))
+    """))
+    python = sys.executable
+    env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+    spark_submit = Path(python).parent / "spark-submit"
+    done = subprocess.run([str(spark_submit), "--master", "local-cluster[2,1,1024]", str(script)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"same": True, "transport": "resident", "attempts": 1, "resumed": [1], "pids": 2}
+
+
+class Pids(SubgraphProgram):
+    output_schema = {"pid": pa.int64()}
+
+    def compute(self, subgraph, messages, ctx):
+        ctx.vote_to_halt()
+
+    def output(self, subgraph):
+        return {"pid": np.full(subgraph.num_vertices, os.getpid())}
