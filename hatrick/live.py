@@ -248,6 +248,18 @@ def _grow_vertices(d: _Draft, new_ids: np.ndarray) -> None:
         d.vattrs[name] = d.vattrs[name].grown(size)
 
 
+def _shown(value) -> str:
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _gather(values: np.ndarray, index: np.ndarray, missing) -> np.ndarray:
+    """values[index], with ``missing`` where index is -1."""
+    out = np.full(len(index), missing, dtype=values.dtype)
+    known = index >= 0
+    out[known] = values[index[known]]
+    return out
+
+
 def _resolve(d: _Draft, ids: np.ndarray) -> np.ndarray:
     return d.ids.get_indexer(ids) if len(ids) else np.zeros(0, np.int64)
 
@@ -268,10 +280,10 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
         vid = np.where(vid < 0, _resolve(d, ref_ids), vid)
     n = len(d.ids)
     created_at = np.full(n, np.iinfo(np.int64).max)
-    dead = (vid >= 0) & ~d.alive[np.maximum(vid, 0)]
+    dead = (vid >= 0) & ~_gather(d.alive, vid, True)
     creating = dead & ref_creates
     np.minimum.at(created_at, vid[creating], ref_pos[creating])
-    exists = (vid >= 0) & (~dead | (created_at[np.maximum(vid, 0)] <= ref_pos))
+    exists = (vid >= 0) & (~dead | (_gather(created_at, vid, 0) <= ref_pos))
     row_ok = np.ones(len(rows), bool)
     np.logical_and.at(row_ok, ref_pos, exists)
     bad = ~row_ok
@@ -279,7 +291,7 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
         missing = ~exists
         first_missing = np.full(len(rows), -1)
         first_missing[ref_pos[missing][::-1]] = np.flatnonzero(missing)[::-1]
-        reasons = [f"unknown vertex {ref_ids[i]!r}" for i in first_missing[bad]]
+        reasons = [f"unknown vertex {_shown(ref_ids[i])}" for i in first_missing[bad]]
         d.rejected.append(batch.rejected(rows[bad], np.array(reasons, dtype=object)))
     a_vid = vid[: len(rows)]
     b_vid = np.full(len(rows), -1, np.int64)
@@ -308,7 +320,8 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
     first = np.flatnonzero(start)
     uniq = keys[first]
     slot = _slots(d, uniq)
-    m0 = np.where(slot >= 0, d.mult[np.maximum(slot, 0)], 0)
+    m0 = np.zeros(len(uniq), np.int64)
+    m0[slot >= 0] = d.mult[slot[slot >= 0]]
     # a clamped walk per key: a removal when nothing is left is refused, so r = S - min(0, running min S)
     cs = np.cumsum(delta)
     before = np.r_[0, cs][first][group]
@@ -420,14 +433,14 @@ def _set_values(d: _Draft, kind: str, batch: UpdateBatch, rows: np.ndarray, targ
 def _remove_vertices(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
     ids = batch.a[rows]
     vid = _resolve(d, ids)
-    alive = (vid >= 0) & d.alive[np.maximum(vid, 0)]
+    alive = (vid >= 0) & _gather(d.alive, vid, False)
     first = np.zeros(len(rows), bool)
     if alive.any():
         first[np.flatnonzero(alive)[np.unique(vid[alive], return_index=True)[1]]] = True
     bad = ~first
     if bad.any():
         d.rejected.append(batch.rejected(rows[bad], np.array(
-            [f"unknown vertex {i!r}" if not a else f"vertex {i!r} was already removed" for i, a in
+            [f"unknown vertex {_shown(i)}" if not a else f"vertex {_shown(i)} was already removed" for i, a in
              zip(ids[bad], alive[bad])], dtype=object)))
     gone = vid[first]
     d.applied += len(gone)
