@@ -481,7 +481,9 @@ def _update_components(d: _Draft) -> None:
         labels = np.concatenate(d.affected)
         labels = np.unique(remap[labels] if remap is not None else labels)
         labels = labels[labels >= 0]
-        region = np.isin(comp, labels) & d.alive
+        marked = np.zeros(len(comp) + 1, bool)
+        marked[labels] = True
+        region = marked[comp] & d.alive
         comp[~d.alive] = -1
         if not region.any():
             return
@@ -573,7 +575,10 @@ def select_vertices(state: State, selector) -> np.ndarray:
                 raise KeyError(f"no vertex attribute '{name}' (have: {sorted(state.vattrs)})")
             column = state.vattrs[name]
             options = list(wanted) if isinstance(wanted, (list, tuple, set, np.ndarray)) else [wanted]
-            chosen &= column.present & pd.Series(column.values).isin(options).to_numpy()
+            rows = np.flatnonzero(column.present & chosen)
+            mask = np.zeros(len(chosen), bool)
+            mask[rows[pd.Series(column.values[rows], dtype=object).isin(options).to_numpy()]] = True
+            chosen &= mask
         return np.flatnonzero(chosen)
     vids = state.vids_of(np.atleast_1d(np.asarray(selector)))
     return np.unique(vids[vids >= 0])

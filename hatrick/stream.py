@@ -217,8 +217,10 @@ class Stream:
             state, outcome = apply_batch(self.state, batch)
             hwm = dict(self.hwm)
             if len(batch):
-                marks = pd.Series(batch.seq).groupby(batch.producer).max()
-                hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in marks.items()})
+                codes, producers = pd.factorize(batch.producer)
+                marks = np.full(len(producers), -1, np.int64)
+                np.maximum.at(marks, codes, batch.seq)
+                hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in zip(producers, marks)})
             if self._checkpoint:
                 self._checkpoint.save({"state": state, "hwm": hwm, "snapshots": self.snapshots})
             self.state, self.hwm = state, hwm
@@ -243,9 +245,12 @@ class Stream:
         """Drop replays: seq at or below the producer's high-water mark, or repeated in the batch."""
         if not len(batch):
             return batch
-        marks = pd.Series(batch.producer).map(self.hwm).fillna(-1).to_numpy()
-        keep = batch.seq > marks
-        keep &= ~pd.DataFrame({"p": batch.producer, "s": batch.seq}).duplicated().to_numpy()
+        codes, producers = pd.factorize(batch.producer)
+        marks = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
+        keep = batch.seq > marks[codes]
+        order = np.lexsort((np.arange(len(batch)), batch.seq, codes))
+        repeated = np.r_[False, (codes[order][1:] == codes[order][:-1]) & (batch.seq[order][1:] == batch.seq[order][:-1])]
+        keep[order[repeated]] = False
         return batch if keep.all() else batch.take(np.flatnonzero(keep))
 
     def _after_batch(self) -> None:

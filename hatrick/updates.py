@@ -83,7 +83,7 @@ def to_frame(updates) -> pd.DataFrame:
 
 
 def empty_rejected() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in REJECTED_COLUMNS})
+    return pd.DataFrame(columns=REJECTED_COLUMNS)
 
 
 def _ids(column: pd.Series, id_type: str, need: np.ndarray, field: str, reasons: np.ndarray) -> np.ndarray:
@@ -128,10 +128,11 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
     bad_op = op < 0
     if bad_op.any():
         reasons[bad_op] = [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]]
-    producer = col["producer"].to_numpy(dtype=object)
     no_producer = col["producer"].isna().to_numpy()
     reasons[no_producer & (reasons == None)] = "field 'producer' is missing"  # noqa: E711
-    producer = np.where(no_producer, "", producer.astype(str)).astype(object)
+    producer = col["producer"].to_numpy(dtype=object)
+    if not pd.api.types.is_string_dtype(col["producer"].dtype) or no_producer.any():
+        producer = np.array(["" if m else str(v) for v, m in zip(producer, no_producer)], dtype=object)
     seq_num = pd.to_numeric(col["seq"], errors="coerce")
     bad_seq = (seq_num.isna() | (seq_num % 1 != 0)).to_numpy()
     reasons[bad_seq & (reasons == None)] = "field 'seq' must be an integer"  # noqa: E711
@@ -155,7 +156,10 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
         a = a.astype(np.int64)
     setter = (op == SET_VERTEX) | (op == SET_EDGE)
     attribute = col["attribute"].to_numpy(dtype=object)
-    no_attr = setter & ~col["attribute"].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
+    no_attr = np.zeros(n, bool)
+    if setter.any():
+        named = col["attribute"][setter].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
+        no_attr[np.flatnonzero(setter)[~named]] = True
     reasons[no_attr & (reasons == None)] = "field 'attribute' must name an attribute"  # noqa: E711
     value = col["value"].to_numpy(dtype=object)
 
