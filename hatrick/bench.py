@@ -152,7 +152,8 @@ def closed_loop(stream, work, batch, seconds):
 
 def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(3, 2)):
     total = int(rate * seconds)
-    frame = work.batch(total)
+    chunk = max(len(work.q_src) // 2, 2)
+    frame = pd.concat([work.batch(min(chunk, total - i)) for i in range(0, total, chunk)], ignore_index=True)
     start = time.perf_counter()
     arrival = start + np.arange(total) / rate
     latencies = np.empty(total)
@@ -182,6 +183,10 @@ def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(
         near = (arrival - start >= r["at_s"]) & (arrival - start < r["at_s"] + 1.0)
         r["latency_ms_p99_next_1s"] = 1e3 * percentile(latencies[near], 99)
         r.pop("feasible", None)
+    calm = np.ones(total, bool)
+    for r in rescales:
+        calm &= ~((arrival - start >= r["at_s"] - 0.5) & (arrival - start < r["at_s"] + 1.5))
+    out["latency_ms_p99_away_from_rescales"] = 1e3 * percentile(latencies[calm], 99)
     out["rescales"] = rescales
     return out
 

@@ -45,7 +45,7 @@ class ElasticBuffer:
         self.half_life = half_life
         self.per_bucket = np.zeros(num_buckets, np.int64)
         self.load = np.zeros(num_buckets)          # decayed updates per bucket, for the planner
-        self.batches: list[tuple[np.ndarray, UpdateBatch]] = []
+        self.batches: list[tuple[np.ndarray, UpdateBatch]] = []   # (bucket of each row, rows)
         self.volume = 0
         self.rate = 0.0
         self.since = None
@@ -64,8 +64,7 @@ class ElasticBuffer:
         counts = np.bincount(buckets, minlength=self.num_buckets)
         self.per_bucket += counts
         self.load += counts
-        order = np.argsort(buckets, kind="stable")
-        self.batches.append((buckets[order], batch.take(order)))
+        self.batches.append((buckets, batch))
         self.volume += len(batch)
 
     def age(self, now: float | None = None) -> float:
@@ -76,15 +75,6 @@ class ElasticBuffer:
 
     def would_overflow(self, incoming: int) -> bool:
         return self.volume > 0 and self.volume + incoming > self.policy.capacity
-
-    def updates_of(self, bucket: int) -> list[UpdateBatch]:
-        """The buffered updates of one bucket, batch by batch."""
-        out = []
-        for buckets, batch in self.batches:
-            lo, hi = np.searchsorted(buckets, [bucket, bucket + 1])
-            if hi > lo:
-                out.append(batch.take(np.arange(lo, hi)))
-        return out
 
     def min_time(self) -> float | None:
         times = [b.time.min() for _, b in self.batches if len(b)]

@@ -166,9 +166,7 @@ def components_from_scratch(state: State) -> np.ndarray:
     live = state.live_slots()
     graph = sp.coo_matrix((np.ones(len(live)), (state.src[live], state.dst[live])), shape=(n, n)).tocsr()
     _, labels = connected_components(graph, directed=True, connection="weak")
-    smallest = np.full(n, n, dtype=np.int64)
-    np.minimum.at(smallest, labels, np.arange(n, dtype=np.int64))
-    comp = smallest[labels]
+    comp = _first_of_group(labels, np.arange(n, dtype=np.int64))
     comp[~state.alive] = -1
     return comp
 
@@ -248,6 +246,26 @@ def _grow_vertices(d: _Draft, new_ids: np.ndarray) -> None:
         d.vattrs[name] = d.vattrs[name].grown(size)
 
 
+def _first_of_group(group: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """For each element, the first (smallest) value of ``ascending`` in its group."""
+    _, first, inverse = np.unique(group, return_index=True, return_inverse=True)
+    return ascending[first][inverse]
+
+
+def _min_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys and the smallest value of each."""
+    order = np.lexsort((values, keys))
+    keys, values = keys[order], values[order]
+    first = np.r_[True, keys[1:] != keys[:-1]] if len(keys) else np.zeros(0, bool)
+    return keys[first], values[first]
+
+
+def _max_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys and the largest value of each."""
+    groups, smallest = _min_per_key(keys, -values)
+    return groups, -smallest
+
+
 def _shown(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
@@ -282,10 +300,11 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
     created_at = np.full(n, np.iinfo(np.int64).max)
     dead = (vid >= 0) & ~_gather(d.alive, vid, True)
     creating = dead & ref_creates
-    np.minimum.at(created_at, vid[creating], ref_pos[creating])
+    groups, first = _min_per_key(vid[creating], ref_pos[creating])
+    created_at[groups] = first
     exists = (vid >= 0) & (~dead | (_gather(created_at, vid, 0) <= ref_pos))
     row_ok = np.ones(len(rows), bool)
-    np.logical_and.at(row_ok, ref_pos, exists)
+    row_ok[ref_pos[~exists]] = False
     bad = ~row_ok
     if bad.any():
         missing = ~exists
@@ -341,7 +360,8 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
     final = r[last]
     reset = (delta == -1) & valid & (r == 0)
     last_reset = np.full(len(uniq), -1)
-    np.maximum.at(last_reset, group[reset], np.flatnonzero(reset))
+    groups, latest = _max_per_key(group[reset], np.flatnonzero(reset))
+    last_reset[groups] = latest
     # slots for keys seen for the first time that end up present
     fresh = (slot < 0) & (final > 0)
     if fresh.any():
@@ -366,7 +386,8 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
             d.own("e", name).present[slot[cleared]] = False
     touch = valid & (delta >= 0) & (slot[group] >= 0)
     if touch.any():
-        np.maximum.at(d.touched, slot[group[touch]], batch.time[rows[sel[touch]]])
+        slots, latest = _max_per_key(slot[group[touch]], batch.time[rows[sel[touch]]])
+        d.touched[slots] = np.maximum(d.touched[slots], latest)
     appeared = have & (m0 == 0) & (final > 0)
     gone = have & (m0 > 0) & (final == 0)
     if appeared.any():
@@ -471,10 +492,9 @@ def _update_components(d: _Draft) -> None:
         k = len(labels)
         g = sp.coo_matrix((np.ones(len(u)), (inverse[: len(u)], inverse[len(u):])), shape=(k, k))
         _, group = connected_components(g, directed=True, connection="weak")
-        smallest = np.full(k, np.iinfo(np.int64).max)
-        np.minimum.at(smallest, group, labels)
+        smallest = _first_of_group(group, labels)
         remap = np.arange(len(comp), dtype=np.int64)
-        remap[labels] = smallest[group]
+        remap[labels] = smallest
         live = comp >= 0
         comp[live] = remap[comp[live]]
     if d.affected:
@@ -495,9 +515,7 @@ def _update_components(d: _Draft) -> None:
         k = len(members)
         g = sp.coo_matrix((np.ones(len(inside)), (local[d.src[inside]], local[d.dst[inside]])), shape=(k, k))
         _, group = connected_components(g, directed=True, connection="weak")
-        smallest = np.full(k, np.iinfo(np.int64).max)
-        np.minimum.at(smallest, group, members)
-        comp[members] = smallest[group]
+        comp[members] = _first_of_group(group, members)
 
 
 # reading a state -----------------------------------------------------------------------------------

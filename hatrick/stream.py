@@ -45,6 +45,7 @@ from hatrick.snapshot import SnapshotReport, Template, build_instance
 from hatrick.updates import UpdateBatch, UpdateError, empty_rejected, kind_of_type, validate
 
 _CHECKPOINT = "hatrick-checkpoint.pkl"
+_LOG_PREFIX = "hatrick-batch-"
 _FORMAT = 1
 
 
@@ -78,32 +79,73 @@ class RescaleReport:
 
 
 class Checkpoint:
-    """One file in ``directory`` holding the live state and high-water marks, replaced atomically."""
+    """Exactly-once state in ``directory``: a full state file plus a log of the batches applied since.
 
-    def __init__(self, directory: str):
+    Each batch's de-duplicated updates and the resulting high-water marks go to one log file,
+    written to a temporary name, fsynced and renamed (atomic); every ``full_every`` batches the
+    whole state is written the same way and the log files it covers are removed. Loading replays
+    the logged batches on the full state; applying a batch is deterministic, so this rebuilds
+    exactly the state that was committed.
+    """
+
+    def __init__(self, directory: str, full_every: int = 20):
         self.directory = directory
+        self.full_every = full_every
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, _CHECKPOINT)
+        self._since_full = 0
 
-    def save(self, payload: dict) -> None:
-        tmp = os.path.join(self.directory, f".{_CHECKPOINT}.{uuid.uuid4().hex[:8]}")
+    def _write(self, path: str, payload: dict) -> None:
+        tmp = os.path.join(self.directory, f".tmp-{uuid.uuid4().hex[:12]}")
         try:
             with open(tmp, "wb") as out:
                 pickle.dump({"format": _FORMAT, **payload}, out, protocol=pickle.HIGHEST_PROTOCOL)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
 
+    def _log(self, batch_no: int) -> str:
+        return os.path.join(self.directory, f"{_LOG_PREFIX}{batch_no:012d}.pkl")
+
+    def _logged(self) -> list[tuple[int, str]]:
+        names = sorted(n for n in os.listdir(self.directory) if n.startswith(_LOG_PREFIX) and n.endswith(".pkl"))
+        return [(int(n[len(_LOG_PREFIX):-4]), os.path.join(self.directory, n)) for n in names]
+
+    def save(self, state: State, batch: UpdateBatch, hwm: dict, snapshots: list) -> None:
+        """Commit the batch that turned the previous state into ``state``."""
+        self._since_full += 1
+        if self._since_full >= self.full_every or not os.path.exists(self.path):
+            self._write(self.path, {"state": state, "hwm": hwm, "snapshots": snapshots})
+            for number, path in self._logged():
+                if number <= state.batch:
+                    os.remove(path)
+            self._since_full = 0
+        else:
+            self._write(self._log(state.batch), {"batch": batch, "hwm": hwm, "snapshots": snapshots})
+
     def load(self) -> dict | None:
         if not os.path.exists(self.path):
             return None
-        with open(self.path, "rb") as f:
+        payload = self._read(self.path)
+        for number, path in self._logged():
+            if number <= payload["state"].batch:
+                continue
+            if number != payload["state"].batch + 1:
+                raise InputError(f"{path}: checkpoint log skips from batch {payload['state'].batch} to {number}")
+            logged = self._read(path)
+            payload["state"], _ = apply_batch(payload["state"], logged["batch"])
+            payload["hwm"], payload["snapshots"] = logged["hwm"], logged["snapshots"]
+        return payload
+
+    @staticmethod
+    def _read(path: str) -> dict:
+        with open(path, "rb") as f:
             payload = pickle.load(f)
         if payload.get("format") != _FORMAT:
-            raise InputError(f"{self.path}: checkpoint format {payload.get('format')} is not {_FORMAT}")
+            raise InputError(f"{path}: checkpoint format {payload.get('format')} is not {_FORMAT}")
         return payload
 
 
@@ -153,6 +195,7 @@ class Stream:
         when ``snapshot()`` is called or the buffer's capacity would overflow)
     aging_ttl : if set, edges not added or set for this much event time are removed after each
         batch by the ``"aging"`` producer (see :func:`hatrick.sources.aging_updates`)
+    full_checkpoint_every : batches between full state checkpoints (in between, each batch is logged)
 
     Example
     -------
@@ -164,11 +207,11 @@ class Stream:
 
     def __init__(self, graph, checkpoint: str | None = None, num_buckets: int = 64, workers: int = 2,
                  snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
-                 vnodes: int = 128, tau: float = 0.1):
+                 vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20):
         self.graph = graph
         self.id_type = graph.manifest["id_type"]
         self._lock = threading.RLock()
-        self._checkpoint = Checkpoint(checkpoint) if checkpoint else None
+        self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
         self.state, self._template = load_graph_state(graph)
         self.hwm: dict = {}
         self.snapshots: list[SnapshotReport] = []
@@ -222,7 +265,7 @@ class Stream:
                 np.maximum.at(marks, codes, batch.seq)
                 hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in zip(producers, marks)})
             if self._checkpoint:
-                self._checkpoint.save({"state": state, "hwm": hwm, "snapshots": self.snapshots})
+                self._checkpoint.save(state, batch, hwm, self.snapshots)
             self.state, self.hwm = state, hwm
             rejected = pd.concat([bad_rows, outcome.rejected], ignore_index=True) if len(bad_rows) else outcome.rejected
             if len(rejected):
@@ -377,7 +420,7 @@ class Stream:
         payload = {"src": s.src[slots], "dst": s.dst[slots], "mult": s.mult[slots],
                    "eattrs": {n: (c.values[slots], c.present[slots]) for n, c in s.eattrs.items()},
                    "vids": vids, "vattrs": {n: (c.values[vids], c.present[vids]) for n, c in s.vattrs.items()},
-                   "buffered": [self.buffer.updates_of(int(b)) for b in buckets]}
+                   "buffered": [b.take(np.flatnonzero(moving[k])) for k, b in self.buffer.batches]}
         return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
 
     def worker_loads(self) -> np.ndarray:

@@ -86,21 +86,35 @@ def empty_rejected() -> pd.DataFrame:
     return pd.DataFrame(columns=REJECTED_COLUMNS)
 
 
-def _ids(column: pd.Series, id_type: str, need: np.ndarray, field: str, reasons: np.ndarray) -> np.ndarray:
+class _Reasons:
+    """The first reason each row is bad for (rows flagged later keep their first reason)."""
+
+    def __init__(self, n: int):
+        self.text = np.full(n, None, dtype=object)
+        self.bad = np.zeros(n, bool)
+
+    def flag(self, mask: np.ndarray, reason) -> None:
+        new = mask & ~self.bad
+        if new.any():
+            self.text[new] = reason if isinstance(reason, str) else np.asarray(reason, dtype=object)[new[mask]]
+            self.bad |= new
+
+
+def _ids(column: pd.Series, id_type: str, need: np.ndarray, field: str, reasons: _Reasons) -> np.ndarray:
     """``column`` as the graph's id type; rows in ``need`` that are missing or mistyped get a reason."""
     missing = need & column.isna().to_numpy()
-    reasons[missing & (reasons == None)] = f"field '{field}' is missing"  # noqa: E711 - elementwise
+    reasons.flag(missing, f"field '{field}' is missing")
     if id_type == "int64":
         if pd.api.types.is_integer_dtype(column.dtype):
             return column.to_numpy(np.int64)
         numbers = pd.to_numeric(column, errors="coerce")
         bad = need & ~missing & (numbers.isna() | (numbers % 1 != 0)).to_numpy()
-        reasons[bad & (reasons == None)] = f"field '{field}': ids of this graph are integers"  # noqa: E711
+        reasons.flag(bad, f"field '{field}': ids of this graph are integers")
         return numbers.fillna(0).to_numpy().astype(np.int64)
     values = column.to_numpy(dtype=object)
     if pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
         bad = need & ~missing & ~column.map(lambda v: isinstance(v, str)).to_numpy(bool)
-        reasons[bad & (reasons == None)] = f"field '{field}': ids of this graph are strings"  # noqa: E711
+        reasons.flag(bad, f"field '{field}': ids of this graph are strings")
     return values
 
 
@@ -122,24 +136,24 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
     n = len(frame)
     frame = frame.reset_index(drop=True)
     col = {c: frame[c] if c in frame.columns else pd.Series([None] * n, dtype=object) for c in COLUMNS}
-    reasons = np.full(n, None, dtype=object)
+    reasons = _Reasons(n)
 
     op = pd.Series(pd.Categorical(col["op"], categories=list(OPS))).cat.codes.to_numpy(np.int8)
     bad_op = op < 0
     if bad_op.any():
-        reasons[bad_op] = [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]]
+        reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
     no_producer = col["producer"].isna().to_numpy()
-    reasons[no_producer & (reasons == None)] = "field 'producer' is missing"  # noqa: E711
+    reasons.flag(no_producer, "field 'producer' is missing")
     producer = col["producer"].to_numpy(dtype=object)
     if not pd.api.types.is_string_dtype(col["producer"].dtype) or no_producer.any():
         producer = np.array(["" if m else str(v) for v, m in zip(producer, no_producer)], dtype=object)
     seq_num = pd.to_numeric(col["seq"], errors="coerce")
     bad_seq = (seq_num.isna() | (seq_num % 1 != 0)).to_numpy()
-    reasons[bad_seq & (reasons == None)] = "field 'seq' must be an integer"  # noqa: E711
+    reasons.flag(bad_seq, "field 'seq' must be an integer")
     seq = seq_num.fillna(-1).to_numpy().astype(np.int64)
     if "time" in frame.columns:
         times = pd.to_numeric(col["time"], errors="coerce").to_numpy(np.float64)
-        reasons[np.isnan(times) & (reasons == None)] = "field 'time' must be a number"  # noqa: E711
+        reasons.flag(np.isnan(times), "field 'time' must be a number")
     else:
         times = np.full(n, _time.time())
 
@@ -160,16 +174,16 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
     if setter.any():
         named = col["attribute"][setter].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
         no_attr[np.flatnonzero(setter)[~named]] = True
-    reasons[no_attr & (reasons == None)] = "field 'attribute' must name an attribute"  # noqa: E711
+    reasons.flag(no_attr, "field 'attribute' must name an attribute")
     value = col["value"].to_numpy(dtype=object)
 
-    bad = reasons != None  # noqa: E711
+    bad = reasons.bad
     good = np.flatnonzero(~bad)
     good = good[np.argsort(times[good], kind="stable")]
     batch = UpdateBatch(op[good], a[good], b[good], attribute[good], value[good], producer[good], seq[good],
                         times[good], text_values)
     rejected = pd.DataFrame({"producer": producer[bad], "seq": seq[bad],
-                             "op": col["op"].to_numpy(dtype=object)[bad], "reason": reasons[bad]})
+                             "op": col["op"][bad].to_numpy(dtype=object), "reason": reasons.text[bad]})
     return batch, rejected
 
 
