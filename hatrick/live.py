@@ -556,7 +556,8 @@ def components_frame(state: State) -> pd.DataFrame:
 
 
 class GraphView:
-    """The graph after one batch, for callbacks: ``time`` (the batch's max event time), ``seq``
+    """The graph after one batch, for callbacks: ``time`` (the largest event time applied so far,
+    which is the batch's max event time when batches arrive in time order), ``seq``
     (the batch number), ``vertices()`` and ``edges()`` as pandas DataFrames, built on first use
     and cached. The state is immutable, so a view stays valid after later batches."""
 

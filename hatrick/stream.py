@@ -255,6 +255,11 @@ class Stream:
         with self._lock:
             received = len(batch) + len(bad_rows)
             batch = self._fresh(batch)
+            if not len(batch):
+                if len(bad_rows):
+                    self.rejected = pd.concat([self.rejected, bad_rows], ignore_index=True)
+                return BatchReport(self.state.batch, received, received - len(bad_rows), 0, bad_rows,
+                                   _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
             state, outcome = apply_batch(self.state, batch)
