@@ -30,6 +30,7 @@ import pandas as pd
 
 from hatrick.buffer import SnapshotPolicy
 from hatrick.live import components_from_scratch
+from hatrick.stream import Stream
 
 
 class EdgeWorkload:
@@ -106,13 +107,15 @@ def percentile(values, q):
 
 
 def build_graph(path, n, m, seed):
-    import goffish
+    from gofs.ingest import ingest
     from gofs.sources import from_pandas
+    from gofs.store import GraphStore
 
     rng = np.random.default_rng(seed)
     edges = pd.DataFrame({"src": rng.integers(0, n, m), "dst": rng.integers(0, n, m)})
     vertices = pd.DataFrame({"id": np.arange(n)})
-    return goffish.ingest(from_pandas(edges, vertices), path, num_partitions=4, partitioner="hash"), edges
+    ingest(from_pandas(edges, vertices), path, num_partitions=4, partitioner="hash")
+    return GraphStore(path), edges
 
 
 def mark_query_sets(stream, n, seed):
@@ -238,7 +241,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="hatrick-bench-") as tmp:
         n = args.vertices
         g, edges = build_graph(os.path.join(tmp, "g.gofs"), n, args.edges, args.seed)
-        stream = g.stream(checkpoint=None if args.no_checkpoint else os.path.join(tmp, "ck"), workers=2)
+        stream = Stream(g, checkpoint=None if args.no_checkpoint else os.path.join(tmp, "ck"), workers=2)
         mark_query_sets(stream, n, args.seed)
         work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
         result = {"vertices": n, "edges": args.edges, "checkpoint": not args.no_checkpoint}

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from gofs.errors import InputError
+from gofs.instances import append_instances
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
                           reachable_frame, vertex_frame)
@@ -187,7 +188,7 @@ class Stream:
 
     Parameters
     ----------
-    graph : goffish.graph.Graph
+    graph : gofs.store.GraphStore (``goffish.graph.Graph`` is one)
     checkpoint : directory for the exactly-once checkpoint (restarting with the same one resumes)
     num_buckets : buckets keys are hashed to (the unit of migration)
     workers : logical workers owning buckets
@@ -364,7 +365,8 @@ class Stream:
         start = max(start, last_start)
         end = max(end, start)
         instance, report = build_instance(self.state, self._template, start, end)
-        report.instance = self.graph.append_instances([instance])[0]
+        report.instance = append_instances(self.graph.path, [instance])[0]
+        self.graph.refresh()
         report.buffered_updates = self.buffer.drain()["volume"]
         report.seconds = _time.perf_counter() - clock
         self.snapshots.append(report)

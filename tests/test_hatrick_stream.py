@@ -244,3 +244,16 @@ def test_cli_stream_drains_a_directory_and_snapshots(graph, tmp_path, spark, cap
     graph.refresh()
     values = graph.vertices(instance=0, attributes=["w"]).toPandas().set_index("id")
     assert values.loc[3, "w"] == 2.5
+
+
+def test_kafka_source_without_its_connector_says_what_to_add(spark):
+    from gofs.errors import InputError
+    from hatrick.sources import kafka_source
+
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+        pytest.skip("the Kafka connector is on the classpath here")
+    except Exception:  # noqa: BLE001 - py4j's ClassNotFoundException
+        pass
+    with pytest.raises(InputError, match="spark-sql-kafka-0-10"):
+        kafka_source(spark, "127.0.0.1:9092", "updates", "int64")
