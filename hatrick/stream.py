@@ -40,7 +40,7 @@ from gofs.instances import append_instances
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
                           reachable_frame, vertex_frame)
-from hatrick.planner import plan_migration, ring_plan
+from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
 from hatrick.snapshot import SnapshotReport, Template, build_instance
 from hatrick.updates import UpdateBatch, UpdateError, empty_rejected, kind_of_type, validate
@@ -197,6 +197,9 @@ class Stream:
     aging_ttl : if set, edges not added or set for this much event time are removed after each
         batch by the ``"aging"`` producer (see :func:`hatrick.sources.aging_updates`)
     full_checkpoint_every : batches between full state checkpoints (in between, each batch is logged)
+    autoscale : a :class:`hatrick.planner.RescalePolicy`; after each batch it sees the workers'
+        update rates and may add or remove one worker (through the state-aware planner)
+    rate_half_life : seconds over which measured update rates (per bucket and in total) halve
 
     Example
     -------
@@ -208,7 +211,8 @@ class Stream:
 
     def __init__(self, graph, checkpoint: str | None = None, num_buckets: int = 64, workers: int = 2,
                  snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
-                 vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20):
+                 vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20,
+                 autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0):
         self.graph = graph
         self.id_type = graph.manifest["id_type"]
         self._lock = threading.RLock()
@@ -224,9 +228,10 @@ class Stream:
         self.tau = tau
         self.ring = HashRing(range(workers), vnodes)
         self.owner = self.ring.owners(num_buckets)
-        self.buffer = ElasticBuffer(num_buckets, snapshot_policy)
+        self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
         self.auto_snapshot = snapshot_policy is not None
         self.aging_ttl = aging_ttl
+        self.autoscale = autoscale
         self.rejected = empty_rejected()
         self.rescales: list[RescaleReport] = []
         self._callbacks: list = []
@@ -281,6 +286,10 @@ class Stream:
             self.buffer.add(bucket_of(batch.a, self.num_buckets), batch)
             self._after_batch()
             snap = self._snapshot_locked() if self.auto_snapshot and self.buffer.due() else None
+            if self.autoscale is not None:
+                step = self.autoscale.observe(self.worker_loads())
+                if step:
+                    self.rescale(len(self.ring.workers) + step)
             if self.aging_ttl is not None and np.isfinite(self.state.time):
                 from hatrick.sources import aging_updates
 
@@ -431,7 +440,9 @@ class Stream:
         return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
 
     def worker_loads(self) -> np.ndarray:
-        return np.bincount(self.owner, weights=self.buffer.load, minlength=max(self.ring.workers) + 1)[self.ring.workers]
+        """Recent updates/s routed to each worker (exponentially weighted)."""
+        per_second = self.buffer.load * np.log(2) / self.buffer.half_life
+        return np.bincount(self.owner, weights=per_second, minlength=max(self.ring.workers) + 1)[self.ring.workers]
 
     # Structured Streaming ------------------------------------------------------------------------------
     def start(self, source, format: str = "json", trigger: str = "processingTime=1 second",

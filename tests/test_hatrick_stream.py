@@ -257,3 +257,61 @@ def test_kafka_source_without_its_connector_says_what_to_add(spark):
         pass
     with pytest.raises(InputError, match="spark-sql-kafka-0-10"):
         kafka_source(spark, "127.0.0.1:9092", "updates", "int64")
+
+
+def test_autoscale_adds_a_worker_under_persistent_load_and_removes_it_after(graph):
+    from hatrick.planner import RescalePolicy
+
+    s = graph.stream(workers=2, autoscale=RescalePolicy(capacity=5_000, patience=2, cooldown=1), rate_half_life=0.3)
+    seq = 0
+
+    def burst(size, pause):
+        nonlocal seq
+        import time
+        frame = pd.DataFrame({"op": "add_vertex", "id": np.arange(seq, seq + size) % 500 + 1000, "producer": "p",
+                              "seq": np.arange(seq + 1, seq + size + 1), "time": 0.0})
+        seq += size
+        s.push(frame)
+        time.sleep(pause)
+
+    for _ in range(3):
+        burst(20_000, 0.05)                        # far above 5k/s per worker
+    assert len(s.ring.workers) == 3 and s.rescales[-1].workers_after == 3
+    for _ in range(10):
+        burst(5, 0.2)                              # the rate decays well below capacity
+    assert len(s.ring.workers) < 3
+
+
+def test_socket_source_feeds_the_stream(graph, spark):
+    """Spark's socket source against a one-connection server on the loopback interface."""
+    import socket
+    import threading
+    import time
+
+    from hatrick.sources import socket_source
+
+    lines = "".join(json.dumps({"op": "add_edge", "src": 1, "dst": 100 + i, "producer": "sock", "seq": i + 1,
+                                "time": float(i)}) + "\n" for i in range(20))
+    server = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve():
+        connection, _ = server.accept()
+        with connection:
+            connection.sendall(lines.encode())
+            done.wait(60)
+
+    threading.Thread(target=serve, daemon=True).start()
+    s = graph.stream()
+    try:
+        s.start(socket_source(spark, "127.0.0.1", server.getsockname()[1], s.id_type),
+                trigger="processingTime=500 milliseconds")
+        deadline = time.monotonic() + 60
+        while s.hwm.get("sock", 0) < 20 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        s.stop()
+        done.set()
+        server.close()
+    assert s.hwm.get("sock") == 20
+    assert {d for src, d in zip(s.edges().src, s.edges().dst) if src == 1 and d >= 100} == set(range(100, 120))
