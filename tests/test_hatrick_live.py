@@ -61,7 +61,7 @@ def check(state, ref: Reference):
     assert set(zip(got.source, got.sink)) == reach_oracle(ref, sources, sinks)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(directed=st.booleans(), seed_edges=st.lists(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)),
                                                     max_size=12), batches=batches_strategy)
 def test_batches_match_reference_and_from_scratch(directed, seed_edges, batches):
