@@ -100,13 +100,6 @@ class State:
             u, v = np.minimum(u, v), np.maximum(u, v)
         return (u.astype(np.int64) << _SHIFT) | v.astype(np.int64)
 
-    def slots_of(self, keys: np.ndarray) -> np.ndarray:
-        """Slot of each key, -1 if the key was never seen."""
-        at = np.searchsorted(self.keys, keys)
-        at_c = np.minimum(at, max(len(self.keys) - 1, 0))
-        hit = (at < len(self.keys)) & (self.keys[at_c] == keys) if len(self.keys) else np.zeros(len(keys), bool)
-        return np.where(hit, self.key_slots[at_c] if len(self.keys) else -1, -1)
-
     def vids_of(self, ids) -> np.ndarray:
         """Vid of each original id (-1 if unknown or removed)."""
         vids = self.ids.get_indexer(np.asarray(ids))
@@ -177,8 +170,6 @@ class Outcome:
 
     applied: int = 0
     rejected: pd.DataFrame = field(default_factory=empty_rejected)
-    topology_changed: bool = False
-    new_vertices: int = 0
 
 
 class _Draft:
@@ -224,12 +215,11 @@ def apply_batch(state: State, batch: UpdateBatch) -> tuple[State, Outcome]:
         cuts = np.flatnonzero(np.diff(removing.astype(np.int8))) + 1
         for run in np.split(np.arange(len(batch)), cuts):
             (_remove_vertices if removing[run[0]] else _apply_run)(draft, batch, run)
-    topology = bool(draft.added_pairs or draft.affected)
     _update_components(draft)
     time = max(state.time, float(batch.time.max())) if len(batch) else state.time
     new = draft.freeze(state.batch + 1, time)
     rejected = pd.concat(draft.rejected, ignore_index=True) if draft.rejected else empty_rejected()
-    return new, Outcome(draft.applied, rejected, topology, len(new.ids) - len(state.ids))
+    return new, Outcome(draft.applied, rejected)
 
 
 def _grow_vertices(d: _Draft, new_ids: np.ndarray) -> None:

@@ -30,7 +30,7 @@ import threading
 import time as _time
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd

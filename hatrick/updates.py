@@ -188,7 +188,6 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
 
 
 # attribute values --------------------------------------------------------------------------------
-KINDS = ("double", "int64", "bool", "string")
 DTYPES = {"double": np.float64, "int64": np.int64, "bool": np.bool_, "string": object}
 
 

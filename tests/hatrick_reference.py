@@ -16,16 +16,7 @@ class Reference:
             self._add_edge(u, v)
 
     def _key(self, u, v):
-        return (u, v) if self.directed or self._order(u) <= self._order(v) else (v, u)
-
-    def _order(self, x):
-        return self._ids.index(x)
-
-    @property
-    def _ids(self):
-        return list(self.vertices) + [x for x in self._removed if x not in self.vertices]
-
-    _removed: list = []
+        return (u, v) if self.directed else frozenset((u, v))
 
     def _add_edge(self, u, v):
         for x in (u, v):
@@ -45,7 +36,7 @@ class Reference:
             if x not in self.vertices:
                 return "unknown vertex"
             del self.vertices[x]
-            for key in [k for k in self.edges if x in k]:
+            for key in [k for k in self.edges if x in k]:  # (u, v) or frozenset
                 del self.edges[key]
         elif op == "add_edge":
             self._add_edge(update["src"], update["dst"])
@@ -84,7 +75,7 @@ class Reference:
         return g
 
     def edge_counts(self) -> dict:
-        return {frozenset(k) if not self.directed else k: m for k, (m, _, _) in self.edges.items()}
+        return {k: m for k, (m, _, _) in self.edges.items()}
 
     def partition(self):
         g = self.nx()

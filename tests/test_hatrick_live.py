@@ -54,7 +54,7 @@ def check(state, ref: Reference):
     edges = edge_frame(state)
     if "w" in edges:
         for (u, v), w in zip(zip(edges.src, edges.dst), edges.w):
-            key = (u, v) if (u, v) in ref.edges else (v, u)
+            key = (u, v) if ref.directed else frozenset((u, v))
             assert (pd.isna(w) and "w" not in ref.edges[key][1]) or ref.edges[key][1].get("w") == w
     sources, sinks = [0, 1, 2, N + 1], [3, 4, 5, 0, N + 2]
     got = reachable_frame(state, sources, sinks)

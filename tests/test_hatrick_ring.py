@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from hatrick.planner import RescalePolicy, plan_migration, ring_plan
+from hatrick.planner import RescalePolicy, plan_migration
 from hatrick.ring import HashRing, bucket_of, stable_hash
 
 
