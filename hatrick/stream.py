@@ -357,7 +357,8 @@ class Stream:
 
     # snapshots ---------------------------------------------------------------------------------------
     def snapshot(self) -> int | None:
-        """Write the current graph as a new GoFS instance; returns its id (None if nothing changed)."""
+        """Write the current graph as a new GoFS instance and empty the buffer; returns the instance id
+        (details in ``s.snapshots[-1]``)."""
         with self._lock:
             return self._snapshot_locked(force=True)
 

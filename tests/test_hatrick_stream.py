@@ -315,3 +315,34 @@ def test_socket_source_feeds_the_stream(graph, spark):
         server.close()
     assert s.hwm.get("sock") == 20
     assert {d for src, d in zip(s.edges().src, s.edges().dst) if src == 1 and d >= 100} == set(range(100, 120))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_rescaling_while_updates_flow_loses_and_doubles_nothing(graph, tmp_path):
+    import threading
+
+    log = random_log(3, 600)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=64, workers=2)
+    stop = threading.Event()
+    sizes = []
+
+    def rescale_forever():
+        n = 2
+        while not stop.is_set():
+            n = 3 if n == 2 else 2
+            sizes.append(s.rescale(n, planner="state" if n == 3 else "ring").workers_after)
+            stop.wait(0.01)
+
+    worker = threading.Thread(target=rescale_forever)
+    worker.start()
+    try:
+        push_all(s, log[:400], 25)
+        push_all(s, log[200:], 25)          # a producer retries half of what it sent
+    finally:
+        stop.set()
+        worker.join()
+    assert len(sizes) >= 2
+    check_equal(s, ref)
