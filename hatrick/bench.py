@@ -155,7 +155,7 @@ def closed_loop(stream, work, batch, seconds):
 
 def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(3, 2)):
     total = int(rate * seconds)
-    chunk = max(len(work.q_src) // 2, 2)
+    chunk = max(len(work.q_src) - work.head, 2)          # removes half of it: never past the window
     frame = pd.concat([work.batch(min(chunk, total - i)) for i in range(0, total, chunk)], ignore_index=True)
     start = time.perf_counter()
     arrival = start + np.arange(total) / rate

@@ -425,7 +425,9 @@ class Stream:
             return report
 
     def _serialise(self, buckets: np.ndarray) -> bytes:
-        """The moved buckets' edges, vertices and buffered updates, as they would be shipped."""
+        """The moved buckets' live state (edges, vertices, their attributes, buffer counters), as it
+        would be shipped. Buffered updates are not shipped: their effect is in the live state, which
+        is what a snapshot writes."""
         s = self.state
         moving = np.zeros(self.num_buckets, bool)
         moving[buckets] = True
@@ -437,7 +439,7 @@ class Stream:
         payload = {"src": s.src[slots], "dst": s.dst[slots], "mult": s.mult[slots],
                    "eattrs": {n: (c.values[slots], c.present[slots]) for n, c in s.eattrs.items()},
                    "vids": vids, "vattrs": {n: (c.values[vids], c.present[vids]) for n, c in s.vattrs.items()},
-                   "buffered": [b.take(np.flatnonzero(moving[k])) for k, b in self.buffer.batches]}
+                   "buffer": (self.buffer.per_bucket[buckets], self.buffer.load[buckets])}
         return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
 
     def worker_loads(self) -> np.ndarray:
