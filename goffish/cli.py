@@ -1,4 +1,4 @@
-"""The ``goffish`` command line: ingest, info, generate, run, bench, demo.
+"""The ``goffish`` command line: ingest, info, generate, run, stream, bench, demo.
 
 Every command that needs Spark builds its session through ``goffish.session``,
 so ``--master`` and ``--conf key=value`` work as they do for spark-submit, and
@@ -159,6 +159,36 @@ def cmd_bench(args) -> int:
     return bench(_spark(args), args)
 
 
+def cmd_stream(args) -> int:
+    import goffish
+    from hatrick.buffer import SnapshotPolicy
+
+    spark = _spark(args)
+    g = goffish.open(args.graph, spark=spark)
+    policy = SnapshotPolicy(interval=args.snapshot_interval, min_volume=args.snapshot_min,
+                            max_age=args.snapshot_max_age)
+    s = g.stream(checkpoint=args.checkpoint, snapshot_policy=policy, aging_ttl=args.ttl)
+
+    def progress(view):
+        print(f"batch {view.seq}: time {view.time}, {s.state.num_vertices:,} vertices, "
+              f"{s.state.num_edges:,} edges, {len(s.rejected)} rejected so far", flush=True)
+
+    s.on_batch(progress)
+    query = s.start(args.source, format=args.format, trigger=args.trigger)
+    try:
+        query.awaitTermination(args.timeout)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        s.stop()
+    if s.buffer.volume:
+        s.snapshot()
+    for r in s.snapshots:
+        print(f"snapshot instance {r.instance}: {r.buffered_updates:,} updates, +{r.added_edges} -{r.removed_edges} "
+              f"edges, {r.seconds:.2f}s" + (f", {r.omitted_vertices} new vertices not stored" if r.omitted_vertices else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goffish", description="GoFFish on Spark: GoFS storage, Gopher analytics")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -218,6 +248,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", default=None, help="where to put the GoFS graph (default: a temp dir)")
     _add_spark_options(p)
     p.set_defaults(fn=cmd_demo)
+
+    p = sub.add_parser("stream", help="apply a stream of updates (JSON-lines/Parquet files) to a GoFS graph")
+    p.add_argument("graph")
+    p.add_argument("--source", required=True, help="directory that update files arrive in")
+    p.add_argument("--format", default="json", choices=["json", "parquet"])
+    p.add_argument("--checkpoint", help="checkpoint directory (exactly-once across restarts)")
+    p.add_argument("--trigger", default="availableNow",
+                   help="availableNow (drain and stop), once, or processingTime=<interval> (keep running)")
+    p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--ttl", type=float, default=None, help="remove edges unused for this much event time")
+    p.add_argument("--snapshot-interval", type=float, default=5.0, help="seconds of updates per snapshot")
+    p.add_argument("--snapshot-min", type=int, default=10_000, help="fewest buffered updates worth a snapshot")
+    p.add_argument("--snapshot-max-age", type=float, default=30.0, help="longest a buffered update waits")
+    _add_spark_options(p)
+    p.set_defaults(fn=cmd_stream)
 
     p = sub.add_parser("bench", help="Gopher vs GraphFrames vs igraph on one dataset")
     p.add_argument("--generator", default="road", choices=["road", "rmat", "lfr"])

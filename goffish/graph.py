@@ -76,6 +76,13 @@ class Graph(GraphStore):
         keep = [c for c in table.column_names if c != "id"] if columns is None else list(columns)
         return self.append_instances([Instance(start, end, vertex_values=table.select(["id", *keep]))])[0]
 
+    def stream(self, checkpoint: str | None = None, **options):
+        """Stream updates into this graph: live results, exactly-once, snapshots as instances
+        (see :class:`hatrick.stream.Stream` for ``options``)."""
+        from hatrick.stream import Stream
+
+        return Stream(self, checkpoint=checkpoint, **options)
+
     def info(self) -> str:
         """A readable summary: sizes, partitioning, sub-graphs, instances."""
         m = self.manifest

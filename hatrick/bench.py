@@ -1,0 +1,267 @@
+"""Hatrick benchmark: sustained update rate with live results, latency, snapshots, rescaling, exactly-once.
+
+    PYTHONPATH=$PWD .venv/bin/python -m hatrick.bench --vertices 100000 --edges 200000
+
+Phases, on one random undirected graph stored as GoFS (hash partitions):
+1. closed loop: batches of edge updates (half additions, half removals of the oldest
+   edges, so every removal is valid) pushed as fast as they are applied, with the
+   checkpoint on, incremental connected components and one reachability query live,
+   every 10th batch followed by a replay of an earlier one; per batch the same
+   state's components are also computed from scratch with scipy (the peer);
+2. open loop at ``--rate`` updates/s: arrivals on a clock, each push takes what has
+   arrived; latency = result available - arrival; a scale-out 2->3 and a scale-in
+   3->2 happen mid-run (moved state, pause, latency around them);
+3. snapshot time against buffer size, and the elastic policy under a bursty load;
+4. lost / duplicated: the final edge multiset against applying every update once
+   (the generator's own window), and the live components against scipy from scratch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hatrick.buffer import SnapshotPolicy
+from hatrick.live import components_from_scratch
+from hatrick.stream import Stream
+
+
+class EdgeWorkload:
+    """Edge updates whose removals always name a present edge: a FIFO of present edges."""
+
+    def __init__(self, src, dst, n, seed, producers=4):
+        self.rng = np.random.default_rng(seed)
+        order = self.rng.permutation(len(src))
+        self.q_src = np.asarray(src)[order].astype(np.int64)
+        self.q_dst = np.asarray(dst)[order].astype(np.int64)
+        self.head = 0
+        self.n = n
+        self.producers = producers
+        self.seq = np.zeros(producers, np.int64)
+        self.clock = 0.0
+
+    def batch(self, size: int) -> pd.DataFrame:
+        half = size // 2
+        if len(self.q_src) - self.head < half:
+            raise RuntimeError("workload window exhausted")
+        rs, rd = self.q_src[self.head:self.head + half], self.q_dst[self.head:self.head + half]
+        self.head += half
+        add_s, add_d = self.rng.integers(0, self.n, size - half), self.rng.integers(0, self.n, size - half)
+        self.q_src = np.concatenate([self.q_src, add_s])
+        self.q_dst = np.concatenate([self.q_dst, add_d])
+        op = np.empty(size, dtype=object)
+        src = np.empty(size, np.int64)
+        dst = np.empty(size, np.int64)
+        removes = np.zeros(size, bool)
+        removes[np.arange(half) * 2] = True
+        op[removes], op[~removes] = "remove_edge", "add_edge"
+        src[removes], dst[removes] = rs, rd
+        src[~removes], dst[~removes] = add_s, add_d
+        producer = np.arange(size) % self.producers
+        seq = np.empty(size, np.int64)
+        for p in range(self.producers):
+            mine = np.flatnonzero(producer == p)
+            seq[mine] = self.seq[p] + 1 + np.arange(len(mine))
+            self.seq[p] += len(mine)
+        times = self.clock + np.arange(size) * 1e-6
+        self.clock = float(times[-1]) + 1e-6
+        return pd.DataFrame({"op": op, "src": src, "dst": dst, "producer": np.array(["p0", "p1", "p2", "p3"],
+                             dtype=object)[producer], "seq": seq, "time": times})
+
+    def expected_counts(self) -> dict:
+        u, v = np.minimum(self.q_src[self.head:], self.q_dst[self.head:]), np.maximum(self.q_src[self.head:], self.q_dst[self.head:])
+        keys, counts = np.unique(u * self.n + v, return_counts=True)
+        return keys, counts
+
+
+def _live_counts(stream, n):
+    s = stream.state
+    live = s.live_slots()
+    ids = s.ids.to_numpy()
+    a, b = ids[s.src[live]], ids[s.dst[live]]
+    keys = np.minimum(a, b) * n + np.maximum(a, b)
+    order = np.argsort(keys)
+    return keys[order], s.mult[live][order]
+
+
+def lost_and_duplicated(stream, workload, n):
+    ek, ec = workload.expected_counts()
+    lk, lc = _live_counts(stream, n)
+    keys = np.union1d(ek, lk)
+    e = np.zeros(len(keys), np.int64)
+    e[np.searchsorted(keys, ek)] = ec
+    got = np.zeros(len(keys), np.int64)
+    got[np.searchsorted(keys, lk)] = lc
+    return int(np.maximum(e - got, 0).sum()), int(np.maximum(got - e, 0).sum())
+
+
+def percentile(values, q):
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def build_graph(path, n, m, seed):
+    from gofs.ingest import ingest
+    from gofs.sources import from_pandas
+    from gofs.store import GraphStore
+
+    rng = np.random.default_rng(seed)
+    edges = pd.DataFrame({"src": rng.integers(0, n, m), "dst": rng.integers(0, n, m)})
+    vertices = pd.DataFrame({"id": np.arange(n)})
+    ingest(from_pandas(edges, vertices), path, num_partitions=4, partitioner="hash")
+    return GraphStore(path), edges
+
+
+def mark_query_sets(stream, n, seed):
+    rng = np.random.default_rng(seed + 1)
+    chosen = rng.choice(n, 55, replace=False)
+    roles = ["src"] * 5 + ["dst"] * 50
+    stream.push(pd.DataFrame({"op": "set_vertex", "id": chosen, "attribute": "role", "value": roles,
+                              "producer": "setup", "seq": np.arange(1, 56), "time": -1.0}))
+    stream.reachable({"role": "src"}, {"role": "dst"}, live="reach")
+
+
+def closed_loop(stream, work, batch, seconds):
+    applied = rows = replays = replay_dups = 0
+    apply_s, scratch_s, sent = [], [], []
+    clock = time.perf_counter()
+    while time.perf_counter() - clock < seconds:
+        frame = work.batch(batch)
+        t = time.perf_counter()
+        report = stream.push(frame)
+        apply_s.append(time.perf_counter() - t)
+        applied += report.applied
+        rows += len(frame)
+        sent.append(frame)
+        t = time.perf_counter()
+        components_from_scratch(stream.state)
+        scratch_s.append(time.perf_counter() - t)
+        if len(sent) % 10 == 0:
+            again = stream.push(sent[len(sent) // 2])
+            replays += len(sent[len(sent) // 2])
+            replay_dups += again.duplicates
+    wall = sum(apply_s)
+    return {"batch": batch, "batches": len(apply_s), "updates": rows, "applied": applied,
+            "updates_per_s": rows / wall, "apply_ms_p50": 1e3 * percentile(apply_s, 50),
+            "scratch_cc_ms_p50": 1e3 * percentile(scratch_s, 50),
+            "replayed": replays, "replays_ignored": replay_dups}
+
+
+def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(3, 2)):
+    total = int(rate * seconds)
+    chunk = max(len(work.q_src) - work.head, 2)          # removes half of it: never past the window
+    frame = pd.concat([work.batch(min(chunk, total - i)) for i in range(0, total, chunk)], ignore_index=True)
+    start = time.perf_counter()
+    arrival = start + np.arange(total) / rate
+    latencies = np.empty(total)
+    done = 0
+    rescales = []
+    pending = list(zip(rescale_at, n_workers))
+    while done < total:
+        now = time.perf_counter()
+        if pending and now - start >= pending[0][0]:
+            at, workers = pending.pop(0)
+            report = stream.rescale(workers, planner="state")
+            rescales.append({"at_s": round(now - start, 2), "workers": workers, **report.__dict__})
+            continue
+        ready = min(int(np.searchsorted(arrival, now, "right")), done + max_batch)
+        if ready <= done:
+            time.sleep(min(arrival[done] - now, 0.01))
+            continue
+        stream.push(frame.iloc[done:ready])
+        finished = time.perf_counter()
+        latencies[done:ready] = finished - arrival[done:ready]
+        done = ready
+    wall = time.perf_counter() - start
+    out = {"rate": rate, "updates": total, "wall_s": wall, "achieved_per_s": total / wall,
+           "latency_ms_p50": 1e3 * percentile(latencies, 50), "latency_ms_p99": 1e3 * percentile(latencies, 99),
+           "latency_ms_max": 1e3 * float(latencies.max())}
+    for r in rescales:
+        near = (arrival - start >= r["at_s"]) & (arrival - start < r["at_s"] + 1.0)
+        r["latency_ms_p99_next_1s"] = 1e3 * percentile(latencies[near], 99)
+        r.pop("feasible", None)
+    calm = np.ones(total, bool)
+    for r in rescales:
+        calm &= ~((arrival - start >= r["at_s"] - 0.5) & (arrival - start < r["at_s"] + 1.5))
+    out["latency_ms_p99_away_from_rescales"] = 1e3 * percentile(latencies[calm], 99)
+    out["rescales"] = rescales
+    return out
+
+
+def snapshot_times(stream, work, sizes):
+    rows = []
+    for size in sizes:
+        stream.push(work.batch(size))
+        t = time.perf_counter()
+        stream.snapshot()
+        rows.append({"buffer": size, "snapshot_s": time.perf_counter() - t,
+                     "added": stream.snapshots[-1].added_edges, "removed": stream.snapshots[-1].removed_edges})
+    return rows
+
+
+def bursty(stream, work, pattern, policy):
+    stream.buffer.policy = policy
+    stream.auto_snapshot = True
+    before = len(stream.snapshots)
+    rows = []
+    for rate, seconds in pattern:
+        step = 0.1
+        for _ in range(int(seconds / step)):
+            tick = time.perf_counter()
+            age = stream.buffer.age()
+            snaps = len(stream.snapshots)
+            stream.push(work.batch(max(int(rate * step), 2)))
+            if len(stream.snapshots) > snaps:
+                r = stream.snapshots[-1]
+                rows.append({"rate": rate, "updates": r.buffered_updates, "lag_s": age, "write_s": r.seconds})
+            time.sleep(max(step - (time.perf_counter() - tick), 0))
+    stream.auto_snapshot = False
+    return {"snapshots": len(stream.snapshots) - before, "per_snapshot": rows}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m hatrick.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--vertices", type=int, default=100_000)
+    p.add_argument("--edges", type=int, default=200_000)
+    p.add_argument("--batch", type=int, default=50_000, help="closed-loop batch size")
+    p.add_argument("--seconds", type=float, default=10.0, help="per loop")
+    p.add_argument("--rate", type=float, default=100_000, help="open-loop arrival rate (updates/s)")
+    p.add_argument("--max-batch", type=int, default=100_000, help="largest batch the open loop takes at once")
+    p.add_argument("--no-checkpoint", action="store_true")
+    p.add_argument("--json", default="bench-results/hatrick.json")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    warnings.simplefilter("ignore")
+    with tempfile.TemporaryDirectory(prefix="hatrick-bench-") as tmp:
+        n = args.vertices
+        g, edges = build_graph(os.path.join(tmp, "g.gofs"), n, args.edges, args.seed)
+        stream = Stream(g, checkpoint=None if args.no_checkpoint else os.path.join(tmp, "ck"), workers=2)
+        mark_query_sets(stream, n, args.seed)
+        work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
+        result = {"vertices": n, "edges": args.edges, "checkpoint": not args.no_checkpoint}
+        result["closed_loop"] = closed_loop(stream, work, args.batch, args.seconds)
+        third = args.seconds / 3
+        result["open_loop"] = open_loop(stream, work, args.rate, args.seconds, args.max_batch,
+                                        rescale_at=(third, 2 * third))
+        result["snapshots"] = snapshot_times(stream, work, [s for s in (1_000, 10_000, 100_000) if s <= args.edges])
+        result["bursty"] = bursty(stream, work, [(200_000, 1.0), (5_000, 3.0), (200_000, 1.0), (5_000, 3.0)],
+                                  SnapshotPolicy(interval=1.0, min_volume=20_000, max_volume=500_000, max_age=2.0))
+        lost, duplicated = lost_and_duplicated(stream, work, n)
+        result["lost"], result["duplicated"] = lost, duplicated
+        scratch = components_from_scratch(stream.state)
+        result["components_equal_scratch"] = bool((scratch == stream.state.comp).all())
+        result["reach_pairs"] = len(stream.live_results["reach"])
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(result, indent=1, default=float))
+    print(json.dumps(result, indent=1, default=float))
+    return 0 if lost == 0 and duplicated == 0 and result["components_equal_scratch"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

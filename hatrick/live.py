@@ -1,0 +1,627 @@
+"""The live graph: current vertices, edges (with multiplicity) and attributes, updated batch by batch.
+
+State is copy-on-write: applying a batch builds a new :class:`State` from the
+old one and the caller swaps it in with one assignment, so a reader (a
+:class:`GraphView`, a snapshot, a checkpoint) never sees a half-applied batch,
+and a failure while applying leaves the old state untouched.
+
+Semantics, in the order updates are applied (event time, then arrival):
+- ``add_edge`` creates missing endpoints; adding an existing edge raises its
+  multiplicity; ``remove_edge`` lowers it and needs the edge to exist;
+- ``remove_vertex`` removes the vertex, its attributes and all its edges;
+  ``add_vertex`` of a live vertex does nothing;
+- an edge's attributes belong to the edge while it exists (removing its last
+  copy drops them); ``set_*`` needs the vertex/edge to exist; a null value unsets;
+- static (template) attributes are read-only; a new attribute takes the kind
+  of its first value and later values must be of that kind.
+A bad update is rejected whole, with its producer and seq.
+
+Connected components (weak, for directed graphs) are kept incrementally:
+additions merge labels (scipy's connected_components on the graph of touched
+labels); removals recompute only the components that held a removed edge or
+vertex, from scratch on that region. Labels are the smallest vid of a component.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+from hatrick.updates import (ADD_EDGE, ADD_VERTEX, DTYPES, REMOVE_EDGE, REMOVE_VERTEX, SET_EDGE, SET_VERTEX,
+                             UpdateBatch, coerce, empty_rejected, infer_kind)
+
+_SHIFT = np.int64(31)
+MAX_VERTICES = 1 << 31
+
+
+@dataclass(frozen=True)
+class Column:
+    """Values of one attribute aligned with vids (vertex) or slots (edge); ``present`` marks set ones."""
+
+    values: np.ndarray
+    present: np.ndarray
+
+    def grown(self, size: int) -> "Column":
+        extra = size - len(self.values)
+        if extra <= 0:
+            return self
+        fill = np.zeros(extra, dtype=self.values.dtype) if self.values.dtype != object else np.full(extra, None)
+        return Column(np.concatenate([self.values, fill]), np.concatenate([self.present, np.zeros(extra, bool)]))
+
+
+def empty_column(kind: str, size: int) -> Column:
+    dtype = DTYPES[kind]
+    values = np.full(size, None, dtype=object) if dtype is object else np.zeros(size, dtype=dtype)
+    return Column(values, np.zeros(size, bool))
+
+
+@dataclass(frozen=True)
+class State:
+    """One consistent version of the live graph.
+
+    Vertices are dense vids (``ids`` maps vid -> original id; a removed vertex
+    keeps its vid with ``alive`` False). Each distinct edge key has a slot: its
+    endpoints, multiplicity (0: absent), last time it was added or set, attributes.
+    ``keys`` (sorted) and ``key_slots`` find the slot of a key.
+    """
+
+    directed: bool
+    ids: pd.Index
+    alive: np.ndarray
+    comp: np.ndarray
+    vattrs: dict
+    vkinds: dict
+    keys: np.ndarray
+    key_slots: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    mult: np.ndarray
+    touched: np.ndarray
+    eattrs: dict
+    ekinds: dict
+    static_vertex: frozenset = frozenset()
+    static_edge: frozenset = frozenset()
+    batch: int = 0
+    time: float = float("-inf")
+
+    @property
+    def num_vertices(self) -> int:
+        return int(self.alive.sum())
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.mult.sum())
+
+    def key(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if not self.directed:
+            u, v = np.minimum(u, v), np.maximum(u, v)
+        return (u.astype(np.int64) << _SHIFT) | v.astype(np.int64)
+
+    def vids_of(self, ids) -> np.ndarray:
+        """Vid of each original id (-1 if unknown or removed)."""
+        vids = self.ids.get_indexer(np.asarray(ids))
+        alive = np.zeros(len(vids), bool)
+        known = vids >= 0
+        alive[known] = self.alive[vids[known]]
+        return np.where(alive, vids, -1)
+
+    def live_slots(self) -> np.ndarray:
+        return np.flatnonzero(self.mult > 0)
+
+
+def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | None = None,
+                edge_columns: dict | None = None, static_vertex=(), static_edge=(), time: float = float("-inf")) -> State:
+    """The state of a graph given as original ids: all vertices, edges (parallel ones add
+    multiplicity; attributes of the last copy win) and attribute columns (name -> (kind, values
+    with None/NaN for missing)). Components are computed from scratch."""
+    index = pd.Index(np.asarray(ids))
+    if not index.is_unique:
+        raise ValueError("build_state: vertex ids are not unique")
+    n = len(index)
+    u, v = index.get_indexer(np.asarray(src_ids)), index.get_indexer(np.asarray(dst_ids))
+    if (u < 0).any() or (v < 0).any():
+        raise ValueError("build_state: an edge names a vertex that is not in ids")
+    base = State(directed, index, np.ones(n, bool), np.arange(n, dtype=np.int64), {}, {},
+                 np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                 np.zeros(0, np.int64), np.zeros(0), {}, {}, frozenset(static_vertex), frozenset(static_edge), 0, time)
+    keys = base.key(u, v)
+    uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
+    vattrs, vkinds = {}, {}
+    for name, (kind, values) in (vertex_columns or {}).items():
+        col, null = _column_from(kind, values)
+        vattrs[name], vkinds[name] = Column(col, ~null), kind
+    eattrs, ekinds = {}, {}
+    for name, (kind, values) in (edge_columns or {}).items():
+        col, null = _column_from(kind, np.asarray(values, dtype=object)[last] if len(last) else values)
+        eattrs[name], ekinds[name] = Column(col, ~null), kind
+    slots = np.arange(len(uniq), dtype=np.int64)
+    state = replace(base, vattrs=vattrs, vkinds=vkinds, keys=uniq, key_slots=slots, src=u[first].astype(np.int64),
+                    dst=v[first].astype(np.int64), mult=counts.astype(np.int64), touched=np.full(len(uniq), time),
+                    eattrs=eattrs, ekinds=ekinds)
+    return replace(state, comp=components_from_scratch(state))
+
+
+def _column_from(kind: str, values) -> tuple[np.ndarray, np.ndarray]:
+    series = pd.Series(np.asarray(values, dtype=object))
+    null = series.isna().to_numpy()
+    if DTYPES[kind] is object:
+        return np.where(null, None, series.to_numpy()).astype(object), null
+    return series.where(~null, 0).to_numpy().astype(DTYPES[kind]), null
+
+
+def components_from_scratch(state: State) -> np.ndarray:
+    """Component label (smallest vid) of every alive vertex, -1 for removed ones."""
+    n = len(state.alive)
+    live = state.live_slots()
+    graph = sp.coo_matrix((np.ones(len(live)), (state.src[live], state.dst[live])), shape=(n, n)).tocsr()
+    _, labels = connected_components(graph, directed=True, connection="weak")
+    comp = _first_of_group(labels, np.arange(n, dtype=np.int64))
+    comp[~state.alive] = -1
+    return comp
+
+
+@dataclass
+class Outcome:
+    """What applying one batch did."""
+
+    applied: int = 0
+    rejected: pd.DataFrame = field(default_factory=empty_rejected)
+
+
+class _Draft:
+    """Mutable copies of a state's arrays while one batch is applied."""
+
+    def __init__(self, s: State):
+        self.s = s
+        self.ids = s.ids
+        self.alive, self.comp = s.alive.copy(), s.comp.copy()
+        self.vattrs = dict(s.vattrs)
+        self.vkinds = dict(s.vkinds)
+        self.keys, self.key_slots = s.keys, s.key_slots
+        self.src, self.dst = s.src, s.dst
+        self.mult, self.touched = s.mult.copy(), s.touched.copy()
+        self.eattrs = dict(s.eattrs)
+        self.ekinds = dict(s.ekinds)
+        self._owned: set = set()
+        self.added_pairs: list = []        # (u, v) edges that went from absent to present
+        self.affected: list = []           # labels (before this batch's merges) of components that may split
+        self.rejected: list = []
+        self.applied = 0
+
+    def own(self, kind: str, name: str) -> Column:
+        """A column that may be written in place (copied once per batch)."""
+        table = self.vattrs if kind == "v" else self.eattrs
+        if (kind, name) not in self._owned:
+            column = table[name]
+            table[name] = Column(column.values.copy(), column.present.copy())
+            self._owned.add((kind, name))
+        return table[name]
+
+    def freeze(self, batch_no: int, time: float) -> State:
+        return State(self.s.directed, self.ids, self.alive, self.comp, self.vattrs, self.vkinds, self.keys,
+                     self.key_slots, self.src, self.dst, self.mult, self.touched, self.eattrs, self.ekinds,
+                     self.s.static_vertex, self.s.static_edge, batch_no, time)
+
+
+def apply_batch(state: State, batch: UpdateBatch) -> tuple[State, Outcome]:
+    """Apply ``batch`` in order to ``state``; returns the new state (``state`` is untouched)."""
+    draft = _Draft(state)
+    if len(batch):
+        removing = batch.op == REMOVE_VERTEX
+        cuts = np.flatnonzero(np.diff(removing.astype(np.int8))) + 1
+        for run in np.split(np.arange(len(batch)), cuts):
+            (_remove_vertices if removing[run[0]] else _apply_run)(draft, batch, run)
+    _update_components(draft)
+    time = max(state.time, float(batch.time.max())) if len(batch) else state.time
+    new = draft.freeze(state.batch + 1, time)
+    rejected = pd.concat(draft.rejected, ignore_index=True) if draft.rejected else empty_rejected()
+    return new, Outcome(draft.applied, rejected)
+
+
+def _grow_vertices(d: _Draft, new_ids: np.ndarray) -> None:
+    if not len(new_ids):
+        return
+    start = len(d.ids)
+    if start + len(new_ids) > MAX_VERTICES:
+        raise OverflowError(f"the live graph holds at most {MAX_VERTICES} vertices")
+    d.ids = d.ids.append(pd.Index(new_ids))
+    size = len(d.ids)
+    d.alive = np.concatenate([d.alive, np.zeros(len(new_ids), bool)])
+    d.comp = np.concatenate([d.comp, np.full(len(new_ids), -1, np.int64)])
+    for name in list(d.vattrs):
+        d.vattrs[name] = d.vattrs[name].grown(size)
+
+
+def _first_of_group(group: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """For each element, the first (smallest) value of ``ascending`` in its group."""
+    _, first, inverse = np.unique(group, return_index=True, return_inverse=True)
+    return ascending[first][inverse]
+
+
+def _min_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys and the smallest value of each."""
+    order = np.lexsort((values, keys))
+    keys, values = keys[order], values[order]
+    first = np.r_[True, keys[1:] != keys[:-1]] if len(keys) else np.zeros(0, bool)
+    return keys[first], values[first]
+
+
+def _max_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys and the largest value of each."""
+    groups, smallest = _min_per_key(keys, -values)
+    return groups, -smallest
+
+
+def _shown(value) -> str:
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _gather(values: np.ndarray, index: np.ndarray, missing) -> np.ndarray:
+    """values[index], with ``missing`` where index is -1."""
+    out = np.full(len(index), missing, dtype=values.dtype)
+    known = index >= 0
+    out[known] = values[index[known]]
+    return out
+
+
+def _resolve(d: _Draft, ids: np.ndarray) -> np.ndarray:
+    return d.ids.get_indexer(ids) if len(ids) else np.zeros(0, np.int64)
+
+
+def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
+    """Apply updates ``rows`` (none of them removes a vertex)."""
+    op = batch.op[rows]
+    pos = np.arange(len(rows))
+    is_edge = (op == ADD_EDGE) | (op == REMOVE_EDGE) | (op == SET_EDGE)
+    # every vertex reference: (position, id, creates?)
+    ref_pos = np.concatenate([pos, pos[is_edge]])
+    ref_ids = np.concatenate([batch.a[rows], batch.b[rows][is_edge]])
+    ref_creates = np.concatenate([(op == ADD_VERTEX) | (op == ADD_EDGE), op[is_edge] == ADD_EDGE])
+    vid = _resolve(d, ref_ids)
+    unknown_creating = (vid < 0) & ref_creates
+    if unknown_creating.any():
+        _grow_vertices(d, pd.unique(ref_ids[unknown_creating]))
+        vid = np.where(vid < 0, _resolve(d, ref_ids), vid)
+    n = len(d.ids)
+    created_at = np.full(n, np.iinfo(np.int64).max)
+    dead = (vid >= 0) & ~_gather(d.alive, vid, True)
+    creating = dead & ref_creates
+    groups, first = _min_per_key(vid[creating], ref_pos[creating])
+    created_at[groups] = first
+    exists = (vid >= 0) & (~dead | (_gather(created_at, vid, 0) <= ref_pos))
+    row_ok = np.ones(len(rows), bool)
+    row_ok[ref_pos[~exists]] = False
+    bad = ~row_ok
+    if bad.any():
+        missing = ~exists
+        first_missing = np.full(len(rows), -1)
+        first_missing[ref_pos[missing][::-1]] = np.flatnonzero(missing)[::-1]
+        reasons = [f"unknown vertex {_shown(ref_ids[i])}" for i in first_missing[bad]]
+        d.rejected.append(batch.rejected(rows[bad], np.array(reasons, dtype=object)))
+    a_vid = vid[: len(rows)]
+    b_vid = np.full(len(rows), -1, np.int64)
+    b_vid[is_edge] = vid[len(rows):]
+
+    revived = np.flatnonzero(created_at < np.iinfo(np.int64).max)
+    d.alive[revived] = True
+    d.comp[revived] = revived
+    added_vertices = (op == ADD_VERTEX) & row_ok
+    d.applied += int(added_vertices.sum())
+    _apply_edges(d, batch, rows, op, a_vid, b_vid, row_ok & is_edge)
+    _apply_vertex_sets(d, batch, rows, a_vid, row_ok & (op == SET_VERTEX))
+
+
+def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
+    sel = np.flatnonzero(ok)
+    if not len(sel):
+        return
+    s = d.s
+    keys = s.key(u[sel], v[sel])
+    order = np.lexsort((sel, keys))
+    sel, keys = sel[order], keys[order]
+    delta = np.where(op[sel] == ADD_EDGE, 1, np.where(op[sel] == REMOVE_EDGE, -1, 0)).astype(np.int64)
+    start = np.r_[True, keys[1:] != keys[:-1]]
+    group = np.cumsum(start) - 1
+    first = np.flatnonzero(start)
+    uniq = keys[first]
+    slot = _slots(d, uniq)
+    m0 = np.zeros(len(uniq), np.int64)
+    m0[slot >= 0] = d.mult[slot[slot >= 0]]
+    # a clamped walk per key: a removal when nothing is left is refused, so r = S - min(0, running min S)
+    cs = np.cumsum(delta)
+    before = np.r_[0, cs][first][group]
+    walk = m0[group] + cs - before
+    span = np.int64(2 * (np.abs(walk).max() + 1))
+    low = np.minimum.accumulate(walk - group * span) + group * span
+    r = walk - np.minimum(low, 0)
+    r_prev = np.where(start, m0[group], np.r_[0, r[:-1]])
+    refused = (delta == -1) & (r_prev == 0)
+    set_missing = (delta == 0) & (r_prev == 0)
+    if refused.any() or set_missing.any():
+        badrows = rows[sel[refused | set_missing]]
+        d.rejected.append(batch.rejected(badrows, "no such edge"))
+    valid = ~(refused | set_missing)
+    d.applied += int(valid.sum() - (valid & (delta == 0)).sum())
+    last = np.r_[first[1:], len(keys)] - 1
+    final = r[last]
+    reset = (delta == -1) & valid & (r == 0)
+    last_reset = np.full(len(uniq), -1)
+    groups, latest = _max_per_key(group[reset], np.flatnonzero(reset))
+    last_reset[groups] = latest
+    # slots for keys seen for the first time that end up present
+    fresh = (slot < 0) & (final > 0)
+    if fresh.any():
+        new_slots = np.arange(len(d.src), len(d.src) + fresh.sum(), dtype=np.int64)
+        firsts = sel[first[fresh]]
+        d.src = np.concatenate([d.src, u[firsts]])
+        d.dst = np.concatenate([d.dst, v[firsts]])
+        d.mult = np.concatenate([d.mult, np.zeros(len(new_slots), np.int64)])
+        d.touched = np.concatenate([d.touched, np.full(len(new_slots), -np.inf)])
+        at = np.searchsorted(d.keys, uniq[fresh])
+        d.keys = np.insert(d.keys, at, uniq[fresh])
+        d.key_slots = np.insert(d.key_slots, at, new_slots)
+        slot[fresh] = new_slots
+        for name in list(d.eattrs):
+            d.eattrs[name] = d.eattrs[name].grown(len(d.src))
+            d._owned.add(("e", name))
+    have = slot >= 0
+    d.mult[slot[have]] = final[have]
+    cleared = have & ((last_reset >= 0) | (final == 0))
+    for name in list(d.eattrs):
+        if cleared.any():
+            d.own("e", name).present[slot[cleared]] = False
+    touch = valid & (delta >= 0) & (slot[group] >= 0)
+    if touch.any():
+        slots, latest = _max_per_key(slot[group[touch]], batch.time[rows[sel[touch]]])
+        d.touched[slots] = np.maximum(d.touched[slots], latest)
+    appeared = have & (m0 == 0) & (final > 0)
+    gone = have & (m0 > 0) & (final == 0)
+    if appeared.any():
+        d.added_pairs.append((d.src[slot[appeared]], d.dst[slot[appeared]]))
+    if gone.any():
+        d.affected.append(d.comp[d.src[slot[gone]]])
+    # attribute sets after the key's last reset, on a key that is present at the end
+    keep = valid & (delta == 0) & (np.arange(len(keys)) > last_reset[group]) & (final[group] > 0)
+    if keep.any():
+        _set_values(d, "e", batch, rows[sel[keep]], slot[group[keep]])
+
+
+def _slots(d: _Draft, keys: np.ndarray) -> np.ndarray:
+    at = np.searchsorted(d.keys, keys)
+    at_c = np.minimum(at, max(len(d.keys) - 1, 0))
+    hit = (at < len(d.keys)) & (d.keys[at_c] == keys) if len(d.keys) else np.zeros(len(keys), bool)
+    return np.where(hit, d.key_slots[at_c] if len(d.keys) else -1, -1)
+
+
+def _apply_vertex_sets(d: _Draft, batch: UpdateBatch, rows, vid, ok) -> None:
+    sel = np.flatnonzero(ok)
+    if len(sel):
+        _set_values(d, "v", batch, rows[sel], vid[sel])
+
+
+def _set_values(d: _Draft, kind: str, batch: UpdateBatch, rows: np.ndarray, targets: np.ndarray) -> None:
+    """Set attribute values (rows in apply order; the last per target and attribute wins)."""
+    kinds = d.vkinds if kind == "v" else d.ekinds
+    static = d.s.static_vertex if kind == "v" else d.s.static_edge
+    table = d.vattrs if kind == "v" else d.eattrs
+    size = len(d.ids) if kind == "v" else len(d.src)
+    names = batch.attribute[rows].astype(str)
+    for name in pd.unique(names):
+        mine = names == name
+        r, t = rows[mine], targets[mine]
+        if name in static:
+            d.rejected.append(batch.rejected(r, f"attribute '{name}' is static (template) and read-only"))
+            continue
+        values = batch.value[r]
+        if name not in kinds:
+            present = values[pd.notna(pd.Series(values, dtype=object)).to_numpy()]
+            if not len(present):
+                d.applied += len(r)
+                continue
+            new_kind = infer_kind(present[0], batch.text_values)
+            if new_kind is None:
+                d.rejected.append(batch.rejected(r, f"attribute '{name}': unsupported value type "
+                                                    f"{type(present[0]).__name__}"))
+                continue
+            kinds[name] = new_kind
+            table[name] = empty_column(new_kind, size)
+            d._owned.add((kind, name))
+        typed, null, ok = coerce(values, kinds[name], batch.text_values)
+        if (~ok).any():
+            d.rejected.append(batch.rejected(r[~ok], f"attribute '{name}' holds {kinds[name]} values"))
+        typed, null, t = typed[ok], null[ok], t[ok]
+        d.applied += int(ok.sum())
+        last = len(t) - 1 - np.unique(t[::-1], return_index=True)[1]
+        column = d.own(kind, name)
+        column.values[t[last]] = typed[last]
+        column.present[t[last]] = ~null[last]
+
+
+def _remove_vertices(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
+    ids = batch.a[rows]
+    vid = _resolve(d, ids)
+    alive = (vid >= 0) & _gather(d.alive, vid, False)
+    first = np.zeros(len(rows), bool)
+    if alive.any():
+        first[np.flatnonzero(alive)[np.unique(vid[alive], return_index=True)[1]]] = True
+    bad = ~first
+    if bad.any():
+        d.rejected.append(batch.rejected(rows[bad], np.array(
+            [f"unknown vertex {_shown(i)}" if not a else f"vertex {_shown(i)} was already removed" for i, a in
+             zip(ids[bad], alive[bad])], dtype=object)))
+    gone = vid[first]
+    d.applied += len(gone)
+    if not len(gone):
+        return
+    d.affected.append(d.comp[gone])
+    d.alive[gone] = False
+    for name in list(d.vattrs):
+        d.own("v", name).present[gone] = False
+    dead = np.zeros(len(d.ids), bool)
+    dead[gone] = True
+    cut = np.flatnonzero((d.mult > 0) & (dead[d.src] | dead[d.dst]))
+    if len(cut):
+        d.mult[cut] = 0
+        for name in list(d.eattrs):
+            d.own("e", name).present[cut] = False
+
+
+def _update_components(d: _Draft) -> None:
+    """Merge labels over added edges, then recompute the components a removal touched."""
+    comp = d.comp
+    remap = None
+    if d.added_pairs:
+        u = np.concatenate([p[0] for p in d.added_pairs])
+        v = np.concatenate([p[1] for p in d.added_pairs])
+        lu, lv = comp[u], comp[v]
+        labels, inverse = np.unique(np.concatenate([lu, lv]), return_inverse=True)
+        k = len(labels)
+        g = sp.coo_matrix((np.ones(len(u)), (inverse[: len(u)], inverse[len(u):])), shape=(k, k))
+        _, group = connected_components(g, directed=True, connection="weak")
+        smallest = _first_of_group(group, labels)
+        remap = np.arange(len(comp), dtype=np.int64)
+        remap[labels] = smallest
+        live = comp >= 0
+        comp[live] = remap[comp[live]]
+    if d.affected:
+        labels = np.concatenate(d.affected)
+        labels = np.unique(remap[labels] if remap is not None else labels)
+        labels = labels[labels >= 0]
+        marked = np.zeros(len(comp) + 1, bool)
+        marked[labels] = True
+        region = marked[comp] & d.alive
+        comp[~d.alive] = -1
+        if not region.any():
+            return
+        members = np.flatnonzero(region)
+        local = np.full(len(comp), -1, np.int64)
+        local[members] = np.arange(len(members))
+        live = np.flatnonzero(d.mult > 0)
+        inside = live[region[d.src[live]]]
+        k = len(members)
+        g = sp.coo_matrix((np.ones(len(inside)), (local[d.src[inside]], local[d.dst[inside]])), shape=(k, k))
+        _, group = connected_components(g, directed=True, connection="weak")
+        comp[members] = _first_of_group(group, members)
+
+
+# reading a state -----------------------------------------------------------------------------------
+def _column_out(column: Column, rows: np.ndarray) -> np.ndarray:
+    values, present = column.values[rows], column.present[rows]
+    if values.dtype == object:
+        return np.where(present, values, None)
+    if values.dtype.kind == "f":
+        return np.where(present, values, np.nan)
+    out = values.astype(object)
+    out[~present] = None
+    return out
+
+
+def vertex_frame(state: State) -> pd.DataFrame:
+    vids = np.flatnonzero(state.alive)
+    frame = {"id": state.ids.to_numpy()[vids]}
+    for name, column in state.vattrs.items():
+        frame[name] = _column_out(column, vids)
+    return pd.DataFrame(frame)
+
+
+def edge_frame(state: State) -> pd.DataFrame:
+    """One row per edge copy (a multiplicity of 2 gives two rows)."""
+    slots = np.repeat(state.live_slots(), state.mult[state.mult > 0])
+    ids = state.ids.to_numpy()
+    frame = {"src": ids[state.src[slots]], "dst": ids[state.dst[slots]]}
+    for name, column in state.eattrs.items():
+        frame[name] = _column_out(column, slots)
+    return pd.DataFrame(frame)
+
+
+def components_frame(state: State) -> pd.DataFrame:
+    """``id`` and ``component`` (the original id of the component's smallest vid)."""
+    vids = np.flatnonzero(state.alive)
+    ids = state.ids.to_numpy()
+    return pd.DataFrame({"id": ids[vids], "component": ids[state.comp[vids]]})
+
+
+class GraphView:
+    """The graph after one batch, for callbacks: ``time`` (the largest event time applied so far,
+    which is the batch's max event time when batches arrive in time order), ``seq``
+    (the batch number), ``vertices()`` and ``edges()`` as pandas DataFrames, built on first use
+    and cached. The state is immutable, so a view stays valid after later batches."""
+
+    def __init__(self, state: State):
+        self._state = state
+        self.time = float(state.time)
+        self.seq = int(state.batch)
+        self._vertices = self._edges = None
+
+    def vertices(self) -> pd.DataFrame:
+        if self._vertices is None:
+            self._vertices = vertex_frame(self._state)
+        return self._vertices
+
+    def edges(self) -> pd.DataFrame:
+        if self._edges is None:
+            self._edges = edge_frame(self._state)
+        return self._edges
+
+
+# selection and reachability --------------------------------------------------------------------------
+def select_vertices(state: State, selector) -> np.ndarray:
+    """Vids picked by ``selector``: a list/array of original ids, or a dict ``{attribute: value}``
+    (a list value means any of them); all conditions must hold."""
+    if isinstance(selector, dict):
+        chosen = state.alive.copy()
+        for name, wanted in selector.items():
+            if name == "id":
+                mask = np.zeros(len(chosen), bool)
+                mask[state.vids_of(np.atleast_1d(np.asarray(wanted)))[lambda x: x >= 0]] = True
+                chosen &= mask
+                continue
+            if name not in state.vattrs:
+                raise KeyError(f"no vertex attribute '{name}' (have: {sorted(state.vattrs)})")
+            column = state.vattrs[name]
+            options = list(wanted) if isinstance(wanted, (list, tuple, set, np.ndarray)) else [wanted]
+            rows = np.flatnonzero(column.present & chosen)
+            mask = np.zeros(len(chosen), bool)
+            mask[rows[pd.Series(column.values[rows], dtype=object).isin(options).to_numpy()]] = True
+            chosen &= mask
+        return np.flatnonzero(chosen)
+    vids = state.vids_of(np.atleast_1d(np.asarray(selector)))
+    return np.unique(vids[vids >= 0])
+
+
+def reachable_pairs(state: State, sources: np.ndarray, sinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (source vid, sink vid) with a path from source to sink (undirected: same component)."""
+    if not len(sources) or not len(sinks):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if not state.directed:
+        s_lab, t_lab = state.comp[sources], state.comp[sinks]
+        order = np.argsort(t_lab, kind="stable")
+        t_sorted, t_lab_sorted = sinks[order], t_lab[order]
+        lo = np.searchsorted(t_lab_sorted, s_lab, "left")
+        hi = np.searchsorted(t_lab_sorted, s_lab, "right")
+        count = hi - lo
+        src = np.repeat(sources, count)
+        starts = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+        return src, t_sorted[starts]
+    n = len(state.alive)
+    live = state.live_slots()
+    graph = sp.csr_matrix((np.ones(len(live)), (state.src[live], state.dst[live])), shape=(n, n))
+    is_sink = np.zeros(n, bool)
+    is_sink[sinks] = True
+    out_s, out_t = [], []
+    for s in sources:                                  # one BFS per source vertex, in C
+        seen = breadth_first_order(graph, s, directed=True, return_predecessors=False)
+        hit = seen[is_sink[seen]]
+        out_s.append(np.full(len(hit), s))
+        out_t.append(hit)
+    return np.concatenate(out_s).astype(np.int64), np.concatenate(out_t).astype(np.int64)
+
+
+def reachable_frame(state: State, sources, sinks) -> pd.DataFrame:
+    s, t = reachable_pairs(state, select_vertices(state, sources), select_vertices(state, sinks))
+    ids = state.ids.to_numpy()
+    return pd.DataFrame({"source": ids[s], "sink": ids[t]})

@@ -1,0 +1,474 @@
+"""A stream of updates on a stored graph: exactly-once application, live results, snapshots, rescaling.
+
+``s = g.stream()`` loads the graph's latest state (its last instance, else the
+template) into a :mod:`hatrick.live` graph. Every batch (``s.push(...)`` or a
+Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
+
+1. row checks (:func:`hatrick.updates.validate`);
+2. de-duplication: per producer, a high-water mark of the largest seq applied;
+   an update at or below it, or repeated within the batch, is a replay and is
+   skipped (producers number their updates in the order they send them);
+3. application to a new copy-on-write state (nothing changes on failure);
+4. with a checkpoint directory, the new state and marks are written to one file
+   and moved into place (atomic), and only then swapped in. So a crash at any
+   point, followed by a restart from the checkpoint and a replay of the
+   producers' logs (or Spark's own replay of the uncommitted micro-batch),
+   applies every update exactly once;
+5. the elastic buffer records the batch by bucket; callbacks and live queries
+   run; a snapshot is written when the buffer's policy says so.
+Buckets are owned by logical workers through a consistent-hash ring or the
+state-aware planner (``s.rescale``). Within this driver process the workers
+share one live graph: a migration measures and serialises the moved buckets'
+state and switches their owners at a batch boundary.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import threading
+import time as _time
+import uuid
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gofs.errors import InputError
+from gofs.instances import append_instances
+from hatrick.buffer import ElasticBuffer, SnapshotPolicy
+from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
+                          reachable_frame, vertex_frame)
+from hatrick.planner import RescalePolicy, plan_migration, ring_plan
+from hatrick.ring import HashRing, bucket_of
+from hatrick.snapshot import SnapshotReport, Template, build_instance
+from hatrick.updates import UpdateBatch, UpdateError, empty_rejected, kind_of_type, validate
+
+_CHECKPOINT = "hatrick-checkpoint.pkl"
+_LOG_PREFIX = "hatrick-batch-"
+_FORMAT = 1
+
+
+@dataclass
+class BatchReport:
+    """What one pushed batch did."""
+
+    batch: int
+    received: int
+    duplicates: int
+    applied: int
+    rejected: pd.DataFrame
+    seconds: float
+    snapshot: int | None = None
+
+
+@dataclass
+class RescaleReport:
+    """One reconfiguration: who owns what, what moved and what it cost."""
+
+    workers_before: int
+    workers_after: int
+    planner: str
+    moved_buckets: int
+    moved_fraction: float           # of the live state (edges + vertices), by the plan used
+    ring_moved_fraction: float      # what the consistent-hash ring alone would have moved
+    moved_bytes: int
+    pause_seconds: float
+    max_load_ratio: float           # busiest worker's load / mean load after the move
+    feasible: bool
+
+
+class Checkpoint:
+    """Exactly-once state in ``directory``: a full state file plus a log of the batches applied since.
+
+    Each batch's de-duplicated updates and the resulting high-water marks go to one log file,
+    written to a temporary name, fsynced and renamed (atomic); every ``full_every`` batches the
+    whole state is written the same way and the log files it covers are removed. Loading replays
+    the logged batches on the full state; applying a batch is deterministic, so this rebuilds
+    exactly the state that was committed.
+    """
+
+    def __init__(self, directory: str, full_every: int = 20):
+        self.directory = directory
+        self.full_every = full_every
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, _CHECKPOINT)
+        self._since_full = 0
+
+    def _write(self, path: str, payload: dict) -> None:
+        tmp = os.path.join(self.directory, f".tmp-{uuid.uuid4().hex[:12]}")
+        try:
+            with open(tmp, "wb") as out:
+                pickle.dump({"format": _FORMAT, **payload}, out, protocol=pickle.HIGHEST_PROTOCOL)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def _log(self, batch_no: int) -> str:
+        return os.path.join(self.directory, f"{_LOG_PREFIX}{batch_no:012d}.pkl")
+
+    def _logged(self) -> list[tuple[int, str]]:
+        names = sorted(n for n in os.listdir(self.directory) if n.startswith(_LOG_PREFIX) and n.endswith(".pkl"))
+        return [(int(n[len(_LOG_PREFIX):-4]), os.path.join(self.directory, n)) for n in names]
+
+    def save(self, state: State, batch: UpdateBatch, hwm: dict, snapshots: list) -> None:
+        """Commit the batch that turned the previous state into ``state``."""
+        self._since_full += 1
+        if self._since_full >= self.full_every or not os.path.exists(self.path):
+            self._write(self.path, {"state": state, "hwm": hwm, "snapshots": snapshots})
+            for number, path in self._logged():
+                if number <= state.batch:
+                    os.remove(path)
+            self._since_full = 0
+        else:
+            self._write(self._log(state.batch), {"batch": batch, "hwm": hwm, "snapshots": snapshots})
+
+    def load(self) -> dict | None:
+        if not os.path.exists(self.path):
+            return None
+        payload = self._read(self.path)
+        for number, path in self._logged():
+            if number <= payload["state"].batch:
+                continue
+            if number != payload["state"].batch + 1:
+                raise InputError(f"{path}: checkpoint log skips from batch {payload['state'].batch} to {number}")
+            logged = self._read(path)
+            payload["state"], _ = apply_batch(payload["state"], logged["batch"])
+            payload["hwm"], payload["snapshots"] = logged["hwm"], logged["snapshots"]
+        return payload
+
+    @staticmethod
+    def _read(path: str) -> dict:
+        with open(path, "rb") as f:
+            payload = pickle.load(f)
+        if payload.get("format") != _FORMAT:
+            raise InputError(f"{path}: checkpoint format {payload.get('format')} is not {_FORMAT}")
+        return payload
+
+
+def load_graph_state(graph) -> tuple[State, Template]:
+    """The graph's latest state (last instance, else template) and its template, as live-graph objects."""
+    import pyarrow as pa
+
+    ids = graph.vertex_ids.to_numpy(zero_copy_only=False)
+    index = pd.Index(ids)
+    latest = graph.instances[-1]["id"] if graph.instances else None
+    vkind = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["vertex_schema"]}
+    ekind = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["edge_schema"]}
+    dyn_v = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["instance_schema"]["vertex"]}
+    dyn_e = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["instance_schema"]["edge"]}
+    vattrs = [n for n, k in {**vkind, **dyn_v}.items() if k]
+    eattrs = [n for n, k in {**ekind, **dyn_e}.items() if k]
+    parts = range(graph.num_partitions)
+    vt = pa.concat_tables([graph.read_vertex_partition(p, attributes=vattrs, instance=latest) for p in parts])
+    et = pa.concat_tables([graph.read_edge_partition(p, attributes=eattrs, instance=latest) for p in parts])
+    tt = pa.concat_tables([graph.read_edge_partition(p, attributes=[]) for p in parts])
+    rows = index.get_indexer(vt.column("id").to_numpy(zero_copy_only=False))
+    vcols = {}
+    for name in vattrs:
+        values = np.full(len(ids), None, dtype=object)
+        values[rows] = vt.column(name).to_numpy(zero_copy_only=False)
+        vcols[name] = ({**vkind, **dyn_v}[name], values)
+    ecols = {n: ({**ekind, **dyn_e}[n], et.column(n).to_numpy(zero_copy_only=False)) for n in eattrs}
+    state = build_state(ids, et.column("src").to_numpy(zero_copy_only=False),
+                        et.column("dst").to_numpy(zero_copy_only=False), graph.directed, vcols, ecols,
+                        static_vertex=[n for n in vkind if vkind[n]], static_edge=[n for n in ekind if ekind[n]],
+                        time=graph.instances[-1]["end"] if graph.instances else float("-inf"))
+    template = Template.of(state, index.get_indexer(tt.column("src").to_numpy(zero_copy_only=False)),
+                           index.get_indexer(tt.column("dst").to_numpy(zero_copy_only=False)), len(ids))
+    return state, template
+
+
+class Stream:
+    """Updates to a stored graph, applied exactly once, with live results and snapshots.
+
+    Parameters
+    ----------
+    graph : gofs.store.GraphStore (``goffish.graph.Graph`` is one)
+    checkpoint : directory for the exactly-once checkpoint (restarting with the same one resumes)
+    num_buckets : buckets keys are hashed to (the unit of migration)
+    workers : logical workers owning buckets
+    snapshot_policy : :class:`hatrick.buffer.SnapshotPolicy` to snapshot automatically (None: only
+        when ``snapshot()`` is called or the buffer's capacity would overflow)
+    aging_ttl : if set, edges not added or set for this much event time are removed after each
+        batch by the ``"aging"`` producer (see :func:`hatrick.sources.aging_updates`)
+    full_checkpoint_every : batches between full state checkpoints (in between, each batch is logged)
+    autoscale : a :class:`hatrick.planner.RescalePolicy`; after each batch it sees the workers'
+        update rates and may add or remove one worker (through the state-aware planner)
+    rate_half_life : seconds over which measured update rates (per bucket and in total) halve
+
+    Example
+    -------
+    >>> s = g.stream(checkpoint="/tmp/ck")
+    >>> s.push([{"op": "add_edge", "src": 1, "dst": 2, "producer": "p", "seq": 1, "time": 0.0}])
+    >>> s.connected_components()
+    >>> s.snapshot()
+    """
+
+    def __init__(self, graph, checkpoint: str | None = None, num_buckets: int = 64, workers: int = 2,
+                 snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
+                 vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20,
+                 autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0):
+        self.graph = graph
+        self.id_type = graph.manifest["id_type"]
+        self._lock = threading.RLock()
+        self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
+        self.state, self._template = load_graph_state(graph)
+        self.hwm: dict = {}
+        self.snapshots: list[SnapshotReport] = []
+        restored = self._checkpoint.load() if self._checkpoint else None
+        if restored:
+            self.state, self.hwm = restored["state"], restored["hwm"]
+            self.snapshots = restored.get("snapshots", [])
+        self.num_buckets = num_buckets
+        self.tau = tau
+        self.ring = HashRing(range(workers), vnodes)
+        self.owner = self.ring.owners(num_buckets)
+        self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
+        self.auto_snapshot = snapshot_policy is not None
+        self.aging_ttl = aging_ttl
+        self.autoscale = autoscale
+        self.rejected = empty_rejected()
+        self.rescales: list[RescaleReport] = []
+        self._callbacks: list = []
+        self._live_queries: dict = {}
+        self.live_results: dict = {}
+        self._query = None
+        self._vbucket = np.zeros(0, np.int64)
+
+    # ingest ------------------------------------------------------------------------------------------
+    def push(self, updates, errors: str = "raise") -> BatchReport:
+        """Apply a batch of updates (pandas/Spark DataFrame or list of dicts, columns as in
+        :mod:`hatrick.updates`). ``errors="raise"`` refuses a batch with a malformed row
+        (UpdateError naming producer/seq; nothing applied); ``"report"`` skips it. Updates that
+        conflict with the graph (no such edge, wrong attribute type) are always skipped whole and
+        listed in the report's ``rejected`` (and ``s.rejected``)."""
+        if errors not in ("raise", "report"):
+            raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
+        return self._ingest(updates, text_values=False, errors=errors)
+
+    def _ingest(self, updates, text_values: bool, errors: str) -> BatchReport:
+        clock = _time.perf_counter()
+        batch, bad_rows = validate(updates, self.id_type, text_values)
+        if len(bad_rows) and errors == "raise":
+            first = bad_rows.iloc[0]
+            raise UpdateError(f"{len(bad_rows)} malformed update(s), nothing applied; first: producer "
+                              f"{first.producer!r} seq {first.seq}: {first.reason}", bad_rows)
+        with self._lock:
+            received = len(batch) + len(bad_rows)
+            batch = self._fresh(batch)
+            if not len(batch):
+                if len(bad_rows):
+                    self.rejected = pd.concat([self.rejected, bad_rows], ignore_index=True)
+                return BatchReport(self.state.batch, received, received - len(bad_rows), 0, bad_rows,
+                                   _time.perf_counter() - clock)
+            if self.buffer.would_overflow(len(batch)):
+                self._snapshot_locked()
+            state, outcome = apply_batch(self.state, batch)
+            hwm = dict(self.hwm)
+            if len(batch):
+                codes, producers = pd.factorize(batch.producer)
+                marks = np.full(len(producers), -1, np.int64)
+                np.maximum.at(marks, codes, batch.seq)
+                hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in zip(producers, marks)})
+            if self._checkpoint:
+                self._checkpoint.save(state, batch, hwm, self.snapshots)
+            self.state, self.hwm = state, hwm
+            rejected = pd.concat([bad_rows, outcome.rejected], ignore_index=True) if len(bad_rows) else outcome.rejected
+            if len(rejected):
+                self.rejected = pd.concat([self.rejected, rejected], ignore_index=True)
+                warnings.warn(f"{len(rejected)} update(s) rejected; first: producer {rejected.producer.iloc[0]!r} "
+                              f"seq {rejected.seq.iloc[0]}: {rejected.reason.iloc[0]} (see .rejected)", stacklevel=3)
+            self.buffer.add(bucket_of(batch.a, self.num_buckets), batch)
+            self._after_batch()
+            snap = self._snapshot_locked() if self.auto_snapshot and self.buffer.due() else None
+            if self.autoscale is not None:
+                step = self.autoscale.observe(self.worker_loads())
+                if step:
+                    self.rescale(len(self.ring.workers) + step)
+            if self.aging_ttl is not None and np.isfinite(self.state.time):
+                from hatrick.sources import aging_updates
+
+                aged = aging_updates(self.state, self.aging_ttl, self.hwm.get("aging", 0) + 1)
+                if len(aged):
+                    self._ingest(aged, text_values=False, errors="report")
+        return BatchReport(state.batch, received, received - len(bad_rows) - len(batch), outcome.applied, rejected,
+                           _time.perf_counter() - clock, snap)
+
+    def _fresh(self, batch: UpdateBatch) -> UpdateBatch:
+        """Drop replays: seq at or below the producer's high-water mark, or repeated in the batch."""
+        if not len(batch):
+            return batch
+        codes, producers = pd.factorize(batch.producer)
+        marks = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
+        keep = batch.seq > marks[codes]
+        order = np.lexsort((np.arange(len(batch)), batch.seq, codes))
+        repeated = np.r_[False, (codes[order][1:] == codes[order][:-1]) & (batch.seq[order][1:] == batch.seq[order][:-1])]
+        keep[order[repeated]] = False
+        return batch if keep.all() else batch.take(np.flatnonzero(keep))
+
+    def _after_batch(self) -> None:
+        if self._live_queries:
+            for name, (sources, sinks) in self._live_queries.items():
+                self.live_results[name] = reachable_frame(self.state, sources, sinks)
+        if self._callbacks:
+            view = GraphView(self.state)
+            for callback in list(self._callbacks):
+                callback(view)
+
+    # callbacks and live results ----------------------------------------------------------------------
+    def on_batch(self, callback) -> None:
+        """Call ``callback(view)`` after every applied batch with a :class:`hatrick.live.GraphView`."""
+        with self._lock:
+            self._callbacks.append(callback)
+
+    def remove_callback(self, callback) -> None:
+        with self._lock:
+            self._callbacks.remove(callback)
+
+    def view(self) -> GraphView:
+        return GraphView(self.state)
+
+    def vertices(self) -> pd.DataFrame:
+        return vertex_frame(self.state)
+
+    def edges(self) -> pd.DataFrame:
+        return edge_frame(self.state)
+
+    def connected_components(self) -> pd.DataFrame:
+        """Live (weakly) connected components: ``id``, ``component`` (the smallest member's id by
+        arrival order), as of the last applied batch."""
+        return components_frame(self.state)
+
+    def reachable(self, sources, sinks, live: str | None = None) -> pd.DataFrame:
+        """Pairs (``source``, ``sink``) with a path from source to sink (directed graphs follow edge
+        direction). ``sources``/``sinks``: a list of ids or a dict ``{attribute: value(s)}``.
+        ``live="name"`` keeps the query: ``s.live_results[name]`` is refreshed after every batch."""
+        with self._lock:
+            result = reachable_frame(self.state, sources, sinks)
+            if live is not None:
+                self._live_queries[live] = (sources, sinks)
+                self.live_results[live] = result
+            return result
+
+    # snapshots ---------------------------------------------------------------------------------------
+    def snapshot(self) -> int | None:
+        """Write the current graph as a new GoFS instance and empty the buffer; returns the instance id
+        (details in ``s.snapshots[-1]``)."""
+        with self._lock:
+            return self._snapshot_locked(force=True)
+
+    def _snapshot_locked(self, force: bool = False) -> int | None:
+        if not self.buffer.volume and not force:
+            return None
+        clock = _time.perf_counter()
+        graph_instances = self.graph.refresh().instances
+        last_start = graph_instances[-1]["start"] if graph_instances else float("-inf")
+        last_end = graph_instances[-1]["end"] if graph_instances else 0.0
+        end = self.state.time if np.isfinite(self.state.time) else last_end
+        start = self.buffer.min_time()
+        start = end if start is None else start
+        start = max(start, last_start)
+        end = max(end, start)
+        instance, report = build_instance(self.state, self._template, start, end)
+        report.instance = append_instances(self.graph.path, [instance])[0]
+        self.graph.refresh()
+        report.buffered_updates = self.buffer.drain()["volume"]
+        report.seconds = _time.perf_counter() - clock
+        self.snapshots.append(report)
+        if report.omitted_vertices:
+            warnings.warn(f"snapshot {report.instance}: {report.omitted_vertices} vertices added by the stream "
+                          f"(and {report.omitted_edges} edges touching them) are not in the GoFS template and "
+                          f"were left out of the instance", stacklevel=3)
+        return report.instance
+
+    # elasticity ----------------------------------------------------------------------------------------
+    def bucket_state(self) -> np.ndarray:
+        """Live state per bucket: edge copies by source bucket plus alive vertices."""
+        s = self.state
+        if len(self._vbucket) != len(s.ids):
+            self._vbucket = bucket_of(s.ids.to_numpy(), self.num_buckets)
+        live = s.live_slots()
+        return (np.bincount(self._vbucket[s.src[live]], weights=s.mult[live], minlength=self.num_buckets)
+                + np.bincount(self._vbucket[s.alive], minlength=self.num_buckets)[: self.num_buckets])
+
+    def rescale(self, workers: int, planner: str = "state") -> RescaleReport:
+        """Change the number of logical workers; ``planner`` "state" (moves least state under the
+        load bound) or "ring" (consistent hashing). Runs between batches."""
+        if workers < 1:
+            raise InputError(f"workers must be >= 1, got {workers}")
+        if planner not in ("state", "ring"):
+            raise InputError(f"planner must be 'state' or 'ring', got {planner!r}")
+        with self._lock:
+            clock = _time.perf_counter()
+            before = len(self.ring.workers)
+            ring = self.ring
+            while len(ring.workers) < workers:
+                ring = ring.with_worker(max(ring.workers) + 1)
+            while len(ring.workers) > workers:
+                ring = ring.without_worker(max(ring.workers))
+            state = self.bucket_state()
+            load = self.buffer.load + 1e-9
+            by_ring = ring_plan(load, state, ring.owners(self.num_buckets), self.owner, ring.workers, self.tau)
+            plan = by_ring if planner == "ring" else plan_migration(load, state, self.owner, ring.workers, self.tau)
+            moved_bytes = len(self._serialise(plan.moved))
+            self.ring, self.owner = ring, plan.owner
+            pause = _time.perf_counter() - clock
+            report = RescaleReport(before, workers, planner, len(plan.moved), plan.moved_fraction,
+                                   by_ring.moved_fraction, moved_bytes, pause,
+                                   plan.max_load / (load.sum() / workers), plan.feasible)
+            self.rescales.append(report)
+            return report
+
+    def _serialise(self, buckets: np.ndarray) -> bytes:
+        """The moved buckets' live state (edges, vertices, their attributes, buffer counters), as it
+        would be shipped. Buffered updates are not shipped: their effect is in the live state, which
+        is what a snapshot writes."""
+        s = self.state
+        moving = np.zeros(self.num_buckets, bool)
+        moving[buckets] = True
+        if len(self._vbucket) != len(s.ids):
+            self._vbucket = bucket_of(s.ids.to_numpy(), self.num_buckets)
+        slots = s.live_slots()
+        slots = slots[moving[self._vbucket[s.src[slots]]]]
+        vids = np.flatnonzero(s.alive & moving[self._vbucket])
+        payload = {"src": s.src[slots], "dst": s.dst[slots], "mult": s.mult[slots],
+                   "eattrs": {n: (c.values[slots], c.present[slots]) for n, c in s.eattrs.items()},
+                   "vids": vids, "vattrs": {n: (c.values[vids], c.present[vids]) for n, c in s.vattrs.items()},
+                   "buffer": (self.buffer.per_bucket[buckets], self.buffer.load[buckets])}
+        return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def worker_loads(self) -> np.ndarray:
+        """Recent updates/s routed to each worker (exponentially weighted)."""
+        per_second = self.buffer.load * np.log(2) / self.buffer.half_life
+        return np.bincount(self.owner, weights=per_second, minlength=max(self.ring.workers) + 1)[self.ring.workers]
+
+    # Structured Streaming ------------------------------------------------------------------------------
+    def start(self, source, format: str = "json", trigger: str = "processingTime=1 second",
+              checkpoint_location: str | None = None, max_files_per_trigger: int | None = None):
+        """Consume a Structured Streaming source: a directory of JSON-lines/Parquet update files
+        (``format``), or a streaming DataFrame with the update columns (see :mod:`hatrick.sources`).
+        ``trigger``: "availableNow", "once" or "processingTime=<interval>". Returns the query."""
+        from hatrick.sources import start_query
+
+        with self._lock:
+            if self._query is not None and self._query.isActive:
+                raise InputError("this stream already consumes a source; call stop() first")
+            if checkpoint_location is None:
+                base = self._checkpoint.directory if self._checkpoint else tempfile.mkdtemp(prefix="hatrick-")
+                checkpoint_location = os.path.join(base, "spark")
+            self._query = start_query(self, source, format, trigger, checkpoint_location, max_files_per_trigger)
+            return self._query
+
+    def _foreach_batch(self, frame, batch_id: int) -> None:
+        self._ingest(frame.toPandas(), text_values=True, errors="report")
+
+    def stop(self) -> None:
+        """Stop consuming the Structured Streaming source (already applied batches stay)."""
+        if self._query is not None:
+            self._query.stop()
+            self._query = None

@@ -1,0 +1,249 @@
+"""The update model: what a stream may say, checked and turned into a columnar batch.
+
+An update is one row with ``op`` (see :data:`OPS`), ``id`` (vertex ops) or
+``src``/``dst`` (edge ops), ``attribute``/``value`` (set ops; a null value
+unsets), and ``producer``, ``seq``, ``time``. Checks that need only the row
+itself happen here (unknown op, missing or mistyped ids, missing producer/seq);
+checks that need the graph (no such edge, wrong attribute type) happen when the
+batch is applied (:mod:`hatrick.live`). Either way a bad update is reported with
+its producer and seq and has no effect at all.
+"""
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gofs.errors import InputError
+
+OPS = ("add_vertex", "remove_vertex", "add_edge", "remove_edge", "set_vertex", "set_edge")
+ADD_VERTEX, REMOVE_VERTEX, ADD_EDGE, REMOVE_EDGE, SET_VERTEX, SET_EDGE = range(len(OPS))
+VERTEX_OPS = (ADD_VERTEX, REMOVE_VERTEX, SET_VERTEX)
+COLUMNS = ("op", "id", "src", "dst", "attribute", "value", "producer", "seq", "time")
+REJECTED_COLUMNS = ["producer", "seq", "op", "reason"]
+
+
+class UpdateError(InputError):
+    """Updates were refused; ``rejected`` lists each with producer, seq, op and reason."""
+
+    def __init__(self, message: str, rejected: pd.DataFrame):
+        super().__init__(message)
+        self.rejected = rejected
+
+
+@dataclass
+class UpdateBatch:
+    """Checked updates, one numpy array per field, in the order they are applied.
+
+    ``a`` is the vertex id of a vertex op and the source of an edge op; ``b`` the
+    destination of an edge op (unused for vertex ops). ``text_values`` is set when
+    values came as text (file, socket and Kafka sources) and are parsed per attribute.
+    """
+
+    op: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    attribute: np.ndarray
+    value: np.ndarray
+    producer: np.ndarray
+    seq: np.ndarray
+    time: np.ndarray
+    text_values: bool = False
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    def take(self, rows) -> "UpdateBatch":
+        return UpdateBatch(self.op[rows], self.a[rows], self.b[rows], self.attribute[rows], self.value[rows],
+                           self.producer[rows], self.seq[rows], self.time[rows], self.text_values)
+
+    def rejected(self, rows, reasons) -> pd.DataFrame:
+        """Rows ``rows`` as a rejection table with ``reasons`` (a string or one per row)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return pd.DataFrame({"producer": self.producer[rows], "seq": self.seq[rows],
+                             "op": np.asarray(OPS, dtype=object)[self.op[rows]],
+                             "reason": np.broadcast_to(np.asarray(reasons, dtype=object), rows.shape)})
+
+
+def to_frame(updates) -> pd.DataFrame:
+    """A pandas DataFrame of ``updates``: a pandas or Spark DataFrame, a list of dicts, or a dict of columns."""
+    if isinstance(updates, pd.DataFrame):
+        return updates
+    if hasattr(updates, "toPandas") and hasattr(updates, "schema"):
+        return updates.toPandas()
+    if isinstance(updates, dict):
+        return pd.DataFrame(updates)
+    if isinstance(updates, (list, tuple)):
+        if updates and not isinstance(updates[0], dict):
+            raise InputError(f"updates: a list of dicts is expected, item 0 is {type(updates[0]).__name__}")
+        return pd.DataFrame.from_records(list(updates))
+    raise InputError(f"updates: expected a pandas/Spark DataFrame or a list of dicts, got {type(updates).__name__}")
+
+
+def empty_rejected() -> pd.DataFrame:
+    return pd.DataFrame(columns=REJECTED_COLUMNS)
+
+
+class _Reasons:
+    """The first reason each row is bad for (rows flagged later keep their first reason)."""
+
+    def __init__(self, n: int):
+        self.text = np.full(n, None, dtype=object)
+        self.bad = np.zeros(n, bool)
+
+    def flag(self, mask: np.ndarray, reason) -> None:
+        new = mask & ~self.bad
+        if new.any():
+            self.text[new] = reason if isinstance(reason, str) else np.asarray(reason, dtype=object)[new[mask]]
+            self.bad |= new
+
+
+def _ids(column: pd.Series, id_type: str, need: np.ndarray, field: str, reasons: _Reasons) -> np.ndarray:
+    """``column`` as the graph's id type; rows in ``need`` that are missing or mistyped get a reason."""
+    missing = need & column.isna().to_numpy()
+    reasons.flag(missing, f"field '{field}' is missing")
+    if id_type == "int64":
+        if pd.api.types.is_integer_dtype(column.dtype):
+            return column.to_numpy(np.int64)
+        numbers = pd.to_numeric(column, errors="coerce")
+        bad = need & ~missing & (numbers.isna() | (numbers % 1 != 0)).to_numpy()
+        reasons.flag(bad, f"field '{field}': ids of this graph are integers")
+        return numbers.fillna(0).to_numpy().astype(np.int64)
+    values = column.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
+        bad = need & ~missing & ~column.map(lambda v: isinstance(v, str)).to_numpy(bool)
+        reasons.flag(bad, f"field '{field}': ids of this graph are strings")
+    return values
+
+
+def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBatch, pd.DataFrame]:
+    """Check each update on its own and return the good ones (sorted by event time, ties in
+    arrival order) as an :class:`UpdateBatch`, and the bad ones as a rejection table.
+
+    ``id_type`` is "int64" or "string" (the graph's). A missing ``time`` column means "now".
+    Raises InputError if the table lacks a column every update needs (``op``, ``producer``, ``seq``).
+    """
+    frame = to_frame(updates)
+    for column in ("op", "producer", "seq"):
+        if column not in frame.columns:
+            raise InputError(f"updates: no '{column}' column (columns: {list(frame.columns)}); "
+                             f"every update needs op, producer and seq")
+    unknown = [c for c in frame.columns if c not in COLUMNS]
+    if unknown:
+        raise InputError(f"updates: unknown column '{unknown[0]}' (known: {', '.join(COLUMNS)})")
+    n = len(frame)
+    frame = frame.reset_index(drop=True)
+    col = {c: frame[c] if c in frame.columns else pd.Series([None] * n, dtype=object) for c in COLUMNS}
+    reasons = _Reasons(n)
+
+    op = pd.Series(pd.Categorical(col["op"], categories=list(OPS))).cat.codes.to_numpy(np.int8)
+    bad_op = op < 0
+    if bad_op.any():
+        reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
+    no_producer = col["producer"].isna().to_numpy()
+    reasons.flag(no_producer, "field 'producer' is missing")
+    producer = col["producer"].to_numpy(dtype=object)
+    if not pd.api.types.is_string_dtype(col["producer"].dtype) or no_producer.any():
+        producer = np.array(["" if m else str(v) for v, m in zip(producer, no_producer)], dtype=object)
+    seq_num = pd.to_numeric(col["seq"], errors="coerce")
+    bad_seq = (seq_num.isna() | (seq_num % 1 != 0)).to_numpy()
+    reasons.flag(bad_seq, "field 'seq' must be an integer")
+    seq = seq_num.fillna(-1).to_numpy().astype(np.int64)
+    if "time" in frame.columns:
+        times = pd.to_numeric(col["time"], errors="coerce").to_numpy(np.float64)
+        reasons.flag(np.isnan(times), "field 'time' must be a number")
+    else:
+        times = np.full(n, _time.time())
+
+    vertex_op = np.isin(op, VERTEX_OPS)
+    edge_op = (op >= 0) & ~vertex_op
+    ids = col["id"]
+    if "id" not in frame.columns and "src" in frame.columns:
+        ids = col["src"].where(pd.Series(vertex_op), None)
+    a_vertex = _ids(ids, id_type, vertex_op, "id", reasons)
+    a_edge = _ids(col["src"], id_type, edge_op, "src", reasons)
+    b = _ids(col["dst"], id_type, edge_op, "dst", reasons)
+    a = np.where(vertex_op, a_vertex, a_edge)
+    if id_type == "int64":
+        a = a.astype(np.int64)
+    setter = (op == SET_VERTEX) | (op == SET_EDGE)
+    attribute = col["attribute"].to_numpy(dtype=object)
+    no_attr = np.zeros(n, bool)
+    if setter.any():
+        named = col["attribute"][setter].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
+        no_attr[np.flatnonzero(setter)[~named]] = True
+    reasons.flag(no_attr, "field 'attribute' must name an attribute")
+    value = col["value"].to_numpy(dtype=object)
+
+    bad = reasons.bad
+    good = np.flatnonzero(~bad)
+    good = good[np.argsort(times[good], kind="stable")]
+    batch = UpdateBatch(op[good], a[good], b[good], attribute[good], value[good], producer[good], seq[good],
+                        times[good], text_values)
+    rejected = pd.DataFrame({"producer": producer[bad], "seq": seq[bad],
+                             "op": col["op"][bad].to_numpy(dtype=object), "reason": reasons.text[bad]})
+    return batch, rejected
+
+
+# attribute values --------------------------------------------------------------------------------
+DTYPES = {"double": np.float64, "int64": np.int64, "bool": np.bool_, "string": object}
+
+
+def kind_of_type(arrow_type_name: str) -> str | None:
+    """The value kind of a GoFS schema type name, or None if streams cannot set it."""
+    return {"double": "double", "float": "double", "int64": "int64", "int32": "int64", "bool": "bool",
+            "string": "string", "large_string": "string"}.get(arrow_type_name)
+
+
+def infer_kind(value, text: bool) -> str | None:
+    """The kind a new attribute gets from its first value (None: unsupported)."""
+    if text and isinstance(value, str):
+        if value in ("true", "false"):
+            return "bool"
+        try:
+            int(value)
+            return "int64"
+        except ValueError:
+            pass
+        try:
+            float(value)
+            return "double"
+        except ValueError:
+            return "string"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "int64"
+    if isinstance(value, (float, np.floating)):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+def coerce(values: np.ndarray, kind: str, text: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Values as ``kind``: (typed values, is-null (an unset), ok). A non-null value that is not
+    of the kind (or, for text, does not parse as it) is not ok."""
+    series = pd.Series(values, dtype=object)
+    null = series.isna().to_numpy()
+    if kind == "string":
+        ok = null | series.map(lambda v: isinstance(v, str)).to_numpy(bool)
+        return np.where(null, None, series.to_numpy()).astype(object), null, ok
+    if kind == "bool":
+        if text:
+            lowered = series.map(lambda v: v.lower() if isinstance(v, str) else v)
+            typed = lowered.map({"true": True, "false": False, True: True, False: False})
+        else:
+            typed = series.map(lambda v: bool(v) if isinstance(v, (bool, np.bool_)) else None)
+        ok = null | typed.notna().to_numpy()
+        return typed.fillna(False).to_numpy(bool), null, ok
+    is_bool = series.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
+    is_text = series.map(lambda v: isinstance(v, str)).to_numpy(bool)
+    numbers = pd.to_numeric(series, errors="coerce")
+    ok = null | (numbers.notna().to_numpy() & ~is_bool & (text | ~is_text))
+    if kind == "int64":
+        ok &= null | (numbers.fillna(0) % 1 == 0).to_numpy()
+        return numbers.fillna(0).to_numpy().astype(np.int64), null, ok
+    return numbers.fillna(np.nan).to_numpy(np.float64), null, ok

@@ -1,0 +1,133 @@
+"""The live graph: batch application against a one-update-at-a-time reference, incremental
+connected components and reachability against NetworkX from scratch after every batch."""
+import networkx as nx
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings, strategies as st
+
+from hatrick_reference import Reference, live_edge_counts, live_partition
+from hatrick.live import (GraphView, apply_batch, build_state, components_frame, components_from_scratch,
+                          edge_frame, reachable_frame, vertex_frame)
+from hatrick.updates import validate
+
+N = 10
+OPS = ["add_edge", "remove_edge", "add_vertex", "remove_vertex", "set_vertex", "set_edge"]
+
+
+def update(op, u, v, value, seq):
+    d = {"op": op, "producer": "p", "seq": seq, "time": float(seq)}
+    if op in ("add_vertex", "remove_vertex", "set_vertex"):
+        d["id"] = u
+    else:
+        d["src"], d["dst"] = u, v
+    if op.startswith("set"):
+        d["attribute"], d["value"] = "w", value
+    return d
+
+
+batches_strategy = st.lists(
+    st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, N + 2), st.integers(0, N + 2),
+                       st.one_of(st.none(), st.integers(0, 3).map(float))), min_size=1, max_size=12),
+    min_size=1, max_size=6)
+
+
+def reach_oracle(ref: Reference, sources, sinks):
+    g = ref.nx()
+    pairs = set()
+    for s in sources:
+        if s not in g:
+            continue
+        seen = nx.descendants(g, s) | {s} if ref.directed else nx.node_connected_component(g, s)
+        pairs |= {(s, t) for t in sinks if t in seen}
+    return pairs
+
+
+def check(state, ref: Reference):
+    assert sorted(vertex_frame(state)["id"]) == sorted(ref.vertices)
+    assert live_edge_counts(edge_frame(state), ref.directed) == ref.edge_counts()
+    assert live_partition(components_frame(state)) == ref.partition()
+    assert (state.comp == components_from_scratch(state)).all()
+    values = vertex_frame(state).set_index("id")
+    for v, attrs in ref.vertices.items():
+        got = values.loc[v, "w"] if "w" in values else np.nan
+        assert (pd.isna(got) and "w" not in attrs) or attrs.get("w") == got
+    edges = edge_frame(state)
+    if "w" in edges:
+        for (u, v), w in zip(zip(edges.src, edges.dst), edges.w):
+            key = (u, v) if ref.directed else frozenset((u, v))
+            assert (pd.isna(w) and "w" not in ref.edges[key][1]) or ref.edges[key][1].get("w") == w
+    sources, sinks = [0, 1, 2, N + 1], [3, 4, 5, 0, N + 2]
+    got = reachable_frame(state, sources, sinks)
+    assert set(zip(got.source, got.sink)) == reach_oracle(ref, sources, sinks)
+
+
+@settings(max_examples=40, deadline=None)
+@given(directed=st.booleans(), seed_edges=st.lists(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)),
+                                                    max_size=12), batches=batches_strategy)
+def test_batches_match_reference_and_from_scratch(directed, seed_edges, batches):
+    ref = Reference(range(N), seed_edges, directed)
+    state = build_state(np.arange(N), [e[0] for e in seed_edges], [e[1] for e in seed_edges], directed)
+    check(state, ref)
+    seq = 0
+    for rows in batches:
+        updates = []
+        for op, u, v, value in rows:
+            seq += 1
+            updates.append(update(op, u, v, value, seq))
+        refused = [r for r in (ref.apply(u) for u in updates) if r is not None]
+        batch, malformed = validate(updates, "int64")
+        assert malformed.empty
+        state, outcome = apply_batch(state, batch)
+        assert len(outcome.rejected) == len(refused)
+        assert outcome.applied == len(updates) - len(refused)
+        check(state, ref)
+
+
+def test_big_random_batches_cc_matches_networkx():
+    rng = np.random.default_rng(7)
+    n = 2000
+    src, dst = rng.integers(0, n, 1500), rng.integers(0, n, 1500)
+    state = build_state(np.arange(n), src, dst, directed=False)
+    g = nx.MultiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(zip(src.tolist(), dst.tolist()))
+    seq = 0
+    for _ in range(8):
+        present = np.array(list(g.edges()), dtype=np.int64).reshape(-1, 2)
+        drop = present[rng.choice(len(present), 300, replace=False)]
+        add = rng.integers(0, n, (400, 2))
+        frame = pd.DataFrame({"op": ["remove_edge"] * 300 + ["add_edge"] * 400,
+                              "src": np.r_[drop[:, 0], add[:, 0]], "dst": np.r_[drop[:, 1], add[:, 1]],
+                              "producer": "p", "seq": np.arange(seq, seq + 700), "time": 0.0})
+        seq += 700
+        batch, _ = validate(frame, "int64")
+        state, outcome = apply_batch(state, batch)
+        assert outcome.rejected.empty
+        for u, v in drop:
+            g.remove_edge(u, v)
+        g.add_edges_from(add.tolist())
+        assert live_partition(components_frame(state)) == sorted(sorted(c) for c in nx.connected_components(g))
+
+
+def test_string_ids_reachability_by_attribute():
+    state = build_state(np.array(["a", "b", "c", "d"], dtype=object), ["a", "b"], ["b", "c"], directed=True,
+                        vertex_columns={"kind": ("string", np.array(["src", None, "dst", "dst"], dtype=object))})
+    assert set(map(tuple, reachable_frame(state, {"kind": "src"}, {"kind": "dst"}).to_numpy())) == {("a", "c")}
+    batch, _ = validate([update("add_edge", "c", "d", None, 1), update("remove_edge", "a", "b", None, 2)], "string")
+    state, _ = apply_batch(state, batch)
+    assert reachable_frame(state, {"kind": "src"}, {"kind": "dst"}).empty
+    assert set(map(tuple, reachable_frame(state, ["b"], {"kind": ["dst"]}).to_numpy())) == {("b", "c"), ("b", "d")}
+
+
+def test_graph_view_is_a_stable_picture_of_its_batch():
+    state = build_state(np.arange(3), [0], [1], directed=False)
+    batch, _ = validate([update("set_edge", 0, 1, 2.5, 1), update("set_vertex", 2, 0, 1.0, 2)], "int64")
+    state, _ = apply_batch(state, batch)
+    view = GraphView(state)
+    batch, _ = validate([update("remove_edge", 0, 1, None, 3), update("remove_vertex", 2, 0, None, 4)], "int64")
+    later, _ = apply_batch(state, batch)
+    assert view.seq == 1 and view.time == 2.0
+    assert view.edges().to_dict("records") == [{"src": 0, "dst": 1, "w": 2.5}]
+    assert sorted(view.vertices()["id"]) == [0, 1, 2]
+    assert view.vertices() is view.vertices()
+    assert GraphView(later).edges().empty and sorted(GraphView(later).vertices()["id"]) == [0, 1]

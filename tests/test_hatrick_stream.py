@@ -1,0 +1,348 @@
+"""The Stream: exactly-once across crashes and restarts, replays, migrations, snapshots as GoFS
+instances, callbacks, aging, the Structured Streaming file source and the CLI."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import goffish
+from goffish.cli import main
+from gofs.sources import from_pandas
+from hatrick import stream as stream_module
+from hatrick.updates import UpdateError
+from hatrick_reference import Reference, live_edge_counts, live_partition
+
+N = 30
+
+
+@pytest.fixture
+def graph(tmp_path):
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, N, 40), rng.integers(0, N, 40)
+    edges = pd.DataFrame({"src": np.r_[src, np.arange(N)], "dst": np.r_[dst, np.arange(N)], "length": 1.0})
+    edges = edges.iloc[:40].reset_index(drop=True)
+    vertices = pd.DataFrame({"id": np.arange(N)})
+    return goffish.ingest(from_pandas(edges, vertices), str(tmp_path / "g.gofs"), num_partitions=2,
+                          partitioner="hash")
+
+
+def template_reference(g):
+    t = pd.concat([g.read_edge_partition(p).to_pandas() for p in range(g.num_partitions)])
+    return Reference(g.vertex_ids.to_pylist(), list(zip(t.src, t.dst)), g.directed)
+
+
+def random_log(seed, count, producers=("a", "b")):
+    """A log of updates in event-time order from several producers, each numbering its own."""
+    rng = np.random.default_rng(seed)
+    seqs = {p: 0 for p in producers}
+    log = []
+    for i in range(count):
+        p = producers[rng.integers(len(producers))]
+        seqs[p] += 1
+        op = rng.choice(["add_edge", "remove_edge", "set_edge", "set_vertex", "remove_vertex", "add_vertex"],
+                        p=[0.45, 0.3, 0.1, 0.1, 0.03, 0.02])
+        d = {"op": str(op), "producer": p, "seq": seqs[p], "time": float(i)}
+        u, v = int(rng.integers(0, N)), int(rng.integers(0, N))
+        if op in ("set_vertex", "remove_vertex", "add_vertex"):
+            d["id"] = u
+        else:
+            d["src"], d["dst"] = u, v
+        if op.startswith("set"):
+            d["attribute"], d["value"] = "load", float(rng.integers(0, 5))
+        log.append(d)
+    return log
+
+
+def check_equal(s, ref):
+    assert sorted(s.vertices()["id"]) == sorted(ref.vertices)
+    assert live_edge_counts(s.edges(), ref.directed) == ref.edge_counts()
+    assert live_partition(s.connected_components()) == ref.partition()
+
+
+def push_all(s, log, size):
+    for i in range(0, len(log), size):
+        s.push(log[i:i + size], errors="report")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("where,full_every", [("apply", 20), ("checkpoint", 2), ("after_commit", 3)])
+def test_crash_mid_batch_then_restart_applies_every_update_once(graph, tmp_path, monkeypatch, where, full_every):
+    log = random_log(1, 400)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), full_checkpoint_every=full_every)
+    push_all(s, log[:150], 50)
+    calls = {"n": 0}
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("driver killed")
+
+    target = {"apply": (stream_module, "apply_batch"), "checkpoint": (stream_module.Checkpoint, "save"),
+              "after_commit": (stream_module.Stream, "_after_batch")}[where]
+    original = getattr(*target)
+
+    def sometimes(*args, **kwargs):
+        calls["n"] += 1
+        return crash() if calls["n"] == 2 else original(*args, **kwargs)
+
+    monkeypatch.setattr(*target, sometimes)
+    with pytest.raises(KeyboardInterrupt):
+        push_all(s, log[150:300], 40)
+    monkeypatch.setattr(*target, original)
+    restarted = graph.stream(checkpoint=str(tmp_path / "ck"), full_checkpoint_every=full_every)
+    assert restarted.state.batch == s.state.batch          # the committed batches, rebuilt from the log
+    push_all(restarted, log, 70)              # the producers replay their whole logs, batched differently
+    check_equal(restarted, ref)
+    assert restarted.hwm == {p: max(u["seq"] for u in log if u["producer"] == p) for p in ("a", "b")}
+
+
+def test_duplicates_and_replays_are_ignored(graph):
+    s = graph.stream()
+    log = [{"op": "add_edge", "src": 1, "dst": 2, "producer": "a", "seq": 1, "time": 0.0},
+           {"op": "add_edge", "src": 1, "dst": 2, "producer": "a", "seq": 1, "time": 0.0},
+           {"op": "add_edge", "src": 3, "dst": 4, "producer": "b", "seq": 1, "time": 1.0}]
+    before = s.state.num_edges
+    report = s.push(log)
+    assert (report.received, report.duplicates, report.applied) == (3, 1, 2)
+    again = s.push(log)
+    assert (again.duplicates, again.applied) == (3, 0) and s.state.num_edges == before + 2
+
+
+def test_malformed_batch_raises_and_applies_nothing(graph):
+    s = graph.stream()
+    edges = s.state.num_edges
+    with pytest.raises(UpdateError, match="producer 'a' seq 2: field 'dst' is missing") as info:
+        s.push([{"op": "add_edge", "src": 1, "dst": 2, "producer": "a", "seq": 1, "time": 0.0},
+                {"op": "add_edge", "src": 1, "producer": "a", "seq": 2, "time": 0.0}])
+    assert len(info.value.rejected) == 1 and s.state.num_edges == edges and s.hwm == {}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_add_remove_add_across_scale_out_and_scale_in(graph, tmp_path):
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=1024, workers=2)
+    rng = np.random.default_rng(5)
+    bulk = pd.DataFrame({"op": "add_edge", "src": rng.integers(0, 50_000, 3000), "dst": rng.integers(0, N, 3000),
+                         "producer": "bulk", "seq": np.arange(1, 3001), "time": 0.0})
+    s.push(bulk)
+    edge = {"src": 7, "dst": 8, "producer": "x"}
+    ops = [{"op": "add_edge", "seq": 1, "time": 1.0, **edge}, {"op": "remove_edge", "seq": 2, "time": 2.0, **edge},
+           {"op": "add_edge", "seq": 3, "time": 3.0, **edge}]
+    count = live_edge_counts(s.edges(), False).get(frozenset((7, 8)), 0)
+    s.push(ops[:1])
+    out = s.rescale(3, planner="ring")
+    assert out.moved_fraction <= 1 / 3 + 0.05 and out.moved_buckets > 0
+    s.push(ops[:2])                                        # the add is replayed, the remove is new
+    back = s.rescale(2, planner="state")
+    assert back.feasible and back.moved_buckets > 0
+    restarted = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=1024, workers=2)
+    restarted.push(ops)
+    assert live_edge_counts(restarted.edges(), False).get(frozenset((7, 8)), 0) == count + 1
+    assert restarted.hwm["x"] == 3
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_snapshot_is_a_gofs_instance_readable_by_spark(graph, spark):
+    """Edges through Spark (g.edges), vertices through the partition reader (the CLI test uses g.vertices)."""
+    s = graph.stream()
+    s.push([{"op": "remove_edge", "src": int(s.edges().src[0]), "dst": int(s.edges().dst[0]), "producer": "p",
+             "seq": 1, "time": 10.0},
+            {"op": "add_edge", "src": 0, "dst": 29, "producer": "p", "seq": 2, "time": 11.0},
+            {"op": "set_edge", "src": 0, "dst": 29, "attribute": "load", "value": 4.0, "producer": "p", "seq": 3,
+             "time": 12.0},
+            {"op": "set_vertex", "id": 5, "attribute": "color", "value": "red", "producer": "p", "seq": 4,
+             "time": 13.0},
+            {"op": "add_edge", "src": 3, "dst": 1000, "producer": "p", "seq": 5, "time": 14.0}])
+    instance = s.snapshot()
+    report = s.snapshots[-1]
+    assert (report.instance, report.start, report.end, report.buffered_updates) == (instance, 10.0, 14.0, 5)
+    assert (report.omitted_vertices, report.omitted_edges) == (1, 1)
+    graph.refresh()
+    edges = graph.edges(instance=instance, attributes=["load"]).toPandas()
+    live = s.edges()
+    live = live[(live.src < N) & (live.dst < N)]
+    assert live_edge_counts(edges, False) == live_edge_counts(live, False)
+    assert edges.set_index(["src", "dst"]).loc[(0, 29), "load"] == 4.0
+    vertices = pd.concat([graph.read_vertex_partition(p, instance=instance).to_pandas()
+                          for p in range(graph.num_partitions)]).set_index("id")
+    assert vertices.loc[5, "color"] == "red" and vertices["color"].notna().sum() == 1
+    resumed = graph.stream()          # a new stream starts from the latest instance
+    assert live_edge_counts(resumed.edges(), False) == live_edge_counts(live, False)
+
+
+def test_callbacks_see_each_batch_and_can_be_removed(graph):
+    s = graph.stream()
+    seen = []
+
+    def record(view):
+        seen.append((view.seq, view.time, len(view.edges()), sorted(view.vertices().columns)))
+
+    s.on_batch(record)
+    s.push([{"op": "add_edge", "src": 1, "dst": 2, "producer": "p", "seq": 1, "time": 5.0}])
+    s.push([{"op": "set_vertex", "id": 1, "attribute": "w", "value": 2, "producer": "p", "seq": 2, "time": 6.0}])
+    s.remove_callback(record)
+    s.push([{"op": "add_edge", "src": 1, "dst": 3, "producer": "p", "seq": 3, "time": 7.0}])
+    edges = s.state.num_edges
+    assert seen == [(1, 5.0, edges - 1, ["id"]), (2, 6.0, edges - 1, ["id", "w"])]
+
+
+def test_aging_removes_edges_unused_for_the_ttl(graph):
+    s = graph.stream(aging_ttl=10.0)
+    s.push([{"op": "add_edge", "src": 1, "dst": 2, "producer": "p", "seq": 1, "time": 100.0},
+            {"op": "add_edge", "src": 3, "dst": 4, "producer": "p", "seq": 2, "time": 105.0}])
+    pairs = set(zip(s.edges().src, s.edges().dst))
+    assert pairs == {(1, 2), (3, 4)}                        # the template edges were older than the ttl
+    s.push([{"op": "set_edge", "src": 1, "dst": 2, "attribute": "hits", "value": 1, "producer": "p", "seq": 3,
+             "time": 116.0}])
+    assert set(zip(s.edges().src, s.edges().dst)) == {(1, 2)}
+    assert s.hwm["aging"] > 0
+
+
+def test_reachable_live_query_is_refreshed(graph):
+    s = graph.stream()
+    s.push([{"op": "set_vertex", "id": 0, "attribute": "role", "value": "src", "producer": "p", "seq": 1,
+             "time": 0.0}])
+    s.reachable({"role": "src"}, [1000], live="q")
+    assert s.live_results["q"].empty
+    s.push([{"op": "add_edge", "src": 0, "dst": 1000, "producer": "p", "seq": 2, "time": 1.0}])
+    assert s.live_results["q"].to_dict("records") == [{"source": 0, "sink": 1000}]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_structured_streaming_file_source_exactly_once_across_restart(graph, tmp_path, spark):
+    log = random_log(2, 120)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+
+    def drop(name, rows):
+        (inbox / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    drop("0.json", log[:60])
+    drop("1.json", log[40:90])                               # overlaps: a producer resent 40..59
+    s = graph.stream(checkpoint=str(tmp_path / "ck"))
+    s.start(str(inbox), trigger="availableNow").awaitTermination()
+    s.stop()
+    drop("2.json", log[90:])
+    restarted = graph.stream(checkpoint=str(tmp_path / "ck"))
+    restarted.start(str(inbox), trigger="availableNow").awaitTermination()
+    restarted.stop()
+    check_equal(restarted, ref)
+
+
+def test_cli_stream_drains_a_directory_and_snapshots(graph, tmp_path, spark, capsys):
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    (inbox / "u.json").write_text(json.dumps({"op": "set_vertex", "id": 3, "attribute": "w", "value": "2.5",
+                                              "producer": "p", "seq": 1, "time": 1.0}) + "\n")
+    code = main(["stream", graph.path, "--source", str(inbox), "--checkpoint", str(tmp_path / "ck")])
+    out = capsys.readouterr().out
+    assert code == 0 and "batch 1" in out and "snapshot instance 0" in out
+    graph.refresh()
+    values = graph.vertices(instance=0, attributes=["w"]).toPandas().set_index("id")
+    assert values.loc[3, "w"] == 2.5
+
+
+def test_kafka_source_without_its_connector_says_what_to_add(spark):
+    from gofs.errors import InputError
+    from hatrick.sources import kafka_source
+
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+        pytest.skip("the Kafka connector is on the classpath here")
+    except Exception:  # noqa: BLE001 - py4j's ClassNotFoundException
+        pass
+    with pytest.raises(InputError, match="spark-sql-kafka-0-10"):
+        kafka_source(spark, "127.0.0.1:9092", "updates", "int64")
+
+
+def test_autoscale_adds_a_worker_under_persistent_load_and_removes_it_after(graph):
+    from hatrick.planner import RescalePolicy
+
+    s = graph.stream(workers=2, autoscale=RescalePolicy(capacity=5_000, patience=2, cooldown=1), rate_half_life=0.3)
+    seq = 0
+
+    def burst(size, pause):
+        nonlocal seq
+        import time
+        frame = pd.DataFrame({"op": "add_vertex", "id": np.arange(seq, seq + size) % 500 + 1000, "producer": "p",
+                              "seq": np.arange(seq + 1, seq + size + 1), "time": 0.0})
+        seq += size
+        s.push(frame)
+        time.sleep(pause)
+
+    for _ in range(3):
+        burst(20_000, 0.05)                        # far above 5k/s per worker
+    assert len(s.ring.workers) == 3 and s.rescales[-1].workers_after == 3
+    for _ in range(10):
+        burst(5, 0.2)                              # the rate decays well below capacity
+    assert len(s.ring.workers) < 3
+
+
+def test_socket_source_feeds_the_stream(graph, spark):
+    """Spark's socket source against a one-connection server on the loopback interface."""
+    import socket
+    import threading
+    import time
+
+    from hatrick.sources import socket_source
+
+    lines = "".join(json.dumps({"op": "add_edge", "src": 1, "dst": 100 + i, "producer": "sock", "seq": i + 1,
+                                "time": float(i)}) + "\n" for i in range(20))
+    server = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve():
+        connection, _ = server.accept()
+        with connection:
+            connection.sendall(lines.encode())
+            done.wait(60)
+
+    threading.Thread(target=serve, daemon=True).start()
+    s = graph.stream()
+    try:
+        s.start(socket_source(spark, "127.0.0.1", server.getsockname()[1], s.id_type),
+                trigger="processingTime=500 milliseconds")
+        deadline = time.monotonic() + 60
+        while s.hwm.get("sock", 0) < 20 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        s.stop()
+        done.set()
+        server.close()
+    assert s.hwm.get("sock") == 20
+    assert {d for src, d in zip(s.edges().src, s.edges().dst) if src == 1 and d >= 100} == set(range(100, 120))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_rescaling_while_updates_flow_loses_and_doubles_nothing(graph, tmp_path):
+    import threading
+
+    log = random_log(3, 600)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=64, workers=2)
+    stop = threading.Event()
+    sizes = []
+
+    def rescale_forever():
+        n = 2
+        while not stop.is_set():
+            n = 3 if n == 2 else 2
+            sizes.append(s.rescale(n, planner="state" if n == 3 else "ring").workers_after)
+            stop.wait(0.01)
+
+    worker = threading.Thread(target=rescale_forever)
+    worker.start()
+    try:
+        push_all(s, log[:400], 25)
+        push_all(s, log[200:], 25)          # a producer retries half of what it sent
+    finally:
+        stop.set()
+        worker.join()
+    assert len(sizes) >= 2
+    check_equal(s, ref)

@@ -1,0 +1,92 @@
+"""Update validation: malformed rows and conflicting updates are named by producer/seq and never
+half-applied."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from gofs.errors import InputError
+from hatrick.live import apply_batch, build_state, edge_frame, vertex_frame
+from hatrick.updates import OPS, coerce, validate
+
+
+def u(op, seq, producer="p", **kw):
+    return {"op": op, "producer": producer, "seq": seq, "time": float(seq), **kw}
+
+
+def test_malformed_rows_are_named_and_dropped():
+    batch, bad = validate([u("add_edge", 1, src=1, dst=2),
+                           u("add_edg", 2, src=1, dst=2),
+                           u("add_edge", 3, src=1),
+                           u("set_vertex", 4, id="x", attribute="w", value=1.0),
+                           u("set_vertex", 5, id=3, value=1.0),
+                           {"op": "add_vertex", "id": 4, "producer": None, "seq": 6, "time": 6.0},
+                           {"op": "add_vertex", "id": 4, "producer": "q", "seq": 1.5, "time": 7.0}], "int64")
+    assert len(batch) == 1 and batch.op[0] == OPS.index("add_edge")
+    reasons = dict(zip(bad.seq, bad.reason))
+    assert "unknown op 'add_edg'" in reasons[2]
+    assert reasons[3] == "field 'dst' is missing"
+    assert reasons[4] == "field 'id': ids of this graph are integers"
+    assert reasons[5] == "field 'attribute' must name an attribute"
+    assert reasons[6] == "field 'producer' is missing"
+    assert "seq" in bad.reason.iloc[-1]
+
+
+def test_missing_required_column_and_unknown_column_raise():
+    with pytest.raises(InputError, match="no 'seq' column"):
+        validate([{"op": "add_vertex", "id": 1, "producer": "p"}], "int64")
+    with pytest.raises(InputError, match="unknown column 'weight'"):
+        validate([u("add_vertex", 1, id=1, weight=3)], "int64")
+    with pytest.raises(InputError, match="list of dicts"):
+        validate([("add_vertex", 1)], "int64")
+
+
+def test_batch_is_applied_in_event_time_order():
+    batch, _ = validate([u("remove_edge", 5, src=0, dst=1), u("add_edge", 2, src=0, dst=1)], "int64")
+    assert list(batch.seq) == [2, 5]
+
+
+def test_wrong_attribute_types_are_rejected_whole():
+    state = build_state(np.arange(3), [0], [1], directed=False,
+                        edge_columns={"kind": ("string", np.array(["road"], dtype=object))})
+    state = state.__class__(**{**state.__dict__, "static_edge": frozenset({"kind"})})
+    batch, _ = validate([u("set_vertex", 1, id=0, attribute="speed", value=3.5),
+                         u("set_vertex", 2, id=1, attribute="speed", value="fast"),
+                         u("set_vertex", 3, id=2, attribute="speed", value=True),
+                         u("set_vertex", 4, id=2, attribute="name", value="x"),
+                         u("set_vertex", 5, id=1, attribute="name", value=7),
+                         u("set_edge", 6, src=0, dst=1, attribute="kind", value="rail"),
+                         u("set_edge", 7, src=0, dst=1, attribute="hits", value=2),
+                         u("set_edge", 8, src=0, dst=1, attribute="hits", value=2.5),
+                         u("set_vertex", 9, id=9, attribute="speed", value=1.0)], "int64")
+    after, outcome = apply_batch(state, batch)
+    reasons = dict(zip(outcome.rejected.seq, outcome.rejected.reason))
+    assert reasons == {2: "attribute 'speed' holds double values", 3: "attribute 'speed' holds double values",
+                       5: "attribute 'name' holds string values",
+                       6: "attribute 'kind' is static (template) and read-only",
+                       8: "attribute 'hits' holds int64 values", 9: "unknown vertex 9"}
+    vertices = vertex_frame(after).set_index("id")
+    assert vertices.loc[0, "speed"] == 3.5 and pd.isna(vertices.loc[1, "speed"]) and pd.isna(vertices.loc[2, "speed"])
+    assert vertices.loc[2, "name"] == "x" and pd.isna(vertices.loc[1, "name"])
+    assert edge_frame(after).to_dict("records") == [{"src": 0, "dst": 1, "kind": "road", "hits": 2}]
+
+
+def test_rejected_vertex_removal_changes_nothing():
+    state = build_state(np.arange(3), [0, 1], [1, 2], directed=True)
+    batch, _ = validate([u("remove_vertex", 1, id=7), u("remove_edge", 2, src=0, dst=2),
+                         u("remove_edge", 3, src=0, dst=9), u("remove_vertex", 4, id=1),
+                         u("remove_vertex", 5, id=1)], "int64")
+    after, outcome = apply_batch(state, batch)
+    assert dict(zip(outcome.rejected.seq, outcome.rejected.reason)) == {
+        1: "unknown vertex 7", 2: "no such edge", 3: "unknown vertex 9", 5: "vertex 1 was already removed"}
+    assert sorted(vertex_frame(after)["id"]) == [0, 2] and edge_frame(after).empty
+    assert sorted(vertex_frame(state)["id"]) == [0, 1, 2] and len(edge_frame(state)) == 2
+
+
+def test_text_values_parse_by_kind():
+    values, null, ok = coerce(np.array(["1.5", "x", None, "2"], dtype=object), "double", text=True)
+    assert ok.tolist() == [True, False, True, True] and null.tolist() == [False, False, True, False]
+    assert values[0] == 1.5 and values[3] == 2.0
+    _, _, ok = coerce(np.array(["1.5", 2], dtype=object), "double", text=False)
+    assert ok.tolist() == [False, True]
+    values, _, ok = coerce(np.array(["true", "no"], dtype=object), "bool", text=True)
+    assert ok.tolist() == [True, False] and bool(values[0])
