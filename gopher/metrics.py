@@ -12,6 +12,8 @@ class SuperstepMetrics:
     messages: int
     bytes: int
     task_seconds: float = 0.0  # the slowest task's time inside the program (the rest is Spark)
+    exchange_seconds: float = 0.0  # time spent moving this superstep's messages between tasks
+    instance: int | None = None  # time-series runs: the instance this superstep belonged to
 
 
 @dataclass
@@ -41,3 +43,17 @@ class RunMetrics:
         return {"program": self.program, "supersteps": self.num_supersteps, "messages": self.messages,
                 "bytes": self.bytes, "seconds": round(self.seconds, 4),
                 "per_superstep": [vars(s) for s in self.supersteps]}
+
+    def plot(self, path=None):
+        """A timeline of the run (see :func:`gopher.plots.timeline_figure`).
+
+        Returns the matplotlib Figure; with ``path`` also writes it there as PNG.
+
+        Example: ``g.connected_components().metrics.plot("cc.png")``
+        """
+        from gopher.plots import save_png, timeline_figure
+
+        figure = timeline_figure(self)
+        if path is not None:
+            save_png(figure, path)
+        return figure
