@@ -36,9 +36,9 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-# Spark takes the shell's level from this logger; set, it stays error and Spark prints no level hints
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+# PySpark's JVM takes its console level from this logger (WARN unless configured) and prints a hint
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
 """
 
 

@@ -71,7 +71,8 @@ def graph_figure(store):
     sizes_axis.bar(x - width / 2, [p["num_vertices"] for p in parts], width, label="vertices", color="#4C72B0")
     sizes_axis.bar(x + width / 2, [p["num_edges"] for p in parts], width, label="edges", color="#8172B3")
     sizes_axis.set_title(f"vertices and edges per partition (balance {m['balance']:.3f})")
-    sizes_axis.legend(fontsize="small")
+    sizes_axis.margins(y=0.15)
+    sizes_axis.legend(fontsize="small", loc="upper center", ncols=2)
 
     cut = np.array([p["cut_edges"] for p in parts])
     cut_axis.bar(x, cut, 0.8, color="#C44E52")
@@ -87,7 +88,7 @@ def graph_figure(store):
 
     degrees = _metagraph_degrees(store, len(subgraph_sizes))
     isolated = _distribution(meta_axis, degrees, "neighbouring sub-graphs (meta-graph degree)", "#DD8452")
-    meta_axis.set_title(f"meta-graph degrees ({isolated:,} sub-graphs with none, not drawn)")
+    meta_axis.set_title(f"meta-graph degrees ({isolated:,} with none, not drawn)")
     if not (degrees > 0).any():
         meta_axis.text(0.5, 0.5, "no edge crosses sub-graphs", ha="center", va="center",
                        transform=meta_axis.transAxes)

@@ -103,7 +103,8 @@ def timeline_figure(metrics):
         bottom += seconds
     time_axis.set_ylabel("wall seconds")
     time_axis.set_title("time per superstep")
-    time_axis.legend(loc="upper right", fontsize="small")
+    time_axis.margins(y=0.12)
+    time_axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
 
     work_axis.bar(x, [s.active_subgraphs for s in steps], color=COLOURS["active"], width=0.8,
                   label="active sub-graphs")
@@ -129,8 +130,8 @@ def timeline_figure(metrics):
             if k % 2:
                 axis.axvspan(first - 0.5, last - 0.5, color="#000000", alpha=0.06, linewidth=0)
         if k % label_every == 0:
-            time_axis.text((first + last - 1) / 2, 1.0, "-" if instance is None else f"i{instance}",
-                           transform=time_axis.get_xaxis_transform(), ha="center", va="bottom", fontsize="x-small")
+            time_axis.text((first + last - 1) / 2, 0.98, "-" if instance is None else f"i{instance}",
+                           transform=time_axis.get_xaxis_transform(), ha="center", va="top", fontsize="x-small")
 
     totals_axis = axes[2]
     order = list(dict.fromkeys(i for i in instances))

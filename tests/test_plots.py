@@ -72,7 +72,7 @@ def test_info_plot_draws_the_partitioning(road, tmp_path, capsys):
     drawn = _axis(figure, "meta-graph degrees").lines[0].get_xydata()
     assert {int(x): int(y) for x, y in drawn} == dict(degrees)
     isolated = sum(1 for _, d in meta.degree() if d == 0)
-    assert _axis(figure, "meta-graph degrees").get_title().startswith(f"meta-graph degrees ({isolated:,} ")
+    assert _axis(figure, "meta-graph degrees").get_title().startswith(f"meta-graph degrees ({isolated:,} with none")
 
 
 def test_plot_to_a_missing_directory_is_a_clear_error(road, tmp_path, capsys):
