@@ -135,8 +135,8 @@ def run_bench(spark, g, algorithms, pagerank_iterations=10, skip_graphframes=Fal
             theirs = _by_id(gf, column, ids, id_index)
             record(algorithm, "graphframes", gf_seconds, agrees=_agree(algorithm, ours, theirs))
         except _Timeout:
-            record(algorithm, "graphframes", float(baseline_timeout), note=f"cancelled after {baseline_timeout}s: lower bound",
-                   lower_bound=True)
+            record(algorithm, "graphframes", float(baseline_timeout),
+                   note=f"cancelled after {baseline_timeout}s: lower bound", lower_bound=True)
     for row in rows:
         base = next(r["seconds"] for r in rows if r["algorithm"] == row["algorithm"] and r["system"] == "gopher")
         row["ratio_to_gopher"] = row["seconds"] / base if base else None

@@ -5,7 +5,8 @@ namespace (a later block uses what an earlier one defined, as in a user's
 session) and run in-process, where ``goffish.session()`` returns the test
 session; shell blocks run with ``bash -e -o pipefail`` against the installed
 environment (``./run.sh`` and ``.venv``), with this checkout first on
-PYTHONPATH; they start Spark in subprocesses, so they are marked ``slow``. Every ``/tmp/`` path points into one fresh temporary directory.
+PYTHONPATH; they start Spark in subprocesses, so they are marked ``slow``.
+Every ``/tmp/`` path points into one fresh temporary directory.
 
 An HTML comment on the line right before a fence changes how it runs:
 ``<!-- readme-test: skip (why) -->`` (a reason is required), or
