@@ -3,6 +3,8 @@
 #   ./run.sh demo     the main job on the embedded default (local Spark, sample road graph)
 #   ./run.sh test     the test suite
 #   ./run.sh bench    goffish bench (arguments are passed on), ./run.sh goffish ... any CLI command
+#   ./run.sh submit [spark-submit options] COMMAND ...   a goffish COMMAND through spark-submit, with absolute
+#                     interpreter paths (executors start elsewhere) and, unless --verbose, errors-only logging
 # Each creates .venv, installs the project and fetches the GraphFrames jar the first time.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,11 +23,33 @@ ensure_env() {
   if [ ! -f "$stamp" ]; then
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
     "$VENV/bin/python" -m pip install --quiet -e ".[test]"
+    "$VENV/bin/python" -c "from goffish.jars import resolve_graphframes_jar as r; import sys; j = r(); print('GraphFrames jar:', j or 'not available (GraphFrames baselines will be skipped)', file=sys.stderr)"
     touch "$stamp"
   fi
-  "$VENV/bin/python" -c "from goffish.jars import resolve_graphframes_jar as r; import sys; j = r(); print('GraphFrames jar:', j or 'not available (GraphFrames baselines will be skipped)', file=sys.stderr)"
-  export PYSPARK_PYTHON="$PWD/$VENV/bin/python"
-  export PYSPARK_DRIVER_PYTHON="$PWD/$VENV/bin/python"
+  # absolute: executors start their Python workers in another working directory
+  PYSPARK_PYTHON="$(cd "$VENV/bin" && pwd)/python"
+  export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
+}
+
+GOFFISH_COMMANDS=" ingest info generate run demo bench "
+
+submit() {
+  # spark-submit's options come first, the goffish command and its arguments after the first command word
+  local spark=() app=() verbose=""
+  while [ $# -gt 0 ] && [[ "$GOFFISH_COMMANDS" != *" $1 "* ]]; do spark+=("$1"); shift; done
+  if [ $# -eq 0 ]; then
+    echo "usage: ./run.sh submit [spark-submit options] ingest|info|generate|run|demo|bench ARGS..." >&2
+    exit 2
+  fi
+  app=("$@")
+  for arg in "${app[@]}"; do [ "$arg" = "--verbose" ] && verbose=1; done
+  local quiet=()
+  if [ -z "$verbose" ]; then
+    SUBMIT_LOGS="$(mktemp -d)"
+    trap 'rm -rf "$SUBMIT_LOGS"' EXIT
+    quiet=(--driver-java-options "-Dlog4j2.configurationFile=file:$("$VENV/bin/python" -m goffish.cli_logging "$SUBMIT_LOGS")")
+  fi
+  "$VENV/bin/spark-submit" "${quiet[@]}" "${spark[@]}" "$PWD/goffish/submit.py" "${app[@]}"
 }
 
 command="${1:-demo}"
@@ -35,5 +59,6 @@ case "$command" in
   test) ensure_env; exec "$VENV/bin/python" -m pytest "$@" ;;
   bench) ensure_env; exec "$VENV/bin/goffish" bench "$@" ;;
   goffish) ensure_env; exec "$VENV/bin/goffish" "$@" ;;
-  *) echo "usage: ./run.sh demo|test|bench|goffish [args...]" >&2; exit 2 ;;
+  submit) ensure_env; submit "$@" ;;
+  *) echo "usage: ./run.sh demo|test|bench|goffish|submit [args...]" >&2; exit 2 ;;
 esac

@@ -130,8 +130,9 @@ def run_bench(spark, g, algorithms, pagerank_iterations=10, skip_graphframes=Fal
     source = ids[source_vid].item() if hasattr(ids[source_vid], "item") else ids[source_vid]
     rows = []
 
-    def record(algorithm, system, seconds, metrics=None, agrees=None, note=""):
-        row = {"algorithm": algorithm, "system": system, "seconds": seconds, "agrees": agrees, "note": note}
+    def record(algorithm, system, seconds, metrics=None, agrees=None, note="", lower_bound=False):
+        row = {"algorithm": algorithm, "system": system, "seconds": seconds, "agrees": agrees, "note": note,
+               "lower_bound": lower_bound}
         if metrics is not None:
             row.update({"supersteps": metrics.num_supersteps, "messages": metrics.messages})
         rows.append(row)
@@ -181,7 +182,8 @@ def run_bench(spark, g, algorithms, pagerank_iterations=10, skip_graphframes=Fal
             theirs = _by_id(gf, column, ids, id_index)
             record(algorithm, "graphframes", gf_seconds, agrees=_agree(algorithm, ours, theirs))
         except _Timeout:
-            record(algorithm, "graphframes", float(baseline_timeout), note=f"cancelled after {baseline_timeout}s: lower bound")
+            record(algorithm, "graphframes", float(baseline_timeout),
+                   note=f"cancelled after {baseline_timeout}s: lower bound", lower_bound=True)
     for row in rows:
         base = next(r["seconds"] for r in rows if r["algorithm"] == row["algorithm"] and r["system"] == "gopher")
         row["ratio_to_gopher"] = row["seconds"] / base if base else None
@@ -312,4 +314,9 @@ def main(spark, args) -> int:
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1, default=str)
     print(f"wrote {args.json}")
+    if getattr(args, "plot", None):
+        from goffish.plots import plot_bench
+
+        plot_bench(report, args.plot)
+        print(f"wrote {args.plot}")
     return 0 if all(r["agrees"] is not False for r in report["rows"]) else 1

@@ -2,7 +2,9 @@
 
 Every command that needs Spark builds its session through ``goffish.session``,
 so ``--master`` and ``--conf key=value`` work as they do for spark-submit, and
-under spark-submit the submitted master and conf win.
+under spark-submit the submitted master and conf win. The CLI is an
+application: it shows only Spark's errors unless ``--verbose``
+(see :mod:`goffish.cli_logging`); the library never does this.
 """
 from __future__ import annotations
 
@@ -13,15 +15,30 @@ import time
 
 
 def _spark(args):
+    from pyspark.sql import SparkSession
+
+    from goffish import cli_logging
     from goffish.session import session
 
     conf = dict(kv.split("=", 1) for kv in (args.conf or []))
-    return session(master=args.master, app_name=f"goffish {args.command}", conf=conf)
+    # quiet only a session the CLI itself starts (or spark-submit started for it), never a caller's
+    ours = SparkSession.getActiveSession() is None
+    quiet = ours and not args.verbose
+    if quiet and not cli_logging.jvm_running():
+        conf = cli_logging.quiet_conf(conf)
+    spark = session(master=args.master, app_name=f"goffish {args.command}", conf=conf)
+    if quiet:
+        cli_logging.quiet_session(spark)
+    if ours:
+        args.own_session = spark  # stopped when the command ends (see main)
+    return spark
 
 
 def _add_spark_options(parser):
     parser.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     parser.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's own log output (default: its errors only)")
 
 
 def cmd_ingest(args) -> int:
@@ -53,7 +70,13 @@ def cmd_info(args) -> int:
     import goffish
 
     g = goffish.open(args.graph)
+    _check_picture_path(args.plot)
     print(json.dumps(g.manifest, indent=1) if args.json else g.info())
+    if args.plot:
+        from goffish.plots import plot_graph
+
+        plot_graph(g, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -98,6 +121,7 @@ def cmd_run(args) -> int:
     if layout.exists(fs, root) and not args.overwrite:
         # say so before running the algorithm, not after it
         raise GraphExistsError(f"{args.out} already exists (pass --overwrite to replace it)")
+    _check_picture_path(args.timeline)
     spark = _spark(args)
     g = goffish.open(args.graph, spark=spark)
     options = {"progress": not args.quiet}
@@ -112,6 +136,7 @@ def cmd_run(args) -> int:
     else:
         result = g.pagerank(alpha=args.alpha, max_iter=args.max_iter, tol=args.tol, weight=args.weight, **options)
     _write_result(result.dataframe, args.out, args.overwrite)
+    _timeline(result.metrics, args)
     summary = result.metrics.as_dict()
     summary.pop("per_superstep")
     print(json.dumps({"algorithm": args.algorithm, "out": args.out, **summary}))
@@ -119,6 +144,24 @@ def cmd_run(args) -> int:
 
 
 TIMESERIES_ALGORITHMS = ("tdsp", "memes", "hashtags")
+
+
+def _check_picture_path(path) -> None:
+    """Say before a long run, not after it, that a --plot/--timeline file cannot be written."""
+    import os
+
+    from gofs.errors import InputError
+
+    if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise InputError(f"{path}: cannot write the picture there, "
+                         f"no directory {os.path.dirname(os.path.abspath(path))}")
+
+
+def _timeline(metrics, args) -> None:
+    """--timeline FILE.png: the run's supersteps as a picture (stderr says where; stdout stays JSON)."""
+    if args.timeline:
+        metrics.plot(args.timeline)
+        print(f"wrote {args.timeline}", file=sys.stderr)
 
 
 def _run_timeseries(g, args, options) -> int:
@@ -141,6 +184,7 @@ def _run_timeseries(g, args, options) -> int:
         frames, metrics = {"neighbourhood": summary.neighbourhood, "top": summary.top}, summary.result.metrics
     for name, frame in frames.items():
         _write_result(frame, f"{args.out}/{name}" if name else args.out, args.overwrite)
+    _timeline(metrics, args)
     report = metrics.as_dict()
     report.pop("per_superstep")
     print(json.dumps({"algorithm": args.algorithm, "out": args.out, **report}))
@@ -156,6 +200,7 @@ def cmd_demo(args) -> int:
 def cmd_bench(args) -> int:
     from goffish.bench import main as bench
 
+    _check_picture_path(args.plot)
     return bench(_spark(args), args)
 
 
@@ -210,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="print a GoFS graph's statistics")
     p.add_argument("graph")
     p.add_argument("--json", action="store_true", help="print the whole manifest")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="also draw partitions, cut edges, sub-graph sizes and meta-graph degrees as PNG")
     p.set_defaults(fn=cmd_info)
 
     p = sub.add_parser("generate", help="generate a dataset (edge list, or GoFS if OUT ends in .gofs)")
@@ -241,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--meme", help="memes: the post value to track, e.g. '#meme0'")
     p.add_argument("--attribute", default="hashtags", help="memes/hashtags: per-instance list<string> of posts")
     p.add_argument("--top", type=int, default=10, help="hashtags: how many hashtags the merged ranking keeps")
+    p.add_argument("--timeline", metavar="FILE.png",
+                   help="also draw each superstep's time (compute, exchange, rest), active sub-graphs and messages")
     _add_spark_options(p)
     p.set_defaults(fn=cmd_run)
 
@@ -279,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ping-supersteps", type=int, default=0,
                    help="also time N supersteps of a program where every sub-graph messages its neighbours")
     p.add_argument("--json", default="bench-results/bench.json")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the table as grouped bars (log scale)")
     p.add_argument("--seed", type=int, default=0)
     _add_spark_options(p)
     p.set_defaults(fn=cmd_bench)
@@ -294,6 +344,10 @@ def main(argv=None) -> int:
     except GoFSError as exc:
         print(f"goffish {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        # a session the command started ends with it: executors are released cleanly, not at JVM exit
+        if getattr(args, "own_session", None) is not None:
+            args.own_session.stop()
 
 
 if __name__ == "__main__":

@@ -47,3 +47,17 @@ class RunMetrics:
                 "messages": self.messages, "bytes": self.bytes, "seconds": round(self.seconds, 4),
                 "setup_seconds": round(self.setup_seconds, 4), "output_seconds": round(self.output_seconds, 4),
                 "attempts": self.attempts, "per_superstep": [vars(s) for s in self.supersteps]}
+
+    def plot(self, path=None):
+        """A timeline of the run (see :func:`gopher.plots.timeline_figure`).
+
+        Returns the matplotlib Figure; with ``path`` also writes it there as PNG.
+
+        Example: ``g.connected_components().metrics.plot("cc.png")``
+        """
+        from gopher.plots import save_png, timeline_figure
+
+        figure = timeline_figure(self)
+        if path is not None:
+            save_png(figure, path)
+        return figure

@@ -162,22 +162,24 @@ def test_run_reports_bad_arguments(spark, road, tmp_path, capsys):
 
 # --------------------------------------------------------------------------- spark-submit
 
-def _environment():
+def _environment(relative_python: bool = False):
     env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # relative, as a user writes it (.venv/bin/python): goffish/submit.py must make it absolute for the executors
+    python = os.path.relpath(sys.executable, ROOT) if relative_python else sys.executable
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = python
     for key in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):
         env.pop(key, None)
     return env
 
 
-def submit(master: str, args: list, event_log: Path) -> subprocess.Popen:
+def submit(master: str, args: list, event_log: Path, relative_python: bool = False) -> subprocess.Popen:
     """Start ``spark-submit --master MASTER goffish/submit.py ARGS`` with an event log."""
     event_log.mkdir(parents=True, exist_ok=True)
     command = [str(SPARK_SUBMIT), "--master", master,
                "--conf", "spark.ui.enabled=false",
                "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={event_log.as_uri()}",
                str(ROOT / "goffish" / "submit.py"), *map(str, args), "--quiet"]
-    return subprocess.Popen(command, cwd=ROOT, env=_environment(), stdout=subprocess.PIPE,
+    return subprocess.Popen(command, cwd=ROOT, env=_environment(relative_python), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -229,7 +231,7 @@ LOCAL_CLUSTER = "local-cluster[2,1,1024]"
 @pytest.fixture(scope="module")
 def local_cluster_runs(road, tmp_path_factory):
     """CC, SSSP and PageRank, each one spark-submit on local-cluster (one after another: at the same time they
-    only compete for the same cores)."""
+    only compete for the same cores), with PYSPARK_PYTHON relative to the submitting directory."""
     path, _ = road
     base = tmp_path_factory.mktemp("local-cluster")
     jobs = {
@@ -240,7 +242,7 @@ def local_cluster_runs(road, tmp_path_factory):
     runs = {}
     for name, args in jobs.items():
         out, log = base / f"{name}.parquet", base / f"{name}-events"
-        runs[name] = (finish(submit(LOCAL_CLUSTER, [*args, "--out", out], log)), out, log)
+        runs[name] = (finish(submit(LOCAL_CLUSTER, [*args, "--out", out], log, relative_python=True)), out, log)
     return runs
 
 
