@@ -1,0 +1,543 @@
+"""CGQL patterns: from a graph snapshot to the pattern's state, and from two states to events.
+
+A pattern (:class:`Pattern`) is pluggable: subclass it, set ``name``, implement
+``check`` (argument validation at parse time), ``evaluate`` (snapshot ->
+state, given the state at the previous snapshot and the states of the aliases
+it uses) and ``diff`` (state before, state after -> event dicts), then
+:func:`register_pattern` it. The engine evaluates every sub-query of a query
+on every snapshot of the query's time frame, and delivers the events of a
+sub-query only for snapshots inside its own frame; at the first snapshot of a
+frame ``diff`` gets ``before=None`` and reports everything that holds.
+
+Semantics (each decided here; the tests' brute-force oracles re-derive them):
+
+``Reach(source: {...}, sink: {...})``
+    State: the set of (source, sink) pairs, source != sink, both matching
+    their conditions, with a path from source to sink over edges matching the
+    WHERE edge condition (through any vertices; directed graphs follow edge
+    direction). ``reachable`` when a pair enters the set, ``unreachable``
+    when it leaves (path broken, endpoint removed or no longer matching).
+    Vectorised: one ``scipy.sparse.csgraph.connected_components`` (weak for
+    undirected, strong for directed graphs), then reachability between
+    components by sparse boolean products over the condensation.
+
+``Cluster(conditions, aggregate conditions)``
+    Members: vertices matching the vertex conditions (in the call and in a
+    ``WHERE node: {...}``). Connecting edges: edges matching the WHERE edge
+    condition with both ends members, taken undirected. Groups: connected
+    components with at least ``min_size`` (2) members. A group is *reported*
+    while it satisfies every aggregate condition (``sum/min/max/avg(node.a)``,
+    ``count(...)``, ``size``, ``diameter`` in hops). Identity: a group keeps
+    the id of the previous group it overlaps most when that group also
+    overlaps it most (ties to the smaller id/label); otherwise it gets a new
+    id. Events for each reported group: ``created`` (no previous group
+    overlaps it, or its group was not reported before), ``merged`` (it
+    overlaps two or more previous groups; ``parents``), ``split`` (its only
+    parent overlaps two or more current groups; ``parents``), ``grew`` (its
+    size reached ``grow_factor`` (1.5) times its size at its last event);
+    ``disappeared`` for a group reported before that is gone or no longer
+    satisfies its conditions, unless it was absorbed by a reported merge or
+    split.
+
+``Evolved(ALIAS) WHERE aggregate conditions [AND SUCCEEDS ALIAS | PREDATES ALIAS]``
+    Over the groups tracked by the Cluster sub-query ``AS ALIAS`` (by their
+    identity, reported or not). A group qualifies when the alias has
+    reported it at some snapshot and its current members satisfy the WHERE
+    aggregates; with ``SUCCEEDS ALIAS`` only at a snapshot strictly after the
+    alias first reported it; with ``PREDATES ALIAS`` when it satisfied the
+    WHERE before the alias first reported it (event at the report). An
+    ``evolved`` event when a group starts qualifying.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from hatrick.cgql import nodes as n
+from hatrick.cgql.errors import CGQLError, CGQLSyntaxError, located
+from hatrick.cgql.views import Bindings, Snapshot, _plain
+
+__all__ = ["Pattern", "Reach", "Cluster", "Evolved", "register_pattern", "PATTERNS", "check_clause"]
+
+PATTERNS: dict = {}
+
+_OPS = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+        ">=": np.greater_equal}
+
+
+def register_pattern(cls):
+    """Make a :class:`Pattern` subclass callable from CGQL under ``cls.name`` (case-insensitive)."""
+    PATTERNS[cls.name.lower()] = cls
+    return cls
+
+
+def check_clause(clause: n.Clause, text: str = "") -> None:
+    """Parse-time validation of one clause: the pattern exists and takes these arguments."""
+    cls = PATTERNS.get(clause.pattern.name.lower())
+    if cls is None:
+        raise CGQLSyntaxError(f"unknown pattern {clause.pattern.name!r}; expected one of: "
+                              + ", ".join(sorted(c.name for c in PATTERNS.values())),
+                              clause.pattern.line, clause.pattern.column, clause.pattern.name,
+                              [c.name for c in PATTERNS.values()])
+    for temporal in clause.temporal:
+        if not cls.takes_temporal:
+            raise CGQLSyntaxError(f"{temporal.relation.upper()} applies to Evolved(...) only",
+                                  temporal.line, temporal.column, temporal.relation.upper(), [])
+    cls.check(clause)
+
+
+def _bad_argument(node, pattern: str, message: str, token: str = ""):
+    return CGQLSyntaxError(f"{pattern}: {message}", getattr(node, "line", 0), getattr(node, "column", 0),
+                           token, [])
+
+
+class Pattern:
+    """One sub-query's pattern; subclasses implement ``check``, ``evaluate`` and ``diff``."""
+
+    name = ""
+    takes_temporal = False
+
+    def __init__(self, clause: n.Clause, params: dict, options: dict):
+        self.clause, self.params, self.options = clause, params, options
+
+    @classmethod
+    def check(cls, clause: n.Clause) -> None:
+        """Raise CGQLSyntaxError if the clause's arguments do not fit the pattern."""
+
+    def aliases(self) -> set:
+        """Aliases whose states this pattern reads (evaluated before it on every snapshot)."""
+        used = set()
+        for conditions in self._vertex_condition_groups():
+            used |= {c.value.alias for c in conditions if isinstance(c.value, n.Wildcard)}
+        return used
+
+    def _vertex_condition_groups(self):
+        return []
+
+    def vertex_attributes(self) -> set:
+        found = {c.attribute for group in self._vertex_condition_groups() for c in group}
+        found |= {c.aggregate.attribute for c in self.aggregate_conditions() if c.aggregate.attribute}
+        return found - {"id"}
+
+    def edge_attributes(self) -> set:
+        edge = self.clause.edge
+        return set() if edge is None else {c.attribute for c in edge.conditions}
+
+    def aggregate_conditions(self) -> tuple:
+        return self.clause.pattern.aggregates + self.clause.aggregates
+
+    def bindings(self, aliases: dict) -> Bindings:
+        return Bindings(self.params, aliases)
+
+    def evaluate(self, snap: Snapshot, previous, aliases: dict):
+        raise NotImplementedError
+
+    def diff(self, before, after) -> list:
+        raise NotImplementedError
+
+
+# Reach ---------------------------------------------------------------------------------
+@dataclass
+class ReachState:
+    pairs: pd.MultiIndex
+    snap: Snapshot
+
+
+@register_pattern
+class Reach(Pattern):
+    name = "Reach"
+
+    @classmethod
+    def check(cls, clause):
+        call = clause.pattern
+        keys = [k for k, _ in call.named]
+        for key, value in call.named:
+            if key not in ("source", "sink"):
+                raise _bad_argument(value, "Reach", f"unknown argument {key!r}; expected source: {{...}} and "
+                                                    "sink: {...}", key)
+        for missing in ("source", "sink"):
+            if missing not in keys:
+                raise _bad_argument(call, "Reach", f"missing argument {missing}: {{...}}", call.name)
+        extra = call.sets + call.conditions + call.aggregates
+        if extra or call.aliases or len(keys) != len(set(keys)):
+            raise _bad_argument(extra[0] if extra else call, "Reach",
+                                "takes exactly source: {...} and sink: {...}", call.name)
+        if clause.aggregates:
+            raise _bad_argument(clause.aggregates[0], "Reach", "aggregate conditions apply to Cluster/Evolved",
+                                str(clause.aggregates[0].aggregate))
+
+    def _vertex_condition_groups(self):
+        node = self.clause.node.conditions if self.clause.node else ()
+        return [self.clause.pattern.argument("source").conditions + node,
+                self.clause.pattern.argument("sink").conditions + node]
+
+    def evaluate(self, snap, previous, aliases):
+        b = self.bindings(aliases)
+        sources_cond, sinks_cond = self._vertex_condition_groups()
+        sources = np.flatnonzero(snap.vertex_mask(sources_cond, b))
+        sinks = np.flatnonzero(snap.vertex_mask(sinks_cond, b))
+        edges = snap.edge_mask(self.clause.edge, b)
+        directed = self.options.get("directed", snap.directed)
+        s, t = reachable_pairs(snap, edges, sources, sinks, directed)
+        pairs = pd.MultiIndex.from_arrays([snap.ids[s], snap.ids[t]], names=["source", "sink"])
+        return ReachState(pairs, snap)
+
+    def diff(self, before, after):
+        old = before.pairs if before is not None else after.pairs[:0]
+        events = self._events(after.pairs.difference(old, sort=False), after.snap, "reachable")
+        if before is not None:
+            events += self._events(old.difference(after.pairs, sort=False), before.snap, "unreachable")
+        return events
+
+    def _events(self, pairs: pd.MultiIndex, snap: Snapshot, status: str) -> list:
+        if len(pairs) == 0:
+            return []
+        order = np.lexsort((pairs.get_level_values(1), pairs.get_level_values(0)))
+        source, sink = pairs.get_level_values(0)[order], pairs.get_level_values(1)[order]
+        source_attrs = snap.records(snap.index.get_indexer(source))
+        sink_attrs = snap.records(snap.index.get_indexer(sink))
+        return [{"status": status, "source": _plain(a), "sink": _plain(z), "source_attributes": sa,
+                 "sink_attributes": za}
+                for a, z, sa, za in zip(source.tolist(), sink.tolist(), source_attrs, sink_attrs)]
+
+
+def reachable_pairs(snap: Snapshot, edges: np.ndarray, sources: np.ndarray, sinks: np.ndarray,
+                    directed: bool):
+    """Positions (s, t), s != t, of source/sink pairs joined by a path over the selected edges."""
+    empty = np.empty(0, np.int64)
+    if len(sources) == 0 or len(sinks) == 0:
+        return empty, empty
+    adjacency = snap.adjacency(edges, symmetric=not directed)
+    k, label = connected_components(adjacency, directed=directed, connection="strong")
+    if directed:
+        # reachability between strongly connected components over the condensation DAG
+        a, z = label[snap.src[edges]], label[snap.dst[edges]]
+        keep = a != z
+        dag = sp.csr_matrix((np.ones(int(keep.sum()), bool), (a[keep], z[keep])), shape=(k, k))
+        start_components = np.unique(label[sources])
+        reach = sp.csr_matrix((np.ones(len(start_components), bool),
+                               (np.arange(len(start_components)), start_components)),
+                              shape=(len(start_components), k))
+        reach = reach.astype(np.int32)
+        frontier = reach
+        while frontier.nnz:
+            step = (frontier @ dag).astype(bool).astype(np.int32)
+            frontier = step - step.multiply(reach)      # newly reached (row, component) entries
+            frontier.eliminate_zeros()
+            reach = reach + frontier
+        sink_onehot = sp.csr_matrix((np.ones(len(sinks), np.int32), (label[sinks], np.arange(len(sinks)))),
+                                    shape=(k, len(sinks)))
+        hits = (reach @ sink_onehot).tocoo()
+        by_component = pd.DataFrame({"r": hits.row, "t": sinks[hits.col]})
+        rows = np.searchsorted(start_components, label[sources])
+        pairs = pd.DataFrame({"r": rows, "s": sources}).merge(by_component, on="r")
+    else:
+        pairs = pd.DataFrame({"c": label[sources], "s": sources}).merge(
+            pd.DataFrame({"c": label[sinks], "t": sinks}), on="c")
+    pairs = pairs[pairs["s"].to_numpy() != pairs["t"].to_numpy()]
+    return pairs["s"].to_numpy(np.int64), pairs["t"].to_numpy(np.int64)
+
+
+# Cluster -------------------------------------------------------------------------------
+@dataclass
+class ClusterState:
+    """Every tracked group of one snapshot: ``member_ids``/``positions``/``cluster`` (aligned, one
+    row per member), ``table`` (per cluster id: size, aggregates, reported), what happened to each
+    group (``parents``, ``children``), sizes at last event and first report times."""
+    snap: Snapshot
+    member_ids: np.ndarray
+    positions: np.ndarray
+    cluster: np.ndarray
+    table: pd.DataFrame
+    parents: dict
+    children: dict
+    event_size: dict
+    first_reported: dict
+    label: np.ndarray = None
+    adjacency: sp.csr_matrix = None
+    local: np.ndarray = None
+
+    @property
+    def reported(self) -> set:
+        return set(self.table.index[self.table["reported"].to_numpy()].tolist())
+
+    def reported_positions(self) -> np.ndarray:
+        keep = np.isin(self.cluster, self.table.index[self.table["reported"].to_numpy()])
+        return self.positions[keep]
+
+    def members(self, cluster_id) -> list:
+        return sorted(_plain(v) for v in self.member_ids[self.cluster == cluster_id].tolist())
+
+
+@register_pattern
+class Cluster(Pattern):
+    name = "Cluster"
+
+    @classmethod
+    def check(cls, clause):
+        call = clause.pattern
+        if call.named or call.aliases:
+            node = call.named[0][1] if call.named else call
+            raise _bad_argument(node, "Cluster", "takes vertex conditions and aggregate conditions, e.g. "
+                                                 "Cluster(age < 30, sum(node.usage) < 100, diameter < 4)",
+                                call.named[0][0] if call.named else call.aliases[0])
+        for c in call.aggregates + clause.aggregates:
+            _check_aggregate(c, "Cluster")
+
+    def _vertex_condition_groups(self):
+        call = self.clause.pattern
+        conditions = call.conditions + tuple(c for s in call.sets for c in s.conditions)
+        if self.clause.node:
+            conditions += self.clause.node.conditions
+        return [conditions]
+
+    def evaluate(self, snap, previous, aliases):
+        b = self.bindings(aliases)
+        (conditions,) = self._vertex_condition_groups()
+        members = snap.vertex_mask(conditions, b)
+        edges = snap.edge_mask(self.clause.edge, b) & members[snap.src] & members[snap.dst]
+        positions = np.flatnonzero(members)
+        local = np.full(snap.num_vertices, -1, np.int64)
+        local[positions] = np.arange(len(positions))
+        a, z = local[snap.src[edges]], local[snap.dst[edges]]
+        m = len(positions)
+        adjacency = sp.csr_matrix((np.ones(2 * len(a), bool), (np.concatenate([a, z]), np.concatenate([z, a]))),
+                                  shape=(m, m))
+        _, label = connected_components(adjacency, directed=False)
+        sizes = np.bincount(label, minlength=label.max() + 1 if m else 0)
+        keep = sizes[label] >= self.options.get("min_size", 2) if m else np.zeros(0, bool)
+        positions, label = positions[keep], label[keep]
+        member_index = np.flatnonzero(keep)
+        # relabel the kept components 0..K-1 in order of their first (smallest-id) member
+        _, label = np.unique(label, return_inverse=True)
+        label = label.reshape(-1)
+        k = int(label.max()) + 1 if len(label) else 0
+        member_ids = snap.ids[positions]
+        ids, parents, children = _track(previous, member_ids, label, k, self.options)
+        cluster = ids[label] if k else np.empty(0, np.int64)
+        values = aggregate_values(snap, positions, label, k, self.aggregate_conditions(),
+                                  adjacency, member_index)
+        satisfied = satisfies(values, self.aggregate_conditions(), b, k)
+        table = pd.DataFrame({"size": np.bincount(label, minlength=k), **values, "reported": satisfied},
+                             index=pd.Index(ids, name="cluster"))
+        current = set(ids.tolist())
+        event_size = {c: v for c, v in previous.event_size.items() if c in current} if previous is not None else {}
+        first_reported = {c: v for c, v in previous.first_reported.items() if c in current} if previous is not None else {}
+        for cid in table.index[satisfied].tolist():
+            first_reported.setdefault(cid, snap.time)
+        return ClusterState(snap, member_ids, positions, cluster, table, parents, children, event_size,
+                            first_reported, label, adjacency, member_index)
+
+    def diff(self, before, after):
+        events = []
+        table = after.table
+        was = before.reported if before is not None else set()
+        absorbed = set()
+        grow = float(self.options.get("grow_factor", 1.5))
+        for cid in table.index[table["reported"].to_numpy()].tolist():
+            parents = after.parents.get(cid, [])
+            size = int(table.at[cid, "size"])
+            if before is None or not parents:
+                status = "created"
+            elif len(parents) >= 2:
+                status = "merged"
+            elif len(after.children.get(parents[0], [])) >= 2:
+                status = "split"
+            elif cid not in was:
+                status = "created"
+            elif size >= grow * after.event_size.get(cid, size):
+                status = "grew"
+            else:
+                continue
+            if status in ("merged", "split"):
+                absorbed.update(parents)
+            after.event_size[cid] = size
+            event = {"status": status, "cluster": cid, "members": after.members(cid),
+                     **_row(table, cid)}
+            if status in ("merged", "split"):
+                event["parents"] = list(parents)
+            events.append(event)
+        for cid in sorted(was - set(table.index[table["reported"].to_numpy()].tolist()) - absorbed):
+            events.append({"status": "disappeared", "cluster": cid, "members": before.members(cid),
+                           **_row(before.table, cid)})
+        return events
+
+
+def _row(table: pd.DataFrame, cid) -> dict:
+    return {k: _plain(v) for k, v in table.loc[cid].items() if k != "reported"}
+
+
+def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
+    if isinstance(c.value, n.Wildcard):
+        raise _bad_argument(c.value, pattern, "an aggregate compares with a number or a parameter",
+                            f"{c.value.alias}.*")
+
+
+def _track(previous: ClusterState | None, member_ids: np.ndarray, label: np.ndarray, k: int, options: dict):
+    """Cluster ids for the K current groups, and parents/children by member overlap."""
+    counter = options.setdefault("_next_cluster_id", [0])
+    ids = np.full(k, -1, np.int64)
+    parents, children = {}, {}
+    if previous is not None and len(previous.member_ids) and k:
+        prev = pd.Series(previous.cluster, index=pd.Index(previous.member_ids))
+        parent_of = prev.reindex(member_ids).to_numpy()
+        hit = ~pd.isna(parent_of)
+        overlap = pd.DataFrame({"p": parent_of[hit].astype(np.int64), "q": label[hit]}) \
+            .groupby(["p", "q"]).size().rename("w").reset_index()
+        best_parent = overlap.sort_values(["q", "w", "p"], ascending=[True, False, True]).drop_duplicates("q")
+        best_child = overlap.sort_values(["p", "w", "q"], ascending=[True, False, True]).drop_duplicates("p")
+        heirs = best_parent.merge(best_child, on=["p", "q"])
+        ids[heirs["q"].to_numpy()] = heirs["p"].to_numpy()
+        by_q = overlap.groupby("q")["p"].apply(lambda s: sorted(s.tolist()))
+        by_p = overlap.groupby("p")["q"].apply(list)
+        fresh = np.flatnonzero(ids < 0)
+        ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
+        counter[0] += len(fresh)
+        for q, plist in by_q.items():
+            parents[int(ids[q])] = plist
+        for p, qlist in by_p.items():
+            children[int(p)] = sorted(int(ids[q]) for q in qlist)
+    else:
+        ids[:] = np.arange(counter[0], counter[0] + k)
+        counter[0] += k
+    return ids, parents, children
+
+
+def aggregate_values(snap: Snapshot, positions, label, k, conditions, adjacency=None, member_index=None) -> dict:
+    """Per-group values of the aggregates in ``conditions``: {column name: array of length k}."""
+    out = {}
+    for c in conditions:
+        agg = c.aggregate
+        name = agg.column_name
+        if name in out:
+            continue
+        if agg.function in ("count", "size") and agg.attribute is None:
+            out[name] = np.bincount(label, minlength=k).astype(np.int64)
+            continue
+        if agg.function == "diameter":
+            out[name] = diameters(adjacency, member_index, label, k)
+            continue
+        if agg.attribute not in snap.vertices.columns:
+            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not in the graph")
+        column = snap.vertices[agg.attribute].to_numpy()[positions]
+        if agg.function == "count":
+            out[name] = np.bincount(label, weights=~pd.isna(column), minlength=k).astype(np.int64)
+            continue
+        try:
+            values = column.astype(np.float64)
+        except (TypeError, ValueError):
+            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not numeric") from None
+        grouped = pd.Series(values).groupby(label)
+        reduced = {"sum": grouped.sum, "min": grouped.min, "max": grouped.max, "avg": grouped.mean}[agg.function]()
+        out[name] = reduced.reindex(range(k)).to_numpy(np.float64)
+    return out
+
+
+def satisfies(values: dict, conditions, bindings: Bindings, k: int) -> np.ndarray:
+    ok = np.ones(k, dtype=bool)
+    for c in conditions:
+        bound = bindings.scalar(c.value, f"aggregate {c.aggregate}")
+        if isinstance(bound, str):
+            raise located(c.value, f"aggregate {c.aggregate} compares with a number, got {bound!r}")
+        ok &= _OPS[c.op](values[c.aggregate.column_name], bound)
+    return ok
+
+
+def diameters(adjacency: sp.csr_matrix, member_index: np.ndarray, label: np.ndarray, k: int) -> np.ndarray:
+    """Hop diameter of each group (undirected), one igraph call per group of three or more."""
+    import igraph as ig
+
+    out = np.bincount(label, minlength=k).astype(np.float64) - 1   # 2 members: 1
+    big = np.flatnonzero(out >= 2)
+    if len(big) == 0:
+        return out
+    coo = sp.triu(adjacency, format="coo")
+    graph = ig.Graph(n=adjacency.shape[0], edges=np.column_stack([coo.row, coo.col]).tolist(), directed=False)
+    order = np.argsort(label, kind="stable")
+    starts = np.searchsorted(label[order], np.arange(k + 1))
+    for g in big.tolist():
+        vertices = member_index[order[starts[g]:starts[g + 1]]]
+        out[g] = graph.induced_subgraph(vertices.tolist()).diameter(directed=False)
+    return out
+
+
+# Evolved -------------------------------------------------------------------------------
+@dataclass
+class EvolvedState:
+    alias: ClusterState
+    qualifying: set
+    first_satisfied: dict = field(default_factory=dict)
+    values: pd.DataFrame = None
+
+
+@register_pattern
+class Evolved(Pattern):
+    name = "Evolved"
+    takes_temporal = True
+
+    @classmethod
+    def check(cls, clause):
+        call = clause.pattern
+        if len(call.aliases) != 1 or call.named or call.sets or call.conditions or call.aggregates:
+            raise _bad_argument(call, "Evolved", "takes one alias: Evolved(ALIAS)", call.name)
+        for c in clause.aggregates:
+            _check_aggregate(c, "Evolved")
+        for t in clause.temporal:
+            if t.alias != call.aliases[0]:
+                raise _bad_argument(t, "Evolved", f"{t.relation.upper()} must name the evolved alias "
+                                                  f"{call.aliases[0]!r}", t.alias)
+        if len(clause.temporal) > 1:
+            raise _bad_argument(clause.temporal[1], "Evolved", "takes one of SUCCEEDS / PREDATES",
+                                clause.temporal[1].relation.upper())
+        if clause.edge is not None or clause.node is not None:
+            where = clause.edge or clause.node
+            raise _bad_argument(where, "Evolved", "its groups come from the alias: give edge/node "
+                                                  "conditions on the Cluster sub-query", "edge")
+
+    @property
+    def alias(self) -> str:
+        return self.clause.pattern.aliases[0]
+
+    def aliases(self) -> set:
+        return {self.alias}
+
+    def evaluate(self, snap, previous, aliases):
+        state = aliases.get(self.alias)
+        if not isinstance(state, ClusterState):
+            raise located(self.clause.pattern, f"Evolved({self.alias}): {self.alias!r} must be the alias of a "
+                                               "Cluster sub-query")
+        b = self.bindings(aliases)
+        ids = state.table.index.to_numpy()     # in label order 0..k-1 (see Cluster.evaluate)
+        k = len(ids)
+        values = aggregate_values(snap, state.positions, state.label, k, self.clause.aggregates,
+                                  state.adjacency, state.local)
+        holds = satisfies(values, self.clause.aggregates, b, k)
+        current = set(ids.tolist())
+        first_satisfied = ({c: v for c, v in previous.first_satisfied.items() if c in current}
+                           if previous is not None else {})
+        for cid in ids[holds].tolist():
+            first_satisfied.setdefault(cid, snap.time)
+        relation = self.clause.temporal[0].relation if self.clause.temporal else None
+        qualifying = set()
+        for cid, ok in zip(ids.tolist(), holds.tolist()):
+            reported = state.first_reported.get(cid)
+            if reported is None:
+                continue
+            if relation is None and ok:
+                qualifying.add(cid)
+            elif relation == "succeeds" and ok and reported < snap.time:
+                qualifying.add(cid)
+            elif relation == "predates" and first_satisfied.get(cid, np.inf) < reported:
+                qualifying.add(cid)
+        frame = pd.DataFrame({"size": state.table["size"].to_numpy(), **values}, index=state.table.index)
+        return EvolvedState(state, qualifying, first_satisfied, frame)
+
+    def diff(self, before, after):
+        new = after.qualifying - (before.qualifying if before is not None else set())
+        return [{"status": "evolved", "cluster": cid, "alias": self.alias, "members": after.alias.members(cid),
+                 **_row(after.values, cid), "reported_at": after.alias.first_reported[cid]}
+                for cid in sorted(new)]
