@@ -247,7 +247,8 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
         registered.attach(live)
     try:
         if the_plan.has_past:
-            registered.run_past(history if history is not None else _store_views(store, the_plan))
+            past = history if history is not None else _store_views(store, the_plan) if store is not None else []
+            registered.run_past(past)
     except BaseException:
         registered.cancel()
         raise

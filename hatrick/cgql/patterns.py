@@ -181,7 +181,7 @@ class Reach(Pattern):
         sources = np.flatnonzero(snap.vertex_mask(sources_cond, b))
         sinks = np.flatnonzero(snap.vertex_mask(sinks_cond, b))
         edges = snap.edge_mask(self.clause.edge, b)
-        directed = self.options.get("directed", snap.directed)
+        directed = snap.directed if self.options.get("directed") is None else bool(self.options["directed"])
         s, t = reachable_pairs(snap, edges, sources, sinks, directed)
         pairs = pd.MultiIndex.from_arrays([snap.ids[s], snap.ids[t]], names=["source", "sink"])
         return ReachState(pairs, snap)
