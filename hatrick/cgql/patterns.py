@@ -245,32 +245,43 @@ def reachable_pairs(snap: Snapshot, edges: np.ndarray, sources: np.ndarray, sink
 # Cluster -------------------------------------------------------------------------------
 @dataclass
 class ClusterState:
-    """Every tracked group of one snapshot: ``member_ids``/``positions``/``cluster`` (aligned, one
-    row per member), ``table`` (per cluster id: size, aggregates, reported), what happened to each
-    group (``parents``, ``children``), sizes at last event and first report times."""
+    """Every tracked group of one snapshot: ``member_ids``/``positions``/``label``/``cluster``
+    (aligned, one row per member; ``label`` 0..K-1 indexes ``table``, ``cluster`` is the id),
+    ``table`` (per cluster id: size, aggregates, reported), ``overlap`` (parent id, child id) pairs
+    with the previous snapshot's groups, sizes at each group's last event, first report times."""
     snap: Snapshot
     member_ids: np.ndarray
     positions: np.ndarray
+    label: np.ndarray
     cluster: np.ndarray
     table: pd.DataFrame
-    parents: dict
-    children: dict
+    overlap: pd.DataFrame
     event_size: dict
     first_reported: dict
-    label: np.ndarray = None
     adjacency: sp.csr_matrix = None
     local: np.ndarray = None
 
     @property
-    def reported(self) -> set:
-        return set(self.table.index[self.table["reported"].to_numpy()].tolist())
+    def reported_ids(self) -> np.ndarray:
+        return self.table.index.to_numpy()[self.table["reported"].to_numpy()]
 
     def reported_positions(self) -> np.ndarray:
-        keep = np.isin(self.cluster, self.table.index[self.table["reported"].to_numpy()])
-        return self.positions[keep]
+        return self.positions[self.table["reported"].to_numpy()[self.label]] if len(self.label) else self.positions
 
-    def members(self, cluster_id) -> list:
-        return sorted(_plain(v) for v in self.member_ids[self.cluster == cluster_id].tolist())
+    def members(self, cluster_ids) -> list:
+        """Sorted member ids of each of ``cluster_ids``."""
+        order = np.argsort(self.cluster, kind="stable")
+        ordered = self.cluster[order]
+        out = []
+        for cid in cluster_ids:
+            lo, hi = np.searchsorted(ordered, cid), np.searchsorted(ordered, cid, side="right")
+            out.append([_plain(v) for v in np.sort(self.member_ids[order[lo:hi]]).tolist()])
+        return out
+
+    def rows(self, cluster_ids) -> list:
+        """Size and aggregate values of each of ``cluster_ids`` as dicts."""
+        frame = self.table.loc[list(cluster_ids)].drop(columns=["reported"])
+        return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 @register_pattern
@@ -310,65 +321,65 @@ class Cluster(Pattern):
         _, label = connected_components(adjacency, directed=False)
         sizes = np.bincount(label, minlength=label.max() + 1 if m else 0)
         keep = sizes[label] >= self.options.get("min_size", 2) if m else np.zeros(0, bool)
-        positions, label = positions[keep], label[keep]
-        member_index = np.flatnonzero(keep)
-        # relabel the kept components 0..K-1 in order of their first (smallest-id) member
+        positions, label, member_index = positions[keep], label[keep], np.flatnonzero(keep)
+        # relabel the kept groups 0..K-1 in order of their smallest member id (vertices are sorted by id)
         _, label = np.unique(label, return_inverse=True)
         label = label.reshape(-1)
         k = int(label.max()) + 1 if len(label) else 0
         member_ids = snap.ids[positions]
-        ids, parents, children = _track(previous, member_ids, label, k, self.options)
-        cluster = ids[label] if k else np.empty(0, np.int64)
-        values = aggregate_values(snap, positions, label, k, self.aggregate_conditions(),
-                                  adjacency, member_index)
-        satisfied = satisfies(values, self.aggregate_conditions(), b, k)
+        ids, overlap = _track(previous, member_ids, label, k, self.options)
+        # diameters (igraph) only for groups that pass every other condition
+        all_conditions = self.aggregate_conditions()
+        cheap = tuple(c for c in all_conditions if c.aggregate.function != "diameter")
+        values = aggregate_values(snap, positions, label, k, cheap)
+        satisfied = satisfies(values, cheap, b, k)
+        if len(cheap) < len(all_conditions):
+            values["diameter"] = diameters(adjacency, member_index, label, k, only=satisfied)
+            satisfied &= satisfies(values, all_conditions, b, k)
         table = pd.DataFrame({"size": np.bincount(label, minlength=k), **values, "reported": satisfied},
                              index=pd.Index(ids, name="cluster"))
         current = set(ids.tolist())
         event_size = {c: v for c, v in previous.event_size.items() if c in current} if previous is not None else {}
-        first_reported = {c: v for c, v in previous.first_reported.items() if c in current} if previous is not None else {}
-        for cid in table.index[satisfied].tolist():
+        first_reported = ({c: v for c, v in previous.first_reported.items() if c in current}
+                          if previous is not None else {})
+        for cid in ids[satisfied].tolist():
             first_reported.setdefault(cid, snap.time)
-        return ClusterState(snap, member_ids, positions, cluster, table, parents, children, event_size,
-                            first_reported, label, adjacency, member_index)
+        return ClusterState(snap, member_ids, positions, label, ids[label] if k else np.empty(0, np.int64), table,
+                            overlap, event_size, first_reported, adjacency, member_index)
 
     def diff(self, before, after):
+        reported = after.reported_ids
+        sizes = after.table["size"].to_numpy()[after.table["reported"].to_numpy()]
+        if before is None:
+            status = np.full(len(reported), "created", dtype=object)
+        else:
+            o = after.overlap
+            parents = o.groupby("child").size().reindex(reported, fill_value=0).to_numpy()
+            first_parent = o.sort_values(["child", "parent"]).drop_duplicates("child").set_index("child")["parent"]
+            first_parent = first_parent.reindex(reported).to_numpy()
+            siblings = o.groupby("parent").size().reindex(first_parent, fill_value=0).to_numpy()
+            was = np.isin(reported, before.reported_ids)
+            last = pd.Series(after.event_size, dtype=np.float64).reindex(reported).to_numpy()
+            last = np.where(np.isnan(last), sizes, last)
+            grow = float(self.options.get("grow_factor", 1.5))
+            status = np.select([parents == 0, parents >= 2, siblings >= 2, ~was, sizes >= grow * last],
+                               ["created", "merged", "split", "created", "grew"], default="")
+        emit = status != ""
+        ids, status, sizes = reported[emit], status[emit], sizes[emit]
+        after.event_size.update(zip(ids.tolist(), sizes.tolist()))
         events = []
-        table = after.table
-        was = before.reported if before is not None else set()
-        absorbed = set()
-        grow = float(self.options.get("grow_factor", 1.5))
-        for cid in table.index[table["reported"].to_numpy()].tolist():
-            parents = after.parents.get(cid, [])
-            size = int(table.at[cid, "size"])
-            if before is None or not parents:
-                status = "created"
-            elif len(parents) >= 2:
-                status = "merged"
-            elif len(after.children.get(parents[0], [])) >= 2:
-                status = "split"
-            elif cid not in was:
-                status = "created"
-            elif size >= grow * after.event_size.get(cid, size):
-                status = "grew"
-            else:
-                continue
-            if status in ("merged", "split"):
-                absorbed.update(parents)
-            after.event_size[cid] = size
-            event = {"status": status, "cluster": cid, "members": after.members(cid),
-                     **_row(table, cid)}
-            if status in ("merged", "split"):
-                event["parents"] = list(parents)
+        for cid, st, members, row in zip(ids.tolist(), status.tolist(), after.members(ids), after.rows(ids)):
+            event = {"status": st, "cluster": cid, "members": members, **row}
+            if st in ("merged", "split"):
+                event["parents"] = sorted(after.overlap["parent"][after.overlap["child"] == cid].tolist())
             events.append(event)
-        for cid in sorted(was - set(table.index[table["reported"].to_numpy()].tolist()) - absorbed):
-            events.append({"status": "disappeared", "cluster": cid, "members": before.members(cid),
-                           **_row(before.table, cid)})
+        if before is not None:
+            changed = ids[(status == "merged") | (status == "split")]
+            absorbed = after.overlap["parent"][after.overlap["child"].isin(changed)].to_numpy()
+            gone = np.setdiff1d(np.setdiff1d(before.reported_ids, reported), absorbed)
+            events += [{"status": "disappeared", "cluster": cid, "members": members, **row}
+                       for cid, members, row in zip(gone.tolist(), before.members(gone), before.rows(gone))]
         return events
-
-
-def _row(table: pd.DataFrame, cid) -> dict:
-    return {k: _plain(v) for k, v in table.loc[cid].items() if k != "reported"}
 
 
 def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
@@ -378,33 +389,26 @@ def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
 
 
 def _track(previous: ClusterState | None, member_ids: np.ndarray, label: np.ndarray, k: int, options: dict):
-    """Cluster ids for the K current groups, and parents/children by member overlap."""
+    """Cluster ids for the K current groups (heirs keep their parent's id), and the
+    (parent id, child id) overlap pairs with the previous groups."""
     counter = options.setdefault("_next_cluster_id", [0])
     ids = np.full(k, -1, np.int64)
-    parents, children = {}, {}
+    overlap = pd.DataFrame({"parent": np.empty(0, np.int64), "child": np.empty(0, np.int64)})
     if previous is not None and len(previous.member_ids) and k:
-        prev = pd.Series(previous.cluster, index=pd.Index(previous.member_ids))
-        parent_of = prev.reindex(member_ids).to_numpy()
+        parent_of = pd.Series(previous.cluster, index=pd.Index(previous.member_ids)).reindex(member_ids).to_numpy()
         hit = ~pd.isna(parent_of)
-        overlap = pd.DataFrame({"p": parent_of[hit].astype(np.int64), "q": label[hit]}) \
+        pairs = pd.DataFrame({"p": parent_of[hit].astype(np.int64), "q": label[hit]}) \
             .groupby(["p", "q"]).size().rename("w").reset_index()
-        best_parent = overlap.sort_values(["q", "w", "p"], ascending=[True, False, True]).drop_duplicates("q")
-        best_child = overlap.sort_values(["p", "w", "q"], ascending=[True, False, True]).drop_duplicates("p")
+        best_parent = pairs.sort_values(["q", "w", "p"], ascending=[True, False, True]).drop_duplicates("q")
+        best_child = pairs.sort_values(["p", "w", "q"], ascending=[True, False, True]).drop_duplicates("p")
         heirs = best_parent.merge(best_child, on=["p", "q"])
         ids[heirs["q"].to_numpy()] = heirs["p"].to_numpy()
-        by_q = overlap.groupby("q")["p"].apply(lambda s: sorted(s.tolist()))
-        by_p = overlap.groupby("p")["q"].apply(list)
-        fresh = np.flatnonzero(ids < 0)
-        ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
-        counter[0] += len(fresh)
-        for q, plist in by_q.items():
-            parents[int(ids[q])] = plist
-        for p, qlist in by_p.items():
-            children[int(p)] = sorted(int(ids[q]) for q in qlist)
-    else:
-        ids[:] = np.arange(counter[0], counter[0] + k)
-        counter[0] += k
-    return ids, parents, children
+    fresh = np.flatnonzero(ids < 0)
+    ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
+    counter[0] += len(fresh)
+    if previous is not None and len(previous.member_ids) and k:
+        overlap = pd.DataFrame({"parent": pairs["p"].to_numpy(), "child": ids[pairs["q"].to_numpy()]})
+    return ids, overlap
 
 
 def aggregate_values(snap: Snapshot, positions, label, k, conditions, adjacency=None, member_index=None) -> dict:
@@ -431,8 +435,11 @@ def aggregate_values(snap: Snapshot, positions, label, k, conditions, adjacency=
             values = column.astype(np.float64)
         except (TypeError, ValueError):
             raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not numeric") from None
+        if agg.function == "sum":
+            out[name] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
+            continue
         grouped = pd.Series(values).groupby(label)
-        reduced = {"sum": grouped.sum, "min": grouped.min, "max": grouped.max, "avg": grouped.mean}[agg.function]()
+        reduced = {"min": grouped.min, "max": grouped.max, "avg": grouped.mean}[agg.function]()
         out[name] = reduced.reindex(range(k)).to_numpy(np.float64)
     return out
 
@@ -447,21 +454,26 @@ def satisfies(values: dict, conditions, bindings: Bindings, k: int) -> np.ndarra
     return ok
 
 
-def diameters(adjacency: sp.csr_matrix, member_index: np.ndarray, label: np.ndarray, k: int) -> np.ndarray:
-    """Hop diameter of each group (undirected), one igraph call per group of three or more."""
+def diameters(adjacency: sp.csr_matrix, member_index: np.ndarray, label: np.ndarray, k: int,
+              only: np.ndarray | None = None) -> np.ndarray:
+    """Hop diameter of each group (undirected): the largest eccentricity of its members, from one
+    igraph eccentricity call over the groups of three or more (NaN for those outside ``only``)."""
     import igraph as ig
 
     out = np.bincount(label, minlength=k).astype(np.float64) - 1   # 2 members: 1
-    big = np.flatnonzero(out >= 2)
-    if len(big) == 0:
+    if only is not None:
+        out[(out >= 2) & ~only] = np.nan
+    big = out >= 2
+    if not big.any():
         return out
-    coo = sp.triu(adjacency, format="coo")
-    graph = ig.Graph(n=adjacency.shape[0], edges=np.column_stack([coo.row, coo.col]).tolist(), directed=False)
-    order = np.argsort(label, kind="stable")
-    starts = np.searchsorted(label[order], np.arange(k + 1))
-    for g in big.tolist():
-        vertices = member_index[order[starts[g]:starts[g + 1]]]
-        out[g] = graph.induced_subgraph(vertices.tolist()).diameter(directed=False)
+    inside = big[label]
+    vertices = member_index[inside]
+    sub = sp.triu(adjacency[vertices][:, vertices], format="coo")
+    graph = ig.Graph(n=len(vertices), edges=np.column_stack([sub.row, sub.col]).tolist(), directed=False)
+    eccentricity = np.asarray(graph.eccentricity(), dtype=np.float64)
+    largest = np.zeros(k)
+    np.maximum.at(largest, label[inside], eccentricity)
+    out[big] = largest[big]
     return out
 
 
@@ -469,7 +481,7 @@ def diameters(adjacency: sp.csr_matrix, member_index: np.ndarray, label: np.ndar
 @dataclass
 class EvolvedState:
     alias: ClusterState
-    qualifying: set
+    qualifying: np.ndarray
     first_satisfied: dict = field(default_factory=dict)
     values: pd.DataFrame = None
 
@@ -521,23 +533,22 @@ class Evolved(Pattern):
                            if previous is not None else {})
         for cid in ids[holds].tolist():
             first_satisfied.setdefault(cid, snap.time)
+        reported = pd.Series(state.first_reported, dtype=np.float64).reindex(ids).to_numpy()
+        satisfied_at = pd.Series(first_satisfied, dtype=np.float64).reindex(ids).to_numpy()
         relation = self.clause.temporal[0].relation if self.clause.temporal else None
-        qualifying = set()
-        for cid, ok in zip(ids.tolist(), holds.tolist()):
-            reported = state.first_reported.get(cid)
-            if reported is None:
-                continue
-            if relation is None and ok:
-                qualifying.add(cid)
-            elif relation == "succeeds" and ok and reported < snap.time:
-                qualifying.add(cid)
-            elif relation == "predates" and first_satisfied.get(cid, np.inf) < reported:
-                qualifying.add(cid)
+        ever_reported = ~np.isnan(reported)
+        if relation == "succeeds":
+            qualifying = holds & ever_reported & (reported < snap.time)
+        elif relation == "predates":
+            qualifying = ever_reported & (np.nan_to_num(satisfied_at, nan=np.inf) < reported)
+        else:
+            qualifying = holds & ever_reported
         frame = pd.DataFrame({"size": state.table["size"].to_numpy(), **values}, index=state.table.index)
-        return EvolvedState(state, qualifying, first_satisfied, frame)
+        return EvolvedState(state, ids[qualifying], first_satisfied, frame)
 
     def diff(self, before, after):
-        new = after.qualifying - (before.qualifying if before is not None else set())
-        return [{"status": "evolved", "cluster": cid, "alias": self.alias, "members": after.alias.members(cid),
-                 **_row(after.values, cid), "reported_at": after.alias.first_reported[cid]}
-                for cid in sorted(new)]
+        new = np.setdiff1d(after.qualifying, before.qualifying if before is not None else np.empty(0, np.int64))
+        rows = after.values.loc[new].to_dict("records")
+        return [{"status": "evolved", "cluster": cid, "alias": self.alias, "members": members,
+                 **{k: _plain(v) for k, v in row.items()}, "reported_at": after.alias.first_reported[cid]}
+                for cid, members, row in zip(new.tolist(), after.alias.members(new), rows)]
