@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import CGQLError, CGQLSyntaxError, located
@@ -214,32 +214,55 @@ def reachable_pairs(snap: Snapshot, edges: np.ndarray, sources: np.ndarray, sink
     adjacency = snap.adjacency(edges, symmetric=not directed)
     k, label = connected_components(adjacency, directed=directed, connection="strong")
     if directed:
-        # reachability between strongly connected components over the condensation DAG
+        # reachability between strongly connected components over the condensation DAG, restricted to
+        # the components that a source reaches and that reach a sink (two csgraph traversals)
         a, z = label[snap.src[edges]], label[snap.dst[edges]]
         keep = a != z
-        dag = sp.csr_matrix((np.ones(int(keep.sum()), bool), (a[keep], z[keep])), shape=(k, k))
-        start_components = np.unique(label[sources])
-        reach = sp.csr_matrix((np.ones(len(start_components), bool),
-                               (np.arange(len(start_components)), start_components)),
-                              shape=(len(start_components), k))
-        reach = reach.astype(np.int32)
+        source_components, sink_components = np.unique(label[sources]), np.unique(label[sinks])
+        relevant = (_reached(a[keep], z[keep], k, source_components)
+                    & _reached(z[keep], a[keep], k, sink_components))
+        index = np.full(k, -1, np.int64)
+        index[relevant] = np.arange(int(relevant.sum()))
+        inside = keep & relevant[a] & relevant[z]
+        r = int(relevant.sum())
+        dag = sp.csr_matrix((np.ones(int(inside.sum()), np.int32), (index[a[inside]], index[z[inside]])),
+                            shape=(r, r))
+        starts = index[source_components[relevant[source_components]]]
+        reach = sp.csr_matrix((np.ones(len(starts), np.int32), (np.arange(len(starts)), starts)),
+                              shape=(len(starts), r))
         frontier = reach
         while frontier.nnz:
             step = (frontier @ dag).astype(bool).astype(np.int32)
             frontier = step - step.multiply(reach)      # newly reached (row, component) entries
             frontier.eliminate_zeros()
             reach = reach + frontier
-        sink_onehot = sp.csr_matrix((np.ones(len(sinks), np.int32), (label[sinks], np.arange(len(sinks)))),
-                                    shape=(k, len(sinks)))
+        reachable_sinks = sinks[relevant[label[sinks]]]
+        sink_onehot = sp.csr_matrix((np.ones(len(reachable_sinks), np.int32),
+                                     (index[label[reachable_sinks]], np.arange(len(reachable_sinks)))),
+                                    shape=(r, len(reachable_sinks)))
         hits = (reach @ sink_onehot).tocoo()
-        by_component = pd.DataFrame({"r": hits.row, "t": sinks[hits.col]})
-        rows = np.searchsorted(start_components, label[sources])
-        pairs = pd.DataFrame({"r": rows, "s": sources}).merge(by_component, on="r")
+        by_component = pd.DataFrame({"r": hits.row, "t": reachable_sinks[hits.col]})
+        rows = np.searchsorted(starts, index[label[sources]])
+        known = relevant[label[sources]]
+        pairs = pd.DataFrame({"r": rows[known], "s": sources[known]}).merge(by_component, on="r")
     else:
         pairs = pd.DataFrame({"c": label[sources], "s": sources}).merge(
             pd.DataFrame({"c": label[sinks], "t": sinks}), on="c")
     pairs = pairs[pairs["s"].to_numpy() != pairs["t"].to_numpy()]
     return pairs["s"].to_numpy(np.int64), pairs["t"].to_numpy(np.int64)
+
+
+def _reached(src: np.ndarray, dst: np.ndarray, k: int, starts: np.ndarray) -> np.ndarray:
+    """Mask of the k nodes reachable from any of ``starts`` over edges src -> dst (starts included)."""
+    if len(starts) == 0:
+        return np.zeros(k, bool)
+    hub = np.full(len(starts), k)
+    graph = sp.csr_matrix((np.ones(len(src) + len(starts), bool),
+                           (np.concatenate([src, hub]), np.concatenate([dst, starts]))), shape=(k + 1, k + 1))
+    order = breadth_first_order(graph, k, directed=True, return_predecessors=False)
+    mask = np.zeros(k + 1, bool)
+    mask[order] = True
+    return mask[:k]
 
 
 # Cluster -------------------------------------------------------------------------------
