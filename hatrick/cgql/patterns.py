@@ -377,10 +377,14 @@ class Cluster(Pattern):
             status = np.full(len(reported), "created", dtype=object)
         else:
             o = after.overlap
-            parents = o.groupby("child").size().reindex(reported, fill_value=0).to_numpy()
-            first_parent = o.sort_values(["child", "parent"]).drop_duplicates("child").set_index("child")["parent"]
-            first_parent = first_parent.reindex(reported).to_numpy()
-            siblings = o.groupby("parent").size().reindex(first_parent, fill_value=0).to_numpy()
+            rep_labels = np.flatnonzero(after.table["reported"].to_numpy())
+            child, parent = o["child_label"].to_numpy(), o["parent_label"].to_numpy()
+            parents = np.bincount(child, minlength=len(after.table))[rep_labels]
+            first_parent = np.full(len(after.table), -1, np.int64)
+            first_parent[child] = parent              # read only where a group has exactly one parent
+            children_of = np.bincount(parent, minlength=max(len(before.table), 1))
+            first = first_parent[rep_labels]
+            siblings = np.where(first >= 0, children_of[np.maximum(first, 0)], 0)
             was = np.isin(reported, before.reported_ids)
             last = pd.Series(after.event_size, dtype=np.float64).reindex(reported).to_numpy()
             last = np.where(np.isnan(last), sizes, last)
@@ -412,25 +416,32 @@ def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
 
 
 def _track(previous: ClusterState | None, member_ids: np.ndarray, label: np.ndarray, k: int, options: dict):
-    """Cluster ids for the K current groups (heirs keep their parent's id), and the
-    (parent id, child id) overlap pairs with the previous groups."""
+    """Cluster ids for the K current groups (heirs keep their parent's id), and the overlap pairs
+    with the previous groups as a DataFrame (parent id, child id, parent label, child label)."""
     counter = options.setdefault("_next_cluster_id", [0])
     ids = np.full(k, -1, np.int64)
-    overlap = pd.DataFrame({"parent": np.empty(0, np.int64), "child": np.empty(0, np.int64)})
+    p = q = np.empty(0, np.int64)
     if previous is not None and len(previous.member_ids) and k:
-        parent_of = pd.Series(previous.cluster, index=pd.Index(previous.member_ids)).reindex(member_ids).to_numpy()
-        hit = ~pd.isna(parent_of)
-        pairs = pd.DataFrame({"p": parent_of[hit].astype(np.int64), "q": label[hit]}) \
-            .groupby(["p", "q"]).size().rename("w").reset_index()
-        best_parent = pairs.sort_values(["q", "w", "p"], ascending=[True, False, True]).drop_duplicates("q")
-        best_child = pairs.sort_values(["p", "w", "q"], ascending=[True, False, True]).drop_duplicates("p")
-        heirs = best_parent.merge(best_child, on=["p", "q"])
-        ids[heirs["q"].to_numpy()] = heirs["p"].to_numpy()
+        # member ids of a snapshot are sorted (vertices are sorted by id), so a search finds old groups
+        at = np.minimum(np.searchsorted(previous.member_ids, member_ids), len(previous.member_ids) - 1)
+        hit = previous.member_ids[at] == member_ids
+        keys, weight = np.unique(previous.label[at[hit]] * k + label[hit], return_counts=True)
+        p, q = keys // k, keys % k
+        if len(keys):
+            parent_id = previous.table.index.to_numpy()[p]
+            best_parent = np.zeros(len(keys), bool)            # most overlap, then the smaller id
+            order = np.lexsort((parent_id, -weight, q))
+            best_parent[order[np.r_[True, q[order][1:] != q[order][:-1]]]] = True
+            best_child = np.zeros(len(keys), bool)             # most overlap, then the smaller label
+            order = np.lexsort((q, -weight, p))
+            best_child[order[np.r_[True, p[order][1:] != p[order][:-1]]]] = True
+            heir = best_parent & best_child
+            ids[q[heir]] = parent_id[heir]
     fresh = np.flatnonzero(ids < 0)
     ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
     counter[0] += len(fresh)
-    if previous is not None and len(previous.member_ids) and k:
-        overlap = pd.DataFrame({"parent": pairs["p"].to_numpy(), "child": ids[pairs["q"].to_numpy()]})
+    parent_ids = previous.table.index.to_numpy()[p] if len(p) else np.empty(0, np.int64)
+    overlap = pd.DataFrame({"parent": parent_ids, "child": ids[q], "parent_label": p, "child_label": q})
     return ids, overlap
 
 
