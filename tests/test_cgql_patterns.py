@@ -73,6 +73,8 @@ CLUSTER_CASES = [
      [("sum_usage", ">", 40), ("diameter", "<=", 3)]),
     ("DETECT Cluster(age >= 20, count(*) >= 3, max(node.usage) < 35)", [("age", ">=", 20)], None,
      [("count", ">=", 3), ("max_usage", "<", 35)]),
+    ("DETECT Cluster(diameter >= 3, diameter != 5)", [], None, [("diameter", ">=", 3), ("diameter", "!=", 5)]),
+    ("DETECT Cluster(diameter < 3) WHERE edge: {power, follow}", [], {"power", "follow"}, [("diameter", "<", 3)]),
 ]
 
 

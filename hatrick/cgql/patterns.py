@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, connected_components
+from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra
 
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import CGQLError, CGQLSyntaxError, located
@@ -357,7 +357,9 @@ class Cluster(Pattern):
         values = aggregate_values(snap, positions, label, k, cheap)
         satisfied = satisfies(values, cheap, b, k)
         if len(cheap) < len(all_conditions):
-            values["diameter"] = diameters(adjacency, member_index, label, k, only=satisfied)
+            limits = [(c.op, b.scalar(c.value, "diameter")) for c in all_conditions
+                      if c.aggregate.function == "diameter"]
+            values["diameter"] = diameters(adjacency, member_index, label, k, only=satisfied, limits=limits)
             satisfied &= satisfies(values, all_conditions, b, k)
         table = pd.DataFrame({"size": np.bincount(label, minlength=k), **values, "reported": satisfied},
                              index=pd.Index(ids, name="cluster"))
@@ -489,14 +491,24 @@ def satisfies(values: dict, conditions, bindings: Bindings, k: int) -> np.ndarra
 
 
 def diameters(adjacency: sp.csr_matrix, member_index: np.ndarray, label: np.ndarray, k: int,
-              only: np.ndarray | None = None) -> np.ndarray:
+              only: np.ndarray | None = None, limits=()) -> np.ndarray:
     """Hop diameter of each group (undirected): the largest eccentricity of its members, from one
-    igraph eccentricity call over the groups of three or more (NaN for those outside ``only``)."""
+    igraph eccentricity call over the groups of three or more.
+
+    Groups outside ``only``, and groups that ``limits`` ([(op, bound)], e.g. ("<", 6)) already
+    rule out by the bounds ecc(r) <= diameter <= 2 ecc(r) from one BFS per group, get NaN."""
     import igraph as ig
 
     out = np.bincount(label, minlength=k).astype(np.float64) - 1   # 2 members: 1
     if only is not None:
         out[(out >= 2) & ~only] = np.nan
+    if limits and (out >= 2).any():
+        lower = _root_eccentricity(adjacency, member_index, label, k, out >= 2)
+        upper = 2 * lower
+        for op, bound in limits:
+            ruled_out = {"<": lower >= bound, "<=": lower > bound, ">": upper <= bound, ">=": upper < bound,
+                         "=": (lower > bound) | (upper < bound)}.get(op, np.zeros(k, bool))
+            out[(out >= 2) & ruled_out] = np.nan
     big = out >= 2
     if not big.any():
         return out
@@ -508,6 +520,21 @@ def diameters(adjacency: sp.csr_matrix, member_index: np.ndarray, label: np.ndar
     largest = np.zeros(k)
     np.maximum.at(largest, label[inside], eccentricity)
     out[big] = largest[big]
+    return out
+
+
+def _root_eccentricity(adjacency, member_index, label, k, groups) -> np.ndarray:
+    """Eccentricity of the first member of each selected group (one BFS from a hub joined to them)."""
+    first = np.full(k, -1, np.int64)
+    first[label] = member_index                    # any member will do: each gives valid bounds
+    roots = first[groups]
+    m = adjacency.shape[0]
+    hub = sp.csr_matrix((np.ones(len(roots), bool), (np.full(len(roots), m), roots)), shape=(m + 1, m + 1))
+    graph = sp.bmat([[adjacency, None], [None, sp.csr_matrix((1, 1), dtype=bool)]], format="csr") + hub
+    distance = dijkstra(graph, directed=True, indices=m, unweighted=True)[member_index] - 1
+    out = np.zeros(k)
+    reached = np.isfinite(distance)
+    np.maximum.at(out, label[reached], distance[reached])
     return out
 
 

@@ -251,9 +251,16 @@ def _condition_mask(frame: pd.DataFrame, c: n.VertexCondition, bindings: Binding
         raise located(c, f"{kind} attribute {c.attribute!r} is not in the graph "
                          f"({kind} attributes: {_attributes(frame, kind)})")
     column = frame[c.attribute]
+    if isinstance(c.value, n.Wildcard) and kind == "vertex" and not _is_list_column(column):
+        # same value as a member of the alias's reported clusters: compare integer codes
+        codes = _codes(snap, c.attribute)
+        member = np.zeros(codes.max() + 2 if len(codes) else 1, bool)
+        member[codes[_wildcard_values(c, bindings, snap)]] = True
+        hit = member[codes] & (codes >= 0)
+        return hit if c.op == "=" else ~hit
     if c.op == "in" or isinstance(c.value, n.Wildcard):
-        values = _wildcard_values(c, bindings, snap) if isinstance(c.value, n.Wildcard) else \
-            [bindings.scalar(v, f"{c.attribute} IN") for v in c.value]
+        values = column.to_numpy()[_wildcard_values(c, bindings, snap)] if isinstance(c.value, n.Wildcard) \
+            else [bindings.scalar(v, f"{c.attribute} IN") for v in c.value]
         if _is_list_column(column):
             return _list_contains(column, values)
         return column.isin(values).to_numpy() if c.op in ("in", "=") else ~column.isin(values).to_numpy()
@@ -296,11 +303,19 @@ def _list_contains(column: pd.Series, values) -> np.ndarray:
 
 
 def _wildcard_values(c: n.VertexCondition, bindings: Bindings, snap) -> np.ndarray:
+    """Positions of the members of the clusters currently reported under the wildcard's alias."""
     alias = c.value.alias
     state = bindings.aliases.get(alias)
     if state is None:
         raise located(c.value, f"alias {alias!r} is not defined by a sub-query of this query (AS {alias})")
     positions = state.reported_positions()
-    if c.attribute == "id":
-        return snap.ids[positions]
-    return snap.vertices[c.attribute].to_numpy()[positions]
+    return positions
+
+
+def _codes(snap, attribute: str) -> np.ndarray:
+    """Integer codes of a vertex attribute (equal values, equal codes), once per snapshot."""
+    key = ("codes", attribute)
+    if key not in snap._cache:
+        snap._cache[key] = pd.factorize(snap.vertices[attribute])[0] if attribute != "id" else \
+            np.arange(snap.num_vertices)
+    return snap._cache[key]
