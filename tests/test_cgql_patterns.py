@@ -1,6 +1,5 @@
 """Every CGQL event equals a brute-force recomputation on every snapshot (tests/cgql_oracle.py),
 for Reach, Cluster and Evolved, on random evolving graphs (directed and undirected)."""
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings

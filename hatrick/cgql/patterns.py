@@ -58,7 +58,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra
 
 from hatrick.cgql import nodes as n
-from hatrick.cgql.errors import CGQLError, CGQLSyntaxError, located
+from hatrick.cgql.errors import CGQLSyntaxError, located
 from hatrick.cgql.views import Bindings, Snapshot, _plain
 
 __all__ = ["Pattern", "Reach", "Cluster", "Evolved", "register_pattern", "PATTERNS", "check_clause"]
