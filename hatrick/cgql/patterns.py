@@ -241,15 +241,25 @@ def reachable_pairs(snap: Snapshot, edges: np.ndarray, sources: np.ndarray, sink
                                      (index[label[reachable_sinks]], np.arange(len(reachable_sinks)))),
                                     shape=(r, len(reachable_sinks)))
         hits = (reach @ sink_onehot).tocoo()
-        by_component = pd.DataFrame({"r": hits.row, "t": reachable_sinks[hits.col]})
         rows = np.searchsorted(starts, index[label[sources]])
         known = relevant[label[sources]]
-        pairs = pd.DataFrame({"r": rows[known], "s": sources[known]}).merge(by_component, on="r")
+        s, t = _join(rows[known], sources[known], hits.row, reachable_sinks[hits.col])
     else:
-        pairs = pd.DataFrame({"c": label[sources], "s": sources}).merge(
-            pd.DataFrame({"c": label[sinks], "t": sinks}), on="c")
-    pairs = pairs[pairs["s"].to_numpy() != pairs["t"].to_numpy()]
-    return pairs["s"].to_numpy(np.int64), pairs["t"].to_numpy(np.int64)
+        s, t = _join(label[sources], sources, label[sinks], sinks)
+    keep = s != t
+    return s[keep].astype(np.int64), t[keep].astype(np.int64)
+
+
+def _join(left_key, left, right_key, right):
+    """All (left[i], right[j]) with left_key[i] == right_key[j] (an equi-join in numpy)."""
+    order = np.argsort(right_key, kind="stable")
+    right_key, right = right_key[order], right[order]
+    lo = np.searchsorted(right_key, left_key, side="left")
+    counts = np.searchsorted(right_key, left_key, side="right") - lo
+    total = int(counts.sum())
+    before = np.cumsum(counts) - counts
+    gather = np.arange(total) - np.repeat(before, counts) + np.repeat(lo, counts)
+    return np.repeat(left, counts), right[gather]
 
 
 def _reached(src: np.ndarray, dst: np.ndarray, k: int, starts: np.ndarray) -> np.ndarray:
@@ -303,8 +313,10 @@ class ClusterState:
 
     def rows(self, cluster_ids) -> list:
         """Size and aggregate values of each of ``cluster_ids`` as dicts."""
-        frame = self.table.loc[list(cluster_ids)].drop(columns=["reported"])
-        return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+        at = self.table.index.get_indexer(np.asarray(cluster_ids))
+        columns = [c for c in self.table.columns if c != "reported"]
+        values = [self.table[c].to_numpy()[at].tolist() for c in columns]
+        return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
 
 
 @register_pattern
@@ -609,7 +621,9 @@ class Evolved(Pattern):
 
     def diff(self, before, after):
         new = np.setdiff1d(after.qualifying, before.qualifying if before is not None else np.empty(0, np.int64))
-        rows = after.values.loc[new].to_dict("records")
+        at = after.values.index.get_indexer(new)
+        columns = list(after.values.columns)
+        values = [after.values[c].to_numpy()[at].tolist() for c in columns]
         return [{"status": "evolved", "cluster": cid, "alias": self.alias, "members": members,
-                 **{k: _plain(v) for k, v in row.items()}, "reported_at": after.alias.first_reported[cid]}
-                for cid, members, row in zip(new.tolist(), after.alias.members(new), rows)]
+                 **{c: _plain(v) for c, v in zip(columns, row)}, "reported_at": after.alias.first_reported[cid]}
+                for cid, members, row in zip(new.tolist(), after.alias.members(new), zip(*values))]

@@ -206,8 +206,13 @@ class Snapshot:
 
     def records(self, positions: np.ndarray) -> list[dict]:
         """Attribute dicts (without ``id``) of the vertices at ``positions``, for event payloads."""
-        frame = self.vertices.iloc[positions].drop(columns=["id"])
-        return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+        if "attribute_arrays" not in self._cache:
+            self._cache["attribute_arrays"] = {c: self.vertices[c].to_numpy() for c in self.vertices.columns
+                                               if c != "id"}
+        arrays = self._cache["attribute_arrays"]
+        columns = list(arrays)
+        values = [arrays[c][positions].tolist() for c in columns]
+        return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
 
 
 def _plain(value):
