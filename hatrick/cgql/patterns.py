@@ -303,13 +303,14 @@ class ClusterState:
 
     def members(self, cluster_ids) -> list:
         """Sorted member ids of each of ``cluster_ids``."""
-        order = np.argsort(self.cluster, kind="stable")
-        ordered = self.cluster[order]
-        out = []
-        for cid in cluster_ids:
-            lo, hi = np.searchsorted(ordered, cid), np.searchsorted(ordered, cid, side="right")
-            out.append([_plain(v) for v in np.sort(self.member_ids[order[lo:hi]]).tolist()])
-        return out
+        if self.__dict__.get("_by_cluster") is None:
+            order = np.argsort(self.cluster, kind="stable")     # member ids are sorted: stays sorted
+            self.__dict__["_by_cluster"] = (self.cluster[order], self.member_ids[order].tolist())
+        ordered, ids = self.__dict__["_by_cluster"]
+        cluster_ids = np.asarray(cluster_ids)
+        lo = np.searchsorted(ordered, cluster_ids, side="left").tolist()
+        hi = np.searchsorted(ordered, cluster_ids, side="right").tolist()
+        return [ids[a:b] for a, b in zip(lo, hi)]
 
     def rows(self, cluster_ids) -> list:
         """Size and aggregate values of each of ``cluster_ids`` as dicts."""
