@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from goffish.session import session
 
-__all__ = ["session", "ingest", "open", "Instance"]
+__all__ = ["session", "ingest", "open", "Instance", "query"]
 
 
 def ingest(source, path: str, num_partitions: int = 4, partitioner: str = "metis", overwrite: bool = False,
@@ -36,6 +36,22 @@ def open(path: str, spark=None):  # noqa: A001 - mirrors goffish.open(path) in t
     from goffish.graph import Graph
 
     return Graph(path, spark)
+
+
+def query(graph_or_stream, text: str, params: dict | None = None, time_ordered: bool = False, **options):
+    """Register a CGQL query and return the topic its events go to (see :func:`hatrick.cgql.query`).
+
+    ``graph_or_stream``: a stored graph (past instances), a Hatrick stream (live
+    updates; pass ``stream=`` with a graph for frames that straddle now), or
+    recorded GraphViews. ``params`` binds symbolic constants (``C``, ``d``, ``$x``).
+
+        topic = goffish.query(g, "DETECT Cluster(sum(node.usage) > C) WHERE edge: {type = power}",
+                              params={"C": 100}, now=24.0)
+        for event in topic: print(event["time"], event["status"], event["members"])
+    """
+    from hatrick.cgql import query as register
+
+    return register(graph_or_stream, text, params, time_ordered, **options)
 
 
 def __getattr__(name):

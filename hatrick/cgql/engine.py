@@ -1,0 +1,354 @@
+"""Registered queries: feed snapshots (stored instances, then live views) through the patterns.
+
+:func:`query` parses and plans a query text, creates its topics, evaluates
+the past part of its frame over stored snapshots, and subscribes the live part
+to a stream. Sources:
+
+- a GoFS graph (``gofs.store.GraphStore``, a ``goffish`` graph handle or its
+  path): one :class:`hatrick.cgql.views.StoreInstanceView` per stored instance
+  whose start lies in the past part of the frame, in time order, reading only
+  the columns the query needs. Past frames are evaluated per instance on these
+  views in the driver process (one csgraph call per pattern and instance),
+  not as a Gopher program: Gopher runs over the template topology and would
+  miss the topology changes an instance stores, and the reachable-pair
+  results of Reach do not fit Gopher's per-vertex output.
+- a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
+  that calls ``callback(view)`` after every applied batch (Hatrick's
+  ``Stream``); its ``store``/``graph`` attribute, if any, serves the past part.
+- an iterable of GraphViews: a recorded history, used as stored snapshots.
+
+The seam: the live callback is registered before the past part is evaluated;
+views arriving meanwhile are buffered and replayed after it. A view is
+evaluated only if its time lies in the frame and at or after ``now`` (the
+past part took the instances before ``now``), its ``seq`` is larger than the
+last live one, and its time is not earlier than the last snapshot evaluated:
+no gap, no duplicate.
+
+Every event carries ``time`` (the snapshot's time: when its condition was
+seen to hold), ``detected`` (wall clock when it was published), ``pattern``,
+``status``, ``subquery`` (its alias, or ``Pattern#i``), ``topic`` and ``seq``.
+A query whose evaluation fails (say an attribute the live graph lacks) stops,
+records the error as ``query.error`` / ``topic.error`` and closes its topics.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time as clock
+
+from hatrick.cgql import nodes as n
+from hatrick.cgql.errors import CGQLError, located
+from hatrick.cgql.parser import parse
+from hatrick.cgql.planner import Plan, plan
+from hatrick.cgql.topics import Topic
+from hatrick.cgql.views import Snapshot, StoreInstanceView
+
+__all__ = ["query", "Query", "active_queries"]
+
+_registry: dict = {}            # topic name -> Query, for the queries still running
+_registry_lock = threading.Lock()
+_numbers = itertools.count(1)
+
+
+def active_queries() -> dict:
+    """{topic name: Query} of the registered queries that are still running."""
+    with _registry_lock:
+        return dict(_registry)
+
+
+class Query:
+    """A registered query: its plan, topics, pattern states and sources."""
+
+    def __init__(self, text: str, plan_: Plan, topics: dict, directed: bool | None):
+        self.text, self.plan, self.topics, self.directed = text, plan_, topics, directed
+        self.states: dict = {}
+        self.in_frame: dict = {}
+        self.error: Exception | None = None
+        self.cancelled = False
+        self.snapshots = 0
+        self._stream = None
+        self._lock = threading.RLock()
+        self._buffer: list | None = None
+        self._last_seq = -math.inf
+        self._last_time = -math.inf
+        for topic in topics.values():
+            topic.query = self
+
+    @property
+    def topic(self) -> Topic:
+        return self.topics[self.plan.default_topic] if self.plan.default_topic in self.topics else \
+            next(iter(self.topics.values()))
+
+    # evaluation ---------------------------------------------------------------------
+    def feed(self, view) -> int:
+        """Evaluate every sub-query on one snapshot and publish its events; returns how many."""
+        snap = Snapshot.of(view, self.directed)
+        if not self.plan.start <= snap.time < self.plan.end:
+            return 0
+        aliases, published = {}, 0
+        for sq in self.plan.subqueries:
+            previous = self.states.get(sq.name)
+            state = sq.pattern.evaluate(snap, previous, {a: aliases[a] for a in sq.depends})
+            if sq.clause.alias:
+                aliases[sq.clause.alias] = state
+            inside = sq.in_frame(snap.time)
+            if inside:
+                events = sq.pattern.diff(previous if self.in_frame.get(sq.name) else None, state)
+                if events:
+                    detected = clock.time()
+                    head = {"time": snap.time, "pattern": sq.clause.pattern.name}
+                    tail = {"subquery": sq.name, "snapshot": snap.seq, "detected": detected}
+                    events = [{**head, **e, **tail} for e in events]
+                    published += len(self.topics[sq.topic].publish(events))
+            self.states[sq.name], self.in_frame[sq.name] = state, inside
+        self.snapshots += 1
+        self._last_time = max(self._last_time, snap.time)
+        return published
+
+    def run_past(self, views) -> None:
+        """Evaluate stored snapshots (time order) that fall in the past part of the frame."""
+        for view in views:
+            if self.cancelled:
+                return
+            if float(view.time) < self.plan.now:
+                self._guarded(view, reraise=True)
+
+    # live ---------------------------------------------------------------------------
+    def attach(self, stream) -> None:
+        """Subscribe to ``stream``; views are buffered until :meth:`release` (after the past part)."""
+        self._stream = stream
+        self._buffer = []
+        stream.on_batch(self._on_batch)
+
+    def release(self) -> None:
+        with self._lock:
+            pending, self._buffer = self._buffer or [], None
+            for view in pending:
+                self._live(view)
+
+    def _on_batch(self, view) -> None:
+        with self._lock:
+            if self.cancelled:
+                return
+            if self._buffer is not None:
+                self._buffer.append(view)
+                return
+            self._live(view)
+
+    def _live(self, view) -> None:
+        t, seq = float(view.time), int(view.seq)
+        if t < self.plan.now or seq <= self._last_seq or t < self._last_time:
+            return
+        self._last_seq = seq
+        if t >= self.plan.end:
+            self.cancel()
+            return
+        self._guarded(view, reraise=False)
+
+    def _guarded(self, view, reraise: bool) -> None:
+        """Feed ``view``; a query error stops the query (and is raised to a past run's caller, not
+        into the stream's thread)."""
+        try:
+            self.feed(view)
+        except (CGQLError, ValueError) as exc:
+            self.error = exc
+            for topic in self.topics.values():
+                topic.error = exc
+            self.cancel()
+            if reraise:
+                raise
+
+    def cancel(self) -> None:
+        """Stop: unsubscribe from the stream, close every topic, leave the registry."""
+        with self._lock:
+            if self.cancelled:
+                return
+            self.cancelled = True
+            if self._stream is not None:
+                self._stream.remove_callback(self._on_batch)
+            for topic in self.topics.values():
+                topic.close()
+        with _registry_lock:
+            for name in [k for k, q in _registry.items() if q is self]:
+                del _registry[name]
+
+    def __repr__(self) -> str:
+        return (f"Query({self.plan.kind}, topics={list(self.topics)}, snapshots={self.snapshots}, "
+                f"cancelled={self.cancelled})")
+
+
+def query(source, text: str, params: dict | None = None, time_ordered: bool = False, *, stream=None,
+          now: float | None = None, time_unit: float = 1.0, directed: bool | None = None,
+          grow_factor: float = 1.5, min_size: int = 2) -> Topic:
+    """Register the CGQL query ``text`` over ``source`` and return the topic its events go to.
+
+    Parameters
+    ----------
+    source : GoFS graph (handle or path), stream, iterable of GraphViews, or None
+        What the query reads: stored instances for the past, a stream (``on_batch`` /
+        ``remove_callback``) for live updates. None only for ``CANCEL`` statements.
+    text : str
+        CGQL statements (see :func:`hatrick.cgql.parse`).
+    params : dict
+        Values of the symbolic constants (``C``, ``C'``, ``d``, ``$x``).
+    time_ordered : bool
+        Sort each publication's events by time and key (see :mod:`hatrick.cgql.topics`).
+    stream : optional
+        A live stream when ``source`` is a stored graph (straddling frames).
+    now : float
+        The current graph time; default the stream's ``now()``/``clock()`` or the wall clock
+        when there is a stream, else None (all stored instances are past; FOR/SINCE then
+        need ``now``).
+    time_unit : float
+        Seconds per graph time unit (durations like ``20h`` are divided by it).
+    directed : bool
+        Override the graph's directedness for Reach (default: the source's ``directed``).
+    grow_factor, min_size : Cluster's ``grew`` threshold and smallest reported group.
+
+    Returns
+    -------
+    Topic
+        The topic of the un-aliased sub-queries (else of the first one); ``topic.query.topics``
+        holds every topic of the query, ``topic.cancel()`` stops it.
+
+    Example
+    -------
+    >>> topic = query(graph, "DETECT Cluster(sum(node.usage) > C) WHERE edge: {type = power}",
+    ...               params={"C": 100})                                  # doctest: +SKIP
+    >>> [e["status"] for e in topic]                                      # doctest: +SKIP
+    """
+    statements = parse(text)
+    cancelled = _run_cancels(statements)
+    if not any(isinstance(s, n.Detect) for s in statements):
+        if cancelled:
+            return cancelled[-1]
+        raise CGQLError("nothing to register: the query has no DETECT statement")
+    store, live, history = _sources(source, stream)
+    if now is None and live is not None:
+        now = _stream_now(live)
+    default = f"query-{next(_numbers)}"
+    the_plan = plan(statements, params, now, time_unit, default,
+                    {"directed": directed, "grow_factor": grow_factor, "min_size": min_size})
+    if live is None and not the_plan.has_past:
+        raise CGQLError(f"the query's time frame starts at or after now ({the_plan.now}): it needs a live "
+                        "stream (pass stream=... or query the stream)")
+    if store is not None:
+        _check_store_attributes(store, the_plan)
+    topics = {name: Topic(name, time_ordered) for name in the_plan.topics}
+    with _registry_lock:
+        taken = [name for name in topics if name in _registry]
+        if taken:
+            raise CGQLError(f"topic {taken[0]!r} is already used by a running query (CANCEL {taken[0]} first)")
+        registered = Query(text, the_plan, topics, directed if directed is not None else _directed(store, live))
+        for name in topics:
+            _registry[name] = registered
+    if live is not None and the_plan.has_live:
+        registered.attach(live)
+    try:
+        if the_plan.has_past:
+            past = history if history is not None else _store_views(store, the_plan) if store is not None else []
+            registered.run_past(past)
+    except BaseException:
+        registered.cancel()
+        raise
+    if live is not None and the_plan.has_live:
+        registered.release()
+    else:
+        registered.cancel()          # past only: every event is published; topics close
+    return registered.topic
+
+
+def _run_cancels(statements) -> list:
+    closed = []
+    for s in statements:
+        if isinstance(s, n.Cancel):
+            with _registry_lock:
+                target = _registry.get(s.topic)
+            if target is None:
+                raise located(s, f"CANCEL {s.topic}: no running query publishes to topic {s.topic!r}")
+            target.cancel()
+            closed.append(target.topics[s.topic])
+    return closed
+
+
+def _sources(source, stream):
+    """(store, live stream, recorded views) from what the caller passed."""
+    from gofs.store import GraphStore
+
+    store = history = None
+    live = stream
+    if isinstance(source, str):
+        store = GraphStore(source)
+    elif isinstance(source, GraphStore):
+        store = source
+    elif hasattr(source, "on_batch") and hasattr(source, "remove_callback"):
+        live = source
+        backing = getattr(source, "store", None) or getattr(source, "graph", None)
+        store = backing if isinstance(backing, GraphStore) else None
+    elif source is not None:
+        try:
+            history = sorted(source, key=lambda v: (float(v.time), int(v.seq)))
+        except (TypeError, AttributeError):
+            raise CGQLError(f"cannot query a {type(source).__name__}: pass a GoFS graph, a stream with "
+                            "on_batch/remove_callback, or GraphViews") from None
+    if live is not None and not (hasattr(live, "on_batch") and hasattr(live, "remove_callback")):
+        raise CGQLError(f"stream {type(live).__name__} has no on_batch/remove_callback")
+    return store, live, history
+
+
+def _stream_now(stream) -> float:
+    for name in ("now", "clock"):
+        fn = getattr(stream, name, None)
+        if callable(fn):
+            return float(fn())
+    return clock.time()
+
+
+def _directed(store, live):
+    if store is not None:
+        return bool(store.directed)
+    if live is not None and hasattr(live, "directed"):
+        return bool(live.directed)
+    return None
+
+
+def _store_views(store, the_plan: Plan):
+    hi = min(the_plan.end, the_plan.now)
+    chosen = sorted((i for i in store.instances if the_plan.start <= i["start"] < hi),
+                    key=lambda i: (i["start"], i["id"]))
+    vertex = sorted(the_plan.vertex_attributes)
+    edge = sorted(the_plan.edge_attributes | _label_attributes(store, the_plan))
+    for inst in chosen:
+        yield StoreInstanceView(store, inst, vertex, edge)
+
+
+def _label_attributes(store, the_plan: Plan) -> set:
+    if not any(sq.clause.edge is not None and sq.clause.edge.labels for sq in the_plan.subqueries):
+        return set()
+    known = set(store.edge_attributes) | set(store.instance_edge_attributes)
+    return {next((c for c in ("type", "label") if c in known), "type")}
+
+
+def _check_store_attributes(store, the_plan: Plan) -> None:
+    """Name a missing attribute and its place in the query at registration, not mid-run."""
+    vertex_known = set(store.vertex_attributes) | set(store.instance_vertex_attributes) | {"id"}
+    edge_known = set(store.edge_attributes) | set(store.instance_edge_attributes)
+    for sq in the_plan.subqueries:
+        clause = sq.clause
+        groups = sq.pattern._vertex_condition_groups()
+        for cond in (c for g in groups for c in g):
+            if cond.attribute not in vertex_known:
+                raise located(cond, f"vertex attribute {cond.attribute!r} is not in graph {store.path} "
+                                    f"(vertex attributes: {', '.join(sorted(vertex_known))})")
+        for agg in sq.pattern.aggregate_conditions():
+            if agg.aggregate.attribute and agg.aggregate.attribute not in vertex_known:
+                raise located(agg, f"vertex attribute {agg.aggregate.attribute!r} is not in graph {store.path}")
+        if clause.edge is not None:
+            for cond in clause.edge.conditions:
+                if cond.attribute not in edge_known:
+                    raise located(cond, f"edge attribute {cond.attribute!r} is not in graph {store.path} "
+                                        f"(edge attributes: {', '.join(sorted(edge_known)) or 'none'})")
+            if clause.edge.labels and not ({"type", "label"} & edge_known):
+                raise located(clause.edge, f"edge label {clause.edge.labels[0]!r} needs a 'type' or 'label' "
+                                           f"edge attribute in graph {store.path}")

@@ -1,0 +1,630 @@
+"""CGQL patterns: from a graph snapshot to the pattern's state, and from two states to events.
+
+A pattern (:class:`Pattern`) is pluggable: subclass it, set ``name``, implement
+``check`` (argument validation at parse time), ``evaluate`` (snapshot ->
+state, given the state at the previous snapshot and the states of the aliases
+it uses) and ``diff`` (state before, state after -> event dicts), then
+:func:`register_pattern` it. The engine evaluates every sub-query of a query
+on every snapshot of the query's time frame, and delivers the events of a
+sub-query only for snapshots inside its own frame; at the first snapshot of a
+frame ``diff`` gets ``before=None`` and reports everything that holds.
+
+Semantics (each decided here; the tests' brute-force oracles re-derive them):
+
+``Reach(source: {...}, sink: {...})``
+    State: the set of (source, sink) pairs, source != sink, both matching
+    their conditions, with a path from source to sink over edges matching the
+    WHERE edge condition (through any vertices; directed graphs follow edge
+    direction). ``reachable`` when a pair enters the set, ``unreachable``
+    when it leaves (path broken, endpoint removed or no longer matching).
+    Vectorised: one ``scipy.sparse.csgraph.connected_components`` (weak for
+    undirected, strong for directed graphs), then reachability between
+    components by sparse boolean products over the condensation.
+
+``Cluster(conditions, aggregate conditions)``
+    Members: vertices matching the vertex conditions (in the call and in a
+    ``WHERE node: {...}``). Connecting edges: edges matching the WHERE edge
+    condition with both ends members, taken undirected. Groups: connected
+    components with at least ``min_size`` (2) members. A group is *reported*
+    while it satisfies every aggregate condition (``sum/min/max/avg(node.a)``,
+    ``count(...)``, ``size``, ``diameter`` in hops). Identity: a group keeps
+    the id of the previous group it overlaps most when that group also
+    overlaps it most (ties to the smaller id/label); otherwise it gets a new
+    id. Events for each reported group: ``created`` (no previous group
+    overlaps it, or its group was not reported before), ``merged`` (it
+    overlaps two or more previous groups; ``parents``), ``split`` (its only
+    parent overlaps two or more current groups; ``parents``), ``grew`` (its
+    size reached ``grow_factor`` (1.5) times its size at its last event);
+    ``disappeared`` for a group reported before that is gone or no longer
+    satisfies its conditions, unless it was absorbed by a reported merge or
+    split.
+
+``Evolved(ALIAS) WHERE aggregate conditions [AND SUCCEEDS ALIAS | PREDATES ALIAS]``
+    Over the groups tracked by the Cluster sub-query ``AS ALIAS`` (by their
+    identity, reported or not). A group qualifies when the alias has
+    reported it at some snapshot and its current members satisfy the WHERE
+    aggregates; with ``SUCCEEDS ALIAS`` only at a snapshot strictly after the
+    alias first reported it; with ``PREDATES ALIAS`` when it satisfied the
+    WHERE before the alias first reported it (event at the report). An
+    ``evolved`` event when a group starts qualifying.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra
+
+from hatrick.cgql import nodes as n
+from hatrick.cgql.errors import CGQLSyntaxError, located
+from hatrick.cgql.views import Bindings, Snapshot, _plain
+
+__all__ = ["Pattern", "Reach", "Cluster", "Evolved", "register_pattern", "PATTERNS", "check_clause"]
+
+PATTERNS: dict = {}
+
+_OPS = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+        ">=": np.greater_equal}
+
+
+def register_pattern(cls):
+    """Make a :class:`Pattern` subclass callable from CGQL under ``cls.name`` (case-insensitive)."""
+    PATTERNS[cls.name.lower()] = cls
+    return cls
+
+
+def check_clause(clause: n.Clause, text: str = "") -> None:
+    """Parse-time validation of one clause: the pattern exists and takes these arguments."""
+    cls = PATTERNS.get(clause.pattern.name.lower())
+    if cls is None:
+        raise CGQLSyntaxError(f"unknown pattern {clause.pattern.name!r}; expected one of: "
+                              + ", ".join(sorted(c.name for c in PATTERNS.values())),
+                              clause.pattern.line, clause.pattern.column, clause.pattern.name,
+                              [c.name for c in PATTERNS.values()])
+    for temporal in clause.temporal:
+        if not cls.takes_temporal:
+            raise CGQLSyntaxError(f"{temporal.relation.upper()} applies to Evolved(...) only",
+                                  temporal.line, temporal.column, temporal.relation.upper(), [])
+    cls.check(clause)
+
+
+def _bad_argument(node, pattern: str, message: str, token: str = ""):
+    return CGQLSyntaxError(f"{pattern}: {message}", getattr(node, "line", 0), getattr(node, "column", 0),
+                           token, [])
+
+
+class Pattern:
+    """One sub-query's pattern; subclasses implement ``check``, ``evaluate`` and ``diff``."""
+
+    name = ""
+    takes_temporal = False
+
+    def __init__(self, clause: n.Clause, params: dict, options: dict):
+        self.clause, self.params, self.options = clause, params, options
+
+    @classmethod
+    def check(cls, clause: n.Clause) -> None:
+        """Raise CGQLSyntaxError if the clause's arguments do not fit the pattern."""
+
+    def aliases(self) -> set:
+        """Aliases whose states this pattern reads (evaluated before it on every snapshot)."""
+        used = set()
+        for conditions in self._vertex_condition_groups():
+            used |= {c.value.alias for c in conditions if isinstance(c.value, n.Wildcard)}
+        return used
+
+    def _vertex_condition_groups(self):
+        return []
+
+    def vertex_attributes(self) -> set:
+        found = {c.attribute for group in self._vertex_condition_groups() for c in group}
+        found |= {c.aggregate.attribute for c in self.aggregate_conditions() if c.aggregate.attribute}
+        return found - {"id"}
+
+    def edge_attributes(self) -> set:
+        edge = self.clause.edge
+        return set() if edge is None else {c.attribute for c in edge.conditions}
+
+    def aggregate_conditions(self) -> tuple:
+        return self.clause.pattern.aggregates + self.clause.aggregates
+
+    def bindings(self, aliases: dict) -> Bindings:
+        return Bindings(self.params, aliases)
+
+    def evaluate(self, snap: Snapshot, previous, aliases: dict):
+        raise NotImplementedError
+
+    def diff(self, before, after) -> list:
+        raise NotImplementedError
+
+
+# Reach ---------------------------------------------------------------------------------
+@dataclass
+class ReachState:
+    pairs: pd.MultiIndex
+    snap: Snapshot
+
+
+@register_pattern
+class Reach(Pattern):
+    name = "Reach"
+
+    @classmethod
+    def check(cls, clause):
+        call = clause.pattern
+        keys = [k for k, _ in call.named]
+        for key, value in call.named:
+            if key not in ("source", "sink"):
+                raise _bad_argument(value, "Reach", f"unknown argument {key!r}; expected source: {{...}} and "
+                                                    "sink: {...}", key)
+        for missing in ("source", "sink"):
+            if missing not in keys:
+                raise _bad_argument(call, "Reach", f"missing argument {missing}: {{...}}", call.name)
+        extra = call.sets + call.conditions + call.aggregates
+        if extra or call.aliases or len(keys) != len(set(keys)):
+            raise _bad_argument(extra[0] if extra else call, "Reach",
+                                "takes exactly source: {...} and sink: {...}", call.name)
+        if clause.aggregates:
+            raise _bad_argument(clause.aggregates[0], "Reach", "aggregate conditions apply to Cluster/Evolved",
+                                str(clause.aggregates[0].aggregate))
+
+    def _vertex_condition_groups(self):
+        node = self.clause.node.conditions if self.clause.node else ()
+        return [self.clause.pattern.argument("source").conditions + node,
+                self.clause.pattern.argument("sink").conditions + node]
+
+    def evaluate(self, snap, previous, aliases):
+        b = self.bindings(aliases)
+        sources_cond, sinks_cond = self._vertex_condition_groups()
+        sources = np.flatnonzero(snap.vertex_mask(sources_cond, b))
+        sinks = np.flatnonzero(snap.vertex_mask(sinks_cond, b))
+        edges = snap.edge_mask(self.clause.edge, b)
+        directed = snap.directed if self.options.get("directed") is None else bool(self.options["directed"])
+        s, t = reachable_pairs(snap, edges, sources, sinks, directed)
+        pairs = pd.MultiIndex.from_arrays([snap.ids[s], snap.ids[t]], names=["source", "sink"])
+        return ReachState(pairs, snap)
+
+    def diff(self, before, after):
+        old = before.pairs if before is not None else after.pairs[:0]
+        events = self._events(after.pairs.difference(old, sort=False), after.snap, "reachable")
+        if before is not None:
+            events += self._events(old.difference(after.pairs, sort=False), before.snap, "unreachable")
+        return events
+
+    def _events(self, pairs: pd.MultiIndex, snap: Snapshot, status: str) -> list:
+        if len(pairs) == 0:
+            return []
+        order = np.lexsort((pairs.get_level_values(1), pairs.get_level_values(0)))
+        source, sink = pairs.get_level_values(0)[order], pairs.get_level_values(1)[order]
+        source_attrs = snap.records(snap.index.get_indexer(source))
+        sink_attrs = snap.records(snap.index.get_indexer(sink))
+        return [{"status": status, "source": _plain(a), "sink": _plain(z), "source_attributes": sa,
+                 "sink_attributes": za}
+                for a, z, sa, za in zip(source.tolist(), sink.tolist(), source_attrs, sink_attrs)]
+
+
+def reachable_pairs(snap: Snapshot, edges: np.ndarray, sources: np.ndarray, sinks: np.ndarray,
+                    directed: bool):
+    """Positions (s, t), s != t, of source/sink pairs joined by a path over the selected edges."""
+    empty = np.empty(0, np.int64)
+    if len(sources) == 0 or len(sinks) == 0:
+        return empty, empty
+    adjacency = snap.adjacency(edges, symmetric=not directed)
+    k, label = connected_components(adjacency, directed=directed, connection="strong")
+    if directed:
+        # reachability between strongly connected components over the condensation DAG, restricted to
+        # the components that a source reaches and that reach a sink (two csgraph traversals)
+        a, z = label[snap.src[edges]], label[snap.dst[edges]]
+        keep = a != z
+        source_components, sink_components = np.unique(label[sources]), np.unique(label[sinks])
+        relevant = (_reached(a[keep], z[keep], k, source_components)
+                    & _reached(z[keep], a[keep], k, sink_components))
+        index = np.full(k, -1, np.int64)
+        index[relevant] = np.arange(int(relevant.sum()))
+        inside = keep & relevant[a] & relevant[z]
+        r = int(relevant.sum())
+        dag = sp.csr_matrix((np.ones(int(inside.sum()), np.int32), (index[a[inside]], index[z[inside]])),
+                            shape=(r, r))
+        starts = index[source_components[relevant[source_components]]]
+        reach = sp.csr_matrix((np.ones(len(starts), np.int32), (np.arange(len(starts)), starts)),
+                              shape=(len(starts), r))
+        frontier = reach
+        while frontier.nnz:
+            step = (frontier @ dag).astype(bool).astype(np.int32)
+            frontier = step - step.multiply(reach)      # newly reached (row, component) entries
+            frontier.eliminate_zeros()
+            reach = reach + frontier
+        reachable_sinks = sinks[relevant[label[sinks]]]
+        sink_onehot = sp.csr_matrix((np.ones(len(reachable_sinks), np.int32),
+                                     (index[label[reachable_sinks]], np.arange(len(reachable_sinks)))),
+                                    shape=(r, len(reachable_sinks)))
+        hits = (reach @ sink_onehot).tocoo()
+        rows = np.searchsorted(starts, index[label[sources]])
+        known = relevant[label[sources]]
+        s, t = _join(rows[known], sources[known], hits.row, reachable_sinks[hits.col])
+    else:
+        s, t = _join(label[sources], sources, label[sinks], sinks)
+    keep = s != t
+    return s[keep].astype(np.int64), t[keep].astype(np.int64)
+
+
+def _join(left_key, left, right_key, right):
+    """All (left[i], right[j]) with left_key[i] == right_key[j] (an equi-join in numpy)."""
+    order = np.argsort(right_key, kind="stable")
+    right_key, right = right_key[order], right[order]
+    lo = np.searchsorted(right_key, left_key, side="left")
+    counts = np.searchsorted(right_key, left_key, side="right") - lo
+    total = int(counts.sum())
+    before = np.cumsum(counts) - counts
+    gather = np.arange(total) - np.repeat(before, counts) + np.repeat(lo, counts)
+    return np.repeat(left, counts), right[gather]
+
+
+def _reached(src: np.ndarray, dst: np.ndarray, k: int, starts: np.ndarray) -> np.ndarray:
+    """Mask of the k nodes reachable from any of ``starts`` over edges src -> dst (starts included)."""
+    if len(starts) == 0:
+        return np.zeros(k, bool)
+    hub = np.full(len(starts), k)
+    graph = sp.csr_matrix((np.ones(len(src) + len(starts), bool),
+                           (np.concatenate([src, hub]), np.concatenate([dst, starts]))), shape=(k + 1, k + 1))
+    order = breadth_first_order(graph, k, directed=True, return_predecessors=False)
+    mask = np.zeros(k + 1, bool)
+    mask[order] = True
+    return mask[:k]
+
+
+# Cluster -------------------------------------------------------------------------------
+@dataclass
+class ClusterState:
+    """Every tracked group of one snapshot: ``member_ids``/``positions``/``label``/``cluster``
+    (aligned, one row per member; ``label`` 0..K-1 indexes ``table``, ``cluster`` is the id),
+    ``table`` (per cluster id: size, aggregates, reported), ``overlap`` (parent id, child id) pairs
+    with the previous snapshot's groups, sizes at each group's last event, first report times."""
+    snap: Snapshot
+    member_ids: np.ndarray
+    positions: np.ndarray
+    label: np.ndarray
+    cluster: np.ndarray
+    table: pd.DataFrame
+    overlap: pd.DataFrame
+    event_size: dict
+    first_reported: dict
+    adjacency: sp.csr_matrix = None
+    local: np.ndarray = None
+
+    @property
+    def reported_ids(self) -> np.ndarray:
+        return self.table.index.to_numpy()[self.table["reported"].to_numpy()]
+
+    def reported_positions(self) -> np.ndarray:
+        return self.positions[self.table["reported"].to_numpy()[self.label]] if len(self.label) else self.positions
+
+    def members(self, cluster_ids) -> list:
+        """Sorted member ids of each of ``cluster_ids``."""
+        if self.__dict__.get("_by_cluster") is None:
+            order = np.argsort(self.cluster, kind="stable")     # member ids are sorted: stays sorted
+            self.__dict__["_by_cluster"] = (self.cluster[order], self.member_ids[order].tolist())
+        ordered, ids = self.__dict__["_by_cluster"]
+        cluster_ids = np.asarray(cluster_ids)
+        lo = np.searchsorted(ordered, cluster_ids, side="left").tolist()
+        hi = np.searchsorted(ordered, cluster_ids, side="right").tolist()
+        return [ids[a:b] for a, b in zip(lo, hi)]
+
+    def rows(self, cluster_ids) -> list:
+        """Size and aggregate values of each of ``cluster_ids`` as dicts."""
+        at = self.table.index.get_indexer(np.asarray(cluster_ids))
+        columns = [c for c in self.table.columns if c != "reported"]
+        values = [self.table[c].to_numpy()[at].tolist() for c in columns]
+        return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
+
+
+@register_pattern
+class Cluster(Pattern):
+    name = "Cluster"
+
+    @classmethod
+    def check(cls, clause):
+        call = clause.pattern
+        if call.named or call.aliases:
+            node = call.named[0][1] if call.named else call
+            raise _bad_argument(node, "Cluster", "takes vertex conditions and aggregate conditions, e.g. "
+                                                 "Cluster(age < 30, sum(node.usage) < 100, diameter < 4)",
+                                call.named[0][0] if call.named else call.aliases[0])
+        for c in call.aggregates + clause.aggregates:
+            _check_aggregate(c, "Cluster")
+
+    def _vertex_condition_groups(self):
+        call = self.clause.pattern
+        conditions = call.conditions + tuple(c for s in call.sets for c in s.conditions)
+        if self.clause.node:
+            conditions += self.clause.node.conditions
+        return [conditions]
+
+    def evaluate(self, snap, previous, aliases):
+        b = self.bindings(aliases)
+        (conditions,) = self._vertex_condition_groups()
+        members = snap.vertex_mask(conditions, b)
+        edges = snap.edge_mask(self.clause.edge, b) & members[snap.src] & members[snap.dst]
+        positions = np.flatnonzero(members)
+        local = np.full(snap.num_vertices, -1, np.int64)
+        local[positions] = np.arange(len(positions))
+        a, z = local[snap.src[edges]], local[snap.dst[edges]]
+        m = len(positions)
+        adjacency = sp.csr_matrix((np.ones(2 * len(a), bool), (np.concatenate([a, z]), np.concatenate([z, a]))),
+                                  shape=(m, m))
+        _, label = connected_components(adjacency, directed=False)
+        sizes = np.bincount(label, minlength=label.max() + 1 if m else 0)
+        keep = sizes[label] >= self.options.get("min_size", 2) if m else np.zeros(0, bool)
+        positions, label, member_index = positions[keep], label[keep], np.flatnonzero(keep)
+        # relabel the kept groups 0..K-1 in order of their smallest member id (vertices are sorted by id)
+        _, label = np.unique(label, return_inverse=True)
+        label = label.reshape(-1)
+        k = int(label.max()) + 1 if len(label) else 0
+        member_ids = snap.ids[positions]
+        ids, overlap = _track(previous, member_ids, label, k, self.options)
+        # diameters (igraph) only for groups that pass every other condition
+        all_conditions = self.aggregate_conditions()
+        cheap = tuple(c for c in all_conditions if c.aggregate.function != "diameter")
+        values = aggregate_values(snap, positions, label, k, cheap)
+        satisfied = satisfies(values, cheap, b, k)
+        if len(cheap) < len(all_conditions):
+            limits = [(c.op, b.scalar(c.value, "diameter")) for c in all_conditions
+                      if c.aggregate.function == "diameter"]
+            values["diameter"] = diameters(adjacency, member_index, label, k, only=satisfied, limits=limits)
+            satisfied &= satisfies(values, all_conditions, b, k)
+        table = pd.DataFrame({"size": np.bincount(label, minlength=k), **values, "reported": satisfied},
+                             index=pd.Index(ids, name="cluster"))
+        current = set(ids.tolist())
+        event_size = {c: v for c, v in previous.event_size.items() if c in current} if previous is not None else {}
+        first_reported = ({c: v for c, v in previous.first_reported.items() if c in current}
+                          if previous is not None else {})
+        for cid in ids[satisfied].tolist():
+            first_reported.setdefault(cid, snap.time)
+        return ClusterState(snap, member_ids, positions, label, ids[label] if k else np.empty(0, np.int64), table,
+                            overlap, event_size, first_reported, adjacency, member_index)
+
+    def diff(self, before, after):
+        reported = after.reported_ids
+        sizes = after.table["size"].to_numpy()[after.table["reported"].to_numpy()]
+        if before is None:
+            status = np.full(len(reported), "created", dtype=object)
+        else:
+            o = after.overlap
+            rep_labels = np.flatnonzero(after.table["reported"].to_numpy())
+            child, parent = o["child_label"].to_numpy(), o["parent_label"].to_numpy()
+            parents = np.bincount(child, minlength=len(after.table))[rep_labels]
+            first_parent = np.full(len(after.table), -1, np.int64)
+            first_parent[child] = parent              # read only where a group has exactly one parent
+            children_of = np.bincount(parent, minlength=max(len(before.table), 1))
+            first = first_parent[rep_labels]
+            siblings = np.where(first >= 0, children_of[np.maximum(first, 0)], 0)
+            was = np.isin(reported, before.reported_ids)
+            last = pd.Series(after.event_size, dtype=np.float64).reindex(reported).to_numpy()
+            last = np.where(np.isnan(last), sizes, last)
+            grow = float(self.options.get("grow_factor", 1.5))
+            status = np.select([parents == 0, parents >= 2, siblings >= 2, ~was, sizes >= grow * last],
+                               ["created", "merged", "split", "created", "grew"], default="")
+        emit = status != ""
+        ids, status, sizes = reported[emit], status[emit], sizes[emit]
+        after.event_size.update(zip(ids.tolist(), sizes.tolist()))
+        events = []
+        for cid, st, members, row in zip(ids.tolist(), status.tolist(), after.members(ids), after.rows(ids)):
+            event = {"status": st, "cluster": cid, "members": members, **row}
+            if st in ("merged", "split"):
+                event["parents"] = sorted(after.overlap["parent"][after.overlap["child"] == cid].tolist())
+            events.append(event)
+        if before is not None:
+            changed = ids[(status == "merged") | (status == "split")]
+            absorbed = after.overlap["parent"][after.overlap["child"].isin(changed)].to_numpy()
+            gone = np.setdiff1d(np.setdiff1d(before.reported_ids, reported), absorbed)
+            events += [{"status": "disappeared", "cluster": cid, "members": members, **row}
+                       for cid, members, row in zip(gone.tolist(), before.members(gone), before.rows(gone))]
+        return events
+
+
+def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
+    if isinstance(c.value, n.Wildcard):
+        raise _bad_argument(c.value, pattern, "an aggregate compares with a number or a parameter",
+                            f"{c.value.alias}.*")
+
+
+def _track(previous: ClusterState | None, member_ids: np.ndarray, label: np.ndarray, k: int, options: dict):
+    """Cluster ids for the K current groups (heirs keep their parent's id), and the overlap pairs
+    with the previous groups as a DataFrame (parent id, child id, parent label, child label)."""
+    counter = options.setdefault("_next_cluster_id", [0])
+    ids = np.full(k, -1, np.int64)
+    p = q = np.empty(0, np.int64)
+    if previous is not None and len(previous.member_ids) and k:
+        # member ids of a snapshot are sorted (vertices are sorted by id), so a search finds old groups
+        at = np.minimum(np.searchsorted(previous.member_ids, member_ids), len(previous.member_ids) - 1)
+        hit = previous.member_ids[at] == member_ids
+        keys, weight = np.unique(previous.label[at[hit]] * k + label[hit], return_counts=True)
+        p, q = keys // k, keys % k
+        if len(keys):
+            parent_id = previous.table.index.to_numpy()[p]
+            best_parent = np.zeros(len(keys), bool)            # most overlap, then the smaller id
+            order = np.lexsort((parent_id, -weight, q))
+            best_parent[order[np.r_[True, q[order][1:] != q[order][:-1]]]] = True
+            best_child = np.zeros(len(keys), bool)             # most overlap, then the smaller label
+            order = np.lexsort((q, -weight, p))
+            best_child[order[np.r_[True, p[order][1:] != p[order][:-1]]]] = True
+            heir = best_parent & best_child
+            ids[q[heir]] = parent_id[heir]
+    fresh = np.flatnonzero(ids < 0)
+    ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
+    counter[0] += len(fresh)
+    parent_ids = previous.table.index.to_numpy()[p] if len(p) else np.empty(0, np.int64)
+    overlap = pd.DataFrame({"parent": parent_ids, "child": ids[q], "parent_label": p, "child_label": q})
+    return ids, overlap
+
+
+def aggregate_values(snap: Snapshot, positions, label, k, conditions, adjacency=None, member_index=None) -> dict:
+    """Per-group values of the aggregates in ``conditions``: {column name: array of length k}."""
+    out = {}
+    for c in conditions:
+        agg = c.aggregate
+        name = agg.column_name
+        if name in out:
+            continue
+        if agg.function in ("count", "size") and agg.attribute is None:
+            out[name] = np.bincount(label, minlength=k).astype(np.int64)
+            continue
+        if agg.function == "diameter":
+            out[name] = diameters(adjacency, member_index, label, k)
+            continue
+        if agg.attribute not in snap.vertices.columns:
+            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not in the graph")
+        column = snap.vertices[agg.attribute].to_numpy()[positions]
+        if agg.function == "count":
+            out[name] = np.bincount(label, weights=~pd.isna(column), minlength=k).astype(np.int64)
+            continue
+        try:
+            values = column.astype(np.float64)
+        except (TypeError, ValueError):
+            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not numeric") from None
+        if agg.function == "sum":
+            out[name] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
+            continue
+        grouped = pd.Series(values).groupby(label)
+        reduced = {"min": grouped.min, "max": grouped.max, "avg": grouped.mean}[agg.function]()
+        out[name] = reduced.reindex(range(k)).to_numpy(np.float64)
+    return out
+
+
+def satisfies(values: dict, conditions, bindings: Bindings, k: int) -> np.ndarray:
+    ok = np.ones(k, dtype=bool)
+    for c in conditions:
+        bound = bindings.scalar(c.value, f"aggregate {c.aggregate}")
+        if isinstance(bound, str):
+            raise located(c.value, f"aggregate {c.aggregate} compares with a number, got {bound!r}")
+        ok &= _OPS[c.op](values[c.aggregate.column_name], bound)
+    return ok
+
+
+def diameters(adjacency: sp.csr_matrix, member_index: np.ndarray, label: np.ndarray, k: int,
+              only: np.ndarray | None = None, limits=()) -> np.ndarray:
+    """Hop diameter of each group (undirected): the largest eccentricity of its members, from one
+    igraph eccentricity call over the groups of three or more.
+
+    Groups outside ``only``, and groups that ``limits`` ([(op, bound)], e.g. ("<", 6)) already
+    rule out by the bounds ecc(r) <= diameter <= 2 ecc(r) from one BFS per group, get NaN."""
+    import igraph as ig
+
+    out = np.bincount(label, minlength=k).astype(np.float64) - 1   # 2 members: 1
+    if only is not None:
+        out[(out >= 2) & ~only] = np.nan
+    if limits and (out >= 2).any():
+        lower = _root_eccentricity(adjacency, member_index, label, k, out >= 2)
+        upper = 2 * lower
+        for op, bound in limits:
+            ruled_out = {"<": lower >= bound, "<=": lower > bound, ">": upper <= bound, ">=": upper < bound,
+                         "=": (lower > bound) | (upper < bound)}.get(op, np.zeros(k, bool))
+            out[(out >= 2) & ruled_out] = np.nan
+    big = out >= 2
+    if not big.any():
+        return out
+    inside = big[label]
+    vertices = member_index[inside]
+    sub = sp.triu(adjacency[vertices][:, vertices], format="coo")
+    graph = ig.Graph(n=len(vertices), edges=np.column_stack([sub.row, sub.col]).tolist(), directed=False)
+    eccentricity = np.asarray(graph.eccentricity(), dtype=np.float64)
+    largest = np.zeros(k)
+    np.maximum.at(largest, label[inside], eccentricity)
+    out[big] = largest[big]
+    return out
+
+
+def _root_eccentricity(adjacency, member_index, label, k, groups) -> np.ndarray:
+    """Eccentricity of the first member of each selected group (one BFS from a hub joined to them)."""
+    first = np.full(k, -1, np.int64)
+    first[label] = member_index                    # any member will do: each gives valid bounds
+    roots = first[groups]
+    m = adjacency.shape[0]
+    hub = sp.csr_matrix((np.ones(len(roots), bool), (np.full(len(roots), m), roots)), shape=(m + 1, m + 1))
+    graph = sp.bmat([[adjacency, None], [None, sp.csr_matrix((1, 1), dtype=bool)]], format="csr") + hub
+    distance = dijkstra(graph, directed=True, indices=m, unweighted=True)[member_index] - 1
+    out = np.zeros(k)
+    reached = np.isfinite(distance)
+    np.maximum.at(out, label[reached], distance[reached])
+    return out
+
+
+# Evolved -------------------------------------------------------------------------------
+@dataclass
+class EvolvedState:
+    alias: ClusterState
+    qualifying: np.ndarray
+    first_satisfied: dict = field(default_factory=dict)
+    values: pd.DataFrame = None
+
+
+@register_pattern
+class Evolved(Pattern):
+    name = "Evolved"
+    takes_temporal = True
+
+    @classmethod
+    def check(cls, clause):
+        call = clause.pattern
+        if len(call.aliases) != 1 or call.named or call.sets or call.conditions or call.aggregates:
+            raise _bad_argument(call, "Evolved", "takes one alias: Evolved(ALIAS)", call.name)
+        for c in clause.aggregates:
+            _check_aggregate(c, "Evolved")
+        for t in clause.temporal:
+            if t.alias != call.aliases[0]:
+                raise _bad_argument(t, "Evolved", f"{t.relation.upper()} must name the evolved alias "
+                                                  f"{call.aliases[0]!r}", t.alias)
+        if len(clause.temporal) > 1:
+            raise _bad_argument(clause.temporal[1], "Evolved", "takes one of SUCCEEDS / PREDATES",
+                                clause.temporal[1].relation.upper())
+        if clause.edge is not None or clause.node is not None:
+            where = clause.edge or clause.node
+            raise _bad_argument(where, "Evolved", "its groups come from the alias: give edge/node "
+                                                  "conditions on the Cluster sub-query", "edge")
+
+    @property
+    def alias(self) -> str:
+        return self.clause.pattern.aliases[0]
+
+    def aliases(self) -> set:
+        return {self.alias}
+
+    def evaluate(self, snap, previous, aliases):
+        state = aliases.get(self.alias)
+        if not isinstance(state, ClusterState):
+            raise located(self.clause.pattern, f"Evolved({self.alias}): {self.alias!r} must be the alias of a "
+                                               "Cluster sub-query")
+        b = self.bindings(aliases)
+        ids = state.table.index.to_numpy()     # in label order 0..k-1 (see Cluster.evaluate)
+        k = len(ids)
+        values = aggregate_values(snap, state.positions, state.label, k, self.clause.aggregates,
+                                  state.adjacency, state.local)
+        holds = satisfies(values, self.clause.aggregates, b, k)
+        current = set(ids.tolist())
+        first_satisfied = ({c: v for c, v in previous.first_satisfied.items() if c in current}
+                           if previous is not None else {})
+        for cid in ids[holds].tolist():
+            first_satisfied.setdefault(cid, snap.time)
+        reported = pd.Series(state.first_reported, dtype=np.float64).reindex(ids).to_numpy()
+        satisfied_at = pd.Series(first_satisfied, dtype=np.float64).reindex(ids).to_numpy()
+        relation = self.clause.temporal[0].relation if self.clause.temporal else None
+        ever_reported = ~np.isnan(reported)
+        if relation == "succeeds":
+            qualifying = holds & ever_reported & (reported < snap.time)
+        elif relation == "predates":
+            qualifying = ever_reported & (np.nan_to_num(satisfied_at, nan=np.inf) < reported)
+        else:
+            qualifying = holds & ever_reported
+        frame = pd.DataFrame({"size": state.table["size"].to_numpy(), **values}, index=state.table.index)
+        return EvolvedState(state, ids[qualifying], first_satisfied, frame)
+
+    def diff(self, before, after):
+        new = np.setdiff1d(after.qualifying, before.qualifying if before is not None else np.empty(0, np.int64))
+        at = after.values.index.get_indexer(new)
+        columns = list(after.values.columns)
+        values = [after.values[c].to_numpy()[at].tolist() for c in columns]
+        return [{"status": "evolved", "cluster": cid, "alias": self.alias, "members": members,
+                 **{c: _plain(v) for c, v in zip(columns, row)}, "reported_at": after.alias.first_reported[cid]}
+                for cid, members, row in zip(new.tolist(), after.alias.members(new), zip(*values))]
