@@ -213,21 +213,19 @@ def cmd_query(args) -> int:
             raise SystemExit(f"goffish query: --param {kv!r}: expected NAME=VALUE")
         key, value = kv.split("=", 1)
         params[key] = _param_value(value)
-    stream = None
+    stream = source = None
     if args.stream:
-        try:
-            from hatrick.live import open_stream
-        except ImportError:
-            print("goffish query: error: --stream needs Hatrick's live streams (hatrick.live.open_stream), "
-                  "which this installation lacks", file=sys.stderr)
-            return 2
-        stream = open_stream(args.stream, graph=args.graph)
+        import goffish
+
+        stream = goffish.open(args.graph, spark=_spark(args)).stream()
     try:
         topic = query(args.graph, args.text, params=params, time_ordered=args.time_ordered, stream=stream,
                       now=args.now, time_unit=args.time_unit)
     except CGQLError as exc:
         print(f"goffish query: error: {exc}", file=sys.stderr)
         return 2
+    if stream is not None:
+        source = stream.start(args.stream, trigger="availableNow" if args.duration is None else "processingTime=1 second")
     topics = topic.query.topics
     if args.out:
         for name, t in topics.items():
@@ -235,11 +233,15 @@ def cmd_query(args) -> int:
     else:
         for name, t in topics.items():
             t.subscribe(lambda e: print(json.dumps(e, default=str), flush=True))
-    if not topic.query.cancelled:
+    if source is not None and args.duration is None:
+        source.awaitTermination()
+    elif not topic.query.cancelled:
         deadline = time.time() + args.duration if args.duration else None
         while not topic.query.cancelled and (deadline is None or time.time() < deadline):
             time.sleep(0.1)
-        topic.query.cancel()
+    topic.query.cancel()
+    if stream is not None:
+        stream.stop()
     if topic.query.error is not None:
         print(f"goffish query: error: {topic.query.error}", file=sys.stderr)
         return 2
@@ -354,7 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="run a CGQL continuous query over a GoFS graph (and a live stream)")
     p.add_argument("graph", help="GoFS graph directory (its instances are the past)")
     p.add_argument("text", help="CGQL, e.g. 'DETECT Cluster(sum(node.usage) > C) WHERE edge: {type = power}'")
-    p.add_argument("--stream", help="live update source, opened by Hatrick (hatrick.live.open_stream)")
+    p.add_argument("--stream", metavar="DIR",
+                   help="also follow live updates: a directory of JSON-lines update files (Hatrick); drained "
+                        "once unless --duration keeps following it")
     p.add_argument("--out", help="write each topic to OUT/<topic>/part-*.parquet|jsonl (default: print JSON lines)")
     p.add_argument("--format", default="parquet", choices=["parquet", "json"])
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="bind a symbolic constant (C=100)")

@@ -103,6 +103,8 @@ def task_function(spec, address, key: bytes, launch: int, schema, run_dir, frame
         except GopherProgramError as exc:
             side.report_error(str(exc))
             raise
+        except (EOFError, ConnectionError):
+            raise                            # a peer or the driver went away: the run's loss, not ours
         except Exception as exc:
             side.report_error(f"gopher: task {me} failed: {exc!r}\n{traceback.format_exc()}", program=False)
             raise

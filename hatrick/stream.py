@@ -321,6 +321,11 @@ class Stream:
                 callback(view)
 
     # callbacks and live results ----------------------------------------------------------------------
+    def now(self) -> float:
+        """The stream's current event time: the latest applied update's ``time`` (before any,
+        the end of the graph's last instance). CGQL splits past and live frames here."""
+        return float(self.state.time)
+
     def on_batch(self, callback) -> None:
         """Call ``callback(view)`` after every applied batch with a :class:`hatrick.live.GraphView`."""
         with self._lock:
