@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gofs import files, layout, manifest as manifest_io
-from gofs.errors import InputError
+from gofs.errors import InputError, ManifestError
 
 _VERTEX_KEYS = ("vid", "id", "sg")
 _EDGE_KEYS = ("eid", "src", "dst", "remote", "mirror", "dst_part", "dst_sg")
@@ -25,22 +25,38 @@ class GraphStore:
 
     def __init__(self, path: str, spark=None):
         self.path = path
-        self.fs, self.root = layout.filesystem(path)
-        self.manifest = manifest_io.read(self.fs, self.root)
+        self.fs, self.graph_root = layout.filesystem(path)
+        self._load(manifest_io.read(self.fs, self.graph_root))
         self._spark = spark
 
+    def _load(self, snapshot: manifest_io.Snapshot) -> None:
+        self.manifest = snapshot.manifest
+        self.version = snapshot.version
+        self.head = snapshot.head
+        self.root = layout.version_root(self.graph_root, snapshot.version)   # where the files of this version are
+
     def __getstate__(self):
-        return {"path": self.path, "manifest": self.manifest}
+        """What a Spark task gets: the graph metadata and log position, not the instance list
+        (a task that asks for ``instances`` reads the log up to the same position)."""
+        return {"path": self.path, "version": self.version, "head": self.head,
+                "manifest": {k: v for k, v in self.manifest.items() if k != "instances"}}
 
     def __setstate__(self, state):
         self.path = state["path"]
-        self.fs, self.root = layout.filesystem(self.path)
-        self.manifest = state["manifest"]
+        self.fs, self.graph_root = layout.filesystem(self.path)
+        self.version, self.head = state["version"], state["head"]
+        self.root = layout.version_root(self.graph_root, self.version)
+        self.manifest = _LazyInstances(state["manifest"], self)
         self._spark = None
 
     def refresh(self) -> "GraphStore":
-        """Re-read the manifest (after instances were appended)."""
-        self.manifest = manifest_io.read(self.fs, self.root)
+        """Re-read the committed state (after instances were appended)."""
+        version = self.version
+        self._load(manifest_io.read(self.fs, self.graph_root))
+        stale = ("_instance_types",) if self.version == version else \
+            ("_instance_types", "vertex_ids", "_id_index", "_ids_by_partition")
+        for name in stale:
+            self.__dict__.pop(name, None)
         return self
 
     @property
@@ -128,6 +144,25 @@ class GraphStore:
 
         return pd.Index(self.vertex_ids.to_numpy(zero_copy_only=False))
 
+    def _original_ids(self, vids) -> pa.Array:
+        """Original ids of dense ``vids``, reading the id column of only the partitions they lie in."""
+        vids = np.asarray(vids.to_numpy() if hasattr(vids, "to_numpy") else vids, dtype=np.int64)
+        offsets = np.array([q["vertex_offset"] for q in self.partitions] + [self.num_vertices], dtype=np.int64)
+        part = np.searchsorted(offsets, vids, side="right") - 1
+        needed = np.unique(part)
+        cache = self.__dict__.setdefault("_ids_by_partition", {})
+        for q in needed:
+            if q not in cache:
+                cache[q] = files.read_columns(self.fs, layout.template_vertices(self.root, int(q)), ["id"]) \
+                    .column("id").combine_chunks()
+        id_type = pa.int64() if self.manifest["id_type"] == "int64" else pa.string()
+        if not len(needed):
+            return pa.array([], id_type)
+        pieces = pa.concat_arrays([cache[q].cast(id_type) for q in needed])
+        starts = np.concatenate([[0], np.cumsum([offsets[q + 1] - offsets[q] for q in needed])])[:-1]
+        position = starts[np.searchsorted(needed, part)] + (vids - offsets[part])
+        return pieces.take(pa.array(position))
+
     def vid_of(self, vertex_id) -> int:
         """The dense internal id of an original vertex id."""
         try:
@@ -141,11 +176,16 @@ class GraphStore:
         if have:
             path = (layout.instance_vertices if kind == "vertex" else layout.instance_edges)(self.root, inst["id"], p)
             table = files.read_columns(self.fs, path, have)
-        types = {f["name"]: f["type"] for f in self.manifest["instance_schema"][kind]}
+        types = self._instance_types[kind]
         out = {}
         for a in attributes:
-            out[a] = table.column(a) if table is not None and a in have else pa.nulls(rows, type=_arrow_type(types[a]))
+            out[a] = table.column(a) if table is not None and a in have else pa.nulls(rows, type=types[a])
         return out
+
+    @functools.cached_property
+    def _instance_types(self) -> dict:
+        schema = self.manifest["instance_schema"]
+        return {kind: manifest_io.field_types(schema[kind], f"{self.path}: instance schema") for kind in schema}
 
     def read_vertex_partition(self, p: int, attributes=None, instance=None, time=None,
                               internal: bool = False) -> pa.Table:
@@ -186,8 +226,7 @@ class GraphStore:
         return pa.concat_tables(tables)
 
     def _external(self, table: pa.Table, columns: list[str]) -> pa.Table:
-        ids = self.vertex_ids
-        out = {"src": ids.take(table.column("src")), "dst": ids.take(table.column("dst"))}
+        out = {"src": self._original_ids(table.column("src")), "dst": self._original_ids(table.column("dst"))}
         out.update({c: table.column(c) for c in columns})
         return pa.table(out)
 
@@ -204,8 +243,8 @@ class GraphStore:
             o = self.manifest["partitions"][p]["vertex_offset"]
             mine = added.filter(pc.and_(pc.greater_equal(added.column("add_src"), o),
                                         pc.less(added.column("add_src"), o + self.partitions[p]["num_vertices"])))
-            ids = self.vertex_ids
-            cols = {"src": ids.take(mine.column("add_src")), "dst": ids.take(mine.column("add_dst"))}
+            cols = {"src": self._original_ids(mine.column("add_src")),
+                    "dst": self._original_ids(mine.column("add_dst"))}
             for c in table.column_names[2:]:
                 if c in mine.column_names:
                     cols[c] = mine.column(c).cast(table.schema.field(c).type)
@@ -222,7 +261,7 @@ class GraphStore:
         store = GraphStore.__new__(GraphStore)
         store.__setstate__(self.__getstate__())
         sample = getattr(self, method)(_smallest(self, parts), **kw).schema
-        from pyspark.sql.pandas.types import from_arrow_schema
+        from gofs.spark_compat import spark_schema
 
         def read(batches):
             for batch in batches:
@@ -231,7 +270,7 @@ class GraphStore:
                     yield from table.to_batches()
 
         seeds = self.spark.createDataFrame([(p,) for p in parts], "p int").repartition(max(len(parts), 1))
-        return seeds.mapInArrow(read, from_arrow_schema(sample))
+        return seeds.mapInArrow(read, spark_schema(sample))
 
     def vertices(self, attributes=None, instance=None, time=None, partitions=None):
         """Vertices as a Spark DataFrame (``id`` first), optionally with instance values."""
@@ -272,11 +311,19 @@ def _with_instance(base: pa.Table, inst: dict, columns: dict) -> pa.Table:
     return pa.table(out)
 
 
-_TYPES = {"double": pa.float64(), "float": pa.float32(), "int64": pa.int64(), "int32": pa.int32(),
-          "string": pa.string(), "bool": pa.bool_(), "large_string": pa.large_string(),
-          "list<item: string>": pa.list_(pa.string()), "list<element: string>": pa.list_(pa.string()),
-          "list<item: int64>": pa.list_(pa.int64()), "list<item: double>": pa.list_(pa.float64())}
+class _LazyInstances(dict):
+    """A shipped manifest: reads ``instances`` from the log (up to the shipped position) on first use."""
 
+    def __init__(self, manifest: dict, store: GraphStore):
+        super().__init__(manifest)
+        self._store = store
 
-def _arrow_type(name: str) -> pa.DataType:
-    return _TYPES.get(name, pa.null())
+    def __missing__(self, key):
+        if key != "instances":
+            raise KeyError(key)
+        store = self._store
+        snapshot = manifest_io.read(store.fs, store.graph_root, upto=None if store.head < 0 else store.head)
+        if snapshot.version != store.version:
+            raise ManifestError(f"{store.path}: the graph was replaced while this job ran; open it again")
+        self["instances"] = snapshot.manifest["instances"]
+        return self["instances"]
