@@ -91,3 +91,36 @@ def next_instance_id(fs, root: str, snapshot: manifest_io.Snapshot) -> int:
         if match:
             ids.append(int(match.group(1)))
     return max(ids) + 1 if ids else 0
+
+
+_SPARK_OUTPUT = re.compile(r"^(_SUCCESS|\._SUCCESS\.crc|_temporary|\.?part-.*)$")
+
+
+def check_result_target(out: str, graph: str, overwrite: bool) -> None:
+    """Refuse a result path that is the graph, lies inside it or holds it, or exists and is
+    not a Spark result directory (``_SUCCESS``, ``part-*`` files, one level of such folders)."""
+    fs, root = layout.filesystem(out)
+    graph_fs, graph_root = layout.filesystem(graph)
+    if type(fs) is type(graph_fs):
+        a, b = root.rstrip("/") + "/", graph_root.rstrip("/") + "/"
+        if a.startswith(b) or b.startswith(a):
+            raise GraphExistsError(f"--out {out} {'is' if a == b else 'overlaps'} the graph {graph}; "
+                                   "results are never written into or over a graph")
+    kind = fs.get_file_info(root).type
+    if kind == pafs.FileType.NotFound:
+        return
+    if kind != pafs.FileType.Directory or not _is_result_dir(fs, root, depth=1):
+        raise GraphExistsError(f"{out} exists and is not a result directory written by goffish run; "
+                               "refusing to replace it")
+    if not overwrite and layout.listing(fs, root):
+        raise GraphExistsError(f"{out} already exists (pass --overwrite to replace it)")
+
+
+def _is_result_dir(fs, root: str, depth: int) -> bool:
+    for info in layout.listing(fs, root):
+        if info.type == pafs.FileType.Directory and info.base_name != "_temporary":
+            if depth == 0 or not _is_result_dir(fs, info.path, depth - 1):
+                return False
+        elif not _SPARK_OUTPUT.match(info.base_name):
+            return False
+    return True

@@ -133,6 +133,8 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
     writer at a time is supported and a second one gets CommitConflict.
     """
     fs, root = layout.filesystem(path)
+    if not instances:
+        return []
     with manifest_io.writer_lock(fs, root) as locked:
         snapshot = manifest_io.read(fs, root)
         if snapshot.head < 0:

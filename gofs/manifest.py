@@ -154,7 +154,10 @@ def read(fs, graph_root: str, upto: int | None = None) -> Snapshot:
         raise ManifestError(f"{graph_root}: is a file, not a GoFS graph directory")
     entries = log_entries(fs, graph_root)
     if upto is not None:
+        later = bool(entries)
         entries = [(n, p) for n, p in entries if n <= upto]
+        if later and not entries:
+            raise ManifestError(f"{graph_root}: the graph was replaced while this job ran; open it again")
     if entries:
         return _replay(fs, graph_root, entries)
     legacy = layout.join(graph_root, layout.LEGACY_MANIFEST)

@@ -34,6 +34,8 @@ class GraphStore:
         self.version = snapshot.version
         self.head = snapshot.head
         self.root = layout.version_root(self.graph_root, snapshot.version)   # where the files of this version are
+        self._instance_types = _instance_types(self.path, self.manifest)
+        self._static_types = _static_types(self.path, self.manifest)
 
     def __getstate__(self):
         """What a Spark task gets: the graph metadata and log position, not the instance list
@@ -47,16 +49,17 @@ class GraphStore:
         self.version, self.head = state["version"], state["head"]
         self.root = layout.version_root(self.graph_root, self.version)
         self.manifest = _LazyInstances(state["manifest"], self)
+        self._instance_types = _instance_types(self.path, self.manifest)
+        self._static_types = _static_types(self.path, self.manifest)
         self._spark = None
 
     def refresh(self) -> "GraphStore":
         """Re-read the committed state (after instances were appended)."""
         version = self.version
         self._load(manifest_io.read(self.fs, self.graph_root))
-        stale = ("_instance_types",) if self.version == version else \
-            ("_instance_types", "vertex_ids", "_id_index", "_ids_by_partition")
-        for name in stale:
-            self.__dict__.pop(name, None)
+        if self.version != version:
+            for name in ("vertex_ids", "_id_index", "_ids_by_partition"):
+                self.__dict__.pop(name, None)
         return self
 
     @property
@@ -179,13 +182,10 @@ class GraphStore:
         types = self._instance_types[kind]
         out = {}
         for a in attributes:
-            out[a] = table.column(a) if table is not None and a in have else pa.nulls(rows, type=types[a])
+            # the schema is the truth: Parquet stores some types in a wider form (date64 as date32)
+            out[a] = table.column(a).cast(types[a]) if table is not None and a in have else pa.nulls(rows, type=types[a])
         return out
 
-    @functools.cached_property
-    def _instance_types(self) -> dict:
-        schema = self.manifest["instance_schema"]
-        return {kind: manifest_io.field_types(schema[kind], f"{self.path}: instance schema") for kind in schema}
 
     def read_vertex_partition(self, p: int, attributes=None, instance=None, time=None,
                               internal: bool = False) -> pa.Table:
@@ -195,7 +195,8 @@ class GraphStore:
                                                  self.instance_vertex_attributes, "vertex")
         selected = self.select_instances(instance, time)
         keys = ["vid", "id", "sg"] if internal else ["id"]
-        base = files.read_columns(self.fs, layout.template_vertices(self.root, p), keys + static)
+        base = _typed(files.read_columns(self.fs, layout.template_vertices(self.root, p), keys + static),
+                      self._static_types["vertex"])
         if not selected:
             return base
         return pa.concat_tables([_with_instance(base, inst, self._instance_columns("vertex", inst, p, dynamic, base.num_rows))
@@ -210,7 +211,8 @@ class GraphStore:
                                                  self.instance_edge_attributes, "edge")
         selected = self.select_instances(instance, time)
         keys = list(_EDGE_KEYS) if internal else ["eid", "src", "dst", "mirror"]
-        base = files.read_columns(self.fs, layout.template_edges(self.root, p), keys + static)
+        base = _typed(files.read_columns(self.fs, layout.template_edges(self.root, p), keys + static),
+                      self._static_types["edge"])
         keep = None if internal else pc.invert(base.column("mirror"))
         if not selected:
             return base if internal else self._external(base.filter(keep), static)
@@ -309,6 +311,25 @@ def _with_instance(base: pa.Table, inst: dict, columns: dict) -> pa.Table:
     out["end"] = pa.array(np.full(rows, inst["end"], np.float64))
     out.update(columns)
     return pa.table(out)
+
+
+def _instance_types(path: str, manifest: dict) -> dict:
+    """{"vertex"|"edge": {name: Arrow type}} of the instance attributes (checked when a graph is opened)."""
+    schema = manifest["instance_schema"]
+    return {kind: manifest_io.field_types(schema[kind], f"{path}: instance schema") for kind in ("vertex", "edge")}
+
+
+def _static_types(path: str, manifest: dict) -> dict:
+    return {kind: manifest_io.field_types(manifest[f"{kind}_schema"], f"{path}: {kind} schema")
+            for kind in ("vertex", "edge")}
+
+
+def _typed(table: pa.Table, types: dict) -> pa.Table:
+    """Cast columns to their declared types (Parquet widens a few: date64 -> date32, time32[s] -> [ms])."""
+    for i, name in enumerate(table.column_names):
+        if name in types and not table.schema.field(i).type.equals(types[name]):
+            table = table.set_column(i, name, table.column(i).cast(types[name]))
+    return table
 
 
 class _LazyInstances(dict):
