@@ -160,7 +160,15 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
             for iid in written:
                 layout.remove(fs, layout.instance_dir(data, iid))
             raise
+        after_commit(fs, root, locked)
     return [iid for iid, *_ in prepared]
+
+
+def after_commit(fs, root: str, locked: bool) -> None:
+    """Fold a long log into one entry and, holding the lock, remove what is superseded."""
+    snapshot = manifest_io.compact_if_due(fs, root, manifest_io.read(fs, root))
+    if locked:
+        housekeeping.clean(fs, root, snapshot)
 
 
 def _migrate_format1(fs, root: str, snapshot):

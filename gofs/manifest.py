@@ -145,26 +145,35 @@ def is_graph(fs, graph_root: str) -> bool:
     return bool(log_entries(fs, graph_root)) or layout.exists(fs, layout.join(graph_root, layout.LEGACY_MANIFEST))
 
 
-def read(fs, graph_root: str, upto: int | None = None) -> Snapshot:
-    """The committed state of the graph at ``graph_root`` (as of entry ``upto``, default the last)."""
+def read(fs, graph_root: str) -> Snapshot:
+    """The committed state of the graph at ``graph_root``."""
     info = fs.get_file_info(graph_root)
     if info.type == pafs.FileType.NotFound:
         raise ManifestError(f"{graph_root}: no such GoFS graph")
     if info.type != pafs.FileType.Directory:
         raise ManifestError(f"{graph_root}: is a file, not a GoFS graph directory")
-    entries = log_entries(fs, graph_root)
-    if upto is not None:
-        later = bool(entries)
-        entries = [(n, p) for n, p in entries if n <= upto]
-        if later and not entries:
-            raise ManifestError(f"{graph_root}: the graph was replaced while this job ran; open it again")
-    if entries:
-        return _replay(fs, graph_root, entries)
+    for attempt in range(_READ_ATTEMPTS):
+        entries = log_entries(fs, graph_root)
+        if not entries:
+            break
+        try:
+            return _replay(fs, graph_root, entries)
+        except _Superseded:
+            if attempt == _READ_ATTEMPTS - 1:
+                raise ManifestError(f"{graph_root}: the commit log kept changing while it was read; "
+                                    "open the graph again") from None
     legacy = layout.join(graph_root, layout.LEGACY_MANIFEST)
     if not layout.exists(fs, legacy):
         raise ManifestError(f"{graph_root}: not a GoFS graph (no committed {layout.LOG}/ entry and no "
                             f"{layout.LEGACY_MANIFEST})")
     return read_format1(fs, legacy)
+
+
+class _Superseded(Exception):
+    """A listed log entry was removed (superseded by a later create) before it was read."""
+
+
+_READ_ATTEMPTS = 5
 
 
 def read_format1(fs, path: str) -> Snapshot:
@@ -185,7 +194,12 @@ def _replay(fs, graph_root: str, entries: list[tuple[int, str]]) -> Snapshot:
     """Walk back to the last create entry, then apply the appends after it."""
     appends = []
     for number, path in reversed(entries):
-        entry = _load_json(fs, path)
+        try:
+            entry = _load_json(fs, path)
+        except ManifestError:
+            if not layout.exists(fs, path):
+                raise _Superseded(path) from None
+            raise
         _check_version(entry, path)
         op = entry.get("op")
         if op == "append":
@@ -210,6 +224,8 @@ def _replay(fs, graph_root: str, entries: list[tuple[int, str]]) -> Snapshot:
 
 
 # --------------------------------------------------------------------------- writing
+
+COMPACT_AFTER = 256     # appends after a create before they are folded into a new create entry
 
 def commit(fs, graph_root: str, number: int, entry: dict) -> None:
     """Publish ``entry`` as log entry ``number``: the single atomic step of every write.
@@ -262,3 +278,20 @@ def writer_lock(fs, graph_root: str):
             yield True
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def compact_if_due(fs, graph_root: str, snapshot: Snapshot) -> Snapshot:
+    """Fold the create entry and its appends into one new create entry once there are
+    :data:`COMPACT_AFTER` appends, so that opening a graph reads a bounded number of entries
+    (the superseded ones are removed by the writer's clean-up). Returns the state after."""
+    if snapshot.head - snapshot.create < COMPACT_AFTER:
+        return snapshot
+    manifest = snapshot.manifest
+    graph = {k: v for k, v in manifest.items() if k not in ("format", "version", "instances", "instance_schema")}
+    try:
+        commit(fs, graph_root, snapshot.head + 1, {"op": "create", "data": snapshot.version, "graph": graph,
+                                                    "instances": manifest["instances"],
+                                                    "instance_schema": manifest["instance_schema"]})
+    except CommitConflict:
+        return read(fs, graph_root)
+    return Snapshot(manifest=manifest, version=snapshot.version, head=snapshot.head + 1, create=snapshot.head + 1)

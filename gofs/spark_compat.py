@@ -54,6 +54,7 @@ def release_local_checkpoint(df) -> None:
     plan.rdd().unpersist(True)
 
 
-def persistent_rdd_count(spark) -> int:
-    """How many RDDs hold cached blocks (the leak tests compare it before and after a run)."""
-    return int(spark.sparkContext._jsc.getPersistentRDDs().size())
+def persistent_rdd_ids(spark) -> set[int]:
+    """Ids of the RDDs holding cached blocks, local checkpoints included (leak tests: a run
+    must leave no id that was not there before it)."""
+    return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}

@@ -38,9 +38,11 @@ class GraphStore:
         self._static_types = _static_types(self.path, self.manifest)
 
     def __getstate__(self):
-        """What a Spark task gets: the graph metadata and log position, not the instance list
-        (a task that asks for ``instances`` reads the log up to the same position)."""
+        """What a Spark task gets: the graph metadata and how many instances it had, not the
+        instance list (a task that asks for ``instances`` reads the log and keeps that many:
+        instances are only ever appended, so they are the same ones)."""
         return {"path": self.path, "version": self.version, "head": self.head,
+                "num_instances": len(self.manifest["instances"]),
                 "manifest": {k: v for k, v in self.manifest.items() if k != "instances"}}
 
     def __setstate__(self, state):
@@ -48,7 +50,7 @@ class GraphStore:
         self.fs, self.graph_root = layout.filesystem(self.path)
         self.version, self.head = state["version"], state["head"]
         self.root = layout.version_root(self.graph_root, self.version)
-        self.manifest = _LazyInstances(state["manifest"], self)
+        self.manifest = _LazyInstances(state["manifest"], self, state["num_instances"])
         self._instance_types = _instance_types(self.path, self.manifest)
         self._static_types = _static_types(self.path, self.manifest)
         self._spark = None
@@ -335,16 +337,16 @@ def _typed(table: pa.Table, types: dict) -> pa.Table:
 class _LazyInstances(dict):
     """A shipped manifest: reads ``instances`` from the log (up to the shipped position) on first use."""
 
-    def __init__(self, manifest: dict, store: GraphStore):
+    def __init__(self, manifest: dict, store: GraphStore, count: int):
         super().__init__(manifest)
-        self._store = store
+        self._store, self._count = store, count
 
     def __missing__(self, key):
         if key != "instances":
             raise KeyError(key)
         store = self._store
-        snapshot = manifest_io.read(store.fs, store.graph_root, upto=None if store.head < 0 else store.head)
-        if snapshot.version != store.version:
+        snapshot = manifest_io.read(store.fs, store.graph_root)
+        if snapshot.version != store.version or snapshot.manifest.get("uuid") != self.get("uuid"):
             raise ManifestError(f"{store.path}: the graph was replaced while this job ran; open it again")
-        self["instances"] = snapshot.manifest["instances"]
+        self["instances"] = snapshot.manifest["instances"][:self._count]
         return self["instances"]

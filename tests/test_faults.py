@@ -177,6 +177,33 @@ def test_store_shipped_to_tasks_carries_no_instance_list(tmp_path):
     assert [i["id"] for i in shipped.instances] == [0, 1, 2]     # as of the shipped log position
 
 
+def test_long_logs_are_folded_and_shipped_stores_keep_their_instances(tmp_path, monkeypatch):
+    import pickle
+
+    monkeypatch.setattr(manifest_io, "COMPACT_AFTER", 3)
+    target = tmp_path / "g.gofs"
+    g = _graph(target, instances=2)
+    shipped = pickle.dumps(g)
+    for h in range(2, 9):
+        append_instances(str(target), [_instance(h)])
+    entries = sorted(x.name for x in (target / layout.LOG).iterdir() if x.name != "lock")
+    assert len(entries) <= 4                         # one create + fewer than COMPACT_AFTER appends
+    g = _check_consistent(target)
+    assert [i["start"] for i in g.instances] == [float(h) for h in range(9)]
+    assert [i["id"] for i in pickle.loads(shipped).instances] == [0, 1]
+    _check_clean(target)
+
+
+def test_vertex_only_append_reads_no_edge_file(tmp_path):
+    from gofs import files
+
+    target = tmp_path / "g.gofs"
+    _graph(target, instances=0)
+    with files.traced() as trace:
+        append_instances(str(target), [Instance(0, vertex_values=pa.table({"id": [1], "load": [1.0]}))])
+    assert trace and not [path for path, _ in trace if "/edges/" in path]
+
+
 KILL = textwrap.dedent("""
     import os, sys
     import networkx as nx, pyarrow as pa
