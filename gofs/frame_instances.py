@@ -120,18 +120,20 @@ def _vertex_keys(spark, path: str, data: str, manifest: dict):
 
 
 def _validate(values, keys, where: str) -> None:
-    """Every id known to the graph, none missing or repeated (checked on the executors)."""
+    """Every id present, known to the graph and given once: one Spark job, first problem only."""
     from pyspark.sql import functions as F
 
-    missing = values.where(F.col("id").isNull()).limit(1).count()
-    if missing:
+    problem = values.select("id").join(keys.select("id", _P), "id", "left").groupBy("id") \
+        .agg(F.count("*").alias("n"), F.max(F.col(_P).isNull().cast("int")).alias("unknown")) \
+        .where((F.col("n") > 1) | (F.col("unknown") == 1)).limit(1).collect()
+    if not problem:
+        return
+    row = problem[0]
+    if row["id"] is None:
         raise InputError(f"{where} vertex values, field 'id': a vertex id is missing (null)")
-    stranger = values.select("id").join(keys.select("id"), "id", "left_anti").limit(1).collect()
-    if stranger:
-        raise InputError(f"{where} vertex values, field 'id': unknown vertex {stranger[0]['id']!r}")
-    twice = values.groupBy("id").count().where(F.col("count") > 1).limit(1).collect()
-    if twice:
-        raise InputError(f"{where} vertex values, field 'id': vertex {twice[0]['id']!r} given twice")
+    if row["unknown"]:
+        raise InputError(f"{where} vertex values, field 'id': unknown vertex {row['id']!r}")
+    raise InputError(f"{where} vertex values, field 'id': vertex {row['id']!r} given twice")
 
 
 def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values, keys, attributes: pa.Schema):
@@ -143,9 +145,10 @@ def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values
 
     def write(batches):
         fs, _ = layout.filesystem(path)
-        table = pa.Table.from_batches(list(batches))
-        if not table.num_rows:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
             return
+        table = pa.Table.from_batches(batches)
         for p in np.unique(table.column(_P).to_numpy()):
             rows = table.filter(pa.compute.equal(table.column(_P), int(p)))
             rows = rows.take(pa.array(np.argsort(rows.column(_VID).to_numpy(), kind="stable")))

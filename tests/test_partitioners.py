@@ -147,9 +147,9 @@ def _new(spark, before):
 def test_spark_lp_releases_every_checkpoint_on_success_and_failure(spark, monkeypatch):
     import gofs.partitioners as partitioners
 
-    n, src, dst = grid(10, drop=0.1)
+    n, src, dst = grid(8, drop=0.1)
     before = _held(spark)
-    parts = spark_lp_partition(n, src, dst, 3, spark=spark, iterations=3)
+    parts = spark_lp_partition(n, src, dst, 3, spark=spark, iterations=2)
     assert_valid(parts, n, 3)
     assert _new(spark, before) == (set(), set())
 
@@ -164,7 +164,7 @@ def test_spark_lp_releases_every_checkpoint_on_success_and_failure(spark, monkey
 
     monkeypatch.setattr(partitioners, "_plan_moves", fail_in_second_iteration)
     with pytest.raises(RuntimeError, match="planner down"):
-        spark_lp_partition(n, src, dst, 3, spark=spark, iterations=3)
+        spark_lp_partition(n, src, dst, 3, spark=spark, iterations=2)
     assert len(calls) == 2 and _new(spark, before) == (set(), set())
 
 
