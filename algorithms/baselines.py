@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from gofs.checkpoints import ensure_checkpoint_dir
 from gofs.interop import require_graphframes
 
 _INF = float("inf")
@@ -86,9 +86,7 @@ def graphframes_connected_components(vertices: DataFrame, edges: DataFrame, algo
     """
     GraphFrame = require_graphframes()
     spark = vertices.sparkSession
-    sc = spark.sparkContext
-    if sc.getCheckpointDir() is None:
-        sc.setCheckpointDir(tempfile.mkdtemp(prefix="goffish-checkpoints-"))
+    ensure_checkpoint_dir(spark.sparkContext)
     graph = GraphFrame(vertices.select("id"), edges.select("src", "dst"))
     with _aqe_disabled(spark):
         result = graph.connectedComponents(algorithm=algorithm, checkpointInterval=checkpoint_interval)

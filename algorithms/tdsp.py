@@ -46,6 +46,15 @@ def _truncated_dijkstra(adjacency: sp.csr_matrix, seeds: np.ndarray, times: np.n
     return dijkstra(augmented, directed=True, indices=n, limit=limit)[:n] + base
 
 
+def pair_codes(src: np.ndarray, dst: np.ndarray, query_src: np.ndarray, query_dst: np.ndarray):
+    """Integer codes for (src, dst) pairs, equal exactly when the pairs are equal (no bit packing,
+    so no collision however large the ids): (codes of the first list, codes of the queries)."""
+    pairs = np.stack([np.concatenate([src, query_src]), np.concatenate([dst, query_dst])], axis=1).astype(np.int64)
+    _, codes = np.unique(pairs, axis=0, return_inverse=True)
+    codes = codes.ravel()
+    return codes[:len(src)], codes[len(src):]
+
+
 class TimeDependentShortestPaths(TimeSeriesProgram):
     """Earliest arrival times from ``source_vid`` (dense id) leaving at ``departure``.
 
@@ -115,11 +124,11 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         targets, sources, values, reported = (np.concatenate(c) for c in zip(*batches))
         local = subgraph.local_index(targets)
         state, remote = subgraph.state, subgraph.remote_edges
-        keys = (remote.src << 40) | remote.dst
+        keys, wanted = pair_codes(remote.src, remote.dst, local, sources)
         order = np.argsort(keys, kind="stable")
-        at = np.minimum(np.searchsorted(keys, (local << 40) | sources, sorter=order), len(keys) - 1)
+        at = np.minimum(np.searchsorted(keys, wanted, sorter=order), len(keys) - 1)
         edge = order[at]
-        known = keys[edge] == ((local << 40) | sources)
+        known = keys[edge] == wanted
         np.minimum.at(state["known"], edge[known], reported[known])
         arrival = state["arrival"]
         before = arrival[local]

@@ -114,13 +114,9 @@ def _source_id(g, args):
 
 def cmd_run(args) -> int:
     import goffish
-    from gofs import layout
-    from gofs.errors import GraphExistsError
+    from gofs.housekeeping import check_result_target
 
-    fs, root = layout.filesystem(args.out)
-    if layout.exists(fs, root) and not args.overwrite:
-        # say so before running the algorithm, not after it
-        raise GraphExistsError(f"{args.out} already exists (pass --overwrite to replace it)")
+    check_result_target(args.out, args.graph, args.overwrite)   # before running the algorithm, not after it
     _check_picture_path(args.timeline)
     spark = _spark(args)
     g = goffish.open(args.graph, spark=spark)

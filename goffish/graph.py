@@ -1,14 +1,13 @@
 """The graph handle users work with: a GoFS graph plus algorithms as methods."""
 from __future__ import annotations
 
-import pyarrow as pa
-
 from algorithms.components import connected_components
 from algorithms.hashtags import HashtagSummary, hashtag_aggregation
 from algorithms.memes import MemeSpread, meme_tracking
 from algorithms.pagerank import pagerank
 from algorithms.sssp import sssp
 from algorithms.tdsp import tdsp
+from gofs.frame_instances import append_vertex_frame
 from gofs.instances import Instance, append_instances
 from gofs.store import GraphStore
 from gopher.engine import RunResult, run_program
@@ -69,12 +68,14 @@ class Graph(GraphStore):
         """Write per-vertex results back into the graph as a new instance's attributes.
 
         ``result`` is a RunResult or a DataFrame with an ``id`` column; ``columns``
-        picks which of its columns to keep (default: all but ``id``).
+        picks which of its columns to keep (default: all but ``id``). The values are
+        aligned and written by Spark tasks with their exact types (see
+        :func:`gofs.frame_instances.append_vertex_frame`).
         """
         frame = result.dataframe if isinstance(result, RunResult) else result
-        table = pa.Table.from_pandas(frame.toPandas(), preserve_index=False)
-        keep = [c for c in table.column_names if c != "id"] if columns is None else list(columns)
-        return self.append_instances([Instance(start, end, vertex_values=table.select(["id", *keep]))])[0]
+        instance = append_vertex_frame(self.path, frame, start, end, columns)
+        self.refresh()
+        return instance
 
     def stream(self, checkpoint: str | None = None, **options):
         """Stream updates into this graph: live results, exactly-once, snapshots as instances

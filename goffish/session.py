@@ -1,19 +1,35 @@
 """SparkSession bootstrap with the GraphFrames jar on the classpath and importable.
 
 A session that ``spark-submit`` or an existing SparkContext already created is
-reused as is (its master and conf win); otherwise a ``local[*]`` session is built
-from SparkConf defaults plus the jar.
+reused as is (its master and conf win, nothing is changed on it); otherwise a
+``local[*]`` session is built from SparkConf defaults plus the jar.
+
+What :func:`session` sets, only when it builds the session and only for keys
+that neither SparkConf (spark-defaults.conf, spark-submit ``--conf``) nor the
+``conf`` argument set: see :data:`DEFAULTS`. It never changes the log level or
+``spark.sql.shuffle.partitions``. If no checkpoint directory is set it creates
+a temporary one, removed when the Python process exits
+(:mod:`gofs.checkpoints`).
 """
 from __future__ import annotations
 
 import os
 import shutil
 import sys
-import tempfile
 
-from goffish.jars import MAVEN_COORDINATE, resolve_graphframes_jar
+from goffish.jars import resolve_graphframes_jar
+from gofs.checkpoints import ensure_checkpoint_dir
 
 _JAR_CONF = "spark.goffish.graphframes.jar"
+
+DEFAULTS = {
+    # Arrow for toPandas/createDataFrame: GoFS moves columns as Arrow anyway.
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # GraphFrames' Pregel-based baselines: checkpoint every 2 iterations so lineage stays short.
+    "spark.graphx.pregel.checkpointInterval": "2",
+    # Remove checkpoint files of RDDs that are garbage-collected.
+    "spark.cleaner.referenceTracking.cleanCheckpoints": "true",
+}
 
 
 class JavaNotFoundError(RuntimeError):
@@ -45,7 +61,17 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
     ----------
     master : Spark master URL; default: what spark-submit/SparkConf says, else ``local[*]``.
     conf : extra Spark settings.
-    graphframes : put the GraphFrames jar on the classpath (resolved offline, see ``goffish.jars``).
+    graphframes : put the GraphFrames jar on the classpath (resolved offline and checked against
+        its pinned SHA-256, see ``goffish.jars``); without it GraphFrames interop says so when used.
+
+    Returns
+    -------
+    The SparkSession. Settings it adds when it builds one: :data:`DEFAULTS` (each only if
+    unset), the GraphFrames jar, and a temporary checkpoint directory if none is set.
+
+    Example
+    -------
+    >>> spark = goffish.session(master="local[4]", conf={"spark.sql.shuffle.partitions": "16"})
     """
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -62,22 +88,16 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Under spark-submit the JVM is already running with the submitted master and --conf;
         # connect to it first, or SparkConf() below is empty and local[*] and our defaults win.
-        from pyspark import SparkContext
+        from gofs.spark_compat import connect_to_submitted_jvm
 
-        SparkContext._ensure_initialized()
+        connect_to_submitted_jvm()
     spark_conf = SparkConf()
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
     elif not spark_conf.contains("spark.master"):
         builder = builder.master("local[*]")
-    defaults = {
-        "spark.sql.shuffle.partitions": "8",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.graphx.pregel.checkpointInterval": "2",
-    }
-    for key, value in defaults.items():
+    for key, value in DEFAULTS.items():
         if not spark_conf.contains(key):
             builder = builder.config(key, value)
     for key, value in (conf or {}).items():
@@ -87,15 +107,11 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
     if graphframes:
         jar = resolve_graphframes_jar(spark_conf.get(_JAR_CONF, None) or (conf or {}).get(_JAR_CONF))
         if jar is not None:
-            existing = spark_conf.get("spark.jars", "")
+            existing = spark_conf.get("spark.jars", "") or (conf or {}).get("spark.jars", "")
             jars = ",".join(filter(None, [existing, str(jar)]))
             builder = builder.config("spark.jars", jars).config(_JAR_CONF, str(jar))
-        else:
-            builder = builder.config("spark.jars.packages", MAVEN_COORDINATE)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("GOFFISH_LOG_LEVEL", "ERROR"))
     if jar is not None:
         _make_graphframes_importable(str(jar))
-    if spark.sparkContext.getCheckpointDir() is None:
-        spark.sparkContext.setCheckpointDir(tempfile.mkdtemp(prefix="goffish-checkpoints-"))
+    ensure_checkpoint_dir(spark.sparkContext)
     return spark

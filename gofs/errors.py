@@ -15,3 +15,7 @@ class GraphExistsError(GoFSError, FileExistsError):
 
 class ManifestError(GoFSError):
     """A manifest is missing, corrupt, or of an unsupported version."""
+
+
+class DataError(GoFSError):
+    """A data file of a graph is missing or unreadable (truncated, not Parquet)."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+
+from gofs.errors import DataError
 
 _trace: list[tuple[str, tuple[str, ...]]] | None = None
 
@@ -28,10 +31,11 @@ def read_columns(fs, path: str, columns: list[str] | None):
     """Read ``columns`` (all if None) of one Parquet file."""
     if _trace is not None:
         _trace.append((path, tuple(columns) if columns is not None else ("*",)))
-    with fs.open_input_file(path) as handle:
-        return pq.read_table(handle, columns=columns)
-
-
-def read_schema(fs, path: str):
-    with fs.open_input_file(path) as handle:
-        return pq.read_schema(handle)
+    try:
+        with fs.open_input_file(path) as handle:
+            return pq.read_table(handle, columns=columns)
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing; the graph was replaced while this job ran (open it again) "
+                        "or the file was deleted") from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path}: unreadable Parquet file ({exc})") from None

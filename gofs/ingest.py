@@ -1,8 +1,9 @@
 """Ingest: validate -> partition -> discover sub-graphs -> write, atomically.
 
-The whole graph is staged in a hidden sibling directory and moved into place
-with one rename at the end; a failure at any stage removes the staging
-directory, so nothing half-written is ever left at the target path.
+The graph is written as a new version directory inside the target and
+committed by one small log entry (:mod:`gofs.manifest`); a failure before the
+commit removes the version directory (and the target, if this ingest created
+it), so nothing half-written is ever left and nothing else is touched.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gofs import layout, manifest as manifest_io
-from gofs.errors import GraphExistsError, InputError
+from gofs import housekeeping, layout, manifest as manifest_io
+from gofs.errors import InputError
 from gofs.graph_input import GraphInput
 from gofs.subgraphs import Layout, discover, size_histogram
 
@@ -169,15 +170,18 @@ def ingest(graph: GraphInput, path: str, num_partitions: int = 4, partitioner: s
     """Partition ``graph`` into sub-graphs and write it as a GoFS graph at ``path``.
 
     Returns the manifest. ``timings`` (if given) receives seconds per stage.
-    Raises GraphExistsError if ``path`` exists and ``overwrite`` is false.
+    Raises GraphExistsError if ``path`` holds a graph and ``overwrite`` is false,
+    and always if it holds anything else (a file, a non-empty directory that is
+    not a GoFS graph): only a GoFS graph is ever replaced. The new graph is
+    written as a new version directory and committed by one log entry; the old
+    version is removed after that, so a reader sees the old graph or the new one.
     """
     from gofs.partitioners import partition
 
     if num_partitions < 1:
         raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
     fs, root = layout.filesystem(path)
-    if layout.exists(fs, root) and not overwrite:
-        raise GraphExistsError(f"{path} already exists (pass overwrite=True / --overwrite to replace it)")
+    housekeeping.check_target(fs, root, path, overwrite)
     timings = {} if timings is None else timings
 
     clock = time.perf_counter()
@@ -196,45 +200,50 @@ def ingest(graph: GraphInput, path: str, num_partitions: int = 4, partitioner: s
     timings["subgraphs"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    staging = layout.temporary_sibling(root)
+    created = not layout.exists(fs, root)
+    version = f"v-{uuid.uuid4().hex[:12]}"
+    data = layout.version_root(root, version)
+    committed = False
     try:
-        fs.create_dir(staging, recursive=True)
-        stats, sg_sizes, cut = _write_template(fs, staging, graph, lay, index, src_v, dst_v,
-                                               vertex_attrs, num_partitions)
-        sizes = np.array([s["num_vertices"] for s in stats])
-        manifest = {
-            "uuid": uuid.uuid4().hex,
-            "name": name or graph.name or root.rstrip("/").rpartition("/")[2],
-            "directed": bool(graph.directed),
-            "id_type": "int64" if pa.types.is_integer(graph.edges.schema.field("src").type) else "string",
-            "num_vertices": int(n),
-            "num_edges": int(len(src)),
-            "partitioner": partitioner,
-            "num_partitions": int(num_partitions),
-            "seed": int(seed),
-            "vertex_schema": manifest_io.schema_fields(vertex_attrs.schema),
-            "edge_schema": manifest_io.schema_fields(graph.edges.schema, skip=("src", "dst")),
-            "cut_edges": cut,
-            "balance": float(sizes.max() / sizes.mean()) if n else 1.0,
-            "subgraphs": {"count": int(lay.num_subgraphs),
-                          "largest": int(sg_sizes.max()) if len(sg_sizes) else 0,
-                          "size_histogram": size_histogram(sg_sizes)},
-            "partitions": stats,
-            "instance_schema": {"vertex": [], "edge": []},
-            "instances": [],
-        }
-        manifest_io.write(fs, staging, manifest)
-        if layout.exists(fs, root):
-            if not overwrite:
-                raise GraphExistsError(f"{path} already exists (pass overwrite=True / --overwrite to replace it)")
-            retired = layout.temporary_sibling(root)
-            fs.move(root, retired)
-            fs.move(staging, root)
-            layout.remove(fs, retired)
-        else:
-            fs.move(staging, root)
+        fs.create_dir(root, recursive=True)
+        with manifest_io.writer_lock(fs, root) as locked:
+            kind = housekeeping.check_target(fs, root, path, overwrite)   # again, now that we hold the lock
+            previous = manifest_io.read(fs, root) if kind == "graph" else None
+            fs.create_dir(data, recursive=True)
+            stats, sg_sizes, cut = _write_template(fs, data, graph, lay, index, src_v, dst_v,
+                                                   vertex_attrs, num_partitions)
+            sizes = np.array([s["num_vertices"] for s in stats])
+            metadata = {
+                "uuid": uuid.uuid4().hex,
+                "name": name or graph.name or root.rstrip("/").rpartition("/")[2],
+                "directed": bool(graph.directed),
+                "id_type": "int64" if pa.types.is_integer(graph.edges.schema.field("src").type) else "string",
+                "num_vertices": int(n),
+                "num_edges": int(len(src)),
+                "partitioner": partitioner,
+                "num_partitions": int(num_partitions),
+                "seed": int(seed),
+                "vertex_schema": manifest_io.schema_fields(vertex_attrs.schema),
+                "edge_schema": manifest_io.schema_fields(graph.edges.schema, skip=("src", "dst")),
+                "cut_edges": cut,
+                "balance": float(sizes.max() / sizes.mean()) if n else 1.0,
+                "subgraphs": {"count": int(lay.num_subgraphs),
+                              "largest": int(sg_sizes.max()) if len(sg_sizes) else 0,
+                              "size_histogram": size_histogram(sg_sizes)},
+                "partitions": stats,
+            }
+            number = 0 if previous is None else previous.head + 1
+            manifest_io.commit(fs, root, number, {"op": "create", "data": version, "graph": metadata,
+                                                  "instance_schema": {"vertex": [], "edge": []}})
+            committed = True
+            snapshot = manifest_io.read(fs, root)
+            if locked:
+                housekeeping.clean(fs, root, snapshot)
+            elif previous is not None and previous.version:
+                layout.remove(fs, layout.version_root(root, previous.version))
     except BaseException:
-        layout.remove(fs, staging)
+        if not committed:
+            layout.remove(fs, root if created else data)
         raise
     timings["write"] = time.perf_counter() - clock
-    return manifest_io.read(fs, root)
+    return snapshot.manifest

@@ -2,12 +2,12 @@
 
 Instance values are stored row-aligned with the template files of each
 partition, so a reader zips columns instead of joining. All instances of one
-call are validated first, staged, moved into place, and only then listed in
-the manifest: a failed append leaves the graph exactly as it was.
+call are validated first, written, and only then committed by one log entry
+(:mod:`gofs.manifest`): a failed or killed append leaves the graph as it was.
 """
 from __future__ import annotations
 
-import uuid
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gofs import files, layout, manifest as manifest_io
+from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
 from gofs.ingest import _write
 
@@ -46,30 +46,41 @@ def _table(value) -> pa.Table | None:
 
 
 class _Template:
-    """The parts of the template that alignment needs: ids and edge keys."""
+    """What aligning instance values needs, each read on first use: the id index
+    (vertex values and edge endpoints) and the edge index (edge values and
+    removed edges). A vertex-only append never reads an edge file."""
 
     def __init__(self, fs, root: str, manifest: dict):
-        k = manifest["num_partitions"]
+        self.fs, self.root = fs, root
+        self.k = manifest["num_partitions"]
         self.n = manifest["num_vertices"]
+        self.num_edges = manifest["num_edges"]
         self.directed = manifest["directed"]
-        ids = pa.concat_arrays([files.read_columns(fs, layout.template_vertices(root, p), ["id"])
-                                .column("id").combine_chunks() for p in range(k)]) if k else pa.array([])
-        self.id_index = pd.Index(ids.to_numpy(zero_copy_only=False))
-        edges = [files.read_columns(fs, layout.template_edges(root, p), ["eid", "src", "dst", "mirror"])
-                 for p in range(k)]
-        self.edge_rows = [t.column("eid").to_numpy() for t in edges]
-        canon = pa.concat_tables(edges).filter(pc.invert(pa.concat_tables(edges).column("mirror")))
-        self.num_edges = canon.num_rows
-        eid = canon.column("eid").to_numpy()
-        key = canon.column("src").to_numpy() * max(self.n, 1) + canon.column("dst").to_numpy()
-        order = np.argsort(key, kind="stable")
-        self.keys, self.key_eids = key[order], eid[order]
+        self.id_type = manifest["id_type"]
+
+    @functools.cached_property
+    def id_index(self) -> pd.Index:
+        ids = [files.read_columns(self.fs, layout.template_vertices(self.root, p), ["id"]).column("id")
+               for p in range(self.k)]
+        values = pa.chunked_array([c for column in ids for c in column.chunks]) if ids else pa.chunked_array([], pa.int64())
+        return pd.Index(values.to_numpy())
+
+    @functools.cached_property
+    def edge_index(self) -> tuple[pd.MultiIndex, np.ndarray]:
+        """(src, dst) of every input edge -> its eid; parallel edges map to the first one."""
+        edges = pa.concat_tables([files.read_columns(self.fs, layout.template_edges(self.root, p),
+                                                     ["eid", "src", "dst", "mirror"]) for p in range(self.k)])
+        canon = edges.filter(pc.invert(edges.column("mirror")))
+        index = pd.MultiIndex.from_arrays([canon.column("src").to_numpy(), canon.column("dst").to_numpy()])
+        first = ~index.duplicated()
+        return index[first], canon.column("eid").to_numpy()[first]
 
     def vids(self, ids: pa.ChunkedArray, where: str, field: str) -> np.ndarray:
         values = ids.to_numpy(zero_copy_only=False)
-        if ids.null_count == 0 and pa.types.is_integer(ids.type) != pd.api.types.is_integer_dtype(self.id_index.dtype):
+        graph_int = self.id_type == "int64"
+        if ids.null_count == 0 and pa.types.is_integer(ids.type) != graph_int:
             raise InputError(f"{where}, field '{field}': ids are {ids.type} but the graph's ids are "
-                             f"{'int64' if pd.api.types.is_integer_dtype(self.id_index.dtype) else 'string'}")
+                             f"{'int64' if graph_int else 'string'}")
         vids = self.id_index.get_indexer(values)
         if (vids < 0).any():
             row = int(np.flatnonzero(vids < 0)[0])
@@ -77,22 +88,24 @@ class _Template:
         return vids.astype(np.int64)
 
     def eids(self, table: pa.Table, where: str) -> np.ndarray:
+        for column in ("src", "dst"):
+            if column not in table.column_names:
+                raise InputError(f"{where}: no '{column}' column (columns: {table.column_names})")
         src = self.vids(table.column("src"), where, "src")
         dst = self.vids(table.column("dst"), where, "dst")
-        found = self._lookup(src * max(self.n, 1) + dst)
+        found = self._lookup(src, dst)
         if not self.directed:
-            found = np.where(found < 0, self._lookup(dst * max(self.n, 1) + src), found)
+            found = np.where(found < 0, self._lookup(dst, src), found)
         if (found < 0).any():
             row = int(np.flatnonzero(found < 0)[0])
             raise InputError(f"{where} row {row + 1}: no edge {table.column('src')[row].as_py()!r} -> "
                              f"{table.column('dst')[row].as_py()!r} in the graph")
         return found
 
-    def _lookup(self, keys: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self.keys, keys)
-        pos_c = np.minimum(pos, max(len(self.keys) - 1, 0))
-        hit = (pos < len(self.keys)) & (self.keys[pos_c] == keys) if len(self.keys) else np.zeros(len(keys), bool)
-        return np.where(hit, self.key_eids[pos_c] if len(self.keys) else -1, -1)
+    def _lookup(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        index, eids = self.edge_index
+        pos = index.get_indexer(pd.MultiIndex.from_arrays([src, dst]))
+        return np.where(pos >= 0, eids[pos] if len(eids) else -1, -1)
 
 
 def _spread(values: pa.Table, index: np.ndarray, size: int) -> pa.Table:
@@ -106,24 +119,78 @@ def _check_schema(kind: str, table: pa.Table, known: dict, static: set, where: s
     for f in table.schema:
         if f.name in static:
             raise InputError(f"{where}, field '{f.name}': clashes with a static {kind} attribute of the template")
-        if f.name in known and known[f.name] != str(f.type):
+        if f.name in known and not known[f.name].equals(f.type):
             raise InputError(f"{where}, field '{f.name}': type {f.type} differs from earlier instances ({known[f.name]})")
 
 
 def append_instances(path: str, instances: list[Instance]) -> list[int]:
-    """Validate, write and commit ``instances``; returns their ids."""
+    """Validate, write and commit ``instances``; returns their ids.
+
+    Files are written first, into instance directories no committed entry
+    mentions; one log entry then commits them all. A writer killed at any
+    point leaves the graph as it was (its files are orphans, removed by the
+    next writer). Writers on a local disk take the graph's lock; elsewhere one
+    writer at a time is supported and a second one gets CommitConflict.
+    """
     fs, root = layout.filesystem(path)
-    manifest = manifest_io.read(fs, root)
-    template = _Template(fs, root, manifest)
-    k = manifest["num_partitions"]
-    offsets = [pp["vertex_offset"] for pp in manifest["partitions"]] + [manifest["num_vertices"]]
-    vschema = {f["name"]: f["type"] for f in manifest["instance_schema"]["vertex"]}
-    eschema = {f["name"]: f["type"] for f in manifest["instance_schema"]["edge"]}
+    if not instances:
+        return []
+    with manifest_io.writer_lock(fs, root) as locked:
+        snapshot = manifest_io.read(fs, root)
+        if snapshot.head < 0:
+            snapshot = _migrate_format1(fs, root, snapshot)
+        if locked:
+            housekeeping.clean(fs, root, snapshot)
+        data = layout.version_root(root, snapshot.version)
+        prepared, schema = _prepare(fs, data, snapshot, instances,
+                                    housekeeping.next_instance_id(fs, data, snapshot))
+        written = []
+        try:
+            for iid, _, _, vertex_table, edge_table, topology in prepared:
+                written.append(iid)
+                _write_instance(fs, data, snapshot.manifest, iid, vertex_table, edge_table, topology)
+            entry = {"op": "append", "data": snapshot.version, "instances": [
+                _entry(iid, start, end, vertex_table, edge_table, topology)
+                for iid, start, end, vertex_table, edge_table, topology in prepared],
+                "instance_schema": schema}
+            manifest_io.commit(fs, root, snapshot.head + 1, entry)
+        except manifest_io.CommitConflict:
+            raise               # the files may be a concurrent writer's too: delete nothing
+        except BaseException:
+            for iid in written:
+                layout.remove(fs, layout.instance_dir(data, iid))
+            raise
+        after_commit(fs, root, locked)
+    return [iid for iid, *_ in prepared]
+
+
+def after_commit(fs, root: str, locked: bool) -> None:
+    """Fold a long log into one entry and, holding the lock, remove what is superseded."""
+    snapshot = manifest_io.compact_if_due(fs, root, manifest_io.read(fs, root))
+    if locked:
+        housekeeping.clean(fs, root, snapshot)
+
+
+def _migrate_format1(fs, root: str, snapshot):
+    """Give a format-1 graph a commit log: one create entry with its data in place and its instances."""
+    graph = {k: v for k, v in snapshot.manifest.items() if k not in ("format", "version", "instances",
+                                                                    "instance_schema")}
+    manifest_io.commit(fs, root, 0, {"op": "create", "data": "", "graph": graph,
+                                     "instances": snapshot.manifest["instances"],
+                                     "instance_schema": snapshot.manifest["instance_schema"]})
+    return manifest_io.read(fs, root)
+
+
+def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
+    """Validate every instance and align its values with the template; nothing is written."""
+    manifest = snapshot.manifest
+    template = _Template(fs, data, manifest)
+    where = f"{data}: instance schema"
+    vschema = manifest_io.field_types(manifest["instance_schema"]["vertex"], where)
+    eschema = manifest_io.field_types(manifest["instance_schema"]["edge"], where)
     vstatic = {f["name"] for f in manifest["vertex_schema"]} | {"id", "vid", "sg", "instance", "start", "end"}
     estatic = {f["name"] for f in manifest["edge_schema"]} | {"src", "dst", "eid", "instance", "start", "end"}
     last_start = manifest["instances"][-1]["start"] if manifest["instances"] else -np.inf
-    next_id = manifest["instances"][-1]["id"] + 1 if manifest["instances"] else 0
-
     prepared = []
     for number, inst in enumerate(instances):
         where = f"instance {number} (start={inst.start})"
@@ -132,6 +199,8 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
             end = float(inst.end if inst.end is not None else inst.start)
         except (TypeError, ValueError):
             raise InputError(f"{where}: start/end must be numbers") from None
+        if not (np.isfinite(start) and np.isfinite(end)):
+            raise InputError(f"{where}: start/end must be finite numbers")
         if end < start:
             raise InputError(f"{where}: end {end} is before start {start}")
         if start < last_start:
@@ -148,7 +217,7 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
                 raise InputError(f"{where} vertex values row {row + 1}, field 'id': vertex given twice")
             attrs = vt.drop(["id"])
             _check_schema("vertex", attrs, vschema, vstatic, f"{where} vertex values")
-            vschema.update({f.name: str(f.type) for f in attrs.schema})
+            vschema.update({f.name: f.type for f in attrs.schema})
             vertex_table = _spread(attrs, vids, template.n)
         et = _table(inst.edge_values)
         if et is not None:
@@ -161,48 +230,43 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
                 raise InputError(f"{where} edge values: need 'src' and 'dst' columns, or exactly one row per "
                                  f"edge ({template.num_edges}), got {et.num_rows} rows")
             _check_schema("edge", attrs, eschema, estatic, f"{where} edge values")
-            eschema.update({f.name: str(f.type) for f in attrs.schema})
+            eschema.update({f.name: f.type for f in attrs.schema})
             edge_table = _spread(attrs, eids, template.num_edges)
         topology = _topology(template, _table(inst.added_edges), _table(inst.removed_edges), where)
         prepared.append((next_id + number, start, end, vertex_table, edge_table, topology))
+    schema = {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),
+              "edge": manifest_io.schema_fields(pa.schema(list(eschema.items())))}
+    return prepared, schema
 
-    batch = layout.join(root, "instances", f".batch-{uuid.uuid4().hex[:12]}")
-    committed = []
-    try:
-        for iid, start, end, vertex_table, edge_table, topology in prepared:
-            staged = layout.join(batch, f"i-{iid:06d}")
-            fs.create_dir(staged, recursive=True)
-            for p in range(k):
-                if vertex_table is not None:
-                    _write(fs, layout.join(staged, "vertices", layout.part_file(p)),
-                           vertex_table.slice(offsets[p], offsets[p + 1] - offsets[p]))
-                if edge_table is not None:
-                    _write(fs, layout.join(staged, "edges", layout.part_file(p)),
-                           edge_table.take(pa.array(template.edge_rows[p])))
-            if topology is not None:
-                _write(fs, layout.join(staged, "topology.parquet"), topology)
-        for iid, *_ in prepared:
-            fs.move(layout.join(batch, f"i-{iid:06d}"), layout.instance_dir(root, iid))
-            committed.append(iid)
-        for iid, start, end, vertex_table, edge_table, topology in prepared:
-            manifest["instances"].append({
-                "id": iid, "start": start, "end": end,
-                "vertex_attributes": [] if vertex_table is None else vertex_table.column_names,
-                "edge_attributes": [] if edge_table is None else edge_table.column_names,
-                "topology": None if topology is None else {
-                    "added": int(pc.sum(pc.equal(topology.column("op"), "add")).as_py() or 0),
-                    "removed": int(pc.sum(pc.equal(topology.column("op"), "remove")).as_py() or 0)},
-            })
-        manifest["instance_schema"] = {"vertex": [{"name": n, "type": t} for n, t in vschema.items()],
-                                       "edge": [{"name": n, "type": t} for n, t in eschema.items()]}
-        manifest_io.write(fs, root, manifest)
-    except BaseException:
-        for iid in committed:
-            layout.remove(fs, layout.instance_dir(root, iid))
-        raise
-    finally:
-        layout.remove(fs, batch)
-    return [iid for iid, *_ in prepared]
+
+def _write_instance(fs, data: str, manifest: dict, iid: int, vertex_table, edge_table, topology) -> None:
+    k = manifest["num_partitions"]
+    offsets = [pp["vertex_offset"] for pp in manifest["partitions"]] + [manifest["num_vertices"]]
+    edge_rows = None
+    for p in range(k):
+        if vertex_table is not None:
+            _write(fs, layout.instance_vertices(data, iid, p), vertex_table.slice(offsets[p], offsets[p + 1] - offsets[p]))
+        if edge_table is not None:
+            if edge_rows is None:
+                edge_rows = _edge_rows(fs, data, k)
+            _write(fs, layout.instance_edges(data, iid, p), edge_table.take(pa.array(edge_rows[p])))
+    if topology is not None:
+        _write(fs, layout.instance_topology(data, iid), topology)
+
+
+def _edge_rows(fs, data: str, k: int) -> list[np.ndarray]:
+    """Per partition, the input edge (eid) of each row of its template edge file."""
+    return [files.read_columns(fs, layout.template_edges(data, p), ["eid"]).column("eid").to_numpy()
+            for p in range(k)]
+
+
+def _entry(iid, start, end, vertex_table, edge_table, topology) -> dict:
+    return {"id": iid, "start": start, "end": end,
+            "vertex_attributes": [] if vertex_table is None else vertex_table.column_names,
+            "edge_attributes": [] if edge_table is None else edge_table.column_names,
+            "topology": None if topology is None else {
+                "added": int(pc.sum(pc.equal(topology.column("op"), "add")).as_py() or 0),
+                "removed": int(pc.sum(pc.equal(topology.column("op"), "remove")).as_py() or 0)}}
 
 
 def _topology(template: _Template, added: pa.Table | None, removed: pa.Table | None, where: str):

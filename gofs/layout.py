@@ -1,41 +1,61 @@
-"""Where things live inside a GoFS graph directory, and atomic commits.
+"""Where things live inside a GoFS graph directory.
 
-    GRAPH/manifest.json                         versioned manifest (the commit point)
-    GRAPH/template/vertices/part-00000.parquet  vid, id, sg, static vertex attributes
-    GRAPH/template/edges/part-00000.parquet     eid, src, dst, remote, mirror, dst_part, dst_sg, ...
-    GRAPH/template/subgraphs.parquet            one row per sub-graph: partition and sizes
-    GRAPH/template/metagraph.parquet            sub-graph adjacency: (sg, nbr_sg, edges)
-    GRAPH/instances/i-000000/vertices/part-00000.parquet   instance vertex values, row-aligned
-    GRAPH/instances/i-000000/edges/part-00000.parquet      instance edge values, row-aligned
-    GRAPH/instances/i-000000/topology.parquet              edges added/removed in the instance
+    GRAPH/_log/00000000.json                     commit log: write-once entries, the last one wins
+    GRAPH/_log/lock                              writer lock (local filesystems)
+    GRAPH/v-<token>/template/vertices/part-00000.parquet  vid, id, sg, static vertex attributes
+    GRAPH/v-<token>/template/edges/part-00000.parquet     eid, src, dst, remote, mirror, dst_part, dst_sg, ...
+    GRAPH/v-<token>/template/subgraphs.parquet            one row per sub-graph: partition and sizes
+    GRAPH/v-<token>/template/metagraph.parquet            sub-graph adjacency: (sg, nbr_sg, edges)
+    GRAPH/v-<token>/instances/i-000000/vertices/part-00000.parquet  instance vertex values, row-aligned
+    GRAPH/v-<token>/instances/i-000000/edges/part-00000.parquet     instance edge values, row-aligned
+    GRAPH/v-<token>/instances/i-000000/topology.parquet             edges added/removed in the instance
 
-Everything is written under a temporary name first and moved into place in one
-rename, so a reader never sees a half-written graph or instance.
+``v-<token>`` is one *version* of the graph (one ingest); a re-ingest with
+overwrite writes a new version beside the old one. Nothing is ever renamed:
+data files are written first, under names no committed entry mentions yet,
+and a commit is one new small file in ``_log`` (see :mod:`gofs.manifest`).
+That works the same on a local disk, HDFS and object stores.
+
+Graphs written by GoFS format 1 keep ``manifest.json``, ``template/`` and
+``instances/`` directly under GRAPH; their version directory is GRAPH itself.
+The path helpers below take the version directory (``GraphStore.root``).
 """
 from __future__ import annotations
 
-import uuid
+import os
+import re
 
 import pyarrow.fs as pafs
 
-MANIFEST = "manifest.json"
+LOG = "_log"
+LEGACY_MANIFEST = "manifest.json"
+VERSION_PATTERN = re.compile(r"^v-[0-9a-f]{12}$")
+INSTANCE_PATTERN = re.compile(r"^i-(\d{6,})$")
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     """Resolve a local path or a URI (hdfs://, s3://, file://) to (filesystem, path)."""
     if "://" in path:
         return pafs.FileSystem.from_uri(path)
-    import os
-
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
 
+def is_local(fs: pafs.FileSystem) -> bool:
+    """True for the local disk: only there do writers take an OS file lock."""
+    return isinstance(fs, pafs.LocalFileSystem)
+
+
 def join(*parts: str) -> str:
-    return "/".join(p.rstrip("/") for p in parts)
+    return "/".join(p.rstrip("/") for p in parts if p != "")
 
 
 def part_file(p: int) -> str:
     return f"part-{p:05d}.parquet"
+
+
+def version_root(graph_root: str, version: str) -> str:
+    """The directory of one version's template and instances ("" = a format-1 graph)."""
+    return join(graph_root, version) if version else graph_root
 
 
 def template_vertices(root: str, p: int) -> str:
@@ -66,10 +86,11 @@ def exists(fs: pafs.FileSystem, path: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
-def temporary_sibling(path: str) -> str:
-    """A hidden name beside ``path`` to stage a write before its atomic move."""
-    head, _, tail = path.rstrip("/").rpartition("/")
-    return join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+def listing(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
+    """Direct children of ``path`` (none if it does not exist)."""
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        return []
+    return fs.get_file_info(pafs.FileSelector(path, recursive=False))
 
 
 def remove(fs: pafs.FileSystem, path: str) -> None:

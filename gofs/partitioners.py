@@ -22,6 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from gofs.spark_compat import release_local_checkpoint
+
 PARTITIONERS = ("metis", "hash", "spark-lp")
 
 # Spark's xxhash64 constants: hash_partition must equal its Spark twin bit for bit.
@@ -119,8 +121,12 @@ def spark_lp_partition(num_vertices: int, src, dst, num_partitions: int, seed: i
     src, dst = _checked(num_vertices, src, dst, num_partitions)
     lonely = np.flatnonzero(np.bincount(np.concatenate([src, dst]), minlength=num_vertices) == 0)
     edges = pd.DataFrame({"src": np.concatenate([src, lonely]), "dst": np.concatenate([dst, lonely])})
-    result = spark_label_propagation(spark, spark.createDataFrame(edges), num_partitions,
-                                     iterations=iterations, seed=seed).toPandas()
+    labels = spark_label_propagation(spark, spark.createDataFrame(edges), num_partitions,
+                                     iterations=iterations, seed=seed)
+    try:
+        result = labels.toPandas()
+    finally:
+        release_local_checkpoint(labels)
     parts = np.empty(num_vertices, dtype=np.int32)
     parts[result["vid"].to_numpy()] = result["part"].to_numpy()
     return parts
@@ -152,7 +158,9 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
 
     Returns
     -------
-    DataFrame ``(vid long, part int)`` with one row per vertex in ``edges_df``.
+    DataFrame ``(vid long, part int)`` with one row per vertex in ``edges_df``, a local
+    checkpoint: its blocks stay cached until ``gofs.spark_compat.release_local_checkpoint``
+    (every other checkpoint and cache made on the way is released, also on failure).
     """
     from pyspark.sql import functions as F
 
@@ -162,33 +170,56 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
     slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
     links = edges.where(F.col("src") != F.col("dst"))
-    adjacency = links.unionByName(links.select(F.col("dst").alias("src"), F.col("src").alias("dst"))) \
-        .distinct().localCheckpoint()
-    vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
-    hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
-    labels = vertices.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part")).localCheckpoint()
+    held = []           # checkpoints and cached frames made here; all but the result are released
+    labels = None
+    try:
+        adjacency = links.unionByName(links.select(F.col("dst").alias("src"), F.col("src").alias("dst"))) \
+            .distinct().localCheckpoint()
+        held.append(adjacency)
+        vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
+        hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
+        labels = vertices.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part")).localCheckpoint()
+        held.append(labels)
 
-    sizes = np.zeros(k, dtype=np.int64)
-    for part, count in labels.groupBy("part").count().collect():
-        sizes[part] = count
-    n = int(sizes.sum())
-    capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
-    buckets = int(np.clip(_HISTOGRAM_CELLS // (k * k), 1, 1024))
-    for iteration in range(iterations):
-        candidates = _move_candidates(adjacency, labels, iteration, seed, buckets, slices).persist()
-        histogram = np.zeros((k, k, buckets), dtype=np.int64)
-        cells = candidates.groupBy("part", "to", "bucket").count().collect()
-        if cells:
-            part, to, bucket, count = np.array(cells, dtype=np.int64).T
-            histogram[part, to, bucket] = count
-        moves = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
-        if moves.any():
-            # Each iteration reads labels three times: materialise it once, and
-            # drop the lineage so that later iterations plan no slower.
-            labels = _apply_moves(spark, labels, candidates, histogram, moves).localCheckpoint()
-            sizes += moves.sum(axis=0) - moves.sum(axis=1)
-        candidates.unpersist()
+        sizes = np.zeros(k, dtype=np.int64)
+        for part, count in labels.groupBy("part").count().collect():
+            sizes[part] = count
+        n = int(sizes.sum())
+        capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
+        buckets = int(np.clip(_HISTOGRAM_CELLS // (k * k), 1, 1024))
+        for iteration in range(iterations):
+            candidates = _move_candidates(adjacency, labels, iteration, seed, buckets, slices).persist()
+            held.append(candidates)
+            histogram = np.zeros((k, k, buckets), dtype=np.int64)
+            cells = candidates.groupBy("part", "to", "bucket").count().collect()
+            if cells:
+                part, to, bucket, count = np.array(cells, dtype=np.int64).T
+                histogram[part, to, bucket] = count
+            moves = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
+            if moves.any():
+                # Each iteration reads labels three times: materialise it once, and
+                # drop the lineage so that later iterations plan no slower.
+                previous, labels = labels, _apply_moves(spark, labels, candidates, histogram, moves).localCheckpoint()
+                held.append(labels)
+                held.remove(previous)
+                release_local_checkpoint(previous)
+                sizes += moves.sum(axis=0) - moves.sum(axis=1)
+            held.remove(candidates)
+            candidates.unpersist()
+    except BaseException:
+        _release(held)
+        raise
+    held.remove(labels)
+    _release(held)
     return labels
+
+
+def _release(frames) -> None:
+    for frame in frames:
+        if frame.storageLevel.useMemory or frame.storageLevel.useDisk:
+            frame.unpersist()
+        else:
+            release_local_checkpoint(frame)
 
 
 def edge_cut(parts, src, dst) -> int:

@@ -457,10 +457,9 @@ def from_graphframe(gf, directed: bool = True) -> GraphInput:
 
 def _spark_table(df) -> pa.Table:
     """Collect through Spark's Arrow path: toPandas would turn nullable ints into floats."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from gofs.spark_compat import collect_arrow
 
-    batches = df._collect_as_arrow()
-    return pa.Table.from_batches(batches) if batches else to_arrow_schema(df.schema).empty_table()
+    return collect_arrow(df)
 
 
 def from_networkx(G) -> GraphInput:

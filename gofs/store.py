@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gofs import files, layout, manifest as manifest_io
-from gofs.errors import InputError
+from gofs.errors import InputError, ManifestError
 
 _VERTEX_KEYS = ("vid", "id", "sg")
 _EDGE_KEYS = ("eid", "src", "dst", "remote", "mirror", "dst_part", "dst_sg")
@@ -25,22 +25,43 @@ class GraphStore:
 
     def __init__(self, path: str, spark=None):
         self.path = path
-        self.fs, self.root = layout.filesystem(path)
-        self.manifest = manifest_io.read(self.fs, self.root)
+        self.fs, self.graph_root = layout.filesystem(path)
+        self._load(manifest_io.read(self.fs, self.graph_root))
         self._spark = spark
 
+    def _load(self, snapshot: manifest_io.Snapshot) -> None:
+        self.manifest = snapshot.manifest
+        self.version = snapshot.version
+        self.head = snapshot.head
+        self.root = layout.version_root(self.graph_root, snapshot.version)   # where the files of this version are
+        self._instance_types = _instance_types(self.path, self.manifest)
+        self._static_types = _static_types(self.path, self.manifest)
+
     def __getstate__(self):
-        return {"path": self.path, "manifest": self.manifest}
+        """What a Spark task gets: the graph metadata and how many instances it had, not the
+        instance list (a task that asks for ``instances`` reads the log and keeps that many:
+        instances are only ever appended, so they are the same ones)."""
+        return {"path": self.path, "version": self.version, "head": self.head,
+                "num_instances": len(self.manifest["instances"]),
+                "manifest": {k: v for k, v in self.manifest.items() if k != "instances"}}
 
     def __setstate__(self, state):
         self.path = state["path"]
-        self.fs, self.root = layout.filesystem(self.path)
-        self.manifest = state["manifest"]
+        self.fs, self.graph_root = layout.filesystem(self.path)
+        self.version, self.head = state["version"], state["head"]
+        self.root = layout.version_root(self.graph_root, self.version)
+        self.manifest = _LazyInstances(state["manifest"], self, state["num_instances"])
+        self._instance_types = _instance_types(self.path, self.manifest)
+        self._static_types = _static_types(self.path, self.manifest)
         self._spark = None
 
     def refresh(self) -> "GraphStore":
-        """Re-read the manifest (after instances were appended)."""
-        self.manifest = manifest_io.read(self.fs, self.root)
+        """Re-read the committed state (after instances were appended)."""
+        version = self.version
+        self._load(manifest_io.read(self.fs, self.graph_root))
+        if self.version != version:
+            for name in ("vertex_ids", "_id_index", "_ids_by_partition"):
+                self.__dict__.pop(name, None)
         return self
 
     @property
@@ -128,6 +149,25 @@ class GraphStore:
 
         return pd.Index(self.vertex_ids.to_numpy(zero_copy_only=False))
 
+    def _original_ids(self, vids) -> pa.Array:
+        """Original ids of dense ``vids``, reading the id column of only the partitions they lie in."""
+        vids = np.asarray(vids.to_numpy() if hasattr(vids, "to_numpy") else vids, dtype=np.int64)
+        offsets = np.array([q["vertex_offset"] for q in self.partitions] + [self.num_vertices], dtype=np.int64)
+        part = np.searchsorted(offsets, vids, side="right") - 1
+        needed = np.unique(part)
+        cache = self.__dict__.setdefault("_ids_by_partition", {})
+        for q in needed:
+            if q not in cache:
+                cache[q] = files.read_columns(self.fs, layout.template_vertices(self.root, int(q)), ["id"]) \
+                    .column("id").combine_chunks()
+        id_type = pa.int64() if self.manifest["id_type"] == "int64" else pa.string()
+        if not len(needed):
+            return pa.array([], id_type)
+        pieces = pa.concat_arrays([cache[q].cast(id_type) for q in needed])
+        starts = np.concatenate([[0], np.cumsum([offsets[q + 1] - offsets[q] for q in needed])])[:-1]
+        position = starts[np.searchsorted(needed, part)] + (vids - offsets[part])
+        return pieces.take(pa.array(position))
+
     def vid_of(self, vertex_id) -> int:
         """The dense internal id of an original vertex id."""
         try:
@@ -141,11 +181,13 @@ class GraphStore:
         if have:
             path = (layout.instance_vertices if kind == "vertex" else layout.instance_edges)(self.root, inst["id"], p)
             table = files.read_columns(self.fs, path, have)
-        types = {f["name"]: f["type"] for f in self.manifest["instance_schema"][kind]}
+        types = self._instance_types[kind]
         out = {}
         for a in attributes:
-            out[a] = table.column(a) if table is not None and a in have else pa.nulls(rows, type=_arrow_type(types[a]))
+            # the schema is the truth: Parquet stores some types in a wider form (date64 as date32)
+            out[a] = table.column(a).cast(types[a]) if table is not None and a in have else pa.nulls(rows, type=types[a])
         return out
+
 
     def read_vertex_partition(self, p: int, attributes=None, instance=None, time=None,
                               internal: bool = False) -> pa.Table:
@@ -155,7 +197,8 @@ class GraphStore:
                                                  self.instance_vertex_attributes, "vertex")
         selected = self.select_instances(instance, time)
         keys = ["vid", "id", "sg"] if internal else ["id"]
-        base = files.read_columns(self.fs, layout.template_vertices(self.root, p), keys + static)
+        base = _typed(files.read_columns(self.fs, layout.template_vertices(self.root, p), keys + static),
+                      self._static_types["vertex"])
         if not selected:
             return base
         return pa.concat_tables([_with_instance(base, inst, self._instance_columns("vertex", inst, p, dynamic, base.num_rows))
@@ -170,7 +213,8 @@ class GraphStore:
                                                  self.instance_edge_attributes, "edge")
         selected = self.select_instances(instance, time)
         keys = list(_EDGE_KEYS) if internal else ["eid", "src", "dst", "mirror"]
-        base = files.read_columns(self.fs, layout.template_edges(self.root, p), keys + static)
+        base = _typed(files.read_columns(self.fs, layout.template_edges(self.root, p), keys + static),
+                      self._static_types["edge"])
         keep = None if internal else pc.invert(base.column("mirror"))
         if not selected:
             return base if internal else self._external(base.filter(keep), static)
@@ -186,8 +230,7 @@ class GraphStore:
         return pa.concat_tables(tables)
 
     def _external(self, table: pa.Table, columns: list[str]) -> pa.Table:
-        ids = self.vertex_ids
-        out = {"src": ids.take(table.column("src")), "dst": ids.take(table.column("dst"))}
+        out = {"src": self._original_ids(table.column("src")), "dst": self._original_ids(table.column("dst"))}
         out.update({c: table.column(c) for c in columns})
         return pa.table(out)
 
@@ -204,8 +247,8 @@ class GraphStore:
             o = self.manifest["partitions"][p]["vertex_offset"]
             mine = added.filter(pc.and_(pc.greater_equal(added.column("add_src"), o),
                                         pc.less(added.column("add_src"), o + self.partitions[p]["num_vertices"])))
-            ids = self.vertex_ids
-            cols = {"src": ids.take(mine.column("add_src")), "dst": ids.take(mine.column("add_dst"))}
+            cols = {"src": self._original_ids(mine.column("add_src")),
+                    "dst": self._original_ids(mine.column("add_dst"))}
             for c in table.column_names[2:]:
                 if c in mine.column_names:
                     cols[c] = mine.column(c).cast(table.schema.field(c).type)
@@ -222,7 +265,7 @@ class GraphStore:
         store = GraphStore.__new__(GraphStore)
         store.__setstate__(self.__getstate__())
         sample = getattr(self, method)(_smallest(self, parts), **kw).schema
-        from pyspark.sql.pandas.types import from_arrow_schema
+        from gofs.spark_compat import spark_schema
 
         def read(batches):
             for batch in batches:
@@ -231,7 +274,7 @@ class GraphStore:
                     yield from table.to_batches()
 
         seeds = self.spark.createDataFrame([(p,) for p in parts], "p int").repartition(max(len(parts), 1))
-        return seeds.mapInArrow(read, from_arrow_schema(sample))
+        return seeds.mapInArrow(read, spark_schema(sample))
 
     def vertices(self, attributes=None, instance=None, time=None, partitions=None):
         """Vertices as a Spark DataFrame (``id`` first), optionally with instance values."""
@@ -272,11 +315,38 @@ def _with_instance(base: pa.Table, inst: dict, columns: dict) -> pa.Table:
     return pa.table(out)
 
 
-_TYPES = {"double": pa.float64(), "float": pa.float32(), "int64": pa.int64(), "int32": pa.int32(),
-          "string": pa.string(), "bool": pa.bool_(), "large_string": pa.large_string(),
-          "list<item: string>": pa.list_(pa.string()), "list<element: string>": pa.list_(pa.string()),
-          "list<item: int64>": pa.list_(pa.int64()), "list<item: double>": pa.list_(pa.float64())}
+def _instance_types(path: str, manifest: dict) -> dict:
+    """{"vertex"|"edge": {name: Arrow type}} of the instance attributes (checked when a graph is opened)."""
+    schema = manifest["instance_schema"]
+    return {kind: manifest_io.field_types(schema[kind], f"{path}: instance schema") for kind in ("vertex", "edge")}
 
 
-def _arrow_type(name: str) -> pa.DataType:
-    return _TYPES.get(name, pa.null())
+def _static_types(path: str, manifest: dict) -> dict:
+    return {kind: manifest_io.field_types(manifest[f"{kind}_schema"], f"{path}: {kind} schema")
+            for kind in ("vertex", "edge")}
+
+
+def _typed(table: pa.Table, types: dict) -> pa.Table:
+    """Cast columns to their declared types (Parquet widens a few: date64 -> date32, time32[s] -> [ms])."""
+    for i, name in enumerate(table.column_names):
+        if name in types and not table.schema.field(i).type.equals(types[name]):
+            table = table.set_column(i, name, table.column(i).cast(types[name]))
+    return table
+
+
+class _LazyInstances(dict):
+    """A shipped manifest: reads ``instances`` from the log (up to the shipped position) on first use."""
+
+    def __init__(self, manifest: dict, store: GraphStore, count: int):
+        super().__init__(manifest)
+        self._store, self._count = store, count
+
+    def __missing__(self, key):
+        if key != "instances":
+            raise KeyError(key)
+        store = self._store
+        snapshot = manifest_io.read(store.fs, store.graph_root)
+        if snapshot.version != store.version or snapshot.manifest.get("uuid") != self.get("uuid"):
+            raise ManifestError(f"{store.path}: the graph was replaced while this job ran; open it again")
+        self["instances"] = snapshot.manifest["instances"][:self._count]
+        return self["instances"]

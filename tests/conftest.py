@@ -12,6 +12,7 @@ def spark():
 
     spark = session(master="local[2]", app_name="goffish-tests",
                     conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
-                          "spark.ui.enabled": "false"})
+                          "spark.ui.enabled": "false",
+                          "spark.ui.showConsoleProgress": "false"})
     yield spark
     spark.stop()

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gofs.spark_compat import release_local_checkpoint
 from gofs.partitioners import (PARTITIONERS, balance, edge_cut, hash_partition, metis_partition, partition,
                                spark_label_propagation, spark_lp_partition)
 
@@ -112,7 +113,9 @@ def test_spark_lp_starts_from_hash_and_ignores_data_layout(spark):
     """Any long ids work; the result depends on the seed only, not on how Spark splits the rows."""
     n, src, dst = grid(12, drop=0.1)
     edges = spark.createDataFrame(pd.DataFrame({"src": src, "dst": dst}))
-    start = spark_label_propagation(spark, edges, 3, iterations=0).toPandas().sort_values("vid")
+    labels = spark_label_propagation(spark, edges, 3, iterations=0)
+    start = labels.toPandas().sort_values("vid")
+    release_local_checkpoint(labels)
     np.testing.assert_array_equal(start["part"], hash_partition(n, src, dst, 3))
 
     far = pd.DataFrame({"src": src * 1000 + 10**12, "dst": dst * 1000 + 10**12})
@@ -122,3 +125,68 @@ def test_spark_lp_starts_from_hash_and_ignores_data_layout(spark):
     pd.testing.assert_frame_equal(runs[0], runs[1])
     assert sorted(runs[0]["vid"]) == sorted(np.arange(n) * 1000 + 10**12)
     assert runs[0]["part"].between(0, 2).all()
+
+
+def _held(spark):
+    """Cached RDDs (local checkpoints included) and files under the checkpoint directory."""
+    import os
+
+    from gofs.spark_compat import persistent_rdd_ids
+
+    directory = spark.sparkContext.getCheckpointDir().removeprefix("file:")
+    files = {os.path.join(d, f) for d, _, names in os.walk(directory) for f in names}
+    return persistent_rdd_ids(spark), files
+
+
+def _new(spark, before):
+    """What a run left behind: cached RDDs and checkpoint files that were not there before it."""
+    rdds, files = _held(spark)
+    return rdds - before[0], files - before[1]
+
+
+def test_spark_lp_releases_every_checkpoint_on_success_and_failure(spark, monkeypatch):
+    import gofs.partitioners as partitioners
+
+    n, src, dst = grid(8, drop=0.1)
+    before = _held(spark)
+    parts = spark_lp_partition(n, src, dst, 3, spark=spark, iterations=2)
+    assert_valid(parts, n, 3)
+    assert _new(spark, before) == (set(), set())
+
+    calls = []
+    plan = partitioners._plan_moves
+
+    def fail_in_second_iteration(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("planner down")
+        return plan(*args)
+
+    monkeypatch.setattr(partitioners, "_plan_moves", fail_in_second_iteration)
+    with pytest.raises(RuntimeError, match="planner down"):
+        spark_lp_partition(n, src, dst, 3, spark=spark, iterations=2)
+    assert len(calls) == 2 and _new(spark, before) == (set(), set())
+
+
+def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
+    import os
+
+    from gofs.checkpoints import ensure_checkpoint_dir, remove_created
+
+    class Context:
+        def __init__(self, directory=None):
+            self.directory = directory
+
+        def getCheckpointDir(self):
+            return self.directory
+
+        def setCheckpointDir(self, directory):
+            self.directory = directory
+
+    users = Context(str(tmp_path))
+    assert ensure_checkpoint_dir(users) == str(tmp_path)
+    fresh = Context()
+    made = ensure_checkpoint_dir(fresh)
+    assert os.path.isdir(made) and made != str(tmp_path)
+    remove_created()
+    assert not os.path.exists(made) and tmp_path.is_dir()

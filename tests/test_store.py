@@ -155,7 +155,7 @@ def test_instances_read_back_by_id_and_time(spark, tmp_path):
 
 def test_time_range_attribute_subset_touches_only_matching_files_and_columns(tmp_path):
     _, g = _instances_graph(tmp_path, hours=10)
-    g.vertex_ids  # the id map is cached once per handle, like the reader's per-process cache
+    g = goffish.open(g.path)               # a fresh handle: nothing cached before the trace
     with files.traced() as trace:
         for p in range(g.num_partitions):
             g.read_vertex_partition(p, attributes=["load"], time=(3, 5))
@@ -166,6 +166,28 @@ def test_time_range_attribute_subset_touches_only_matching_files_and_columns(tmp
     assert all("/edges/" not in p for p in opened)
     template = [p for p in opened if "/template/" in p]
     assert len(template) == g.num_partitions and all(opened[p] == ("id",) for p in template)
+    assert len(trace) == len(opened)        # no file read twice
+
+
+def test_edge_read_touches_only_its_partition_and_its_neighbours_ids(tmp_path):
+    _, g = _instances_graph(tmp_path, hours=10)
+    g = goffish.open(g.path)
+    p = 0
+    internal = g.read_edge_partition(p, internal=True)
+    neighbours = {p} | set(internal.column("dst_part").to_pylist())
+    g = goffish.open(g.path)
+    with files.traced() as trace:
+        g.read_edge_partition(p, attributes=["time"], time=(3, 5))
+    opened = [path for path, _ in trace]
+    vertex_files = {path for path in opened if "/template/vertices/" in path}
+    assert vertex_files == {f"{g.root}/template/vertices/part-{q:05d}.parquet" for q in neighbours}
+    assert all(columns == ("id",) for path, columns in trace if path in vertex_files)
+    edge_templates = [path for path in opened if "/template/edges/" in path]
+    assert edge_templates == [f"{g.root}/template/edges/part-{p:05d}.parquet"]
+    instance_files = sorted(path for path in opened if "/instances/" in path)
+    assert instance_files == [f"{g.root}/instances/i-{i:06d}/edges/part-{p:05d}.parquet" for i in (3, 4)]
+    assert all(columns == ("time",) for path, columns in trace if path in instance_files)
+    assert len(opened) == len(vertex_files) + 1 + 2
 
 
 def test_topology_changes_apply_to_their_instance_only(spark, tmp_path):
@@ -180,8 +202,7 @@ def test_topology_changes_apply_to_their_instance_only(spark, tmp_path):
 
 def test_bad_instance_input_is_rejected_and_nothing_is_written(tmp_path):
     G, g = _instances_graph(tmp_path, hours=2)
-    before = sorted(os.listdir(tmp_path / "t.gofs" / "instances"))
-    manifest_before = (tmp_path / "t.gofs" / "manifest.json").read_text()
+    before = _tree(tmp_path / "t.gofs")
     good = Instance(10, 11, vertex_values=pa.table({"id": [0, 1], "load": [1.0, 2.0]}))
     unknown = Instance(11, 12, vertex_values=pa.table({"id": [0, 999], "load": [1.0, 2.0]}))
     with pytest.raises(InputError, match=r"row 2, field 'id': unknown vertex 999"):
@@ -192,8 +213,13 @@ def test_bad_instance_input_is_rejected_and_nothing_is_written(tmp_path):
         g.append_instances([Instance(12, vertex_values=pa.table({"id": [0], "load": ["x"]}))])
     with pytest.raises(InputError, match="starts before the previous instance"):
         g.append_instances([Instance(0.5, vertex_values=pa.table({"id": [0], "load": [1.0]}))])
-    assert sorted(os.listdir(tmp_path / "t.gofs" / "instances")) == before
-    assert (tmp_path / "t.gofs" / "manifest.json").read_text() == manifest_before
+    assert _tree(tmp_path / "t.gofs") == before
+
+
+def _tree(directory) -> dict:
+    """Every file under ``directory`` with its bytes (the writer lock file aside)."""
+    return {str(path.relative_to(directory)): path.read_bytes()
+            for path in sorted(directory.rglob("*")) if path.is_file() and path.name != "lock"}
 
 
 def _leftovers(directory) -> list:
@@ -216,10 +242,10 @@ def test_bad_input_leaves_nothing_behind(tmp_path):
 def test_existing_path_is_never_overwritten_unless_asked(tmp_path):
     target = tmp_path / "g.gofs"
     goffish.ingest(nx.path_graph(4), str(target), num_partitions=1)
-    stamp = json.loads((target / "manifest.json").read_text())["uuid"]
+    stamp = goffish.open(str(target)).manifest["uuid"]
     with pytest.raises(GraphExistsError, match="already exists"):
         goffish.ingest(nx.path_graph(6), str(target), num_partitions=1)
-    assert json.loads((target / "manifest.json").read_text())["uuid"] == stamp
+    assert goffish.open(str(target)).manifest["uuid"] == stamp
     g = goffish.ingest(nx.path_graph(6), str(target), num_partitions=2, overwrite=True)
     assert g.num_vertices == 6 and _leftovers(tmp_path) == []
 
@@ -230,7 +256,7 @@ def test_failure_during_write_removes_the_staging_directory(tmp_path, monkeypatc
     def explode(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ingest_module.manifest_io, "write", explode)
+    monkeypatch.setattr(ingest_module.manifest_io, "commit", explode)
     with pytest.raises(OSError, match="disk full"):
         goffish.ingest(nx.path_graph(4), str(tmp_path / "g.gofs"), num_partitions=2)
     assert os.listdir(tmp_path) == []
@@ -239,10 +265,11 @@ def test_failure_during_write_removes_the_staging_directory(tmp_path, monkeypatc
 def test_corrupt_or_missing_manifest_is_a_clear_error(tmp_path):
     target = tmp_path / "g.gofs"
     goffish.ingest(nx.path_graph(4), str(target), num_partitions=1)
-    (target / "manifest.json").write_text("{not json")
+    entry = target / "_log" / "00000000.json"
+    entry.write_text("{not json")
     with pytest.raises(ManifestError, match="corrupt manifest"):
         goffish.open(str(target))
-    (target / "manifest.json").write_text(json.dumps({"format": "gofs", "version": 99}))
+    entry.write_text(json.dumps({"format": "gofs", "version": 99}))
     with pytest.raises(ManifestError, match="version 99 is not supported"):
         goffish.open(str(target))
     with pytest.raises(ManifestError, match="no such GoFS graph"):

@@ -129,3 +129,13 @@ def test_tdsp_directed_graph(spark, tmp_path):
     expected = reference_tdsp(graph, tables, windows, source, 1.0)
     assert got == pytest.approx({v: expected.get(v, math.inf) for v in got}, abs=1e-9)
     assert sum(math.isfinite(a) for a in got.values()) > 10 and any(math.isinf(a) for a in got.values())
+
+
+def test_remote_edge_keys_never_collide():
+    from algorithms.tdsp import pair_codes
+
+    # (0, 2**40) and (1, 0) packed as (src << 40) | dst were the same key
+    src, dst = np.array([0, 1, 2**24, 5]), np.array([2**40, 0, 7, 5])
+    keys, wanted = pair_codes(src, dst, np.array([1, 0, 2**24, 3]), np.array([0, 2**40, 7, 3]))
+    assert len(set(keys.tolist())) == 4
+    assert wanted[:3].tolist() == [keys[1], keys[0], keys[2]] and wanted[3] not in keys
