@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from gofs.spark_compat import spark_schema
 from gopher import codec
 from gopher.worker import GopherProgramError, TaskWorker
 
@@ -127,8 +128,6 @@ class JobTransport:
         return [s["partials"] for s in self._run(run, 0)]
 
     def output(self, tables: list, schema):
-        from pyspark.sql.pandas.types import from_arrow_schema
-
         spec = self.spec
         states = self.records.filter(lambda r: r[1][0] == STATE).map(lambda r: (r[0], r[1][1]))
         frame = self.spark.createDataFrame(states, "partition int, state binary")
@@ -140,7 +139,7 @@ class JobTransport:
                     worker.import_partition(p, blob)
                     yield from worker.output(tables, schema)
 
-        cached = frame.mapInArrow(run, from_arrow_schema(schema)).persist()
+        cached = frame.mapInArrow(run, spark_schema(schema)).persist()
         try:
             cached.count()
         except Exception as exc:

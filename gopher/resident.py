@@ -36,6 +36,7 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Listener, wait
 
 from gofs import layout
+from gofs.spark_compat import spark_schema
 from gopher import codec
 from gopher.worker import GopherProgramError, TaskWorker
 
@@ -318,7 +319,7 @@ class ResidentTransport:
         fn = task_function(self.spec, self.address, self.key, self.launch, self.schema, self.run_dir,
                            self.options.max_frame_bytes)
         frame = self.spark.range(0, self.spec.tasks, 1, self.spec.tasks).mapInArrow(
-            fn, _spark_schema(self.schema), barrier=True)
+            fn, spark_schema(self.schema), barrier=True)
         self.frame = frame.persist()
         self.job = _Job(self.spark, self.frame, self.group,
                         f"gopher: {type(self.spec.program).__name__} on {self.spec.store.path}")
@@ -456,9 +457,3 @@ def _as_pyarrow_path(uri: str) -> str:
     if uri.startswith("file:") and not uri.startswith("file://"):
         return uri[len("file:"):]
     return uri
-
-
-def _spark_schema(schema):
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema)

@@ -18,5 +18,6 @@ def test_reach_events_follow_a_hatrick_stream(spark, tmp_path):
     events = [(e["time"], e["status"], e["source"], e["sink"]) for e in topic.read()]
     assert s.now() == 11.0
     assert events == [(5.0, "reachable", 0, 4), (5.0, "reachable", 0, 5),
-                      (10.0, "unreachable", 0, 4), (10.0, "unreachable", 0, 5), (11.0, "reachable", 0, 4)]
-    assert [e["seq"] for e in topic.read()] == [0, 1, 2, 3, 4]
+                      (10.0, "unreachable", 0, 4), (10.0, "unreachable", 0, 5),
+                      (11.0, "reachable", 0, 4), (11.0, "reachable", 0, 5)]
+    assert [e["seq"] for e in topic.read()] == [0, 1, 2, 3, 4, 5]

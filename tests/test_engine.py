@@ -15,6 +15,7 @@ import pytest
 from pyspark import cloudpickle
 
 import graphs
+from gofs.spark_compat import persistent_rdd_ids
 from gopher.aggregators import Aggregator
 from gopher.program import SubgraphProgram
 from gopher.worker import GopherProgramError
@@ -521,8 +522,8 @@ def test_output_error_names_the_subgraph(undirected, mode, detail):
 
 def test_failed_run_leaves_nothing_cached(spark, undirected):
     G, store = undirected
-    persisted = spark.sparkContext._jsc.getPersistentRDDs
-    before = persisted().size()
+    persisted = lambda: persistent_rdd_ids(spark)  # noqa: E731
+    before = persisted()
     with pytest.raises(GopherProgramError):
         store.run(Explodes(count(store) - 1, 2), progress=False)
-    assert persisted().size() == before
+    assert persisted() == before
