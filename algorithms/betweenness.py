@@ -136,9 +136,10 @@ class DagSystem:
 
     def __init__(self, graph: LocalGraph, dist: np.ndarray):
         n, batch = dist.shape
-        order = np.argsort(dist, axis=0, kind="stable")
-        rank = np.empty((n, batch), dtype=np.int64)
-        rank[order, np.arange(batch)] = np.arange(n)[:, None]
+        order = np.argsort(dist.T, axis=1, kind="stable")        # rows are contiguous: faster
+        rank = np.empty((batch, n), dtype=np.int64)
+        rank[np.arange(batch)[:, None], order] = np.arange(n)
+        rank = rank.T
         self.index = rank + np.arange(batch, dtype=np.int64) * n
         self.size = n * batch
         rows, cols = [], []
@@ -306,7 +307,8 @@ class MultiSourceBetweenness(SubgraphProgram):
         self.stable_batches = stable_batches
         self.multiplier, self.shift = _affine_permutation(num_vertices, seed)
         self.edge_attributes = (weight,) if weight else ()
-        self.aggregators = {"sent": "sum", "reach": "sum", "stripped": "sum", "sizes": Aggregator(_merge_sizes)}
+        self.aggregators = {"sent": "sum", "cc_sent": "sum", "reach": "sum", "stripped": "sum",
+                            "sizes": Aggregator(_merge_sizes)}
         if top:
             self.aggregators["top"] = Aggregator(_TopMerge(top))
         self.token = uuid.uuid4().hex
@@ -315,23 +317,19 @@ class MultiSourceBetweenness(SubgraphProgram):
     # ------------------------------------------------------------------ driver side
     def master(self, ctx):
         g, agg = ctx.globals, ctx.aggregated
-        phase = g.get("phase", "init")
+        if ctx.superstep == 0:
+            self.summary["stripped"] = int(agg.get("stripped", 0))
+            g.update(phase="dist", first=True, batch=0, cc="running" if self.summary["stripped"] else "done")
+        self._components(g, agg)
+        phase = g["phase"]
         quiet = agg.get("sent", 0) == 0
         if phase == "done":
-            ctx.halt()
-        elif phase == "init":
-            self.summary["stripped"] = int(agg.get("stripped", 0))
-            self._enter(g, "cc") if self.summary["stripped"] else self._start_batch(g, 0)
-        elif phase == "cc":
-            self._enter(g, "sizes") if quiet else g.update(first=False)
-        elif phase == "sizes":
-            g["sizes"] = agg.get("sizes") or {}
-            self._start_batch(g, 0)
+            if g["cc"] == "done":
+                ctx.halt()
         elif phase == "dist":
             if g["first"]:
                 reach = agg.get("reach", 0)
                 g["reach"] = np.asarray(reach, dtype=np.float64) if np.ndim(reach) else np.zeros(self.batch_size)
-                g.pop("sizes", None)
             self._enter(g, "sigma") if quiet else g.update(first=False)
         elif phase == "sigma":
             self._enter(g, "delta") if quiet else g.update(first=False)
@@ -341,14 +339,20 @@ class MultiSourceBetweenness(SubgraphProgram):
             self._finish_batch(ctx, g)
 
     @staticmethod
+    def _components(g, agg):
+        """Component sizes (for the stripped trees) are found alongside the first batch:
+        sub-graph labels spread until quiet, then sizes are summed per label and handed out."""
+        if g["cc"] == "running" and agg.get("cc_sent", 0) == 0:
+            g["cc"] = "sizes"
+        elif g["cc"] == "sizes":
+            g.update(cc="ready", sizes=agg.get("sizes") or {})
+        elif g["cc"] == "ready":
+            g.pop("sizes")
+            g["cc"] = "done"
+
+    @staticmethod
     def _enter(g, phase):
         g.update(phase=phase, first=True)
-
-    def _start_batch(self, g, batch):
-        if batch >= self.num_batches:
-            g["phase"] = "done"
-            return
-        g.update(phase="dist", first=True, batch=batch)
 
     def _sources_done(self, batch: int) -> int:
         return min((batch + 1) * self.batch_size, self.num_sources)
@@ -356,48 +360,57 @@ class MultiSourceBetweenness(SubgraphProgram):
     def _finish_batch(self, ctx, g):
         batch = g["batch"]
         self.summary.update(sources=self._sources_done(batch), batches=batch + 1)
-        if self.top:
+        if self.top and g["cc"] == "done":
             vids, _ = ctx.aggregated["top"]
             current = frozenset(int(v) for v in vids)
             g["stable"] = g.get("stable", 0) + 1 if current == g.get("top_set") else 0
             g["top_set"] = current
-            self.summary["top_vids"] = sorted(current)
             if g["stable"] >= self.stable_batches:
-                ctx.halt()
-                return
+                g["phase"] = "done"
         if batch + 1 >= self.num_batches:
-            ctx.halt()
+            g["phase"] = "done"
+        if g["phase"] == "done":
+            if g["cc"] == "done":
+                ctx.halt()
         else:
-            self._start_batch(g, batch + 1)
+            g.update(phase="dist", first=True, batch=batch + 1)
 
     # ------------------------------------------------------------------ sub-graph side
     def compute(self, subgraph, messages, ctx):
         g = ctx.globals
         graph = subgraph.derived(("betweenness", self.weight, self.compress),
                                  lambda: local_graph(subgraph, self.weight, self.compress))
-        phase = g.get("phase", "init")
+        if ctx.superstep == 0:
+            self._init(subgraph, graph, ctx)
+            g = {"phase": "dist", "first": True, "batch": 0}
+        else:
+            self._labels(subgraph, graph, messages, ctx, g)
+        phase = g["phase"]
         sent = getattr(self, f"_{phase}")(subgraph, graph, messages, ctx, g) if phase != "done" else 0
         ctx.aggregate("sent", sent)
 
-    def _init(self, sg, graph, messages, ctx, g):
-        sg.state["label"] = sg.first_vertex_id
+    def _init(self, sg, graph, ctx):
+        st = sg.state
+        st["label"] = sg.first_vertex_id
+        st["sampled"] = np.zeros(sg.num_vertices)
         ctx.aggregate("stripped", graph.leaves.stripped)
-        if not graph.leaves.stripped and not self.compress:
-            return 0
-        neighbors = sg.neighbors()
-        ctx.send_to_neighbors(sg.state["label"])
-        return len(neighbors)
+        if not graph.leaves.stripped:
+            st["tree"] = np.zeros(sg.num_vertices)
+        if self.compress:
+            ctx.send_to_neighbors(st["label"])
+            ctx.aggregate("cc_sent", len(sg.neighbors()))
 
-    def _cc(self, sg, graph, messages, ctx, g):
-        if messages.payloads and min(messages.payloads) < sg.state["label"]:
-            sg.state["label"] = min(messages.payloads)
-            ctx.send_to_neighbors(sg.state["label"])
-            return len(sg.neighbors())
-        return 0
-
-    def _sizes(self, sg, graph, messages, ctx, g):
-        ctx.aggregate("sizes", {sg.state["label"]: sg.num_vertices})
-        return 0
+    def _labels(self, sg, graph, messages, ctx, g):
+        st = sg.state
+        if g["cc"] == "running":
+            if messages.payloads and min(messages.payloads) < st["label"]:
+                st["label"] = min(messages.payloads)
+                ctx.send_to_neighbors(st["label"])
+                ctx.aggregate("cc_sent", len(sg.neighbors()))
+        elif g["cc"] == "sizes":
+            ctx.aggregate("sizes", {st["label"]: sg.num_vertices})
+        elif g["cc"] == "ready" and "tree" not in st:
+            st["tree"] = graph.leaves.tree_betweenness(g["sizes"][st["label"]])
 
     def _dist(self, sg, graph, messages, ctx, g):
         st = sg.state
@@ -419,10 +432,6 @@ class MultiSourceBetweenness(SubgraphProgram):
     def _start_distances(self, sg, graph, ctx, g):
         st = sg.state
         n, batch = sg.num_vertices, self.batch_size
-        if "tree" not in st:
-            size = g.get("sizes", {}).get(st["label"], 0)
-            st["tree"] = graph.leaves.tree_betweenness(size)
-            st["sampled"] = np.zeros(n)
         for key in ("dist", "sigma", "y", "dag_in", "dag_edges"):
             st.pop(key, None)
         lo = g["batch"] * batch
@@ -543,7 +552,7 @@ class MultiSourceBetweenness(SubgraphProgram):
             sent = 0
         if self.top:
             factor = self.n / self._sources_done(g["batch"])
-            ctx.aggregate("top", _top(sg.vertex_ids, st["tree"] + st["sampled"] * factor, self.top))
+            ctx.aggregate("top", _top(sg.vertex_ids, st.get("tree", 0.0) + st["sampled"] * factor, self.top))
         return sent
 
     def output(self, subgraph):
