@@ -159,7 +159,7 @@ class DagSystem:
 
     def scatter(self, v: np.ndarray, col: np.ndarray, values: np.ndarray) -> np.ndarray:
         """A right-hand side with ``values`` summed at the (vertex, column) pairs."""
-        return np.bincount(self.index[v, col], weights=values, minlength=self.size)
+        return np.bincount(self.index[v, col], weights=values, minlength=self.size).astype(np.float64, copy=False)
 
     def gather(self, x: np.ndarray) -> np.ndarray:
         return x[self.index]
@@ -181,18 +181,13 @@ class DagSystem:
         return self.gather(spsolve_triangular(self._upper, rhs, lower=False, unit_diagonal=True))
 
 
-_DAGS: dict = {}
+#: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
+_WORKING: dict = {}
 
 
-def _cached_dag(token: str, subgraph_id: int, batch: int, build) -> DagSystem:
-    """This batch's DAG system of a sub-graph, kept in the worker between supersteps; a
-    pure function of the state, rebuilt wherever it is missing (e.g. another worker)."""
-    key = (token, subgraph_id, batch)
-    if key not in _DAGS:
-        for old in [k for k in _DAGS if k[0] != token or k[2] != batch]:
-            del _DAGS[old]
-        _DAGS[key] = build()
-    return _DAGS[key]
+def _keep_only(token: str, batch: int) -> None:
+    for old in [k for k in _WORKING if k[0] != token or k[2] != batch]:
+        del _WORKING[old]
 
 
 def _scale(n: int, normalized: bool, directed: bool) -> float:
@@ -296,7 +291,8 @@ class MultiSourceBetweenness(SubgraphProgram):
     output_schema = {"tree": pa.float64(), "sampled": pa.float64()}
 
     def __init__(self, num_vertices: int, num_sources: int, batch_size: int, weight: str | None = None,
-                 compress: bool = True, top: int | None = None, stable_batches: int = 3, seed: int = 0):
+                 compress: bool = True, top: int | None = None, stable_batches: int = 3, seed: int = 0,
+                 keep_arrays: bool = True):
         self.n = num_vertices
         self.num_sources = num_sources
         self.batch_size = batch_size
@@ -305,6 +301,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         self.compress = compress
         self.top = top
         self.stable_batches = stable_batches
+        self.keep_arrays = keep_arrays
         self.multiplier, self.shift = _affine_permutation(num_vertices, seed)
         self.edge_attributes = (weight,) if weight else ()
         self.aggregators = {"sent": "sum", "cc_sent": "sum", "reach": "sum", "stripped": "sum",
@@ -386,7 +383,12 @@ class MultiSourceBetweenness(SubgraphProgram):
         else:
             self._labels(subgraph, graph, messages, ctx, g)
         phase = g["phase"]
-        sent = getattr(self, f"_{phase}")(subgraph, graph, messages, ctx, g) if phase != "done" else 0
+        sent = 0
+        if phase == "done":
+            _WORKING.pop(self._key(subgraph, g), None)
+        else:
+            sent = getattr(self, f"_{phase}")(subgraph, graph, messages, ctx, g)
+            self._release(subgraph, ctx, g)
         ctx.aggregate("sent", sent)
 
     def _init(self, sg, graph, ctx):
@@ -412,18 +414,86 @@ class MultiSourceBetweenness(SubgraphProgram):
         elif g["cc"] == "ready" and "tree" not in st:
             st["tree"] = graph.leaves.tree_betweenness(g["sizes"][st["label"]])
 
+    # The batch's big arrays (distances, path counts, dependencies, n x B each, and the DAG
+    # system) stay in the worker process between supersteps; the state keeps only what they
+    # were computed from (sources and the inputs each phase received), so only that is shipped
+    # between supersteps, and where the arrays are missing or possibly stale (another worker
+    # serves the partition, a retried task) they are recomputed from it.
+
+    def _key(self, sg, g):
+        return self.token, sg.id, g["batch"]
+
+    def _work(self, sg, graph, ctx, g) -> dict:
+        """This superstep's working arrays; marked in use until ``compute`` returns."""
+        key = self._key(sg, g)
+        work = _WORKING.get(key)
+        if work is None or work["superstep"] != ctx.superstep - 1:
+            _keep_only(self.token, g["batch"])
+            work = _WORKING[key] = self._rebuild(sg, graph, g)
+        work["superstep"] = None
+        return work
+
+    def _release(self, sg, ctx, g) -> None:
+        key = self._key(sg, g)
+        work = _WORKING.get(key)
+        if work is None:
+            return
+        if self.keep_arrays and work["superstep"] in (None, ctx.superstep - 1):
+            work["superstep"] = ctx.superstep
+        else:
+            del _WORKING[key]
+
+    def _rebuild(self, sg, graph, g) -> dict:
+        """The working arrays recomputed from the state: every phase's result is a function of
+        its inputs (distances: a minimum over seeds; path counts and dependencies: linear)."""
+        st = sg.state
+        n = sg.num_vertices
+        src_v, src_col = st["src_v"], st["src_col"]
+        seeds = [(src_v, src_col, np.zeros(len(src_v))), *st["seeds"]]
+        v, col, d = (np.concatenate([s[i] for s in seeds]) for i in range(3))
+        work = {"dist": np.full((n, self.batch_size), np.inf)}
+        if len(v):
+            cols, found = seeded_distances(graph.csr, v, col, d)
+            work["dist"][:, cols] = found
+        if g["phase"] == "dist" or (g["phase"] == "sigma" and g["first"]):
+            return work
+        dag = work["dag"] = DagSystem(graph, work["dist"])
+        rhs = dag.scatter(src_v, src_col, np.ones(len(src_v)))
+        for v, col, _, val in st["dag_in"]:
+            rhs += dag.scatter(v, col, val)
+        work["sigma"] = dag.counts(rhs)
+        if g["phase"] == "delta" and not g["first"]:
+            rhs = dag.successor_sum(self._share(graph, work["sigma"]))
+            for v, col, val in st["dep_in"]:
+                rhs += dag.scatter(v, col, val)
+            work["y"] = dag.dependencies(rhs)
+        return work
+
+    @staticmethod
+    def _dag(graph, work) -> DagSystem:
+        if "dag" not in work:
+            work["dag"] = DagSystem(graph, work["dist"])
+        return work["dag"]
+
+    @staticmethod
+    def _share(graph, sigma):
+        """``reach(w) / sigma(w)``: what a vertex passes to each DAG predecessor besides its own y."""
+        return np.divide(graph.leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
+
     def _dist(self, sg, graph, messages, ctx, g):
         st = sg.state
         if g["first"]:
             return self._start_distances(sg, graph, ctx, g)
         if not len(messages.vertices):
             return 0
-        dist = st["dist"]
-        v, col, d = messages.vertices, messages.values["col"], messages.values["d"]
+        dist = self._work(sg, graph, ctx, g)["dist"]
+        v, col, d = messages.vertices, messages.values["col"].astype(np.int64), messages.values["d"]
         better = d < dist[v, col]
         if not better.any():
             return 0
-        cols, found = seeded_distances(graph.csr, v[better], col[better], d[better])
+        v, col, d = v[better], col[better], d[better]
+        st["seeds"].append((v, col, d))
+        cols, found = seeded_distances(graph.csr, v, col, d)
         old = dist[:, cols]
         improved = found < old
         dist[:, cols] = np.where(improved, found, old)
@@ -432,8 +502,6 @@ class MultiSourceBetweenness(SubgraphProgram):
     def _start_distances(self, sg, graph, ctx, g):
         st = sg.state
         n, batch = sg.num_vertices, self.batch_size
-        for key in ("dist", "sigma", "y", "dag_in", "dag_edges"):
-            st.pop(key, None)
         lo = g["batch"] * batch
         x = np.arange(lo, min(lo + batch, self.num_sources), dtype=np.int64)
         local = (self.multiplier * x + self.shift) % self.n - sg.first_vertex_id
@@ -441,9 +509,11 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col = local[inside], x[inside] - lo
         alive = graph.leaves.alive[v]
         v, col = v[alive], col[alive]
-        st["src_v"], st["src_col"] = v, col
+        st.update(src_v=v, src_col=col, seeds=[], dag_in=[], dep_in=[])
+        st.pop("dag_edges", None)
         dist = np.full((n, batch), np.inf)
-        st["dist"] = dist
+        _keep_only(self.token, g["batch"])
+        _WORKING[self._key(sg, g)] = {"dist": dist, "superstep": None}
         if not len(v):
             return 0
         reach = np.zeros(batch)
@@ -466,10 +536,8 @@ class MultiSourceBetweenness(SubgraphProgram):
         ctx.send_to_vertices(graph.r_dst[rows], out)
         return len(rows)
 
-    def _dag(self, sg, graph, g) -> DagSystem:
-        return _cached_dag(self.token, sg.id, g["batch"], lambda: DagSystem(graph, sg.state["dist"]))
-
-    def _send_counts(self, sg, ctx, graph, increment):
+    @staticmethod
+    def _send_counts(sg, ctx, graph, work, increment):
         """Send path-count increments over the cut edges, with the distance through the edge
         so the receiver keeps only DAG edges."""
         rows, col = np.nonzero(increment[graph.r_src] != 0)
@@ -478,39 +546,40 @@ class MultiSourceBetweenness(SubgraphProgram):
         src = graph.r_src[rows]
         out = np.empty(len(rows), dtype=MESSAGE)
         out["col"], out["src"] = col, sg.first_vertex_id + src
-        out["d"] = sg.state["dist"][src, col] + graph.r_w[rows]
+        out["d"] = work["dist"][src, col] + graph.r_w[rows]
         out["val"] = increment[src, col]
         ctx.send_to_vertices(graph.r_dst[rows], out)
         return len(rows)
 
     def _sigma(self, sg, graph, messages, ctx, g):
         st = sg.state
-        dag = self._dag(sg, graph, g)
         if g["first"]:
-            st["dag_in"] = []
+            work = self._work(sg, graph, ctx, g)
             if not len(st["src_v"]):
-                st["sigma"] = np.zeros_like(st["dist"])
+                work["sigma"] = np.zeros_like(work["dist"])
                 return 0
-            sigma = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))))
-            st["sigma"] = sigma
-            return self._send_counts(sg, ctx, graph, sigma)
+            dag = self._dag(graph, work)
+            work["sigma"] = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))))
+            return self._send_counts(sg, ctx, graph, work, work["sigma"])
         if not len(messages.vertices):
             return 0
-        m = messages.values
-        v = messages.vertices
-        on_dag = m["d"] == st["dist"][v, m["col"]]
+        work = self._work(sg, graph, ctx, g)
+        m, v = messages.values, messages.vertices
+        col = m["col"].astype(np.int64)
+        on_dag = m["d"] == work["dist"][v, col]
         if not on_dag.any():
             return 0
-        v, col, src, val = v[on_dag], m["col"][on_dag].astype(np.int64), m["src"][on_dag], m["val"][on_dag]
-        st["dag_in"].append(np.stack([v, col, src]))
+        v, col, src, val = v[on_dag], col[on_dag], m["src"][on_dag], m["val"][on_dag]
+        st["dag_in"].append((v, col, src, val))
+        dag = self._dag(graph, work)
         increment = dag.counts(dag.scatter(v, col, val))
-        st["sigma"] += increment
-        return self._send_counts(sg, ctx, graph, increment)
+        work["sigma"] += increment
+        return self._send_counts(sg, ctx, graph, work, increment)
 
-    def _credit(self, sg, increment, g):
+    def _credit(self, sg, work, increment, g):
         """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded."""
         st = sg.state
-        delta = st["sigma"] * increment
+        delta = work["sigma"] * increment
         delta[st["src_v"], st["src_col"]] = 0.0
         st["sampled"] += delta @ g["reach"]
 
@@ -531,25 +600,25 @@ class MultiSourceBetweenness(SubgraphProgram):
 
     def _delta(self, sg, graph, messages, ctx, g):
         st = sg.state
-        dag = self._dag(sg, graph, g)
+        sent = 0
         if g["first"]:
-            found = st.pop("dag_in")
+            found = [np.stack([v, col, src]) for v, col, src, _ in st["dag_in"]]
             st["dag_edges"] = (np.unique(np.concatenate(found, axis=1), axis=1) if found
                                else np.empty((3, 0), dtype=np.int64))
-            sigma = st["sigma"]
-            share = np.divide(graph.leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
-            y = dag.dependencies(dag.successor_sum(share))
-            st["y"] = y
-            self._credit(sg, y, g)
-            sent = self._send_dependencies(ctx, st, share + y)
+            work = self._work(sg, graph, ctx, g)
+            share = self._share(graph, work["sigma"])
+            work["y"] = self._dag(graph, work).dependencies(self._dag(graph, work).successor_sum(share))
+            self._credit(sg, work, work["y"], g)
+            sent = self._send_dependencies(ctx, st, share + work["y"])
         elif len(messages.vertices):
-            m = messages.values
-            increment = dag.dependencies(dag.scatter(messages.vertices, m["col"].astype(np.int64), m["val"]))
-            st["y"] += increment
-            self._credit(sg, increment, g)
+            work = self._work(sg, graph, ctx, g)
+            u, col, val = messages.vertices, messages.values["col"].astype(np.int64), messages.values["val"]
+            st["dep_in"].append((u, col, val))
+            dag = self._dag(graph, work)
+            increment = dag.dependencies(dag.scatter(u, col, val))
+            work["y"] += increment
+            self._credit(sg, work, increment, g)
             sent = self._send_dependencies(ctx, st, increment)
-        else:
-            sent = 0
         if self.top:
             factor = self.n / self._sources_done(g["batch"])
             ctx.aggregate("top", _top(sg.vertex_ids, st.get("tree", 0.0) + st["sampled"] * factor, self.top))
@@ -597,7 +666,7 @@ def _check_count(name: str, value, limit: int) -> None:
 
 def betweenness(store, k: int | None = None, normalized: bool = True, weight: str | None = None,
                 top: int | None = None, seed: int = 0, batch_size: int | None = None, compress: bool = True,
-                stable_batches: int = 3, **engine_options) -> RunResult:
+                stable_batches: int = 3, keep_arrays: bool = True, **engine_options) -> RunResult:
     """Betweenness centrality of every vertex, as ``networkx.betweenness_centrality``.
 
     Parameters
@@ -612,6 +681,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         the DataFrame then holds those ``top`` vertices, highest first.
     seed : picks the source order (and so the sample).
     batch_size : sources per batch (columns of the per-sub-graph arrays); default from memory.
+    keep_arrays : keep each batch's ``n_local x batch`` arrays in the workers between supersteps
+        (only their inputs travel as state); False recomputes them every superstep (less memory).
     compress : strip hanging trees first and add their share exactly (MSL-BC): on undirected
         graphs, unweighted or with whole-number weights (see :func:`integral_weights`).
 
@@ -639,7 +710,7 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         batch_size = max(1, min(sources, DEFAULT_BATCH_ELEMENTS // max(largest, 1)))
     compress = bool(compress) and not store.directed and (weight is None or integral_weights(store, weight))
     program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top,
-                                     int(stable_batches), int(seed))
+                                     int(stable_batches), int(seed), bool(keep_arrays))
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)
     done = program.summary.get("sources", sources)
     factor = n / done if 0 < done < n else 1.0

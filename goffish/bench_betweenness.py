@@ -72,7 +72,7 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
               "leaf_compression": leaf_compression_share(n, src, dst)}
     log(f"leaf compression: {json.dumps(report['leaf_compression'])}")
 
-    reference = ig.Graph(n=n, edges=np.column_stack([src, dst]), directed=False)
+    reference = ig.Graph(n=n, edges=np.column_stack([src, dst]).tolist(), directed=False)
     seconds, exact_bc = _timed(lambda: np.asarray(reference.betweenness(directed=False, weights=lengths)))
     report["igraph_exact_seconds"] = seconds
     log(f"igraph exact (one core): {seconds:.2f}s")
