@@ -55,7 +55,7 @@ def _by_id(result, n: int) -> np.ndarray:
 
 
 def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_size: int | None,
-        stable_batches: int, seed: int, exact: bool, workdir: str, log=print) -> dict:
+        top_batch_size: int, stable_batches: int, seed: int, exact: bool, workdir: str, log=print) -> dict:
     import igraph as ig
 
     import goffish
@@ -89,7 +89,7 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
             "igraph_over_gopher": report["igraph_exact_seconds"] / seconds}
         log(f"gopher exact: {json.dumps(report['gopher_exact'])}")
     seconds, result = _timed(lambda: (lambda r: (r, r.dataframe.collect()))(
-        g.betweenness(top=top, stable_batches=stable_batches, seed=seed, **options)))
+        g.betweenness(top=top, stable_batches=stable_batches, seed=seed, **{**options, "batch_size": top_batch_size})))
     result, rows = result
     truth = set(np.lexsort((np.arange(n), -exact_bc))[:top].tolist())
     found = {int(r["id"]) for r in rows}
@@ -105,7 +105,8 @@ def main(argv=None) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--weight", choices=["length"], help="weighted by road length (default: hops)")
     parser.add_argument("--top", type=int, default=32)
-    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--batch-size", type=int, help="sources per batch, exact run (default: from memory)")
+    parser.add_argument("--top-batch-size", type=int, default=64, help="sources per batch, top-k run")
     parser.add_argument("--stable-batches", type=int, default=3)
     parser.add_argument("--skip-exact", action="store_true", help="only top-k (exact reference still by igraph)")
     parser.add_argument("--seed", type=int, default=0)
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     spark = session(master=args.master, app_name="goffish bench betweenness")
     with tempfile.TemporaryDirectory(prefix="goffish-bench-bc-") as workdir:
         report = run(spark, args.size, args.partitions, args.weight, args.top, args.batch_size,
-                     args.stable_batches, args.seed, not args.skip_exact, workdir)
+                     args.top_batch_size, args.stable_batches, args.seed, not args.skip_exact, workdir)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)
