@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components, dijkstra
 from scipy.sparse.linalg import spsolve_triangular
 
-from algorithms.leaf_compression import LeafCompression, strip_leaves
+from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
 from algorithms.sssp import check_weights
 from gofs import files, layout
 from gofs.errors import InputError
@@ -150,7 +150,7 @@ class DagSystem:
         rank[np.arange(batch)[:, None], order] = np.arange(n)
         rank = rank.T
         self.index = rank + np.arange(batch, dtype=np.int64) * n
-        self.size = n * batch
+        self.size, self.batch, self.n_by_b = n * batch, batch, (n, batch)
         rows, cols = [], []
         step = max(1, (1 << 22) // max(len(graph.src), 1))
         for c0 in range(0, batch, step):
@@ -173,9 +173,31 @@ class DagSystem:
     def gather(self, x: np.ndarray) -> np.ndarray:
         return x[self.index]
 
+    def _solve(self, matrix, rhs: np.ndarray, lower: bool) -> np.ndarray:
+        """Solve with ``matrix`` (L as CSR or L^T as CSC), only over the columns of the batch
+        that ``rhs`` touches: the system is block-diagonal, one block of ``n`` pairs per column."""
+        n = self.size // self.batch
+        touched = np.unique(np.flatnonzero(rhs) // n)
+        if not len(touched):
+            return np.zeros(self.n_by_b)
+        if 2 * len(touched) >= self.batch:
+            return self.gather(spsolve_triangular(matrix, rhs, lower=lower, unit_diagonal=True))
+        pairs = (touched[:, None] * n + np.arange(n)).ravel()
+        ptr = matrix.indptr
+        lengths = ptr[pairs + 1] - ptr[pairs]
+        _, entries = row_entries(ptr, pairs)
+        per_block = lengths.reshape(len(touched), n).sum(axis=1)
+        shift = np.repeat((np.arange(len(touched)) - touched) * n, per_block)    # block s -> position k
+        sub_ptr = np.concatenate([[0], np.cumsum(lengths)])
+        sub = type(matrix)((matrix.data[entries], matrix.indices[entries] + shift, sub_ptr),
+                           shape=(len(pairs), len(pairs)))
+        x = np.zeros(self.size)
+        x[pairs] = spsolve_triangular(sub, rhs[pairs], lower=lower, unit_diagonal=True)
+        return self.gather(x)
+
     def counts(self, rhs: np.ndarray) -> np.ndarray:
         """Solve ``L x = rhs``: path counts from the sources/increments in ``rhs`` (n x B)."""
-        return self.gather(spsolve_triangular(self.lower, rhs, lower=True, unit_diagonal=True))
+        return self._solve(self.lower, rhs, lower=True)
 
     def successor_sum(self, values: np.ndarray) -> np.ndarray:
         """``A^T values`` in pair order: each vertex's sum of ``values`` over its DAG successors."""
@@ -187,7 +209,7 @@ class DagSystem:
         """Solve ``L^T y = rhs`` (n x B)."""
         if self._upper is None:
             self._upper = self.lower.T.tocsc()
-        return self.gather(spsolve_triangular(self._upper, rhs, lower=False, unit_diagonal=True))
+        return self._solve(self._upper, rhs, lower=False)
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph

@@ -42,7 +42,7 @@ class LeafCompression:
         return self.a * component_size + self.c
 
 
-def _row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(position in ``rows``, CSR entry index) for every entry of the given rows."""
     starts, counts = indptr[rows], indptr[rows + 1] - indptr[rows]
     owner = np.repeat(np.arange(len(rows)), counts)
@@ -84,7 +84,7 @@ def strip_leaves(neighbors: sp.csr_matrix, pinned: np.ndarray | None = None) -> 
         leaves = candidates[alive[candidates] & (degree[candidates] == 1) & (outside[candidates] == 0)]
         if not len(leaves):
             break
-        owner, entry = _row_entries(indptr, leaves)
+        owner, entry = row_entries(indptr, leaves)
         keep = alive[indices[entry]]
         parent = np.empty(len(leaves), dtype=np.int64)
         parent[owner[keep]] = indices[entry[keep]]
