@@ -32,12 +32,11 @@ mode the master stops once the top set has not changed for ``stable_batches``
 batches. The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
-Cost: every superstep of a phase re-solves a sub-graph's whole ``n_local x B``
-system when any increment reaches it, and a partition served by another Python
-worker than in the previous superstep recomputes its arrays; on the current
-job-per-superstep engine this is far slower than igraph's one-process Brandes
-(3,000-vertex road graph, 2 partitions: 123 s against 0.33 s; ``python -m
-goffish.bench_betweenness``).
+Cost: a superstep re-solves the blocks (batch columns) of a sub-graph's system that
+an increment touches, and a partition served by another Python worker than in the
+previous superstep recomputes its arrays; on the current job-per-superstep engine
+this is far slower than igraph's one-process Brandes (3,000-vertex road graph, 2
+partitions: 75 s against 0.51 s; ``python -m goffish.bench_betweenness``).
 """
 from __future__ import annotations
 
