@@ -123,7 +123,11 @@ def cmd_run(args) -> int:
     options = {"progress": not args.quiet}
     if args.algorithm in TIMESERIES_ALGORITHMS:
         return _run_timeseries(g, args, options)
-    if args.algorithm == "cc":
+    if args.algorithm == "betweenness":
+        result = g.betweenness(k=args.sources, normalized=not args.raw, weight=args.weight, top=args.top_k,
+                               seed=args.seed, batch_size=args.batch_size, stable_batches=args.stable_batches,
+                               **options)
+    elif args.algorithm == "cc":
         result = g.connected_components(**options)
     elif args.algorithm == "sssp":
         if args.source is None:
@@ -135,6 +139,8 @@ def cmd_run(args) -> int:
     _timeline(result.metrics, args)
     summary = result.metrics.as_dict()
     summary.pop("per_superstep")
+    if args.algorithm == "betweenness":
+        summary.update(result.aggregated)
     print(json.dumps({"algorithm": args.algorithm, "out": args.out, **summary}))
     return 0
 
@@ -327,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_generate)
 
     p = sub.add_parser("run", help="run an algorithm on a GoFS graph and write Parquet")
-    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", *TIMESERIES_ALGORITHMS])
+    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", "betweenness", *TIMESERIES_ALGORITHMS])
     p.add_argument("graph")
     p.add_argument("--out", required=True, help="Parquet output directory")
     p.add_argument("--source", help="sssp: source vertex id")
@@ -346,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="hashtags: how many hashtags the merged ranking keeps")
     p.add_argument("--timeline", metavar="FILE.png",
                    help="also draw each superstep's time (compute, exchange, rest), active sub-graphs and messages")
+    p.add_argument("--sources", type=int, help="betweenness: sample this many sources (default: all, exact)")
+    p.add_argument("--top-k", type=int, help="betweenness: only the top K vertices, sources until they are stable")
+    p.add_argument("--stable-batches", type=int, default=3, help="betweenness --top-k: batches the top set must hold")
+    p.add_argument("--batch-size", type=int, help="betweenness: sources per batch (default: from memory)")
+    p.add_argument("--raw", action="store_true", help="betweenness: not normalized (undirected pairs counted once)")
+    p.add_argument("--seed", type=int, default=0, help="betweenness: source sampling seed")
     _add_spark_options(p)
     p.set_defaults(fn=cmd_run)
 

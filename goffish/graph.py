@@ -1,6 +1,7 @@
 """The graph handle users work with: a GoFS graph plus algorithms as methods."""
 from __future__ import annotations
 
+from algorithms.betweenness import betweenness
 from algorithms.components import connected_components
 from algorithms.hashtags import HashtagSummary, hashtag_aggregation
 from algorithms.memes import MemeSpread, meme_tracking
@@ -31,6 +32,12 @@ class Graph(GraphStore):
     def pagerank(self, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6,
                  weight: str | None = None, **engine_options) -> RunResult:
         return pagerank(self, alpha, max_iter, tol, weight, **engine_options)
+
+    def betweenness(self, k: int | None = None, normalized: bool = True, weight: str | None = None,
+                    top: int | None = None, seed: int = 0, **options) -> RunResult:
+        """Betweenness centrality (``id``, ``betweenness``) as NetworkX computes it: exact, from
+        ``k`` sampled sources, or the ``top`` vertices (see :func:`algorithms.betweenness.betweenness`)."""
+        return betweenness(self, k, normalized, weight, top, seed, **options)
 
     def run(self, program, max_supersteps: int = 1000, **engine_options) -> RunResult:
         """Run your own :class:`gopher.program.SubgraphProgram`."""

@@ -1,0 +1,231 @@
+"""Betweenness centrality (MS-BC, MSL-BC) equals ``networkx.betweenness_centrality``.
+
+The distributed program runs on stored graphs with 1, 2 and 7 partitions:
+undirected and directed, weighted and not, normalized and not, with trees,
+stars, cycles, several components, isolated vertices, parallel edges,
+self-loops and string ids; in exact, sampled (``k``) and top-k modes. The same
+kernels run in one process (:func:`algorithms.betweenness.local_betweenness`)
+on hundreds of small random graphs (hypothesis) to check leaf compression's
+exactness where a Spark run per graph would be too slow.
+"""
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphs
+from algorithms.betweenness import _affine_permutation, local_betweenness
+from algorithms.leaf_compression import strip_leaves
+from goffish.cli import main
+from gofs.errors import InputError
+
+
+def forest_with_cycles():
+    """Trees, a star, a cycle with trees hanging off it, a path, an edge and an isolated vertex."""
+    G = nx.disjoint_union_all([nx.random_labeled_tree(25, seed=3), nx.star_graph(6), nx.cycle_graph(8),
+                               nx.path_graph(5), nx.path_graph(2), nx.empty_graph(1)])
+    cycle = 25 + 7
+    G.add_edges_from([(cycle, 100), (100, 101), (100, 102), (cycle + 3, 103)])
+    return G
+
+
+def positive_integer_weights(G, seed=5):
+    rng = np.random.default_rng(seed)
+    for u, v in sorted(G.edges()):
+        G.edges[u, v]["weight"] = int(rng.integers(1, 4))
+    return G
+
+
+# name: (builder, weight, normalized, partitions, partitioner, batch size)
+CASES = {
+    "undirected-weighted-7": (lambda: graphs.with_extras(graphs.random_graph(35, 45, seed=1)),
+                              "weight", False, 7, "metis", None),
+    "undirected-strings-2": (lambda: graphs.string_ids(graphs.with_extras(graphs.random_graph(50, 55, seed=4,
+                                                                                              weighted=False))),
+                             None, True, 2, "hash", 30),
+    "directed-weighted-2": (lambda: graphs.with_extras(graphs.random_graph(40, 90, seed=2, directed=True)),
+                            "weight", True, 2, "metis", None),
+    "multidigraph-1": (lambda: graphs.scale_free(50, seed=3), None, False, 1, "metis", None),
+    "forest-7": (forest_with_cycles, None, False, 7, "metis", None),
+    "integer-weights-2": (lambda: positive_integer_weights(graphs.with_extras(graphs.random_graph(45, 50, seed=6))),
+                          "weight", True, 2, "metis", None),
+}
+#: graphs whose hanging trees leaf compression must strip (at least this many vertices)
+STRIPPED = {"forest-7": 30, "undirected-strings-2": 10, "integer-weights-2": 10}
+
+
+@pytest.fixture(scope="module")
+def stored(spark, tmp_path_factory):
+    cache = {}
+    root = tmp_path_factory.mktemp("betweenness")
+
+    def get(name):
+        if name not in cache:
+            build, weight, normalized, k, partitioner, batch = CASES[name]
+            G = build()
+            store = graphs.ingest_nx(G, root / f"{name}.gofs", spark, k, partitioner)
+            assert store.num_partitions == k
+            cache[name] = (G, store)
+        return cache[name]
+
+    return get
+
+
+def assert_matches(got: dict, expected: dict):
+    assert set(got) == set(expected)
+    worst = max((abs(got[v] - expected[v]) for v in expected), default=0.0)
+    assert worst <= 1e-9, worst
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_exact_equals_networkx(stored, name):
+    _, weight, normalized, _, _, batch = CASES[name]
+    G, store = stored(name)
+    keep = name != "forest-7"                        # recompute the working arrays every superstep
+    result = store.betweenness(weight=weight, normalized=normalized, batch_size=batch, keep_arrays=keep,
+                               progress=False)
+    expected = nx.betweenness_centrality(G, weight=weight, normalized=normalized)
+    assert_matches(graphs.column(result, "betweenness"), expected)
+    assert result.aggregated["exact"] and result.aggregated["sources"] == len(G)
+    if batch:
+        assert result.aggregated["batches"] == -(-len(G) // batch)
+    assert result.aggregated["stripped"] >= STRIPPED.get(name, 0)
+    if name not in STRIPPED:
+        assert result.aggregated["stripped"] == 0       # directed, or fractional weights: not compressed
+
+
+def test_sampled_sources_scale_like_networkx(stored):
+    """``k`` sources: the sum over exactly those sources, scaled by n / k."""
+    G, store = stored("directed-weighted-2")
+    k, seed = 13, 4
+    result = store.betweenness(k=k, normalized=False, weight="weight", seed=seed, progress=False)
+    multiplier, shift = _affine_permutation(store.num_vertices, seed)
+    ids = store.vertex_ids.to_pylist()
+    sources = [ids[(multiplier * x + shift) % store.num_vertices] for x in range(k)]
+    partial = nx.betweenness_centrality_subset(G, sources, list(G.nodes), normalized=False, weight="weight")
+    assert_matches(graphs.column(result, "betweenness"), {v: b * len(G) / k for v, b in partial.items()})
+    assert result.aggregated["sources"] == k and not result.aggregated["exact"]
+
+
+def test_top_k_precision(spark, tmp_path):
+    graph, G = graphs.road(400, seed=3)
+    store = graphs.ingest_input(graph, tmp_path / "road.gofs", spark, 1)
+    top = 10
+    result = store.betweenness(top=top, batch_size=40, stable_batches=2, progress=False)
+    rows = result.dataframe.collect()
+    values = [r["betweenness"] for r in rows]
+    assert len(rows) == top and values == sorted(values, reverse=True)
+    exact = nx.betweenness_centrality(G)
+    truth = set(sorted(exact, key=lambda v: (-exact[v], v))[:top])
+    precision = len(truth & {r["id"] for r in rows}) / top
+    assert result.aggregated["sources"] < len(G)      # stopped early
+    assert precision >= 0.7, precision
+
+
+def test_cli_run_betweenness(spark, stored, tmp_path, capsys):
+    G, store = stored("multidigraph-1")
+    out = tmp_path / "bc.parquet"
+    code = main(["run", "betweenness", store.path, "--out", str(out), "--raw", "--quiet"])
+    assert code == 0 and '"exact": true' in capsys.readouterr().out
+    frame = spark.read.parquet(str(out))
+    assert_matches(graphs.column(frame, "betweenness"), nx.betweenness_centrality(G, normalized=False))
+
+
+# --------------------------------------------------------------------------- bad parameters
+
+@pytest.fixture(scope="module")
+def weighted_store(spark, tmp_path_factory):
+    G = nx.path_graph(6)
+    for i, (u, v) in enumerate(G.edges()):
+        G.edges[u, v]["good"] = 1.0 + i
+        G.edges[u, v]["negative"] = -1.0 if i == 2 else 1.0
+        G.edges[u, v]["zero"] = 0.0 if i == 4 else 2.0
+    return graphs.ingest_nx(G, tmp_path_factory.mktemp("bad") / "g.gofs", spark, 2)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"weight": "missing"}, "no edge attribute 'missing'"),
+    ({"weight": "negative"}, "negative edge weight"),
+    ({"weight": "zero"}, "positive weights"),
+    ({"k": 0}, "k=0"),
+    ({"k": 7}, "k=7"),
+    ({"top": -1}, "top=-1"),
+    ({"top": 2.5}, "top=2.5"),
+    ({"batch_size": 0}, "batch_size=0"),
+    ({"stable_batches": 0}, "stable_batches=0"),
+])
+def test_bad_parameters_fail_before_running(weighted_store, kwargs, message):
+    with pytest.raises(InputError, match=message):
+        weighted_store.betweenness(progress=False, **kwargs)
+
+
+# --------------------------------------------------------------------------- kernels, many graphs
+
+def _arrays(G, weight=None):
+    nodes = {v: i for i, v in enumerate(G.nodes)}
+    edges = list(G.edges(data=True))
+    src = [nodes[u] for u, _, _ in edges]
+    dst = [nodes[v] for _, v, _ in edges]
+    weights = None if weight is None else [d[weight] for _, _, d in edges]
+    return nodes, src, dst, weights
+
+
+def _check_local(G, weight=None, normalized=True, compress=True):
+    nodes, src, dst, weights = _arrays(G, weight)
+    got = local_betweenness(len(nodes), src, dst, weights, G.is_directed(), normalized, compress, batch_size=5)
+    expected = nx.betweenness_centrality(G, weight=weight, normalized=normalized)
+    assert_matches({v: got[i] for v, i in nodes.items()}, expected)
+
+
+@st.composite
+def small_graphs(draw):
+    """Random multigraphs (self-loops, parallel edges) with trees hanging off and paths, stars, cycles beside."""
+    n = draw(st.integers(1, 12))
+    pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
+    G = nx.MultiGraph()
+    G.add_nodes_from(range(n))
+    G.add_edges_from(pairs)
+    for _ in range(draw(st.integers(0, 3))):                    # hang a tree off a vertex
+        size = draw(st.integers(1, 6))
+        tree = nx.relabel_nodes(nx.random_labeled_tree(size, seed=draw(st.integers(0, 99))),
+                                {i: len(G) + i for i in range(size)})
+        G.add_edges_from(tree.edges())
+        G.add_nodes_from(tree.nodes())
+        G.add_edge(draw(st.integers(0, len(G) - size - 1)), len(G) - size)
+    shape = draw(st.sampled_from([None, nx.path_graph, nx.star_graph, nx.cycle_graph]))
+    if shape is not None:
+        G = nx.disjoint_union(G, nx.MultiGraph(shape(draw(st.integers(2, 6)))))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    for u, v, key in G.edges(keys=True):
+        G.edges[u, v, key]["int"] = int(rng.integers(1, 4))
+        G.edges[u, v, key]["real"] = float(np.round(rng.uniform(0.1, 2.0), 2))
+    return G
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_graphs(), st.booleans())
+def test_leaf_compression_exact_on_random_graphs(G, normalized):
+    _check_local(G, None, normalized)
+    _check_local(G, "int", normalized)              # whole-number weights: compressed
+    _check_local(G, "real", normalized)             # fractional weights: traversed as they are
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_graphs(), st.booleans())
+def test_directed_kernels_on_random_graphs(G, normalized):
+    D = nx.MultiDiGraph(G.edges(keys=True, data=True))
+    D.add_nodes_from(G.nodes)
+    _check_local(D, None, normalized)
+    _check_local(D, "real", normalized)
+
+
+@pytest.mark.parametrize("G", [nx.path_graph(2), nx.path_graph(7), nx.star_graph(5), nx.balanced_tree(2, 4),
+                               nx.random_labeled_tree(30, seed=1)], ids=["edge", "path", "star", "binary", "random"])
+def test_trees_collapse_to_one_vertex(G):
+    """A tree is stripped to a single vertex and its closed form is all of its betweenness."""
+    lc = strip_leaves(sp.csr_matrix(nx.to_scipy_sparse_array(G, nodelist=range(len(G)))))
+    assert lc.alive.sum() == 1 and lc.reach[lc.alive][0] == len(G)
+    expected = nx.betweenness_centrality(G, normalized=False)
+    assert np.allclose(lc.tree_betweenness(len(G)) / 2, [expected[v] for v in range(len(G))], rtol=0, atol=1e-9)
