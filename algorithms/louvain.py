@@ -1,0 +1,420 @@
+"""Partitioned Louvain community detection, sub-graph-centric.
+
+Wickramaarachchi, Frincu, Small and Prasanna, "Fast Parallel Algorithm for
+Unfolding of Communities in Large Graphs", IEEE HPEC 2014, after Blondel et
+al., "Fast unfolding of communities in large networks", J. Stat. Mech. (2008):
+
+1. *Level 1, in parallel.* Every sub-graph (a weakly connected piece of its
+   GoFS partition's local edges, so this is "each partition, ignoring cut
+   edges") runs the sequential Louvain method to the end with igraph's C
+   kernel (``community_multilevel``), in one Gopher superstep. Its communities
+   get global ids: the sub-graph's first vertex id plus the local community
+   index (unique, because a sub-graph owns a contiguous vertex id range).
+2. *Collapse.* Spark joins map every edge to its two level-1 communities and
+   sums the weights per community pair: a community's internal weight becomes
+   its self-loop, and the cut edges between partitions become the edges
+   between communities. Collapsing keeps modularity exactly, so every later
+   level's modularity is also that of the original graph.
+3. *Further levels.* While the collapsed graph is larger than
+   ``driver_budget_edges`` it is partitioned again: partitions are merged in
+   pairs along their heaviest cut (a greedy matching), each merged group runs
+   Louvain on Spark, and the result is collapsed again. Once it fits, it is
+   collected to the driver, renumbered densely, and igraph's multilevel runs
+   the remaining levels there.
+
+Graphs are treated as undirected: a directed edge u->v adds its weight to the
+undirected pair {u, v} (so u->v and v->u are summed), parallel edges are
+summed, and a self-loop of weight w adds 2w to its vertex's degree, as in
+NetworkX. Modularity follows ``networkx.community.modularity``:
+``Q = sum_c L_c / m - resolution * (d_c / 2m) ** 2``.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from gopher.engine import RunResult, run_program
+from gopher.program import SubgraphProgram
+
+__all__ = ["LouvainLevel", "LouvainResult", "louvain", "louvain_membership", "modularity", "subgraph_seed"]
+
+_NUMERIC_TYPES = {"double", "float", "halffloat", "int8", "int16", "int32", "int64",
+                  "uint8", "uint16", "uint32", "uint64"}
+_DRIVER_STREAM, _SUBGRAPH_STREAM, _GROUP_STREAM = 0, 1, 2
+
+
+# --------------------------------------------------------------------------- kernels
+
+def _stream_seed(seed: int, *key: int) -> int:
+    """A 32-bit seed for one independent random stream, derived from the user's ``seed``."""
+    return int(np.random.SeedSequence([seed, *key]).generate_state(1)[0])
+
+
+def subgraph_seed(seed: int, subgraph_id: int) -> int:
+    """The seed level 1 uses for sub-graph ``subgraph_id`` (a test reproduces a sub-graph's run with it)."""
+    return _stream_seed(seed, _SUBGRAPH_STREAM, subgraph_id)
+
+
+@contextlib.contextmanager
+def _igraph_random(seed: int):
+    """igraph draws from Python's ``random`` module; give it a private seeded generator
+    for the duration, so results are reproducible and the process's global state is untouched."""
+    import random
+
+    import igraph as ig
+
+    ig.set_random_number_generator(random.Random(seed))
+    try:
+        yield
+    finally:
+        ig.set_random_number_generator(random)
+
+
+def louvain_membership(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, resolution: float,
+                       seed: int, all_levels: bool = False):
+    """Sequential Louvain (igraph's C kernel) on an undirected weighted edge list over ``n`` vertices.
+
+    Returns the final membership (int64, dense 0..k-1), or with ``all_levels`` the list of
+    every level's membership (empty when no level improves modularity).
+    """
+    import igraph as ig
+
+    identity = np.arange(n, dtype=np.int64)
+    if n == 0 or len(src) == 0 or not np.any(weight > 0):
+        return [] if all_levels else identity
+    graph = ig.Graph(n=n, edges=np.column_stack([src, dst]).astype(np.int64), directed=False)
+    with _igraph_random(seed):
+        levels = graph.community_multilevel(weights=np.asarray(weight, dtype=np.float64).tolist(),
+                                            return_levels=True, resolution=resolution)
+    memberships = [np.asarray(level.membership, dtype=np.int64) for level in levels]
+    if all_levels:
+        return memberships
+    return memberships[-1] if memberships else identity
+
+
+def modularity(membership: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
+               resolution: float = 1.0) -> float:
+    """NetworkX's modularity of ``membership`` on an undirected weighted edge list
+    (self-loops count once in ``L_c`` and twice in the degree); NaN for a graph of total weight 0."""
+    m = float(weight.sum())
+    if m == 0:
+        return math.nan
+    ca, cb = membership[src], membership[dst]
+    k = int(membership.max()) + 1 if len(membership) else 0
+    degree = np.bincount(ca, weight, k) + np.bincount(cb, weight, k)
+    return float(weight[ca == cb].sum() / m - resolution * np.dot(degree, degree) / (4.0 * m * m))
+
+
+# --------------------------------------------------------------------------- level 1 on Gopher
+
+class LouvainLevel(SubgraphProgram):
+    """Level 1: the sequential Louvain method on every sub-graph, cut edges ignored (one superstep).
+
+    Outputs each vertex's ``community`` (global id: the sub-graph's first vertex id plus
+    the local community index) and its GoFS ``partition``.
+    """
+
+    output_schema = {"community": pa.int64(), "partition": pa.int32()}
+
+    def __init__(self, weight: str | None, resolution: float, seed: int):
+        self.weight, self.resolution, self.seed = weight, resolution, seed
+        self.edge_attributes = (weight,) if weight else ()
+
+    def compute(self, subgraph, messages, ctx):
+        if self.weight is None:
+            w = np.ones(subgraph.num_edges)
+        else:
+            w = subgraph.edge_attribute(self.weight).astype(np.float64)
+            bad = ~np.isfinite(w) | (w < 0)
+            if bad.any():
+                raise ValueError(f"edge attribute {self.weight!r} must be finite and >= 0 for Louvain; "
+                                 f"found {w[bad][0]!r}")
+        membership = louvain_membership(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst, w,
+                                        self.resolution, subgraph_seed(self.seed, subgraph.id))
+        subgraph.state["community"] = subgraph.first_vertex_id + membership
+        ctx.vote_to_halt()
+
+    def output(self, subgraph):
+        return {"community": subgraph.state["community"],
+                "partition": np.full(subgraph.num_vertices, subgraph.partition, dtype=np.int32)}
+
+
+# --------------------------------------------------------------------------- result
+
+@dataclass
+class LouvainResult(RunResult):
+    """A RunResult whose ``dataframe`` has ``id``, ``community`` (final level, 0..k-1) and, when
+    asked, ``level_1``, ``level_2``, ...; ``modularity[i]`` is level i+1's modularity on the
+    whole graph (NetworkX's formula); ``seconds`` times the phases."""
+
+    modularity: list = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)
+    level_sizes: list = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- collapsing on Spark
+
+def _collapse(edges, mapping, old: str = "c", new: str = "next"):
+    """Edges (a, b, w) between communities ``old`` -> edges between ``new`` ids (a <= b, weights summed)."""
+    src = mapping.select(F.col(old).alias("a"), F.col(new).alias("na"))
+    dst = mapping.select(F.col(old).alias("b"), F.col(new).alias("nb"))
+    joined = edges.join(src, "a").join(dst, "b")
+    return (joined.select(F.least("na", "nb").alias("a"), F.greatest("na", "nb").alias("b"), "w")
+            .groupBy("a", "b").agg(F.sum("w").alias("w")))
+
+
+def _modularity_spark(edges, m: float, resolution: float) -> float:
+    """Modularity of the identity partition of a collapsed graph (a, b, w), on Spark."""
+    if m == 0:
+        return math.nan
+    internal = edges.agg(F.sum(F.when(F.col("a") == F.col("b"), F.col("w")).otherwise(0.0))).first()[0] or 0.0
+    ends = edges.select(F.col("a").alias("c"), "w").unionAll(edges.select(F.col("b").alias("c"), "w"))
+    squares = ends.groupBy("c").agg(F.sum("w").alias("d")).agg(F.sum(F.col("d") * F.col("d"))).first()[0] or 0.0
+    return float(internal / m - resolution * squares / (4.0 * m * m))
+
+
+def _pair_partitions(num_groups: int, cut_a: np.ndarray, cut_b: np.ndarray, cut_w: np.ndarray) -> np.ndarray:
+    """Merge groups in pairs along their heaviest cut weight (greedy matching); unmatched groups
+    pair up in id order. Returns the new group of every old group (dense, about half as many)."""
+    new = np.full(num_groups, -1, dtype=np.int64)
+    order = np.lexsort((cut_b, cut_a, -cut_w))
+    nxt = 0
+    for i in order:                      # one entry per pair of groups, not per vertex or edge
+        a, b = int(cut_a[i]), int(cut_b[i])
+        if a != b and new[a] < 0 and new[b] < 0:
+            new[a] = new[b] = nxt
+            nxt += 1
+    left = np.flatnonzero(new < 0)
+    for i in range(0, len(left), 2):
+        new[left[i:i + 2]] = nxt
+        nxt += 1
+    return new
+
+
+def _group_level_function(resolution: float, seed: int, level: int):
+    """applyInPandas function: Louvain on one merged group's community graph. Rows with b < 0
+    list the group's communities; the others are its internal edges. Returns (c, next, part)
+    where ``next`` is the smallest member id of c's new community (globally unique)."""
+
+    def run(frame):
+        group = int(frame["part"].iloc[0])
+        nodes = np.unique(frame["a"].to_numpy())
+        edges = frame[frame["b"].to_numpy() >= 0]
+        a = np.searchsorted(nodes, edges["a"].to_numpy())
+        b = np.searchsorted(nodes, edges["b"].to_numpy())
+        w = edges["w"].to_numpy(dtype=np.float64)
+        order = np.lexsort((b, a))
+        membership = louvain_membership(len(nodes), a[order], b[order], w[order], resolution,
+                                        _stream_seed(seed, _GROUP_STREAM, level, group))
+        first = np.full(int(membership.max()) + 1 if len(membership) else 0, np.iinfo(np.int64).max)
+        np.minimum.at(first, membership, nodes)
+        return pd.DataFrame({"c": nodes, "next": first[membership], "part": np.full(len(nodes), group, np.int32)})
+
+    return run
+
+
+def _partitioned_level(nodes, edges, resolution: float, seed: int, level: int):
+    """One level run partitioned again: the mapping (c, next, part) of every community to its new one."""
+    tag_a = nodes.select(F.col("c").alias("a"), F.col("part").alias("pa"))
+    tag_b = nodes.select(F.col("c").alias("b"), F.col("part").alias("pb"))
+    tagged = edges.join(tag_a, "a").join(tag_b, "b")
+    cuts = (tagged.where(F.col("pa") != F.col("pb"))
+            .groupBy(F.least("pa", "pb").alias("x"), F.greatest("pa", "pb").alias("y"))
+            .agg(F.sum("w").alias("w")).toPandas())
+    groups = int(nodes.agg(F.max("part")).first()[0]) + 1
+    new = _pair_partitions(groups, cuts["x"].to_numpy(np.int64), cuts["y"].to_numpy(np.int64),
+                           cuts["w"].to_numpy(np.float64))
+    regroup = F.element_at(F.array(*[F.lit(int(g)) for g in new]), F.col("part") + 1)
+    internal = (tagged.withColumn("part", F.col("pa")).where(F.col("pa") == F.col("pb"))
+                .select("part", "a", "b", "w"))
+    rows = nodes.select("part", F.col("c").alias("a"), F.lit(-1).cast("long").alias("b"),
+                        F.lit(0.0).alias("w")).unionByName(internal)
+    rows = rows.withColumn("part", regroup.cast("int"))
+    return rows.groupBy("part").applyInPandas(_group_level_function(resolution, seed, level),
+                                              "c long, next long, part int")
+
+
+# --------------------------------------------------------------------------- driver levels
+
+def _driver_levels(nodes: np.ndarray, a: np.ndarray, b: np.ndarray, w: np.ndarray, resolution: float,
+                   seed: int, level: int):
+    """The remaining levels on the driver: (dense level ids of ``nodes`` -> [membership per level])."""
+    order = np.lexsort((b, a))
+    ia, ib, w = np.searchsorted(nodes, a[order]), np.searchsorted(nodes, b[order]), w[order]
+    memberships = louvain_membership(len(nodes), ia, ib, w, resolution,
+                                     _stream_seed(seed, _DRIVER_STREAM, level), all_levels=True)
+    kept, count = [], len(nodes)
+    for membership in memberships:
+        k = int(membership.max()) + 1
+        if k < count:                    # a level that merges nothing is not a level
+            kept.append(membership)
+            count = k
+    return kept, ia, ib, w
+
+
+def _numpy_columns(frame, columns: list[str]) -> list[np.ndarray]:
+    pdf = frame.toPandas()
+    return [pdf[c].to_numpy() for c in columns]
+
+
+# --------------------------------------------------------------------------- output
+
+def _dense_labels_spark(spark, nodes, name: str):
+    """Communities renumbered 0..k-1 in id order by prefix sums over Spark partitions (zipWithIndex)."""
+    ranked = nodes.select("c").orderBy("c").rdd.zipWithIndex().map(lambda row: (row[0][0], row[1]))
+    return spark.createDataFrame(ranked, f"cur long, {name} long")
+
+
+def _per_vertex(vertices, mappings, labels, per_level, num_levels: int):
+    """Join the level-1 labels through every partitioned level's mapping to the final labels.
+    Level k's column is ``c1`` (level 1), ``p<k>`` (a partitioned level) or ``d<k>`` (dense)."""
+    frame = vertices.select("id", "c1", F.col("c1").alias("cur"))
+    for i, mapping in enumerate(mappings):
+        step = mapping.select(F.col("c").alias("cur"), F.col("next").alias(f"p{i + 2}"))
+        frame = frame.join(step, "cur").withColumn("cur", F.col(f"p{i + 2}"))
+    frame = frame.join(labels, "cur")
+    columns = ["id", F.col(f"d{num_levels}").alias("community")]
+    if per_level:
+        for k in (range(1, num_levels + 1) if per_level is True else per_level):
+            source = min(k, num_levels)
+            name = f"d{source}" if source > len(mappings) else ("c1" if source == 1 else f"p{source}")
+            columns.append(F.col(name).alias(f"level_{k}"))
+    return frame.select(*columns).localCheckpoint(eager=True)
+
+
+# --------------------------------------------------------------------------- public function
+
+def _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges):
+    """Every parameter error, raised before any Spark work starts."""
+    if weight is not None:
+        types = {f["name"]: f["type"] for f in store.manifest["edge_schema"]}
+        if weight not in types:
+            dynamic = store.instance_edge_attributes
+            hint = " (per-instance attributes cannot be Louvain weights)" if weight in dynamic else ""
+            raise ValueError(f"louvain: weight={weight!r} is not a static edge attribute of {store.path}{hint}; "
+                             f"edge attributes: {sorted(types)}")
+        if types[weight] not in _NUMERIC_TYPES:
+            raise ValueError(f"louvain: weight={weight!r} has type {types[weight]}, not a number")
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, float)) \
+            or not math.isfinite(resolution) or resolution <= 0:
+        raise ValueError(f"louvain: resolution must be a finite number > 0, got {resolution!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"louvain: seed must be an integer >= 0, got {seed!r}")
+    if isinstance(driver_budget_edges, bool) or not isinstance(driver_budget_edges, (int, np.integer)) \
+            or driver_budget_edges < 1:
+        raise ValueError(f"louvain: driver_budget_edges must be an integer >= 1, got {driver_budget_edges!r}")
+    if levels is None or levels is False:
+        return False
+    if levels is True:
+        return True
+    if isinstance(levels, Iterable) and not isinstance(levels, (str, bytes)):
+        wanted = list(levels)
+        if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1 for x in wanted):
+            return sorted(set(int(x) for x in wanted))
+    raise ValueError(f"louvain: levels must be None, True or a list of level numbers >= 1, got {levels!r}")
+
+
+def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int = 0, levels=None,
+            driver_budget_edges: int = 5_000_000, **engine_options) -> LouvainResult:
+    """Louvain communities of a GoFS graph, partitioned as in Wickramaarachchi et al. (2014).
+
+    Parameters
+    ----------
+    store : GoFS graph (``goffish.open(...)``).
+    weight : name of a numeric static edge attribute (finite, >= 0), or None for weight 1.
+    resolution : NetworkX's ``resolution`` (gamma > 0): below 1 favours larger communities.
+    seed : makes the run deterministic; each sub-graph and level draws its own stream from it.
+    levels : None for the final level only; True for every level as ``level_1``, ``level_2``, ...;
+        or a list of level numbers (a number past the last level repeats the final communities).
+    driver_budget_edges : the collapsed graph is collected to the driver only when it has at
+        most this many edges (and communities); until then levels run partitioned on Spark.
+    engine_options : passed to the Gopher engine (``progress``, ``checkpoint_interval``).
+
+    Returns
+    -------
+    LouvainResult: ``dataframe`` (``id`` original vertex id, ``community`` int64 0..k-1,
+    optional level columns), ``modularity`` (one value per level, NetworkX's formula on the
+    whole graph, directed graphs taken as undirected), ``metrics`` (the level-1 Gopher run),
+    ``seconds`` (level 1, collapse, further levels, output).
+
+    Example
+    -------
+    >>> result = g.louvain(weight="weight", seed=1)
+    >>> result.modularity[-1]
+    >>> result.dataframe.groupBy("community").count().show()
+    """
+    per_level = _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges)
+    spark = store.spark
+    seconds = {}
+    clock = time.perf_counter()
+    level1 = run_program(store, LouvainLevel(weight, resolution, int(seed)), max_supersteps=1, **engine_options)
+    seconds["level_1"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    vertices = level1.dataframe.select("id", F.col("community").alias("c1"), F.col("partition").alias("part"))
+    raw = store.edges(attributes=[weight] if weight else [])
+    raw = raw.select("src", "dst", (F.col(weight).cast("double") if weight else F.lit(1.0)).alias("w"))
+    ends_a = vertices.select(F.col("id").alias("src"), F.col("c1").alias("a"))
+    ends_b = vertices.select(F.col("id").alias("dst"), F.col("c1").alias("b"))
+    edges = (raw.join(ends_a, "src").join(ends_b, "dst")
+             .select(F.least("a", "b").alias("a"), F.greatest("a", "b").alias("b"), "w")
+             .groupBy("a", "b").agg(F.sum("w").alias("w"))).localCheckpoint(eager=True)
+    nodes = vertices.select(F.col("c1").alias("c"), "part").distinct().localCheckpoint(eager=True)
+    seconds["collapse"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    num_edges, num_nodes = edges.count(), nodes.count()
+    total = float(edges.agg(F.sum("w")).first()[0] or 0.0)
+    level_sizes, mappings, modularities = [num_nodes], [], []
+    cached, done = [edges, nodes], False
+    while max(num_edges, num_nodes) > driver_budget_edges:
+        current_q = _modularity_spark(edges, total, resolution)
+        groups = int(nodes.agg(F.max("part")).first()[0]) + 1
+        mapping = _partitioned_level(nodes, edges, resolution, int(seed), len(mappings) + 2).localCheckpoint(eager=True)
+        next_nodes = mapping.select(F.col("next").alias("c"), "part").distinct().localCheckpoint(eager=True)
+        next_count = next_nodes.count()
+        cached += [mapping, next_nodes]
+        if next_count < num_nodes:
+            modularities.append(current_q)
+            mappings.append(mapping)
+            edges = _collapse(edges, mapping).localCheckpoint(eager=True)
+            cached.append(edges)
+            num_edges, num_nodes = edges.count(), next_count
+            level_sizes.append(num_nodes)
+            current_q = _modularity_spark(edges, total, resolution)
+        nodes = next_nodes            # same communities when nothing merged, but in merged groups
+        if groups == 1:               # the last run saw the whole graph: Louvain has converged
+            modularities.append(current_q)
+            done = True
+            break
+    if done:
+        labels, driver = _dense_labels_spark(spark, nodes, f"d{len(modularities)}"), []
+    else:
+        node_ids = np.sort(_numpy_columns(nodes, ["c"])[0].astype(np.int64))
+        a, b, w = _numpy_columns(edges, ["a", "b", "w"])
+        driver, ia, ib, w = _driver_levels(node_ids, a.astype(np.int64), b.astype(np.int64),
+                                           w.astype(np.float64), resolution, int(seed), len(mappings) + 1)
+        first = len(mappings) + 1
+        table = {"cur": node_ids}
+        for j, membership in enumerate([np.arange(len(node_ids)), *driver]):
+            modularities.append(modularity(membership, ia, ib, w, resolution))
+            table[f"d{first + j}"] = membership
+        labels = spark.createDataFrame(pd.DataFrame(table))
+        level_sizes += [int(mb.max()) + 1 for mb in driver]
+    seconds["further_levels"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    frame = _per_vertex(vertices, mappings, labels, per_level, len(modularities))
+    seconds["output"] = time.perf_counter() - clock
+    for df in cached:
+        df.unpersist()
+    return LouvainResult(frame, level1.metrics, level1.aggregated, modularities, seconds, level_sizes)
+
