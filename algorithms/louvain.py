@@ -6,10 +6,10 @@ al., "Fast unfolding of communities in large networks", J. Stat. Mech. (2008):
 
 1. *Level 1, in parallel.* Every sub-graph (a weakly connected piece of its
    GoFS partition's local edges, so this is "each partition, ignoring cut
-   edges") runs the sequential Louvain method to the end with igraph's C
-   kernel (``community_multilevel``), in one Gopher superstep. Its communities
-   get global ids: the sub-graph's first vertex id plus the local community
-   index (unique, because a sub-graph owns a contiguous vertex id range).
+   edges") runs one full Louvain level with igraph's C kernel
+   (``community_multilevel``'s first level), in one Gopher superstep. Its
+   communities get global ids: the sub-graph's first vertex id plus the local
+   community index (unique, because a sub-graph owns a contiguous id range).
 2. *Collapse.* Spark joins map every edge to its two level-1 communities and
    sums the weights per community pair: a community's internal weight becomes
    its self-loop, and the cut edges between partitions become the edges
@@ -21,6 +21,12 @@ al., "Fast unfolding of communities in large networks", J. Stat. Mech. (2008):
    Louvain on Spark, and the result is collapsed again. Once it fits, it is
    collected to the driver, renumbered densely, and igraph's multilevel runs
    the remaining levels there.
+4. *Refinement* (``refine=True``). Every vertex with a cut edge moves once to
+   the neighbouring final community with the best modularity gain; the moves
+   are kept only if the whole graph's modularity rises. Measured on LFR 100k,
+   8 partitions: mu 0.5 goes from 0.8% below igraph to 0.2% above it; mu 0.1
+   and 0.3 barely change (their gap is already under 0.03%). Moving the same
+   vertices right after level 1 instead helped less (0.8% -> 0.6% at mu 0.5).
 
 Graphs are treated as undirected: a directed edge u->v adds its weight to the
 undirected pair {u, v} (so u->v and v->u are summed), parallel edges are
@@ -39,8 +45,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from gofs.errors import InputError
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
@@ -116,7 +124,10 @@ def modularity(membership: np.ndarray, src: np.ndarray, dst: np.ndarray, weight:
 # --------------------------------------------------------------------------- level 1 on Gopher
 
 class LouvainLevel(SubgraphProgram):
-    """Level 1: the sequential Louvain method on every sub-graph, cut edges ignored (one superstep).
+    """Level 1: one Louvain level (local moving to convergence) on every sub-graph, cut edges
+    ignored, in one superstep. Committing to more local levels here costs quality, because a
+    vertex's cut edges are invisible to its partition (LFR 100k, mu 0.5, 8 partitions: 2.5%
+    below igraph when every sub-graph runs Louvain to the end, 0.8% with one level).
 
     Outputs each vertex's ``community`` (global id: the sub-graph's first vertex id plus
     the local community index) and its GoFS ``partition``.
@@ -137,8 +148,9 @@ class LouvainLevel(SubgraphProgram):
             if bad.any():
                 raise ValueError(f"edge attribute {self.weight!r} must be finite and >= 0 for Louvain; "
                                  f"found {w[bad][0]!r}")
-        membership = louvain_membership(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst, w,
-                                        self.resolution, subgraph_seed(self.seed, subgraph.id))
+        levels = louvain_membership(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst, w,
+                                    self.resolution, subgraph_seed(self.seed, subgraph.id), all_levels=True)
+        membership = levels[0] if levels else np.arange(subgraph.num_vertices)
         subgraph.state["community"] = subgraph.first_vertex_id + membership
         ctx.vote_to_halt()
 
@@ -153,11 +165,14 @@ class LouvainLevel(SubgraphProgram):
 class LouvainResult(RunResult):
     """A RunResult whose ``dataframe`` has ``id``, ``community`` (final level, 0..k-1) and, when
     asked, ``level_1``, ``level_2``, ...; ``modularity[i]`` is level i+1's modularity on the
-    whole graph (NetworkX's formula); ``seconds`` times the phases."""
+    whole graph (NetworkX's formula); ``level_sizes[i]`` its number of communities;
+    ``partitioned_levels`` how many levels after the first ran partitioned on Spark (the
+    rest ran on the driver); ``seconds`` times the phases."""
 
     modularity: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)
     level_sizes: list = field(default_factory=list)
+    partitioned_levels: int = 0
 
 
 # --------------------------------------------------------------------------- collapsing on Spark
@@ -232,14 +247,68 @@ def _partitioned_level(nodes, edges, resolution: float, seed: int, level: int):
     groups = int(nodes.agg(F.max("part")).first()[0]) + 1
     new = _pair_partitions(groups, cuts["x"].to_numpy(np.int64), cuts["y"].to_numpy(np.int64),
                            cuts["w"].to_numpy(np.float64))
-    regroup = F.element_at(F.array(*[F.lit(int(g)) for g in new]), F.col("part") + 1)
-    internal = (tagged.withColumn("part", F.col("pa")).where(F.col("pa") == F.col("pb"))
-                .select("part", "a", "b", "w"))
-    rows = nodes.select("part", F.col("c").alias("a"), F.lit(-1).cast("long").alias("b"),
+    table = F.array(*[F.lit(int(g)) for g in new])
+
+    def regroup(column: str):
+        return F.element_at(table, F.col(column) + 1).cast("int")
+
+    internal = (tagged.select(regroup("pa").alias("part"), regroup("pb").alias("other"), "a", "b", "w")
+                .where(F.col("part") == F.col("other")).drop("other"))
+    rows = nodes.select(regroup("part").alias("part"), F.col("c").alias("a"), F.lit(-1).cast("long").alias("b"),
                         F.lit(0.0).alias("w")).unionByName(internal)
-    rows = rows.withColumn("part", regroup.cast("int"))
     return rows.groupBy("part").applyInPandas(_group_level_function(resolution, seed, level),
                                               "c long, next long, part int")
+
+
+def _move_cut_vertices(vertices, raw, total: float, resolution: float):
+    """Refinement: every vertex with a cut edge moves once, all at the same time, to the
+    neighbouring community with the best positive modularity gain (Blondel et al.'s
+    ``(k_vC - k_vA) / m - gamma * k_v * (S_C - S_A + k_v) / (2 m^2)``: ``S`` total degrees,
+    ``k_vA`` the weight to its own community without it). ``vertices`` is (id, c, part);
+    returns (id, c, changed) with the moves applied (lazy) and the degree checkpoint it reads."""
+    def ends(a, b):
+        return vertices.select(F.col("id").alias(a), F.col("c").alias(f"c_{a}"), F.col("part").alias(f"p_{a}"))
+
+    joined = raw.join(ends("src", "a"), "src").join(ends("dst", "b"), "dst")
+    cut, loop = F.col("p_src") != F.col("p_dst"), F.col("src") == F.col("dst")
+    halves = joined.select(F.explode(F.array(
+        F.struct(F.col("src").alias("v"), F.col("c_src").alias("own"), F.col("c_dst").alias("to")),
+        F.struct(F.col("dst").alias("v"), F.col("c_dst").alias("own"), F.col("c_src").alias("to")))).alias("h"),
+        "w", cut.alias("cut"), loop.alias("loop")).select("h.*", "w", "cut", "loop")
+    # per-vertex degrees are materialised so the joins below do not self-join the generated rows
+    degree = (halves.groupBy("v", "own").agg(F.sum("w").alias("k"), F.max(F.col("cut").cast("int")).alias("cut"))
+              .localCheckpoint(eager=True))
+    sigma = degree.groupBy(F.col("own").alias("community")).agg(F.sum("k").alias("s"))
+    # (checkpoints keep their columns' identities: every column joined back is renamed)
+    movers = degree.where(F.col("cut") == 1).select(F.col("v").alias("mover"), F.col("k").alias("k"))
+    links = (halves.where(~F.col("loop")).join(movers, F.col("v") == F.col("mover"))
+             .groupBy("v", "own", "to", "k").agg(F.sum("w").alias("k_to"))
+             .withColumn("k_own", F.sum(F.when(F.col("own") == F.col("to"), F.col("k_to")).otherwise(0.0))
+                         .over(Window.partitionBy("v"))))
+    m = total
+    gains = (links.where(F.col("own") != F.col("to"))
+             .join(sigma.select(F.col("community").alias("c_to"), F.col("s").alias("s_to")),
+                   F.col("to") == F.col("c_to"))
+             .join(sigma.select(F.col("community").alias("c_own"), F.col("s").alias("s_own")),
+                   F.col("own") == F.col("c_own"))
+             .select("v", "to", ((F.col("k_to") - F.col("k_own")) / m - resolution * F.col("k")
+                                 * (F.col("s_to") - F.col("s_own") + F.col("k")) / (2 * m * m)).alias("gain"))
+             .where(F.col("gain") > 0))
+    best = (gains.groupBy("v").agg(F.max(F.struct(F.col("gain").alias("gain"), (-F.col("to")).alias("neg_to")))
+                                   .alias("best"))             # the best gain; ties: the smallest id
+            .select(F.col("v").alias("id"), (-F.col("best.neg_to")).alias("moved")))
+    moved = vertices.join(best, "id", "left").select("id", F.coalesce("moved", "c").alias("c"),
+                                                     F.col("moved").isNotNull().alias("changed"))
+    return moved, degree
+
+
+def _partition_modularity(labels, raw, total: float, resolution: float) -> float:
+    """NetworkX's modularity of the vertex labelling (id, c) on the edges (src, dst, w), on Spark."""
+    ends_a = labels.select(F.col("id").alias("src"), F.col("c").alias("a"))
+    ends_b = labels.select(F.col("id").alias("dst"), F.col("c").alias("b"))
+    edges = (raw.join(ends_a, "src").join(ends_b, "dst")
+             .select(F.least("a", "b").alias("a"), F.greatest("a", "b").alias("b"), "w"))
+    return _modularity_spark(edges, total, resolution)
 
 
 # --------------------------------------------------------------------------- driver levels
@@ -274,43 +343,74 @@ def _dense_labels_spark(spark, nodes, name: str):
 
 
 def _per_vertex(vertices, mappings, labels, per_level, num_levels: int):
-    """Join the level-1 labels through every partitioned level's mapping to the final labels.
-    Level k's column is ``c1`` (level 1), ``p<k>`` (a partitioned level) or ``d<k>`` (dense)."""
-    frame = vertices.select("id", "c1", F.col("c1").alias("cur"))
+    """Join the level-1 labels through every partitioned level's mapping to the final labels:
+    (id, part, community, level_k ...). Level k comes from ``c1`` (level 1), ``p<k>`` (a
+    partitioned level) or ``d<k>`` (dense labels)."""
+    frame = vertices.select("id", "part", "c1", F.col("c1").alias("cur"))
     for i, mapping in enumerate(mappings):
         step = mapping.select(F.col("c").alias("cur"), F.col("next").alias(f"p{i + 2}"))
         frame = frame.join(step, "cur").withColumn("cur", F.col(f"p{i + 2}"))
     frame = frame.join(labels, "cur")
-    columns = ["id", F.col(f"d{num_levels}").alias("community")]
-    if per_level:
-        for k in (range(1, num_levels + 1) if per_level is True else per_level):
-            source = min(k, num_levels)
-            name = f"d{source}" if source > len(mappings) else ("c1" if source == 1 else f"p{source}")
-            columns.append(F.col(name).alias(f"level_{k}"))
-    return frame.select(*columns).localCheckpoint(eager=True)
+    columns = ["id", "part", F.col(f"d{num_levels}").alias("community")]
+    for k in (range(1, num_levels + 1) if per_level is True else per_level or ()):
+        source = min(k, num_levels)
+        name = f"d{source}" if source > len(mappings) else ("c1" if source == 1 else f"p{source}")
+        columns.append(F.col(name).alias(f"level_{k}"))
+    return frame.select(*columns)
+
+
+def _refine_final_level(spark, frame, raw, total, resolution, num_levels, current_q, current_size):
+    """Move cut vertices once against the final communities; keep the moves only if the
+    whole graph's modularity rises. Returns (frame, modularity, communities, the checkpoint
+    to release once the frame is materialised)."""
+    # materialised first: Spark 3.5 cannot resolve the later self-joins over a plan that
+    # already joins the same relation twice ("Failure when resolving conflicting references")
+    labels = frame.select("id", F.col("community").alias("c"), "part").localCheckpoint(eager=True)
+    refined, degree = _move_cut_vertices(labels, raw, total, resolution)
+    refined = refined.localCheckpoint(eager=True)
+    degree.unpersist()
+    labels.unpersist()
+    stats = refined.agg(F.sum(F.col("changed").cast("long")).alias("moved"),
+                        F.countDistinct("c").alias("communities")).first()
+    if not stats["moved"]:
+        return frame, current_q, current_size, refined
+    q = _partition_modularity(refined, raw, total, resolution)
+    if not q > current_q:
+        return frame, current_q, current_size, refined
+    moved = refined.select(F.col("id").alias("moved_id"), F.col("c").alias("refined"))
+    if stats["communities"] < current_size:       # a community emptied: renumber by prefix sums
+        ranked = refined.select("c").distinct().orderBy("c").rdd.zipWithIndex().map(lambda r: (r[0][0], r[1]))
+        dense = spark.createDataFrame(ranked, "c long, refined long")
+        moved = refined.join(dense, "c").select(F.col("id").alias("moved_id"), "refined")
+    frame = (frame.join(moved, F.col("id") == F.col("moved_id")).drop("moved_id")
+             .withColumn("community", F.col("refined")))
+    for name in frame.columns:
+        if name.startswith("level_") and int(name[len("level_"):]) >= num_levels:
+            frame = frame.withColumn(name, F.col("refined"))
+    return frame.drop("refined"), q, stats["communities"], refined
 
 
 # --------------------------------------------------------------------------- public function
 
 def _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges):
-    """Every parameter error, raised before any Spark work starts."""
+    """Every parameter error (an InputError naming the parameter), raised before any Spark work starts."""
     if weight is not None:
         types = {f["name"]: f["type"] for f in store.manifest["edge_schema"]}
         if weight not in types:
             dynamic = store.instance_edge_attributes
             hint = " (per-instance attributes cannot be Louvain weights)" if weight in dynamic else ""
-            raise ValueError(f"louvain: weight={weight!r} is not a static edge attribute of {store.path}{hint}; "
+            raise InputError(f"louvain: weight={weight!r} is not a static edge attribute of {store.path}{hint}; "
                              f"edge attributes: {sorted(types)}")
         if types[weight] not in _NUMERIC_TYPES:
-            raise ValueError(f"louvain: weight={weight!r} has type {types[weight]}, not a number")
+            raise InputError(f"louvain: weight={weight!r} has type {types[weight]}, not a number")
     if isinstance(resolution, bool) or not isinstance(resolution, (int, float)) \
             or not math.isfinite(resolution) or resolution <= 0:
-        raise ValueError(f"louvain: resolution must be a finite number > 0, got {resolution!r}")
+        raise InputError(f"louvain: resolution must be a finite number > 0, got {resolution!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"louvain: seed must be an integer >= 0, got {seed!r}")
+        raise InputError(f"louvain: seed must be an integer >= 0, got {seed!r}")
     if isinstance(driver_budget_edges, bool) or not isinstance(driver_budget_edges, (int, np.integer)) \
             or driver_budget_edges < 1:
-        raise ValueError(f"louvain: driver_budget_edges must be an integer >= 1, got {driver_budget_edges!r}")
+        raise InputError(f"louvain: driver_budget_edges must be an integer >= 1, got {driver_budget_edges!r}")
     if levels is None or levels is False:
         return False
     if levels is True:
@@ -319,11 +419,11 @@ def _check_parameters(store, weight, resolution, seed, levels, driver_budget_edg
         wanted = list(levels)
         if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1 for x in wanted):
             return sorted(set(int(x) for x in wanted))
-    raise ValueError(f"louvain: levels must be None, True or a list of level numbers >= 1, got {levels!r}")
+    raise InputError(f"louvain: levels must be None, True or a list of level numbers >= 1, got {levels!r}")
 
 
 def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int = 0, levels=None,
-            driver_budget_edges: int = 5_000_000, **engine_options) -> LouvainResult:
+            driver_budget_edges: int = 5_000_000, refine: bool = True, **engine_options) -> LouvainResult:
     """Louvain communities of a GoFS graph, partitioned as in Wickramaarachchi et al. (2014).
 
     Parameters
@@ -362,19 +462,21 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     vertices = level1.dataframe.select("id", F.col("community").alias("c1"), F.col("partition").alias("part"))
     raw = store.edges(attributes=[weight] if weight else [])
     raw = raw.select("src", "dst", (F.col(weight).cast("double") if weight else F.lit(1.0)).alias("w"))
+    if refine:      # read once for collapse and refinement; a checkpoint also lets Spark self-join it
+        raw = raw.localCheckpoint(eager=True)
     ends_a = vertices.select(F.col("id").alias("src"), F.col("c1").alias("a"))
     ends_b = vertices.select(F.col("id").alias("dst"), F.col("c1").alias("b"))
     edges = (raw.join(ends_a, "src").join(ends_b, "dst")
              .select(F.least("a", "b").alias("a"), F.greatest("a", "b").alias("b"), "w")
              .groupBy("a", "b").agg(F.sum("w").alias("w"))).localCheckpoint(eager=True)
-    nodes = vertices.select(F.col("c1").alias("c"), "part").distinct().localCheckpoint(eager=True)
+    nodes = vertices.groupBy(F.col("c1").alias("c")).agg(F.min("part").alias("part")).localCheckpoint(eager=True)
     seconds["collapse"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    num_edges, num_nodes = edges.count(), nodes.count()
-    total = float(edges.agg(F.sum("w")).first()[0] or 0.0)
+    sizes = edges.agg(F.count(F.lit(1)).alias("n"), F.sum("w").alias("w")).first()
+    num_edges, num_nodes, total = sizes["n"], nodes.count(), float(sizes["w"] or 0.0)
     level_sizes, mappings, modularities = [num_nodes], [], []
-    cached, done = [edges, nodes], False
+    cached, done = [edges, nodes, raw], False
     while max(num_edges, num_nodes) > driver_budget_edges:
         current_q = _modularity_spark(edges, total, resolution)
         groups = int(nodes.agg(F.max("part")).first()[0]) + 1
@@ -413,8 +515,16 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
 
     clock = time.perf_counter()
     frame = _per_vertex(vertices, mappings, labels, per_level, len(modularities))
+    if refine and total > 0 and store.num_partitions > 1:
+        frame, modularities[-1], level_sizes[-1], refined = _refine_final_level(
+            spark, frame, raw, total, resolution, len(modularities), modularities[-1], level_sizes[-1])
+        cached.append(refined)
+        seconds["refine"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+    frame = frame.drop("part").localCheckpoint(eager=True)
     seconds["output"] = time.perf_counter() - clock
     for df in cached:
         df.unpersist()
-    return LouvainResult(frame, level1.metrics, level1.aggregated, modularities, seconds, level_sizes)
+    return LouvainResult(frame, level1.metrics, level1.aggregated, modularities, seconds, level_sizes,
+                         len(mappings))
 

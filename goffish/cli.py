@@ -105,6 +105,9 @@ def cmd_run(args) -> int:
         return _run_timeseries(g, args, options)
     if args.algorithm == "cc":
         result = g.connected_components(**options)
+    elif args.algorithm == "louvain":
+        result = g.louvain(weight=args.weight, resolution=args.resolution, seed=args.seed,
+                           levels=True if args.levels else None, **options)
     elif args.algorithm == "sssp":
         if args.source is None:
             raise SystemExit("goffish run sssp: --source is required")
@@ -114,6 +117,8 @@ def cmd_run(args) -> int:
     _write_result(result.dataframe, args.out, args.overwrite)
     summary = result.metrics.as_dict()
     summary.pop("per_superstep")
+    if args.algorithm == "louvain":
+        summary.update(modularity=result.modularity, communities=result.level_sizes, phase_seconds=result.seconds)
     print(json.dumps({"algorithm": args.algorithm, "out": args.out, **summary}))
     return 0
 
@@ -194,11 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_generate)
 
     p = sub.add_parser("run", help="run an algorithm on a GoFS graph and write Parquet")
-    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", *TIMESERIES_ALGORITHMS])
+    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", "louvain", *TIMESERIES_ALGORITHMS])
     p.add_argument("graph")
     p.add_argument("--out", required=True, help="Parquet output directory")
     p.add_argument("--source", help="sssp: source vertex id")
-    p.add_argument("--weight", help="edge attribute used as length (sssp) or weight (pagerank)")
+    p.add_argument("--weight", help="edge attribute used as length (sssp) or weight (pagerank, louvain)")
+    p.add_argument("--resolution", type=float, default=1.0, help="louvain: NetworkX's resolution (> 0)")
+    p.add_argument("--seed", type=int, default=0, help="louvain: random seed (deterministic runs)")
+    p.add_argument("--levels", action="store_true", help="louvain: also write one level_k column per level")
     p.add_argument("--alpha", type=float, default=0.85)
     p.add_argument("--max-iter", type=int, default=100)
     p.add_argument("--tol", type=float, default=1e-6)

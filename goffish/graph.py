@@ -5,6 +5,7 @@ import pyarrow as pa
 
 from algorithms.components import connected_components
 from algorithms.hashtags import HashtagSummary, hashtag_aggregation
+from algorithms.louvain import LouvainResult, louvain
 from algorithms.memes import MemeSpread, meme_tracking
 from algorithms.pagerank import pagerank
 from algorithms.sssp import sssp
@@ -32,6 +33,12 @@ class Graph(GraphStore):
     def pagerank(self, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6,
                  weight: str | None = None, **engine_options) -> RunResult:
         return pagerank(self, alpha, max_iter, tol, weight, **engine_options)
+
+    def louvain(self, weight: str | None = None, resolution: float = 1.0, seed: int = 0, levels=None,
+                driver_budget_edges: int = 5_000_000, **engine_options) -> LouvainResult:
+        """Partitioned Louvain communities (see :func:`algorithms.louvain.louvain`): ``.dataframe``
+        has ``id``, ``community`` (and ``level_k`` columns when asked), ``.modularity`` per level."""
+        return louvain(self, weight, resolution, seed, levels, driver_budget_edges, **engine_options)
 
     def run(self, program, max_supersteps: int = 1000, **engine_options) -> RunResult:
         """Run your own :class:`gopher.program.SubgraphProgram`."""
