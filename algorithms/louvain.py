@@ -134,6 +134,7 @@ class LouvainLevel(SubgraphProgram):
     """
 
     output_schema = {"community": pa.int64(), "partition": pa.int32()}
+    aggregators = {"communities": "sum"}
 
     def __init__(self, weight: str | None, resolution: float, seed: int):
         self.weight, self.resolution, self.seed = weight, resolution, seed
@@ -152,6 +153,7 @@ class LouvainLevel(SubgraphProgram):
                                     self.resolution, subgraph_seed(self.seed, subgraph.id), all_levels=True)
         membership = levels[0] if levels else np.arange(subgraph.num_vertices)
         subgraph.state["community"] = subgraph.first_vertex_id + membership
+        ctx.aggregate("communities", int(membership.max()) + 1 if len(membership) else 0)
         ctx.vote_to_halt()
 
     def output(self, subgraph):
@@ -236,15 +238,15 @@ def _group_level_function(resolution: float, seed: int, level: int):
     return run
 
 
-def _partitioned_level(nodes, edges, resolution: float, seed: int, level: int):
-    """One level run partitioned again: the mapping (c, next, part) of every community to its new one."""
+def _partitioned_level(nodes, edges, groups: int, resolution: float, seed: int, level: int):
+    """One level run partitioned again, ``groups`` partitions merged in pairs: the mapping
+    (c, next, part) of every community to its new one (lazy), and the new number of groups."""
     tag_a = nodes.select(F.col("c").alias("a"), F.col("part").alias("pa"))
     tag_b = nodes.select(F.col("c").alias("b"), F.col("part").alias("pb"))
     tagged = edges.join(tag_a, "a").join(tag_b, "b")
     cuts = (tagged.where(F.col("pa") != F.col("pb"))
             .groupBy(F.least("pa", "pb").alias("x"), F.greatest("pa", "pb").alias("y"))
             .agg(F.sum("w").alias("w")).toPandas())
-    groups = int(nodes.agg(F.max("part")).first()[0]) + 1
     new = _pair_partitions(groups, cuts["x"].to_numpy(np.int64), cuts["y"].to_numpy(np.int64),
                            cuts["w"].to_numpy(np.float64))
     table = F.array(*[F.lit(int(g)) for g in new])
@@ -256,8 +258,9 @@ def _partitioned_level(nodes, edges, resolution: float, seed: int, level: int):
                 .where(F.col("part") == F.col("other")).drop("other"))
     rows = nodes.select(regroup("part").alias("part"), F.col("c").alias("a"), F.lit(-1).cast("long").alias("b"),
                         F.lit(0.0).alias("w")).unionByName(internal)
-    return rows.groupBy("part").applyInPandas(_group_level_function(resolution, seed, level),
-                                              "c long, next long, part int")
+    mapping = rows.groupBy("part").applyInPandas(_group_level_function(resolution, seed, level),
+                                                 "c long, next long, part int")
+    return mapping, int(new.max()) + 1
 
 
 def _move_cut_vertices(vertices, raw, total: float, resolution: float):
@@ -469,21 +472,24 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     edges = (raw.join(ends_a, "src").join(ends_b, "dst")
              .select(F.least("a", "b").alias("a"), F.greatest("a", "b").alias("b"), "w")
              .groupBy("a", "b").agg(F.sum("w").alias("w"))).localCheckpoint(eager=True)
-    nodes = vertices.groupBy(F.col("c1").alias("c")).agg(F.min("part").alias("part")).localCheckpoint(eager=True)
+    nodes = vertices.groupBy(F.col("c1").alias("c")).agg(F.min("part").alias("part"))
+    sizes = edges.agg(F.count(F.lit(1)).alias("n"), F.sum("w").alias("w")).first()
+    num_edges, num_nodes, total = sizes["n"], level1.aggregated["communities"], float(sizes["w"] or 0.0)
     seconds["collapse"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    sizes = edges.agg(F.count(F.lit(1)).alias("n"), F.sum("w").alias("w")).first()
-    num_edges, num_nodes, total = sizes["n"], nodes.count(), float(sizes["w"] or 0.0)
     level_sizes, mappings, modularities = [num_nodes], [], []
-    cached, done = [edges, nodes, raw], False
+    cached, done, groups = [edges, raw], False, store.num_partitions
+    if max(num_edges, num_nodes) > driver_budget_edges:
+        nodes = nodes.localCheckpoint(eager=True)
+        cached.append(nodes)
     while max(num_edges, num_nodes) > driver_budget_edges:
         current_q = _modularity_spark(edges, total, resolution)
-        groups = int(nodes.agg(F.max("part")).first()[0]) + 1
-        mapping = _partitioned_level(nodes, edges, resolution, int(seed), len(mappings) + 2).localCheckpoint(eager=True)
-        next_nodes = mapping.select(F.col("next").alias("c"), "part").distinct().localCheckpoint(eager=True)
-        next_count = next_nodes.count()
-        cached += [mapping, next_nodes]
+        mapping, groups_after = _partitioned_level(nodes, edges, groups, resolution, int(seed), len(mappings) + 2)
+        mapping = mapping.localCheckpoint(eager=True)
+        nodes = mapping.select(F.col("next").alias("c"), "part").distinct().localCheckpoint(eager=True)
+        next_count = nodes.count()
+        cached += [mapping, nodes]
         if next_count < num_nodes:
             modularities.append(current_q)
             mappings.append(mapping)
@@ -492,7 +498,7 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
             num_edges, num_nodes = edges.count(), next_count
             level_sizes.append(num_nodes)
             current_q = _modularity_spark(edges, total, resolution)
-        nodes = next_nodes            # same communities when nothing merged, but in merged groups
+        groups = groups_after         # unchanged communities when nothing merged, but in merged groups
         if groups == 1:               # the last run saw the whole graph: Louvain has converged
             modularities.append(current_q)
             done = True
