@@ -439,6 +439,9 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
         or a list of level numbers (a number past the last level repeats the final communities).
     driver_budget_edges : the collapsed graph is collected to the driver only when it has at
         most this many edges (and communities); until then levels run partitioned on Spark.
+    refine : after the final level, move every vertex that has a cut edge once to its best
+        neighbouring community, keeping the moves only if modularity rises (see the module
+        docstring for what it buys; it costs a few Spark passes over the edges).
     engine_options : passed to the Gopher engine (``progress``, ``checkpoint_interval``).
 
     Returns
@@ -446,7 +449,8 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     LouvainResult: ``dataframe`` (``id`` original vertex id, ``community`` int64 0..k-1,
     optional level columns), ``modularity`` (one value per level, NetworkX's formula on the
     whole graph, directed graphs taken as undirected), ``metrics`` (the level-1 Gopher run),
-    ``seconds`` (level 1, collapse, further levels, output).
+    ``seconds`` (level 1, collapse, further levels, refine, output), ``level_sizes``,
+    ``partitioned_levels``.
 
     Example
     -------

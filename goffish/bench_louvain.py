@@ -111,6 +111,7 @@ def bench_one(spark, size, mu, partitions, seed, workdir, networkx_timeout, netw
     ours = np.empty(size, dtype=np.int64)
     ours[frame["id"].to_numpy()] = frame["community"].to_numpy()
     row["gopher"] = {"seconds": ours_s, "phases": result.seconds,
+                     "level_1_supersteps": [vars(step) for step in result.metrics.supersteps],
                      "level_1_share": result.seconds["level_1"] / sum(result.seconds.values()),
                      "modularity_per_level": result.modularity, "level_sizes": result.level_sizes,
                      "modularity_recomputed": modularity(ours, src, dst, ones),
@@ -133,7 +134,7 @@ def bench_one(spark, size, mu, partitions, seed, workdir, networkx_timeout, netw
             small = lfr(max(size // networkx_scale, 1000), avg_degree=avg_degree, max_degree=max_degree,
                         mu=mu, seed=seed)
             s_src, s_dst = small.edges.column("src").to_numpy(), small.edges.column("dst").to_numpy()
-            small_done = _networkx_run(small.vertices.num_rows, s_src, s_dst, seed, networkx_timeout)
+            small_done = _networkx_run(small.vertices.num_rows, s_src, s_dst, seed, max(networkx_timeout, 600))
             row["networkx"] = {"seconds": None if small_done is None else small_done[0] * len(src) / len(s_src),
                                "lower_bound_s": networkx_timeout, "extrapolated": True,
                                "from_size": small.vertices.num_rows, "modularity": None}
@@ -152,7 +153,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warmup", action="store_true", help="run partitioned Louvain once untimed first")
     parser.add_argument("--networkx-timeout", type=float, default=600,
-                        help="seconds before NetworkX is cancelled and extrapolated (0: skip NetworkX)")
+                        help="seconds before NetworkX is cancelled and extrapolated from a smaller graph "
+                             "(0: skip NetworkX)")
     parser.add_argument("--networkx-scale", type=int, default=10,
                         help="extrapolate NetworkX from a graph this many times smaller")
     parser.add_argument("--master", default="local[2]")

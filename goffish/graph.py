@@ -35,10 +35,10 @@ class Graph(GraphStore):
         return pagerank(self, alpha, max_iter, tol, weight, **engine_options)
 
     def louvain(self, weight: str | None = None, resolution: float = 1.0, seed: int = 0, levels=None,
-                driver_budget_edges: int = 5_000_000, **engine_options) -> LouvainResult:
+                driver_budget_edges: int = 5_000_000, refine: bool = True, **engine_options) -> LouvainResult:
         """Partitioned Louvain communities (see :func:`algorithms.louvain.louvain`): ``.dataframe``
         has ``id``, ``community`` (and ``level_k`` columns when asked), ``.modularity`` per level."""
-        return louvain(self, weight, resolution, seed, levels, driver_budget_edges, **engine_options)
+        return louvain(self, weight, resolution, seed, levels, driver_budget_edges, refine, **engine_options)
 
     def run(self, program, max_supersteps: int = 1000, **engine_options) -> RunResult:
         """Run your own :class:`gopher.program.SubgraphProgram`."""
