@@ -129,6 +129,9 @@ def cmd_run(args) -> int:
                                **options)
     elif args.algorithm == "cc":
         result = g.connected_components(**options)
+    elif args.algorithm == "louvain":
+        result = g.louvain(weight=args.weight, resolution=args.resolution, seed=args.seed,
+                           levels=True if args.levels else None, **options)
     elif args.algorithm == "sssp":
         if args.source is None:
             raise SystemExit("goffish run sssp: --source is required")
@@ -141,6 +144,9 @@ def cmd_run(args) -> int:
     summary.pop("per_superstep")
     if args.algorithm == "betweenness":
         summary.update(result.aggregated)
+
+    if args.algorithm == "louvain":
+        summary.update(modularity=result.modularity, communities=result.level_sizes, phase_seconds=result.seconds)
     print(json.dumps({"algorithm": args.algorithm, "out": args.out, **summary}))
     return 0
 
@@ -333,11 +339,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_generate)
 
     p = sub.add_parser("run", help="run an algorithm on a GoFS graph and write Parquet")
-    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", "betweenness", *TIMESERIES_ALGORITHMS])
+    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", "betweenness", "louvain",
+                                          *TIMESERIES_ALGORITHMS])
     p.add_argument("graph")
     p.add_argument("--out", required=True, help="Parquet output directory")
     p.add_argument("--source", help="sssp: source vertex id")
-    p.add_argument("--weight", help="edge attribute used as length (sssp) or weight (pagerank)")
+    p.add_argument("--weight", help="edge attribute used as length (sssp) or weight (pagerank, louvain)")
+    p.add_argument("--resolution", type=float, default=1.0, help="louvain: NetworkX's resolution (> 0)")
+    p.add_argument("--levels", action="store_true", help="louvain: also write one level_k column per level")
     p.add_argument("--alpha", type=float, default=0.85)
     p.add_argument("--max-iter", type=int, default=100)
     p.add_argument("--tol", type=float, default=1e-6)
@@ -357,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stable-batches", type=int, default=3, help="betweenness --top-k: batches the top set must hold")
     p.add_argument("--batch-size", type=int, help="betweenness: sources per batch (default: from memory)")
     p.add_argument("--raw", action="store_true", help="betweenness: not normalized (undirected pairs counted once)")
-    p.add_argument("--seed", type=int, default=0, help="betweenness: source sampling seed")
+    p.add_argument("--seed", type=int, default=0, help="louvain, betweenness: random seed (deterministic runs)")
     _add_spark_options(p)
     p.set_defaults(fn=cmd_run)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from algorithms.betweenness import betweenness
 from algorithms.components import connected_components
 from algorithms.hashtags import HashtagSummary, hashtag_aggregation
+from algorithms.louvain import LouvainResult, louvain
 from algorithms.memes import MemeSpread, meme_tracking
 from algorithms.pagerank import pagerank
 from algorithms.sssp import sssp
@@ -38,6 +39,12 @@ class Graph(GraphStore):
         """Betweenness centrality (``id``, ``betweenness``) as NetworkX computes it: exact, from
         ``k`` sampled sources, or the ``top`` vertices (see :func:`algorithms.betweenness.betweenness`)."""
         return betweenness(self, k, normalized, weight, top, seed, **options)
+
+    def louvain(self, weight: str | None = None, resolution: float = 1.0, seed: int = 0, levels=None,
+                driver_budget_edges: int = 5_000_000, refine: bool = True, **engine_options) -> LouvainResult:
+        """Partitioned Louvain communities (see :func:`algorithms.louvain.louvain`): ``.dataframe``
+        has ``id``, ``community`` (and ``level_k`` columns when asked), ``.modularity`` per level."""
+        return louvain(self, weight, resolution, seed, levels, driver_budget_edges, refine, **engine_options)
 
     def run(self, program, max_supersteps: int = 1000, **engine_options) -> RunResult:
         """Run your own :class:`gopher.program.SubgraphProgram`."""
