@@ -76,9 +76,9 @@ class Degrees(SubgraphProgram):
         weights = subgraph.adjacency("travel_time")
         subgraph.state["load"] = np.asarray(weights.sum(axis=1)).ravel()
         ctx.aggregate("total", float(subgraph.state["load"].sum()))
-        ctx.send_to_neighbors(ctx.superstep)
-        if ctx.superstep >= 1:
-            ctx.vote_to_halt()
+        if ctx.superstep == 0:
+            ctx.send_to_neighbors(ctx.superstep)
+        ctx.vote_to_halt()
 
     def output(self, subgraph):
         return {"load": subgraph.state["load"]}
