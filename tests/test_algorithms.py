@@ -161,7 +161,7 @@ def test_sssp_results_are_keyed_by_string_ids(stored):
     got = graphs.column(result, "distance")
     assert all(isinstance(v, str) for v in got)
     assert got["v0"] == 0.0
-    assert store.manifest["edge_schema"] == [{"name": "weight", "type": "int64"}]
+    assert [(f["name"], f["type"]) for f in store.manifest["edge_schema"]] == [("weight", "int64")]
     assert any(w == 0 for _, _, w in G.edges(data="weight"))
     _assert_distances(got, nx.single_source_dijkstra_path_length(G, "v0", weight=weight), G)
 
