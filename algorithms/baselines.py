@@ -48,20 +48,27 @@ def _directed_edges(edges: DataFrame, directed: bool, reverse: bool = False,
 
 @contextmanager
 def _aqe_disabled(spark):
-    """Adaptive execution off for the block: under it GraphFrames 0.8 has returned
-    wrong components and BFS results (graphframes/graphframes#428, #453). Spark has no
-    per-query setting, so this is the session's conf for the baseline's duration, then
-    exactly what the user had."""
-    key = "spark.sql.adaptive.enabled"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, "false")
+    """GraphFrames' settings for the block, then exactly what the user had: adaptive
+    execution off (under it GraphFrames 0.8 has returned wrong components and BFS
+    results, graphframes/graphframes#428, #453), and, where the user left Spark's
+    default of 200 shuffle partitions, two per core (what AQE would otherwise have
+    coalesced them to; 200 tiny tasks per join would make the baseline unfairly slow).
+    Spark has no per-query setting, so these are the session's conf for the baseline's
+    duration."""
+    settings = {"spark.sql.adaptive.enabled": "false"}
+    if spark.conf.get("spark.sql.shuffle.partitions") == "200":
+        settings["spark.sql.shuffle.partitions"] = str(2 * spark.sparkContext.defaultParallelism)
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def _check_source(vertices: DataFrame, source) -> None:

@@ -423,6 +423,9 @@ class ResidentTransport:
         self._broadcast(("output", tables))
         pending = list(self.conns.values())
         while not self.job.done():
+            if not pending:                  # every task has finished its side: only Spark is left
+                self.job.finished.wait()
+                break
             for conn in wait(pending, timeout=0.2):
                 try:
                     kind, value = conn.recv()
