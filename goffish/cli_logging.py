@@ -61,9 +61,9 @@ def _process_properties_file() -> str:
 
 def jvm_running() -> bool:
     """True when this Python process already talks to a JVM (spark-submit started us, or a session exists)."""
-    from pyspark import SparkContext
+    from gofs.spark_compat import jvm_started
 
-    return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+    return jvm_started() or "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def quiet_conf(conf: dict) -> dict:

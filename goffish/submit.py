@@ -30,9 +30,11 @@ def _archives_shipped() -> bool:
     """Does the submitted conf ship archives to the executors (read from spark-submit's JVM)?"""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return False
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf
 
-    SparkContext._ensure_initialized()
+    from gofs.spark_compat import connect_to_submitted_jvm
+
+    connect_to_submitted_jvm()
     conf = SparkConf()
     return any(conf.get(key, "") for key in _ARCHIVE_CONFS)
 

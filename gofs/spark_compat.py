@@ -58,3 +58,19 @@ def persistent_rdd_ids(spark) -> set[int]:
     """Ids of the RDDs holding cached blocks, local checkpoints included (leak tests: a run
     must leave no id that was not there before it)."""
     return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
+
+
+def jvm_started() -> bool:
+    """Whether this Python process already has a Spark JVM (a session, or spark-submit's)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
+def jvm_has_class(spark, name: str) -> bool:
+    """Whether a JVM class (a connector, say) is on the driver's classpath."""
+    try:
+        spark._jvm.java.lang.Class.forName(name)
+        return True
+    except Exception:
+        return False

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from gofs.errors import InputError
+from gofs.spark_compat import jvm_has_class
 
 
 def update_schema(id_type: str) -> str:
@@ -46,12 +47,10 @@ def kafka_source(spark, servers: str, topic: str, id_type: str, starting_offsets
     """Updates as JSON messages on a Kafka topic; needs the spark-sql-kafka connector on the classpath."""
     from pyspark.sql import functions as F
 
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
-    except Exception:  # noqa: BLE001 - py4j wraps the ClassNotFoundException
+    if not jvm_has_class(spark, "org.apache.spark.sql.kafka010.KafkaSourceProvider"):
         raise InputError("Kafka source: the spark-sql-kafka-0-10 connector is not on Spark's classpath; start "
                          "Spark with spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.12:"
-                         f"{spark.version}") from None
+                         f"{spark.version}")
     raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
            .option("subscribe", topic).option("startingOffsets", starting_offsets).load())
     return raw.select(F.from_json(F.col("value").cast("string"), update_schema(id_type)).alias("u")).select("u.*")

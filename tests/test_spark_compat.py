@@ -24,7 +24,7 @@ def test_pyspark_version_is_one_the_shims_were_tested_on():
 
 def test_no_module_but_spark_compat_touches_spark_internals():
     offenders = []
-    for package in ("gofs", "goffish", "algorithms"):
+    for package in ("gofs", "gopher", "algorithms", "hatrick", "goffish"):
         for path in sorted((ROOT / package).rglob("*.py")):
             if path.name == "spark_compat.py":
                 continue
