@@ -34,7 +34,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +58,7 @@ class RunResult:
     dataframe: object
     metrics: RunMetrics
     aggregated: dict
-    _cached: object = field(default=None, repr=False)
+    _cached = None              # the cached frame behind ``dataframe`` (set by the engine, not a field)
 
     def unpersist(self) -> None:
         """Free the cached result rows (the DataFrame cannot be read afterwards)."""
@@ -387,4 +387,6 @@ def run_program(store, program, max_supersteps: int = 1000, spark=None, transpor
         store, program, [lane], [Table("output", dict(program.output_schema), False)],
         max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
         checkpoint_seconds=checkpoint_seconds, progress=progress, tasks=tasks)
-    return RunResult(frames[0], metrics, lane.final.get(None, lane.aggregated), cached)
+    result = RunResult(frames[0], metrics, lane.final.get(None, lane.aggregated))
+    result._cached = cached
+    return result

@@ -139,11 +139,11 @@ class JobTransport:
                     worker.import_partition(p, blob)
                     yield from worker.output(tables, schema)
 
-        cached = frame.mapInArrow(run, spark_schema(schema)).persist()
+        self.cached = frame.mapInArrow(run, spark_schema(schema)).persist()
         try:
-            cached.count()
+            self.cached.count()
         except Exception as exc:
-            cached.unpersist()
+            self.cached.unpersist()
+            self.cached = None
             _reraise(exc)
-        self.cached = cached
-        return cached
+        return self.cached

@@ -13,7 +13,8 @@ gang-scheduled barrier stage of T tasks (``mapInArrow(..., barrier=True)``):
    :mod:`gopher.codec`), receives one from each, and answers the driver with
    its summary;
 3. at the end the tasks yield the per-vertex results as Arrow batches: the
-   stage's output *is* the result DataFrame, cached, with no row-by-row Python.
+   stage's output *is* the result DataFrame, cached (behind one shuffle, so
+   that ``show()`` and ``take()`` work on it), with no row-by-row Python.
 
 Sockets are ``multiprocessing.connection`` with the run's HMAC key (connections
 without it are refused) and a frame-size limit. Faults: a task that dies ends
@@ -203,18 +204,24 @@ class _TaskSide:
 # ------------------------------------------------------------------------------ the driver side
 
 class _Job:
-    """The barrier stage's Spark job, running in a thread of its own (its own job group)."""
+    """The barrier stage's Spark job, running in a thread of its own (its own job group).
+
+    The job caches the stage's output behind a shuffle: Spark refuses jobs over some
+    of a barrier RDD's partitions (``show()``, ``take()``) anywhere downstream of it
+    without a shuffle in between, and marks an RDD barrier for good once asked."""
 
     def __init__(self, spark, frame, group: str, description: str):
         from pyspark import InheritableThread
 
         self.error: BaseException | None = None
+        self.result = None
         self.finished = threading.Event()
 
         def run():
             try:
                 spark.sparkContext.setJobGroup(group, description, interruptOnCancel=True)
                 frame.count()
+                self.result = frame
             except BaseException as exc:       # handed to the driver loop
                 self.error = exc
             finally:
@@ -318,9 +325,11 @@ class ResidentTransport:
         self.launch += 1
         fn = task_function(self.spec, self.address, self.key, self.launch, self.schema, self.run_dir,
                            self.options.max_frame_bytes)
-        frame = self.spark.range(0, self.spec.tasks, 1, self.spec.tasks).mapInArrow(
+        stage = self.spark.range(0, self.spec.tasks, 1, self.spec.tasks).mapInArrow(
             fn, spark_schema(self.schema), barrier=True)
-        self.frame = frame.persist()
+        if self.frame is not None:
+            self.frame.unpersist()
+        self.frame = stage.repartition(self.spec.tasks).persist()
         self.job = _Job(self.spark, self.frame, self.group,
                         f"gopher: {type(self.spec.program).__name__} on {self.spec.store.path}")
         self._rendezvous(resume)
@@ -359,7 +368,6 @@ class ResidentTransport:
             self.spark.sparkContext.cancelJobGroup(self.group)
             self.job.finished.wait()
         self._drop_connections()
-        self.frame.unpersist()
         self._launch(resume)
 
     # the protocol ------------------------------------------------------------------------
@@ -435,8 +443,8 @@ class ResidentTransport:
                 _raise_reported(kind, value)
         if self.job.error is not None:
             self._raise_job_error("while writing its results")
-        self.cached = self.frame
-        return self.frame
+        self.cached = self.job.result
+        return self.cached
 
     def _raise_job_error(self, when: str):
         self.job.finished.wait()

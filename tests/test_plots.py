@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import goffish
+from gofs import layout
 from goffish.cli import main
 from goffish.generators import road_network
 from goffish.plots import bench_figure, plot_graph
@@ -37,10 +38,10 @@ def _axis(figure, title_start):
     return next(a for a in figure.axes if a.get_title().startswith(title_start))
 
 
-def _subgraph_of_vertex(path: Path) -> dict:
+def _subgraph_of_vertex(g) -> dict:
     """Original vertex id -> sub-graph, straight from the template's vertex files."""
-    table = pa.concat_tables([pq.read_table(f, columns=["id", "sg"])
-                              for f in sorted((path / "template" / "vertices").glob("part-*.parquet"))])
+    table = pa.concat_tables([pq.read_table(layout.template_vertices(g.root, p), columns=["id", "sg"])
+                              for p in range(g.num_partitions)])
     return dict(zip(table.column("id").to_pylist(), table.column("sg").to_pylist()))
 
 
@@ -59,7 +60,7 @@ def test_info_plot_draws_the_partitioning(road, tmp_path, capsys):
     assert [p.get_height() for p in _axis(figure, "cut edges").patches] == [p["cut_edges"] for p in m["partitions"]]
 
     # sub-graph sizes and meta-graph degrees against the template's vertex -> sub-graph map and NetworkX
-    sg = _subgraph_of_vertex(path)
+    sg = _subgraph_of_vertex(g)
     sizes = Counter(Counter(sg.values()).values())
     drawn = _axis(figure, "sub-graph sizes").lines[0].get_xydata()
     assert {int(x): int(y) for x, y in drawn} == dict(sizes)
