@@ -14,7 +14,7 @@ import pyarrow as pa
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
 from gofs.ingest import _write
-from gofs.instances import _check_schema, _entry, _migrate_format1, after_commit
+from gofs.instances import _check_schema, _entry, after_commit, open_for_append
 from gofs.spark_compat import arrow_schema, spark_schema
 
 _P, _VID = "_gofs_partition", "_gofs_vid"      # key columns, named apart from any user column
@@ -45,12 +45,7 @@ def append_vertex_frame(path: str, frame, start: float, end: float | None = None
     types = arrow_schema(values.schema)
     spark = spark or frame.sparkSession
     fs, root = layout.filesystem(path)
-    with manifest_io.writer_lock(fs, root) as locked:
-        snapshot = manifest_io.read(fs, root)
-        if snapshot.head < 0:
-            snapshot = _migrate_format1(fs, root, snapshot)
-        if locked:
-            housekeeping.clean(fs, root, snapshot)
+    with open_for_append(fs, root) as (snapshot, locked):
         manifest = snapshot.manifest
         where = f"instance (start={start})"
         start, end = _time_range(start, end, manifest, where)

@@ -7,6 +7,7 @@ call are validated first, written, and only then committed by one log entry
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 
@@ -135,12 +136,7 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
     fs, root = layout.filesystem(path)
     if not instances:
         return []
-    with manifest_io.writer_lock(fs, root) as locked:
-        snapshot = manifest_io.read(fs, root)
-        if snapshot.head < 0:
-            snapshot = _migrate_format1(fs, root, snapshot)
-        if locked:
-            housekeeping.clean(fs, root, snapshot)
+    with open_for_append(fs, root) as (snapshot, locked):
         data = layout.version_root(root, snapshot.version)
         prepared, schema = _prepare(fs, data, snapshot, instances,
                                     housekeeping.next_instance_id(fs, data, snapshot))
@@ -169,6 +165,19 @@ def after_commit(fs, root: str, locked: bool) -> None:
     snapshot = manifest_io.compact_if_due(fs, root, manifest_io.read(fs, root))
     if locked:
         housekeeping.clean(fs, root, snapshot)
+
+
+@contextlib.contextmanager
+def open_for_append(fs, root: str):
+    """(latest snapshot, whether the writer lock is held) for one writer: the lock taken
+    where the filesystem has one, a format-1 graph migrated, killed writers' leftovers cleaned."""
+    with manifest_io.writer_lock(fs, root) as locked:
+        snapshot = manifest_io.read(fs, root)
+        if snapshot.head < 0:
+            snapshot = _migrate_format1(fs, root, snapshot)
+        if locked:
+            housekeeping.clean(fs, root, snapshot)
+        yield snapshot, locked
 
 
 def _migrate_format1(fs, root: str, snapshot):

@@ -402,13 +402,7 @@ class ResidentTransport:
         deadline = time.monotonic() + 0.5
         alive = list(pending)
         while alive and time.monotonic() < deadline:
-            for conn in wait(alive, timeout=0.1):
-                try:
-                    kind, value = conn.recv()
-                except (EOFError, OSError):
-                    alive.remove(conn)
-                    continue
-                _raise_reported(kind, value)
+            alive = _drain(alive, 0.1)
         return None
 
     def superstep(self, step: int, plan: dict, checkpoint: int | None) -> list | None:
@@ -434,13 +428,7 @@ class ResidentTransport:
             if not pending:                  # every task has finished its side: only Spark is left
                 self.job.finished.wait()
                 break
-            for conn in wait(pending, timeout=0.2):
-                try:
-                    kind, value = conn.recv()
-                except (EOFError, OSError):
-                    pending.remove(conn)
-                    continue
-                _raise_reported(kind, value)
+            pending = _drain(pending, 0.2)
         if self.job.error is not None:
             self._raise_job_error("while writing its results")
         self.cached = self.job.result
@@ -454,6 +442,20 @@ class ResidentTransport:
 
 class GopherTaskError(RuntimeError):
     """A run's task failed outside the program's own code (the task's traceback is in the message)."""
+
+
+def _drain(conns: list, timeout: float) -> list:
+    """Read what the connections say within ``timeout``: a reported error is raised, ended
+    connections are dropped; returns those still open."""
+    alive = list(conns)
+    for conn in wait(alive, timeout=timeout):
+        try:
+            kind, value = conn.recv()
+        except (EOFError, OSError):
+            alive.remove(conn)
+            continue
+        _raise_reported(kind, value)
+    return alive
 
 
 def _raise_reported(kind: str, value) -> None:
