@@ -6,6 +6,11 @@ smallest vertex id and adopts the smallest label it hears, telling its
 neighbours when it changes. Supersteps are bounded by the meta-graph's
 diameter + 2, not the graph's (Simmhan et al., "GoFFish: A Sub-Graph Centric
 Framework for Large-Scale Graph Analytics", Euro-Par 2014).
+
+On an instance whose topology changes removed edges, a sub-graph may fall into
+several pieces (:meth:`gopher.subgraph.Subgraph.pieces`): such a sub-graph keeps
+a label per piece and tells each neighbouring vertex its piece's label (vertex
+messages, min-combined); whole sub-graphs keep sending one label per neighbour.
 """
 from __future__ import annotations
 
@@ -15,24 +20,74 @@ import pyarrow as pa
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
+NO_LABEL = np.iinfo(np.int64).max
+
 
 class ConnectedComponents(SubgraphProgram):
     output_schema = {"component": pa.int64()}
+    message_dtype = "int64"
+    combiner = "min"
 
     def compute(self, subgraph, messages, ctx):
         state = subgraph.state
+        count, piece = subgraph.pieces()
         if ctx.superstep == 0:
-            state["label"] = subgraph.first_vertex_id
-            ctx.send_to_neighbors(state["label"])
-        elif messages.payloads:
-            best = min(messages.payloads)
-            if best < state["label"]:
-                state["label"] = best
-                ctx.send_to_neighbors(best)
+            if piece is None:
+                labels = np.array([subgraph.first_vertex_id], dtype=np.int64)
+            else:
+                labels = subgraph.first_vertex_id + np.unique(piece, return_index=True)[1]
+            changed = np.ones(count, dtype=bool)
+        else:
+            labels = state["labels"]
+            heard = self._heard(subgraph, messages, count, piece)
+            changed = heard < labels
+            labels = np.minimum(labels, heard)
+        state["labels"] = labels
+        if changed.any():
+            self._tell(subgraph, ctx, labels, changed, piece)
         ctx.vote_to_halt()
 
+    @staticmethod
+    def _heard(subgraph, messages, count: int, piece) -> np.ndarray:
+        """The smallest label each piece heard: sub-graph messages reach the pieces with an edge to the sender."""
+        heard = np.full(count, NO_LABEL, dtype=np.int64)
+        if len(messages.vertices):
+            np.minimum.at(heard, np.zeros(len(messages.vertices), np.int64) if piece is None else piece[messages.vertices],
+                          messages.values)
+        if messages.payloads:
+            if piece is None:
+                heard[0] = min(heard[0], min(messages.payloads))
+            else:
+                keys, best = _smallest_per_key(np.asarray(messages.senders, dtype=np.int64),
+                                               np.asarray(messages.payloads, dtype=np.int64))
+                remote = subgraph.remote_edges
+                at = np.minimum(np.searchsorted(keys, remote.dst_subgraph), len(keys) - 1)
+                hit = keys[at] == remote.dst_subgraph
+                np.minimum.at(heard, piece[remote.src[hit]], best[at[hit]])
+        return heard
+
+    @staticmethod
+    def _tell(subgraph, ctx, labels, changed, piece) -> None:
+        if piece is None:
+            ctx.send_to_neighbors(int(labels[0]))
+            return
+        remote = subgraph.remote_edges
+        rows = changed[piece[remote.src]]
+        ctx.send_to_vertices(remote.dst[rows], labels[piece[remote.src[rows]]])
+
     def output(self, subgraph):
-        return {"component": np.full(subgraph.num_vertices, subgraph.state["label"], dtype=np.int64)}
+        labels = subgraph.state["labels"]
+        _, piece = subgraph.pieces()
+        if piece is None:
+            return {"component": np.full(subgraph.num_vertices, labels[0], dtype=np.int64)}
+        return {"component": labels[piece]}
+
+
+def _smallest_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((values, keys))
+    keys, values = keys[order], values[order]
+    first = np.r_[True, keys[1:] != keys[:-1]]
+    return keys[first], values[first]
 
 
 def connected_components(store, **engine_options) -> RunResult:

@@ -459,6 +459,8 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     >>> result.dataframe.groupBy("community").count().show()
     """
     per_level = _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges)
+    if engine_options.get("instance") is not None:
+        raise InputError("louvain runs on the template topology; instances are not supported yet")
     spark = store.spark
     seconds = {}
     clock = time.perf_counter()

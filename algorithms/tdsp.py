@@ -69,8 +69,13 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
     output_schema = {"arrival": pa.float64()}
     wake_at_instance_start = False       # sub-graphs with work left wake themselves (forward messages)
 
-    def __init__(self, source_vid: int, departure: float, travel_time: str = "travel_time"):
+    def __init__(self, source_vid: int, departure: float, travel_time: str = "travel_time",
+                 topology_changes: bool = False):
         self.source_vid = int(source_vid)
+        # an edge that appears in a later instance can extend a path from any vertex reached
+        # so far: then every instance is visited and every sub-graph looks again at its start
+        self.wake_at_instance_start = topology_changes
+        self.stop_when_quiet = not topology_changes
         self.departure = float(departure)
         self.travel_time = travel_time
         self.instance_edge_attributes = (travel_time,)
@@ -79,11 +84,16 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         state = subgraph.state
         n = subgraph.num_vertices
         if "arrival" not in state:
-            state.update(arrival=np.full(n, np.inf), sent=np.full(len(subgraph.remote_edges), np.inf),
-                         known=np.full(len(subgraph.remote_edges), np.inf))
+            remote = subgraph.remote_edges
+            state.update(arrival=np.full(n, np.inf), sent=np.full(len(remote), np.inf),
+                         known=np.full(len(remote), np.inf), edges=(remote.src, remote.dst),
+                         instance=ctx.instance["id"])
             local = self.source_vid - subgraph.first_vertex_id
             if 0 <= local < n:
                 state["arrival"][local] = self.departure
+        elif state["instance"] != ctx.instance["id"]:
+            self._align(subgraph)
+            state["instance"] = ctx.instance["id"]
         start, end = ctx.instance["start"], ctx.instance["end"]
         arrival = state["arrival"]
         improved = self._receive(subgraph, messages.payloads)
@@ -107,6 +117,23 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         if self._pending(subgraph, adjacency, rows, arrival, end):
             ctx.send_forward_to_subgraph(subgraph.id, None)
         ctx.vote_to_halt()
+
+    @staticmethod
+    def _align(subgraph) -> None:
+        """Carry the per-remote-edge state (``sent``, ``known``) over to this instance's remote
+        edges, which differ from the last instance's where topology changed: matched by
+        (local end, remote end); a new edge starts knowing nothing."""
+        state, remote = subgraph.state, subgraph.remote_edges
+        src, dst = state["edges"]
+        if np.array_equal(src, remote.src) and np.array_equal(dst, remote.dst):
+            return
+        before, now = pair_codes(src, dst, remote.src, remote.dst)
+        size = int(max(before.max(initial=-1), now.max(initial=-1))) + 1
+        for name in ("sent", "known"):
+            best = np.full(size, np.inf)
+            np.minimum.at(best, before, state[name])
+            state[name] = best[now]
+        state["edges"] = (remote.src, remote.dst)
 
     def _check(self, subgraph, adjacency, instance) -> None:
         remote = subgraph.remote_edges.attribute(self.travel_time)
@@ -209,5 +236,6 @@ def tdsp(store, source, departure: float, travel_time: str = "travel_time", inst
     lacking = [i["id"] for i in selected if travel_time not in i["edge_attributes"]]
     if lacking:
         raise InputError(f"{store.path}: instance {lacking[0]} has no '{travel_time}' values")
-    program = TimeDependentShortestPaths(store.vid_of(source), departure, travel_time)
+    program = TimeDependentShortestPaths(store.vid_of(source), departure, travel_time,
+                                         topology_changes=any(i.get("topology") for i in selected))
     return run_sequential(store, program, instances=[i["id"] for i in selected], **engine_options)

@@ -121,6 +121,10 @@ def cmd_run(args) -> int:
     spark = _spark(args)
     g = goffish.open(args.graph, spark=spark)
     options = {"progress": not args.quiet}
+    if args.instance is not None:
+        if args.algorithm in TIMESERIES_ALGORITHMS:
+            raise SystemExit(f"goffish run {args.algorithm}: --instance is for single runs; use --instances")
+        options["instance"] = args.instance
     if args.algorithm in TIMESERIES_ALGORITHMS:
         return _run_timeseries(g, args, options)
     if args.algorithm == "betweenness":
@@ -352,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no superstep progress lines")
+    p.add_argument("--instance", type=int, help="cc/sssp/pagerank: run on this instance's topology and values")
     p.add_argument("--instances", help="tdsp/memes/hashtags: comma-separated instance ids (default: all)")
     p.add_argument("--time", help="tdsp/memes/hashtags: instances covering TIME or overlapping START,END")
     p.add_argument("--departure", type=float, help="tdsp: departure time at --source")

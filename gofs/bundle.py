@@ -4,6 +4,13 @@ A bundle holds one partition's vertices, its local edges (both endpoints in the
 partition) sorted by source, and its remote edge rows (outgoing and, as mirror
 rows, incoming) sorted by the local endpoint. Sub-graphs are contiguous blocks
 of local vertex indices, so a sub-graph's edges are contiguous ranges too.
+
+An instance with topology changes gets its own bundle (:func:`instance_bundle`):
+the same vertices and sub-graphs, the template's edges minus the removed ones
+plus the added ones. Sub-graphs keep their template ids, so state carried from
+instance to instance stays with its vertices; an added edge between two
+sub-graphs is a remote edge (even inside one partition), and removed edges may
+split a sub-graph into several weakly connected pieces (``piece``).
 """
 from __future__ import annotations
 
@@ -12,6 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from gofs import files, layout
 
@@ -37,6 +46,13 @@ class PartitionBundle:
     remote_bounds: np.ndarray
     vertex_attributes: dict = field(default_factory=dict)
     edge_attributes: dict = field(default_factory=dict)   # name -> (local values, remote values)
+    # instance topology only: row of each edge in the instance's added edges (-1: a template row),
+    # the added edges' attribute columns, and each vertex's piece within its sub-graph
+    local_added: np.ndarray | None = None
+    remote_added: np.ndarray | None = None
+    added_attributes: pa.Table | None = None
+    piece: np.ndarray | None = None
+    piece_counts: np.ndarray | None = None
 
     @property
     def num_vertices(self) -> int:
@@ -102,9 +118,118 @@ def load_instance_attributes(store, bundle: PartitionBundle, instance: dict,
     if have_e:
         t = files.read_columns(store.fs, layout.instance_edges(store.root, instance["id"], p), have_e)
         for a in have_e:
-            values = _null_to_nan(t.column(a))
-            edge[a] = (values[bundle.local_rows], values[bundle.remote_rows])
+            edge[a] = _edge_values(bundle, _null_to_nan(t.column(a)), a)
     return vertex, edge
+
+
+def _edge_values(bundle: PartitionBundle, template_values: np.ndarray, name: str) -> tuple:
+    """(local, remote) values of one edge attribute: template rows from ``template_values``,
+    added edges (instance topology) from the added edges' own column, missing (NaN/None) without one."""
+    if bundle.local_added is None:
+        return template_values[bundle.local_rows], template_values[bundle.remote_rows]
+    added = bundle.added_attributes
+    if name in added.column_names:
+        column = _null_to_nan(added.column(name))
+    else:
+        column = np.full(added.num_rows, np.nan if template_values.dtype.kind in "iuf" else None)
+    numeric = template_values.dtype.kind in "iuf" and column.dtype.kind in "iuf"
+    dtype = np.result_type(template_values, column) if numeric else object
+    out = []
+    for rows, extra in ((bundle.local_rows, bundle.local_added), (bundle.remote_rows, bundle.remote_added)):
+        values = np.empty(len(rows), dtype)
+        kept = rows >= 0
+        values[kept] = template_values[rows[kept]]
+        values[~kept] = column[extra[~kept]]
+        out.append(values)
+    return tuple(out)
+
+
+def instance_bundle(store, bundle: PartitionBundle, instance: dict) -> PartitionBundle:
+    """``bundle`` (the template's partition) as it is in ``instance``: removed edges dropped,
+    added edges placed as local or remote rows, sub-graph pieces found. Reads the instance's
+    topology file, this partition's template edge ids and the sub-graph table (for the
+    sub-graph of a remote endpoint), never another partition's files."""
+    changes = files.read_columns(store.fs, layout.instance_topology(store.root, instance["id"]), None)
+    p, off, n = bundle.partition, bundle.vid_offset, bundle.num_vertices
+    removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid").to_numpy()
+    eid = _column(files.read_columns(store.fs, layout.template_edges(store.root, p), ["eid"]), "eid")
+    keep_local = ~np.isin(eid[bundle.local_rows], removed)
+    keep_remote = ~np.isin(eid[bundle.remote_rows], removed)
+
+    added = changes.filter(pc.equal(changes.column("op"), "add"))
+    add_src = _column(added, "add_src").astype(np.int64) if added.num_rows else np.empty(0, np.int64)
+    add_dst = _column(added, "add_dst").astype(np.int64) if added.num_rows else np.empty(0, np.int64)
+    vertex_offsets = np.array([q["vertex_offset"] for q in store.partitions] + [store.num_vertices])
+    sg_starts = _subgraph_starts(store)
+    src_here = (add_src >= off) & (add_src < off + n)
+    dst_here = (add_dst >= off) & (add_dst < off + n)
+    inside = src_here & dst_here & (_block_of(sg_starts, add_src) == _block_of(sg_starts, add_dst))
+    out_rows = np.flatnonzero(src_here & ~inside)
+    in_rows = np.flatnonzero(dst_here & ~inside)
+    loc_rows = np.flatnonzero(inside)
+
+    def none(count):
+        return np.full(count, -1, np.int64)
+
+    local_src = np.concatenate([bundle.local_src[keep_local], add_src[loc_rows] - off])
+    local_dst = np.concatenate([bundle.local_dst[keep_local], add_dst[loc_rows] - off])
+    local_rows = np.concatenate([bundle.local_rows[keep_local], none(len(loc_rows))])
+    local_added = np.concatenate([none(int(keep_local.sum())), loc_rows])
+    remote_src = np.concatenate([bundle.remote_src[keep_remote], add_src[out_rows] - off, add_dst[in_rows] - off])
+    remote_dst = np.concatenate([bundle.remote_dst[keep_remote], add_dst[out_rows], add_src[in_rows]])
+    remote_incoming = np.concatenate([bundle.remote_incoming[keep_remote], np.zeros(len(out_rows), bool),
+                                      np.ones(len(in_rows), bool)])
+    remote_rows = np.concatenate([bundle.remote_rows[keep_remote], none(len(out_rows) + len(in_rows))])
+    remote_added = np.concatenate([none(int(keep_remote.sum())), out_rows, in_rows])
+    local = np.argsort(local_src, kind="stable")
+    remote = np.argsort(remote_src, kind="stable")
+    local_src, remote_src = local_src[local], remote_src[remote]
+    out = PartitionBundle(
+        partition=p, directed=bundle.directed, vid_offset=off, ids=bundle.ids, sg_offset=bundle.sg_offset,
+        sg_starts=bundle.sg_starts, local_src=local_src, local_dst=local_dst[local], local_rows=local_rows[local],
+        local_bounds=np.searchsorted(local_src, bundle.sg_starts),
+        remote_src=remote_src, remote_dst=remote_dst[remote], remote_dst_sg=_block_of(sg_starts, remote_dst[remote]),
+        remote_dst_part=_block_of(vertex_offsets, remote_dst[remote]), remote_incoming=remote_incoming[remote],
+        remote_rows=remote_rows[remote], remote_bounds=np.searchsorted(remote_src, bundle.sg_starts),
+        vertex_attributes=bundle.vertex_attributes, local_added=local_added[local],
+        remote_added=remote_added[remote], added_attributes=added.drop_columns(
+            [c for c in ("op", "eid", "add_src", "add_dst") if c in added.column_names]))
+    for name in bundle.edge_attributes:
+        template = np.empty(len(eid), dtype=bundle.edge_attributes[name][0].dtype)
+        template[bundle.local_rows] = bundle.edge_attributes[name][0]
+        template[bundle.remote_rows] = bundle.edge_attributes[name][1]
+        out.edge_attributes[name] = _edge_values(out, template, name)
+    out.piece, out.piece_counts = _pieces(out)
+    return out
+
+
+def _block_of(starts: np.ndarray, vids: np.ndarray) -> np.ndarray:
+    """The block (partition or sub-graph) each vid lies in, given every block's first vid."""
+    return np.searchsorted(starts, vids, side="right") - 1
+
+
+def _subgraph_starts(store) -> np.ndarray:
+    """First global vid of every sub-graph (vertices are numbered sub-graph-major)."""
+    sizes = _column(files.read_columns(store.fs, layout.join(store.root, "template", "subgraphs.parquet"),
+                                       ["num_vertices"]), "num_vertices")
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+
+def _pieces(bundle: PartitionBundle) -> tuple[np.ndarray, np.ndarray]:
+    """Each vertex's weakly connected piece within its sub-graph (numbered by first vertex),
+    and the number of pieces per sub-graph."""
+    n = bundle.num_vertices
+    graph = sp.coo_matrix((np.ones(len(bundle.local_src), np.int8), (bundle.local_src, bundle.local_dst)),
+                          shape=(n, n)).tocsr()
+    _, labels = connected_components(graph, directed=True, connection="weak")
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    piece = rank[inverse]                                    # global piece number, in vertex order
+    first_piece = np.searchsorted(np.sort(first), bundle.sg_starts)
+    counts = np.diff(first_piece)
+    sg = np.repeat(np.arange(bundle.num_subgraphs), np.diff(bundle.sg_starts))
+    return (piece - first_piece[:-1][sg]).astype(np.int64), counts.astype(np.int64)
 
 
 def _null_to_nan(column):

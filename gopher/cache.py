@@ -13,6 +13,7 @@ fails at once instead of corrupting every later run.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 
 import numpy as np
@@ -32,7 +33,9 @@ def nbytes(value) -> int:
         return sum(nbytes(v) for v in value.values()) + 64 * len(value)
     if isinstance(value, (list, tuple)):
         return sum(nbytes(v) for v in value) + 8 * len(value)
-    return 64
+    if dataclasses.is_dataclass(value):
+        return nbytes(vars(value))
+    return int(getattr(value, "nbytes", 64))         # pyarrow tables and arrays
 
 
 def freeze(value):
@@ -45,6 +48,8 @@ def freeze(value):
     elif isinstance(value, (list, tuple)):
         for v in value:
             freeze(v)
+    elif dataclasses.is_dataclass(value):
+        freeze(vars(value))
     return value
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from gofs.errors import InputError
 from gopher import aggregators as agg
 from gopher.cache import DEFAULT_BUDGET
 from gopher.context import MasterContext
@@ -372,8 +373,11 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
 
 def run_program(store, program, max_supersteps: int = 1000, spark=None, transport: str | None = None,
                 checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
-                progress: bool | None = None, tasks: int | None = None) -> RunResult:
+                progress: bool | None = None, tasks: int | None = None, instance: int | None = None) -> RunResult:
     """Run a sub-graph program on a stored graph and return per-vertex results and metrics.
+
+    ``instance``: run on that instance (its id) instead of the template: the program
+    sees the instance's topology (edges added and removed) and its attribute values.
 
     ``transport``: "resident" (one barrier stage), "jobs" (a Spark job per
     superstep) or None (``spark.goffish.transport``, default: resident where
@@ -382,7 +386,10 @@ def run_program(store, program, max_supersteps: int = 1000, spark=None, transpor
     how many Spark tasks (cores) serve the run (default ``spark.goffish.tasks``, else one
     per slot, at most one per partition).
     """
-    lane = Lane(0, [None], 0, 1, False, {})
+    if instance is not None and not isinstance(instance, (int, np.integer)):
+        raise InputError(f"instance must be one instance id (an int), got {instance!r}")
+    selected = None if instance is None else store.select_instances(instance=instance)[0]
+    lane = Lane(0, [selected], 0, 1, False, {})
     frames, metrics, _, cached, _ = execute(
         store, program, [lane], [Table("output", dict(program.output_schema), False)],
         max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,

@@ -103,6 +103,17 @@ class Subgraph:
         return RemoteEdges(b.remote_src[r] - self._v0, b.remote_dst[r], b.remote_dst_sg[r],
                            b.remote_dst_part[r], b.remote_incoming[r], _RemoteAttributes(self, r))
 
+    def pieces(self) -> tuple[int, np.ndarray | None]:
+        """(count, piece of each local vertex) of the weakly connected pieces of the local edges.
+
+        A template sub-graph is one piece by construction (the piece array is None). In an
+        instance whose topology changes removed edges, a sub-graph keeps its vertices and id
+        but may fall into several pieces, numbered 0.. in order of their first vertex."""
+        b = self._bundle
+        if b.piece is None or b.piece_counts[self._k] == 1:
+            return 1, None
+        return int(b.piece_counts[self._k]), b.piece[self._v0:self._v1]
+
     def neighbors(self, direction: str = "both") -> np.ndarray:
         """Ids of adjacent sub-graphs: "out", "in" or "both" (same for undirected graphs)."""
         remote = self.remote_edges

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from gofs import files
-from gofs.bundle import load_instance_attributes, load_partition
+from gofs.bundle import instance_bundle, load_instance_attributes, load_partition
 from gopher import aggregators as agg
 from gopher import codec
 from gopher.cache import freeze, process_cache
@@ -142,6 +142,10 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
     bundle_key = (*_graph_key(store), "bundle", p, tuple(program.vertex_attributes), tuple(program.edge_attributes))
     bundle = cache.get(bundle_key, lambda: freeze(load_partition(store, p, program.vertex_attributes,
                                                                  program.edge_attributes)))
+    if instance is not None and instance.get("topology"):
+        template = bundle
+        bundle_key = (*bundle_key, "topology", instance["id"])
+        bundle = cache.get(bundle_key, lambda: freeze(instance_bundle(store, template, instance)))
     vattrs, eattrs = tuple(program.instance_vertex_attributes), tuple(program.instance_edge_attributes)
     program_class = (type(program).__module__, type(program).__qualname__)
     view_key = (*bundle_key, "view", None if instance is None else instance["id"], vattrs, eattrs, program_class)
