@@ -52,8 +52,8 @@ class ConnectedComponents(SubgraphProgram):
         """The smallest label each piece heard: sub-graph messages reach the pieces with an edge to the sender."""
         heard = np.full(count, NO_LABEL, dtype=np.int64)
         if len(messages.vertices):
-            np.minimum.at(heard, np.zeros(len(messages.vertices), np.int64) if piece is None else piece[messages.vertices],
-                          messages.values)
+            at = np.zeros(len(messages.vertices), np.int64) if piece is None else piece[messages.vertices]
+            np.minimum.at(heard, at, messages.values)
         if messages.payloads:
             if piece is None:
                 heard[0] = min(heard[0], min(messages.payloads))
@@ -84,6 +84,7 @@ class ConnectedComponents(SubgraphProgram):
 
 
 def _smallest_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique keys, the smallest value given with each)."""
     order = np.lexsort((values, keys))
     keys, values = keys[order], values[order]
     first = np.r_[True, keys[1:] != keys[:-1]]
