@@ -442,7 +442,8 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     refine : after the final level, move every vertex that has a cut edge once to its best
         neighbouring community, keeping the moves only if modularity rises (see the module
         docstring for what it buys; it costs a few Spark passes over the edges).
-    engine_options : passed to the Gopher engine (``progress``, ``checkpoint_interval``).
+    engine_options : passed to the Gopher engine (``progress``, ``checkpoint_interval``,
+        ``instance``: communities of that instance's topology, modularity on its edges).
 
     Returns
     -------
@@ -459,8 +460,6 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     >>> result.dataframe.groupBy("community").count().show()
     """
     per_level = _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges)
-    if engine_options.get("instance") is not None:
-        raise InputError("louvain runs on the template topology; instances are not supported yet")
     spark = store.spark
     seconds = {}
     clock = time.perf_counter()
@@ -469,7 +468,7 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
 
     clock = time.perf_counter()
     vertices = level1.dataframe.select("id", F.col("community").alias("c1"), F.col("partition").alias("part"))
-    raw = store.edges(attributes=[weight] if weight else [])
+    raw = store.edges(attributes=[weight] if weight else [], instance=engine_options.get("instance"))
     raw = raw.select("src", "dst", (F.col(weight).cast("double") if weight else F.lit(1.0)).alias("w"))
     if refine:      # read once for collapse and refinement; a checkpoint also lets Spark self-join it
         raw = raw.localCheckpoint(eager=True)

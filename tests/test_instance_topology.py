@@ -200,3 +200,16 @@ def test_goffish_run_on_an_instance(changed, tmp_path):
     table = pq.read_table(out)
     labels = dict(zip(table.column("id").to_pylist(), table.column("component").to_pylist()))
     assert graphs.as_partition(labels) == graphs.weak_components(H)
+
+
+def test_louvain_on_an_instance_scores_the_instance_edges(changed):
+    G, H, g, iid = changed
+    result = g.louvain(instance=iid, progress=False)
+    labels = graphs.column(result, "community")
+    U = nx.Graph(H)                                  # directed graphs count as undirected, weight 1
+    nx.set_edge_attributes(U, 1.0, "weight")
+    communities = [set(c) for c in graphs.as_partition(labels)]
+    assert result.modularity[-1] == pytest.approx(nx.community.modularity(U, communities, weight=None), abs=1e-9)
+    assert abs(result.modularity[-1] - nx.community.modularity(nx.Graph(G), communities, weight=None)) > 1e-6
+    assert result.modularity[-1] >= 0.95 * nx.community.modularity(
+        U, nx.community.louvain_communities(U, weight=None, seed=0), weight=None)
