@@ -47,7 +47,7 @@ from hatrick.updates import UpdateBatch, UpdateError, empty_rejected, kind_of_ty
 
 _CHECKPOINT = "hatrick-checkpoint.pkl"
 _LOG_PREFIX = "hatrick-batch-"
-_FORMAT = 1
+_FORMAT = 2      # 2: states carry free edge slots
 
 
 @dataclass
@@ -79,14 +79,21 @@ class RescaleReport:
     feasible: bool
 
 
+class _LogGap(InputError):
+    """The checkpoint's log does not continue its full state."""
+
+
 class Checkpoint:
     """Exactly-once state in ``directory``: a full state file plus a log of the batches applied since.
 
-    Each batch's de-duplicated updates and the resulting high-water marks go to one log file,
-    written to a temporary name, fsynced and renamed (atomic); every ``full_every`` batches the
-    whole state is written the same way and the log files it covers are removed. Loading replays
-    the logged batches on the full state; applying a batch is deterministic, so this rebuilds
-    exactly the state that was committed.
+    Every batch's de-duplicated updates and the resulting high-water marks go to one log file,
+    written to a temporary name, fsynced and renamed (atomic) before :meth:`save` returns, so a
+    committed batch survives a crash. Every ``full_every`` batches the whole state is written the
+    same way by a background thread (states are immutable, so the writer reads a stable one
+    while later batches go on); once it is in place, the log files it covers are removed. Loading
+    replays the logged batches on the newest full state; applying a batch is deterministic, so
+    this rebuilds exactly the state that was committed. The first commit writes the full state
+    synchronously: it is the base every log replays on.
     """
 
     def __init__(self, directory: str, full_every: int = 20):
@@ -95,6 +102,8 @@ class Checkpoint:
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, _CHECKPOINT)
         self._since_full = 0
+        self._writer: threading.Thread | None = None
+        self._failure: BaseException | None = None
 
     def _write(self, path: str, payload: dict) -> None:
         tmp = os.path.join(self.directory, f".tmp-{uuid.uuid4().hex[:12]}")
@@ -115,30 +124,69 @@ class Checkpoint:
         names = sorted(n for n in os.listdir(self.directory) if n.startswith(_LOG_PREFIX) and n.endswith(".pkl"))
         return [(int(n[len(_LOG_PREFIX):-4]), os.path.join(self.directory, n)) for n in names]
 
+    def _write_full(self, payload: dict) -> None:
+        self._write(self.path, payload)
+        for number, path in self._logged():
+            if number <= payload["state"].batch:
+                os.remove(path)
+
+    def _write_full_in_background(self, payload: dict) -> None:
+        try:
+            self._write_full(payload)
+        except BaseException as error:                 # reported by the next save()
+            self._failure = error
+
     def save(self, state: State, batch: UpdateBatch, hwm: dict, snapshots: list) -> None:
-        """Commit the batch that turned the previous state into ``state``."""
-        self._since_full += 1
-        if self._since_full >= self.full_every or not os.path.exists(self.path):
-            self._write(self.path, {"state": state, "hwm": hwm, "snapshots": snapshots})
-            for number, path in self._logged():
-                if number <= state.batch:
-                    os.remove(path)
+        """Commit the batch that turned the previous state into ``state`` (durable on return).
+
+        Raises the error of a failed background full-state write, if any (nothing is lost: the
+        log files it would have replaced stay until a later full write succeeds)."""
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise InputError(f"{self.path}: writing the full checkpoint failed: {failure!r}") from failure
+        payload = {"state": state, "hwm": dict(hwm), "snapshots": list(snapshots)}
+        if not os.path.exists(self.path):
+            self.wait()
+            self._write_full(payload)
             self._since_full = 0
-        else:
-            self._write(self._log(state.batch), {"batch": batch, "hwm": hwm, "snapshots": snapshots})
+            return
+        self._write(self._log(state.batch), {"batch": batch, "hwm": payload["hwm"], "snapshots": payload["snapshots"]})
+        self._since_full += 1
+        if self._since_full >= self.full_every and not (self._writer and self._writer.is_alive()):
+            self._since_full = 0
+            self._writer = threading.Thread(target=self._write_full_in_background, args=(payload,),
+                                            name="hatrick-checkpoint")
+            self._writer.start()
+
+    def wait(self) -> None:
+        """Wait for a full-state write in progress (it would also finish before the interpreter exits)."""
+        if self._writer is not None:
+            self._writer.join()
 
     def load(self) -> dict | None:
+        """The committed state, hwm and snapshots (None without a checkpoint). A full write that
+        lands while we read (from a writer still running in this process) removes the logs it
+        covers; then we read again from the new full state."""
         if not os.path.exists(self.path):
             return None
+        for attempt in range(3):
+            try:
+                return self._replay()
+            except (FileNotFoundError, _LogGap):
+                if attempt == 2:
+                    raise
+        return None
+
+    def _replay(self) -> dict:
         payload = self._read(self.path)
         for number, path in self._logged():
             if number <= payload["state"].batch:
                 continue
             if number != payload["state"].batch + 1:
-                raise InputError(f"{path}: checkpoint log skips from batch {payload['state'].batch} to {number}")
-            logged = self._read(path)
-            payload["state"], _ = apply_batch(payload["state"], logged["batch"])
-            payload["hwm"], payload["snapshots"] = logged["hwm"], logged["snapshots"]
+                raise _LogGap(f"{path}: checkpoint log skips from batch {payload['state'].batch} to {number}")
+            entry = self._read(path)
+            payload["state"], _ = apply_batch(payload["state"], entry["batch"])
+            payload["hwm"], payload["snapshots"] = entry["hwm"], entry["snapshots"]
         return payload
 
     @staticmethod
