@@ -330,7 +330,7 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
         return
     s = d.s
     keys = s.key(u[sel], v[sel])
-    order = np.lexsort((sel, keys))
+    order = np.argsort(keys, kind="stable")            # sel ascends: ties stay in apply order
     sel, keys = sel[order], keys[order]
     delta = np.where(op[sel] == ADD_EDGE, 1, np.where(op[sel] == REMOVE_EDGE, -1, 0)).astype(np.int64)
     start = np.r_[True, keys[1:] != keys[:-1]]
@@ -359,8 +359,10 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
     final = r[last]
     reset = (delta == -1) & valid & (r == 0)
     last_reset = np.full(len(uniq), -1)
-    groups, latest = _max_per_key(group[reset], np.flatnonzero(reset))
-    last_reset[groups] = latest
+    at = np.flatnonzero(reset)                          # ascending, and so are their groups
+    if len(at):
+        ends = np.r_[group[at][1:] != group[at][:-1], True]
+        last_reset[group[at][ends]] = at[ends]
     known = slot >= 0
     gone = known & (m0 > 0) & (final == 0)
     if gone.any():
@@ -381,7 +383,10 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
             d.own("e", name).present[slot[cleared]] = False
     touch = valid & (delta >= 0) & (slot[group] >= 0)
     if touch.any():
-        slots, latest = _max_per_key(slot[group[touch]], batch.time[rows[sel[touch]]])
+        at = np.flatnonzero(touch)                      # grouped by key already: max per run
+        starts = np.flatnonzero(np.r_[True, group[at][1:] != group[at][:-1]])
+        latest = np.maximum.reduceat(batch.time[rows[sel[at]]], starts)
+        slots = slot[group[at][starts]]
         d.touched[slots] = np.maximum(d.touched[slots], latest)
     appeared = have & (m0 == 0)
     if appeared.any():
@@ -512,6 +517,10 @@ def _update_components(d: _Draft) -> None:
     all components are recomputed in one scipy call on the live edges, which is cheaper than
     cutting the region out first."""
     comp = d.comp
+    if d.affected and _mostly_affected(d):
+        comp[:] = _smallest_member(_index_components(d.keys, len(comp)))
+        comp[~d.alive] = -1
+        return
     remap = None
     if d.added_pairs:
         u = np.concatenate([p[0] for p in d.added_pairs])
@@ -552,6 +561,15 @@ def _weak_components(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Weakly connected component number of each of ``n`` vertices joined by edges ``u -> v``."""
     graph = sp.csr_matrix((np.ones(len(u)), (u, v)), shape=(n, n))
     return connected_components(graph, directed=True, connection="weak")[1]
+
+
+def _mostly_affected(d: _Draft) -> bool:
+    """Whether the components touched by removals (before this batch's merges, so at most the
+    region after them) already hold more than half of the vertices."""
+    marked = np.zeros(len(d.comp) + 1, bool)
+    labels = np.concatenate(d.affected)
+    marked[labels[labels >= 0]] = True
+    return 2 * int(marked[d.comp].sum()) > len(d.comp)
 
 
 def _index_components(keys: np.ndarray, n: int) -> np.ndarray:

@@ -79,6 +79,27 @@ class RescaleReport:
     feasible: bool
 
 
+class _LogWrite:
+    """One batch's log file being written (atomically, fsynced) on its own thread."""
+
+    def __init__(self, checkpoint: "Checkpoint", path: str, payload: dict):
+        self.path = path
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(checkpoint, payload), name="hatrick-log")
+        self._thread.start()
+
+    def _run(self, checkpoint: "Checkpoint", payload: dict) -> None:
+        try:
+            checkpoint._write(self.path, payload)
+        except BaseException as error:                 # raised by result() in the caller's thread
+            self._error = error
+
+    def result(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 class _LogGap(InputError):
     """The checkpoint's log does not continue its full state."""
 
@@ -136,27 +157,46 @@ class Checkpoint:
         except BaseException as error:                 # reported by the next save()
             self._failure = error
 
-    def save(self, state: State, batch: UpdateBatch, hwm: dict, snapshots: list) -> None:
-        """Commit the batch that turned the previous state into ``state`` (durable on return).
-
-        Raises the error of a failed background full-state write, if any (nothing is lost: the
-        log files it would have replaced stay until a later full write succeeds)."""
+    def begin(self, number: int, batch: UpdateBatch, hwm: dict, snapshots: list) -> "_LogWrite | None":
+        """Start making batch ``number`` durable: its log file is written on a thread while the
+        caller applies the batch; :meth:`commit` waits for it, :meth:`abandon` undoes it. Returns
+        None for the first batch, whose commit writes the full state instead (the base every log
+        replays on). Raises the error of a failed background full-state write, if any (nothing is
+        lost: the log files it would have replaced stay until a later full write succeeds)."""
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise InputError(f"{self.path}: writing the full checkpoint failed: {failure!r}") from failure
-        payload = {"state": state, "hwm": dict(hwm), "snapshots": list(snapshots)}
         if not os.path.exists(self.path):
+            return None
+        return _LogWrite(self, self._log(number), {"batch": batch, "hwm": dict(hwm), "snapshots": list(snapshots)})
+
+    def commit(self, pending: "_LogWrite | None", state: State, hwm: dict, snapshots: list) -> None:
+        """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
+        start writing the full state in the background."""
+        payload = {"state": state, "hwm": dict(hwm), "snapshots": list(snapshots)}
+        if pending is None:
             self.wait()
             self._write_full(payload)
             self._since_full = 0
             return
-        self._write(self._log(state.batch), {"batch": batch, "hwm": payload["hwm"], "snapshots": payload["snapshots"]})
+        pending.result()
         self._since_full += 1
         if self._since_full >= self.full_every and not (self._writer and self._writer.is_alive()):
             self._since_full = 0
             self._writer = threading.Thread(target=self._write_full_in_background, args=(payload,),
                                             name="hatrick-checkpoint")
             self._writer.start()
+
+    def abandon(self, pending: "_LogWrite | None") -> None:
+        """The batch was not applied: wait for its log write and remove the file (were a crash to
+        keep it, loading finds it is the last log and applies it, which the producers' replay
+        of that batch then finds already done)."""
+        if pending is not None:
+            try:
+                pending.result()
+            finally:
+                if os.path.exists(pending.path):
+                    os.remove(pending.path)
 
     def wait(self) -> None:
         """Wait for a full-state write in progress (it would also finish before the interpreter exits)."""
@@ -179,13 +219,18 @@ class Checkpoint:
 
     def _replay(self) -> dict:
         payload = self._read(self.path)
-        for number, path in self._logged():
-            if number <= payload["state"].batch:
-                continue
+        logged = [(number, path) for number, path in self._logged() if number > payload["state"].batch]
+        for i, (number, path) in enumerate(logged):
             if number != payload["state"].batch + 1:
                 raise _LogGap(f"{path}: checkpoint log skips from batch {payload['state'].batch} to {number}")
             entry = self._read(path)
-            payload["state"], _ = apply_batch(payload["state"], entry["batch"])
+            try:
+                payload["state"], _ = apply_batch(payload["state"], entry["batch"])
+            except Exception:
+                if i < len(logged) - 1:
+                    raise
+                os.remove(path)     # the last batch failed to apply when pushed too: it never committed
+                break
             payload["hwm"], payload["snapshots"] = entry["hwm"], entry["snapshots"]
         return payload
 
@@ -316,15 +361,20 @@ class Stream:
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            state, outcome = apply_batch(self.state, batch)
             hwm = dict(self.hwm)
-            if len(batch):
-                codes, producers = pd.factorize(batch.producer)
-                marks = np.full(len(producers), -1, np.int64)
-                np.maximum.at(marks, codes, batch.seq)
-                hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in zip(producers, marks)})
+            codes, producers = pd.factorize(batch.producer)
+            marks = np.full(len(producers), -1, np.int64)
+            np.maximum.at(marks, codes, batch.seq)
+            hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in zip(producers, marks)})
+            pending = self._checkpoint.begin(self.state.batch + 1, batch, hwm, self.snapshots) if self._checkpoint else None
+            try:
+                state, outcome = apply_batch(self.state, batch)
+            except BaseException:
+                if self._checkpoint:
+                    self._checkpoint.abandon(pending)
+                raise
             if self._checkpoint:
-                self._checkpoint.save(state, batch, hwm, self.snapshots)
+                self._checkpoint.commit(pending, state, hwm, self.snapshots)
             self.state, self.hwm = state, hwm
             rejected = pd.concat([bad_rows, outcome.rejected], ignore_index=True) if len(bad_rows) else outcome.rejected
             if len(rejected):
