@@ -27,6 +27,7 @@ import os
 import pickle
 import tempfile
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 import time as _time
 import uuid
 import warnings
@@ -80,24 +81,15 @@ class RescaleReport:
 
 
 class _LogWrite:
-    """One batch's log file being written (atomically, fsynced) on its own thread."""
+    """One batch's log file being written (atomically, fsynced) by the checkpoint's log writer."""
 
-    def __init__(self, checkpoint: "Checkpoint", path: str, payload: dict):
+    def __init__(self, path: str, future: Future):
         self.path = path
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(checkpoint, payload), name="hatrick-log")
-        self._thread.start()
-
-    def _run(self, checkpoint: "Checkpoint", payload: dict) -> None:
-        try:
-            checkpoint._write(self.path, payload)
-        except BaseException as error:                 # raised by result() in the caller's thread
-            self._error = error
+        self._future = future
 
     def result(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+        """Wait until the log file is in place; raises what writing it raised."""
+        self._future.result()
 
 
 class _LogGap(InputError):
@@ -123,7 +115,9 @@ class Checkpoint:
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, _CHECKPOINT)
         self._since_full = 0
-        self._writer: threading.Thread | None = None
+        self._log_writer = ThreadPoolExecutor(1, thread_name_prefix="hatrick-log")
+        self._full_writer = ThreadPoolExecutor(1, thread_name_prefix="hatrick-checkpoint")
+        self._full: Future | None = None
         self._failure: BaseException | None = None
 
     def _write(self, path: str, payload: dict) -> None:
@@ -168,7 +162,9 @@ class Checkpoint:
             raise InputError(f"{self.path}: writing the full checkpoint failed: {failure!r}") from failure
         if not os.path.exists(self.path):
             return None
-        return _LogWrite(self, self._log(number), {"batch": batch, "hwm": dict(hwm), "snapshots": list(snapshots)})
+        path = self._log(number)
+        payload = {"batch": batch, "hwm": dict(hwm), "snapshots": list(snapshots)}
+        return _LogWrite(path, self._log_writer.submit(self._write, path, payload))
 
     def commit(self, pending: "_LogWrite | None", state: State, hwm: dict, snapshots: list) -> None:
         """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
@@ -181,11 +177,9 @@ class Checkpoint:
             return
         pending.result()
         self._since_full += 1
-        if self._since_full >= self.full_every and not (self._writer and self._writer.is_alive()):
+        if self._since_full >= self.full_every and (self._full is None or self._full.done()):
             self._since_full = 0
-            self._writer = threading.Thread(target=self._write_full_in_background, args=(payload,),
-                                            name="hatrick-checkpoint")
-            self._writer.start()
+            self._full = self._full_writer.submit(self._write_full_in_background, payload)
 
     def abandon(self, pending: "_LogWrite | None") -> None:
         """The batch was not applied: wait for its log write and remove the file (were a crash to
@@ -200,8 +194,8 @@ class Checkpoint:
 
     def wait(self) -> None:
         """Wait for a full-state write in progress (it would also finish before the interpreter exits)."""
-        if self._writer is not None:
-            self._writer.join()
+        if self._full is not None:
+            self._full.result()
 
     def load(self) -> dict | None:
         """The committed state, hwm and snapshots (None without a checkpoint). A full write that
@@ -218,8 +212,12 @@ class Checkpoint:
         return None
 
     def _replay(self) -> dict:
+        base = os.stat(self.path)
         payload = self._read(self.path)
         logged = [(number, path) for number, path in self._logged() if number > payload["state"].batch]
+        now = os.stat(self.path)
+        if (now.st_ino, now.st_mtime_ns) != (base.st_ino, base.st_mtime_ns):
+            raise _LogGap(f"{self.path}: replaced while being read (its logs may be gone)")
         for i, (number, path) in enumerate(logged):
             if number != payload["state"].batch + 1:
                 raise _LogGap(f"{path}: checkpoint log skips from batch {payload['state'].batch} to {number}")
