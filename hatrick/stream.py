@@ -9,8 +9,10 @@ Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
    an update at or below it, or repeated within the batch, is a replay and is
    skipped (producers number their updates in the order they send them);
 3. application to a new copy-on-write state (nothing changes on failure);
-4. with a checkpoint directory, the new state and marks are written to one file
-   and moved into place (atomic), and only then swapped in. So a crash at any
+4. with a checkpoint directory, the batch and the new marks are logged to one
+   file (written while step 3 runs, fsynced, moved into place atomically; the
+   full state follows in the background every ``full_checkpoint_every``
+   batches), and only then is the new state swapped in. So a crash at any
    point, followed by a restart from the checkpoint and a replay of the
    producers' logs (or Spark's own replay of the uncommitted micro-batch),
    applies every update exactly once;
@@ -100,8 +102,9 @@ class Checkpoint:
     """Exactly-once state in ``directory``: a full state file plus a log of the batches applied since.
 
     Every batch's de-duplicated updates and the resulting high-water marks go to one log file,
-    written to a temporary name, fsynced and renamed (atomic) before :meth:`save` returns, so a
-    committed batch survives a crash. Every ``full_every`` batches the whole state is written the
+    written to a temporary name, fsynced and renamed (atomic) by a writer thread while the batch
+    is applied (:meth:`begin`); :meth:`commit` returns once it is in place, so a committed batch
+    survives a crash. Every ``full_every`` batches the whole state is written the
     same way by a background thread (states are immutable, so the writer reads a stable one
     while later batches go on); once it is in place, the log files it covers are removed. Loading
     replays the logged batches on the newest full state; applying a batch is deterministic, so
@@ -148,7 +151,7 @@ class Checkpoint:
     def _write_full_in_background(self, payload: dict) -> None:
         try:
             self._write_full(payload)
-        except BaseException as error:                 # reported by the next save()
+        except BaseException as error:                 # reported by the next begin()
             self._failure = error
 
     def begin(self, number: int, batch: UpdateBatch, hwm: dict, snapshots: list) -> "_LogWrite | None":
