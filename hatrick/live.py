@@ -265,12 +265,6 @@ def _min_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
     return keys[first], values[first]
 
 
-def _max_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct keys and the largest value of each."""
-    groups, smallest = _min_per_key(keys, -values)
-    return groups, -smallest
-
-
 def _shown(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
