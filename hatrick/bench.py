@@ -14,6 +14,10 @@ Phases, on one random undirected graph stored as GoFS (hash partitions):
 3. snapshot time against buffer size, and the elastic policy under a bursty load;
 4. lost / duplicated: the final edge multiset against applying every update once
    (the generator's own window), and the live components against scipy from scratch.
+
+``--breakdown`` instead times the parts of a push: 30 pushes of ``--batch`` updates (the
+history the closed loop would build), then 20 pushes of 15k updates under cProfile, reported
+as milliseconds per push for each step (cProfile inflates Python-heavy steps somewhat).
 """
 from __future__ import annotations
 
@@ -194,6 +198,33 @@ def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(
     return out
 
 
+BREAKDOWN_STEPS = ("push", "validate", "_fresh", "apply_batch", "_apply_run", "_apply_edges",
+                   "_update_components", "_index_components", "begin", "commit", "save", "_after_batch")
+
+
+def breakdown(stream, work, warmup_batch, pushes=20, size=15_000):
+    """Milliseconds per push spent in each step of :meth:`Stream.push` (cumulative, cProfile)."""
+    import cProfile
+    import pstats
+
+    for _ in range(30):
+        stream.push(work.batch(warmup_batch))
+    frames = [work.batch(size) for _ in range(pushes)]
+    profile = cProfile.Profile()
+    wall = []
+    for frame in frames:
+        clock = time.perf_counter()
+        profile.runcall(stream.push, frame)
+        wall.append(time.perf_counter() - clock)
+    steps = {}
+    for (path, _, name), (_, _, _, cumulative, _) in pstats.Stats(profile).stats.items():
+        if name in BREAKDOWN_STEPS and f"{os.sep}hatrick{os.sep}" in path:
+            steps[name] = round(1e3 * cumulative / pushes, 1)
+    return {"push_size": size, "pushes": pushes, "wall_ms_p50": 1e3 * percentile(wall, 50),
+            "edge_slots": len(stream.state.src), "live_edges": stream.state.num_edges,
+            "ms_per_push": dict(sorted(steps.items(), key=lambda item: -item[1]))}
+
+
 def snapshot_times(stream, work, sizes):
     rows = []
     for size in sizes:
@@ -234,6 +265,7 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=float, default=100_000, help="open-loop arrival rate (updates/s)")
     p.add_argument("--max-batch", type=int, default=100_000, help="largest batch the open loop takes at once")
     p.add_argument("--no-checkpoint", action="store_true")
+    p.add_argument("--breakdown", action="store_true", help="only time the steps of a push (see above)")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -245,6 +277,9 @@ def main(argv=None) -> int:
         mark_query_sets(stream, n, args.seed)
         work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
         result = {"vertices": n, "edges": args.edges, "checkpoint": not args.no_checkpoint}
+        if args.breakdown:
+            print(json.dumps({**result, "breakdown": breakdown(stream, work, args.batch)}, indent=1, default=float))
+            return 0
         result["closed_loop"] = closed_loop(stream, work, args.batch, args.seconds)
         third = args.seconds / 3
         result["open_loop"] = open_loop(stream, work, args.rate, args.seconds, args.max_batch,

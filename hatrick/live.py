@@ -19,7 +19,13 @@ A bad update is rejected whole, with its producer and seq.
 Connected components (weak, for directed graphs) are kept incrementally:
 additions merge labels (scipy's connected_components on the graph of touched
 labels); removals recompute only the components that held a removed edge or
-vertex, from scratch on that region. Labels are the smallest vid of a component.
+vertex, from scratch on that region. When that region is most of the graph (a
+removal in the giant component), all components are recomputed in one scipy
+call on the edge index, which is already a CSR matrix. Local searches from the
+removed edges' endpoints do not pay off there: at 100k vertices and 200k edges,
+breadth-first balls around 100 removed edges (all searches level by level until
+one is left per component) already cover ~46% of the vertices, because a random
+graph expands by ~3x per level. Labels are the smallest vid of a component.
 """
 from __future__ import annotations
 
@@ -65,7 +71,9 @@ class State:
     Vertices are dense vids (``ids`` maps vid -> original id; a removed vertex
     keeps its vid with ``alive`` False). Each distinct edge key has a slot: its
     endpoints, multiplicity (0: absent), last time it was added or set, attributes.
-    ``keys`` (sorted) and ``key_slots`` find the slot of a key.
+    ``keys`` (sorted) and ``key_slots`` find the slot of a key. When a key's last copy goes,
+    its slot leaves the index and joins ``free``, to be reused by the next new key, so the
+    slot arrays stay the size of the largest live edge set rather than of all keys ever seen.
     """
 
     directed: bool
@@ -86,6 +94,7 @@ class State:
     static_edge: frozenset = frozenset()
     batch: int = 0
     time: float = float("-inf")
+    free: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def num_vertices(self) -> int:
@@ -157,9 +166,7 @@ def components_from_scratch(state: State) -> np.ndarray:
     """Component label (smallest vid) of every alive vertex, -1 for removed ones."""
     n = len(state.alive)
     live = state.live_slots()
-    graph = sp.coo_matrix((np.ones(len(live)), (state.src[live], state.dst[live])), shape=(n, n)).tocsr()
-    _, labels = connected_components(graph, directed=True, connection="weak")
-    comp = _first_of_group(labels, np.arange(n, dtype=np.int64))
+    comp = _smallest_member(_weak_components(n, state.src[live], state.dst[live]))
     comp[~state.alive] = -1
     return comp
 
@@ -186,7 +193,9 @@ class _Draft:
         self.mult, self.touched = s.mult.copy(), s.touched.copy()
         self.eattrs = dict(s.eattrs)
         self.ekinds = dict(s.ekinds)
+        self.free = s.free
         self._owned: set = set()
+        self._own_ends = False
         self.added_pairs: list = []        # (u, v) edges that went from absent to present
         self.affected: list = []           # labels (before this batch's merges) of components that may split
         self.rejected: list = []
@@ -201,10 +210,16 @@ class _Draft:
             self._owned.add((kind, name))
         return table[name]
 
+    def own_ends(self) -> None:
+        """Make ``src``/``dst`` writable in place (copied once per batch)."""
+        if not self._own_ends:
+            self.src, self.dst = self.src.copy(), self.dst.copy()
+            self._own_ends = True
+
     def freeze(self, batch_no: int, time: float) -> State:
         return State(self.s.directed, self.ids, self.alive, self.comp, self.vattrs, self.vkinds, self.keys,
                      self.key_slots, self.src, self.dst, self.mult, self.touched, self.eattrs, self.ekinds,
-                     self.s.static_vertex, self.s.static_edge, batch_no, time)
+                     self.s.static_vertex, self.s.static_edge, batch_no, time, self.free)
 
 
 def apply_batch(state: State, batch: UpdateBatch) -> tuple[State, Outcome]:
@@ -248,12 +263,6 @@ def _min_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
     keys, values = keys[order], values[order]
     first = np.r_[True, keys[1:] != keys[:-1]] if len(keys) else np.zeros(0, bool)
     return keys[first], values[first]
-
-
-def _max_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct keys and the largest value of each."""
-    groups, smallest = _min_per_key(keys, -values)
-    return groups, -smallest
 
 
 def _shown(value) -> str:
@@ -321,7 +330,7 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
         return
     s = d.s
     keys = s.key(u[sel], v[sel])
-    order = np.lexsort((sel, keys))
+    order = np.argsort(keys, kind="stable")            # sel ascends: ties stay in apply order
     sel, keys = sel[order], keys[order]
     delta = np.where(op[sel] == ADD_EDGE, 1, np.where(op[sel] == REMOVE_EDGE, -1, 0)).astype(np.int64)
     start = np.r_[True, keys[1:] != keys[:-1]]
@@ -350,44 +359,77 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
     final = r[last]
     reset = (delta == -1) & valid & (r == 0)
     last_reset = np.full(len(uniq), -1)
-    groups, latest = _max_per_key(group[reset], np.flatnonzero(reset))
-    last_reset[groups] = latest
-    # slots for keys seen for the first time that end up present
+    at = np.flatnonzero(reset)                          # ascending, and so are their groups
+    if len(at):
+        ends = np.r_[group[at][1:] != group[at][:-1], True]
+        last_reset[group[at][ends]] = at[ends]
+    known = slot >= 0
+    gone = known & (m0 > 0) & (final == 0)
+    if gone.any():
+        d.affected.append(d.comp[d.src[slot[gone]]])
+    dropped = known & (final == 0)
+    if dropped.any():
+        _release(d, slot[dropped], uniq[dropped])
+        slot[dropped] = -1
     fresh = (slot < 0) & (final > 0)
     if fresh.any():
-        new_slots = np.arange(len(d.src), len(d.src) + fresh.sum(), dtype=np.int64)
         firsts = sel[first[fresh]]
-        d.src = np.concatenate([d.src, u[firsts]])
-        d.dst = np.concatenate([d.dst, v[firsts]])
-        d.mult = np.concatenate([d.mult, np.zeros(len(new_slots), np.int64)])
-        d.touched = np.concatenate([d.touched, np.full(len(new_slots), -np.inf)])
-        at = np.searchsorted(d.keys, uniq[fresh])
-        d.keys = np.insert(d.keys, at, uniq[fresh])
-        d.key_slots = np.insert(d.key_slots, at, new_slots)
-        slot[fresh] = new_slots
-        for name in list(d.eattrs):
-            d.eattrs[name] = d.eattrs[name].grown(len(d.src))
-            d._owned.add(("e", name))
+        slot[fresh] = _allocate(d, u[firsts], v[firsts], uniq[fresh])
     have = slot >= 0
     d.mult[slot[have]] = final[have]
-    cleared = have & ((last_reset >= 0) | (final == 0))
-    for name in list(d.eattrs):
-        if cleared.any():
+    cleared = have & (last_reset >= 0)
+    if cleared.any():
+        for name in list(d.eattrs):
             d.own("e", name).present[slot[cleared]] = False
     touch = valid & (delta >= 0) & (slot[group] >= 0)
     if touch.any():
-        slots, latest = _max_per_key(slot[group[touch]], batch.time[rows[sel[touch]]])
+        at = np.flatnonzero(touch)                      # grouped by key already: max per run
+        starts = np.flatnonzero(np.r_[True, group[at][1:] != group[at][:-1]])
+        latest = np.maximum.reduceat(batch.time[rows[sel[at]]], starts)
+        slots = slot[group[at][starts]]
         d.touched[slots] = np.maximum(d.touched[slots], latest)
-    appeared = have & (m0 == 0) & (final > 0)
-    gone = have & (m0 > 0) & (final == 0)
+    appeared = have & (m0 == 0)
     if appeared.any():
         d.added_pairs.append((d.src[slot[appeared]], d.dst[slot[appeared]]))
-    if gone.any():
-        d.affected.append(d.comp[d.src[slot[gone]]])
     # attribute sets after the key's last reset, on a key that is present at the end
     keep = valid & (delta == 0) & (np.arange(len(keys)) > last_reset[group]) & (final[group] > 0)
     if keep.any():
         _set_values(d, "e", batch, rows[sel[keep]], slot[group[keep]])
+
+
+def _release(d: _Draft, slots: np.ndarray, keys: np.ndarray) -> None:
+    """Remove the (present) ``keys`` held in ``slots`` from the index; their slots become free."""
+    d.mult[slots] = 0
+    for name in list(d.eattrs):
+        d.own("e", name).present[slots] = False
+    at = np.searchsorted(d.keys, keys)
+    d.keys, d.key_slots = np.delete(d.keys, at), np.delete(d.key_slots, at)
+    d.free = np.concatenate([d.free, slots])
+
+
+def _allocate(d: _Draft, u: np.ndarray, v: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Slots for new (sorted, distinct) ``keys`` with endpoints ``u``, ``v``: free slots first,
+    then new ones at the end. A slot comes with multiplicity 0 and no attributes."""
+    reused = d.free[len(d.free) - min(len(keys), len(d.free)):]
+    d.free = d.free[:len(d.free) - len(reused)]
+    extra = len(keys) - len(reused)
+    if extra:
+        size = len(d.src) + extra
+        d.src = np.concatenate([d.src, np.zeros(extra, np.int64)])
+        d.dst = np.concatenate([d.dst, np.zeros(extra, np.int64)])
+        d._own_ends = True
+        d.mult = np.concatenate([d.mult, np.zeros(extra, np.int64)])
+        d.touched = np.concatenate([d.touched, np.full(extra, -np.inf)])
+        for name in list(d.eattrs):
+            d.eattrs[name] = d.eattrs[name].grown(size)
+            d._owned.add(("e", name))
+    slots = np.concatenate([reused, np.arange(len(d.src) - extra, len(d.src), dtype=np.int64)])
+    d.own_ends()
+    d.src[slots], d.dst[slots] = u, v
+    d.touched[reused] = -np.inf
+    at = np.searchsorted(d.keys, keys)
+    d.keys, d.key_slots = np.insert(d.keys, at, keys), np.insert(d.key_slots, at, slots)
+    return slots
 
 
 def _slots(d: _Draft, keys: np.ndarray) -> np.ndarray:
@@ -465,14 +507,20 @@ def _remove_vertices(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
     dead[gone] = True
     cut = np.flatnonzero((d.mult > 0) & (dead[d.src] | dead[d.dst]))
     if len(cut):
-        d.mult[cut] = 0
-        for name in list(d.eattrs):
-            d.own("e", name).present[cut] = False
+        _release(d, cut, d.s.key(d.src[cut], d.dst[cut]))
 
 
 def _update_components(d: _Draft) -> None:
-    """Merge labels over added edges, then recompute the components a removal touched."""
+    """Merge labels over added edges, then recompute the components a removal touched.
+
+    When the touched components hold most of the graph (a removal in the giant component),
+    all components are recomputed in one scipy call on the live edges, which is cheaper than
+    cutting the region out first."""
     comp = d.comp
+    if d.affected and _mostly_affected(d):
+        comp[:] = _smallest_member(_index_components(d.keys, len(comp)))
+        comp[~d.alive] = -1
+        return
     remap = None
     if d.added_pairs:
         u = np.concatenate([p[0] for p in d.added_pairs])
@@ -480,8 +528,7 @@ def _update_components(d: _Draft) -> None:
         lu, lv = comp[u], comp[v]
         labels, inverse = np.unique(np.concatenate([lu, lv]), return_inverse=True)
         k = len(labels)
-        g = sp.coo_matrix((np.ones(len(u)), (inverse[: len(u)], inverse[len(u):])), shape=(k, k))
-        _, group = connected_components(g, directed=True, connection="weak")
+        group = _weak_components(k, inverse[: len(u)], inverse[len(u):])
         smallest = _first_of_group(group, labels)
         remap = np.arange(len(comp), dtype=np.int64)
         remap[labels] = smallest
@@ -495,17 +542,51 @@ def _update_components(d: _Draft) -> None:
         marked[labels] = True
         region = marked[comp] & d.alive
         comp[~d.alive] = -1
-        if not region.any():
-            return
         members = np.flatnonzero(region)
+        if not len(members):
+            return
+        if 2 * len(members) > len(comp):
+            comp[:] = _smallest_member(_index_components(d.keys, len(comp)))
+            comp[~d.alive] = -1
+            return
+        live = np.flatnonzero(d.mult > 0)
         local = np.full(len(comp), -1, np.int64)
         local[members] = np.arange(len(members))
-        live = np.flatnonzero(d.mult > 0)
         inside = live[region[d.src[live]]]
-        k = len(members)
-        g = sp.coo_matrix((np.ones(len(inside)), (local[d.src[inside]], local[d.dst[inside]])), shape=(k, k))
-        _, group = connected_components(g, directed=True, connection="weak")
-        comp[members] = _first_of_group(group, members)
+        group = _weak_components(len(members), local[d.src[inside]], local[d.dst[inside]])
+        comp[members] = members[_smallest_member(group)]
+
+
+def _weak_components(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Weakly connected component number of each of ``n`` vertices joined by edges ``u -> v``."""
+    graph = sp.csr_matrix((np.ones(len(u)), (u, v)), shape=(n, n))
+    return connected_components(graph, directed=True, connection="weak")[1]
+
+
+def _mostly_affected(d: _Draft) -> bool:
+    """Whether the components touched by removals (before this batch's merges, so at most the
+    region after them) already hold more than half of the vertices."""
+    marked = np.zeros(len(d.comp) + 1, bool)
+    labels = np.concatenate(d.affected)
+    marked[labels[labels >= 0]] = True
+    return 2 * int(marked[d.comp].sum()) > len(d.comp)
+
+
+def _index_components(keys: np.ndarray, n: int) -> np.ndarray:
+    """Weak components of the graph whose edges are the sorted edge ``keys`` (every key in the
+    index is a present edge): the keys are already a CSR matrix, row = first endpoint."""
+    rows = keys >> _SHIFT
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    graph = sp.csr_matrix((np.ones(len(keys)), keys & np.int64(MAX_VERTICES - 1), indptr), shape=(n, n))
+    return connected_components(graph, directed=True, connection="weak")[1]
+
+
+def _smallest_member(group: np.ndarray) -> np.ndarray:
+    """For each position, the smallest position in its group (groups numbered 0..k-1)."""
+    smallest = np.full(int(group.max()) + 1 if len(group) else 0, len(group), np.int64)
+    np.minimum.at(smallest, group, np.arange(len(group), dtype=np.int64))
+    return smallest[group]
 
 
 # reading a state -----------------------------------------------------------------------------------

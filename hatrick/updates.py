@@ -82,8 +82,12 @@ def to_frame(updates) -> pd.DataFrame:
     raise InputError(f"updates: expected a pandas/Spark DataFrame or a list of dicts, got {type(updates).__name__}")
 
 
+_EMPTY_REJECTED = pd.DataFrame(columns=REJECTED_COLUMNS)
+
+
 def empty_rejected() -> pd.DataFrame:
-    return pd.DataFrame(columns=REJECTED_COLUMNS)
+    """A new, empty rejection table (a copy of one built once: building a frame costs more)."""
+    return _EMPTY_REJECTED.copy()
 
 
 class _Reasons:
@@ -102,20 +106,53 @@ class _Reasons:
 
 def _ids(column: pd.Series, id_type: str, need: np.ndarray, field: str, reasons: _Reasons) -> np.ndarray:
     """``column`` as the graph's id type; rows in ``need`` that are missing or mistyped get a reason."""
+    if id_type == "int64" and _plain_kind(column) in "iu":
+        return column.to_numpy(np.int64)                 # a numpy integer column has no nulls
+    if not need.any():                                   # nobody reads this field's values
+        return np.zeros(len(column), np.int64) if id_type == "int64" else np.full(len(column), None, object)
     missing = need & column.isna().to_numpy()
     reasons.flag(missing, f"field '{field}' is missing")
     if id_type == "int64":
-        if pd.api.types.is_integer_dtype(column.dtype):
-            return column.to_numpy(np.int64)
         numbers = pd.to_numeric(column, errors="coerce")
         bad = need & ~missing & (numbers.isna() | (numbers % 1 != 0)).to_numpy()
         reasons.flag(bad, f"field '{field}': ids of this graph are integers")
         return numbers.fillna(0).to_numpy().astype(np.int64)
-    values = column.to_numpy(dtype=object)
+    values = _objects(column)
     if pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
         bad = need & ~missing & ~column.map(lambda v: isinstance(v, str)).to_numpy(bool)
         reasons.flag(bad, f"field '{field}': ids of this graph are strings")
     return values
+
+
+def _objects(column: pd.Series) -> np.ndarray:
+    """``column`` as an object array. A text column is factorized first, so each distinct string
+    becomes one Python object (shared by its rows) instead of one per row."""
+    if pd.api.types.is_string_dtype(column.dtype) and column.dtype != object:
+        codes, uniques = pd.factorize(column, use_na_sentinel=True)
+        table = np.append(np.asarray(uniques, dtype=object), None)
+        return table[codes]                                # code -1 (null) picks the trailing None
+    return column.to_numpy(dtype=object)
+
+
+def _op_codes(column: pd.Series) -> np.ndarray:
+    """Index in OPS of each row's op (-1: unknown or missing), looking up each distinct value once."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    lookup = np.array([OPS.index(v) if isinstance(v, str) and v in OPS else -1 for v in uniques] + [-1], np.int8)
+    return lookup[codes]
+
+
+def _plain_kind(column: pd.Series) -> str:
+    """The numpy kind letter of a column with a plain numpy dtype ("" for object/extension dtypes)."""
+    return column.dtype.kind if isinstance(column.dtype, np.dtype) and column.dtype != object else "-"
+
+
+def _numbers(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``column`` as float64 and where it is not a number."""
+    if _plain_kind(column) in "iuf":
+        values = column.to_numpy(np.float64)
+        return values, np.isnan(values)
+    values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+    return values, np.isnan(values)
 
 
 def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBatch, pd.DataFrame]:
@@ -124,6 +161,8 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
 
     ``id_type`` is "int64" or "string" (the graph's). A missing ``time`` column means "now".
     Raises InputError if the table lacks a column every update needs (``op``, ``producer``, ``seq``).
+    Typed columns (integer ids and seq, float time, text op/producer) take vectorised paths;
+    columns of Python objects are checked value by value.
     """
     frame = to_frame(updates)
     for column in ("op", "producer", "seq"):
@@ -135,33 +174,34 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
         raise InputError(f"updates: unknown column '{unknown[0]}' (known: {', '.join(COLUMNS)})")
     n = len(frame)
     frame = frame.reset_index(drop=True)
-    col = {c: frame[c] if c in frame.columns else pd.Series([None] * n, dtype=object) for c in COLUMNS}
+    absent = pd.Series(np.full(n, None, dtype=object), dtype=object)
+    col = {c: frame[c] if c in frame.columns else absent for c in COLUMNS}
     reasons = _Reasons(n)
 
-    op = pd.Series(pd.Categorical(col["op"], categories=list(OPS))).cat.codes.to_numpy(np.int8)
+    op = _op_codes(col["op"])
     bad_op = op < 0
     if bad_op.any():
         reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
     no_producer = col["producer"].isna().to_numpy()
     reasons.flag(no_producer, "field 'producer' is missing")
-    producer = col["producer"].to_numpy(dtype=object)
-    if not pd.api.types.is_string_dtype(col["producer"].dtype) or no_producer.any():
+    producer = _objects(col["producer"])
+    if no_producer.any() or not all(isinstance(p, str) for p in pd.unique(producer)):
         producer = np.array(["" if m else str(v) for v, m in zip(producer, no_producer)], dtype=object)
-    seq_num = pd.to_numeric(col["seq"], errors="coerce")
-    bad_seq = (seq_num.isna() | (seq_num % 1 != 0)).to_numpy()
-    reasons.flag(bad_seq, "field 'seq' must be an integer")
-    seq = seq_num.fillna(-1).to_numpy().astype(np.int64)
+    if _plain_kind(col["seq"]) in "iu":
+        seq = col["seq"].to_numpy(np.int64)
+    else:
+        seq_num, no_seq = _numbers(col["seq"])
+        reasons.flag(no_seq | (seq_num % 1 != 0), "field 'seq' must be an integer")
+        seq = np.where(no_seq, -1, seq_num).astype(np.int64)
     if "time" in frame.columns:
-        times = pd.to_numeric(col["time"], errors="coerce").to_numpy(np.float64)
-        reasons.flag(np.isnan(times), "field 'time' must be a number")
+        times, bad_time = _numbers(col["time"])
+        reasons.flag(bad_time, "field 'time' must be a number")
     else:
         times = np.full(n, _time.time())
 
     vertex_op = np.isin(op, VERTEX_OPS)
     edge_op = (op >= 0) & ~vertex_op
-    ids = col["id"]
-    if "id" not in frame.columns and "src" in frame.columns:
-        ids = col["src"].where(pd.Series(vertex_op), None)
+    ids = col["id"] if "id" in frame.columns else col["src"]
     a_vertex = _ids(ids, id_type, vertex_op, "id", reasons)
     a_edge = _ids(col["src"], id_type, edge_op, "src", reasons)
     b = _ids(col["dst"], id_type, edge_op, "dst", reasons)
@@ -169,19 +209,26 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
     if id_type == "int64":
         a = a.astype(np.int64)
     setter = (op == SET_VERTEX) | (op == SET_EDGE)
-    attribute = col["attribute"].to_numpy(dtype=object)
+    attribute = _objects(col["attribute"])
     no_attr = np.zeros(n, bool)
     if setter.any():
-        named = col["attribute"][setter].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
+        names = col["attribute"][setter]
+        if pd.api.types.is_string_dtype(names.dtype) and names.dtype != object:
+            named = (names.notna() & (names != "")).to_numpy(bool)
+        else:
+            named = names.map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
         no_attr[np.flatnonzero(setter)[~named]] = True
     reasons.flag(no_attr, "field 'attribute' must name an attribute")
-    value = col["value"].to_numpy(dtype=object)
+    value = _objects(col["value"])
 
     bad = reasons.bad
     good = np.flatnonzero(~bad)
-    good = good[np.argsort(times[good], kind="stable")]
+    if len(good) > 1 and (np.diff(times[good]) < 0).any():
+        good = good[np.argsort(times[good], kind="stable")]
     batch = UpdateBatch(op[good], a[good], b[good], attribute[good], value[good], producer[good], seq[good],
                         times[good], text_values)
+    if not bad.any():
+        return batch, empty_rejected()
     rejected = pd.DataFrame({"producer": producer[bad], "seq": seq[bad],
                              "op": col["op"][bad].to_numpy(dtype=object), "reason": reasons.text[bad]})
     return batch, rejected

@@ -131,3 +131,35 @@ def test_graph_view_is_a_stable_picture_of_its_batch():
     assert sorted(view.vertices()["id"]) == [0, 1, 2]
     assert view.vertices() is view.vertices()
     assert GraphView(later).edges().empty and sorted(GraphView(later).vertices()["id"]) == [0, 1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(directed=st.booleans(), n=st.integers(20, 60), density=st.floats(0.3, 1.5), seed=st.integers(0, 10**6),
+       steps=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(0, 3)), min_size=1, max_size=5))
+def test_components_after_removals_match_from_scratch(directed, n, density, seed, steps):
+    """Removals either recompute the touched region (small components) or, when they touch most of
+    the graph, everything in one call; reused edge slots and vertex removals in between."""
+    rng = np.random.default_rng(seed)
+    m = int(density * n)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    state = build_state(np.arange(n), src, dst, directed)
+    ref = Reference(range(n), zip(src.tolist(), dst.tolist()), directed)
+    seq = 0
+    for removes, adds, vertex_removals in steps:
+        present = [ref.edges[k][2] for k in ref.edges if ref.edges[k][0] > 0]
+        picked = rng.permutation(len(present))[:removes]
+        updates = [update("remove_edge", *present[i], None, 0) for i in picked]
+        updates += [update("add_edge", int(a), int(b), None, 0) for a, b in rng.integers(0, n + 3, (adds, 2))]
+        updates += [update("remove_vertex", int(x), 0, None, 0) for x in rng.integers(0, n, vertex_removals)]
+        if not updates:
+            continue
+        for i in rng.permutation(len(updates)):
+            seq += 1
+            updates[i]["seq"], updates[i]["time"] = seq, float(seq)
+        updates.sort(key=lambda u: u["seq"])
+        refused = sum(ref.apply(u) is not None for u in updates)
+        state, outcome = apply_batch(state, validate(updates, "int64")[0])
+        assert len(outcome.rejected) == refused
+        assert (state.comp == components_from_scratch(state)).all()
+        assert live_partition(components_frame(state)) == ref.partition()
+        assert live_edge_counts(edge_frame(state), directed) == ref.edge_counts()

@@ -1,0 +1,129 @@
+"""The exactly-once checkpoint without Spark: per-batch logs written while the batch is applied,
+full states written in the background, and what a restart reads back in each case; and the
+live graph's edge slots, which are reused so the state stays the size of the live graph."""
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gofs.errors import InputError
+from hatrick.live import apply_batch, build_state, components_frame, components_from_scratch, edge_frame
+from hatrick.stream import Checkpoint
+from hatrick.updates import validate
+from hatrick_reference import Reference, live_edge_counts, live_partition
+
+N = 40
+
+
+def random_batches(seed, count, size):
+    """Batches of edge adds/removes, set_edge and vertex ops on N vertices (some get rejected)."""
+    rng = np.random.default_rng(seed)
+    seq = 0
+    for _ in range(count):
+        rows = []
+        for _ in range(size):
+            seq += 1
+            op = str(rng.choice(["add_edge", "remove_edge", "set_edge", "remove_vertex", "add_vertex"],
+                                p=[0.45, 0.35, 0.1, 0.05, 0.05]))
+            row = {"op": op, "producer": "p", "seq": seq, "time": float(seq), "src": int(rng.integers(N)),
+                   "dst": int(rng.integers(N)), "id": int(rng.integers(N))}
+            if op == "set_edge":
+                row["attribute"], row["value"] = "w", float(rng.integers(5))
+            rows.append(row)
+        yield validate(rows, "int64")[0]
+
+
+def same_graph(a, b):
+    assert live_edge_counts(edge_frame(a), a.directed) == live_edge_counts(edge_frame(b), b.directed)
+    assert (a.comp == b.comp).all() and (a.alive == b.alive).all()
+    pd.testing.assert_frame_equal(edge_frame(a).sort_values(["src", "dst"]).reset_index(drop=True),
+                                  edge_frame(b).sort_values(["src", "dst"]).reset_index(drop=True))
+
+
+def start(tmp_path, full_every):
+    rng = np.random.default_rng(1)
+    state = build_state(np.arange(N), rng.integers(0, N, 60), rng.integers(0, N, 60), directed=False)
+    ck = Checkpoint(str(tmp_path / "ck"), full_every)
+    ck.commit(ck.begin(1, None, {}, []), state, {}, [])       # the first commit writes the base
+    return ck, state
+
+
+def push(ck, state, batch):
+    pending = ck.begin(state.batch + 1, batch, {"p": int(batch.seq.max())}, [])
+    new, _ = apply_batch(state, batch)
+    ck.commit(pending, new, {"p": int(batch.seq.max())}, [])
+    return new
+
+
+def test_restart_reads_every_committed_batch_while_full_states_are_written_behind(tmp_path):
+    ck, state = start(tmp_path, full_every=3)
+    for batch in random_batches(0, 12, 15):
+        state = push(ck, state, batch)
+        restored = Checkpoint(ck.directory, 3).load()     # possibly while a full write is in flight
+        assert restored["state"].batch == state.batch and restored["hwm"] == {"p": int(batch.seq.max())}
+        same_graph(restored["state"], state)
+    ck.wait()
+    logs = [n for n in os.listdir(ck.directory) if n.startswith("hatrick-batch-")]
+    assert len(logs) < 3                                   # the full state covers the rest
+
+
+def test_failed_full_write_is_reported_and_loses_nothing(tmp_path, monkeypatch):
+    ck, state = start(tmp_path, full_every=2)
+    batches = list(random_batches(1, 4, 10))
+
+    def broken(payload):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ck, "_write_full", broken)
+    state = push(ck, state, batches[0])
+    state = push(ck, state, batches[1])                   # starts the (failing) background full write
+    ck.wait()
+    with pytest.raises(InputError, match="writing the full checkpoint failed: OSError"):
+        ck.begin(state.batch + 1, batches[2], {}, [])
+    same_graph(Checkpoint(ck.directory, 2).load()["state"], state)   # the logs are all still there
+
+
+def test_abandoned_batch_leaves_no_log_and_a_failing_last_log_is_dropped(tmp_path):
+    ck, state = start(tmp_path, full_every=50)
+    batches = list(random_batches(2, 3, 10))
+    state = push(ck, state, batches[0])
+    ck.abandon(ck.begin(state.batch + 1, batches[1], {}, []))      # apply failed: not committed
+    assert Checkpoint(ck.directory).load()["state"].batch == state.batch
+    ck.begin(state.batch + 1, "not a batch", {}, []).result()       # a crash kept a log that cannot apply
+    restored = Checkpoint(ck.directory).load()
+    assert restored["state"].batch == state.batch and not os.path.exists(ck._log(state.batch + 1))
+    same_graph(restored["state"], state)
+
+
+def test_edge_slots_are_reused_and_carry_nothing_over():
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 200, 300), rng.integers(0, 200, 300)
+    state = build_state(np.arange(200), src, dst, directed=False)
+    ref = Reference(range(200), zip(src.tolist(), dst.tolist()))
+    seq, peak = 0, len(state.keys)
+    for _ in range(15):                                    # FIFO-like churn: every batch replaces 100 edges
+        present = np.array([ref.edges[k][2] for k in ref.edges if ref.edges[k][0] > 0], dtype=np.int64)
+        drop = present[rng.choice(len(present), 100, replace=False)]
+        add = rng.integers(0, 200, (100, 2))
+        frame = pd.DataFrame({"op": ["remove_edge"] * 100 + ["add_edge"] * 100 + ["set_edge"] * 100,
+                              "src": np.r_[drop[:, 0], add[:, 0], add[:, 0]],
+                              "dst": np.r_[drop[:, 1], add[:, 1], add[:, 1]], "attribute": "w",
+                              "value": np.r_[np.full(200, None), np.arange(100.0)], "producer": "p",
+                              "seq": np.arange(seq, seq + 300), "time": np.arange(seq, seq + 300, dtype=float)})
+        seq += 300
+        for row in frame.to_dict("records"):
+            assert ref.apply({k: v for k, v in row.items() if v is not None}) is None
+        state, outcome = apply_batch(state, validate(frame, "int64")[0])
+        assert outcome.rejected.empty
+        peak = max(peak, len(state.keys))
+        assert len(state.src) <= peak + 100                # not one slot per key ever seen (that is 1800)
+        assert (state.mult[state.key_slots] > 0).all() and (state.mult[state.free] == 0).all()
+        assert not state.eattrs["w"].present[state.free].any()
+        edges = edge_frame(state)
+        assert live_edge_counts(edges, False) == ref.edge_counts()
+        for u, v, w in zip(edges.src, edges.dst, edges.w):   # a reused slot shows only its own key's value
+            assert ref.edges[frozenset((u, v))][1].get("w", np.nan) == w or (
+                np.isnan(w) and "w" not in ref.edges[frozenset((u, v))][1])
+        assert live_partition(components_frame(state)) == ref.partition()
+        assert (state.comp == components_from_scratch(state)).all()
