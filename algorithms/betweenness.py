@@ -50,9 +50,8 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components, dijkstra
-from scipy.sparse.linalg import spsolve_triangular
 
-from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
+from algorithms.leaf_compression import LeafCompression, strip_leaves
 from algorithms.sssp import check_weights
 from gofs import files, layout
 from gofs.errors import InputError
@@ -84,6 +83,18 @@ class LocalGraph:
     r_dst: np.ndarray          # global vertex id of the other end
     r_w: np.ndarray
     leaves: LeafCompression
+
+    @property
+    def integral(self) -> bool:
+        """Whether every local length is a whole number >= 1 (hop counts included): then
+        distances are exact integers and serve as levels directly."""
+        return bool(np.all((self.w >= 1) & (self.w == np.floor(self.w))))
+
+    @property
+    def level_unit(self) -> float:
+        """A hair below the smallest local edge length: distances divided by it and floored
+        climb at least one level along every edge (see :class:`ShortestPathDag`)."""
+        return float(self.w.min()) * (1 - 1e-7) if len(self.w) else 1.0
 
 
 def local_graph(subgraph, weight: str | None, compress: bool) -> LocalGraph:
@@ -129,6 +140,8 @@ def seeded_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarra
     seed_v, seed_col, seed_d = seed_v[first], seed_col[first], seed_d[first]
     cols, counts = np.unique(seed_col, return_counts=True)
     k = len(cols)
+    if k == len(seed_v) and not seed_d.any():                  # one source per column: plain Dijkstra
+        return cols, np.ascontiguousarray(dijkstra(csr, directed=True, indices=seed_v).T)
     indptr = np.concatenate([csr.indptr, csr.indptr[-1] + np.cumsum(counts)])
     augmented = sp.csr_matrix((np.concatenate([csr.data, seed_d]), np.concatenate([csr.indices, seed_v]), indptr),
                               shape=(n + k, n + k))
@@ -136,79 +149,92 @@ def seeded_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarra
     return cols, np.ascontiguousarray(found[:, :n].T)
 
 
-class DagSystem:
-    """The shortest-path DAGs of a batch in one sub-graph as ``L = I - A`` over the
-    ``n x B`` (vertex, column) pairs, each column's vertices ordered by distance, so
-    ``L`` is unit lower triangular: ``L sigma = b`` counts paths, ``L^T y = c``
-    accumulates dependencies."""
+#: (edge, column) candidates examined at once while a DAG is built (bounds temporary memory)
+_DAG_CHUNK = 1 << 22
 
-    def __init__(self, graph: LocalGraph, dist: np.ndarray):
+
+class ShortestPathDag:
+    """The shortest-path DAGs of a batch in one sub-graph, for vectorised Brandes sweeps.
+
+    A DAG edge ``u -> v`` of column (source) ``c`` is a local edge with
+    ``dist[u, c] + w == dist[v, c]`` (exact float equality, as NetworkX tests it). The
+    edges of all ``B`` columns are kept as (tail, head) positions into the flattened
+    ``n x B`` arrays, grouped by the *level* of their head: ``floor(dist / q)`` with ``q``
+    a hair below the smallest edge length, so every DAG edge climbs at least one level
+    (hop counts: the level is the distance). A sweep is then one ``np.add.at`` per level
+    for all columns at once: path counts forwards, dependencies backwards. Where rounding
+    breaks a level (not seen in practice; checked on every edge), levels fall back to the
+    rank of the distance among the batch's distinct distances, still exact.
+    """
+
+    def __init__(self, graph: "LocalGraph", dist: np.ndarray):
         n, batch = dist.shape
-        order = np.argsort(dist.T, axis=1, kind="stable")        # rows are contiguous: faster
-        rank = np.empty((batch, n), dtype=np.int64)
-        rank[np.arange(batch)[:, None], order] = np.arange(n)
-        rank = rank.T
-        self.index = rank + np.arange(batch, dtype=np.int64) * n
-        self.size, self.batch, self.n_by_b = n * batch, batch, (n, batch)
-        rows, cols = [], []
-        step = max(1, (1 << 22) // max(len(graph.src), 1))
-        for c0 in range(0, batch, step):
-            du = dist[graph.src, c0:c0 + step]
-            on = np.isfinite(du) & (du + graph.w[:, None] == dist[graph.dst, c0:c0 + step])
-            e, s = np.nonzero(on)
-            s += c0
-            rows.append(self.index[graph.dst[e], s])
-            cols.append(self.index[graph.src[e], s])
-        diagonal = np.arange(self.size)
-        rows, cols = np.concatenate([diagonal, *rows]), np.concatenate([diagonal, *cols])
-        data = np.concatenate([np.ones(self.size), -np.ones(len(rows) - self.size)])
-        self.lower = sp.csr_matrix((data, (rows, cols)), shape=(self.size, self.size))
-        self._upper = None
+        self.shape = dist.shape
+        flat = dist.reshape(-1)
+        tails, heads = [], []
+        step = max(1, _DAG_CHUNK // max(batch, 1))
+        for e0 in range(0, len(graph.src), step):
+            s, d, w = graph.src[e0:e0 + step], graph.dst[e0:e0 + step], graph.w[e0:e0 + step]
+            through = dist[s]
+            on = through < np.inf
+            through += w[:, None]
+            on &= through == dist[d]
+            e, c = np.nonzero(on)
+            tails.append(s[e] * batch + c)
+            heads.append(d[e] * batch + c)
+        tail = np.concatenate(tails) if tails else np.zeros(0, np.int64)
+        head = np.concatenate(heads) if heads else np.zeros(0, np.int64)
+        self._flat, self._rank = flat, None
+        self._unit = None if graph.integral else graph.level_unit
+        level = self.level(head)
+        if self._unit is not None and len(head) and not (self.level(tail) < level).all():
+            self._rank = np.unique(flat, return_inverse=True)[1].reshape(-1)
+            level = self.level(head)
+        top = int(level.max()) if len(level) else 0
+        order = np.argsort(level.astype(np.uint16 if top < 65535 else np.int64), kind="stable")
+        self.tail, self.head, level = tail[order], head[order], level[order]
+        starts = np.flatnonzero(np.r_[True, level[1:] != level[:-1]]) if len(level) else np.zeros(0, np.int64)
+        self.levels = level[starts]
+        self.bounds = np.r_[starts, len(level)]
+
+    def level(self, positions: np.ndarray) -> np.ndarray:
+        """The level of flat (vertex, column) positions."""
+        if self._rank is not None:
+            return self._rank[positions]
+        if self._unit is None:                       # whole-number lengths: the distance itself
+            return self._flat[positions].astype(np.int64)
+        return np.floor(self._flat[positions] / self._unit).astype(np.int64)
 
     def scatter(self, v: np.ndarray, col: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """A right-hand side with ``values`` summed at the (vertex, column) pairs."""
-        return np.bincount(self.index[v, col], weights=values, minlength=self.size).astype(np.float64, copy=False)
+        """An ``n x B`` array with ``values`` summed at the (vertex, column) pairs."""
+        x = np.zeros(self.shape)
+        np.add.at(x.reshape(-1), v * self.shape[1] + col, values)
+        return x
 
-    def gather(self, x: np.ndarray) -> np.ndarray:
-        return x[self.index]
+    def counts(self, injected: np.ndarray, low: int | None = None) -> np.ndarray:
+        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, in place.
+        ``low``: no injection below this level (groups below it are skipped)."""
+        x, b = injected.reshape(-1), self.bounds
+        first = 0 if low is None else int(np.searchsorted(self.levels, low, side="right"))
+        for lo, hi in zip(b[first:-1], b[first + 1:]):
+            np.add.at(x, self.head[lo:hi], x[self.tail[lo:hi]])
+        return injected
 
-    def _solve(self, matrix, rhs: np.ndarray, lower: bool) -> np.ndarray:
-        """Solve with ``matrix`` (L as CSR or L^T as CSC), only over the columns of the batch
-        that ``rhs`` touches: the system is block-diagonal, one block of ``n`` pairs per column."""
-        n = self.size // self.batch
-        touched = np.unique(np.flatnonzero(rhs) // n)
-        if not len(touched):
-            return np.zeros(self.n_by_b)
-        if 2 * len(touched) >= self.batch:
-            return self.gather(spsolve_triangular(matrix, rhs, lower=lower, unit_diagonal=True))
-        pairs = (touched[:, None] * n + np.arange(n)).ravel()
-        ptr = matrix.indptr
-        lengths = ptr[pairs + 1] - ptr[pairs]
-        _, entries = row_entries(ptr, pairs)
-        per_block = lengths.reshape(len(touched), n).sum(axis=1)
-        shift = np.repeat((np.arange(len(touched)) - touched) * n, per_block)    # block s -> position k
-        sub_ptr = np.concatenate([[0], np.cumsum(lengths)])
-        sub = type(matrix)((matrix.data[entries], matrix.indices[entries] + shift, sub_ptr),
-                           shape=(len(pairs), len(pairs)))
-        x = np.zeros(self.size)
-        x[pairs] = spsolve_triangular(sub, rhs[pairs], lower=lower, unit_diagonal=True)
-        return self.gather(x)
+    def accumulate(self, injected: np.ndarray, high: int | None = None) -> np.ndarray:
+        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, in place.
+        ``high``: no injection above this level."""
+        z, b = injected.reshape(-1), self.bounds
+        last = len(self.levels) if high is None else int(np.searchsorted(self.levels, high, side="right"))
+        if not last:
+            return injected
+        for lo, hi in zip(b[last - 1::-1], b[last:0:-1]):
+            np.add.at(z, self.tail[lo:hi], z[self.head[lo:hi]])
+        return injected
 
-    def counts(self, rhs: np.ndarray) -> np.ndarray:
-        """Solve ``L x = rhs``: path counts from the sources/increments in ``rhs`` (n x B)."""
-        return self._solve(self.lower, rhs, lower=True)
-
-    def successor_sum(self, values: np.ndarray) -> np.ndarray:
-        """``A^T values`` in pair order: each vertex's sum of ``values`` over its DAG successors."""
-        x = np.zeros(self.size)
-        x[self.index] = values
-        return x - self.lower.T @ x
-
-    def dependencies(self, rhs: np.ndarray) -> np.ndarray:
-        """Solve ``L^T y = rhs`` (n x B)."""
-        if self._upper is None:
-            self._upper = self.lower.T.tocsc()
-        return self._solve(self._upper, rhs, lower=False)
+    def injection_levels(self, v: np.ndarray, col: np.ndarray) -> tuple[int, int]:
+        """(lowest, highest) level of the (vertex, column) pairs."""
+        level = self.level(v * self.shape[1] + col)
+        return int(level.min()), int(level.max())
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
@@ -261,10 +287,10 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
         v = sources[lo:lo + batch_size]
         col = np.arange(len(v))
         _, dist = seeded_distances(graph.csr, v, col, np.zeros(len(v)))
-        dag = DagSystem(graph, dist)
+        dag = ShortestPathDag(graph, dist)
         sigma = dag.counts(dag.scatter(v, col, np.ones(len(v))))
         share = np.divide(leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
-        dependency = sigma * dag.dependencies(dag.successor_sum(share))
+        dependency = sigma * (dag.accumulate(share.copy()) - share)
         dependency[v, col] = 0.0
         raw += dependency @ leaves.reach[v]
     return raw * _scale(n, normalized, directed)
@@ -487,22 +513,23 @@ class MultiSourceBetweenness(SubgraphProgram):
             work["dist"][:, cols] = found
         if g["phase"] == "dist" or (g["phase"] == "sigma" and g["first"]):
             return work
-        dag = work["dag"] = DagSystem(graph, work["dist"])
+        dag = work["dag"] = ShortestPathDag(graph, work["dist"])
         rhs = dag.scatter(src_v, src_col, np.ones(len(src_v)))
         for v, col, _, val in st["dag_in"]:
             rhs += dag.scatter(v, col, val)
         work["sigma"] = dag.counts(rhs)
         if g["phase"] == "delta" and not g["first"]:
-            rhs = dag.successor_sum(self._share(graph, work["sigma"]))
+            share = self._share(graph, work["sigma"])
+            rhs = share.copy()
             for v, col, val in st["dep_in"]:
                 rhs += dag.scatter(v, col, val)
-            work["y"] = dag.dependencies(rhs)
+            work["y"] = dag.accumulate(rhs) - share
         return work
 
     @staticmethod
-    def _dag(graph, work) -> DagSystem:
+    def _dag(graph, work) -> ShortestPathDag:
         if "dag" not in work:
-            work["dag"] = DagSystem(graph, work["dist"])
+            work["dag"] = ShortestPathDag(graph, work["dist"])
         return work["dag"]
 
     @staticmethod
@@ -602,7 +629,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col, src, val = v[on_dag], col[on_dag], m["src"][on_dag], m["val"][on_dag]
         st["dag_in"].append((v, col, src, val))
         dag = self._dag(graph, work)
-        increment = dag.counts(dag.scatter(v, col, val))
+        increment = dag.counts(dag.scatter(v, col, val), low=dag.injection_levels(v, col)[0])
         work["sigma"] += increment
         return self._send_counts(sg, ctx, graph, work, increment)
 
@@ -637,7 +664,7 @@ class MultiSourceBetweenness(SubgraphProgram):
                                else np.empty((3, 0), dtype=np.int64))
             work = self._work(sg, graph, ctx, g)
             share = self._share(graph, work["sigma"])
-            work["y"] = self._dag(graph, work).dependencies(self._dag(graph, work).successor_sum(share))
+            work["y"] = self._dag(graph, work).accumulate(share.copy()) - share
             self._credit(sg, work, work["y"], g)
             sent = self._send_dependencies(ctx, st, share + work["y"])
         elif len(messages.vertices):
@@ -645,7 +672,7 @@ class MultiSourceBetweenness(SubgraphProgram):
             u, col, val = messages.vertices, messages.values["col"].astype(np.int64), messages.values["val"]
             st["dep_in"].append((u, col, val))
             dag = self._dag(graph, work)
-            increment = dag.dependencies(dag.scatter(u, col, val))
+            increment = dag.accumulate(dag.scatter(u, col, val), high=dag.injection_levels(u, col)[1])
             work["y"] += increment
             self._credit(sg, work, increment, g)
             sent = self._send_dependencies(ctx, st, increment)
