@@ -40,19 +40,18 @@ partitions: 75 s against 0.51 s; ``python -m goffish.bench_betweenness``).
 """
 from __future__ import annotations
 
+import functools
 import math
 import uuid
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import scipy.sparse as sp
 from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components, dijkstra
 
-from algorithms.leaf_compression import LeafCompression, strip_leaves
-from algorithms.sssp import check_weights
+from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
 from gofs import files, layout
 from gofs.errors import InputError
 from gopher.aggregators import Aggregator
@@ -84,13 +83,18 @@ class LocalGraph:
     r_w: np.ndarray
     leaves: LeafCompression
 
-    @property
+    @functools.cached_property
+    def unit(self) -> bool:
+        """Whether every local and cut edge has length 1 (hop counts)."""
+        return bool(np.all(self.w == 1) and np.all(self.r_w == 1))
+
+    @functools.cached_property
     def integral(self) -> bool:
         """Whether every local length is a whole number >= 1 (hop counts included): then
         distances are exact integers and serve as levels directly."""
         return bool(np.all((self.w >= 1) & (self.w == np.floor(self.w))))
 
-    @property
+    @functools.cached_property
     def level_unit(self) -> float:
         """A hair below the smallest local edge length: distances divided by it and floored
         climb at least one level along every edge (see :class:`ShortestPathDag`)."""
@@ -149,8 +153,44 @@ def seeded_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarra
     return cols, np.ascontiguousarray(found[:, :n].T)
 
 
-#: (edge, column) candidates examined at once while a DAG is built (bounds temporary memory)
-_DAG_CHUNK = 1 << 22
+#: (edge, column) candidates examined at once while a DAG is built (temporaries stay in cache)
+_DAG_CHUNK = 1 << 18
+
+
+def lower_hops(csr: sp.csr_matrix, dist: np.ndarray, v: np.ndarray, col: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Lower hop distances ``dist`` (``n x B``, in place) from seeds (vertex, column, distance)
+    over unit-length edges, exploring only where a distance drops: one level-synchronous BFS
+    for all columns at once (numpy). Returns the flat positions whose distance dropped.
+
+    A sub-graph that a batch's paths re-enter improves only a region of each column; a
+    Dijkstra would re-traverse the whole sub-graph per column."""
+    batch = dist.shape[1]
+    flat = dist.reshape(-1)
+    order = np.argsort(d, kind="stable")
+    seeds, d = (v * batch + col)[order], d[order]
+    dropped, frontier, i = [], np.zeros(0, np.int64), 0
+    level = d[0] if len(d) else 0.0
+    while True:
+        j = int(np.searchsorted(d, level, side="right"))
+        start, i = seeds[i:j], j
+        start = start[flat[start] > level]
+        if len(start):
+            flat[start] = level
+            frontier = np.unique(np.concatenate([frontier, start]))
+        if not len(frontier):
+            if i >= len(d):
+                break
+            level = d[i]
+            continue
+        dropped.append(frontier)
+        u, c = np.divmod(frontier, batch)
+        owner, entry = row_entries(csr.indptr, u)
+        reached = csr.indices[entry] * batch + c[owner]
+        reached = reached[flat[reached] > level + 1]
+        flat[reached] = level + 1
+        frontier = np.unique(reached)
+        level += 1
+    return np.concatenate(dropped) if dropped else np.zeros(0, np.int64)
 
 
 class ShortestPathDag:
@@ -171,31 +211,44 @@ class ShortestPathDag:
         n, batch = dist.shape
         self.shape = dist.shape
         flat = dist.reshape(-1)
-        tails, heads = [], []
-        step = max(1, _DAG_CHUNK // max(batch, 1))
-        for e0 in range(0, len(graph.src), step):
-            s, d, w = graph.src[e0:e0 + step], graph.dst[e0:e0 + step], graph.w[e0:e0 + step]
-            through = dist[s]
-            on = through < np.inf
-            through += w[:, None]
-            on &= through == dist[d]
-            e, c = np.nonzero(on)
-            tails.append(s[e] * batch + c)
-            heads.append(d[e] * batch + c)
-        tail = np.concatenate(tails) if tails else np.zeros(0, np.int64)
-        head = np.concatenate(heads) if heads else np.zeros(0, np.int64)
         self._flat, self._rank = flat, None
         self._unit = None if graph.integral else graph.level_unit
-        level = self.level(head)
-        if self._unit is not None and len(head) and not (self.level(tail) < level).all():
-            self._rank = np.unique(flat, return_inverse=True)[1].reshape(-1)
-            level = self.level(head)
+        found, head_d, tail_d = [], [], []
+        step = max(1, _DAG_CHUNK // max(batch, 1))
+        for e0 in range(0, len(graph.src), step):
+            du, dv = dist[graph.src[e0:e0 + step]], dist[graph.dst[e0:e0 + step]]
+            w = graph.w[e0:e0 + step, None]
+            if self._unit is None:           # whole numbers: the difference is exact, inf - inf is nan
+                with np.errstate(invalid="ignore"):
+                    at = np.flatnonzero(dv - du == w)
+            else:                            # NetworkX's test, exactly: dist(u) + w == dist(v)
+                through = du + w
+                at = np.flatnonzero((through == dv) & (dv < np.inf))
+                tail_d.append(du.reshape(-1)[at])
+            head_d.append(dv.reshape(-1)[at])
+            found.append(at + e0 * batch)
+        found = np.concatenate(found) if found else np.zeros(0, np.int64)
+        head_d = np.concatenate(head_d) if head_d else np.zeros(0)
+        if self._unit is None:
+            level = head_d.astype(np.int64)
+        else:
+            level = np.floor(head_d / self._unit).astype(np.int64)
+            if len(level) and not (np.floor(np.concatenate(tail_d) / self._unit) < level).all():
+                self._rank = np.unique(flat, return_inverse=True)[1].reshape(-1)
+                edge, col = np.divmod(found, batch)
+                level = self._rank[graph.dst[edge] * batch + col]
         top = int(level.max()) if len(level) else 0
-        order = np.argsort(level.astype(np.uint16 if top < 65535 else np.int64), kind="stable")
-        self.tail, self.head, level = tail[order], head[order], level[order]
-        starts = np.flatnonzero(np.r_[True, level[1:] != level[:-1]]) if len(level) else np.zeros(0, np.int64)
-        self.levels = level[starts]
-        self.bounds = np.r_[starts, len(level)]
+        order = np.argsort(level.astype(np.uint16) if top < 65535 else level, kind="stable")
+        edge, col = np.divmod(found[order], batch)             # (edge, column) pairs, level by level
+        self.tail, self.head = graph.src[edge] * batch + col, graph.dst[edge] * batch + col
+        if top < 1 << 24:
+            per_level = np.bincount(level, minlength=top + 1)
+            self.levels = np.flatnonzero(per_level)
+            self.bounds = np.r_[0, np.cumsum(per_level[self.levels])]
+        else:
+            level = level[order]
+            starts = np.flatnonzero(np.r_[True, level[1:] != level[:-1]])
+            self.levels, self.bounds = level[starts], np.r_[starts, len(level)]
 
     def level(self, positions: np.ndarray) -> np.ndarray:
         """The level of flat (vertex, column) positions."""
@@ -211,30 +264,42 @@ class ShortestPathDag:
         np.add.at(x.reshape(-1), v * self.shape[1] + col, values)
         return x
 
-    def counts(self, injected: np.ndarray, low: int | None = None) -> np.ndarray:
-        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, in place.
-        ``low``: no injection below this level (groups below it are skipped)."""
-        x, b = injected.reshape(-1), self.bounds
-        first = 0 if low is None else int(np.searchsorted(self.levels, low, side="right"))
-        for lo, hi in zip(b[first:-1], b[first + 1:]):
-            np.add.at(x, self.head[lo:hi], x[self.tail[lo:hi]])
+    def counts(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
+        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, in place, level by
+        level upwards. ``v, col``: the only pairs where ``injected`` is non-zero (an increment
+        from cut edges): then only those columns' DAG edges above their lowest such level are swept."""
+        tail, head, bounds = self._edges(v, col, upwards=True)
+        x = injected.reshape(-1)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            if hi > lo:
+                np.add.at(x, head[lo:hi], x[tail[lo:hi]])
         return injected
 
-    def accumulate(self, injected: np.ndarray, high: int | None = None) -> np.ndarray:
-        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, in place.
-        ``high``: no injection above this level."""
-        z, b = injected.reshape(-1), self.bounds
-        last = len(self.levels) if high is None else int(np.searchsorted(self.levels, high, side="right"))
-        if not last:
-            return injected
-        for lo, hi in zip(b[last - 1::-1], b[last:0:-1]):
-            np.add.at(z, self.tail[lo:hi], z[self.head[lo:hi]])
+    def accumulate(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
+        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, in place, level by
+        level downwards. ``v, col``: as in :meth:`counts` (columns' DAG edges up to their highest level)."""
+        tail, head, bounds = self._edges(v, col, upwards=False)
+        z = injected.reshape(-1)
+        for lo, hi in zip(bounds[-2::-1], bounds[:0:-1]):
+            if hi > lo:
+                np.add.at(z, tail[lo:hi], z[head[lo:hi]])
         return injected
 
-    def injection_levels(self, v: np.ndarray, col: np.ndarray) -> tuple[int, int]:
-        """(lowest, highest) level of the (vertex, column) pairs."""
-        level = self.level(v * self.shape[1] + col)
-        return int(level.min()), int(level.max())
+    def _edges(self, v, col, upwards: bool):
+        """(tail, head, level bounds) of the DAG edges an injection at (v, col) can reach."""
+        if v is None or not len(self.head):
+            return self.tail, self.head, self.bounds
+        batch = self.shape[1]
+        level = self.level(v * batch + col)
+        if upwards:
+            limit = np.full(batch, np.iinfo(np.int64).max)
+            np.minimum.at(limit, col, level)
+            keep = np.repeat(self.levels, np.diff(self.bounds)) > limit[self.head % batch]
+        else:
+            limit = np.full(batch, -1)
+            np.maximum.at(limit, col, level)
+            keep = np.repeat(self.levels, np.diff(self.bounds)) <= limit[self.head % batch]
+        return self.tail[keep], self.head[keep], np.r_[0, np.cumsum(keep)][self.bounds]
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
@@ -550,11 +615,22 @@ class MultiSourceBetweenness(SubgraphProgram):
             return 0
         v, col, d = v[better], col[better], d[better]
         st["seeds"].append((v, col, d))
+        sent = 0
+        if graph.unit:          # columns already reached only improve in places: explore just those
+            reached = np.isfinite(dist).any(axis=0)[col]
+            if reached.any():
+                dropped = np.zeros(dist.size, dtype=bool)
+                dropped[lower_hops(graph.csr, dist, v[reached], col[reached], d[reached])] = True
+                sent = self._send_distances(ctx, graph, dist, dropped.reshape(dist.shape)[graph.r_src],
+                                            np.arange(self.batch_size))
+                v, col, d = v[~reached], col[~reached], d[~reached]
+            if not len(v):
+                return sent
         cols, found = seeded_distances(graph.csr, v, col, d)
         old = dist[:, cols]
         improved = found < old
         dist[:, cols] = np.where(improved, found, old)
-        return self._send_distances(ctx, graph, dist, improved[graph.r_src], cols)
+        return sent + self._send_distances(ctx, graph, dist, improved[graph.r_src], cols)
 
     def _start_distances(self, sg, graph, ctx, g):
         st = sg.state
@@ -629,16 +705,25 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col, src, val = v[on_dag], col[on_dag], m["src"][on_dag], m["val"][on_dag]
         st["dag_in"].append((v, col, src, val))
         dag = self._dag(graph, work)
-        increment = dag.counts(dag.scatter(v, col, val), low=dag.injection_levels(v, col)[0])
+        increment = dag.counts(dag.scatter(v, col, val), v, col)
         work["sigma"] += increment
         return self._send_counts(sg, ctx, graph, work, increment)
 
-    def _credit(self, sg, work, increment, g):
-        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded."""
+    def _credit(self, sg, work, increment, g, cols=None):
+        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded;
+        ``cols``: the only columns where the increment is non-zero."""
         st = sg.state
-        delta = work["sigma"] * increment
-        delta[st["src_v"], st["src_col"]] = 0.0
-        st["sampled"] += delta @ g["reach"]
+        if cols is None:
+            delta = work["sigma"] * increment
+            delta[st["src_v"], st["src_col"]] = 0.0
+            st["sampled"] += delta @ g["reach"]
+            return
+        delta = work["sigma"][:, cols] * increment[:, cols]
+        slot = np.full(self.batch_size, -1)
+        slot[cols] = np.arange(len(cols))
+        mine = slot[st["src_col"]] >= 0
+        delta[st["src_v"][mine], slot[st["src_col"][mine]]] = 0.0
+        st["sampled"] += delta @ g["reach"][cols]
 
     def _send_dependencies(self, ctx, st, values):
         """Send each DAG predecessor across a cut edge its successor's ``values`` (non-zero only)."""
@@ -672,9 +757,9 @@ class MultiSourceBetweenness(SubgraphProgram):
             u, col, val = messages.vertices, messages.values["col"].astype(np.int64), messages.values["val"]
             st["dep_in"].append((u, col, val))
             dag = self._dag(graph, work)
-            increment = dag.accumulate(dag.scatter(u, col, val), high=dag.injection_levels(u, col)[1])
+            increment = dag.accumulate(dag.scatter(u, col, val), u, col)
             work["y"] += increment
-            self._credit(sg, work, increment, g)
+            self._credit(sg, work, increment, g, np.unique(col))
             sent = self._send_dependencies(ctx, st, increment)
         if self.top:
             factor = self.n / self._sources_done(g["batch"])
@@ -688,30 +773,75 @@ class MultiSourceBetweenness(SubgraphProgram):
 
 # --------------------------------------------------------------------------- entry point
 
-def check_positive_weights(store, weight: str) -> None:
-    """Betweenness counts shortest paths, which zero-length edges make ill-defined: reject
-    missing, non-numeric, null, NaN, negative or zero weights before any work starts."""
-    check_weights(store, weight)
-    for p in range(store.num_partitions):
-        column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
-        if pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py():
-            raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values (partition {p})")
-        low = pc.min(column).as_py()
-        if low is not None and low <= 0:
-            raise InputError(f"{store.path}: edge weight {low} in '{weight}' (partition {p}); "
+#: one row per partition from :func:`weight_profile`
+_WEIGHT_PROFILE = pa.schema([("partition", pa.int32()), ("type", pa.string()), ("numeric", pa.bool_()),
+                             ("nulls", pa.int64()),
+                             ("nans", pa.int64()), ("low", pa.float64()), ("fractional", pa.int64())])
+
+
+def _profile_partition(store, p: int, weight: str) -> dict:
+    """What :func:`check_positive_weights` needs to know about one partition's ``weight`` column."""
+    column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
+    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+    row = {"partition": p, "type": str(column.type), "numeric": numeric, "nulls": column.null_count, "nans": 0,
+           "low": None, "fractional": 0}
+    if not numeric:
+        return row
+    values = column.drop_null().to_numpy().astype(np.float64)
+    nan = np.isnan(values)
+    values = values[~nan]
+    row.update(nans=int(nan.sum()), low=float(values.min()) if len(values) else None,
+               fractional=int(np.count_nonzero(values != np.floor(values))))
+    return row
+
+
+def weight_profile(store, weight: str) -> list[dict]:
+    """Per partition, computed on Spark (one task each; the driver gets one small row per
+    partition, never the column): the ``weight`` column's type, how many values are null, NaN
+    or not whole numbers, and the smallest value."""
+    from gofs.spark_compat import collect_arrow, spark_schema
+
+    def profile(batches):
+        for batch in batches:
+            for p in batch.column(0).to_pylist():
+                yield pa.RecordBatch.from_pylist([_profile_partition(store, p, weight)], schema=_WEIGHT_PROFILE)
+
+    parts = list(range(store.num_partitions))
+    seeds = store.spark.createDataFrame([(p,) for p in parts], "p int").repartition(max(len(parts), 1))
+    rows = collect_arrow(seeds.mapInArrow(profile, spark_schema(_WEIGHT_PROFILE))).to_pylist()
+    return sorted(rows, key=lambda row: row["partition"])
+
+
+def check_positive_weights(store, weight: str) -> list[dict]:
+    """Betweenness counts shortest paths, which zero-length edges make ill-defined: reject a
+    missing or non-numeric attribute and null, NaN, negative or zero weights before any work
+    starts, naming the partition. Checked on Spark (:func:`weight_profile`, one small row per
+    partition comes back); returns those rows."""
+    if weight not in store.edge_attributes:
+        raise InputError(f"{store.path}: no edge attribute '{weight}' (edge attributes: {store.edge_attributes})")
+    rows = weight_profile(store, weight)
+    for row in rows:
+        where = f"partition {row['partition']}"
+        if not row["numeric"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' is {row['type']}, not a number")
+        if row["nulls"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' has missing values ({where})")
+        if row["nans"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values ({where})")
+        if row["low"] is not None and row["low"] < 0:
+            raise InputError(f"{store.path}: negative edge weight {row['low']} in '{weight}' ({where}); "
                              "betweenness needs positive weights")
+        if row["low"] is not None and row["low"] == 0:
+            raise InputError(f"{store.path}: edge weight 0 in '{weight}' ({where}); betweenness needs positive weights")
+    return rows
 
 
-def integral_weights(store, weight: str) -> bool:
-    """Whether every ``weight`` is a whole number: then path lengths are exact sums and leaf
-    compression keeps NetworkX's ties (with fractional weights, whether two path lengths tie
-    in floating point can change when both are extended by the same tree edge)."""
-    for p in range(store.num_partitions):
-        column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
-        if pa.types.is_floating(column.type) and len(column) and not pc.all(
-                pc.equal(column, pc.floor(column))).as_py():
-            return False
-    return True
+def integral_weights(rows: list[dict]) -> bool:
+    """Whether every weight is a whole number (from :func:`weight_profile`'s rows): then path
+    lengths are exact sums and leaf compression keeps NetworkX's ties (with fractional weights,
+    whether two path lengths tie in floating point can change when both are extended by the
+    same tree edge)."""
+    return all(row["fractional"] == 0 for row in rows)
 
 
 def _check_count(name: str, value, limit: int) -> None:
@@ -759,13 +889,12 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
     _check_count("stable_batches", stable_batches, 1 << 30)
-    if weight is not None:
-        check_positive_weights(store, weight)
+    profile = check_positive_weights(store, weight) if weight is not None else []
     sources = n if k is None else int(k)
     if batch_size is None:
         largest = max((p["num_vertices"] for p in store.partitions), default=1)
         batch_size = max(1, min(sources, DEFAULT_BATCH_ELEMENTS // max(largest, 1)))
-    compress = bool(compress) and not store.directed and (weight is None or integral_weights(store, weight))
+    compress = bool(compress) and not store.directed and (weight is None or integral_weights(profile))
     program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top,
                                      int(stable_batches), int(seed), bool(keep_arrays))
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)
