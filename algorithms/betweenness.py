@@ -6,15 +6,19 @@ Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
 "A Faster Algorithm for Betweenness Centrality", 2001):
 
 1. **distances**: like SSSP, each sub-graph whose boundary distances improved runs
-   one seeded Dijkstra per improved column (scipy.sparse.csgraph, C) and sends
-   ``distance + weight`` across its cut edges. Unweighted graphs use unit lengths.
+   one seeded Dijkstra per newly reached column (scipy.sparse.csgraph, C) and sends
+   ``distance + weight`` across its cut edges. Unweighted graphs use unit lengths;
+   there a column that paths re-enter is lowered by a frontier BFS over all such
+   columns at once, touching only where distances drop (:func:`lower_hops`).
 2. **path counts** ``sigma``: with distances final, the shortest-path DAG of every
-   column is fixed, so ``sigma`` is the solution of one unit-lower-triangular system
-   per sub-graph (vertices ordered by distance, SuperLU's triangular solve, C).
-   The system is linear, so contributions arriving over cut edges are solved as
-   increments and forwarded until none are left: path counts are integers, exact.
+   column is fixed (:class:`ShortestPathDag`: the DAG edges of all ``B`` columns,
+   grouped by the distance level of their head), so ``sigma`` is one sweep up the
+   levels, one ``np.add.at`` per level for all columns at once. It is linear, so
+   contributions arriving over cut edges are swept as increments (only their
+   columns' edges above where they enter) and forwarded until none are left:
+   path counts are integers, exact.
 3. **dependencies**: ``y = delta / sigma`` obeys ``y(v) = sum over DAG successors w of
-   reach(w) / sigma(w) + y(w)``, the transposed system, again solved incrementally;
+   reach(w) / sigma(w) + y(w)``, one sweep down the levels, again incremental;
    ``bc(v) += reach(s) * sigma(v) * y(v)`` as the increments arrive.
 
 With leaf compression (MSL-BC: undirected graphs, unweighted or with whole-number
@@ -32,11 +36,10 @@ mode the master stops once the top set has not changed for ``stable_batches``
 batches. The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
-Cost: a superstep re-solves the blocks (batch columns) of a sub-graph's system that
-an increment touches, and a partition served by another Python worker than in the
-previous superstep recomputes its arrays; on the current job-per-superstep engine
-this is far slower than igraph's one-process Brandes (3,000-vertex road graph, 2
-partitions: 75 s against 0.51 s; ``python -m goffish.bench_betweenness``).
+Cost: every column is traversed in every sub-graph it reaches (Dijkstra in C, then
+numpy over its DAG edges), a few times where paths cross cuts back and forth; per
+source that is a few times igraph's C Brandes, spread over the tasks
+(``python -m goffish.bench_betweenness``; numbers in the README).
 """
 from __future__ import annotations
 
@@ -61,8 +64,12 @@ from gopher.program import SubgraphProgram
 #: one vertex message: batch column, sending vertex, distance through the edge, value
 MESSAGE = np.dtype([("col", "<i4"), ("src", "<i8"), ("d", "<f8"), ("val", "<f8")])
 
-#: (vertex, source) pairs of the largest partition one batch may hold by default (memory)
-DEFAULT_BATCH_ELEMENTS = 1 << 22
+#: (vertex, source) pairs of the largest partition in one batch by default: the DAG build's and
+#: sweeps' scattered accesses stay in cache (one-process probe on a 10k-vertex road part: DAG
+#: and sweeps ~1.5 ms per source with 64 sources a batch, ~6.8 ms with 512)
+DEFAULT_BATCH_ELEMENTS = 1 << 19
+#: fewest sources per batch by default (a batch costs a few supersteps however small)
+MIN_DEFAULT_BATCH = 16
 
 
 # --------------------------------------------------------------------------- local kernels
@@ -893,7 +900,7 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     sources = n if k is None else int(k)
     if batch_size is None:
         largest = max((p["num_vertices"] for p in store.partitions), default=1)
-        batch_size = max(1, min(sources, DEFAULT_BATCH_ELEMENTS // max(largest, 1)))
+        batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))
     compress = bool(compress) and not store.directed and (weight is None or integral_weights(profile))
     program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top,
                                      int(stable_batches), int(seed), bool(keep_arrays))

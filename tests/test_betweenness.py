@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import graphs
 from algorithms.betweenness import (LocalGraph, _affine_permutation, integral_weights, local_betweenness,
-                                    weight_profile)
+                                    lower_hops, seeded_distances, weight_profile)
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
 from gofs import files, layout
@@ -252,6 +252,35 @@ def test_levels_over_wide_length_ranges(G, scale, normalized):
     for u, v, key in G.edges(keys=True):
         G.edges[u, v, key]["wide"] = G.edges[u, v, key]["real"] ** 3 * scale
     _check_local(G, "wide", normalized)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 60), st.integers(1, 5), st.integers(0, 2 ** 16))
+def test_lower_hops_equals_dijkstra_from_all_seeds(n, m, batch, seed):
+    """Seeds arriving later (paths re-entering a sub-graph) lower hop distances exactly as a
+    Dijkstra from all seeds would, and the positions it reports are those that dropped."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    csr = sp.csr_matrix((np.ones(2 * m), (np.r_[u, v], np.r_[v, u])), shape=(n, n))
+    csr.sum_duplicates()
+    csr.data[:] = 1.0
+
+    def seeds(k):
+        return rng.integers(0, n, k), rng.integers(0, batch, k), rng.integers(0, 6, k).astype(float)
+
+    def distances(v, col, d):
+        dist = np.full((n, batch), np.inf)
+        cols, found = seeded_distances(csr, v, col, d)
+        dist[:, cols] = found
+        return dist
+
+    first, later = seeds(int(rng.integers(1, 4))), seeds(int(rng.integers(1, 6)))
+    dist = distances(*first)
+    before = dist.copy()
+    dropped = lower_hops(csr, dist, *later)
+    expected = distances(*(np.r_[a, b] for a, b in zip(first, later)))
+    assert np.array_equal(dist, expected)
+    assert sorted(dropped.tolist()) == np.flatnonzero(expected.reshape(-1) < before.reshape(-1)).tolist()
 
 
 def test_rank_levels_when_distance_levels_collide(monkeypatch):
