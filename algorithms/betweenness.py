@@ -256,6 +256,7 @@ class ShortestPathDag:
             level = level[order]
             starts = np.flatnonzero(np.r_[True, level[1:] != level[:-1]])
             self.levels, self.bounds = level[starts], np.r_[starts, len(level)]
+        self._edge_level = self._edge_col = None            # per DAG edge, made on the first increment
 
     def level(self, positions: np.ndarray) -> np.ndarray:
         """The level of flat (vertex, column) positions."""
@@ -297,15 +298,18 @@ class ShortestPathDag:
         if v is None or not len(self.head):
             return self.tail, self.head, self.bounds
         batch = self.shape[1]
+        if self._edge_level is None:
+            self._edge_level = np.repeat(self.levels, np.diff(self.bounds))
+            self._edge_col = self.head % batch
         level = self.level(v * batch + col)
         if upwards:
             limit = np.full(batch, np.iinfo(np.int64).max)
             np.minimum.at(limit, col, level)
-            keep = np.repeat(self.levels, np.diff(self.bounds)) > limit[self.head % batch]
+            keep = self._edge_level > limit[self._edge_col]
         else:
             limit = np.full(batch, -1)
             np.maximum.at(limit, col, level)
-            keep = np.repeat(self.levels, np.diff(self.bounds)) <= limit[self.head % batch]
+            keep = self._edge_level <= limit[self._edge_col]
         return self.tail[keep], self.head[keep], np.r_[0, np.cumsum(keep)][self.bounds]
 
 

@@ -117,7 +117,7 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
     exact_bc = None
     if not with_igraph:
         log("igraph exact: not computed (--no-igraph); no precision@k")
-    elif reference and os.path.exists(reference):
+    elif reference and os.path.exists(reference) and not exact:       # exact runs time igraph beside them
         exact_bc = np.load(reference)
         with open(reference + ".json") as meta:
             report["igraph_exact_seconds"] = json.load(meta)["seconds"]
@@ -173,8 +173,8 @@ def main(argv=None) -> int:
     parser.add_argument("--top-batch-size", type=int, default=64, help="sources per batch, top-k run")
     parser.add_argument("--stable-batches", type=int, default=3)
     parser.add_argument("--skip-exact", action="store_true", help="only top-k (exact reference still by igraph)")
-    parser.add_argument("--reference", help="igraph's exact betweenness as .npy: read if it exists, else computed "
-                                            "once and written there (with its seconds in FILE.json)")
+    parser.add_argument("--reference", help="igraph's exact betweenness as .npy: written there once (with its "
+                                            "seconds in FILE.json); read back by --skip-exact runs")
     parser.add_argument("--skip-top", action="store_true", help="no top-k run")
     parser.add_argument("--no-igraph", action="store_true",
                         help="no igraph reference (where its exact O(n m) run would take hours): no precision@k")
