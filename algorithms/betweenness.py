@@ -6,15 +6,19 @@ Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
 "A Faster Algorithm for Betweenness Centrality", 2001):
 
 1. **distances**: like SSSP, each sub-graph whose boundary distances improved runs
-   one seeded Dijkstra per improved column (scipy.sparse.csgraph, C) and sends
-   ``distance + weight`` across its cut edges. Unweighted graphs use unit lengths.
+   one seeded Dijkstra per newly reached column (scipy.sparse.csgraph, C) and sends
+   ``distance + weight`` across its cut edges. Unweighted graphs use unit lengths;
+   there a column that paths re-enter is lowered by a frontier BFS over all such
+   columns at once, touching only where distances drop (:func:`lower_hops`).
 2. **path counts** ``sigma``: with distances final, the shortest-path DAG of every
-   column is fixed, so ``sigma`` is the solution of one unit-lower-triangular system
-   per sub-graph (vertices ordered by distance, SuperLU's triangular solve, C).
-   The system is linear, so contributions arriving over cut edges are solved as
-   increments and forwarded until none are left: path counts are integers, exact.
+   column is fixed (:class:`ShortestPathDag`: the DAG edges of all ``B`` columns,
+   grouped by the distance level of their head), so ``sigma`` is one sweep up the
+   levels, one ``np.add.at`` per level for all columns at once. It is linear, so
+   contributions arriving over cut edges are swept as increments (only their
+   columns' edges above where they enter) and forwarded until none are left:
+   path counts are integers, exact.
 3. **dependencies**: ``y = delta / sigma`` obeys ``y(v) = sum over DAG successors w of
-   reach(w) / sigma(w) + y(w)``, the transposed system, again solved incrementally;
+   reach(w) / sigma(w) + y(w)``, one sweep down the levels, again incremental;
    ``bc(v) += reach(s) * sigma(v) * y(v)`` as the increments arrive.
 
 With leaf compression (MSL-BC: undirected graphs, unweighted or with whole-number
@@ -32,28 +36,25 @@ mode the master stops once the top set has not changed for ``stable_batches``
 batches. The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
-Cost: a superstep re-solves the blocks (batch columns) of a sub-graph's system that
-an increment touches, and a partition served by another Python worker than in the
-previous superstep recomputes its arrays; on the current job-per-superstep engine
-this is far slower than igraph's one-process Brandes (3,000-vertex road graph, 2
-partitions: 75 s against 0.51 s; ``python -m goffish.bench_betweenness``).
+Cost: every column is traversed in every sub-graph it reaches (Dijkstra in C, then
+numpy over its DAG edges), a few times where paths cross cuts back and forth; per
+source that is a few times igraph's C Brandes, spread over the tasks
+(``python -m goffish.bench_betweenness``; numbers in the README).
 """
 from __future__ import annotations
 
+import functools
 import math
 import uuid
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import scipy.sparse as sp
 from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components, dijkstra
-from scipy.sparse.linalg import spsolve_triangular
 
 from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
-from algorithms.sssp import check_weights
 from gofs import files, layout
 from gofs.errors import InputError
 from gopher.aggregators import Aggregator
@@ -63,8 +64,12 @@ from gopher.program import SubgraphProgram
 #: one vertex message: batch column, sending vertex, distance through the edge, value
 MESSAGE = np.dtype([("col", "<i4"), ("src", "<i8"), ("d", "<f8"), ("val", "<f8")])
 
-#: (vertex, source) pairs of the largest partition one batch may hold by default (memory)
-DEFAULT_BATCH_ELEMENTS = 1 << 22
+#: (vertex, source) pairs of the largest partition in one batch by default: the DAG build's and
+#: sweeps' scattered accesses stay in cache (one-process probe on a 10k-vertex road part: DAG
+#: and sweeps ~1.5 ms per source with 64 sources a batch, ~6.8 ms with 512)
+DEFAULT_BATCH_ELEMENTS = 1 << 19
+#: fewest sources per batch by default (a batch costs a few supersteps however small)
+MIN_DEFAULT_BATCH = 16
 
 
 # --------------------------------------------------------------------------- local kernels
@@ -84,6 +89,23 @@ class LocalGraph:
     r_dst: np.ndarray          # global vertex id of the other end
     r_w: np.ndarray
     leaves: LeafCompression
+
+    @functools.cached_property
+    def unit(self) -> bool:
+        """Whether every local and cut edge has length 1 (hop counts)."""
+        return bool(np.all(self.w == 1) and np.all(self.r_w == 1))
+
+    @functools.cached_property
+    def integral(self) -> bool:
+        """Whether every local length is a whole number >= 1 (hop counts included): then
+        distances are exact integers and serve as levels directly."""
+        return bool(np.all((self.w >= 1) & (self.w == np.floor(self.w))))
+
+    @functools.cached_property
+    def level_unit(self) -> float:
+        """A hair below the smallest local edge length: distances divided by it and floored
+        climb at least one level along every edge (see :class:`ShortestPathDag`)."""
+        return float(self.w.min()) * (1 - 1e-7) if len(self.w) else 1.0
 
 
 def local_graph(subgraph, weight: str | None, compress: bool) -> LocalGraph:
@@ -129,6 +151,8 @@ def seeded_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarra
     seed_v, seed_col, seed_d = seed_v[first], seed_col[first], seed_d[first]
     cols, counts = np.unique(seed_col, return_counts=True)
     k = len(cols)
+    if k == len(seed_v) and not seed_d.any():                  # one source per column: plain Dijkstra
+        return cols, np.ascontiguousarray(dijkstra(csr, directed=True, indices=seed_v).T)
     indptr = np.concatenate([csr.indptr, csr.indptr[-1] + np.cumsum(counts)])
     augmented = sp.csr_matrix((np.concatenate([csr.data, seed_d]), np.concatenate([csr.indices, seed_v]), indptr),
                               shape=(n + k, n + k))
@@ -136,79 +160,157 @@ def seeded_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarra
     return cols, np.ascontiguousarray(found[:, :n].T)
 
 
-class DagSystem:
-    """The shortest-path DAGs of a batch in one sub-graph as ``L = I - A`` over the
-    ``n x B`` (vertex, column) pairs, each column's vertices ordered by distance, so
-    ``L`` is unit lower triangular: ``L sigma = b`` counts paths, ``L^T y = c``
-    accumulates dependencies."""
+#: (edge, column) candidates examined at once while a DAG is built (temporaries stay in cache)
+_DAG_CHUNK = 1 << 18
 
-    def __init__(self, graph: LocalGraph, dist: np.ndarray):
+
+def lower_hops(csr: sp.csr_matrix, dist: np.ndarray, v: np.ndarray, col: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Lower hop distances ``dist`` (``n x B``, in place) from seeds (vertex, column, distance)
+    over unit-length edges, exploring only where a distance drops: one level-synchronous BFS
+    for all columns at once (numpy). Returns the flat positions whose distance dropped.
+
+    A sub-graph that a batch's paths re-enter improves only a region of each column; a
+    Dijkstra would re-traverse the whole sub-graph per column."""
+    batch = dist.shape[1]
+    flat = dist.reshape(-1)
+    order = np.argsort(d, kind="stable")
+    seeds, d = (v * batch + col)[order], d[order]
+    dropped, frontier, i = [], np.zeros(0, np.int64), 0
+    level = d[0] if len(d) else 0.0
+    while True:
+        j = int(np.searchsorted(d, level, side="right"))
+        start, i = seeds[i:j], j
+        start = start[flat[start] > level]
+        if len(start):
+            flat[start] = level
+            frontier = np.unique(np.concatenate([frontier, start]))
+        if not len(frontier):
+            if i >= len(d):
+                break
+            level = d[i]
+            continue
+        dropped.append(frontier)
+        u, c = np.divmod(frontier, batch)
+        owner, entry = row_entries(csr.indptr, u)
+        reached = csr.indices[entry] * batch + c[owner]
+        reached = reached[flat[reached] > level + 1]
+        flat[reached] = level + 1
+        frontier = np.unique(reached)
+        level += 1
+    return np.concatenate(dropped) if dropped else np.zeros(0, np.int64)
+
+
+class ShortestPathDag:
+    """The shortest-path DAGs of a batch in one sub-graph, for vectorised Brandes sweeps.
+
+    A DAG edge ``u -> v`` of column (source) ``c`` is a local edge with
+    ``dist[u, c] + w == dist[v, c]`` (exact float equality, as NetworkX tests it). The
+    edges of all ``B`` columns are kept as (tail, head) positions into the flattened
+    ``n x B`` arrays, grouped by the *level* of their head: ``floor(dist / q)`` with ``q``
+    a hair below the smallest edge length, so every DAG edge climbs at least one level
+    (hop counts: the level is the distance). A sweep is then one ``np.add.at`` per level
+    for all columns at once: path counts forwards, dependencies backwards. Where rounding
+    breaks a level (not seen in practice; checked on every edge), levels fall back to the
+    rank of the distance among the batch's distinct distances, still exact.
+    """
+
+    def __init__(self, graph: "LocalGraph", dist: np.ndarray):
         n, batch = dist.shape
-        order = np.argsort(dist.T, axis=1, kind="stable")        # rows are contiguous: faster
-        rank = np.empty((batch, n), dtype=np.int64)
-        rank[np.arange(batch)[:, None], order] = np.arange(n)
-        rank = rank.T
-        self.index = rank + np.arange(batch, dtype=np.int64) * n
-        self.size, self.batch, self.n_by_b = n * batch, batch, (n, batch)
-        rows, cols = [], []
-        step = max(1, (1 << 22) // max(len(graph.src), 1))
-        for c0 in range(0, batch, step):
-            du = dist[graph.src, c0:c0 + step]
-            on = np.isfinite(du) & (du + graph.w[:, None] == dist[graph.dst, c0:c0 + step])
-            e, s = np.nonzero(on)
-            s += c0
-            rows.append(self.index[graph.dst[e], s])
-            cols.append(self.index[graph.src[e], s])
-        diagonal = np.arange(self.size)
-        rows, cols = np.concatenate([diagonal, *rows]), np.concatenate([diagonal, *cols])
-        data = np.concatenate([np.ones(self.size), -np.ones(len(rows) - self.size)])
-        self.lower = sp.csr_matrix((data, (rows, cols)), shape=(self.size, self.size))
-        self._upper = None
+        self.shape = dist.shape
+        flat = dist.reshape(-1)
+        self._flat, self._rank = flat, None
+        self._unit = None if graph.integral else graph.level_unit
+        found, head_d, tail_d = [], [], []
+        step = max(1, _DAG_CHUNK // max(batch, 1))
+        for e0 in range(0, len(graph.src), step):
+            du, dv = dist[graph.src[e0:e0 + step]], dist[graph.dst[e0:e0 + step]]
+            w = graph.w[e0:e0 + step, None]
+            if self._unit is None:           # whole numbers: the difference is exact, inf - inf is nan
+                with np.errstate(invalid="ignore"):
+                    at = np.flatnonzero(dv - du == w)
+            else:                            # NetworkX's test, exactly: dist(u) + w == dist(v)
+                through = du + w
+                at = np.flatnonzero((through == dv) & (dv < np.inf))
+                tail_d.append(du.reshape(-1)[at])
+            head_d.append(dv.reshape(-1)[at])
+            found.append(at + e0 * batch)
+        found = np.concatenate(found) if found else np.zeros(0, np.int64)
+        head_d = np.concatenate(head_d) if head_d else np.zeros(0)
+        if self._unit is None:
+            level = head_d.astype(np.int64)
+        else:
+            level = np.floor(head_d / self._unit).astype(np.int64)
+            if len(level) and not (np.floor(np.concatenate(tail_d) / self._unit) < level).all():
+                self._rank = np.unique(flat, return_inverse=True)[1].reshape(-1)
+                edge, col = np.divmod(found, batch)
+                level = self._rank[graph.dst[edge] * batch + col]
+        top = int(level.max()) if len(level) else 0
+        order = np.argsort(level.astype(np.uint16) if top < 65535 else level, kind="stable")
+        edge, col = np.divmod(found[order], batch)             # (edge, column) pairs, level by level
+        self.tail, self.head = graph.src[edge] * batch + col, graph.dst[edge] * batch + col
+        if top < 1 << 24:
+            per_level = np.bincount(level, minlength=top + 1)
+            self.levels = np.flatnonzero(per_level)
+            self.bounds = np.r_[0, np.cumsum(per_level[self.levels])]
+        else:
+            level = level[order]
+            starts = np.flatnonzero(np.r_[True, level[1:] != level[:-1]])
+            self.levels, self.bounds = level[starts], np.r_[starts, len(level)]
+        self._edge_level = self._edge_col = None            # per DAG edge, made on the first increment
+
+    def level(self, positions: np.ndarray) -> np.ndarray:
+        """The level of flat (vertex, column) positions."""
+        if self._rank is not None:
+            return self._rank[positions]
+        if self._unit is None:                       # whole-number lengths: the distance itself
+            return self._flat[positions].astype(np.int64)
+        return np.floor(self._flat[positions] / self._unit).astype(np.int64)
 
     def scatter(self, v: np.ndarray, col: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """A right-hand side with ``values`` summed at the (vertex, column) pairs."""
-        return np.bincount(self.index[v, col], weights=values, minlength=self.size).astype(np.float64, copy=False)
+        """An ``n x B`` array with ``values`` summed at the (vertex, column) pairs."""
+        x = np.zeros(self.shape)
+        np.add.at(x.reshape(-1), v * self.shape[1] + col, values)
+        return x
 
-    def gather(self, x: np.ndarray) -> np.ndarray:
-        return x[self.index]
+    def counts(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
+        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, in place, level by
+        level upwards. ``v, col``: the only pairs where ``injected`` is non-zero (an increment
+        from cut edges): then only those columns' DAG edges above their lowest such level are swept."""
+        tail, head, bounds = self._edges(v, col, upwards=True)
+        x = injected.reshape(-1)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            if hi > lo:
+                np.add.at(x, head[lo:hi], x[tail[lo:hi]])
+        return injected
 
-    def _solve(self, matrix, rhs: np.ndarray, lower: bool) -> np.ndarray:
-        """Solve with ``matrix`` (L as CSR or L^T as CSC), only over the columns of the batch
-        that ``rhs`` touches: the system is block-diagonal, one block of ``n`` pairs per column."""
-        n = self.size // self.batch
-        touched = np.unique(np.flatnonzero(rhs) // n)
-        if not len(touched):
-            return np.zeros(self.n_by_b)
-        if 2 * len(touched) >= self.batch:
-            return self.gather(spsolve_triangular(matrix, rhs, lower=lower, unit_diagonal=True))
-        pairs = (touched[:, None] * n + np.arange(n)).ravel()
-        ptr = matrix.indptr
-        lengths = ptr[pairs + 1] - ptr[pairs]
-        _, entries = row_entries(ptr, pairs)
-        per_block = lengths.reshape(len(touched), n).sum(axis=1)
-        shift = np.repeat((np.arange(len(touched)) - touched) * n, per_block)    # block s -> position k
-        sub_ptr = np.concatenate([[0], np.cumsum(lengths)])
-        sub = type(matrix)((matrix.data[entries], matrix.indices[entries] + shift, sub_ptr),
-                           shape=(len(pairs), len(pairs)))
-        x = np.zeros(self.size)
-        x[pairs] = spsolve_triangular(sub, rhs[pairs], lower=lower, unit_diagonal=True)
-        return self.gather(x)
+    def accumulate(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
+        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, in place, level by
+        level downwards. ``v, col``: as in :meth:`counts` (columns' DAG edges up to their highest level)."""
+        tail, head, bounds = self._edges(v, col, upwards=False)
+        z = injected.reshape(-1)
+        for lo, hi in zip(bounds[-2::-1], bounds[:0:-1]):
+            if hi > lo:
+                np.add.at(z, tail[lo:hi], z[head[lo:hi]])
+        return injected
 
-    def counts(self, rhs: np.ndarray) -> np.ndarray:
-        """Solve ``L x = rhs``: path counts from the sources/increments in ``rhs`` (n x B)."""
-        return self._solve(self.lower, rhs, lower=True)
-
-    def successor_sum(self, values: np.ndarray) -> np.ndarray:
-        """``A^T values`` in pair order: each vertex's sum of ``values`` over its DAG successors."""
-        x = np.zeros(self.size)
-        x[self.index] = values
-        return x - self.lower.T @ x
-
-    def dependencies(self, rhs: np.ndarray) -> np.ndarray:
-        """Solve ``L^T y = rhs`` (n x B)."""
-        if self._upper is None:
-            self._upper = self.lower.T.tocsc()
-        return self._solve(self._upper, rhs, lower=False)
+    def _edges(self, v, col, upwards: bool):
+        """(tail, head, level bounds) of the DAG edges an injection at (v, col) can reach."""
+        if v is None or not len(self.head):
+            return self.tail, self.head, self.bounds
+        batch = self.shape[1]
+        if self._edge_level is None:
+            self._edge_level = np.repeat(self.levels, np.diff(self.bounds))
+            self._edge_col = self.head % batch
+        level = self.level(v * batch + col)
+        if upwards:
+            limit = np.full(batch, np.iinfo(np.int64).max)
+            np.minimum.at(limit, col, level)
+            keep = self._edge_level > limit[self._edge_col]
+        else:
+            limit = np.full(batch, -1)
+            np.maximum.at(limit, col, level)
+            keep = self._edge_level <= limit[self._edge_col]
+        return self.tail[keep], self.head[keep], np.r_[0, np.cumsum(keep)][self.bounds]
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
@@ -261,10 +363,10 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
         v = sources[lo:lo + batch_size]
         col = np.arange(len(v))
         _, dist = seeded_distances(graph.csr, v, col, np.zeros(len(v)))
-        dag = DagSystem(graph, dist)
+        dag = ShortestPathDag(graph, dist)
         sigma = dag.counts(dag.scatter(v, col, np.ones(len(v))))
         share = np.divide(leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
-        dependency = sigma * dag.dependencies(dag.successor_sum(share))
+        dependency = sigma * (dag.accumulate(share.copy()) - share)
         dependency[v, col] = 0.0
         raw += dependency @ leaves.reach[v]
     return raw * _scale(n, normalized, directed)
@@ -487,22 +589,23 @@ class MultiSourceBetweenness(SubgraphProgram):
             work["dist"][:, cols] = found
         if g["phase"] == "dist" or (g["phase"] == "sigma" and g["first"]):
             return work
-        dag = work["dag"] = DagSystem(graph, work["dist"])
+        dag = work["dag"] = ShortestPathDag(graph, work["dist"])
         rhs = dag.scatter(src_v, src_col, np.ones(len(src_v)))
         for v, col, _, val in st["dag_in"]:
             rhs += dag.scatter(v, col, val)
         work["sigma"] = dag.counts(rhs)
         if g["phase"] == "delta" and not g["first"]:
-            rhs = dag.successor_sum(self._share(graph, work["sigma"]))
+            share = self._share(graph, work["sigma"])
+            rhs = share.copy()
             for v, col, val in st["dep_in"]:
                 rhs += dag.scatter(v, col, val)
-            work["y"] = dag.dependencies(rhs)
+            work["y"] = dag.accumulate(rhs) - share
         return work
 
     @staticmethod
-    def _dag(graph, work) -> DagSystem:
+    def _dag(graph, work) -> ShortestPathDag:
         if "dag" not in work:
-            work["dag"] = DagSystem(graph, work["dist"])
+            work["dag"] = ShortestPathDag(graph, work["dist"])
         return work["dag"]
 
     @staticmethod
@@ -523,11 +626,22 @@ class MultiSourceBetweenness(SubgraphProgram):
             return 0
         v, col, d = v[better], col[better], d[better]
         st["seeds"].append((v, col, d))
+        sent = 0
+        if graph.unit:          # columns already reached only improve in places: explore just those
+            reached = np.isfinite(dist).any(axis=0)[col]
+            if reached.any():
+                dropped = np.zeros(dist.size, dtype=bool)
+                dropped[lower_hops(graph.csr, dist, v[reached], col[reached], d[reached])] = True
+                sent = self._send_distances(ctx, graph, dist, dropped.reshape(dist.shape)[graph.r_src],
+                                            np.arange(self.batch_size))
+                v, col, d = v[~reached], col[~reached], d[~reached]
+            if not len(v):
+                return sent
         cols, found = seeded_distances(graph.csr, v, col, d)
         old = dist[:, cols]
         improved = found < old
         dist[:, cols] = np.where(improved, found, old)
-        return self._send_distances(ctx, graph, dist, improved[graph.r_src], cols)
+        return sent + self._send_distances(ctx, graph, dist, improved[graph.r_src], cols)
 
     def _start_distances(self, sg, graph, ctx, g):
         st = sg.state
@@ -602,16 +716,25 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col, src, val = v[on_dag], col[on_dag], m["src"][on_dag], m["val"][on_dag]
         st["dag_in"].append((v, col, src, val))
         dag = self._dag(graph, work)
-        increment = dag.counts(dag.scatter(v, col, val))
+        increment = dag.counts(dag.scatter(v, col, val), v, col)
         work["sigma"] += increment
         return self._send_counts(sg, ctx, graph, work, increment)
 
-    def _credit(self, sg, work, increment, g):
-        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded."""
+    def _credit(self, sg, work, increment, g, cols=None):
+        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded;
+        ``cols``: the only columns where the increment is non-zero."""
         st = sg.state
-        delta = work["sigma"] * increment
-        delta[st["src_v"], st["src_col"]] = 0.0
-        st["sampled"] += delta @ g["reach"]
+        if cols is None:
+            delta = work["sigma"] * increment
+            delta[st["src_v"], st["src_col"]] = 0.0
+            st["sampled"] += delta @ g["reach"]
+            return
+        delta = work["sigma"][:, cols] * increment[:, cols]
+        slot = np.full(self.batch_size, -1)
+        slot[cols] = np.arange(len(cols))
+        mine = slot[st["src_col"]] >= 0
+        delta[st["src_v"][mine], slot[st["src_col"][mine]]] = 0.0
+        st["sampled"] += delta @ g["reach"][cols]
 
     def _send_dependencies(self, ctx, st, values):
         """Send each DAG predecessor across a cut edge its successor's ``values`` (non-zero only)."""
@@ -637,7 +760,7 @@ class MultiSourceBetweenness(SubgraphProgram):
                                else np.empty((3, 0), dtype=np.int64))
             work = self._work(sg, graph, ctx, g)
             share = self._share(graph, work["sigma"])
-            work["y"] = self._dag(graph, work).dependencies(self._dag(graph, work).successor_sum(share))
+            work["y"] = self._dag(graph, work).accumulate(share.copy()) - share
             self._credit(sg, work, work["y"], g)
             sent = self._send_dependencies(ctx, st, share + work["y"])
         elif len(messages.vertices):
@@ -645,9 +768,9 @@ class MultiSourceBetweenness(SubgraphProgram):
             u, col, val = messages.vertices, messages.values["col"].astype(np.int64), messages.values["val"]
             st["dep_in"].append((u, col, val))
             dag = self._dag(graph, work)
-            increment = dag.dependencies(dag.scatter(u, col, val))
+            increment = dag.accumulate(dag.scatter(u, col, val), u, col)
             work["y"] += increment
-            self._credit(sg, work, increment, g)
+            self._credit(sg, work, increment, g, np.unique(col))
             sent = self._send_dependencies(ctx, st, increment)
         if self.top:
             factor = self.n / self._sources_done(g["batch"])
@@ -661,30 +784,75 @@ class MultiSourceBetweenness(SubgraphProgram):
 
 # --------------------------------------------------------------------------- entry point
 
-def check_positive_weights(store, weight: str) -> None:
-    """Betweenness counts shortest paths, which zero-length edges make ill-defined: reject
-    missing, non-numeric, null, NaN, negative or zero weights before any work starts."""
-    check_weights(store, weight)
-    for p in range(store.num_partitions):
-        column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
-        if pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py():
-            raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values (partition {p})")
-        low = pc.min(column).as_py()
-        if low is not None and low <= 0:
-            raise InputError(f"{store.path}: edge weight {low} in '{weight}' (partition {p}); "
+#: one row per partition from :func:`weight_profile`
+_WEIGHT_PROFILE = pa.schema([("partition", pa.int32()), ("type", pa.string()), ("numeric", pa.bool_()),
+                             ("nulls", pa.int64()),
+                             ("nans", pa.int64()), ("low", pa.float64()), ("fractional", pa.int64())])
+
+
+def _profile_partition(store, p: int, weight: str) -> dict:
+    """What :func:`check_positive_weights` needs to know about one partition's ``weight`` column."""
+    column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
+    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+    row = {"partition": p, "type": str(column.type), "numeric": numeric, "nulls": column.null_count, "nans": 0,
+           "low": None, "fractional": 0}
+    if not numeric:
+        return row
+    values = column.drop_null().to_numpy().astype(np.float64)
+    nan = np.isnan(values)
+    values = values[~nan]
+    row.update(nans=int(nan.sum()), low=float(values.min()) if len(values) else None,
+               fractional=int(np.count_nonzero(values != np.floor(values))))
+    return row
+
+
+def weight_profile(store, weight: str) -> list[dict]:
+    """Per partition, computed on Spark (one task each; the driver gets one small row per
+    partition, never the column): the ``weight`` column's type, how many values are null, NaN
+    or not whole numbers, and the smallest value."""
+    from gofs.spark_compat import collect_arrow, spark_schema
+
+    def profile(batches):
+        for batch in batches:
+            for p in batch.column(0).to_pylist():
+                yield pa.RecordBatch.from_pylist([_profile_partition(store, p, weight)], schema=_WEIGHT_PROFILE)
+
+    parts = list(range(store.num_partitions))
+    seeds = store.spark.createDataFrame([(p,) for p in parts], "p int").repartition(max(len(parts), 1))
+    rows = collect_arrow(seeds.mapInArrow(profile, spark_schema(_WEIGHT_PROFILE))).to_pylist()
+    return sorted(rows, key=lambda row: row["partition"])
+
+
+def check_positive_weights(store, weight: str) -> list[dict]:
+    """Betweenness counts shortest paths, which zero-length edges make ill-defined: reject a
+    missing or non-numeric attribute and null, NaN, negative or zero weights before any work
+    starts, naming the partition. Checked on Spark (:func:`weight_profile`, one small row per
+    partition comes back); returns those rows."""
+    if weight not in store.edge_attributes:
+        raise InputError(f"{store.path}: no edge attribute '{weight}' (edge attributes: {store.edge_attributes})")
+    rows = weight_profile(store, weight)
+    for row in rows:
+        where = f"partition {row['partition']}"
+        if not row["numeric"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' is {row['type']}, not a number")
+        if row["nulls"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' has missing values ({where})")
+        if row["nans"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values ({where})")
+        if row["low"] is not None and row["low"] < 0:
+            raise InputError(f"{store.path}: negative edge weight {row['low']} in '{weight}' ({where}); "
                              "betweenness needs positive weights")
+        if row["low"] is not None and row["low"] == 0:
+            raise InputError(f"{store.path}: edge weight 0 in '{weight}' ({where}); betweenness needs positive weights")
+    return rows
 
 
-def integral_weights(store, weight: str) -> bool:
-    """Whether every ``weight`` is a whole number: then path lengths are exact sums and leaf
-    compression keeps NetworkX's ties (with fractional weights, whether two path lengths tie
-    in floating point can change when both are extended by the same tree edge)."""
-    for p in range(store.num_partitions):
-        column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
-        if pa.types.is_floating(column.type) and len(column) and not pc.all(
-                pc.equal(column, pc.floor(column))).as_py():
-            return False
-    return True
+def integral_weights(rows: list[dict]) -> bool:
+    """Whether every weight is a whole number (from :func:`weight_profile`'s rows): then path
+    lengths are exact sums and leaf compression keeps NetworkX's ties (with fractional weights,
+    whether two path lengths tie in floating point can change when both are extended by the
+    same tree edge)."""
+    return all(row["fractional"] == 0 for row in rows)
 
 
 def _check_count(name: str, value, limit: int) -> None:
@@ -732,13 +900,12 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
     _check_count("stable_batches", stable_batches, 1 << 30)
-    if weight is not None:
-        check_positive_weights(store, weight)
+    profile = check_positive_weights(store, weight) if weight is not None else []
     sources = n if k is None else int(k)
     if batch_size is None:
         largest = max((p["num_vertices"] for p in store.partitions), default=1)
-        batch_size = max(1, min(sources, DEFAULT_BATCH_ELEMENTS // max(largest, 1)))
-    compress = bool(compress) and not store.directed and (weight is None or integral_weights(store, weight))
+        batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))
+    compress = bool(compress) and not store.directed and (weight is None or integral_weights(profile))
     program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top,
                                      int(stable_batches), int(seed), bool(keep_arrays))
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)

@@ -5,7 +5,8 @@ On one road-like graph (:func:`goffish.generators.road_network`) it measures, in
 - exact betweenness on Gopher (MS-BC / MSL-BC) against igraph's exact betweenness,
   both forced into numpy arrays, and whether they agree (relative 1e-9);
 - approximate top-k on Gopher: seconds, sources used, precision@k against the exact
-  ranking (igraph's, computed in the same run);
+  ranking (igraph's, computed in the same run or read from ``--reference``, where it
+  was computed once; ``--no-igraph`` where igraph's O(n m) exact run would take hours);
 - leaf compression: the share of edges stripping degree-1 vertices removes from the
   whole graph (the paper's measure), and what the partitioned run stripped (it does
   not strip across cut edges).
@@ -15,6 +16,7 @@ Gopher runs once untimed on one source first (Python workers, topology caches).
 Example::
 
     python -m goffish.bench_betweenness --size 20000 --partitions 2 --top 32
+    python -m goffish.bench_betweenness --size 100000 --skip-exact --reference bench-results/igraph-bc-100k.npy
 """
 from __future__ import annotations
 
@@ -32,6 +34,44 @@ def _timed(fn):
     clock = time.perf_counter()
     value = fn()
     return time.perf_counter() - clock, value
+
+
+def worker_cpu_seconds() -> float | None:
+    """CPU seconds used so far by the Python workers under this driver (Linux ``/proc``; None
+    elsewhere). On a shared machine wall time depends on the load; CPU seconds far less, so
+    the report gives both (igraph's own CPU time beside)."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    parent, ticks = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                is_worker = b"pyspark.daemon" in cmd.read()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        if is_worker:
+            ticks[int(entry)] = int(fields[11]) + int(fields[12])
+    total = 0
+    for pid, used in ticks.items():
+        up = pid
+        while up in parent and up != os.getpid():
+            up = parent[up]
+        if up == os.getpid():
+            total += used
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _timed_with_cpu(fn):
+    """(wall seconds, worker CPU seconds or None, value) of ``fn()``."""
+    before = worker_cpu_seconds()
+    seconds, value = _timed(fn)
+    after = worker_cpu_seconds()
+    return seconds, (after - before if before is not None else None), value
 
 
 def leaf_compression_share(n: int, src: np.ndarray, dst: np.ndarray) -> dict:
@@ -55,7 +95,8 @@ def _by_id(result, n: int) -> np.ndarray:
 
 
 def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_size: int | None,
-        top_batch_size: int, stable_batches: int, seed: int, exact: bool, workdir: str, log=print) -> dict:
+        top_batch_size: int, stable_batches: int, seed: int, exact: bool, workdir: str, log=print,
+        reference: str | None = None, with_igraph: bool = True, with_top: bool = True) -> dict:
     import igraph as ig
 
     import goffish
@@ -68,33 +109,56 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
     src, dst = graph.edges.column("src").to_numpy(), graph.edges.column("dst").to_numpy()
     lengths = graph.edges.column("length").to_numpy() if weight else None
     report = {"graph": f"road_network({size}, seed={seed})", "vertices": n, "edges": int(len(src)),
+              "load_average_before": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
               "partitions": partitions, "weight": weight, "spark_master": spark.sparkContext.master,
               "leaf_compression": leaf_compression_share(n, src, dst)}
     log(f"leaf compression: {json.dumps(report['leaf_compression'])}")
 
-    reference = ig.Graph(n=n, edges=np.column_stack([src, dst]).tolist(), directed=False)
-    seconds, exact_bc = _timed(lambda: np.asarray(reference.betweenness(directed=False, weights=lengths)))
-    report["igraph_exact_seconds"] = seconds
-    log(f"igraph exact (one core): {seconds:.2f}s")
+    exact_bc = None
+    if not with_igraph:
+        log("igraph exact: not computed (--no-igraph); no precision@k")
+    elif reference and os.path.exists(reference) and not exact:       # exact runs time igraph beside them
+        exact_bc = np.load(reference)
+        with open(reference + ".json") as meta:
+            report["igraph_exact_seconds"] = json.load(meta)["seconds"]
+        report["igraph_reference"] = reference
+        log(f"igraph exact: read from {reference} (computed once, {report['igraph_exact_seconds']:.1f}s)")
+    else:
+        graph_ig = ig.Graph(n=n, edges=np.column_stack([src, dst]).tolist(), directed=False)
+        cpu = time.process_time()
+        seconds, exact_bc = _timed(lambda: np.asarray(graph_ig.betweenness(directed=False, weights=lengths)))
+        report["igraph_exact_seconds"], report["igraph_exact_cpu_seconds"] = seconds, time.process_time() - cpu
+        log(f"igraph exact (one core): {seconds:.2f}s, {report['igraph_exact_cpu_seconds']:.2f} CPU s")
+        if reference:
+            os.makedirs(os.path.dirname(reference) or ".", exist_ok=True)
+            np.save(reference + ".tmp.npy", exact_bc)
+            os.replace(reference + ".tmp.npy", reference)
+            with open(reference + ".json", "w") as meta:
+                json.dump({"graph": report["graph"], "weight": weight, "seconds": seconds}, meta)
 
     options = {"weight": weight, "normalized": False, "batch_size": batch_size, "progress": False}
     g.betweenness(k=1, **options).dataframe.count()                       # warm-up
-    if exact:
-        seconds, result = _timed(lambda: (lambda r: (r, _by_id(r, n)))(g.betweenness(**options)))
+    if exact and exact_bc is not None:
+        seconds, cpu, result = _timed_with_cpu(lambda: (lambda r: (r, _by_id(r, n)))(g.betweenness(**options)))
         result, ours = result
         scale = max(1.0, float(np.abs(exact_bc).max()))
         report["gopher_exact"] = {
-            "seconds": seconds, "supersteps": result.metrics.num_supersteps, **result.aggregated,
-            "max_relative_difference": float(np.abs(ours - exact_bc).max() / scale),
+            "seconds": seconds, "worker_cpu_seconds": cpu, "supersteps": result.metrics.num_supersteps,
+            **result.aggregated, "max_relative_difference": float(np.abs(ours - exact_bc).max() / scale),
             "igraph_over_gopher": report["igraph_exact_seconds"] / seconds}
+        if cpu and "igraph_exact_cpu_seconds" in report:
+            report["gopher_exact"]["igraph_over_gopher_cpu"] = report["igraph_exact_cpu_seconds"] / cpu
         log(f"gopher exact: {json.dumps(report['gopher_exact'])}")
-    seconds, result = _timed(lambda: (lambda r: (r, r.dataframe.collect()))(
+    if not with_top:
+        return report
+    seconds, cpu, result = _timed_with_cpu(lambda: (lambda r: (r, r.dataframe.collect()))(
         g.betweenness(top=top, stable_batches=stable_batches, seed=seed, **{**options, "batch_size": top_batch_size})))
     result, rows = result
-    truth = set(np.lexsort((np.arange(n), -exact_bc))[:top].tolist())
-    found = {int(r["id"]) for r in rows}
-    report["gopher_top"] = {"k": top, "seconds": seconds, "supersteps": result.metrics.num_supersteps,
-                            **result.aggregated, "precision_at_k": len(truth & found) / top}
+    report["gopher_top"] = {"k": top, "seconds": seconds, "worker_cpu_seconds": cpu,
+                            "supersteps": result.metrics.num_supersteps, **result.aggregated}
+    if exact_bc is not None:
+        truth = set(np.lexsort((np.arange(n), -exact_bc))[:top].tolist())
+        report["gopher_top"]["precision_at_k"] = len(truth & {int(r["id"]) for r in rows}) / top
     log(f"gopher top-{top}: {json.dumps(report['gopher_top'])}")
     return report
 
@@ -109,6 +173,11 @@ def main(argv=None) -> int:
     parser.add_argument("--top-batch-size", type=int, default=64, help="sources per batch, top-k run")
     parser.add_argument("--stable-batches", type=int, default=3)
     parser.add_argument("--skip-exact", action="store_true", help="only top-k (exact reference still by igraph)")
+    parser.add_argument("--reference", help="igraph's exact betweenness as .npy: written there once (with its "
+                                            "seconds in FILE.json); read back by --skip-exact runs")
+    parser.add_argument("--skip-top", action="store_true", help="no top-k run")
+    parser.add_argument("--no-igraph", action="store_true",
+                        help="no igraph reference (where its exact O(n m) run would take hours): no precision@k")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--json", default="bench-results/betweenness.json")
@@ -119,7 +188,8 @@ def main(argv=None) -> int:
     spark = session(master=args.master, app_name="goffish bench betweenness")
     with tempfile.TemporaryDirectory(prefix="goffish-bench-bc-") as workdir:
         report = run(spark, args.size, args.partitions, args.weight, args.top, args.batch_size,
-                     args.top_batch_size, args.stable_batches, args.seed, not args.skip_exact, workdir)
+                     args.top_batch_size, args.stable_batches, args.seed, not args.skip_exact, workdir,
+                     reference=args.reference, with_igraph=not args.no_igraph, with_top=not args.skip_top)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)

@@ -16,9 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs
-from algorithms.betweenness import _affine_permutation, local_betweenness
+from algorithms.betweenness import (LocalGraph, _affine_permutation, integral_weights, local_betweenness,
+                                    lower_hops, seeded_distances, weight_profile)
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
+from gofs import files, layout
 from gofs.errors import InputError
 
 
@@ -139,16 +141,23 @@ def test_cli_run_betweenness(spark, stored, tmp_path, capsys):
 def weighted_store(spark, tmp_path_factory):
     G = nx.path_graph(6)
     for i, (u, v) in enumerate(G.edges()):
-        G.edges[u, v]["good"] = 1.0 + i
+        G.edges[u, v]["good"] = 1.0 + i / 4
         G.edges[u, v]["negative"] = -1.0 if i == 2 else 1.0
         G.edges[u, v]["zero"] = 0.0 if i == 4 else 2.0
+        G.edges[u, v]["nan"] = float("nan") if i == 1 else 2.0
+        G.edges[u, v]["name"] = f"road {i}"
+        if i != 3:
+            G.edges[u, v]["partial"] = 1.0
     return graphs.ingest_nx(G, tmp_path_factory.mktemp("bad") / "g.gofs", spark, 2)
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"weight": "missing"}, "no edge attribute 'missing'"),
-    ({"weight": "negative"}, "negative edge weight"),
-    ({"weight": "zero"}, "positive weights"),
+    ({"weight": "negative"}, r"negative edge weight -1.0 in 'negative' \(partition \d\)"),
+    ({"weight": "zero"}, r"edge weight 0 in 'zero' \(partition \d\); betweenness needs positive weights"),
+    ({"weight": "nan"}, r"'nan' has NaN values \(partition \d\)"),
+    ({"weight": "partial"}, r"'partial' has missing values \(partition \d\)"),
+    ({"weight": "name"}, "'name' is string, not a number"),
     ({"k": 0}, "k=0"),
     ({"k": 7}, "k=7"),
     ({"top": -1}, "top=-1"),
@@ -159,6 +168,20 @@ def weighted_store(spark, tmp_path_factory):
 def test_bad_parameters_fail_before_running(weighted_store, kwargs, message):
     with pytest.raises(InputError, match=message):
         weighted_store.betweenness(progress=False, **kwargs)
+
+
+def test_weight_profile_one_row_per_partition(weighted_store):
+    """The weight check runs on Spark: one summary row per partition, which together describe
+    the whole column (the driver never reads it)."""
+    rows = weight_profile(weighted_store, "good")
+    assert [r["partition"] for r in rows] == list(range(weighted_store.num_partitions))
+    for row in rows:                       # the same numbers as reading each partition's file here
+        edges = layout.template_edges(weighted_store.root, row["partition"])
+        values = files.read_columns(weighted_store.fs, edges, ["good"]).column("good").to_numpy()
+        assert row["low"] == values.min() and row["fractional"] == np.count_nonzero(values % 1)
+        assert row["numeric"] and row["nulls"] == row["nans"] == 0
+    assert not integral_weights(rows) and integral_weights(weight_profile(weighted_store, "zero"))
+    assert max(r["nans"] for r in weight_profile(weighted_store, "nan")) == 1
 
 
 # --------------------------------------------------------------------------- kernels, many graphs
@@ -219,6 +242,53 @@ def test_directed_kernels_on_random_graphs(G, normalized):
     D.add_nodes_from(G.nodes)
     _check_local(D, None, normalized)
     _check_local(D, "real", normalized)
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_graphs(), st.floats(1e-3, 1e3), st.booleans())
+def test_levels_over_wide_length_ranges(G, scale, normalized):
+    """Lengths spanning many orders of magnitude: the DAG's levels (distance over the shortest
+    length) still climb along every edge, so the sweeps stay exact."""
+    for u, v, key in G.edges(keys=True):
+        G.edges[u, v, key]["wide"] = G.edges[u, v, key]["real"] ** 3 * scale
+    _check_local(G, "wide", normalized)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 60), st.integers(1, 5), st.integers(0, 2 ** 16))
+def test_lower_hops_equals_dijkstra_from_all_seeds(n, m, batch, seed):
+    """Seeds arriving later (paths re-entering a sub-graph) lower hop distances exactly as a
+    Dijkstra from all seeds would, and the positions it reports are those that dropped."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    csr = sp.csr_matrix((np.ones(2 * m), (np.r_[u, v], np.r_[v, u])), shape=(n, n))
+    csr.sum_duplicates()
+    csr.data[:] = 1.0
+
+    def seeds(k):
+        return rng.integers(0, n, k), rng.integers(0, batch, k), rng.integers(0, 6, k).astype(float)
+
+    def distances(v, col, d):
+        dist = np.full((n, batch), np.inf)
+        cols, found = seeded_distances(csr, v, col, d)
+        dist[:, cols] = found
+        return dist
+
+    first, later = seeds(int(rng.integers(1, 4))), seeds(int(rng.integers(1, 6)))
+    dist = distances(*first)
+    before = dist.copy()
+    dropped = lower_hops(csr, dist, *later)
+    expected = distances(*(np.r_[a, b] for a, b in zip(first, later)))
+    assert np.array_equal(dist, expected)
+    assert sorted(dropped.tolist()) == np.flatnonzero(expected.reshape(-1) < before.reshape(-1)).tolist()
+
+
+def test_rank_levels_when_distance_levels_collide(monkeypatch):
+    """If levels from distances ever failed to climb along an edge (rounding), the DAG falls
+    back to ranks of the distinct distances; forced here with a far too coarse unit."""
+    monkeypatch.setattr(LocalGraph, "level_unit", property(lambda self: 100.0 * float(self.w.max(initial=1.0))))
+    G = graphs.with_extras(graphs.random_graph(40, 70, seed=8))
+    _check_local(G, "weight", True)
 
 
 @pytest.mark.parametrize("G", [nx.path_graph(2), nx.path_graph(7), nx.star_graph(5), nx.balanced_tree(2, 4),
