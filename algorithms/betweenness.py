@@ -900,6 +900,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
     _check_count("stable_batches", stable_batches, 1 << 30)
+    if engine_options.get("instance") is not None:
+        raise InputError("betweenness runs on the template topology; instances are not supported yet")
     profile = check_positive_weights(store, weight) if weight is not None else []
     sources = n if k is None else int(k)
     if batch_size is None:

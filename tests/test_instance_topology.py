@@ -213,3 +213,9 @@ def test_louvain_on_an_instance_scores_the_instance_edges(changed):
     assert abs(result.modularity[-1] - nx.community.modularity(nx.Graph(G), communities, weight=None)) > 1e-6
     assert result.modularity[-1] >= 0.95 * nx.community.modularity(
         U, nx.community.louvain_communities(U, weight=None, seed=0), weight=None)
+
+
+def test_betweenness_refuses_an_instance(changed):
+    _, _, g, iid = changed
+    with pytest.raises(InputError, match="instances are not supported"):
+        g.betweenness(instance=iid, progress=False)
