@@ -9,8 +9,9 @@ Within a sub-graph that is one sparse product (neighbourhood matrix times
 post-count matrix); posts of boundary vertices travel once per neighbouring
 sub-graph. The Merge step then adds up every vertex's own posts over all
 instances; Spark sums those per hashtag and ranks them, so the top-k hashtags
-of the whole range come without the vocabulary ever reaching the driver (Simmhan et al., "Distributed Programming over Time-series
-Graphs", IPDPS 2015, uses this eventually dependent pattern).
+of the whole range come without the vocabulary ever reaching the driver
+(Simmhan et al., "Distributed Programming over Time-series Graphs", IPDPS
+2015, uses this eventually dependent pattern).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def add_posts(a: tuple, b: tuple) -> tuple[np.ndarray, sp.csr_matrix]:
     tags, code = np.unique(np.concatenate([a[0], b[0]]), return_inverse=True)
     code = code.ravel()
     parts = []
-    for (vocab, counts), columns in ((a, code[:len(a[0])]), (b, code[len(a[0]):])):
+    for (_, counts), columns in ((a, code[:len(a[0])]), (b, code[len(a[0]):])):
         coo = counts.tocoo()
         parts.append((coo.row, columns[coo.col], coo.data))
     rows, cols, data = (np.concatenate(c) for c in zip(*parts))

@@ -260,7 +260,8 @@ def measure(info: dict, code: str, executor_mb: int, driver_heap: str) -> dict:
 
 def _table(rows: list[dict]) -> str:
     lines = ["| code | graph | vertices | edges | algorithm | seconds | driver Python peak RSS (MB) "
-             "| driver JVM heap used peak (MB) | driver JVM live heap after (MB) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| driver JVM heap used peak (MB) | driver JVM live heap after (MB) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['code']} | {r['kind']} | {r['vertices']:,} | {r['edges']:,} | {r['algorithm']} "
                      f"| {r['seconds']} | {r['python_peak_mb']} | {r['jvm_heap_peak_mb']} | {r['jvm_live_after_mb']} |")

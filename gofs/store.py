@@ -348,12 +348,12 @@ class GraphStore:
 
         def profile(batches):
             for batch in batches:
-                for p in batch.column(0).to_pylist():
-                    yield pa.RecordBatch.from_pylist([_profile_partition(store, p, attribute)], schema=_PROFILE)
+                for i in batch.column(0).to_pylist():
+                    yield pa.RecordBatch.from_pylist([_profile_partition(store, parts[i], attribute)], schema=_PROFILE)
 
         from gofs.spark_compat import collect_arrow, spark_schema
 
-        seeds = self.spark.createDataFrame([(p,) for p in parts], "p int").repartition(max(len(parts), 1))
+        seeds = self.spark.range(0, len(parts), 1, max(len(parts), 1))        # one task per partition, no shuffle
         rows = collect_arrow(seeds.mapInArrow(profile, spark_schema(_PROFILE))).to_pylist()
         return sorted(rows, key=lambda r: r["partition"])
 
