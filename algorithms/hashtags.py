@@ -7,10 +7,11 @@ vertex gets the hashtag counts of its closed neighbourhood (its own posts and
 those of its neighbours, following edges either way; each neighbour once).
 Within a sub-graph that is one sparse product (neighbourhood matrix times
 post-count matrix); posts of boundary vertices travel once per neighbouring
-sub-graph. The Merge step then adds every sub-graph's post counts over all
-instances into a global count, from which the top-k hashtags of the whole
-range come (Simmhan et al., "Distributed Programming over Time-series
-Graphs", IPDPS 2015, uses this eventually dependent pattern).
+sub-graph. The Merge step then adds up every vertex's own posts over all
+instances; Spark sums those per hashtag and ranks them, so the top-k hashtags
+of the whole range come without the vocabulary ever reaching the driver
+(Simmhan et al., "Distributed Programming over Time-series Graphs", IPDPS
+2015, uses this eventually dependent pattern).
 """
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from gofs.errors import InputError
-from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, TimeSeriesResult, run_eventually_dependent, select_instances
 
 
@@ -35,10 +36,26 @@ def posts(subgraph, attribute: str) -> tuple[np.ndarray, np.ndarray]:
             pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(object))
 
 
-def add_counts(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Sum two (hashtags, counts) tables."""
+def add_posts(a: tuple, b: tuple) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Sum two per-vertex post-count tables (vocabulary, vertices x vocabulary matrix)."""
     tags, code = np.unique(np.concatenate([a[0], b[0]]), return_inverse=True)
-    return tags, np.bincount(code, weights=np.concatenate([a[1], b[1]]), minlength=len(tags)).astype(np.int64)
+    code = code.ravel()
+    parts = []
+    for (_, counts), columns in ((a, code[:len(a[0])]), (b, code[len(a[0]):])):
+        coo = counts.tocoo()
+        parts.append((coo.row, columns[coo.col], coo.data))
+    rows, cols, data = (np.concatenate(c) for c in zip(*parts))
+    return tags, sp.csr_matrix((data, (rows, cols)), shape=(a[1].shape[0], len(tags)))
+
+
+def list_columns(vocab: np.ndarray, counts: sp.csr_matrix) -> dict:
+    """Per vertex (row): ``hashtags`` and ``counts`` list columns of its non-zero counts."""
+    counts = counts.tocsr()
+    counts.sum_duplicates()
+    counts.sort_indices()
+    offsets = pa.array(counts.indptr, pa.int32())
+    return {"hashtags": pa.ListArray.from_arrays(offsets, pa.array(vocab[counts.indices], pa.string())),
+            "counts": pa.ListArray.from_arrays(offsets, pa.array(counts.data, pa.int64()))}
 
 
 def require_attribute(store, attribute: str, selected: list[dict]) -> None:
@@ -52,10 +69,11 @@ def require_attribute(store, attribute: str, selected: list[dict]) -> None:
 
 
 class HashtagAggregation(TimeSeriesProgram):
-    """Per instance: closed-neighbourhood hashtag counts per vertex. Merge: total counts."""
+    """Per instance: closed-neighbourhood hashtag counts per vertex. Merge: each vertex's own
+    posts summed over the instances."""
 
     output_schema = {"hashtags": pa.list_(pa.string()), "counts": pa.list_(pa.int64())}
-    aggregators = {"hashtags": Aggregator(add_counts)}
+    merge_schema = output_schema
 
     def __init__(self, attribute: str = "hashtags"):
         self.attribute = attribute
@@ -68,7 +86,7 @@ class HashtagAggregation(TimeSeriesProgram):
             owner, tags = posts(subgraph, self.attribute)
             vocab, code = np.unique(tags, return_inverse=True)
             own = sp.csr_matrix((np.ones(len(code), np.int64), (owner, code)), shape=(n, len(vocab)))
-            state["totals"] = (vocab, np.asarray(own.sum(axis=0), dtype=np.int64).ravel())
+            state["posts"] = (vocab, own)
             state["vocab"], state["counts"] = vocab, (self._neighbourhood(subgraph) @ own).tocsr()
             self._share(subgraph, own, vocab, ctx)
         elif messages.payloads:
@@ -112,23 +130,21 @@ class HashtagAggregation(TimeSeriesProgram):
         state["counts"] = sp.csr_matrix((data, (rows, cols)), shape=(subgraph.num_vertices, len(vocab)))
 
     def output(self, subgraph):
-        counts = subgraph.state["counts"].tocsr()
-        counts.sum_duplicates()
-        counts.sort_indices()
-        offsets = pa.array(counts.indptr, pa.int32())
-        return {"hashtags": pa.ListArray.from_arrays(offsets, pa.array(subgraph.state["vocab"][counts.indices],
-                                                                        pa.string())),
-                "counts": pa.ListArray.from_arrays(offsets, pa.array(counts.data, pa.int64()))}
+        return list_columns(subgraph.state["vocab"], subgraph.state["counts"])
 
     def merge(self, subgraph, states, ctx):
-        ctx.aggregate("hashtags", functools.reduce(add_counts, (s["totals"] for s in states.values())))
+        subgraph.state["posts"] = functools.reduce(add_posts, (s["posts"] for s in states.values()))
+
+    def merge_output(self, subgraph):
+        return list_columns(*subgraph.state["posts"])
 
 
 @dataclass
 class HashtagSummary:
     """``neighbourhood``: (instance, id, hashtag, count) for every non-zero closed-neighbourhood
     count; ``top``: (rank, hashtag, count), the ``k`` most posted hashtags over all selected
-    instances (ties by hashtag); ``result``: the run (metrics, per-instance list columns)."""
+    instances (ties by hashtag), ranked on Spark; ``result``: the run (metrics, per-instance
+    list columns, and as ``merged`` every vertex's own posts over the instances)."""
 
     neighbourhood: object
     top: object
@@ -157,8 +173,9 @@ def hashtag_aggregation(store, k: int = 10, attribute: str = "hashtags", instanc
     pairs = F.explode(F.arrays_zip("hashtags", "counts")).alias("pair")
     neighbourhood = result.dataframe.select("instance", "id", pairs).select(
         "instance", "id", F.col("pair.hashtags").alias("hashtag"), F.col("pair.counts").alias("count"))
-    tags, counts = result.merged_aggregated["hashtags"]
-    order = np.lexsort((tags, -counts))[:k]
-    top = store.spark.createDataFrame([(rank + 1, str(tags[i]), int(counts[i])) for rank, i in enumerate(order)],
-                                      "rank int, hashtag string, count long")
+    posted = result.merged.select(pairs).select(F.col("pair.hashtags").alias("hashtag"),
+                                                F.col("pair.counts").alias("count"))
+    ranking = [F.desc("count"), F.asc("hashtag")]
+    totals = posted.groupBy("hashtag").agg(F.sum("count").alias("count")).orderBy(*ranking).limit(k)
+    top = totals.select(F.row_number().over(Window.orderBy(*ranking)).alias("rank"), "hashtag", "count")
     return HashtagSummary(neighbourhood, top, result)

@@ -105,12 +105,8 @@ def meme_tracking(store, meme: str, attribute: str = "hashtags", instances=None,
     result = run_sequential(store, MemeTracking(meme, attribute), instances=[i["id"] for i in selected],
                             **engine_options)
     carriers = result.dataframe.where(F.col("first_instance").isNotNull())
-    parents = sorted(r[0] for r in carriers.where(F.col("parent_vid").isNotNull())
-                     .select("parent_vid").distinct().collect())
-    id_type = "long" if store.manifest["id_type"] == "int64" else "string"
-    ids = store.vertex_ids.take(pa.array(parents, pa.int64())).to_pylist()
-    lookup = store.spark.createDataFrame(list(zip(parents, ids)), f"parent_vid long, parent {id_type}")
-    tree = carriers.join(lookup, "parent_vid", "left").select("id", "first_instance", "parent")
+    parents = store.vertex_id_frame().select(F.col("vid").alias("parent_vid"), F.col("id").alias("parent"))
+    tree = carriers.join(parents, "parent_vid", "left").select("id", "first_instance", "parent")
     new = dict(carriers.groupBy("first_instance").count().collect())
     counts = store.spark.createDataFrame([(i["id"], new.get(i["id"], 0)) for i in selected],
                                          "instance long, new_carriers long")

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
-from gofs import files, layout
 from gofs.errors import InputError
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
@@ -71,19 +69,24 @@ class SingleSourceShortestPaths(SubgraphProgram):
 
 
 def check_weights(store, weight: str) -> None:
-    """Reject missing, non-numeric, null or negative weights before running."""
-    if weight not in store.edge_attributes:
-        raise InputError(f"{store.path}: no edge attribute '{weight}' (edge attributes: {store.edge_attributes})")
-    for p in range(store.num_partitions):
-        column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
-            raise InputError(f"{store.path}: edge attribute '{weight}' is {column.type}, not a number")
-        if column.null_count:
-            raise InputError(f"{store.path}: edge attribute '{weight}' has missing values (partition {p})")
-        low = pc.min(column).as_py()
-        if low is not None and low < 0:
-            raise InputError(f"{store.path}: negative edge weight {low} in '{weight}' (partition {p}); "
-                             "shortest paths here need non-negative weights")
+    """Reject a missing or non-numeric attribute, and null, NaN, negative or infinite weights,
+    before any work starts. The values are checked on Spark, one task per partition
+    (:meth:`gofs.store.GraphStore.edge_attribute_profile`); the error names the partition and
+    an edge that has the problem."""
+    for row in store.edge_attribute_profile(weight):
+        where = f"partition {row['partition']}"
+        if row["nulls"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' has missing values "
+                             f"({where}, e.g. edge {row['null_example']})")
+        if row["nans"]:
+            raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values "
+                             f"({where}, e.g. edge {row['nan_example']})")
+        if row["negatives"]:
+            raise InputError(f"{store.path}: negative edge weight {row['min']} in '{weight}' ({where}, e.g. edge "
+                             f"{row['negative_example']}); shortest paths here need non-negative weights")
+        if row["infinites"]:
+            raise InputError(f"{store.path}: infinite edge weight in '{weight}' ({where}, e.g. edge "
+                             f"{row['infinite_example']}); shortest paths here need finite weights")
 
 
 def sssp(store, source, weight: str | None = None, **engine_options) -> RunResult:

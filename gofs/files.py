@@ -1,14 +1,18 @@
 """Parquet reads that open only the files and columns asked for, and record it.
 
-Every read of a GoFS data file goes through :func:`read_columns`, which keeps a
-trace of (path, columns) per process. Tests use the trace to prove that a
+Every read of a GoFS data file goes through :func:`read_columns` (whole columns),
+:func:`read_rows` (some rows of a column) or :func:`find_rows` (where values are),
+which keep a trace of (path, columns) per process. The last two stream a column a
+batch at a time, so what they hold is their answer, not the file. Tests use the trace to prove that a
 time-range, attribute-subset read touches only the matching files and columns.
 """
 from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gofs.errors import DataError
@@ -39,3 +43,74 @@ def read_columns(fs, path: str, columns: list[str] | None):
                         "or the file was deleted") from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataError(f"{path}: unreadable Parquet file ({exc})") from None
+
+
+#: rows decoded at a time by the streaming reads below: their memory does not grow with the file
+STREAM_BATCH_ROWS = 65_536
+_STREAM_BUFFER_BYTES = 1 << 20
+
+
+def _open_streaming(fs, path: str, columns: tuple[str, ...]):
+    """A ParquetFile that decodes a column chunk a buffer at a time (the trace records the read)."""
+    if _trace is not None:
+        _trace.append((path, columns))
+    try:
+        handle = fs.open_input_file(path)
+        return handle, pq.ParquetFile(handle, buffer_size=_STREAM_BUFFER_BYTES)
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing; the graph was replaced while this job ran (open it again) "
+                        "or the file was deleted") from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path}: unreadable Parquet file ({exc})") from None
+
+
+def read_rows(fs, path: str, column: str, rows: np.ndarray) -> pa.Array:
+    """Values of ``column`` at ``rows`` (sorted, unique row numbers) of one Parquet file, in
+    that order. Only the row groups holding those rows are decoded, a batch at a time, so the
+    memory used is that of the answer, not of the column."""
+    rows = np.asarray(rows, dtype=np.int64)
+    handle, parquet = _open_streaming(fs, path, (column,))
+    with handle:
+        field = parquet.schema_arrow.field(column)
+        meta = parquet.metadata
+        starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+        if len(rows) and (rows[0] < 0 or rows[-1] >= starts[-1]):
+            raise DataError(f"{path}: row {rows[-1] if rows[-1] >= starts[-1] else rows[0]} asked for, "
+                            f"the file has {starts[-1]} rows")
+        groups = np.unique(np.searchsorted(starts, rows, side="right") - 1)
+        pieces = []
+        for group in groups:
+            position = int(starts[group])
+            for batch in parquet.iter_batches(batch_size=STREAM_BATCH_ROWS, row_groups=[int(group)],
+                                              columns=[column]):
+                lo, hi = np.searchsorted(rows, [position, position + batch.num_rows])
+                if hi > lo:
+                    pieces.append(batch.column(0).take(pa.array(rows[lo:hi] - position)))
+                position += batch.num_rows
+                if hi == len(rows) or rows[hi] >= starts[group + 1]:
+                    break
+        return pa.concat_arrays(pieces) if pieces else pa.array([], field.type)
+
+
+def find_rows(fs, path: str, column: str, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Where ``values`` occur in ``column`` of one Parquet file: (row numbers, index of the value
+    found there), streaming the column a batch at a time and stopping once every value is found
+    (each value is taken to occur at most once, as vertex ids do)."""
+    handle, parquet = _open_streaming(fs, path, (column,))
+    rows, which = [], []
+    left = len(values)
+    with handle:
+        position = 0
+        for batch in parquet.iter_batches(batch_size=STREAM_BATCH_ROWS, columns=[column]):
+            hits = pc.index_in(batch.column(0), value_set=values)
+            found = np.flatnonzero(pc.is_valid(hits).to_numpy(zero_copy_only=False))
+            if len(found):
+                rows.append(found + position)
+                which.append(hits.filter(pc.is_valid(hits)).to_numpy().astype(np.int64))
+                left -= len(found)
+            position += batch.num_rows
+            if left <= 0:
+                break
+    if not rows:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(rows), np.concatenate(which)

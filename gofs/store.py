@@ -60,7 +60,7 @@ class GraphStore:
         version = self.version
         self._load(manifest_io.read(self.fs, self.graph_root))
         if self.version != version:
-            for name in ("vertex_ids", "_id_index", "_ids_by_partition"):
+            for name in ("vertex_ids", "_id_index"):
                 self.__dict__.pop(name, None)
         return self
 
@@ -135,13 +135,20 @@ class GraphStore:
         return [a for a in attributes if a in static], [a for a in attributes if a in dynamic]
 
     # partition reads (pyarrow) -------------------------------------------------
+    @property
+    def id_type(self) -> pa.DataType:
+        """Arrow type of the original vertex ids (int64 or string)."""
+        return pa.int64() if self.manifest["id_type"] == "int64" else pa.string()
+
     @functools.cached_property
     def vertex_ids(self) -> pa.Array:
-        """Original id of every dense vid (partitions hold contiguous vid ranges)."""
+        """Original id of every dense vid (partitions hold contiguous vid ranges).
+
+        O(V) on the caller: for explicit use on graphs that fit; run paths use
+        :meth:`vids_of`, :meth:`vertex_id_frame` and per-partition reads instead."""
         chunks = [files.read_columns(self.fs, layout.template_vertices(self.root, p), ["id"]).column("id")
                   for p in range(self.num_partitions)]
-        return pa.chunked_array([c for ch in chunks for c in ch.chunks],
-                                type=pa.int64() if self.manifest["id_type"] == "int64" else pa.string()).combine_chunks()
+        return pa.chunked_array([c for ch in chunks for c in ch.chunks], type=self.id_type).combine_chunks()
 
     @functools.cached_property
     def _id_index(self):
@@ -149,31 +156,58 @@ class GraphStore:
 
         return pd.Index(self.vertex_ids.to_numpy(zero_copy_only=False))
 
+    def _vertex_offsets(self) -> np.ndarray:
+        """First vid of every partition, then the vertex count."""
+        return np.array([q["vertex_offset"] for q in self.partitions] + [self.num_vertices], dtype=np.int64)
+
     def _original_ids(self, vids) -> pa.Array:
-        """Original ids of dense ``vids``, reading the id column of only the partitions they lie in."""
+        """Original ids of dense ``vids``: of each partition they lie in, only the rows holding
+        them are read (streamed, see :func:`gofs.files.read_rows`), so the memory used grows with
+        ``len(vids)``, never with the graph."""
         vids = np.asarray(vids.to_numpy() if hasattr(vids, "to_numpy") else vids, dtype=np.int64)
-        offsets = np.array([q["vertex_offset"] for q in self.partitions] + [self.num_vertices], dtype=np.int64)
-        part = np.searchsorted(offsets, vids, side="right") - 1
-        needed = np.unique(part)
-        cache = self.__dict__.setdefault("_ids_by_partition", {})
-        for q in needed:
-            if q not in cache:
-                cache[q] = files.read_columns(self.fs, layout.template_vertices(self.root, int(q)), ["id"]) \
-                    .column("id").combine_chunks()
-        id_type = pa.int64() if self.manifest["id_type"] == "int64" else pa.string()
-        if not len(needed):
-            return pa.array([], id_type)
-        pieces = pa.concat_arrays([cache[q].cast(id_type) for q in needed])
-        starts = np.concatenate([[0], np.cumsum([offsets[q + 1] - offsets[q] for q in needed])])[:-1]
-        position = starts[np.searchsorted(needed, part)] + (vids - offsets[part])
-        return pieces.take(pa.array(position))
+        if not len(vids):
+            return pa.array([], self.id_type)
+        unique, inverse = np.unique(vids, return_inverse=True)
+        offsets = self._vertex_offsets()
+        part = np.searchsorted(offsets, unique, side="right") - 1
+        bounds = np.flatnonzero(np.r_[True, part[1:] != part[:-1], True])
+        pieces = [files.read_rows(self.fs, layout.template_vertices(self.root, int(part[a])), "id",
+                                  unique[a:b] - offsets[part[a]]).cast(self.id_type)
+                  for a, b in zip(bounds[:-1], bounds[1:])]
+        return pa.concat_arrays(pieces).take(pa.array(inverse.ravel()))
+
+    def vids_of(self, vertex_ids) -> np.ndarray:
+        """Dense internal ids of original ``vertex_ids`` (a list or array), in that order.
+
+        The id columns are streamed partition by partition until every id is found, so
+        the memory used is that of the answer, never of the id column (no index of all
+        ids is built). Raises InputError naming the first id the graph does not have.
+        For very many ids, join with :meth:`vertex_id_frame` on Spark instead.
+        """
+        values = list(vertex_ids) if not isinstance(vertex_ids, (np.ndarray, pa.Array)) else vertex_ids
+        try:
+            keys = pa.array(values, type=self.id_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
+            raise InputError(f"{self.path}: unknown vertex {_first_foreign(values, self.id_type)!r}") from None
+        if not len(keys):
+            return np.empty(0, np.int64)
+        unique = pc.unique(keys)
+        found = np.full(len(unique), -1, np.int64)
+        for p in range(self.num_partitions):
+            left = np.flatnonzero(found < 0)
+            if not len(left):
+                break
+            rows, which = files.find_rows(self.fs, layout.template_vertices(self.root, p), "id",
+                                          unique.take(pa.array(left)))
+            found[left[which]] = self.partitions[p]["vertex_offset"] + rows
+        missing = np.flatnonzero(found < 0)
+        if len(missing):
+            raise InputError(f"{self.path}: unknown vertex {unique[int(missing[0])].as_py()!r}")
+        return found[pc.index_in(keys, value_set=unique).to_numpy(zero_copy_only=False).astype(np.int64)]
 
     def vid_of(self, vertex_id) -> int:
-        """The dense internal id of an original vertex id."""
-        try:
-            return int(self._id_index.get_loc(vertex_id))
-        except (KeyError, TypeError):
-            raise InputError(f"{self.path}: unknown vertex {vertex_id!r}") from None
+        """The dense internal id of an original vertex id (see :meth:`vids_of`)."""
+        return int(self.vids_of([vertex_id])[0])
 
     def _instance_columns(self, kind: str, inst: dict, p: int, attributes: list[str], rows: int) -> dict:
         have = [a for a in attributes if a in inst[f"{kind}_attributes"]]
@@ -208,38 +242,43 @@ class GraphStore:
                             internal: bool = False) -> pa.Table:
         """Edges stored with partition ``p`` (each input edge once, in its source's partition):
         ``src``/``dst`` original ids, requested attributes, per selected instance as for vertices.
-        ``internal=True`` keeps dense ids and the mirror rows of remote edges instead."""
+        ``internal=True`` keeps dense ids and the mirror rows of remote edges instead.
+
+        Original ids come from this partition's id column and, for remote ends, from only
+        the rows of the other partitions' id columns that hold them: memory stays
+        O(this partition), whatever the graph's size."""
         static, dynamic = self._split_attributes(attributes, self.edge_attributes,
                                                  self.instance_edge_attributes, "edge")
         selected = self.select_instances(instance, time)
         keys = list(_EDGE_KEYS) if internal else ["eid", "src", "dst", "mirror"]
         base = _typed(files.read_columns(self.fs, layout.template_edges(self.root, p), keys + static),
                       self._static_types["edge"])
-        keep = None if internal else pc.invert(base.column("mirror"))
+        if internal:
+            if not selected:
+                return base
+            return pa.concat_tables([_with_instance(base, inst, self._instance_columns("edge", inst, p, dynamic,
+                                                                                          base.num_rows))
+                                     for inst in selected])
+        keep = pc.invert(base.column("mirror").combine_chunks())
+        kept = base.filter(keep)
+        external = pa.table({**_original_pair(self, kept.column("src"), kept.column("dst")),
+                             **{c: kept.column(c) for c in static}})
         if not selected:
-            return base if internal else self._external(base.filter(keep), static)
+            return external
         tables = []
         for inst in selected:
             columns = self._instance_columns("edge", inst, p, dynamic, base.num_rows)
-            table = _with_instance(base, inst, columns)
-            if not internal:
-                table = self._external(table.filter(keep), static + ["instance", "start", "end"] + dynamic)
-                if inst.get("topology"):
-                    table = self._apply_topology(table, inst, p, static, dynamic)
+            table = _with_instance(external, inst, {c: v.filter(keep) for c, v in columns.items()})
+            if inst.get("topology"):
+                table = self._apply_topology(table, inst, p, kept.column("eid"))
             tables.append(table)
         return pa.concat_tables(tables)
 
-    def _external(self, table: pa.Table, columns: list[str]) -> pa.Table:
-        out = {"src": self._original_ids(table.column("src")), "dst": self._original_ids(table.column("dst"))}
-        out.update({c: table.column(c) for c in columns})
-        return pa.table(out)
-
-    def _apply_topology(self, table, inst, p, static, dynamic):
-        """Drop the instance's removed edges; add its added edges (those whose source is in ``p``)."""
+    def _apply_topology(self, table, inst, p, eids):
+        """Drop the instance's removed edges (``eids``: the eid of each row of ``table``); add its
+        added edges (those whose source is in ``p``)."""
         changes = files.read_columns(self.fs, layout.instance_topology(self.root, inst["id"]), None)
         removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid")
-        base = files.read_columns(self.fs, layout.template_edges(self.root, p), ["eid", "mirror"])
-        eids = base.filter(pc.invert(base.column("mirror"))).column("eid")
         if len(removed):
             table = table.filter(pc.invert(pc.is_in(eids, value_set=removed.combine_chunks())))
         added = changes.filter(pc.equal(changes.column("op"), "add"))
@@ -247,8 +286,7 @@ class GraphStore:
             o = self.manifest["partitions"][p]["vertex_offset"]
             mine = added.filter(pc.and_(pc.greater_equal(added.column("add_src"), o),
                                         pc.less(added.column("add_src"), o + self.partitions[p]["num_vertices"])))
-            cols = {"src": self._original_ids(mine.column("add_src")),
-                    "dst": self._original_ids(mine.column("add_dst"))}
+            cols = _original_pair(self, mine.column("add_src"), mine.column("add_dst"))
             for c in table.column_names[2:]:
                 if c in mine.column_names:
                     cols[c] = mine.column(c).cast(table.schema.field(c).type)
@@ -286,6 +324,39 @@ class GraphStore:
         return self._dataframe("read_edge_partition", partitions, attributes=attributes,
                                instance=instance, time=time)
 
+    def vertex_id_frame(self, partitions=None):
+        """(``vid``, ``id``) of every vertex as a Spark DataFrame, one task per partition: join
+        with it to turn dense ids into original ones (or back) without the driver holding them."""
+        return self._dataframe("read_vertex_partition", partitions, attributes=[], internal=True).select("vid", "id")
+
+    def edge_attribute_profile(self, attribute: str, partitions=None) -> list[dict]:
+        """Per partition, computed on Spark (one task each; the driver gets one small row per
+        partition): how many values of the numeric static edge ``attribute`` are null, NaN,
+        negative, zero or infinite, their min and max (as text), and for each of those
+        problems the first edge that has it (``"src -> dst"``, original ids).
+
+        Algorithms validate weights with it before a run without reading a column on the driver.
+        """
+        if attribute not in self.edge_attributes:
+            raise InputError(f"{self.path}: no edge attribute '{attribute}' (edge attributes: {self.edge_attributes})")
+        kind = self._static_types["edge"][attribute]
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            raise InputError(f"{self.path}: edge attribute '{attribute}' is {kind}, not a number")
+        parts = list(range(self.num_partitions)) if partitions is None else list(partitions)
+        store = GraphStore.__new__(GraphStore)
+        store.__setstate__(self.__getstate__())
+
+        def profile(batches):
+            for batch in batches:
+                for i in batch.column(0).to_pylist():
+                    yield pa.RecordBatch.from_pylist([_profile_partition(store, parts[i], attribute)], schema=_PROFILE)
+
+        from gofs.spark_compat import collect_arrow, spark_schema
+
+        seeds = self.spark.range(0, len(parts), 1, max(len(parts), 1))        # one task per partition, no shuffle
+        rows = collect_arrow(seeds.mapInArrow(profile, spark_schema(_PROFILE))).to_pylist()
+        return sorted(rows, key=lambda r: r["partition"])
+
     def to_graphframe(self, vertex_attributes=None, edge_attributes=None, instance=None, time=None):
         """A GraphFrame of the template (or of one instance); needs the GraphFrames jar."""
         from gofs.interop import require_graphframes
@@ -299,6 +370,49 @@ class GraphStore:
 
     def metagraph_table(self) -> pa.Table:
         return files.read_columns(self.fs, layout.join(self.root, "template", "metagraph.parquet"), None)
+
+
+def _original_pair(store: GraphStore, src, dst) -> dict:
+    """{"src", "dst"}: original ids of two dense id columns, read with one pass over each id file."""
+    ends = store._original_ids(np.concatenate([np.asarray(src, np.int64), np.asarray(dst, np.int64)]))
+    return {"src": ends.slice(0, len(src)), "dst": ends.slice(len(src))}
+
+
+def _first_foreign(values, id_type: pa.DataType):
+    """The first of ``values`` that is not an id of ``id_type`` (for the error message)."""
+    for value in values:
+        try:
+            pa.array([value], type=id_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
+            return value
+    return values[0] if len(values) else None
+
+
+_PROBLEMS = ("null", "nan", "negative", "zero", "infinite")
+_PROFILE = pa.schema([("partition", pa.int32()), ("rows", pa.int64()), ("min", pa.string()), ("max", pa.string())]
+                     + [(f"{k}s", pa.int64()) for k in _PROBLEMS] + [(f"{k}_example", pa.string()) for k in _PROBLEMS])
+
+
+def _profile_partition(store: GraphStore, p: int, attribute: str) -> dict:
+    """One row of :meth:`GraphStore.edge_attribute_profile` (each input edge once: no mirror rows)."""
+    table = files.read_columns(store.fs, layout.template_edges(store.root, p), ["src", "dst", "mirror", attribute])
+    table = table.filter(pc.invert(table.column("mirror")))
+    column = table.column(attribute).combine_chunks()
+    numbers = pc.cast(column, pa.float64())
+    masks = {"null": pc.is_null(column), "nan": pc.is_nan(numbers), "negative": pc.less(numbers, 0),
+             "zero": pc.equal(numbers, 0), "infinite": pc.is_inf(numbers)}
+    row = {"partition": p, "rows": table.num_rows}
+    bounds = pc.min_max(column)
+    row["min"], row["max"] = (None if bounds[k].as_py() is None else str(bounds[k].as_py()) for k in ("min", "max"))
+    for kind, mask in masks.items():
+        hits = np.flatnonzero(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))
+        row[f"{kind}s"] = len(hits)
+        row[f"{kind}_example"] = None
+        if len(hits):
+            at = int(hits[0])
+            ends = _original_pair(store, table.column("src").slice(at, 1), table.column("dst").slice(at, 1))
+            row[f"{kind}_example"] = f"{ends['src'][0].as_py()!r} -> {ends['dst'][0].as_py()!r}"
+    return row
 
 
 def _smallest(store: GraphStore, parts: list[int]) -> int:

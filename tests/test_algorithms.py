@@ -186,6 +186,59 @@ def test_sssp_rejects_unknown_source_and_weight(spark, tmp_path):
         store.sssp(0, weight="length", progress=False)
 
 
+def _no_id_index(monkeypatch):
+    """Make the driver-side index of every vertex id fail: run paths must not build it."""
+    from gofs.store import GraphStore
+
+    def refuse(self):
+        raise AssertionError("a run path read every vertex id on the driver")
+
+    monkeypatch.setattr(GraphStore, "vertex_ids", property(refuse))
+    monkeypatch.setattr(GraphStore, "_id_index", property(refuse))
+
+
+@pytest.mark.parametrize("name, source", [("strings-undirected-2-hash", "v7"), ("road-7-metis", None)])
+def test_sssp_runs_without_an_index_of_all_ids(stored, monkeypatch, name, source):
+    G, store, weight = stored(name)
+    source = sorted(G.nodes())[len(G) // 3] if source is None else source
+    expected = nx.single_source_dijkstra_path_length(G, source, weight=weight)
+    _no_id_index(monkeypatch)
+    store = type(store)(store.path)                          # a fresh handle: nothing cached
+    got = graphs.column(store.sssp(source, weight=weight, progress=False), "distance")
+    _assert_distances(got, expected, G)
+
+
+def test_sssp_unknown_source_of_the_other_id_type_is_named(stored, monkeypatch):
+    _, store, _ = stored("strings-undirected-2-hash")
+    _no_id_index(monkeypatch)
+    with pytest.raises(InputError, match="unknown vertex 7"):
+        store.sssp(7, progress=False)
+    with pytest.raises(InputError, match="unknown vertex 'v999'"):
+        store.sssp("v999", progress=False)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (None, r"'cost' has missing values \(partition \d, e\.g\. edge 2 -> 3\)"),
+    (math.nan, r"'cost' has NaN values \(partition \d, e\.g\. edge 2 -> 3\)"),
+    (-0.5, r"negative edge weight -0\.5 in 'cost' \(partition \d, e\.g\. edge 2 -> 3\)"),
+    (math.inf, r"infinite edge weight in 'cost' \(partition \d, e\.g\. edge 2 -> 3\)"),
+])
+def test_sssp_bad_weight_is_named_before_any_run(spark, tmp_path, monkeypatch, bad, message):
+    import algorithms.sssp
+
+    G = nx.path_graph(6)
+    nx.set_edge_attributes(G, 1.0, "cost")
+    G.edges[2, 3]["cost"] = bad
+    store = graphs.ingest_nx(G, tmp_path / "bad.gofs", spark, 2)
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the run started before the weights were checked")
+
+    monkeypatch.setattr(algorithms.sssp, "run_program", no_run)
+    with pytest.raises(InputError, match=message):
+        store.sssp(0, weight="cost", progress=False)
+
+
 # --------------------------------------------------------------------------- pagerank
 
 @pytest.mark.parametrize("name", ["random-undirected-2-metis", "scalefree-multi-2-metis"])

@@ -37,9 +37,10 @@ def reference_spread(g, posts, neighbours, meme, instances):
         for v, tags in posts[i].items():
             if meme in (tags or []) and v not in first:
                 first[v] = i
+    vid = {u: position for position, u in enumerate(g.vertex_ids.to_pylist())}
     tree = {}
     for v, i in first.items():
-        earlier = [(first[u], -g.vid_of(u), u) for u in neighbours[v] if u in first and first[u] < i]
+        earlier = [(first[u], -vid[u], u) for u in neighbours[v] if u in first and first[u] < i]
         tree[v] = (i, max(earlier)[2] if earlier else None)
     return tree
 
@@ -103,3 +104,25 @@ def test_goffish_run_memes_and_hashtags(social, tmp_path):
     ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
     assert top.column("hashtag").to_pylist() == [tag for tag, _ in ranked[:3]]
     assert pq.read_table(f"{out}/neighbourhood").column_names == ["instance", "id", "hashtag", "count"]
+
+
+def test_memes_and_hashtags_run_without_an_index_of_all_ids(social, monkeypatch):
+    """Parents are joined to their ids on Spark and the top-k is ranked on Spark: the driver
+    never holds every vertex id (nor, for hashtags, the whole vocabulary)."""
+    from gofs.store import GraphStore
+
+    def refuse(self):
+        raise AssertionError("a run path read every vertex id on the driver")
+
+    g, posts, neighbours = social
+    expected = reference_spread(g, posts, neighbours, "#meme1", [0, 1, 2, 3])
+    monkeypatch.setattr(GraphStore, "vertex_ids", property(refuse))
+    monkeypatch.setattr(GraphStore, "_id_index", property(refuse))
+    g = type(g)(g.path)
+    spread = g.meme_tracking("#meme1", instances=[0, 1, 2, 3])
+    assert {r["id"]: (r["first_instance"], r["parent"]) for r in spread.tree.collect()} == expected
+    summary = g.hashtag_aggregation(k=3, instances=[0, 1, 2, 3])
+    totals = Counter(t for i in range(4) for tags in posts[i].values() for t in tags or [])
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    assert [(r["rank"], r["hashtag"], r["count"]) for r in summary.top.orderBy("rank").collect()] == \
+        [(rank + 1, tag, count) for rank, (tag, count) in enumerate(ranked)]

@@ -6,6 +6,8 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs  # noqa: F401  (pa.fs)
 import pyarrow.parquet as pq
 import pytest
 
@@ -294,3 +296,87 @@ def test_info_reports_partitions_and_subgraphs(tmp_path):
     assert sum(p["num_vertices"] for p in stats["partitions"]) == 3000
     assert stats["subgraphs"]["count"] == sum(p["num_subgraphs"] for p in stats["partitions"])
     assert stats["cut_edges"] == sum(p["cut_edges"] for p in stats["partitions"])
+
+
+# --------------------------------------------------------------------------- run paths read no whole id column
+
+def _no_id_index(monkeypatch):
+    """Make building the driver-side index of every id fail: run paths must not need it."""
+    from gofs.store import GraphStore
+
+    def refuse(self):
+        raise AssertionError("a run path read every vertex id on the driver")
+
+    monkeypatch.setattr(GraphStore, "vertex_ids", property(refuse))
+    monkeypatch.setattr(GraphStore, "_id_index", property(refuse))
+
+
+def test_read_rows_and_find_rows_stream_across_row_groups(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "STREAM_BATCH_ROWS", 4)
+    ids = [f"n{i:03d}" for i in range(50)][::-1]
+    path = str(tmp_path / "ids.parquet")
+    pq.write_table(pa.table({"id": ids}), path, row_group_size=9)
+    fs = pa.fs.LocalFileSystem()
+    rows = np.array([0, 3, 8, 9, 17, 18, 40, 49])
+    assert files.read_rows(fs, path, "id", rows).to_pylist() == [ids[r] for r in rows]
+    assert files.read_rows(fs, path, "id", np.array([], np.int64)).to_pylist() == []
+    wanted = pa.array(["n007", "n049", "n000", "absent"])
+    found, which = files.find_rows(fs, path, "id", wanted)
+    assert sorted(zip(which.tolist(), found.tolist())) == [(0, ids.index("n007")), (1, 0), (2, 49)]
+    with files.traced() as trace:
+        files.find_rows(fs, path, "id", pa.array(["n049"]))
+    assert trace == [(path, ("id",))]
+
+
+@pytest.mark.parametrize("string_ids", [False, True])
+def test_vids_of_finds_ids_without_an_index_of_all_ids(tmp_path, monkeypatch, string_ids):
+    G = _sample_graph(directed=True, string_ids=string_ids)
+    g = goffish.ingest(G, str(tmp_path / "g.gofs"), num_partitions=3)
+    every = g.vertex_ids.to_pylist()                         # the oracle: position = vid
+    wanted = [every[i] for i in (60, 0, 33, 60, 17)]
+    _no_id_index(monkeypatch)
+    monkeypatch.setattr(files, "STREAM_BATCH_ROWS", 5)
+    g = goffish.open(g.path)
+    assert g.vids_of(wanted).tolist() == [60, 0, 33, 60, 17]
+    assert g.vid_of(wanted[2]) == 33
+    unknown = "n999" if string_ids else 999
+    with pytest.raises(InputError, match=f"unknown vertex {unknown!r}"):
+        g.vids_of([wanted[0], unknown])
+    foreign = 5 if string_ids else "n005"
+    with pytest.raises(InputError, match=f"unknown vertex {foreign!r}"):
+        g.vid_of(foreign)
+
+
+def _edges_with_full_id_map(g, p, **kw):
+    """What read_edge_partition returned before: dense ids mapped through every vertex id."""
+    ids = g.vertex_ids
+    table = g.read_edge_partition(p, internal=True, **kw)
+    table = table.filter(pc.invert(table.column("mirror")))
+    return table.column("src").to_pylist(), [ids[v].as_py() for v in table.column("dst").to_pylist()], table
+
+
+def test_external_edges_with_remote_ends_and_topology_changes_equal_a_full_id_map(spark, tmp_path, monkeypatch):
+    G = _sample_graph(directed=False, string_ids=True)
+    g = goffish.ingest(G, str(tmp_path / "g.gofs"), num_partitions=3, partitioner="hash")
+    removed = next((u, v) for u, v in G.edges() if u != v)
+    g.append_instances([Instance(0, 1, removed_edges=pa.table({"src": [removed[0]], "dst": [removed[1]]}),
+                                 added_edges=pa.table({"src": ["n001", "n040"], "dst": ["n059", "n002"]}))])
+    ids = g.vertex_ids.to_pylist()
+    assert any(g.read_edge_partition(p, internal=True).column("remote").to_pylist().count(True)
+               for p in range(g.num_partitions))
+    expected_template = set()
+    for p in range(g.num_partitions):
+        src, dst, table = _edges_with_full_id_map(g, p, attributes=["w"])
+        expected_template |= {(ids[s], d, w) for s, d, w in zip(src, dst, table.column("w").to_pylist())}
+    expected_instance = {e for e in expected_template if {e[0], e[1]} != set(removed)} | \
+        {("n001", "n059", None), ("n040", "n002", None)}
+    _no_id_index(monkeypatch)
+    monkeypatch.setattr(files, "STREAM_BATCH_ROWS", 3)
+    g = goffish.open(g.path)
+    for instance, expected in ((None, expected_template), (0, expected_instance)):
+        local = pa.concat_tables([g.read_edge_partition(p, attributes=["w"], instance=instance)
+                                  for p in range(g.num_partitions)])
+        assert set(zip(*(local.column(c).to_pylist() for c in ("src", "dst", "w")))) == expected
+        assert local.num_rows == len(expected)
+        frame = g.edges(attributes=["w"], instance=instance).toPandas()
+        assert {(r.src, r.dst, None if pd.isna(r.w) else r.w) for r in frame.itertuples()} == expected
