@@ -612,7 +612,6 @@ def _partition(run, method, edges, vertices, n, k, seed, options):
 
         table = edges.select("src", "dst").toPandas()
         parts = metis_partition(n, table["src"].to_numpy(), table["dst"].to_numpy(), k, seed)
-        del table
         return run.keep(spark.createDataFrame(pd.DataFrame({"vid": np.arange(n, dtype=np.int64), "part": parts})))
     loops = ids.select(F.col("vid").alias("src"), F.col("vid").alias("dst"))
     if method == "spark-lp":
