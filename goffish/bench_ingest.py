@@ -124,8 +124,7 @@ def _one(args) -> int:
         from goffish.session import session
         from gofs.spark_ingest import ingest
 
-        spark = session(master=args.master, conf={"spark.driver.memory": args.driver_memory,
-                                                  "spark.ui.enabled": "false"})
+        spark = session(master=args.master, conf=_conf(args))
         session_seconds = time.perf_counter() - started
         manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
                           overwrite=True)
@@ -149,6 +148,11 @@ def _one(args) -> int:
     return 0
 
 
+def _conf(args) -> dict:
+    return {"spark.driver.memory": args.driver_memory, "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": str(args.shuffle_partitions)}
+
+
 def _quality(args) -> int:
     """In a measured process: METIS on the driver vs multilevel on Spark, same dense ids."""
     from goffish.session import session
@@ -157,7 +161,7 @@ def _quality(args) -> int:
     from gofs.partitioners import balance, edge_cut, metis_partition
     from gofs.sources import read_graph
 
-    spark = session(master=args.master, conf={"spark.driver.memory": args.driver_memory, "spark.ui.enabled": "false"})
+    spark = session(master=args.master, conf=_conf(args))
     index, src, dst, _ = dense_ids(read_graph(args.input))
     n = len(index)
     clock = time.perf_counter()
@@ -182,10 +186,14 @@ def main(argv=None) -> int:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--quality-edges", type=int, default=1_000_000,
                         help="size of the multilevel-vs-METIS comparison (0: skip)")
+    parser.add_argument("--quality-first", action="store_true", help="run the comparison before the ingests")
     parser.add_argument("--driver-budget-edges", type=int, default=100_000,
                         help="multilevel budget in the quality comparison (coarsening must happen)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory of the Spark runs")
+    parser.add_argument("--shuffle-partitions", type=int, default=8,
+                        help="spark.sql.shuffle.partitions of the Spark runs (Spark's 200 is far too many "
+                             "for a few cores)")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--workdir", default=None, help="where inputs and graphs go (default: a temp dir)")
     parser.add_argument("--json", default="bench-results/ingest.json")
@@ -202,21 +210,24 @@ def main(argv=None) -> int:
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="goffish-bench-ingest-")
     os.makedirs(workdir, exist_ok=True)
-    common = ["--partitions", str(args.partitions), "--master", args.master, "--driver-memory", args.driver_memory]
+    common = ["--partitions", str(args.partitions), "--master", args.master, "--driver-memory", args.driver_memory,
+              "--shuffle-partitions", str(args.shuffle_partitions)]
     results = {"command": " ".join(["python -m goffish.bench_ingest", *(argv or sys.argv[1:])]),
                "runs": [], "quality": []}
-    for edges in args.edges:
-        for kind in args.kind:
-            source = _edge_list(kind, edges, workdir, args.seed)
-            for engine in args.engine:
-                command = [sys.executable, "-m", "goffish.bench_ingest", "--one", engine, source,
-                           os.path.join(workdir, f"{kind}-{edges}-{engine}.gofs"), *common]
-                row = {"kind": kind, "edges": edges, "engine": engine, **_measured(command, args.timeout)}
-                results["runs"].append(row)
-                _print_run(row)
-                _save(results, args.json)
-    if args.quality_edges:
-        for kind in args.kind:
+    def ingests():
+        for edges in args.edges:
+            for kind in args.kind:
+                source = _edge_list(kind, edges, workdir, args.seed)
+                for engine in args.engine:
+                    command = [sys.executable, "-m", "goffish.bench_ingest", "--one", engine, source,
+                               os.path.join(workdir, f"{kind}-{edges}-{engine}.gofs"), *common]
+                    row = {"kind": kind, "edges": edges, "engine": engine, **_measured(command, args.timeout)}
+                    results["runs"].append(row)
+                    _print_run(row)
+                    _save(results, args.json)
+
+    def quality():
+        for kind in args.kind if args.quality_edges else []:
             source = _edge_list(kind, args.quality_edges, workdir, args.seed)
             command = [sys.executable, "-m", "goffish.bench_ingest", "--quality-of", source,
                        "--driver-budget-edges", str(args.driver_budget_edges), *common]
@@ -224,6 +235,9 @@ def main(argv=None) -> int:
             results["quality"].append(row)
             print(json.dumps(row), flush=True)
             _save(results, args.json)
+
+    for step in ((quality, ingests) if args.quality_first else (ingests, quality)):
+        step()
     return 0
 
 
