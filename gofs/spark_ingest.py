@@ -49,6 +49,7 @@ SPARK_PARTITIONERS = ("multilevel", "hash", "spark-lp", "metis")
 LOCAL_MAX_BYTES = 256 << 20
 """Inputs larger than this (uncompressed estimate) are ingested on Spark when ``engine="auto"``."""
 LOCAL_MAX_BYTES_CONF = "spark.goffish.ingest.localMaxBytes"
+_MULTILEVEL_OPTIONS = {"driver_budget_edges", "cluster_rounds", "refine_iterations", "capacity_slack"}
 _GZIP_EXPANSION = 4         # a gzip edge list is about this many times larger once decompressed
 _WHAT = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true/false/1/0)"}
 _INT_PATTERN = r"^[+-]?[0-9]+$"
@@ -142,6 +143,11 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
     """
     from pyspark import StorageLevel
 
+    if "vertices_path" in partitioner_options:
+        raise ValueError("vertices_path: the Spark engine reads edges only so far; use engine='local'")
+    unknown = sorted(set(partitioner_options) - _MULTILEVEL_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)} for the Spark ingest engine")
     partitioner = partitioner or "multilevel"
     if partitioner not in SPARK_PARTITIONERS:
         raise ValueError(f"unknown partitioner {partitioner!r} for the Spark engine; choose one of "

@@ -153,6 +153,10 @@ def test_engine_choice(tmp_path):
         choose_engine(nx.path_graph(3), "spark")
     with pytest.raises(ValueError, match="engine must be one of"):
         choose_engine(str(small), "dask")
+    with pytest.raises(ValueError, match="vertices_path: the Spark engine reads edges only"):
+        spark_ingest(None, str(small), str(tmp_path / "g.gofs"), vertices_path=str(small))
+    with pytest.raises(TypeError, match="unknown option"):
+        spark_ingest(None, str(small), str(tmp_path / "g.gofs"), colour="red")
 
 
 _CAPPED = textwrap.dedent("""
