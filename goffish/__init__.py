@@ -13,21 +13,38 @@ from goffish.session import session
 __all__ = ["session", "ingest", "open", "Instance", "query"]
 
 
-def ingest(source, path: str, num_partitions: int = 4, partitioner: str = "metis", overwrite: bool = False,
-           name: str | None = None, seed: int = 0, spark=None, **read_options):
+def ingest(source, path: str, num_partitions: int = 4, partitioner: str | None = None, overwrite: bool = False,
+           name: str | None = None, seed: int = 0, spark=None, engine: str = "auto",
+           engine_threshold: int | None = None, **read_options):
     """Store a graph as GoFS and return its handle.
 
     ``source`` is a path (SNAP edge list, CSV, Parquet), a NetworkX graph, a
     GraphFrame, a pandas DataFrame of edges, or a ``gofs.graph_input.GraphInput``;
     ``read_options`` go to the reader (``directed``, ``weight``, ``schema`` ...).
+    ``engine``: ``"local"`` (read, partition and write in this process),
+    ``"spark"`` (every stage on Spark: :mod:`gofs.spark_ingest`), or ``"auto"``:
+    Spark for input paths larger than ``engine_threshold`` bytes (default: the
+    conf ``spark.goffish.ingest.localMaxBytes``, else 256 MiB). ``partitioner``
+    defaults to ``"metis"`` locally and ``"multilevel"`` on Spark.
     """
     from gofs.graph_input import GraphInput
-    from gofs.ingest import ingest as ingest_graph
-    from gofs.sources import read_graph
+    from gofs.spark_ingest import choose_engine
 
-    graph = source if isinstance(source, GraphInput) else read_graph(source, **read_options)
-    ingest_graph(graph, path, num_partitions=num_partitions, partitioner=partitioner, overwrite=overwrite,
-                 name=name, seed=seed, spark=spark)
+    if isinstance(source, GraphInput) and engine == "spark":
+        raise ValueError("engine='spark' reads paths or Spark DataFrames; a GraphInput is already in memory")
+    if isinstance(source, GraphInput) or choose_engine(source, engine, engine_threshold, spark) == "local":
+        from gofs.ingest import ingest as ingest_graph
+        from gofs.sources import read_graph
+
+        graph = source if isinstance(source, GraphInput) else read_graph(source, **read_options)
+        ingest_graph(graph, path, num_partitions=num_partitions, partitioner=partitioner or "metis",
+                     overwrite=overwrite, name=name, seed=seed, spark=spark)
+    else:
+        from gofs.spark_ingest import ingest as ingest_on_spark
+
+        spark = spark or session()
+        ingest_on_spark(spark, source, path, num_partitions=num_partitions, partitioner=partitioner,
+                        overwrite=overwrite, name=name, seed=seed, **read_options)
     return open(path, spark=spark)
 
 

@@ -43,8 +43,11 @@ def _add_spark_options(parser):
 
 def cmd_ingest(args) -> int:
     import goffish
+    from gofs.spark_ingest import choose_engine
 
-    spark = _spark(args) if args.partitioner == "spark-lp" else None
+    engine = choose_engine(args.input, args.engine, args.engine_threshold)
+    needs_spark = engine == "spark" or args.partitioner in ("spark-lp", "multilevel")
+    spark = _spark(args) if needs_spark else None
     options = {"directed": args.directed}
     if args.weight:
         options["weight"] = args.weight
@@ -53,15 +56,24 @@ def cmd_ingest(args) -> int:
     if args.format:
         options["format"] = args.format
     timings: dict = {}
-    from gofs.ingest import ingest
-    from gofs.sources import read_graph
+    if engine == "spark":
+        from gofs.spark_ingest import ingest as ingest_on_spark
 
-    clock = time.perf_counter()
-    graph = read_graph(args.input, **options)
-    timings["read"] = time.perf_counter() - clock
-    ingest(graph, args.graph, num_partitions=args.partitions, partitioner=args.partitioner,
-           overwrite=args.overwrite, seed=args.seed, spark=spark, timings=timings)
+        budget = {"driver_budget_edges": args.driver_budget_edges} if args.driver_budget_edges else {}
+        ingest_on_spark(spark, args.input, args.graph, num_partitions=args.partitions,
+                        partitioner=args.partitioner, overwrite=args.overwrite, seed=args.seed, timings=timings,
+                        **options, **budget)
+    else:
+        from gofs.ingest import ingest
+        from gofs.sources import read_graph
+
+        clock = time.perf_counter()
+        graph = read_graph(args.input, **options)
+        timings["read"] = time.perf_counter() - clock
+        ingest(graph, args.graph, num_partitions=args.partitions, partitioner=args.partitioner or "metis",
+               overwrite=args.overwrite, seed=args.seed, spark=spark, timings=timings)
     print(goffish.open(args.graph).info())
+    print(f"ingest engine: {engine}")
     print("ingest seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
     return 0
 
@@ -318,7 +330,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight", help="name of the single weight column of an edge list")
     p.add_argument("--attributes", help="comma-separated names of all extra edge-list columns")
     p.add_argument("--partitions", type=int, default=4)
-    p.add_argument("--partitioner", default="metis", choices=["metis", "hash", "spark-lp"])
+    p.add_argument("--partitioner", default=None, choices=["metis", "hash", "spark-lp", "multilevel"],
+                   help="default: metis with the local engine, multilevel with the Spark engine")
+    p.add_argument("--engine", default="auto", choices=["auto", "local", "spark"],
+                   help="local: in this process; spark: every stage on Spark (graphs larger than the driver); "
+                        "auto (default): spark for inputs above --engine-threshold")
+    p.add_argument("--engine-threshold", type=int, default=None, metavar="BYTES",
+                   help="auto engine: input size (gzip counted 4x) above which Spark ingests "
+                        "(default: conf spark.goffish.ingest.localMaxBytes, else 256 MiB)")
+    p.add_argument("--driver-budget-edges", type=int, default=None,
+                   help="multilevel on Spark: coarsen until the graph METIS gets has at most this many edges")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true")
     _add_spark_options(p)

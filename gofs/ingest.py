@@ -164,6 +164,43 @@ def _write_template(fs, root, graph, lay, index, src_v, dst_v, vertex_attrs, num
     return stats, sg_sizes, int(remote.sum())
 
 
+def write_version(fs, root: str, path: str, overwrite: bool, write_files) -> dict:
+    """Write a new version directory with ``write_files(data_dir) -> graph metadata`` and commit it.
+
+    The one commit protocol both ingest engines share: take the writer lock,
+    check the target again, let ``write_files`` write the template into a
+    fresh ``v-<token>`` directory (from the driver, or from Spark tasks), commit
+    one ``create`` log entry, then clean what the new state no longer refers to.
+    A failure before the commit removes the version directory (and the target,
+    if this call created it). Returns the committed manifest.
+    """
+    created = not layout.exists(fs, root)
+    version = f"v-{uuid.uuid4().hex[:12]}"
+    data = layout.version_root(root, version)
+    committed = False
+    try:
+        fs.create_dir(root, recursive=True)
+        with manifest_io.writer_lock(fs, root) as locked:
+            kind = housekeeping.check_target(fs, root, path, overwrite)   # again, now that we hold the lock
+            previous = manifest_io.read(fs, root) if kind == "graph" else None
+            fs.create_dir(data, recursive=True)
+            metadata = {"uuid": uuid.uuid4().hex, **write_files(data)}
+            number = 0 if previous is None else previous.head + 1
+            manifest_io.commit(fs, root, number, {"op": "create", "data": version, "graph": metadata,
+                                                  "instance_schema": {"vertex": [], "edge": []}})
+            committed = True
+            snapshot = manifest_io.read(fs, root)
+            if locked:
+                housekeeping.clean(fs, root, snapshot)
+            elif previous is not None and previous.version:
+                layout.remove(fs, layout.version_root(root, previous.version))
+    except BaseException:
+        if not committed:
+            layout.remove(fs, root if created else data)
+        raise
+    return snapshot.manifest
+
+
 def ingest(graph: GraphInput, path: str, num_partitions: int = 4, partitioner: str = "metis",
            overwrite: bool = False, name: str | None = None, seed: int = 0, spark=None,
            timings: dict | None = None) -> dict:
@@ -200,50 +237,30 @@ def ingest(graph: GraphInput, path: str, num_partitions: int = 4, partitioner: s
     timings["subgraphs"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    created = not layout.exists(fs, root)
-    version = f"v-{uuid.uuid4().hex[:12]}"
-    data = layout.version_root(root, version)
-    committed = False
-    try:
-        fs.create_dir(root, recursive=True)
-        with manifest_io.writer_lock(fs, root) as locked:
-            kind = housekeeping.check_target(fs, root, path, overwrite)   # again, now that we hold the lock
-            previous = manifest_io.read(fs, root) if kind == "graph" else None
-            fs.create_dir(data, recursive=True)
-            stats, sg_sizes, cut = _write_template(fs, data, graph, lay, index, src_v, dst_v,
-                                                   vertex_attrs, num_partitions)
-            sizes = np.array([s["num_vertices"] for s in stats])
-            metadata = {
-                "uuid": uuid.uuid4().hex,
-                "name": name or graph.name or root.rstrip("/").rpartition("/")[2],
-                "directed": bool(graph.directed),
-                "id_type": "int64" if pa.types.is_integer(graph.edges.schema.field("src").type) else "string",
-                "num_vertices": int(n),
-                "num_edges": int(len(src)),
-                "partitioner": partitioner,
-                "num_partitions": int(num_partitions),
-                "seed": int(seed),
-                "vertex_schema": manifest_io.schema_fields(vertex_attrs.schema),
-                "edge_schema": manifest_io.schema_fields(graph.edges.schema, skip=("src", "dst")),
-                "cut_edges": cut,
-                "balance": float(sizes.max() / sizes.mean()) if n else 1.0,
-                "subgraphs": {"count": int(lay.num_subgraphs),
-                              "largest": int(sg_sizes.max()) if len(sg_sizes) else 0,
-                              "size_histogram": size_histogram(sg_sizes)},
-                "partitions": stats,
-            }
-            number = 0 if previous is None else previous.head + 1
-            manifest_io.commit(fs, root, number, {"op": "create", "data": version, "graph": metadata,
-                                                  "instance_schema": {"vertex": [], "edge": []}})
-            committed = True
-            snapshot = manifest_io.read(fs, root)
-            if locked:
-                housekeeping.clean(fs, root, snapshot)
-            elif previous is not None and previous.version:
-                layout.remove(fs, layout.version_root(root, previous.version))
-    except BaseException:
-        if not committed:
-            layout.remove(fs, root if created else data)
-        raise
+
+    def write_files(data: str) -> dict:
+        stats, sg_sizes, cut = _write_template(fs, data, graph, lay, index, src_v, dst_v,
+                                               vertex_attrs, num_partitions)
+        sizes = np.array([s["num_vertices"] for s in stats])
+        return {
+            "name": name or graph.name or root.rstrip("/").rpartition("/")[2],
+            "directed": bool(graph.directed),
+            "id_type": "int64" if pa.types.is_integer(graph.edges.schema.field("src").type) else "string",
+            "num_vertices": int(n),
+            "num_edges": int(len(src)),
+            "partitioner": partitioner,
+            "num_partitions": int(num_partitions),
+            "seed": int(seed),
+            "vertex_schema": manifest_io.schema_fields(vertex_attrs.schema),
+            "edge_schema": manifest_io.schema_fields(graph.edges.schema, skip=("src", "dst")),
+            "cut_edges": cut,
+            "balance": float(sizes.max() / sizes.mean()) if n else 1.0,
+            "subgraphs": {"count": int(lay.num_subgraphs),
+                          "largest": int(sg_sizes.max()) if len(sg_sizes) else 0,
+                          "size_histogram": size_histogram(sg_sizes)},
+            "partitions": stats,
+        }
+
+    manifest = write_version(fs, root, path, overwrite, write_files)
     timings["write"] = time.perf_counter() - clock
-    return snapshot.manifest
+    return manifest

@@ -24,7 +24,7 @@ from scipy.optimize import linprog
 
 from gofs.spark_compat import release_local_checkpoint
 
-PARTITIONERS = ("metis", "hash", "spark-lp")
+PARTITIONERS = ("metis", "hash", "spark-lp", "multilevel")
 
 # Spark's xxhash64 constants: hash_partition must equal its Spark twin bit for bit.
 _P1 = np.uint64(0x9E3779B185EBCA87)
@@ -49,12 +49,14 @@ def partition(method: str, num_vertices: int, src, dst, num_partitions: int, see
 
     Parameters
     ----------
-    method : "metis" (best cuts, runs on the driver), "hash" (no locality), or
-        "spark-lp" (label propagation as Spark jobs; needs ``spark``).
+    method : "metis" (best cuts, runs on the driver), "hash" (no locality),
+        "spark-lp" (label propagation as Spark jobs; needs ``spark``), or
+        "multilevel" (coarsen on Spark, METIS on the coarse graph, refine on
+        Spark: :mod:`gofs.multilevel`; needs ``spark``).
     num_vertices, src, dst : the graph as dense indices; edges are read as undirected.
     num_partitions : k >= 1.
     seed : makes every method deterministic for a given value.
-    spark : the SparkSession, used only by "spark-lp".
+    spark : the SparkSession, used only by "spark-lp" and "multilevel".
 
     Returns
     -------
@@ -69,6 +71,10 @@ def partition(method: str, num_vertices: int, src, dst, num_partitions: int, see
         return metis_partition(num_vertices, src, dst, num_partitions, seed)
     if method == "hash":
         return hash_partition(num_vertices, src, dst, num_partitions, seed)
+    if method == "multilevel":
+        from gofs.multilevel import multilevel_partition
+
+        return multilevel_partition(num_vertices, src, dst, num_partitions, seed, spark)
     return spark_lp_partition(num_vertices, src, dst, num_partitions, seed, spark)
 
 
@@ -133,7 +139,7 @@ def spark_lp_partition(num_vertices: int, src, dst, num_partitions: int, seed: i
 
 
 def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: int = 10, seed: int = 0,
-                            capacity_slack: float = 0.05):
+                            capacity_slack: float = 0.05, initial=None):
     """Balanced label propagation computed with Spark joins, for graphs too big for the driver.
 
     Starts from the hash partition. In each iteration a random 70% of the
@@ -155,6 +161,9 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
     num_partitions : k >= 1.
     iterations : rounds of propagation; each runs a handful of Spark jobs.
     capacity_slack : allowed excess of a partition over n / k, as a fraction.
+    initial : optional DataFrame ``(vid long, part int)`` with one row per vertex
+        of ``edges_df`` to start from instead of the hash partition (the
+        multilevel partitioner refines its projected METIS partition this way).
 
     Returns
     -------
@@ -177,8 +186,12 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
             .distinct().localCheckpoint()
         held.append(adjacency)
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
-        hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
-        labels = vertices.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part")).localCheckpoint()
+        if initial is None:
+            hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
+            labels = vertices.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part")).localCheckpoint()
+        else:
+            labels = initial.select(F.col("vid").cast("long").alias("vid"),
+                                    F.col("part").cast("int").alias("part")).localCheckpoint()
         held.append(labels)
 
         sizes = np.zeros(k, dtype=np.int64)

@@ -60,8 +60,12 @@ def size_histogram(sizes: np.ndarray) -> dict[str, int]:
     """Sub-graph sizes binned by powers of two: {"1": .., "2-3": .., "4-7": ..}."""
     if len(sizes) == 0:
         return {}
-    bins = np.floor(np.log2(np.maximum(sizes, 1))).astype(np.int64)
-    counts = np.bincount(bins)
+    return histogram_from_bins(np.bincount(np.floor(np.log2(np.maximum(sizes, 1))).astype(np.int64)))
+
+
+def histogram_from_bins(counts: np.ndarray) -> dict[str, int]:
+    """:func:`size_histogram` from counts per bin (bin b holds sizes 2**b .. 2**(b+1)-1), as the
+    Spark ingest engine sums them over partitions."""
     out = {}
     for b, c in enumerate(counts):
         if c:

@@ -190,3 +190,18 @@ def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
     assert os.path.isdir(made) and made != str(tmp_path)
     remove_created()
     assert not os.path.exists(made) and tmp_path.is_dir()
+
+
+def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark):
+    from gofs.multilevel import multilevel_partition
+
+    n, src, dst = grid(24, drop=0.1)
+    report = {}
+    parts = multilevel_partition(n, src, dst, 4, seed=1, spark=spark, driver_budget_edges=200, cluster_rounds=2,
+                                 refine_iterations=3, report=report)
+    assert_valid(parts, n, 4)
+    assert len(report["levels"]) >= 2 and report["levels"][-1]["edges"] <= 200 < report["levels"][0]["edges"]
+    assert edge_cut(parts, src, dst) <= 1.5 * edge_cut(metis_partition(n, src, dst, 4), src, dst)
+    assert balance(parts, 4) <= 1.05 + 4 / n
+    with pytest.raises(ValueError, match="spark=<SparkSession>"):
+        partition("multilevel", n, src, dst, 2)

@@ -1,0 +1,262 @@
+"""Ingest benchmark: time per stage and the driver's peak memory, local engine vs Spark engine,
+plus the multilevel partitioner's edge cut and balance against METIS on the driver.
+
+    python -m goffish.bench_ingest --edges 1000000 5000000 --kind road rmat --engine local spark \\
+        --json bench-results/ingest.json
+
+Each ingest runs in a fresh Python process (so its peak RSS is its own), started
+from here; while it runs this process samples the driver JVM's heap in use
+(``jstat -gc``: survivor + eden + old used) and its resident size from
+``/proc``. Inputs are SNAP text edge lists written by ``goffish.generators``
+(road-like: ``edges / 1.415`` vertices; R-MAT: edge factor 16).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def _edge_list(kind: str, edges: int, directory: str, seed: int) -> str:
+    from goffish.generators import rmat, road_network, write_edge_list
+
+    path = os.path.join(directory, f"{kind}-{edges}.txt")
+    if not os.path.exists(path):
+        if kind == "road":
+            graph = road_network(int(edges / 1.415), seed=seed)
+        else:
+            scale = max(1, round(math.log2(edges / 16)))
+            graph = rmat(scale, edge_factor=max(1, round(edges / 2 ** scale)), seed=seed)
+        write_edge_list(graph, path, attrs=False)
+    return path
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _jvm_of(pid: int) -> int | None:
+    for child in _children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"java" in f.read().split(b"\0")[0]:
+                    return child
+        except OSError:
+            pass
+    return None
+
+
+def _heap_used_bytes(jvm: int) -> int | None:
+    """Survivor + eden + old generation in use, from ``jstat -gc`` (KiB columns)."""
+    try:
+        out = subprocess.run(["jstat", "-gc", str(jvm)], capture_output=True, text=True, timeout=10).stdout.split("\n")
+        names, values = out[0].split(), [float(v) for v in out[1].split()]
+    except (OSError, IndexError, ValueError, subprocess.TimeoutExpired):
+        return None
+    row = dict(zip(names, values))
+    return int(sum(row.get(k, 0.0) for k in ("S0U", "S1U", "EU", "OU")) * 1024)
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return int(next(line for line in f if line.startswith("VmRSS")).split()[1]) * 1024
+    except (OSError, StopIteration):
+        return 0
+
+
+def _measured(command: list[str], timeout: float) -> dict:
+    """Run one ingest process; sample its JVM's heap and RSS every second."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    peak = {"jvm_heap_used": 0, "jvm_rss": 0}
+    stop = threading.Event()
+
+    def sample():
+        jvm = None
+        while not stop.wait(1.0):
+            jvm = jvm or _jvm_of(child.pid)
+            if jvm:
+                heap = _heap_used_bytes(jvm)
+                peak["jvm_heap_used"] = max(peak["jvm_heap_used"], heap or 0)
+                peak["jvm_rss"] = max(peak["jvm_rss"], _rss(jvm))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        return {"error": f"timed out after {timeout:.0f} s", **peak}
+    finally:
+        stop.set()
+        sampler.join()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if child.returncode != 0 or not lines:
+        return {"error": (err.strip().splitlines() or ["exit code %d" % child.returncode])[-1][:300], **peak}
+    return {**json.loads(lines[-1]), **peak}
+
+
+def _one(args) -> int:
+    """In the measured process: one ingest, then its timings and peak RSS as a JSON line."""
+    import resource
+
+    from gofs import layout
+
+    target = args.target
+    started = time.perf_counter()
+    timings: dict = {}
+    if args.engine == "spark":
+        from goffish.session import session
+        from gofs.spark_ingest import ingest
+
+        spark = session(master=args.master, conf=_conf(args))
+        session_seconds = time.perf_counter() - started
+        manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
+                          overwrite=True)
+    else:
+        from gofs.ingest import ingest
+        from gofs.sources import read_graph
+
+        session_seconds = 0.0
+        clock = time.perf_counter()
+        graph = read_graph(args.input)
+        timings["read"] = time.perf_counter() - clock
+        manifest = ingest(graph, target, num_partitions=args.partitions, timings=timings, overwrite=True)
+    print(json.dumps({"timings": timings, "seconds": time.perf_counter() - started - session_seconds,
+                      "session_seconds": session_seconds,
+                      "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "num_vertices": manifest["num_vertices"], "num_edges": manifest["num_edges"],
+                      "cut_edges": manifest["cut_edges"], "balance": manifest["balance"],
+                      "partitioner": manifest["partitioner"]}))
+    fs, root = layout.filesystem(target)
+    layout.remove(fs, root)
+    return 0
+
+
+def _conf(args) -> dict:
+    return {"spark.driver.memory": args.driver_memory, "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": str(args.shuffle_partitions)}
+
+
+def _quality(args) -> int:
+    """In a measured process: METIS on the driver vs multilevel on Spark, same dense ids."""
+    from goffish.session import session
+    from gofs.ingest import dense_ids
+    from gofs.multilevel import multilevel_partition
+    from gofs.partitioners import balance, edge_cut, metis_partition
+    from gofs.sources import read_graph
+
+    spark = session(master=args.master, conf=_conf(args))
+    index, src, dst, _ = dense_ids(read_graph(args.input))
+    n = len(index)
+    clock = time.perf_counter()
+    metis = metis_partition(n, src, dst, args.partitions)
+    metis_seconds = time.perf_counter() - clock
+    report: dict = {}
+    clock = time.perf_counter()
+    multilevel = multilevel_partition(n, src, dst, args.partitions, 0, spark, report=report,
+                                      driver_budget_edges=args.driver_budget_edges)
+    print(json.dumps({"metis_cut": edge_cut(metis, src, dst), "metis_balance": balance(metis, args.partitions),
+                      "metis_seconds": metis_seconds, "multilevel_cut": edge_cut(multilevel, src, dst),
+                      "multilevel_balance": balance(multilevel, args.partitions),
+                      "multilevel_seconds": time.perf_counter() - clock, "levels": report["levels"]}))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m goffish.bench_ingest", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--edges", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--kind", nargs="+", default=["road", "rmat"], choices=["road", "rmat"])
+    parser.add_argument("--engine", nargs="+", default=["local", "spark"], choices=["local", "spark"])
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--quality-edges", type=int, default=1_000_000,
+                        help="size of the multilevel-vs-METIS comparison (0: skip)")
+    parser.add_argument("--quality-first", action="store_true", help="run the comparison before the ingests")
+    parser.add_argument("--driver-budget-edges", type=int, default=100_000,
+                        help="multilevel budget in the quality comparison (coarsening must happen)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory of the Spark runs")
+    parser.add_argument("--shuffle-partitions", type=int, default=8,
+                        help="spark.sql.shuffle.partitions of the Spark runs (Spark's 200 is far too many "
+                             "for a few cores)")
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--workdir", default=None, help="where inputs and graphs go (default: a temp dir)")
+    parser.add_argument("--json", default="bench-results/ingest.json")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--one", nargs=3, metavar=("ENGINE", "INPUT", "TARGET"), help=argparse.SUPPRESS)
+    parser.add_argument("--quality-of", metavar="INPUT", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        args.engine, args.input, args.target = args.one
+        return _one(args)
+    if args.quality_of:
+        args.input = args.quality_of
+        return _quality(args)
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="goffish-bench-ingest-")
+    os.makedirs(workdir, exist_ok=True)
+    common = ["--partitions", str(args.partitions), "--master", args.master, "--driver-memory", args.driver_memory,
+              "--shuffle-partitions", str(args.shuffle_partitions)]
+    results = {"command": " ".join(["python -m goffish.bench_ingest", *(argv or sys.argv[1:])]),
+               "runs": [], "quality": []}
+    def ingests():
+        for edges in args.edges:
+            for kind in args.kind:
+                source = _edge_list(kind, edges, workdir, args.seed)
+                for engine in args.engine:
+                    command = [sys.executable, "-m", "goffish.bench_ingest", "--one", engine, source,
+                               os.path.join(workdir, f"{kind}-{edges}-{engine}.gofs"), *common]
+                    row = {"kind": kind, "edges": edges, "engine": engine, **_measured(command, args.timeout)}
+                    results["runs"].append(row)
+                    _print_run(row)
+                    _save(results, args.json)
+
+    def quality():
+        for kind in args.kind if args.quality_edges else []:
+            source = _edge_list(kind, args.quality_edges, workdir, args.seed)
+            command = [sys.executable, "-m", "goffish.bench_ingest", "--quality-of", source,
+                       "--driver-budget-edges", str(args.driver_budget_edges), *common]
+            row = {"kind": kind, "edges": args.quality_edges, **_measured(command, args.timeout)}
+            results["quality"].append(row)
+            print(json.dumps(row), flush=True)
+            _save(results, args.json)
+
+    for step in ((quality, ingests) if args.quality_first else (ingests, quality)):
+        step()
+    return 0
+
+
+def _print_run(row: dict) -> None:
+    if "error" in row:
+        print(f"{row['kind']:5} {row['edges']:>10,} {row['engine']:6} FAILED: {row['error']}", flush=True)
+        return
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in row["timings"].items())
+    print(f"{row['kind']:5} {row['edges']:>10,} {row['engine']:6} {row['seconds']:7.1f} s ({stages}); "
+          f"python peak {row['python_peak_rss'] / 2**20:.0f} MiB, jvm heap peak "
+          f"{row['jvm_heap_used'] / 2**20:.0f} MiB, cut {row['cut_edges']:,}, balance {row['balance']:.3f}",
+          flush=True)
+
+
+def _save(results: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as out:
+        json.dump(results, out, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

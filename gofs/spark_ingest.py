@@ -1,0 +1,907 @@
+"""Ingest on Spark, for graphs that do not fit in the driver.
+
+The same stages as :mod:`gofs.ingest`, each a Spark job, writing the same
+on-disk format through the same commit (:func:`gofs.ingest.write_version`):
+
+- **read**: Spark reads the edges (SNAP text, CSV, Parquet, gz; any filesystem
+  Spark reaches) and one aggregation validates every row. Bad input raises
+  :class:`InputError` naming the file and the line within it (found by
+  re-reading only that file). Edge ids (``eid``) are positions in Spark's read
+  order (for one file, its line order), numbered with per-partition offsets.
+- **ids**: dense vertex indices in order of first appearance (``src`` before
+  ``dst``, edge by edge), exactly as the local engine numbers them: a
+  group-by for each id's first position, a sort, per-partition offsets.
+- **partition**: ``multilevel`` (:mod:`gofs.multilevel`), ``hash``, ``spark-lp``
+  on Spark, or ``metis`` (collects the edges to the driver).
+- **subgraphs**: each partition's vertices and local edges meet in one task,
+  which runs the same scipy kernel as the local engine
+  (:func:`gofs.subgraphs.discover`); the driver turns the per-partition counts
+  into vertex and sub-graph offsets.
+- **write**: the task that owns partition p writes its vertex and edge files
+  (pyarrow, staged under a temporary name); one task each writes the
+  sub-graph and meta-graph tables; the driver assembles the manifest from
+  per-partition statistics and commits.
+
+Given the same input file, partitioner and seed, both engines write the same
+template, row for row. The driver only ever holds O(partitions) rows, plus
+the coarse graph of the multilevel partitioner (bounded by its budget).
+"""
+from __future__ import annotations
+
+import csv
+import os
+import time
+import urllib.parse
+import uuid
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from gofs import housekeeping, layout, manifest as manifest_io
+from gofs.errors import InputError
+from gofs.ingest import _write, write_version
+from gofs.sources import TYPES, _check_type_names
+from gofs.subgraphs import discover, histogram_from_bins
+
+ENGINES = ("auto", "local", "spark")
+SPARK_PARTITIONERS = ("multilevel", "hash", "spark-lp", "metis")
+LOCAL_MAX_BYTES = 256 << 20
+"""Inputs larger than this (uncompressed estimate) are ingested on Spark when ``engine="auto"``."""
+LOCAL_MAX_BYTES_CONF = "spark.goffish.ingest.localMaxBytes"
+_MULTILEVEL_OPTIONS = {"driver_budget_edges", "cluster_rounds", "refine_iterations", "capacity_slack"}
+_GZIP_EXPANSION = 4         # a gzip edge list is about this many times larger once decompressed
+_WHAT = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true/false/1/0)"}
+_INT_PATTERN = r"^[+-]?[0-9]+$"
+
+
+# --------------------------------------------------------------------------- engine choice
+
+def choose_engine(source, engine: str = "auto", threshold: int | None = None, spark=None) -> str:
+    """``"local"`` or ``"spark"``: as asked, or for ``"auto"`` by the input's size.
+
+    Paths (files, directories, globs' parents) larger than ``threshold`` bytes
+    (gzip counted at 4x) go to Spark; so do paths pyarrow cannot size (a
+    filesystem only Spark reaches). In-memory inputs (NetworkX, pandas,
+    Spark DataFrames, GraphInput) stay local unless ``engine="spark"``.
+    ``threshold`` defaults to the Spark conf ``spark.goffish.ingest.localMaxBytes``,
+    else :data:`LOCAL_MAX_BYTES`.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    readable = isinstance(source, (str, os.PathLike, list, tuple)) or _is_spark_frame(source)
+    if engine == "spark" and not readable:
+        raise ValueError(f"engine='spark' reads paths or Spark DataFrames, not a {type(source).__name__} "
+                         "(already in this process: use engine='local')")
+    if engine != "auto":
+        return engine
+    if not isinstance(source, (str, os.PathLike, list, tuple)):
+        return "local"
+    if threshold is None:
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession()
+        configured = spark.conf.get(LOCAL_MAX_BYTES_CONF, None) if spark is not None else None
+        threshold = int(configured) if configured is not None else LOCAL_MAX_BYTES
+    size = input_bytes(source)
+    return "spark" if size is None or size > threshold else "local"
+
+
+def input_bytes(source) -> int | None:
+    """Estimated uncompressed bytes of the input path(s); None if pyarrow cannot tell."""
+    import pyarrow.fs as pafs
+
+    total = 0
+    for path in _paths(source):
+        try:
+            fs, root = layout.filesystem(path)
+            info = fs.get_file_info(root)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError):
+            return None
+        if info.type == pafs.FileType.NotFound:
+            raise InputError(f"{path}: no such file or directory")
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True)) \
+            if info.type == pafs.FileType.Directory else [info]
+        total += sum((i.size or 0) * (_GZIP_EXPANSION if i.path.endswith(".gz") else 1) for i in infos)
+    return total
+
+
+def _paths(source) -> list[str]:
+    return [os.fspath(p) for p in source] if isinstance(source, (list, tuple)) else [os.fspath(source)]
+
+
+# --------------------------------------------------------------------------- the engine
+
+def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str | None = None,
+           overwrite: bool = False, name: str | None = None, seed: int = 0, format: str | None = None,
+           directed: bool = False, weight: str | None = None, attribute_names: list[str] | None = None,
+           id_type: str = "auto", schema: dict | None = None, src: str = "src", dst: str = "dst",
+           timings: dict | None = None, **partitioner_options) -> dict:
+    """Ingest ``source`` into a GoFS graph at ``path`` with Spark doing the work.
+
+    Parameters
+    ----------
+    spark : the SparkSession.
+    source : a path or list of paths (edge list, CSV with a header, Parquet; ``.gz`` text
+        accepted; any URI Spark reads) or a Spark DataFrame of edges (``src``, ``dst``, attributes).
+    partitioner : ``"multilevel"`` (default), ``"hash"``, ``"spark-lp"`` or ``"metis"``
+        (METIS on the driver: collects every edge there).
+    format, directed, weight, attribute_names, id_type, schema, src, dst : as for
+        :func:`gofs.sources.read_graph` (``vertices_path`` is not supported here).
+    timings : receives seconds per stage (read, ids, partition, subgraphs, write).
+    partitioner_options : passed to :func:`gofs.multilevel.multilevel_labels`
+        (``driver_budget_edges`` ...).
+
+    Returns
+    -------
+    The committed manifest, as :func:`gofs.ingest.ingest` returns it.
+
+    Example
+    -------
+    >>> ingest(spark, "hdfs:///data/roadNet-CA.txt.gz", "hdfs:///graphs/ca.gofs", 16)   # doctest: +SKIP
+    """
+    from pyspark import StorageLevel
+
+    if "vertices_path" in partitioner_options:
+        raise ValueError("vertices_path: the Spark engine reads edges only so far; use engine='local'")
+    unknown = sorted(set(partitioner_options) - _MULTILEVEL_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)} for the Spark ingest engine")
+    partitioner = partitioner or "multilevel"
+    if partitioner not in SPARK_PARTITIONERS:
+        raise ValueError(f"unknown partitioner {partitioner!r} for the Spark engine; choose one of "
+                         f"{', '.join(SPARK_PARTITIONERS)}")
+    if num_partitions < 1:
+        raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
+    if partitioner_options and partitioner != "multilevel":
+        raise ValueError(f"options {sorted(partitioner_options)} apply to the multilevel partitioner only")
+    fs, root = layout.filesystem(path)
+    housekeeping.check_target(fs, root, path, overwrite)
+    timings = {} if timings is None else timings
+    run = _Run(spark, StorageLevel.DISK_ONLY)
+    try:
+        clock = time.perf_counter()
+        edges = _read(run, source, format=format, directed=directed, weight=weight,
+                      attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst)
+        edges_frame = run.keep(edges.frame)
+        timings["read"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count)
+        timings["ids"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        parts = _partition(run, partitioner, dense_edges, vertices, n, num_partitions, seed, partitioner_options)
+        timings["partition"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
+        timings["subgraphs"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+
+        def write_files(data: str) -> dict:
+            stats = _write_template(run, path, fs, data, vertices, dense_edges, mapping, offsets, edges,
+                                    num_partitions)
+            sizes = np.array([p["num_vertices"] for p in stats["partitions"]])
+            return {
+                "name": name or edges.name or root.rstrip("/").rpartition("/")[2],
+                "directed": bool(directed),
+                "id_type": "int64" if edges.id_type == pa.int64() else "string",
+                "num_vertices": int(n),
+                "num_edges": int(edges.count),
+                "partitioner": partitioner,
+                "num_partitions": int(num_partitions),
+                "seed": int(seed),
+                "vertex_schema": [],
+                "edge_schema": manifest_io.schema_fields(edges.attributes),
+                "cut_edges": stats["cut_edges"],
+                "balance": float(sizes.max() / sizes.mean()) if n else 1.0,
+                "subgraphs": stats["subgraphs"],
+                "partitions": stats["partitions"],
+            }
+
+        manifest = write_version(fs, root, path, overwrite, write_files)
+        timings["write"] = time.perf_counter() - clock
+    finally:
+        run.release()
+    return manifest
+
+
+class _Run:
+    """The frames one ingest persisted (to disk: the driver's JVM stays small) or checkpointed."""
+
+    def __init__(self, spark, level):
+        self.spark, self.level = spark, level
+        self.persisted, self.checkpoints = [], []
+
+    def keep(self, frame):
+        frame = frame.persist(self.level)
+        self.persisted.append(frame)
+        return frame
+
+    def checkpointed(self, frame):
+        self.checkpoints.append(frame)
+        return frame
+
+    def release(self) -> None:
+        from gofs.spark_compat import release_local_checkpoint
+
+        for frame in self.persisted:
+            frame.unpersist()
+        for frame in self.checkpoints:
+            release_local_checkpoint(frame)
+
+
+# --------------------------------------------------------------------------- read
+
+class _Edges:
+    """What the read stage hands on: ``frame`` (eid, sid, did[, attrs struct]) and its description."""
+
+    def __init__(self, frame, count, id_type, attributes: pa.Schema, name):
+        self.frame, self.count, self.id_type, self.attributes, self.name = frame, count, id_type, attributes, name
+
+
+def _read(run, source, format, directed, weight, attribute_names, id_type, schema, src, dst) -> _Edges:
+    spark = run.spark
+    if id_type not in ("auto", "int", "str"):
+        raise ValueError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
+    schema = dict(schema or {})
+    _check_type_names(schema)
+    if _is_spark_frame(source):
+        return _read_frame(run, source, src, dst, schema)
+    paths = _paths(source)
+    format = format or _guess_format(paths[0])
+    name = _graph_name(paths[0])
+    if format == "edgelist":
+        if weight is not None and attribute_names is not None:
+            raise ValueError("give weight or attribute_names, not both")
+        return _read_edge_list(spark, paths, [*([weight] if weight else attribute_names or [])],
+                               id_type, schema, name)
+    if format == "csv":
+        return _read_csv(spark, paths, src, dst, schema, name)
+    if format == "parquet":
+        return _read_parquet(spark, paths, src, dst, schema, name)
+    raise ValueError(f"format must be one of ['csv', 'edgelist', 'parquet'], got {format!r}")
+
+
+def _is_spark_frame(obj) -> bool:
+    import sys
+
+    return "pyspark.sql" in sys.modules and isinstance(obj, sys.modules["pyspark.sql"].DataFrame)
+
+
+def _guess_format(path: str) -> str:
+    lower = path.lower().rstrip("/")
+    if lower.endswith((".csv", ".csv.gz")):
+        return "csv"
+    if lower.endswith((".parquet", ".pq")) or "." not in lower.rpartition("/")[2]:
+        return "parquet"
+    if lower.endswith((".txt", ".tsv", ".edges", ".el", ".gz")):
+        return "edgelist"
+    raise InputError(f"{path}: cannot tell the format from the suffix; pass format='edgelist', 'csv' or 'parquet'")
+
+
+def _graph_name(path: str) -> str:
+    base = path.rstrip("/").rpartition("/")[2]
+    base = base[:-3] if base.endswith(".gz") else base
+    return base.rpartition(".")[0] or base
+
+
+def _valid(column, kind: str):
+    """Whether a text value converts to ``kind`` (null: no value, checked elsewhere)."""
+    from pyspark.sql import functions as F
+
+    if kind == "int":
+        return column.rlike(_INT_PATTERN) & column.cast("long").isNotNull()
+    if kind == "float":
+        return column.cast("double").isNotNull()
+    if kind == "bool":
+        return F.lower(column).isin("true", "false", "1", "0")
+    return F.lit(True)
+
+
+def _typed(column, kind: str):
+    from pyspark.sql import functions as F
+
+    if kind == "bool":
+        return F.lower(column).isin("true", "1")
+    return column.cast({"int": "long", "float": "double", "str": "string"}[kind])
+
+
+def _source_name(uri: str) -> str:
+    """A file as the user named it: local ``file:`` URIs become plain paths."""
+    if uri.startswith("file:"):
+        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+    return uri
+
+
+def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
+    from pyspark.sql import functions as F
+
+    names = ["src", "dst", *attributes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"column names must be distinct and not src/dst, got {names}")
+    unknown = sorted(set(schema) - set(attributes))
+    if unknown:
+        raise InputError(f"{paths[0]}: schema names column {unknown[0]!r}, but the attribute columns are "
+                         f"{attributes} (name them with weight= or attribute_names=)")
+    kinds = {a: schema.get(a, "float") for a in attributes}
+    id_kind = {"auto": "int", "int": "int", "str": "str"}[id_type]
+
+    def parsed(text):
+        """Data lines (not blank, not comments) with their fields; other columns kept."""
+        line = F.regexp_replace(F.col("value"), r"^\s+|\s+$", "")
+        kept = [c for c in text.columns if c != "value"]
+        return text.select(F.input_file_name().alias("_file"), line.alias("_line"), *kept) \
+            .where((F.col("_line") != "") & ~F.substring("_line", 1, 1).isin("#", "%")) \
+            .withColumn("_fields", F.split("_line", r"\s+"))
+
+    def problems(frame):
+        fields = F.col("_fields")
+        count_ok = F.size(fields) == len(names)
+        value_ok = F.lit(True)
+        for i, column in enumerate(names[2:], start=2):
+            value_ok = value_ok & _valid(fields.getItem(i), kinds[column])
+        if id_type == "int":
+            value_ok = value_ok & _valid(fields.getItem(0), "int") & _valid(fields.getItem(1), "int")
+        return ~count_ok, count_ok & ~value_ok
+
+    text = _spark_read(spark, paths, lambda reader: reader.text(paths))
+    data = parsed(text)
+    bad_count, bad_value = problems(data)
+    fields = F.col("_fields")
+    text_ids = ~(_valid(fields.getItem(0), "int") & _valid(fields.getItem(1), "int"))
+    counts, totals = _partition_counts(data, {"bad": (bad_count | bad_value), "text_ids": text_ids})
+    if totals["bad"]:
+        bad = bad_count | bad_value
+        first = data.where(bad).agg(F.min("_file")).first()[0]
+        lines = _indexed(_spark_read(spark, [first], lambda reader: reader.text(first)), "_number")
+        row = parsed(lines).where(bad).orderBy("_number").select("_number", "_line").first()
+        raise _edge_list_error(_source_name(first), int(row["_number"]) + 1, row["_line"], names, kinds, id_type)
+    if id_type == "auto" and totals["text_ids"]:
+        id_kind = "str"
+    columns = [_typed(fields.getItem(0), id_kind).alias("sid"), _typed(fields.getItem(1), id_kind).alias("did")]
+    typed_attributes = [_typed(fields.getItem(i), kinds[a]).alias(a) for i, a in enumerate(names[2:], start=2)]
+    return _finish(data, counts, columns, typed_attributes, TYPES[id_kind], name)
+
+
+def _edge_list_error(source: str, number: int, line: str, names, kinds, id_type) -> InputError:
+    fields = line.split()
+    if len(fields) != len(names):
+        hint = "; name the extra columns with weight= or attribute_names=" if len(fields) > len(names) else ""
+        return InputError(f"{source} line {number}: expected {len(names)} fields ({' '.join(names)}), "
+                          f"found {len(fields)}{hint}")
+    wanted = {**({"src": "int", "dst": "int"} if id_type == "int" else {}), **kinds}
+    for column, value in zip(names, fields):
+        if column in wanted and not _converts(value, wanted[column]):
+            return InputError(f"{source} line {number}, column {column!r}: {value!r} is not {_WHAT[wanted[column]]}")
+    return InputError(f"{source} line {number}: cannot be read")
+
+
+def _converts(value: str, kind: str) -> bool:
+    """The driver-side twin of :func:`_valid`, used only to word an error about one value."""
+    if kind == "int":
+        try:
+            return -2**63 <= int(value) < 2**63 and value.lstrip("+-").isdigit()
+        except ValueError:
+            return False
+    if kind == "float":
+        try:
+            float(value)
+            return True
+        except ValueError:
+            return False
+    if kind == "bool":
+        return value.lower() in ("true", "false", "1", "0")
+    return True
+
+
+def _read_csv(spark, paths, src, dst, schema, name) -> _Edges:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    header = _spark_read(spark, paths, lambda reader: reader.option("header", True).csv(paths)).columns
+    for column in (src, dst):
+        if column not in header:
+            raise InputError(f"{paths[0]}: no column {column!r} (columns: {', '.join(header)})")
+    if src == dst:
+        raise ValueError(f"src and dst must be different columns, both are {src!r}")
+    unknown = [c for c in schema if c not in header]
+    if unknown:
+        raise InputError(f"schema names column {unknown[0]!r}, which no file has ({paths[0]}: {', '.join(header)})")
+    layout_ = StructType([StructField(c, StringType()) for c in header] + [StructField("_corrupt", StringType())])
+
+    def read(reader, where):
+        return reader.schema(layout_).option("header", True).option("mode", "PERMISSIVE") \
+            .option("columnNameOfCorruptRecord", "_corrupt").csv(where)
+
+    data = _spark_read(spark, paths, lambda reader: read(reader, paths)).withColumn("_file", F.input_file_name())
+    attributes = [c for c in header if c not in (src, dst)]
+    checks = {"bad": F.col("_corrupt").isNotNull() | F.col(src).isNull() | F.col(dst).isNull()}
+    for column, kind in schema.items():
+        checks["bad"] = checks["bad"] | (F.col(column).isNotNull() & ~_valid(F.col(column), kind))
+    checks["text_ids"] = ~(_valid(F.coalesce(F.col(src), F.lit("0")), "int")
+                           & _valid(F.coalesce(F.col(dst), F.lit("0")), "int"))
+    for column in attributes:
+        if column not in schema:
+            for kind in ("int", "float", "bool"):
+                checks[f"{kind}:{column}"] = F.col(column).isNotNull() & ~_valid(F.col(column), kind)
+    counts, totals = _partition_counts(data, checks)
+    if totals["bad"]:
+        first = data.where(checks["bad"]).agg(F.min("_file")).first()[0]
+        rows = _indexed(_spark_read(spark, [first], lambda reader: read(reader, first)), "_row")
+        row = rows.where(checks["bad"]).orderBy("_row").first()
+        raise _csv_error(spark, _source_name(first), first, int(row["_row"]), row, header, src, dst, schema)
+    kinds = {c: schema.get(c) or next((k for k in ("int", "float", "bool") if not totals[f"{k}:{c}"]), "str")
+             for c in attributes}
+    id_kind = "str" if totals["text_ids"] else "int"
+    columns = [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")]
+    return _finish(data, counts, columns, [_typed(F.col(c), kinds[c]).alias(c) for c in attributes],
+                   TYPES[id_kind], name)
+
+
+def _csv_error(spark, source, uri, row_index, row, header, src, dst, schema) -> InputError:
+    """Word the error about data row ``row_index`` of one CSV file, with its physical line."""
+    from pyspark.sql import functions as F
+
+    lines = _indexed(_spark_read(spark, [uri], lambda reader: reader.text(uri)), "_number") \
+        .where((F.col("_number") > 0) & (F.trim(F.col("value")) != ""))
+    number = int(_indexed(lines.select("_number"), "_row").where(F.col("_row") == row_index)
+                 .first()["_number"]) + 1
+    if row["_corrupt"] is not None:
+        found = len(next(csv.reader([row["_corrupt"]]), []))
+        return InputError(f"{source} line {number}: expected {len(header)} fields ({', '.join(header)}), "
+                          f"found {found}")
+    for column in (src, dst):
+        if row[column] is None:
+            return InputError(f"{source} line {number}, column {column!r}: missing vertex id")
+    for column, kind in schema.items():
+        if row[column] is not None and not _converts(row[column], kind):
+            return InputError(f"{source} line {number}, column {column!r}: {row[column]!r} is not {_WHAT[kind]}")
+    return InputError(f"{source} line {number}: cannot be read")
+
+
+def _read_parquet(spark, paths, src, dst, schema, name) -> _Edges:
+    from pyspark.sql import functions as F
+
+    data = _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).withColumn("_file", F.input_file_name())
+    for column in (src, dst):
+        if column not in data.columns:
+            raise InputError(f"{paths[0]}: no column {column!r} (columns: {', '.join(data.columns[:-1])})")
+    unknown = [c for c in schema if c not in data.columns]
+    if unknown:
+        raise InputError(f"schema names column {unknown[0]!r}, which no file has ({paths[0]}: "
+                         f"{', '.join(data.columns[:-1])})")
+    return _checked_frame(spark, data, src, dst, schema, name, lambda uri: spark.read.parquet(uri), paths[0])
+
+
+def _read_frame(run, frame, src, dst, schema) -> _Edges:
+    for column in (src, dst):
+        if column not in frame.columns:
+            raise InputError(f"edges DataFrame: no column {column!r} (columns: {', '.join(frame.columns)})")
+    frame = run.keep(frame)     # row positions must not change between jobs
+    return _checked_frame(run.spark, frame, src, dst, schema, None, None, "edges DataFrame")
+
+
+def _checked_frame(spark, data, src, dst, schema, name, reread, source: str) -> _Edges:
+    """Typed columns (Parquet, DataFrames): check the ids' types, nulls and schema casts."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType, StringType
+
+    id_types = {c: data.schema[c].dataType for c in (src, dst)}
+    for column, kind in id_types.items():
+        if not isinstance(kind, (IntegralType, StringType)):
+            raise InputError(f"{source}, column {column!r}: vertex ids must be integers or strings, "
+                             f"not {kind.simpleString()}")
+    integer_ids = all(isinstance(k, IntegralType) for k in id_types.values())
+    attributes = [c for c in data.columns if c not in (src, dst, "_file")]
+    checks = {"bad": F.col(src).isNull() | F.col(dst).isNull()}
+    for column, kind in schema.items():
+        cast = _typed(F.col(column).cast("string"), kind)
+        checks["bad"] = checks["bad"] | (F.col(column).isNotNull() & cast.isNull())
+    counts, totals = _partition_counts(data, checks)
+    if totals["bad"]:
+        if reread is None:
+            rows = _indexed(data, "_row")
+            where = "edges DataFrame"
+        else:
+            first = data.where(checks["bad"]).agg(F.min("_file")).first()[0]
+            rows, where = _indexed(reread(first), "_row"), _source_name(first)
+        row = rows.where(checks["bad"]).orderBy("_row").first()
+        for column in (src, dst):
+            if row[column] is None:
+                raise InputError(f"{where} row {row['_row']}, column {column!r}: missing vertex id")
+        for column, kind in schema.items():
+            value = row[column]
+            if value is not None:
+                raise InputError(f"{where} row {row['_row']}, column {column!r}: {value!r} is not {_WHAT[kind]}")
+    id_type = pa.int64() if integer_ids else pa.string()
+    ids = [F.col(c).cast("long" if integer_ids else "string").alias(a) for c, a in ((src, "sid"), (dst, "did"))]
+    typed = [(_typed(F.col(c).cast("string"), schema[c]) if c in schema else F.col(c)).alias(c) for c in attributes]
+    return _finish(data, counts, ids, typed, id_type, name)
+
+
+def _spark_read(spark, paths, read):
+    """Run a reader, turning Spark's missing-path error into an InputError naming the path."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return read(spark.read)
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
+            raise InputError(f"{paths[0] if len(paths) == 1 else paths}: no such file or directory") from None
+        raise
+
+
+def _partition_counts(frame, checks: dict) -> tuple[dict, dict]:
+    """One job: rows per Spark partition (for row numbering) and how many rows fail each check."""
+    from pyspark.sql import functions as F
+
+    sums = [F.sum(F.coalesce(check, F.lit(False)).cast("long")).alias(f"c{i}") for i, check in enumerate(checks.values())]
+    rows = frame.groupBy(F.spark_partition_id().alias("_p")).agg(F.count(F.lit(1)).alias("_n"), *sums).collect()
+    counts = {int(r["_p"]): int(r["_n"]) for r in rows}
+    totals = {name: sum(int(r[f"c{i}"] or 0) for r in rows) for i, name in enumerate(checks)}
+    return counts, totals
+
+
+def _indexed(frame, name: str, counts: dict | None = None):
+    """``frame`` with a consecutive 0-based row number in partition order.
+
+    ``frame`` must yield the same rows in the same partitions every time it is
+    computed (a file scan, or a persisted frame). ``counts`` (rows per Spark
+    partition) saves the counting job when already known.
+    """
+    from pyspark.sql import functions as F
+
+    if counts is None:
+        counts, _ = _partition_counts(frame, {})
+    size = max(counts, default=-1) + 1
+    offsets = np.concatenate([[0], np.cumsum([counts.get(p, 0) for p in range(size)])])[:-1] if size else np.zeros(1)
+    pid = F.spark_partition_id()
+    start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), pid + 1)
+    within = F.monotonically_increasing_id() - F.shiftleft(pid.cast("long"), 33)
+    return frame.withColumn(name, start + within)
+
+
+def _finish(data, counts, ids, attributes, id_type, name) -> _Edges:
+    from pyspark.sql import functions as F
+
+    from gofs.spark_compat import arrow_schema
+
+    numbered = _indexed(data, "eid", counts)
+    columns = [F.col("eid"), *ids]
+    if attributes:
+        columns.append(F.struct(*attributes).alias("attrs"))
+    frame = numbered.select(*columns)
+    attribute_schema = arrow_schema(frame.schema["attrs"].dataType) if attributes else pa.schema([])
+    return _Edges(frame, sum(counts.values()), id_type, attribute_schema, name)
+
+
+# --------------------------------------------------------------------------- dense ids
+
+def _dense_ids(run, edges, m: int):
+    """``(id, v)`` with v in order of first appearance, the edges as ``(eid, src, dst[, attrs])``, n.
+
+    First appearance as the local engine counts it (:func:`gofs.ingest.dense_ids`): every
+    ``src`` column value in edge order, then every ``dst`` value in edge order.
+    """
+    from pyspark.sql import functions as F
+
+    ends = edges.select(F.col("sid").alias("id"), F.col("eid").alias("pos")) \
+        .unionByName(edges.select(F.col("did").alias("id"), (F.col("eid") + m).alias("pos")))
+    ordered = run.keep(ends.groupBy("id").agg(F.min("pos").alias("pos")).orderBy("pos"))
+    counts, _ = _partition_counts(ordered, {})
+    vertices = run.keep(_indexed(ordered, "v", counts).select("id", "v"))
+    dense = edges.join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
+        .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
+        .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
+    return vertices, run.keep(dense), sum(counts.values())
+
+
+# --------------------------------------------------------------------------- partition
+
+def _partition(run, method, edges, vertices, n, k, seed, options):
+    """``(vid, part)`` for every dense vertex."""
+    from pyspark.sql import functions as F
+
+    spark = run.spark
+    ids = vertices.select(F.col("v").alias("vid"))
+    if k == 1 or n == 0:
+        return ids.select("vid", F.lit(0).alias("part"))
+    if method == "hash":
+        hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
+        return ids.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part"))
+    if method == "metis":
+        from gofs.partitioners import metis_partition
+
+        table = edges.select("src", "dst").toPandas()
+        parts = metis_partition(n, table["src"].to_numpy(), table["dst"].to_numpy(), k, seed)
+        return run.keep(spark.createDataFrame(pd.DataFrame({"vid": np.arange(n, dtype=np.int64), "part": parts})))
+    loops = ids.select(F.col("vid").alias("src"), F.col("vid").alias("dst"))
+    if method == "spark-lp":
+        from gofs.partitioners import spark_label_propagation
+
+        return run.checkpointed(spark_label_propagation(spark, edges.select("src", "dst").unionByName(loops), k,
+                                                        seed=seed))
+    from gofs.multilevel import multilevel_labels
+
+    return run.checkpointed(multilevel_labels(spark, edges.select("src", "dst"), k, vertices=ids, seed=seed,
+                                              **options))
+
+
+# --------------------------------------------------------------------------- sub-graphs
+
+_DISCOVERED = "v long, part int, lvid long, lsg long"
+
+
+def _discover_partitions(batches):
+    """Task: for each partition in this task, the sub-graphs of its local edges (scipy kernel)
+    and its vertices' positions: ``(v, part, lvid, lsg)`` numbered inside the partition.
+
+    Rows are a partition's vertices ``(part, v, -1)`` and local edges ``(part, src, dst)``.
+    Vertices are numbered in dense-id order before discovery, as the local engine does."""
+    for p, rows in _by_partition(batches):
+        a, b = rows.column("a").to_numpy(), rows.column("b").to_numpy()
+        is_vertex = b < 0
+        members = np.sort(a[is_vertex])
+        s = np.searchsorted(members, a[~is_vertex])
+        d = np.searchsorted(members, b[~is_vertex])
+        found = discover(members.size, s, d, np.zeros(members.size, np.int64), 1)
+        yield pa.RecordBatch.from_pydict({
+            "v": members, "part": np.full(members.size, p, np.int32),
+            "lvid": found.new_of_old, "lsg": found.subgraph[found.new_of_old]})
+
+
+def _subgraphs(run, edges, parts, k):
+    """``(v, part, vid, sg)`` in the final numbering, and the per-partition offsets."""
+    from pyspark.sql import functions as F
+
+    owner = parts.select("vid", "part")
+    local = edges.select("src", "dst") \
+        .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src") \
+        .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst") \
+        .where(F.col("ps") == F.col("pd")) \
+        .select(F.col("ps").alias("part"), F.col("src").alias("a"), F.col("dst").alias("b"))
+    members = owner.select("part", F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"))
+    found = run.keep(members.unionByName(local).repartitionByRange(k, "part")
+                     .mapInArrow(_discover_partitions, _DISCOVERED))
+    sizes = found.groupBy("part").agg(F.count(F.lit(1)).alias("n"), (F.max("lsg") + 1).alias("sgs")).collect()
+    num_vertices = np.zeros(k, np.int64)
+    num_subgraphs = np.zeros(k, np.int64)
+    for row in sizes:
+        num_vertices[row["part"]], num_subgraphs[row["part"]] = row["n"], row["sgs"]
+    offsets = {"vertex": np.concatenate([[0], np.cumsum(num_vertices)]),
+               "subgraph": np.concatenate([[0], np.cumsum(num_subgraphs)])}
+
+    def lookup(values):
+        return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
+
+    mapping = run.keep(found.select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
+                                    (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg")))
+    return mapping, offsets
+
+
+# --------------------------------------------------------------------------- write
+
+_VERTEX_STATS = "sg long, partition int, num_vertices long"
+_EDGE_STATS = "kind int, a long, b long, c long, d long"
+_SUBGRAPH_ROWS, _META_ROWS, _PARTITION_ROWS = 0, 1, 2
+
+
+def _put(fs, path: str, table: pa.Table) -> None:
+    """Write one file under a temporary name, then move it in place: a retried or speculative
+    task never leaves a torn file under the final name."""
+    directory, _, base = path.rpartition("/")
+    staging = f"{directory}/.{base}.{uuid.uuid4().hex[:12]}.tmp"
+    _write(fs, staging, table)
+    fs.move(staging, path)
+
+
+def _by_partition(batches):
+    """Rows of this task grouped by their ``part`` column: yields (p, table of its rows)."""
+    batches = list(batches)
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    if table.num_rows == 0:
+        return
+    part = table.column("part").to_numpy()
+    order = np.argsort(part, kind="stable")
+    table = table.take(pa.array(order))
+    part = part[order]
+    bounds = np.flatnonzero(np.r_[True, part[1:] != part[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        yield int(part[lo]), table.slice(lo, hi - lo)
+
+
+def _vertex_writer(path: str, data: str, id_type: pa.DataType):
+    def write(batches):
+        fs, _ = layout.filesystem(path)
+        for p, rows in _by_partition(batches):
+            rows = rows.take(pa.array(np.argsort(rows.column("vid").to_numpy(), kind="stable")))
+            _put(fs, layout.template_vertices(data, p), _vertex_table(rows, id_type))
+            sg = rows.column("sg").to_numpy()
+            starts = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
+            yield pa.RecordBatch.from_pydict({"sg": sg[starts], "partition": np.full(starts.size, p, np.int32),
+                                              "num_vertices": np.diff(np.r_[starts, sg.size]).astype(np.int64)})
+    return write
+
+
+def _vertex_table(rows: pa.Table, id_type: pa.DataType) -> pa.Table:
+    return pa.table({"vid": rows.column("vid").cast(pa.int64()), "id": rows.column("id").cast(id_type),
+                     "sg": rows.column("sg").cast(pa.int64())})
+
+
+def _edge_writer(path: str, data: str, attributes: pa.Schema):
+    def write(batches):
+        fs, _ = layout.filesystem(path)
+        for p, rows in _by_partition(batches):
+            src, dst = rows.column("src").to_numpy(), rows.column("dst").to_numpy()
+            mirror, eid = rows.column("mirror").to_numpy(zero_copy_only=False), rows.column("eid").to_numpy()
+            order = np.lexsort((eid, mirror, dst, src))
+            rows = rows.take(pa.array(order))
+            _put(fs, layout.template_edges(data, p), _edge_table(rows, attributes))
+            yield from _edge_statistics(p, rows)
+    return write
+
+
+def _edge_table(rows: pa.Table, attributes: pa.Schema) -> pa.Table:
+    columns = {"eid": rows.column("eid"), "src": rows.column("src"), "dst": rows.column("dst"),
+               "remote": rows.column("remote"), "mirror": rows.column("mirror"),
+               "dst_part": rows.column("dst_part").cast(pa.int32()), "dst_sg": rows.column("dst_sg")}
+    if len(attributes):
+        values = rows.column("attrs").combine_chunks()
+        for i, field in enumerate(attributes):
+            columns[field.name] = values.field(i).cast(field.type)
+    return pa.table(columns)
+
+
+def _edge_statistics(p: int, rows: pa.Table):
+    """Per sub-graph local/cut counts, meta-graph pairs, and the partition's edge counts."""
+    remote = rows.column("remote").to_numpy(zero_copy_only=False)
+    mirror = rows.column("mirror").to_numpy(zero_copy_only=False)
+    src_sg, dst_sg = rows.column("src_sg").to_numpy(), rows.column("dst_sg").to_numpy()
+    canonical = ~mirror
+    sgs, where = np.unique(src_sg, return_inverse=True)
+    local = np.bincount(where, weights=canonical & ~remote, minlength=sgs.size).astype(np.int64)
+    cut = np.bincount(where, weights=remote, minlength=sgs.size).astype(np.int64)
+    zeros = np.zeros(sgs.size, np.int64)
+    yield pa.RecordBatch.from_pydict({"kind": np.full(sgs.size, _SUBGRAPH_ROWS, np.int32), "a": sgs, "b": local,
+                                      "c": cut, "d": zeros})
+    crossing = canonical & remote
+    pairs = pd.DataFrame({"sg": src_sg[crossing], "nbr_sg": dst_sg[crossing]}).groupby(["sg", "nbr_sg"]).size()
+    yield pa.RecordBatch.from_pydict({
+        "kind": np.full(len(pairs), _META_ROWS, np.int32), "a": pairs.index.get_level_values(0).to_numpy(np.int64),
+        "b": pairs.index.get_level_values(1).to_numpy(np.int64), "c": pairs.to_numpy(np.int64),
+        "d": np.zeros(len(pairs), np.int64)})
+    yield pa.RecordBatch.from_pydict({"kind": np.array([_PARTITION_ROWS], np.int32), "a": np.array([p], np.int64),
+                                      "b": np.array([canonical.sum()], np.int64),
+                                      "c": np.array([(canonical & ~remote).sum()], np.int64),
+                                      "d": np.array([crossing.sum()], np.int64)})
+
+
+def _single_file_writer(path: str, target: str, build):
+    """Task: write every row it gets (one task: the frame is repartitioned to one) as one file."""
+    def write(batches):
+        batches = list(batches)
+        fs, _ = layout.filesystem(path)
+        table = pa.Table.from_batches(batches) if batches else None
+        table = table if table is not None and table.num_rows else None
+        _put(fs, target, build(table))
+        yield pa.RecordBatch.from_pydict({"rows": np.array([0 if table is None else table.num_rows], np.int64)})
+    return write
+
+
+def _write_single(path, fs, target, frame, build) -> None:
+    """One task writes ``frame`` as the file ``target``; an empty frame (which Spark may run
+    no task for) is written by the driver."""
+    if not frame.repartition(1).mapInArrow(_single_file_writer(path, target, build), "rows long").collect():
+        _put(fs, target, build(None))
+
+
+def _subgraph_file(table):
+    columns = ["sg", "partition", "num_vertices", "local_edges", "cut_edges"]
+    if table is None:
+        return pa.table({"sg": pa.array([], pa.int64()), "partition": pa.array([], pa.int32()),
+                         **{c: pa.array([], pa.int64()) for c in columns[2:]}})
+    order = np.argsort(table.column("sg").to_numpy(), kind="stable")
+    table = table.take(pa.array(order))
+    return pa.table({"sg": table.column("sg"), "partition": table.column("partition").cast(pa.int32()),
+                     **{c: table.column(c).cast(pa.int64()) for c in columns[2:]}})
+
+
+def _metagraph_file(table):
+    if table is None:
+        frame = pd.DataFrame({"sg": np.array([], np.int64), "nbr_sg": np.array([], np.int64),
+                              "edges": np.array([], np.int64)})
+    else:
+        frame = table.to_pandas().sort_values(["sg", "nbr_sg"], kind="stable", ignore_index=True)
+    return pa.Table.from_pandas(frame[["sg", "nbr_sg", "edges"]].astype(np.int64), preserve_index=False)
+
+
+def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, described: _Edges, k) -> dict:
+    """Tasks write the per-partition files and the two tables; returns the manifest's statistics."""
+    from pyspark.sql import functions as F
+
+    vertex_rows = mapping.join(vertices, "v").select("part", "vid", "id", "sg")
+    vertex_stats = run.keep(vertex_rows.repartitionByRange(k, "part")
+                            .mapInArrow(_vertex_writer(path, data, described.id_type), _VERTEX_STATS))
+    vertex_stats.count()
+
+    ends = mapping.select("v", "vid", "part", "sg")
+    joined = edges.join(ends.select(F.col("v").alias("src"), F.col("vid").alias("s_vid"),
+                                    F.col("part").alias("s_part"), F.col("sg").alias("s_sg")), "src") \
+        .join(ends.select(F.col("v").alias("dst"), F.col("vid").alias("d_vid"),
+                          F.col("part").alias("d_part"), F.col("sg").alias("d_sg")), "dst")
+    attrs = [F.col("attrs")] if len(described.attributes) else []
+
+    def row(part, s, d, remote, mirror, dst_part, dst_sg, src_sg):
+        return F.struct(F.col(part).alias("part"), F.col("eid"), F.col(s).alias("src"), F.col(d).alias("dst"),
+                        remote.alias("remote"), F.lit(mirror).alias("mirror"), F.col(dst_part).alias("dst_part"),
+                        F.col(dst_sg).alias("dst_sg"), F.col(src_sg).alias("src_sg"), *attrs)
+
+    remote = F.col("s_part") != F.col("d_part")
+    canonical = row("s_part", "s_vid", "d_vid", remote, False, "d_part", "d_sg", "s_sg")
+    mirrored = row("d_part", "d_vid", "s_vid", F.lit(True), True, "s_part", "s_sg", "d_sg")
+    edge_rows = joined.select(F.explode(F.when(remote, F.array(canonical, mirrored))
+                                        .otherwise(F.array(canonical))).alias("r")).select("r.*")
+    edge_stats = run.keep(edge_rows.repartitionByRange(k, "part")
+                          .mapInArrow(_edge_writer(path, data, described.attributes), _EDGE_STATS))
+    edge_stats.count()
+
+    size_bin = F.floor(F.log2(F.col("num_vertices"))).cast("int").alias("bin")
+    per_bin = vertex_stats.groupBy("partition", size_bin) \
+        .agg(F.count(F.lit(1)).alias("count"), F.max("num_vertices").alias("largest")).collect()
+    written_vertices = {r["partition"] for r in per_bin}
+    partition_rows = {r["a"]: r for r in edge_stats.where(F.col("kind") == _PARTITION_ROWS).collect()}
+    _write_empty_partitions(fs, data, k, written_vertices, set(partition_rows), described)
+
+    counts = edge_stats.where(F.col("kind") == _SUBGRAPH_ROWS) \
+        .select(F.col("a").alias("sg"), F.col("b").alias("local_edges"), F.col("c").alias("cut_edges"))
+    subgraphs = vertex_stats.join(counts, "sg", "left").fillna(0, ["local_edges", "cut_edges"])
+    _write_single(path, fs, layout.join(data, "template", "subgraphs.parquet"), subgraphs, _subgraph_file)
+    meta = edge_stats.where(F.col("kind") == _META_ROWS) \
+        .select(F.col("a").alias("sg"), F.col("b").alias("nbr_sg"), F.col("c").alias("edges"))
+    _write_single(path, fs, layout.join(data, "template", "metagraph.parquet"), meta, _metagraph_file)
+
+    largest = {}
+    for r in per_bin:
+        largest[r["partition"]] = max(largest.get(r["partition"], 0), r["largest"])
+    partitions = []
+    for p in range(k):
+        e = partition_rows.get(p)
+        partitions.append({
+            "id": p,
+            "vertex_offset": int(offsets["vertex"][p]),
+            "num_vertices": int(offsets["vertex"][p + 1] - offsets["vertex"][p]),
+            "num_edges": int(e["b"]) if e else 0,
+            "local_edges": int(e["c"]) if e else 0,
+            "cut_edges": int(e["d"]) if e else 0,
+            "subgraph_offset": int(offsets["subgraph"][p]),
+            "num_subgraphs": int(offsets["subgraph"][p + 1] - offsets["subgraph"][p]),
+            "largest_subgraph": int(largest.get(p, 0)),
+        })
+    counted = np.zeros(max([r["bin"] for r in per_bin], default=-1) + 1, np.int64)
+    for r in per_bin:
+        counted[r["bin"]] += r["count"]
+    return {"partitions": partitions, "cut_edges": sum(p["cut_edges"] for p in partitions),
+            "subgraphs": {"count": int(offsets["subgraph"][-1]), "largest": int(max(largest.values(), default=0)),
+                          "size_histogram": histogram_from_bins(counted)}}
+
+
+def _write_empty_partitions(fs, data, k, with_vertices, with_edges, described: _Edges) -> None:
+    """Partitions that no task saw (no vertices, or no edges) still get their (empty) files."""
+    for p in range(k):
+        if p not in with_vertices:
+            empty = pa.table({"vid": pa.array([], pa.int64()), "id": pa.array([], described.id_type),
+                              "sg": pa.array([], pa.int64())})
+            _put(fs, layout.template_vertices(data, p), empty)
+        if p not in with_edges:
+            empty = {"eid": pa.array([], pa.int64()), "src": pa.array([], pa.int64()),
+                     "dst": pa.array([], pa.int64()), "remote": pa.array([], pa.bool_()),
+                     "mirror": pa.array([], pa.bool_()), "dst_part": pa.array([], pa.int32()),
+                     "dst_sg": pa.array([], pa.int64())}
+            empty.update({f.name: pa.array([], f.type) for f in described.attributes})
+            _put(fs, layout.template_edges(data, p), pa.table(empty))
