@@ -55,7 +55,6 @@ from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
-from gofs import files, layout
 from gofs.errors import InputError
 from gopher.aggregators import Aggregator
 from gopher.engine import RunResult, run_program
@@ -784,75 +783,32 @@ class MultiSourceBetweenness(SubgraphProgram):
 
 # --------------------------------------------------------------------------- entry point
 
-#: one row per partition from :func:`weight_profile`
-_WEIGHT_PROFILE = pa.schema([("partition", pa.int32()), ("type", pa.string()), ("numeric", pa.bool_()),
-                             ("nulls", pa.int64()),
-                             ("nans", pa.int64()), ("low", pa.float64()), ("fractional", pa.int64())])
-
-
-def _profile_partition(store, p: int, weight: str) -> dict:
-    """What :func:`check_positive_weights` needs to know about one partition's ``weight`` column."""
-    column = files.read_columns(store.fs, layout.template_edges(store.root, p), [weight]).column(weight)
-    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
-    row = {"partition": p, "type": str(column.type), "numeric": numeric, "nulls": column.null_count, "nans": 0,
-           "low": None, "fractional": 0}
-    if not numeric:
-        return row
-    values = column.drop_null().to_numpy().astype(np.float64)
-    nan = np.isnan(values)
-    values = values[~nan]
-    row.update(nans=int(nan.sum()), low=float(values.min()) if len(values) else None,
-               fractional=int(np.count_nonzero(values != np.floor(values))))
-    return row
-
-
-def weight_profile(store, weight: str) -> list[dict]:
-    """Per partition, computed on Spark (one task each; the driver gets one small row per
-    partition, never the column): the ``weight`` column's type, how many values are null, NaN
-    or not whole numbers, and the smallest value."""
-    from gofs.spark_compat import collect_arrow, spark_schema
-
-    def profile(batches):
-        for batch in batches:
-            for p in batch.column(0).to_pylist():
-                yield pa.RecordBatch.from_pylist([_profile_partition(store, p, weight)], schema=_WEIGHT_PROFILE)
-
-    parts = list(range(store.num_partitions))
-    seeds = store.spark.createDataFrame([(p,) for p in parts], "p int").repartition(max(len(parts), 1))
-    rows = collect_arrow(seeds.mapInArrow(profile, spark_schema(_WEIGHT_PROFILE))).to_pylist()
-    return sorted(rows, key=lambda row: row["partition"])
-
-
 def check_positive_weights(store, weight: str) -> list[dict]:
     """Betweenness counts shortest paths, which zero-length edges make ill-defined: reject a
     missing or non-numeric attribute and null, NaN, negative or zero weights before any work
-    starts, naming the partition. Checked on Spark (:func:`weight_profile`, one small row per
-    partition comes back); returns those rows."""
-    if weight not in store.edge_attributes:
-        raise InputError(f"{store.path}: no edge attribute '{weight}' (edge attributes: {store.edge_attributes})")
-    rows = weight_profile(store, weight)
+    starts, naming the partition. Checked on Spark (:meth:`gofs.store.GraphStore.edge_attribute_profile`,
+    one small row per partition comes back); returns those rows."""
+    rows = store.edge_attribute_profile(weight)
     for row in rows:
         where = f"partition {row['partition']}"
-        if not row["numeric"]:
-            raise InputError(f"{store.path}: edge attribute '{weight}' is {row['type']}, not a number")
         if row["nulls"]:
             raise InputError(f"{store.path}: edge attribute '{weight}' has missing values ({where})")
         if row["nans"]:
             raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values ({where})")
-        if row["low"] is not None and row["low"] < 0:
-            raise InputError(f"{store.path}: negative edge weight {row['low']} in '{weight}' ({where}); "
+        if row["negatives"]:
+            raise InputError(f"{store.path}: negative edge weight {float(row['min'])} in '{weight}' ({where}); "
                              "betweenness needs positive weights")
-        if row["low"] is not None and row["low"] == 0:
+        if row["zeros"]:
             raise InputError(f"{store.path}: edge weight 0 in '{weight}' ({where}); betweenness needs positive weights")
     return rows
 
 
 def integral_weights(rows: list[dict]) -> bool:
-    """Whether every weight is a whole number (from :func:`weight_profile`'s rows): then path
+    """Whether every weight is a whole number (from :func:`check_positive_weights`'s rows): then path
     lengths are exact sums and leaf compression keeps NetworkX's ties (with fractional weights,
     whether two path lengths tie in floating point can change when both are extended by the
     same tree edge)."""
-    return all(row["fractional"] == 0 for row in rows)
+    return all(row["fractionals"] == 0 for row in rows)
 
 
 def _check_count(name: str, value, limit: int) -> None:

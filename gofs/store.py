@@ -332,7 +332,7 @@ class GraphStore:
     def edge_attribute_profile(self, attribute: str, partitions=None) -> list[dict]:
         """Per partition, computed on Spark (one task each; the driver gets one small row per
         partition): how many values of the numeric static edge ``attribute`` are null, NaN,
-        negative, zero or infinite, their min and max (as text), and for each of those
+        negative, zero, infinite or not whole numbers, their min and max (as text), and for each of those
         problems the first edge that has it (``"src -> dst"``, original ids).
 
         Algorithms validate weights with it before a run without reading a column on the driver.
@@ -388,7 +388,7 @@ def _first_foreign(values, id_type: pa.DataType):
     return values[0] if len(values) else None
 
 
-_PROBLEMS = ("null", "nan", "negative", "zero", "infinite")
+_PROBLEMS = ("null", "nan", "negative", "zero", "infinite", "fractional")
 _PROFILE = pa.schema([("partition", pa.int32()), ("rows", pa.int64()), ("min", pa.string()), ("max", pa.string())]
                      + [(f"{k}s", pa.int64()) for k in _PROBLEMS] + [(f"{k}_example", pa.string()) for k in _PROBLEMS])
 
@@ -400,7 +400,8 @@ def _profile_partition(store: GraphStore, p: int, attribute: str) -> dict:
     column = table.column(attribute).combine_chunks()
     numbers = pc.cast(column, pa.float64())
     masks = {"null": pc.is_null(column), "nan": pc.is_nan(numbers), "negative": pc.less(numbers, 0),
-             "zero": pc.equal(numbers, 0), "infinite": pc.is_inf(numbers)}
+             "zero": pc.equal(numbers, 0), "infinite": pc.is_inf(numbers),
+             "fractional": pc.and_(pc.not_equal(numbers, pc.floor(numbers)), pc.invert(pc.is_nan(numbers)))}
     row = {"partition": p, "rows": table.num_rows}
     bounds = pc.min_max(column)
     row["min"], row["max"] = (None if bounds[k].as_py() is None else str(bounds[k].as_py()) for k in ("min", "max"))

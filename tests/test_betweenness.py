@@ -10,6 +10,7 @@ exactness where a Spark run per graph would be too slow.
 """
 import networkx as nx
 import numpy as np
+import pyarrow.compute as pc
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import graphs
 from algorithms.betweenness import (LocalGraph, _affine_permutation, integral_weights, local_betweenness,
-                                    lower_hops, seeded_distances, weight_profile)
+                                    lower_hops, seeded_distances)
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
 from gofs import files, layout
@@ -173,15 +174,16 @@ def test_bad_parameters_fail_before_running(weighted_store, kwargs, message):
 def test_weight_profile_one_row_per_partition(weighted_store):
     """The weight check runs on Spark: one summary row per partition, which together describe
     the whole column (the driver never reads it)."""
-    rows = weight_profile(weighted_store, "good")
+    rows = weighted_store.edge_attribute_profile("good")
     assert [r["partition"] for r in rows] == list(range(weighted_store.num_partitions))
     for row in rows:                       # the same numbers as reading each partition's file here
         edges = layout.template_edges(weighted_store.root, row["partition"])
-        values = files.read_columns(weighted_store.fs, edges, ["good"]).column("good").to_numpy()
-        assert row["low"] == values.min() and row["fractional"] == np.count_nonzero(values % 1)
-        assert row["numeric"] and row["nulls"] == row["nans"] == 0
-    assert not integral_weights(rows) and integral_weights(weight_profile(weighted_store, "zero"))
-    assert max(r["nans"] for r in weight_profile(weighted_store, "nan")) == 1
+        table = files.read_columns(weighted_store.fs, edges, ["good", "mirror"])
+        values = table.filter(pc.invert(table.column("mirror"))).column("good").to_numpy()
+        assert float(row["min"]) == values.min() and row["fractionals"] == np.count_nonzero(values % 1)
+        assert row["nulls"] == row["nans"] == 0
+    assert not integral_weights(rows) and integral_weights(weighted_store.edge_attribute_profile("zero"))
+    assert max(r["nans"] for r in weighted_store.edge_attribute_profile("nan")) == 1
 
 
 # --------------------------------------------------------------------------- kernels, many graphs

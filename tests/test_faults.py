@@ -15,7 +15,6 @@ from pathlib import Path
 
 import networkx as nx
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import goffish

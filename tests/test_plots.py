@@ -6,7 +6,6 @@ metrics and the bench report, and the meta-graph degrees with NetworkX.
 """
 import json
 from collections import Counter
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
