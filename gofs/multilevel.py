@@ -35,7 +35,6 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from gofs import layout
-from gofs.spark_compat import release_local_checkpoint
 
 DRIVER_BUDGET_EDGES = 500_000
 """Default largest coarse graph (undirected edges) that METIS runs on in the driver."""
@@ -61,14 +60,10 @@ def multilevel_partition(num_vertices: int, src, dst, num_partitions: int, seed:
 
     edges = spark.createDataFrame(pd.DataFrame({"src": np.asarray(src, np.int64), "dst": np.asarray(dst, np.int64)}))
     vertices = spark.range(num_vertices).withColumnRenamed("id", "vid")
+    from gofs.partitioners import collect_labels
+
     labels = multilevel_labels(spark, edges, num_partitions, vertices=vertices, seed=seed, **options)
-    try:
-        result = labels.toPandas()
-    finally:
-        release_local_checkpoint(labels)
-    parts = np.empty(num_vertices, dtype=np.int32)
-    parts[result["vid"].to_numpy()] = result["part"].to_numpy()
-    return parts
+    return collect_labels(labels, num_vertices)
 
 
 def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed: int = 0,

@@ -129,6 +129,11 @@ def spark_lp_partition(num_vertices: int, src, dst, num_partitions: int, seed: i
     edges = pd.DataFrame({"src": np.concatenate([src, lonely]), "dst": np.concatenate([dst, lonely])})
     labels = spark_label_propagation(spark, spark.createDataFrame(edges), num_partitions,
                                      iterations=iterations, seed=seed)
+    return collect_labels(labels, num_vertices)
+
+
+def collect_labels(labels, num_vertices: int) -> np.ndarray:
+    """A (``vid``, ``part``) DataFrame as the driver-side partition array, its checkpoint released."""
     try:
         result = labels.toPandas()
     finally:
