@@ -35,7 +35,7 @@ class ConnectedComponents(SubgraphProgram):
             if piece is None:
                 labels = np.array([subgraph.first_vertex_id], dtype=np.int64)
             else:
-                labels = subgraph.first_vertex_id + np.unique(piece, return_index=True)[1]
+                labels = subgraph.vertex_ids[np.unique(piece, return_index=True)[1]]
             changed = np.ones(count, dtype=bool)
         else:
             labels = state["labels"]

@@ -63,11 +63,10 @@ class MemeTracking(TimeSeriesProgram):
         adjacency = subgraph.adjacency()
         rows = np.repeat(np.arange(subgraph.num_vertices), np.diff(adjacency.indptr))
         local = new[rows] & (subgraph.state["first"][adjacency.indices] < 0)
-        ctx.send_forward_to_vertices(subgraph.first_vertex_id + adjacency.indices[local],
-                                     subgraph.first_vertex_id + rows[local])
+        ctx.send_forward_to_vertices(subgraph.vertex_ids[adjacency.indices[local]], subgraph.vertex_ids[rows[local]])
         remote = subgraph.remote_edges
         out = remote.outgoing(subgraph.directed) & new[remote.src]
-        ctx.send_forward_to_vertices(remote.dst[out], subgraph.first_vertex_id + remote.src[out])
+        ctx.send_forward_to_vertices(remote.dst[out], subgraph.vertex_ids[remote.src[out]])
 
     def output(self, subgraph):
         first, parent = subgraph.state["first"], subgraph.state["parent"]

@@ -86,8 +86,9 @@ def pagerank(store, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6,
     peers); otherwise a run that has not converged after ``max_iter`` iterations
     raises PowerIterationFailedConvergence, like NetworkX.
     """
-    program = PageRank(store.num_vertices, alpha, max_iter, tol, weight)
+    n = store.vertex_count(engine_options.get("instance"))
+    program = PageRank(n, alpha, max_iter, tol, weight)
     result = run_program(store, program, max_supersteps=max_iter + 1, **engine_options)
-    if tol and result.aggregated.get("change", np.inf) >= store.num_vertices * tol:
+    if tol and result.aggregated.get("change", np.inf) >= n * tol:
         raise PowerIterationFailedConvergence(f"pagerank did not converge to tol={tol} in {max_iter} iterations")
     return result

@@ -42,8 +42,8 @@ class SingleSourceShortestPaths(SubgraphProgram):
         state = subgraph.state
         if ctx.superstep == 0:
             state["dist"] = np.full(subgraph.num_vertices, np.inf)
-            local = self.source_vid - subgraph.first_vertex_id
-            if not 0 <= local < subgraph.num_vertices:
+            local = int(subgraph.local_index([self.source_vid])[0])
+            if local < 0:
                 ctx.vote_to_halt()
                 return
             seeds, seed_dist = np.array([local]), np.array([0.0])
@@ -102,4 +102,5 @@ def sssp(store, source, weight: str | None = None, **engine_options) -> RunResul
     """
     if weight is not None:
         check_weights(store, weight)
-    return run_program(store, SingleSourceShortestPaths(store.vid_of(source), weight), **engine_options)
+    return run_program(store, SingleSourceShortestPaths(
+        store.vid_of(source, store.instance_entry(engine_options.get("instance"))), weight), **engine_options)

@@ -86,10 +86,10 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
         if "arrival" not in state:
             remote = subgraph.remote_edges
             state.update(arrival=np.full(n, np.inf), sent=np.full(len(remote), np.inf),
-                         known=np.full(len(remote), np.inf), edges=(remote.src, remote.dst),
-                         instance=ctx.instance["id"])
-            local = self.source_vid - subgraph.first_vertex_id
-            if 0 <= local < n:
+                         known=np.full(len(remote), np.inf), vids=subgraph.vertex_ids,
+                         edges=(subgraph.vertex_ids[remote.src], remote.dst), instance=ctx.instance["id"])
+            local = int(subgraph.local_index([self.source_vid])[0])
+            if local >= 0:
                 state["arrival"][local] = self.departure
         elif state["instance"] != ctx.instance["id"]:
             self._align(subgraph)
@@ -120,20 +120,29 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
 
     @staticmethod
     def _align(subgraph) -> None:
-        """Carry the per-remote-edge state (``sent``, ``known``) over to this instance's remote
-        edges, which differ from the last instance's where topology changed: matched by
-        (local end, remote end); a new edge starts knowing nothing."""
-        state, remote = subgraph.state, subgraph.remote_edges
+        """Carry the state over to this instance, whose topology may differ from the last one's:
+        arrivals by vertex id (the sub-graph of vertices an instance adds may hold others now; a
+        new vertex is not reached yet), the per-remote-edge state (``sent``, ``known``) by (local
+        end, remote end); a new edge starts knowing nothing."""
+        state, remote, vids = subgraph.state, subgraph.remote_edges, subgraph.vertex_ids
+        if not np.array_equal(state["vids"], vids):
+            before = state["vids"]
+            at = np.minimum(np.searchsorted(before, vids), max(len(before) - 1, 0))
+            kept = (before[at] == vids) if len(before) else np.zeros(len(vids), bool)
+            arrival = np.full(len(vids), np.inf)
+            arrival[kept] = state["arrival"][at[kept]]
+            state["arrival"], state["vids"] = arrival, vids
         src, dst = state["edges"]
-        if np.array_equal(src, remote.src) and np.array_equal(dst, remote.dst):
+        now_src = vids[remote.src]
+        if np.array_equal(src, now_src) and np.array_equal(dst, remote.dst):
             return
-        before, now = pair_codes(src, dst, remote.src, remote.dst)
+        before, now = pair_codes(src, dst, now_src, remote.dst)
         size = int(max(before.max(initial=-1), now.max(initial=-1))) + 1
         for name in ("sent", "known"):
             best = np.full(size, np.inf)
             np.minimum.at(best, before, state[name])
             state[name] = best[now]
-        state["edges"] = (remote.src, remote.dst)
+        state["edges"] = (now_src, remote.dst)
 
     def _check(self, subgraph, adjacency, instance) -> None:
         remote = subgraph.remote_edges.attribute(self.travel_time)
@@ -187,7 +196,7 @@ class TimeDependentShortestPaths(TimeSeriesProgram):
             bounds = np.flatnonzero(np.r_[True, target[1:] != target[:-1], True]) if len(picked) else []
             for a, b in zip(bounds[:-1], bounds[1:]):
                 r = picked[a:b]
-                send(int(target[a]), (remote.dst[r], subgraph.first_vertex_id + remote.src[r], candidate[r],
+                send(int(target[a]), (remote.dst[r], subgraph.vertex_ids[remote.src[r]], candidate[r],
                                       leaving[r]))
 
     def _pending(self, subgraph, adjacency, rows, arrival, end) -> bool:

@@ -314,7 +314,7 @@ def cmd_stream(args) -> int:
         s.snapshot()
     for r in s.snapshots:
         print(f"snapshot instance {r.instance}: {r.buffered_updates:,} updates, +{r.added_edges} -{r.removed_edges} "
-              f"edges, {r.seconds:.2f}s" + (f", {r.omitted_vertices} new vertices not stored" if r.omitted_vertices else ""))
+              f"edges, +{r.added_vertices} vertices, {r.seconds:.2f}s")
     return 0
 
 

@@ -10,7 +10,10 @@ the same vertices and sub-graphs, the template's edges minus the removed ones
 plus the added ones. Sub-graphs keep their template ids, so state carried from
 instance to instance stays with its vertices; an added edge between two
 sub-graphs is a remote edge (even inside one partition), and removed edges may
-split a sub-graph into several weakly connected pieces (``piece``).
+split a sub-graph into several weakly connected pieces (``piece``). The vertices
+an instance adds in a partition come after the template's as one more sub-graph
+(:mod:`gofs.vids`): their vids are not contiguous, so vid <-> local index goes
+through :meth:`PartitionBundle.local_index` and :meth:`PartitionBundle.vertex_ids`.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from gofs import files, layout
+from gofs import files, layout, vids as vid_space
 
 
 @dataclass
@@ -53,6 +56,9 @@ class PartitionBundle:
     added_attributes: pa.Table | None = None
     piece: np.ndarray | None = None
     piece_counts: np.ndarray | None = None
+    # vertices the instance adds here (the last sub-graph, id ``added_subgraph``), in vid order
+    added_vids: np.ndarray | None = None
+    added_subgraph: int = -1        # S + p (gofs.vids), whether or not the instance adds any here
 
     @property
     def num_vertices(self) -> int:
@@ -61,6 +67,47 @@ class PartitionBundle:
     @property
     def num_subgraphs(self) -> int:
         return len(self.sg_starts) - 1
+
+    @property
+    def num_template_vertices(self) -> int:
+        return self.num_vertices - (0 if self.added_vids is None else len(self.added_vids))
+
+    def subgraph_id(self, k: int) -> int:
+        """Global id of local sub-graph ``k``."""
+        if self.added_vids is not None and k == self.num_subgraphs - 1:
+            return self.added_subgraph
+        return self.sg_offset + k
+
+    def local_subgraph(self, subgraph_ids: np.ndarray) -> np.ndarray:
+        """Local index of global sub-graph ids of this partition; -1 for the sub-graph of added
+        vertices where this instance adds none here (a message sent to it in another instance)."""
+        subgraph_ids = np.asarray(subgraph_ids, np.int64)
+        template = subgraph_ids - self.sg_offset
+        if self.added_vids is None:
+            return np.where(subgraph_ids == self.added_subgraph, -1, template)
+        return np.where(subgraph_ids == self.added_subgraph, self.num_subgraphs - 1, template)
+
+    def vertex_ids(self, a: int, b: int) -> np.ndarray:
+        """Global vids of local vertices ``a:b``."""
+        n = self.num_template_vertices
+        template = np.arange(a, min(b, n), dtype=np.int64) + self.vid_offset
+        if b <= n:
+            return template
+        return np.concatenate([template, self.added_vids[max(a - n, 0):b - n]])
+
+    def local_index(self, vids: np.ndarray) -> np.ndarray:
+        """Local index of global vids of this partition's vertices; -1 for a vid beyond the
+        template that this instance does not add (a message sent to it in another instance)."""
+        return _local_index(vids, self.vid_offset, self.num_template_vertices, self.added_vids)
+
+
+def _local_index(vids, vid_offset: int, num_template: int, added_vids: np.ndarray | None) -> np.ndarray:
+    vids = np.asarray(vids, np.int64)
+    template = vids < vid_offset + num_template
+    if added_vids is None or not len(added_vids):
+        return np.where(template, vids - vid_offset, -1)
+    at = np.minimum(np.searchsorted(added_vids, vids), len(added_vids) - 1)
+    return np.where(template, vids - vid_offset, np.where(added_vids[at] == vids, num_template + at, -1))
 
 
 def _column(table, name):
@@ -97,6 +144,7 @@ def load_partition(store, p: int, vertex_attributes=(), edge_attributes=()) -> P
         remote_dst_part=_column(e, "dst_part")[rem], remote_incoming=_column(e, "mirror")[rem],
         remote_rows=rem, remote_bounds=np.searchsorted(src[rem], sg_starts),
         vertex_attributes={a: _column(v, a) for a in vertex_attributes},
+        added_subgraph=store.manifest["subgraphs"]["count"] + p,
     )
     for a in edge_attributes:
         values = _column(e, a)
@@ -146,9 +194,10 @@ def _edge_values(bundle: PartitionBundle, template_values: np.ndarray, name: str
 
 def instance_bundle(store, bundle: PartitionBundle, instance: dict) -> PartitionBundle:
     """``bundle`` (the template's partition) as it is in ``instance``: removed edges dropped,
-    added edges placed as local or remote rows, sub-graph pieces found. Reads the instance's
-    topology file, this partition's template edge ids and the sub-graph table (for the
-    sub-graph of a remote endpoint), never another partition's files."""
+    the vertices it adds here appended as one more sub-graph, added edges placed as local or
+    remote rows, sub-graph pieces found. Reads the instance's topology and added-vertex
+    files, this partition's template edge ids and the sub-graph table (for the sub-graph of
+    a remote endpoint), never another partition's files."""
     changes = files.read_columns(store.fs, layout.instance_topology(store.root, instance["id"]), None)
     p, off, n = bundle.partition, bundle.vid_offset, bundle.num_vertices
     removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid").to_numpy()
@@ -156,14 +205,28 @@ def instance_bundle(store, bundle: PartitionBundle, instance: dict) -> Partition
     keep_local = ~np.isin(eid[bundle.local_rows], removed)
     keep_remote = ~np.isin(eid[bundle.remote_rows], removed)
 
+    added_here = store._added_in_partition(instance, p)
+    new_vids = np.empty(0, np.int64) if added_here is None else _column(added_here, "vid").astype(np.int64)
+    ids = bundle.ids
+    if len(new_vids):
+        new_ids = _column(added_here, "id")
+        ids = np.concatenate([ids, new_ids] if ids.dtype == new_ids.dtype else [ids.astype(object), new_ids.astype(object)])
+    sg_starts_here = np.r_[bundle.sg_starts, n + len(new_vids)] if len(new_vids) else bundle.sg_starts
+
     added = changes.filter(pc.equal(changes.column("op"), "add"))
     add_src = _column(added, "add_src").astype(np.int64) if added.num_rows else np.empty(0, np.int64)
     add_dst = _column(added, "add_dst").astype(np.int64) if added.num_rows else np.empty(0, np.int64)
     vertex_offsets = np.array([q["vertex_offset"] for q in store.partitions] + [store.num_vertices])
     sg_starts = _subgraph_starts(store)
-    src_here = (add_src >= off) & (add_src < off + n)
-    dst_here = (add_dst >= off) & (add_dst < off + n)
-    inside = src_here & dst_here & (_block_of(sg_starts, add_src) == _block_of(sg_starts, add_dst))
+
+    def subgraph_of(vids):
+        template = _block_of(sg_starts, np.minimum(vids, store.num_vertices - 1))
+        return np.where(vids < store.num_vertices, template,
+                        store.manifest["subgraphs"]["count"] + vid_space.partition_of_vids(vertex_offsets, vids))
+
+    src_here = vid_space.partition_of_vids(vertex_offsets, add_src) == p
+    dst_here = vid_space.partition_of_vids(vertex_offsets, add_dst) == p
+    inside = src_here & dst_here & (subgraph_of(add_src) == subgraph_of(add_dst))
     out_rows = np.flatnonzero(src_here & ~inside)
     in_rows = np.flatnonzero(dst_here & ~inside)
     loc_rows = np.flatnonzero(inside)
@@ -171,11 +234,14 @@ def instance_bundle(store, bundle: PartitionBundle, instance: dict) -> Partition
     def none(count):
         return np.full(count, -1, np.int64)
 
-    local_src = np.concatenate([bundle.local_src[keep_local], add_src[loc_rows] - off])
-    local_dst = np.concatenate([bundle.local_dst[keep_local], add_dst[loc_rows] - off])
+    def to_local(vids):
+        return _local_index(vids, off, n, new_vids)
+
+    local_src = np.concatenate([bundle.local_src[keep_local], to_local(add_src[loc_rows])])
+    local_dst = np.concatenate([bundle.local_dst[keep_local], to_local(add_dst[loc_rows])])
     local_rows = np.concatenate([bundle.local_rows[keep_local], none(len(loc_rows))])
     local_added = np.concatenate([none(int(keep_local.sum())), loc_rows])
-    remote_src = np.concatenate([bundle.remote_src[keep_remote], add_src[out_rows] - off, add_dst[in_rows] - off])
+    remote_src = np.concatenate([bundle.remote_src[keep_remote], to_local(add_src[out_rows]), to_local(add_dst[in_rows])])
     remote_dst = np.concatenate([bundle.remote_dst[keep_remote], add_dst[out_rows], add_src[in_rows]])
     remote_incoming = np.concatenate([bundle.remote_incoming[keep_remote], np.zeros(len(out_rows), bool),
                                       np.ones(len(in_rows), bool)])
@@ -185,15 +251,17 @@ def instance_bundle(store, bundle: PartitionBundle, instance: dict) -> Partition
     remote = np.argsort(remote_src, kind="stable")
     local_src, remote_src = local_src[local], remote_src[remote]
     out = PartitionBundle(
-        partition=p, directed=bundle.directed, vid_offset=off, ids=bundle.ids, sg_offset=bundle.sg_offset,
-        sg_starts=bundle.sg_starts, local_src=local_src, local_dst=local_dst[local], local_rows=local_rows[local],
-        local_bounds=np.searchsorted(local_src, bundle.sg_starts),
-        remote_src=remote_src, remote_dst=remote_dst[remote], remote_dst_sg=_block_of(sg_starts, remote_dst[remote]),
-        remote_dst_part=_block_of(vertex_offsets, remote_dst[remote]), remote_incoming=remote_incoming[remote],
-        remote_rows=remote_rows[remote], remote_bounds=np.searchsorted(remote_src, bundle.sg_starts),
-        vertex_attributes=bundle.vertex_attributes, local_added=local_added[local],
-        remote_added=remote_added[remote], added_attributes=added.drop_columns(
-            [c for c in ("op", "eid", "add_src", "add_dst") if c in added.column_names]))
+        partition=p, directed=bundle.directed, vid_offset=off, ids=ids, sg_offset=bundle.sg_offset,
+        sg_starts=sg_starts_here, local_src=local_src, local_dst=local_dst[local], local_rows=local_rows[local],
+        local_bounds=np.searchsorted(local_src, sg_starts_here),
+        remote_src=remote_src, remote_dst=remote_dst[remote], remote_dst_sg=subgraph_of(remote_dst[remote]),
+        remote_dst_part=vid_space.partition_of_vids(vertex_offsets, remote_dst[remote]),
+        remote_incoming=remote_incoming[remote], remote_rows=remote_rows[remote],
+        remote_bounds=np.searchsorted(remote_src, sg_starts_here),
+        vertex_attributes={name: _padded(values, len(new_vids)) for name, values in bundle.vertex_attributes.items()},
+        local_added=local_added[local], remote_added=remote_added[remote], added_attributes=added.drop_columns(
+            [c for c in ("op", "eid", "add_src", "add_dst") if c in added.column_names]),
+        added_vids=new_vids if len(new_vids) else None, added_subgraph=store.manifest["subgraphs"]["count"] + p)
     for name in bundle.edge_attributes:
         template = np.empty(len(eid), dtype=bundle.edge_attributes[name][0].dtype)
         template[bundle.local_rows] = bundle.edge_attributes[name][0]
@@ -201,6 +269,15 @@ def instance_bundle(store, bundle: PartitionBundle, instance: dict) -> Partition
         out.edge_attributes[name] = _edge_values(out, template, name)
     out.piece, out.piece_counts = _pieces(out)
     return out
+
+
+def _padded(values: np.ndarray, count: int) -> np.ndarray:
+    """A static vertex attribute with ``count`` missing values (NaN, or None) appended."""
+    if not count:
+        return values
+    if values.dtype.kind in "iuf":
+        return np.concatenate([values.astype(np.float64), np.full(count, np.nan)])
+    return np.concatenate([values.astype(object), np.full(count, None, object)])
 
 
 def _block_of(starts: np.ndarray, vids: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gofs import files, housekeeping, layout, manifest as manifest_io
+from gofs import files, housekeeping, layout, manifest as manifest_io, vids as vid_space
 from gofs.errors import InputError
 from gofs.ingest import _write
 
@@ -30,6 +30,10 @@ class Instance:
     exactly one row per input edge (in ingest order) and no ``src``/``dst``.
     ``added_edges`` (``src``, ``dst`` and optional attributes) and
     ``removed_edges`` (``src``, ``dst``) change the topology of this instance only.
+    ``added_vertices`` (an ``id`` column) are vertices this instance has beyond the
+    template, for this instance only like added edges; its added edges and vertex
+    values may name them. A vertex keeps its internal id in every instance that adds
+    it (:mod:`gofs.vids`).
     """
 
     start: float
@@ -38,6 +42,7 @@ class Instance:
     edge_values: pa.Table | pd.DataFrame | None = None
     added_edges: pa.Table | pd.DataFrame | None = None
     removed_edges: pa.Table | pd.DataFrame | None = None
+    added_vertices: pa.Table | pd.DataFrame | None = None
 
 
 def _table(value) -> pa.Table | None:
@@ -58,6 +63,7 @@ class _Template:
         self.num_edges = manifest["num_edges"]
         self.directed = manifest["directed"]
         self.id_type = manifest["id_type"]
+        self.vertex_offsets = np.array([q["vertex_offset"] for q in manifest["partitions"]] + [self.n], np.int64)
 
     @functools.cached_property
     def id_index(self) -> pd.Index:
@@ -76,17 +82,23 @@ class _Template:
         first = ~index.duplicated()
         return index[first], canon.column("eid").to_numpy()[first]
 
-    def vids(self, ids: pa.ChunkedArray, where: str, field: str) -> np.ndarray:
-        values = ids.to_numpy(zero_copy_only=False)
-        graph_int = self.id_type == "int64"
-        if ids.null_count == 0 and pa.types.is_integer(ids.type) != graph_int:
-            raise InputError(f"{where}, field '{field}': ids are {ids.type} but the graph's ids are "
-                             f"{'int64' if graph_int else 'string'}")
+    def vids(self, ids: pa.ChunkedArray, where: str, field: str, added: "AddedVertices | None" = None) -> np.ndarray:
+        """Internal ids of ``ids``: template vertices, else the instance's ``added`` ones."""
+        values = self._check_type(ids, where, field).to_numpy(zero_copy_only=False)
         vids = self.id_index.get_indexer(values)
+        if added is not None and (vids < 0).any():
+            vids = np.where(vids < 0, added.vids_of(values), vids)
         if (vids < 0).any():
             row = int(np.flatnonzero(vids < 0)[0])
             raise InputError(f"{where} row {row + 1}, field '{field}': unknown vertex {ids[row].as_py()!r}")
         return vids.astype(np.int64)
+
+    def _check_type(self, ids, where: str, field: str):
+        graph_int = self.id_type == "int64"
+        if ids.null_count == 0 and pa.types.is_integer(ids.type) != graph_int:
+            raise InputError(f"{where}, field '{field}': ids are {ids.type} but the graph's ids are "
+                             f"{'int64' if graph_int else 'string'}")
+        return ids
 
     def eids(self, table: pa.Table, where: str) -> np.ndarray:
         for column in ("src", "dst"):
@@ -107,6 +119,73 @@ class _Template:
         index, eids = self.edge_index
         pos = index.get_indexer(pd.MultiIndex.from_arrays([src, dst]))
         return np.where(pos >= 0, eids[pos] if len(eids) else -1, -1)
+
+
+class AddedVertices:
+    """The vertices one instance adds beyond the template, ordered by vid (so by partition)."""
+
+    def __init__(self, ids: np.ndarray, vids: np.ndarray, num_vertices: int):
+        order = np.argsort(vids, kind="stable")
+        self.ids, self.vids = ids[order], vids[order]
+        self.partitions = vid_space.partition_of_vids(np.array([num_vertices]), self.vids)
+        self._index = pd.Index(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.vids)
+
+    def vids_of(self, values: np.ndarray) -> np.ndarray:
+        """Vid of each of ``values`` (original ids), -1 where the instance does not add it."""
+        at = self._index.get_indexer(values)
+        return np.where(at >= 0, self.vids[np.maximum(at, 0)] if len(self.vids) else -1, -1)
+
+    def rows_of(self, vids: np.ndarray, num_vertices: int) -> np.ndarray:
+        """Row of each vid in values spread over the template's rows then these vertices'."""
+        return np.where(vids < num_vertices, vids, num_vertices + np.searchsorted(self.vids, vids))
+
+    def table(self, id_type: pa.DataType) -> pa.Table:
+        return pa.table({"vid": pa.array(self.vids, pa.int64()), "id": pa.array(self.ids, id_type)})
+
+
+class _Registry:
+    """Vertices earlier instances added, with their vids: a vertex added again keeps its
+    vid, a new one gets the next free vid of its partition (:mod:`gofs.vids`)."""
+
+    def __init__(self, fs, data: str, manifest: dict):
+        self.n, self.k = manifest["num_vertices"], manifest["num_partitions"]
+        tables = [files.read_columns(fs, layout.instance_added_vertices(data, e["id"]), ["vid", "id"])
+                  for e in manifest["instances"] if (e.get("topology") or {}).get("added_vertices")]
+        ids = [t.column("id").to_numpy(zero_copy_only=False) for t in tables]
+        vids = [t.column("vid").to_numpy() for t in tables]
+        self.ids = np.concatenate(ids) if ids else np.empty(0, object)
+        self.vids = np.concatenate(vids) if vids else np.empty(0, np.int64)
+        first = ~pd.Index(self.ids).duplicated()        # instances that add a vertex again list it again
+        self.ids, self.vids = self.ids[first], self.vids[first]
+        self.placed = np.zeros(self.k, np.int64)
+        self._note(self.vids)
+
+    def _note(self, vids: np.ndarray) -> None:
+        offset = vids - self.n
+        np.maximum.at(self.placed, offset // vid_space.ADDED_STRIDE, offset % vid_space.ADDED_STRIDE + 1)
+
+    def vids_for(self, ids: np.ndarray, partition_hint: np.ndarray) -> np.ndarray:
+        """Vids of ``ids``: known ones keep theirs; new ones go to ``partition_hint`` (-1: by a stable hash)."""
+        index = pd.Index(self.ids)
+        known = index.get_indexer(ids) if len(index) else np.full(len(ids), -1)
+        out = np.where(known >= 0, self.vids[np.maximum(known, 0)] if len(self.vids) else -1, -1)
+        new = np.flatnonzero(known < 0)
+        if len(new):
+            hashed = (pd.util.hash_array(np.asarray(ids[new])) % np.uint64(self.k)).astype(np.int64)
+            part = np.where(partition_hint[new] >= 0, partition_hint[new], hashed)
+            order = np.argsort(part, kind="stable")
+            counts = np.bincount(part, minlength=self.k)
+            within = np.arange(len(new)) - np.repeat(np.cumsum(counts) - counts, counts)
+            index_in_part = np.empty(len(new), np.int64)
+            index_in_part[order] = within + self.placed[part[order]]
+            out[new] = vid_space.added_vid(self.n, part, index_in_part)
+            self.ids = np.concatenate([self.ids, ids[new]]) if len(self.ids) else np.asarray(ids[new])
+            self.vids = np.concatenate([self.vids, out[new]])
+            self._note(out[new])
+        return out
 
 
 def _spread(values: pa.Table, index: np.ndarray, size: int) -> pa.Table:
@@ -142,12 +221,12 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
                                     housekeeping.next_instance_id(fs, data, snapshot))
         written = []
         try:
-            for iid, _, _, vertex_table, edge_table, topology in prepared:
+            for iid, _, _, vertex_table, edge_table, changes in prepared:
                 written.append(iid)
-                _write_instance(fs, data, snapshot.manifest, iid, vertex_table, edge_table, topology)
+                _write_instance(fs, data, snapshot.manifest, iid, vertex_table, edge_table, changes)
             entry = {"op": "append", "data": snapshot.version, "instances": [
-                _entry(iid, start, end, vertex_table, edge_table, topology)
-                for iid, start, end, vertex_table, edge_table, topology in prepared],
+                _entry(iid, start, end, vertex_table, edge_table, changes)
+                for iid, start, end, vertex_table, edge_table, changes in prepared],
                 "instance_schema": schema}
             manifest_io.commit(fs, root, snapshot.head + 1, entry)
         except manifest_io.CommitConflict:
@@ -200,6 +279,7 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
     vstatic = {f["name"] for f in manifest["vertex_schema"]} | {"id", "vid", "sg", "instance", "start", "end"}
     estatic = {f["name"] for f in manifest["edge_schema"]} | {"src", "dst", "eid", "instance", "start", "end"}
     last_start = manifest["instances"][-1]["start"] if manifest["instances"] else -np.inf
+    registry = _Registry(fs, data, manifest)
     prepared = []
     for number, inst in enumerate(instances):
         where = f"instance {number} (start={inst.start})"
@@ -216,18 +296,21 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             raise InputError(f"{where}: starts before the previous instance ({last_start}); instances are appended in time order")
         last_start = start
         vertex_table = edge_table = None
+        added_edges = _table(inst.added_edges)
+        added = _added_vertices(template, registry, _table(inst.added_vertices), added_edges, where)
         vt = _table(inst.vertex_values)
         if vt is not None:
             if "id" not in vt.column_names:
                 raise InputError(f"{where} vertex values: no 'id' column (columns: {vt.column_names})")
-            vids = template.vids(vt.column("id"), f"{where} vertex values", "id")
+            vids = template.vids(vt.column("id"), f"{where} vertex values", "id", added)
             if pd.Index(vids).duplicated().any():
                 row = int(np.flatnonzero(pd.Index(vids).duplicated())[0])
                 raise InputError(f"{where} vertex values row {row + 1}, field 'id': vertex given twice")
             attrs = vt.drop(["id"])
             _check_schema("vertex", attrs, vschema, vstatic, f"{where} vertex values")
             vschema.update({f.name: f.type for f in attrs.schema})
-            vertex_table = _spread(attrs, vids, template.n)
+            rows = vids if added is None else added.rows_of(vids, template.n)
+            vertex_table = _spread(attrs, rows, template.n + (0 if added is None else len(added)))
         et = _table(inst.edge_values)
         if et is not None:
             if "src" in et.column_names or "dst" in et.column_names:
@@ -241,26 +324,34 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             _check_schema("edge", attrs, eschema, estatic, f"{where} edge values")
             eschema.update({f.name: f.type for f in attrs.schema})
             edge_table = _spread(attrs, eids, template.num_edges)
-        topology = _topology(template, _table(inst.added_edges), _table(inst.removed_edges), where)
-        prepared.append((next_id + number, start, end, vertex_table, edge_table, topology))
+        topology = _topology(template, added_edges, _table(inst.removed_edges), added, where)
+        prepared.append((next_id + number, start, end, vertex_table, edge_table, (topology, added)))
     schema = {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),
               "edge": manifest_io.schema_fields(pa.schema(list(eschema.items())))}
     return prepared, schema
 
 
-def _write_instance(fs, data: str, manifest: dict, iid: int, vertex_table, edge_table, topology) -> None:
-    k = manifest["num_partitions"]
-    offsets = [pp["vertex_offset"] for pp in manifest["partitions"]] + [manifest["num_vertices"]]
+def _write_instance(fs, data: str, manifest: dict, iid: int, vertex_table, edge_table, changes) -> None:
+    """Per partition, its rows of the values (template vertices, then the ones the instance
+    adds there, in vid order); the topology changes and added vertices once."""
+    topology, added = changes
+    k, n = manifest["num_partitions"], manifest["num_vertices"]
+    offsets = [pp["vertex_offset"] for pp in manifest["partitions"]] + [n]
+    extra = np.zeros(k + 1, np.int64) if added is None else np.searchsorted(added.partitions, np.arange(k + 1))
     edge_rows = None
     for p in range(k):
         if vertex_table is not None:
-            _write(fs, layout.instance_vertices(data, iid, p), vertex_table.slice(offsets[p], offsets[p + 1] - offsets[p]))
+            rows = np.r_[offsets[p]:offsets[p + 1], n + extra[p]:n + extra[p + 1]]
+            _write(fs, layout.instance_vertices(data, iid, p), vertex_table.take(pa.array(rows, pa.int64())))
         if edge_table is not None:
             if edge_rows is None:
                 edge_rows = _edge_rows(fs, data, k)
             _write(fs, layout.instance_edges(data, iid, p), edge_table.take(pa.array(edge_rows[p])))
     if topology is not None:
         _write(fs, layout.instance_topology(data, iid), topology)
+    if added is not None:
+        id_type = pa.int64() if manifest["id_type"] == "int64" else pa.string()
+        _write(fs, layout.instance_added_vertices(data, iid), added.table(id_type))
 
 
 def _edge_rows(fs, data: str, k: int) -> list[np.ndarray]:
@@ -269,17 +360,59 @@ def _edge_rows(fs, data: str, k: int) -> list[np.ndarray]:
             for p in range(k)]
 
 
-def _entry(iid, start, end, vertex_table, edge_table, topology) -> dict:
-    return {"id": iid, "start": start, "end": end,
-            "vertex_attributes": [] if vertex_table is None else vertex_table.column_names,
-            "edge_attributes": [] if edge_table is None else edge_table.column_names,
-            "topology": None if topology is None else {
-                "added": int(pc.sum(pc.equal(topology.column("op"), "add")).as_py() or 0),
-                "removed": int(pc.sum(pc.equal(topology.column("op"), "remove")).as_py() or 0)}}
+def _entry(iid, start, end, vertex_table, edge_table, changes) -> dict:
+    topology, added = changes
+    entry = {"id": iid, "start": start, "end": end,
+             "vertex_attributes": [] if vertex_table is None else vertex_table.column_names,
+             "edge_attributes": [] if edge_table is None else edge_table.column_names,
+             "topology": None if topology is None else {
+                 "added": int(pc.sum(pc.equal(topology.column("op"), "add")).as_py() or 0),
+                 "removed": int(pc.sum(pc.equal(topology.column("op"), "remove")).as_py() or 0)}}
+    if added is not None:
+        entry["topology"]["added_vertices"] = len(added)
+    return entry
 
 
-def _topology(template: _Template, added: pa.Table | None, removed: pa.Table | None, where: str):
-    """One table of topology changes: op ("add"/"remove"), eid (-1 for added), src/dst vids, attrs."""
+def _added_vertices(template: _Template, registry: _Registry, table: pa.Table | None,
+                    added_edges: pa.Table | None, where: str) -> AddedVertices | None:
+    """The instance's added vertices with their vids. A vertex no earlier instance added is
+    placed in the partition of its first template neighbour among the added edges (else by
+    a stable hash of its id)."""
+    if table is None or table.num_rows == 0:
+        return None
+    where = f"{where} added vertices"
+    if table.column_names != ["id"]:
+        raise InputError(f"{where}: only an 'id' column is allowed (columns: {table.column_names}); "
+                         "their attribute values go in vertex_values")
+    column = template._check_type(table.column("id"), where, "id")
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"{where} row {row + 1}, field 'id': missing vertex id")
+    ids = column.to_numpy(zero_copy_only=False)
+    twice = pd.Index(ids).duplicated()
+    if twice.any():
+        raise InputError(f"{where} row {int(np.flatnonzero(twice)[0]) + 1}, field 'id': vertex given twice")
+    known = template.id_index.get_indexer(ids)
+    if (known >= 0).any():
+        row = int(np.flatnonzero(known >= 0)[0])
+        raise InputError(f"{where} row {row + 1}, field 'id': {column[row].as_py()!r} is already a vertex of the template")
+    hint = np.full(len(ids), -1, np.int64)
+    if added_edges is not None and all(c in added_edges.column_names for c in ("src", "dst")):
+        index = pd.Index(ids)
+        for mine, other in (("src", "dst"), ("dst", "src")):
+            at = index.get_indexer(added_edges.column(mine).to_numpy(zero_copy_only=False))
+            neighbour = template.id_index.get_indexer(added_edges.column(other).to_numpy(zero_copy_only=False))
+            rows = np.flatnonzero((at >= 0) & (neighbour >= 0))
+            first = rows[np.unique(at[rows], return_index=True)[1]]
+            free = hint[at[first]] < 0
+            hint[at[first][free]] = np.searchsorted(template.vertex_offsets, neighbour[first][free], side="right") - 1
+    return AddedVertices(ids, registry.vids_for(ids, hint), template.n)
+
+
+def _topology(template: _Template, added: pa.Table | None, removed: pa.Table | None,
+              vertices: AddedVertices | None, where: str):
+    """One table of topology changes: op ("add"/"remove"), eid (-1 for added), src/dst vids, attrs.
+    An instance that only adds vertices gets an empty one."""
     pieces = []
     if removed is not None:
         eids = template.eids(removed, f"{where} removed edges")
@@ -288,8 +421,8 @@ def _topology(template: _Template, added: pa.Table | None, removed: pa.Table | N
         for column in ("src", "dst"):
             if column not in added.column_names:
                 raise InputError(f"{where} added edges: no '{column}' column")
-        src = template.vids(added.column("src"), f"{where} added edges", "src")
-        dst = template.vids(added.column("dst"), f"{where} added edges", "dst")
+        src = template.vids(added.column("src"), f"{where} added edges", "src", vertices)
+        dst = template.vids(added.column("dst"), f"{where} added edges", "dst", vertices)
         cols = {"op": pa.array(["add"] * len(src)), "eid": pa.array(np.full(len(src), -1, np.int64)),
                 "add_src": pa.array(src), "add_dst": pa.array(dst)}
         for name in added.column_names:
@@ -297,5 +430,7 @@ def _topology(template: _Template, added: pa.Table | None, removed: pa.Table | N
                 cols[name] = added.column(name)
         pieces.append(pa.table(cols))
     if not pieces:
-        return None
+        if vertices is None:
+            return None
+        pieces.append(pa.table({"op": pa.array([], pa.string()), "eid": pa.array([], pa.int64())}))
     return pa.concat_tables(pieces, promote_options="default")

@@ -9,6 +9,7 @@
     GRAPH/v-<token>/instances/i-000000/vertices/part-00000.parquet  instance vertex values, row-aligned
     GRAPH/v-<token>/instances/i-000000/edges/part-00000.parquet     instance edge values, row-aligned
     GRAPH/v-<token>/instances/i-000000/topology.parquet             edges added/removed in the instance
+    GRAPH/v-<token>/instances/i-000000/added_vertices.parquet       vertices beyond the template: vid, id
 
 ``v-<token>`` is one *version* of the graph (one ingest); a re-ingest with
 overwrite writes a new version beside the old one. Nothing is ever renamed:
@@ -80,6 +81,10 @@ def instance_edges(root: str, instance_id: int, p: int) -> str:
 
 def instance_topology(root: str, instance_id: int) -> str:
     return join(instance_dir(root, instance_id), "topology.parquet")
+
+
+def instance_added_vertices(root: str, instance_id: int) -> str:
+    return join(instance_dir(root, instance_id), "added_vertices.parquet")
 
 
 def exists(fs: pafs.FileSystem, path: str) -> bool:

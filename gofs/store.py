@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gofs import files, layout, manifest as manifest_io
+from gofs import files, layout, manifest as manifest_io, vids as vid_space
 from gofs.errors import InputError, ManifestError
 
 _VERTEX_KEYS = ("vid", "id", "sg")
@@ -160,13 +160,45 @@ class GraphStore:
         """First vid of every partition, then the vertex count."""
         return np.array([q["vertex_offset"] for q in self.partitions] + [self.num_vertices], dtype=np.int64)
 
-    def _original_ids(self, vids) -> pa.Array:
+    def instance_entry(self, instance) -> dict | None:
+        """The manifest entry of instance id ``instance`` (None for None: the template)."""
+        return None if instance is None else self.select_instances(instance=instance)[0]
+
+    def vertex_count(self, instance=None) -> int:
+        """Vertices of the template, or of instance id ``instance``: the template's and the ones it adds."""
+        entry = self.instance_entry(instance)
+        return self.num_vertices + (0 if entry is None else (entry.get("topology") or {}).get("added_vertices", 0))
+
+    def added_vertices(self, instance: dict) -> pa.Table | None:
+        """(``vid``, ``id``) of the vertices ``instance`` has beyond the template, in vid order
+        (None if it adds none; see :mod:`gofs.vids`)."""
+        if not (instance.get("topology") or {}).get("added_vertices"):
+            return None
+        table = files.read_columns(self.fs, layout.instance_added_vertices(self.root, instance["id"]), ["vid", "id"])
+        return table.set_column(1, "id", table.column("id").cast(self.id_type))
+
+    def _added_in_partition(self, instance: dict, p: int) -> pa.Table | None:
+        added = self.added_vertices(instance)
+        if added is None:
+            return None
+        part = vid_space.partition_of_vids(self._vertex_offsets(), added.column("vid").to_numpy())
+        return added.filter(pa.array(part == p))
+
+    def _original_ids(self, vids, added: pa.Table | None = None) -> pa.Array:
         """Original ids of dense ``vids``: of each partition they lie in, only the rows holding
         them are read (streamed, see :func:`gofs.files.read_rows`), so the memory used grows with
-        ``len(vids)``, never with the graph."""
+        ``len(vids)``, never with the graph. Vids beyond the template are looked up in ``added``
+        (an instance's :meth:`added_vertices`)."""
         vids = np.asarray(vids.to_numpy() if hasattr(vids, "to_numpy") else vids, dtype=np.int64)
         if not len(vids):
             return pa.array([], self.id_type)
+        if (vids >= self.num_vertices).any():
+            beyond = vids >= self.num_vertices
+            out = np.empty(len(vids), object)
+            out[~beyond] = self._original_ids(vids[~beyond]).to_numpy(zero_copy_only=False)
+            known = added.column("vid").to_numpy()
+            out[beyond] = added.column("id").to_numpy(zero_copy_only=False)[np.searchsorted(known, vids[beyond])]
+            return pa.array(out, self.id_type)
         unique, inverse = np.unique(vids, return_inverse=True)
         offsets = self._vertex_offsets()
         part = np.searchsorted(offsets, unique, side="right") - 1
@@ -176,12 +208,13 @@ class GraphStore:
                   for a, b in zip(bounds[:-1], bounds[1:])]
         return pa.concat_arrays(pieces).take(pa.array(inverse.ravel()))
 
-    def vids_of(self, vertex_ids) -> np.ndarray:
+    def vids_of(self, vertex_ids, instance: dict | None = None) -> np.ndarray:
         """Dense internal ids of original ``vertex_ids`` (a list or array), in that order.
 
         The id columns are streamed partition by partition until every id is found, so
         the memory used is that of the answer, never of the id column (no index of all
-        ids is built). Raises InputError naming the first id the graph does not have.
+        ids is built); ids not in the template are looked up among the vertices ``instance``
+        adds. Raises InputError naming the first id the graph (or instance) does not have.
         For very many ids, join with :meth:`vertex_id_frame` on Spark instead.
         """
         values = list(vertex_ids) if not isinstance(vertex_ids, (np.ndarray, pa.Array)) else vertex_ids
@@ -200,14 +233,20 @@ class GraphStore:
             rows, which = files.find_rows(self.fs, layout.template_vertices(self.root, p), "id",
                                           unique.take(pa.array(left)))
             found[left[which]] = self.partitions[p]["vertex_offset"] + rows
+        added = None if instance is None else self.added_vertices(instance)
+        if added is not None and (found < 0).any():
+            left = np.flatnonzero(found < 0)
+            at = pc.index_in(unique.take(pa.array(left)), value_set=added.column("id")).to_numpy(zero_copy_only=False)
+            hit = ~np.isnan(at.astype(float))
+            found[left[hit]] = added.column("vid").to_numpy()[at[hit].astype(np.int64)]
         missing = np.flatnonzero(found < 0)
         if len(missing):
             raise InputError(f"{self.path}: unknown vertex {unique[int(missing[0])].as_py()!r}")
         return found[pc.index_in(keys, value_set=unique).to_numpy(zero_copy_only=False).astype(np.int64)]
 
-    def vid_of(self, vertex_id) -> int:
+    def vid_of(self, vertex_id, instance: dict | None = None) -> int:
         """The dense internal id of an original vertex id (see :meth:`vids_of`)."""
-        return int(self.vids_of([vertex_id])[0])
+        return int(self.vids_of([vertex_id], instance)[0])
 
     def _instance_columns(self, kind: str, inst: dict, p: int, attributes: list[str], rows: int) -> dict:
         have = [a for a in attributes if a in inst[f"{kind}_attributes"]]
@@ -235,8 +274,22 @@ class GraphStore:
                       self._static_types["vertex"])
         if not selected:
             return base
-        return pa.concat_tables([_with_instance(base, inst, self._instance_columns("vertex", inst, p, dynamic, base.num_rows))
-                                 for inst in selected])
+        tables = []
+        for inst in selected:
+            rows = self._with_added_vertices(base, inst, p)
+            tables.append(_with_instance(rows, inst, self._instance_columns("vertex", inst, p, dynamic, rows.num_rows)))
+        return pa.concat_tables(tables)
+
+    def _with_added_vertices(self, base: pa.Table, inst: dict, p: int) -> pa.Table:
+        """``base`` (template vertex rows of ``p``) and the rows of the vertices ``inst`` adds in
+        ``p``, in the order of the instance's value files; static attributes are null for them."""
+        added = self._added_in_partition(inst, p)
+        if added is None or not added.num_rows:
+            return base
+        extra = {"vid": added.column("vid"), "id": added.column("id"),
+                 "sg": pa.array(np.full(added.num_rows, self.manifest["subgraphs"]["count"] + p, np.int64))}
+        return pa.concat_tables([base, pa.table({f.name: extra[f.name].cast(f.type) if f.name in extra
+                                                 else pa.nulls(added.num_rows, f.type) for f in base.schema})])
 
     def read_edge_partition(self, p: int, attributes=None, instance=None, time=None,
                             internal: bool = False) -> pa.Table:
@@ -283,10 +336,9 @@ class GraphStore:
             table = table.filter(pc.invert(pc.is_in(eids, value_set=removed.combine_chunks())))
         added = changes.filter(pc.equal(changes.column("op"), "add"))
         if added.num_rows:
-            o = self.manifest["partitions"][p]["vertex_offset"]
-            mine = added.filter(pc.and_(pc.greater_equal(added.column("add_src"), o),
-                                        pc.less(added.column("add_src"), o + self.partitions[p]["num_vertices"])))
-            cols = _original_pair(self, mine.column("add_src"), mine.column("add_dst"))
+            source_part = vid_space.partition_of_vids(self._vertex_offsets(), added.column("add_src").to_numpy())
+            mine = added.filter(pa.array(source_part == p))
+            cols = _original_pair(self, mine.column("add_src"), mine.column("add_dst"), self.added_vertices(inst))
             for c in table.column_names[2:]:
                 if c in mine.column_names:
                     cols[c] = mine.column(c).cast(table.schema.field(c).type)
@@ -372,9 +424,9 @@ class GraphStore:
         return files.read_columns(self.fs, layout.join(self.root, "template", "metagraph.parquet"), None)
 
 
-def _original_pair(store: GraphStore, src, dst) -> dict:
+def _original_pair(store: GraphStore, src, dst, added: pa.Table | None = None) -> dict:
     """{"src", "dst"}: original ids of two dense id columns, read with one pass over each id file."""
-    ends = store._original_ids(np.concatenate([np.asarray(src, np.int64), np.asarray(dst, np.int64)]))
+    ends = store._original_ids(np.concatenate([np.asarray(src, np.int64), np.asarray(dst, np.int64)]), added)
     return {"src": ends.slice(0, len(src)), "dst": ends.slice(len(src))}
 
 

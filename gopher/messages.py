@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gofs.vids import partition_of_subgraphs, partition_of_vids
+
 COMBINERS = {"min": np.minimum, "max": np.maximum, "sum": np.add}
 
 
@@ -53,7 +55,7 @@ class Outbox:
             targets = np.concatenate(self.vertex_targets)
             values = np.concatenate(self.vertex_values)
             targets, values = combine(targets, values, ufunc)
-            parts = np.searchsorted(vertex_offsets, targets, side="right") - 1
+            parts = partition_of_vids(vertex_offsets, targets)
             order = np.argsort(parts, kind="stable")
             parts, targets, values = parts[order], targets[order], values[order]
             bounds = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1], True])
@@ -61,7 +63,7 @@ class Outbox:
                 batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
         if self.subgraph_targets:
             targets = np.asarray(self.subgraph_targets, dtype=np.int64)
-            parts = np.searchsorted(subgraph_offsets, targets, side="right") - 1
+            parts = partition_of_subgraphs(subgraph_offsets, targets)
             for p in np.unique(parts):
                 rows = np.flatnonzero(parts == p)
                 batches.setdefault(int(p), {})["subgraph"] = (
@@ -101,22 +103,25 @@ class Inbox:
 
     def __init__(self, batches: list[dict], bundle, ufunc):
         self.sg_starts = bundle.sg_starts
-        self.vid_offset = bundle.vid_offset
-        self.sg_offset = bundle.sg_offset
         vt = [b["vertex"][0] for b in batches if "vertex" in b]
         vv = [b["vertex"][1] for b in batches if "vertex" in b]
         targets = np.concatenate(vt) if vt else np.empty(0, np.int64)
         values = np.concatenate(vv) if vv else np.empty(0)
         targets, values = combine(targets, values, ufunc)
-        local = targets - self.vid_offset
+        local = bundle.local_index(targets)
+        here = local >= 0                 # not a vertex that only another instance adds
+        local, values = local[here], values[here]
         order = np.argsort(local, kind="stable")
         self.local, self.values = local[order], values[order]
         self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
         self.subgraph_messages: dict[int, tuple[list, list]] = {}
         for b in batches:
             if "subgraph" in b:
-                for target, sender, payload in zip(*b["subgraph"]):
-                    entry = self.subgraph_messages.setdefault(int(target) - self.sg_offset, ([], []))
+                targets, senders, payloads = b["subgraph"]
+                for target, sender, payload in zip(bundle.local_subgraph(targets), senders, payloads):
+                    if target < 0:        # the sub-graph of added vertices, absent in this instance
+                        continue
+                    entry = self.subgraph_messages.setdefault(int(target), ([], []))
                     entry[0].append(int(sender))
                     entry[1].append(payload)
         self.broadcasts = [m for b in batches for m in b.get("broadcast", [])]

@@ -44,7 +44,7 @@ class Subgraph:
                  account=None):
         self._bundle = bundle
         self._k = k
-        self.id = bundle.sg_offset + k
+        self.id = bundle.subgraph_id(k)
         self.partition = bundle.partition
         self.directed = bundle.directed
         self._v0, self._v1 = int(bundle.sg_starts[k]), int(bundle.sg_starts[k + 1])
@@ -66,11 +66,13 @@ class Subgraph:
 
     @functools.cached_property
     def vertex_ids(self) -> np.ndarray:
-        return np.arange(self._v0, self._v1, dtype=np.int64) + self._bundle.vid_offset
+        return self._bundle.vertex_ids(self._v0, self._v1)
 
     @property
     def first_vertex_id(self) -> int:
-        return self._bundle.vid_offset + self._v0
+        """The smallest vid here. Template sub-graphs hold the vids ``first_vertex_id + local``;
+        the sub-graph of vertices an instance adds does not (use ``vertex_ids``/``local_index``)."""
+        return int(self.vertex_ids[0]) if self._v1 > self._v0 else self._bundle.vid_offset + self._v0
 
     @property
     def ids(self) -> np.ndarray:
@@ -85,7 +87,12 @@ class Subgraph:
         return self._bundle.local_dst[self._e0:self._e1] - self._v0
 
     def local_index(self, vertex_ids: np.ndarray) -> np.ndarray:
-        return np.asarray(vertex_ids, dtype=np.int64) - self.first_vertex_id
+        """Local index of each of ``vertex_ids``, -1 for a vid that is not in this sub-graph."""
+        vertex_ids = np.asarray(vertex_ids, dtype=np.int64)
+        local = self._bundle.local_index(vertex_ids) - self._v0
+        inside = (local >= 0) & (local < self.num_vertices)
+        inside[inside] = self.vertex_ids[local[inside]] == vertex_ids[inside]
+        return np.where(inside, local, -1)
 
     def vertex_attribute(self, name: str) -> np.ndarray:
         if name in self._instance_vertex:

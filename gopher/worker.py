@@ -232,12 +232,15 @@ class TaskWorker:
         if fresh:
             run.lanes[lane] = LaneState(np.zeros(n, dtype=bool), [{} for _ in range(n)])
         state = run.lanes[lane]
+        if len(state.states) < n:          # this instance adds vertices here: one more sub-graph
+            state.halted = np.r_[state.halted, np.zeros(n - len(state.states), dtype=bool)]
+            state.states.extend({} for _ in range(n - len(state.states)))
         start = step.superstep == 0
         batches = run.ahead.pop(lane, []) if start else []
         batches += run.inbox.pop(lane, [])
         inbox = Inbox(batches, view.bundle, self.ufunc)
         wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
-        active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted), inbox.receivers())
+        active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted[:n]), inbox.receivers())
         out, ahead = Outbox(), Outbox()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
         for k in active:
@@ -257,7 +260,7 @@ class TaskWorker:
         for kind, box in (("messages", out), ("forward", ahead)):
             for dst, batch in box.route(*offsets, self.ufunc).items():
                 outgoing.setdefault(dst, {}).setdefault(kind, {}).setdefault(lane, []).append(batch)
-        return {"active": int(len(active)), "halted": int(state.halted.sum()), "subgraphs": n,
+        return {"active": int(len(active)), "halted": int(state.halted[:n].sum()), "subgraphs": n,
                 "sent": out.count(), "forward": ahead.count(), "received": inbox.count, "partials": ctx.partials}
 
     # after the supersteps ---------------------------------------------------------

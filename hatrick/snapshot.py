@@ -6,12 +6,13 @@ writes the live state relative to the template: that equals the previous
 snapshot with the buffered updates applied, and each instance is readable on
 its own by ``g.edges(instance=...)`` / ``g.vertices(instance=...)``.
 
-What an instance cannot carry (documented limits of the GoFS format, not
-worked around here): vertices that are not in the template (and edges that
-touch them) are left out and counted in the report; a removed template vertex
-loses its edges and values but stays listed; removing one of several parallel
-template edges between the same pair removes one copy only; static template
-attributes are read-only for streams.
+Vertices the stream added beyond the template are stored as the instance's
+added vertices (each keeps its internal id from snapshot to snapshot, see
+:mod:`gofs.vids`), with the edges touching them as added edges. What an
+instance cannot carry (documented limits of the GoFS format, not worked around
+here): a removed template vertex loses its edges and values but stays listed;
+removing one of several parallel template edges between the same pair removes
+one copy only; static template attributes are read-only for streams.
 """
 from __future__ import annotations
 
@@ -34,12 +35,11 @@ class SnapshotReport:
     start: float = 0.0
     end: float = 0.0
     buffered_updates: int = 0
+    added_vertices: int = 0
     added_edges: int = 0
     removed_edges: int = 0
     vertex_rows: int = 0
     edge_rows: int = 0
-    omitted_vertices: int = 0
-    omitted_edges: int = 0
     seconds: float = 0.0
 
 
@@ -65,12 +65,11 @@ def build_instance(state: State, template: Template, start: float, end: float) -
     n0 = template.num_vertices
     ids = state.ids.to_numpy()
     report = SnapshotReport(start=start, end=end)
-    report.omitted_vertices = int(state.alive[n0:].sum())
+    new_vertices = n0 + np.flatnonzero(state.alive[n0:])
+    report.added_vertices = len(new_vertices)
+    added_vertices = pa.table({"id": pa.array(ids[new_vertices])}) if len(new_vertices) else None
 
     live = state.live_slots()
-    in_template = (state.src[live] < n0) & (state.dst[live] < n0)
-    report.omitted_edges = int(state.mult[live[~in_template]].sum())
-    live = live[in_template]
     keys = state.key(state.src[live], state.dst[live])
     order = np.argsort(keys)
     live, keys = live[order], keys[order]
@@ -117,7 +116,7 @@ def build_instance(state: State, template: Template, start: float, end: float) -
 
     vertex_values = None
     if dynamic_v:
-        vids = np.flatnonzero(state.alive[:n0])
+        vids = np.flatnonzero(state.alive)
         any_set = np.zeros(len(vids), bool)
         for name in dynamic_v:
             any_set |= state.vattrs[name].present[vids]
@@ -127,4 +126,4 @@ def build_instance(state: State, template: Template, start: float, end: float) -
             cols[name] = _arrow(state.vattrs[name], vids, state.vkinds[name])
         vertex_values = pa.table(cols)
         report.vertex_rows = len(vids)
-    return Instance(start, end, vertex_values, edge_values, added, removed), report
+    return Instance(start, end, vertex_values, edge_values, added, removed, added_vertices), report

@@ -258,9 +258,12 @@ def load_graph_state(graph) -> tuple[State, Template]:
     """The graph's latest state (last instance, else template) and its template, as live-graph objects."""
     import pyarrow as pa
 
-    ids = graph.vertex_ids.to_numpy(zero_copy_only=False)
-    index = pd.Index(ids)
+    template_ids = graph.vertex_ids.to_numpy(zero_copy_only=False)
     latest = graph.instances[-1]["id"] if graph.instances else None
+    added = graph.added_vertices(graph.instances[-1]) if graph.instances else None
+    ids = template_ids if added is None else \
+        np.concatenate([template_ids, added.column("id").to_numpy(zero_copy_only=False)])
+    index = pd.Index(ids)
     vkind = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["vertex_schema"]}
     ekind = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["edge_schema"]}
     dyn_v = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["instance_schema"]["vertex"]}
@@ -283,7 +286,7 @@ def load_graph_state(graph) -> tuple[State, Template]:
                         static_vertex=[n for n in vkind if vkind[n]], static_edge=[n for n in ekind if ekind[n]],
                         time=graph.instances[-1]["end"] if graph.instances else float("-inf"))
     template = Template.of(state, index.get_indexer(tt.column("src").to_numpy(zero_copy_only=False)),
-                           index.get_indexer(tt.column("dst").to_numpy(zero_copy_only=False)), len(ids))
+                           index.get_indexer(tt.column("dst").to_numpy(zero_copy_only=False)), len(template_ids))
     return state, template
 
 
@@ -494,10 +497,6 @@ class Stream:
         report.buffered_updates = self.buffer.drain()["volume"]
         report.seconds = _time.perf_counter() - clock
         self.snapshots.append(report)
-        if report.omitted_vertices:
-            warnings.warn(f"snapshot {report.instance}: {report.omitted_vertices} vertices added by the stream "
-                          f"(and {report.omitted_edges} edges touching them) are not in the GoFS template and "
-                          f"were left out of the instance", stacklevel=3)
         return report.instance
 
     # elasticity ----------------------------------------------------------------------------------------
