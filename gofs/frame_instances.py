@@ -62,7 +62,7 @@ def append_vertex_frame(path: str, frame, start: float, end: float | None = None
             _write_aligned(spark, path, data, manifest, iid, values, keys, attributes)
             vschema.update({f.name: f.type for f in attributes})
             entry = {"op": "append", "data": snapshot.version,
-                     "instances": [_entry(iid, start, end, attributes.empty_table(), None, (None, None))],
+                     "instances": [_entry(iid, start, end, attributes.empty_table(), None, (None, None, None))],
                      "instance_schema": {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),
                                          "edge": manifest["instance_schema"]["edge"]}}
             manifest_io.commit(fs, root, snapshot.head + 1, entry)

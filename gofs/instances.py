@@ -127,7 +127,7 @@ class AddedVertices:
     def __init__(self, ids: np.ndarray, vids: np.ndarray, num_vertices: int):
         order = np.argsort(vids, kind="stable")
         self.ids, self.vids = ids[order], vids[order]
-        self.partitions = vid_space.partition_of_vids(np.array([num_vertices]), self.vids)
+        self.partitions = (self.vids - num_vertices) // vid_space.ADDED_STRIDE
         self._index = pd.Index(self.ids)
 
     def __len__(self) -> int:
@@ -148,20 +148,21 @@ class AddedVertices:
 
 class _Registry:
     """Vertices earlier instances added, with their vids: a vertex added again keeps its
-    vid, a new one gets the next free vid of its partition (:mod:`gofs.vids`)."""
+    vid, a new one gets the next free vid of its partition (:mod:`gofs.vids`). An instance
+    that places new vertices stores the whole registry after it, so an append reads one
+    file, however many instances came before."""
 
     def __init__(self, fs, data: str, manifest: dict):
         self.n, self.k = manifest["num_vertices"], manifest["num_partitions"]
-        tables = [files.read_columns(fs, layout.instance_added_vertices(data, e["id"]), ["vid", "id"])
-                  for e in manifest["instances"] if (e.get("topology") or {}).get("added_vertices")]
-        ids = [t.column("id").to_numpy(zero_copy_only=False) for t in tables]
-        vids = [t.column("vid").to_numpy() for t in tables]
-        self.ids = np.concatenate(ids) if ids else np.empty(0, object)
-        self.vids = np.concatenate(vids) if vids else np.empty(0, np.int64)
-        first = ~pd.Index(self.ids).duplicated()        # instances that add a vertex again list it again
-        self.ids, self.vids = self.ids[first], self.vids[first]
+        latest = [e["id"] for e in manifest["instances"] if (e.get("topology") or {}).get("registry")]
+        self.ids, self.vids = np.empty(0, object), np.empty(0, np.int64)
+        if latest:
+            table = files.read_columns(fs, layout.instance_vertex_registry(data, latest[-1]), ["vid", "id"])
+            self.ids = table.column("id").to_numpy(zero_copy_only=False)
+            self.vids = table.column("vid").to_numpy()
         self.placed = np.zeros(self.k, np.int64)
         self._note(self.vids)
+        self.grew = False
 
     def _note(self, vids: np.ndarray) -> None:
         offset = vids - self.n
@@ -185,7 +186,16 @@ class _Registry:
             self.ids = np.concatenate([self.ids, ids[new]]) if len(self.ids) else np.asarray(ids[new])
             self.vids = np.concatenate([self.vids, out[new]])
             self._note(out[new])
+            self.grew = True
         return out
+
+    def table_if_grown(self, id_type: str) -> pa.Table | None:
+        """The registry as it is now, if it grew since the last call (else None)."""
+        if not self.grew:
+            return None
+        self.grew = False
+        return pa.table({"vid": pa.array(self.vids, pa.int64()),
+                         "id": pa.array(self.ids, pa.int64() if id_type == "int64" else pa.string())})
 
 
 def _spread(values: pa.Table, index: np.ndarray, size: int) -> pa.Table:
@@ -325,7 +335,8 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             eschema.update({f.name: f.type for f in attrs.schema})
             edge_table = _spread(attrs, eids, template.num_edges)
         topology = _topology(template, added_edges, _table(inst.removed_edges), added, where)
-        prepared.append((next_id + number, start, end, vertex_table, edge_table, (topology, added)))
+        changes = (topology, added, registry.table_if_grown(template.id_type))
+        prepared.append((next_id + number, start, end, vertex_table, edge_table, changes))
     schema = {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),
               "edge": manifest_io.schema_fields(pa.schema(list(eschema.items())))}
     return prepared, schema
@@ -334,7 +345,7 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
 def _write_instance(fs, data: str, manifest: dict, iid: int, vertex_table, edge_table, changes) -> None:
     """Per partition, its rows of the values (template vertices, then the ones the instance
     adds there, in vid order); the topology changes and added vertices once."""
-    topology, added = changes
+    topology, added, registry = changes
     k, n = manifest["num_partitions"], manifest["num_vertices"]
     offsets = [pp["vertex_offset"] for pp in manifest["partitions"]] + [n]
     extra = np.zeros(k + 1, np.int64) if added is None else np.searchsorted(added.partitions, np.arange(k + 1))
@@ -352,6 +363,8 @@ def _write_instance(fs, data: str, manifest: dict, iid: int, vertex_table, edge_
     if added is not None:
         id_type = pa.int64() if manifest["id_type"] == "int64" else pa.string()
         _write(fs, layout.instance_added_vertices(data, iid), added.table(id_type))
+    if registry is not None:
+        _write(fs, layout.instance_vertex_registry(data, iid), registry)
 
 
 def _edge_rows(fs, data: str, k: int) -> list[np.ndarray]:
@@ -361,7 +374,7 @@ def _edge_rows(fs, data: str, k: int) -> list[np.ndarray]:
 
 
 def _entry(iid, start, end, vertex_table, edge_table, changes) -> dict:
-    topology, added = changes
+    topology, added, registry = changes
     entry = {"id": iid, "start": start, "end": end,
              "vertex_attributes": [] if vertex_table is None else vertex_table.column_names,
              "edge_attributes": [] if edge_table is None else edge_table.column_names,
@@ -370,6 +383,7 @@ def _entry(iid, start, end, vertex_table, edge_table, changes) -> dict:
                  "removed": int(pc.sum(pc.equal(topology.column("op"), "remove")).as_py() or 0)}}
     if added is not None:
         entry["topology"]["added_vertices"] = len(added)
+        entry["topology"]["registry"] = registry is not None
     return entry
 
 

@@ -10,6 +10,7 @@
     GRAPH/v-<token>/instances/i-000000/edges/part-00000.parquet     instance edge values, row-aligned
     GRAPH/v-<token>/instances/i-000000/topology.parquet             edges added/removed in the instance
     GRAPH/v-<token>/instances/i-000000/added_vertices.parquet       vertices beyond the template: vid, id
+    GRAPH/v-<token>/instances/i-000000/vertex_registry.parquet      every such vertex so far (when it grew)
 
 ``v-<token>`` is one *version* of the graph (one ingest); a re-ingest with
 overwrite writes a new version beside the old one. Nothing is ever renamed:
@@ -85,6 +86,10 @@ def instance_topology(root: str, instance_id: int) -> str:
 
 def instance_added_vertices(root: str, instance_id: int) -> str:
     return join(instance_dir(root, instance_id), "added_vertices.parquet")
+
+
+def instance_vertex_registry(root: str, instance_id: int) -> str:
+    return join(instance_dir(root, instance_id), "vertex_registry.parquet")
 
 
 def exists(fs: pafs.FileSystem, path: str) -> bool:

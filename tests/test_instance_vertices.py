@@ -2,8 +2,9 @@
 
 Instance 0 adds five vertices: one joined to the template, two joined only to each other, one
 joined to the first, one isolated; some template edges are removed and some vertices get values.
-Instance 1 adds two of them again (one must keep its internal id) and a new one. Every result is
-checked against NetworkX on the instance's own graph.
+Instance 1 adds two of them again (they keep their internal ids) and a new one, instance 2 adds
+none, instance 3 adds the first one alone again. Every result is checked against NetworkX on the
+instance's own graph.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def _instances(G):
                  vertex_values=pd.DataFrame({"id": [1000, 1003, template[0]], "heat": [1.0, 3.0, 7.0]})),
         Instance(1.0, 2.0, added_vertices=pd.DataFrame({"id": [1005, 1001, 1003]}),
                  added_edges=pd.DataFrame(added1, columns=["src", "dst", "weight"])),
-        Instance(2.0, 3.0)]
+        Instance(2.0, 3.0),
+        Instance(3.0, 4.0, added_vertices=pd.DataFrame({"id": [1000]}))]
     H0 = G.copy()
     H0.remove_edges_from(removed)
     H0.add_nodes_from(NEW)
@@ -43,7 +45,9 @@ def _instances(G):
     H1 = G.copy()
     H1.add_nodes_from([1005, 1001, 1003])
     H1.add_weighted_edges_from(added1)
-    return instances, [H0, H1, G]
+    H3 = G.copy()
+    H3.add_node(1000)
+    return instances, [H0, H1, G, H3]
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["undirected", "directed"])
@@ -51,20 +55,20 @@ def grown(request, spark, tmp_path_factory):
     G = graphs.random_graph(60, 90, seed=8, directed=request.param)
     g = graphs.ingest_nx(G, tmp_path_factory.mktemp("grown") / "g.gofs", spark, 3)
     instances, expected = _instances(G)
-    assert g.append_instances(instances) == [0, 1, 2]
+    assert g.append_instances(instances) == [0, 1, 2, 3]
     return g, expected
 
 
 def test_vertices_and_edges_of_an_instance_include_the_added_ones(grown):
-    g, (H0, H1, G) = grown
-    for iid, H in enumerate((H0, H1, G)):
+    g, expected = grown
+    for iid, H in enumerate(expected):
         ids = [r["id"] for r in g.vertices(instance=iid).select("id").collect()]
         assert sorted(ids) == sorted(H)
         edges = [(r["src"], r["dst"]) for r in g.edges(instance=iid).select("src", "dst").collect()]
         key = (lambda e: e) if H.is_directed() else (lambda e: tuple(sorted(e)))
         assert sorted(map(key, edges)) == sorted(map(key, H.edges()))
     heat = {r["id"]: r["heat"] for r in g.vertices(["heat"], instance=0).collect()}
-    assert heat[1000] == 1.0 and heat[1003] == 3.0 and np.isnan(heat[1001] if heat[1001] is not None else np.nan)
+    assert (heat[1000], heat[1003], heat[1001]) == (1.0, 3.0, None)
 
 
 def test_an_added_vertex_keeps_its_internal_id_and_partition(grown):
@@ -72,6 +76,7 @@ def test_an_added_vertex_keeps_its_internal_id_and_partition(grown):
     first, again = (g.vids_of([1001, 1003], g.instance_entry(i)) for i in (0, 1))
     assert list(first) == list(again)
     assert (first >= g.num_vertices).all()
+    assert g.vid_of(1000, g.instance_entry(0)) == g.vid_of(1000, g.instance_entry(3))
     placed = (g.vid_of(1000, g.instance_entry(0)) - g.num_vertices) // ADDED_STRIDE
     neighbour = g.vid_of(sorted(g.vertex_ids.to_pylist())[5])          # 1000's first template neighbour
     offsets = [p["vertex_offset"] for p in g.partitions]
@@ -90,7 +95,7 @@ def test_components_of_instances_with_added_vertices(grown):
 
 
 def test_sssp_from_an_added_vertex(grown):
-    g, (H0, _, _) = grown
+    g, (H0, *_) = grown
     got = graphs.column(g.sssp(1000, weight="weight", instance=0, progress=False), "distance")
     expected = nx.single_source_dijkstra_path_length(H0, 1000, weight="weight")
     assert set(got) == set(H0)
@@ -100,7 +105,7 @@ def test_sssp_from_an_added_vertex(grown):
 
 
 def test_pagerank_counts_the_added_vertices(grown):
-    g, (H0, _, _) = grown
+    g, (H0, *_) = grown
     got = graphs.column(g.pagerank(instance=0, tol=1e-10, max_iter=200, progress=False), "pagerank")
     expected = nx.pagerank(H0, weight=None, tol=1e-10, max_iter=200)
     assert set(got) == set(expected)
@@ -110,14 +115,14 @@ def test_pagerank_counts_the_added_vertices(grown):
 
 def test_time_series_lanes_see_each_instance_vertex_set(grown):
     g, expected = grown
-    rows = run_independent(g, ConnectedComponents(), instances=[0, 1, 2], progress=False).dataframe.toPandas()
+    rows = run_independent(g, ConnectedComponents(), instances=[0, 1, 2, 3], progress=False).dataframe.toPandas()
     for iid, H in enumerate(expected):
         labels = dict(rows[rows["instance"] == iid][["id", "component"]].itertuples(index=False))
         assert graphs.as_partition(labels) == graphs.weak_components(H)
 
 
 def test_louvain_on_an_instance_with_added_vertices(grown):
-    g, (H0, _, _) = grown
+    g, (H0, *_) = grown
     result = g.louvain(instance=0, progress=False)
     labels = graphs.column(result, "community")
     assert set(labels) == set(H0)
