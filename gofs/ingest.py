@@ -38,15 +38,7 @@ def dense_ids(graph: GraphInput) -> tuple[pd.Index, np.ndarray, np.ndarray, np.n
     pieces = [src.to_numpy(zero_copy_only=False), dst.to_numpy(zero_copy_only=False)]
     vertex_rows = None
     if graph.vertices is not None:
-        ids = graph.vertices.column("id")
-        if ids.null_count:
-            row = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"{graph.source}: vertex row {row + 1}, field 'id': vertex id is missing")
-        vertex_ids = ids.to_numpy(zero_copy_only=False)
-        duplicated = pd.Index(vertex_ids).duplicated()
-        if duplicated.any():
-            row = int(np.flatnonzero(duplicated)[0])
-            raise InputError(f"{graph.source}: vertex row {row + 1}, field 'id': duplicate vertex id {ids[row].as_py()!r}")
+        vertex_ids = unique_vertex_ids(graph.vertices.column("id"), f"{graph.source}: vertex")
         pieces.insert(0, vertex_ids)
     codes, uniques = pd.factorize(np.concatenate(pieces) if len(pieces) > 1 else pieces[0], sort=False)
     codes = codes.astype(np.int64)
@@ -55,6 +47,20 @@ def dense_ids(graph: GraphInput) -> tuple[pd.Index, np.ndarray, np.ndarray, np.n
     if graph.vertices is not None:
         vertex_rows = codes[:nv]
     return pd.Index(uniques), codes[nv:nv + m], codes[nv + m:], vertex_rows
+
+
+def unique_vertex_ids(ids, where: str) -> np.ndarray:
+    """``ids`` (an Arrow column of vertex ids) as numpy; InputError naming the first row of
+    ``where`` whose id is missing or repeats an earlier one."""
+    if ids.null_count:
+        row = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"{where} row {row + 1}, field 'id': vertex id is missing")
+    values = ids.to_numpy(zero_copy_only=False)
+    duplicated = pd.Index(values).duplicated()
+    if duplicated.any():
+        row = int(np.flatnonzero(duplicated)[0])
+        raise InputError(f"{where} row {row + 1}, field 'id': duplicate vertex id {ids[row].as_py()!r}")
+    return values
 
 
 def _id_array(index: pd.Index, id_type: pa.DataType) -> pa.Array:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from gofs import files, housekeeping, layout, manifest as manifest_io, vids as vid_space
 from gofs.errors import InputError
-from gofs.ingest import _write
+from gofs.ingest import _write, unique_vertex_ids
 
 
 @dataclass
@@ -399,13 +399,7 @@ def _added_vertices(template: _Template, registry: _Registry, table: pa.Table | 
         raise InputError(f"{where}: only an 'id' column is allowed (columns: {table.column_names}); "
                          "their attribute values go in vertex_values")
     column = template._check_type(table.column("id"), where, "id")
-    if column.null_count:
-        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{where} row {row + 1}, field 'id': missing vertex id")
-    ids = column.to_numpy(zero_copy_only=False)
-    twice = pd.Index(ids).duplicated()
-    if twice.any():
-        raise InputError(f"{where} row {int(np.flatnonzero(twice)[0]) + 1}, field 'id': vertex given twice")
+    ids = unique_vertex_ids(column, where)
     known = template.id_index.get_indexer(ids)
     if (known >= 0).any():
         row = int(np.flatnonzero(known >= 0)[0])

@@ -136,7 +136,7 @@ def test_louvain_on_an_instance_with_added_vertices(grown):
 
 @pytest.mark.parametrize("added, match", [
     (pd.DataFrame({"id": [1, 2000]}), "added vertices row 1, field 'id': 1 is already a vertex of the template"),
-    (pd.DataFrame({"id": [2000, 2000]}), "added vertices row 2, field 'id': vertex given twice"),
+    (pd.DataFrame({"id": [2000, 2000]}), "added vertices row 2, field 'id': duplicate vertex id 2000"),
     (pd.DataFrame({"id": [2000], "heat": [1.0]}), "only an 'id' column"),
     (pd.DataFrame({"id": ["x"]}), "ids are (large_)?string but the graph's ids are int64"),
 ])
