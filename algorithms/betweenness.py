@@ -253,6 +253,7 @@ def lower_hops(csr: sp.csr_matrix, dist: np.ndarray, v: np.ndarray, col: np.ndar
     order = np.argsort(d, kind="stable")
     seeds, d = (v * batch + col)[order], d[order]
     dropped, frontier, i = [], np.zeros(0, np.int64), 0
+    last = np.empty(flat.size, np.int64)
     level = d[0] if len(d) else 0.0
     while True:
         j = int(np.searchsorted(d, level, side="right"))
@@ -272,7 +273,8 @@ def lower_hops(csr: sp.csr_matrix, dist: np.ndarray, v: np.ndarray, col: np.ndar
         reached = csr.indices[entry] * batch + c[owner]
         reached = reached[flat[reached] > level + 1]
         flat[reached] = level + 1
-        frontier = np.unique(reached)
+        last[reached] = np.arange(len(reached))            # duplicates: keep the last, no sort
+        frontier = reached[last[reached] == np.arange(len(reached))]
         level += 1
     return np.concatenate(dropped) if dropped else np.zeros(0, np.int64)
 
@@ -833,21 +835,12 @@ class MultiSourceBetweenness(SubgraphProgram):
         work["sigma"] += increment
         return self._send_counts(sg, ctx, graph, work, increment)
 
-    def _credit(self, sg, work, increment, g, cols=None):
-        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded;
-        ``cols``: the only columns where the increment is non-zero."""
+    def _credit(self, sg, work, increment, g):
+        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded."""
         st = sg.state
-        if cols is None:
-            delta = work["sigma"] * increment
-            delta[st["src_v"], st["src_col"]] = 0.0
-            st["sampled"] += delta @ g["reach"]
-            return
-        delta = work["sigma"][:, cols] * increment[:, cols]
-        slot = np.full(self.batch_size, -1)
-        slot[cols] = np.arange(len(cols))
-        mine = slot[st["src_col"]] >= 0
-        delta[st["src_v"][mine], slot[st["src_col"][mine]]] = 0.0
-        st["sampled"] += delta @ g["reach"][cols]
+        delta = work["sigma"] * increment
+        delta[st["src_v"], st["src_col"]] = 0.0
+        st["sampled"] += delta @ g["reach"]
 
     def _send_dependencies(self, ctx, st, values):
         """Send each DAG predecessor across a cut edge its successor's ``values`` (non-zero only)."""
@@ -883,7 +876,7 @@ class MultiSourceBetweenness(SubgraphProgram):
             dag = self._dag(graph, work)
             increment = dag.accumulate(dag.scatter(u, col, val), u, col)
             work["y"] += increment
-            self._credit(sg, work, increment, g, np.unique(col))
+            self._credit(sg, work, increment, g)
             sent = self._send_dependencies(ctx, st, increment)
         if self.top:
             factor = self.n / self._sources_done(g["batch"])
