@@ -6,16 +6,18 @@ Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
 "A Faster Algorithm for Betweenness Centrality", 2001):
 
 1. **distances**: like SSSP, each sub-graph whose boundary distances improved runs
-   one seeded Dijkstra per newly reached column (scipy.sparse.csgraph, C) and sends
-   ``distance + weight`` across its cut edges. Unweighted graphs use unit lengths;
-   there a column that paths re-enter is lowered by a frontier BFS over all such
-   columns at once, touching only where distances drop (:func:`lower_hops`).
+   one seeded search per newly reached column (scipy.sparse.csgraph, C: a
+   breadth-first search on unweighted graphs, :func:`hop_distances`, else Dijkstra)
+   and sends ``distance + weight`` across its cut edges. On unweighted graphs a
+   column that paths re-enter is lowered by a frontier BFS over all such columns at
+   once, touching only where distances drop (:func:`lower_hops`).
 2. **path counts** ``sigma``: with distances final, the shortest-path DAG of every
    column is fixed (:class:`ShortestPathDag`: the DAG edges of all ``B`` columns,
    grouped by the distance level of their head), so ``sigma`` is one sweep up the
    levels, one ``np.add.at`` per level for all columns at once. It is linear, so
    contributions arriving over cut edges are swept as increments (only their
-   columns' edges above where they enter) and forwarded until none are left:
+   columns' edges above where they enter: the DAG edges are kept sorted by level,
+   then column, so those are contiguous runs) and forwarded until none are left:
    path counts are integers, exact.
 3. **dependencies**: ``y = delta / sigma`` obeys ``y(v) = sum over DAG successors w of
    reach(w) / sigma(w) + y(w)``, one sweep down the levels, again incremental;
@@ -36,10 +38,12 @@ mode the master stops once the top set has not changed for ``stable_batches``
 batches. The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
-Cost: every column is traversed in every sub-graph it reaches (Dijkstra in C, then
+Cost: every column is traversed in every sub-graph it reaches (a search in C, then
 numpy over its DAG edges), a few times where paths cross cuts back and forth; per
 source that is a few times igraph's C Brandes, spread over the tasks
-(``python -m goffish.bench_betweenness``; numbers in the README).
+(``python -m goffish.bench_betweenness``; numbers in the README). The workers'
+allocator is told to keep freed memory (:func:`keep_freed_memory`): the batch's
+numpy temporaries would otherwise be fresh pages every superstep.
 """
 from __future__ import annotations
 
@@ -180,6 +184,8 @@ def hop_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarray, 
     starts at the first entry whose parent lies in the level before: one ``searchsorted``
     per level for all columns."""
     n = csr.shape[0]
+    if not len(seed_v):
+        return np.zeros(0, np.int64), np.zeros((n, 0))
     order = np.lexsort((seed_d, seed_v, seed_col))
     seed_v, seed_col, seed_d = seed_v[order], seed_col[order], seed_d[order]
     first = np.r_[True, (seed_col[1:] != seed_col[:-1]) | (seed_v[1:] != seed_v[:-1])]
@@ -216,8 +222,7 @@ def hop_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarray, 
         at[0] = -1
         at[1:] = pos[parent[seen[1:]]]
         at += offsets[-1]
-        seen += j * size                                       # flat position in a k x size array
-        found.append(seen)
+        found.append(seen.astype(np.int64) + j * size)         # flat position in a k x size array
         parent_at.append(at)
         offsets.append(offsets[-1] + len(seen))
     seen, parent_at = np.concatenate(found), np.concatenate(parent_at)
@@ -296,7 +301,8 @@ class ShortestPathDag:
     A DAG edge ``u -> v`` of column (source) ``c`` is a local edge with
     ``dist[u, c] + w == dist[v, c]`` (exact float equality, as NetworkX tests it). The
     edges of all ``B`` columns are kept as (tail, head) positions into the flattened
-    ``n x B`` arrays, grouped by the *level* of their head: ``floor(dist / q)`` with ``q``
+    ``n x B`` arrays, sorted by the *level* of their head, then by column (so that an
+    increment's columns are contiguous runs within each level): ``floor(dist / q)`` with ``q``
     a hair below the smallest edge length, so every DAG edge climbs at least one level
     (hop counts: the level is the distance). A sweep is then one ``np.add.at`` per level
     for all columns at once: path counts forwards, dependencies backwards. Where rounding
@@ -404,13 +410,14 @@ class ShortestPathDag:
         return self.tail[picked], self.head[picked], bounds
 
 
+@functools.cache
 def keep_freed_memory() -> bool:
     """Let this worker process's allocator (glibc) keep freed memory for reuse instead of
     handing every large block back to the OS: numpy's temporaries of a batch (megabytes each,
     hundreds per superstep) otherwise come back as fresh pages that fault in on first touch,
     which made gathers over them up to 8x slower on our test machine. Costs resident memory
     up to the batch's peak, which the worker keeps. Off with GOFFISH_BC_MALLOC=0; a no-op
-    off glibc. Returns whether it applied."""
+    off glibc. Runs once per process; returns whether it applied."""
     if os.environ.get("GOFFISH_BC_MALLOC", "1") == "0" or not sys.platform.startswith("linux"):
         return False
     try:
@@ -421,9 +428,6 @@ def keep_freed_memory() -> bool:
     return bool(libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30)
                 and libc.mallopt(m_top_pad, 64 << 20))
 
-
-#: per worker process: whether :func:`keep_freed_memory` ran
-_MALLOC_TUNED = False
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
 _WORKING: dict = {}
@@ -618,9 +622,7 @@ class MultiSourceBetweenness(SubgraphProgram):
 
     # ------------------------------------------------------------------ sub-graph side
     def compute(self, subgraph, messages, ctx):
-        global _MALLOC_TUNED
-        if not _MALLOC_TUNED:
-            _MALLOC_TUNED = keep_freed_memory() or True
+        keep_freed_memory()
         g = ctx.globals
         graph = subgraph.derived(("betweenness", self.weight, self.compress),
                                  lambda: local_graph(subgraph, self.weight, self.compress))
