@@ -819,8 +819,9 @@ class MultiSourceBetweenness(SubgraphProgram):
             if not len(st["src_v"]):
                 work["sigma"] = np.zeros_like(work["dist"])
                 return 0
-            dag = self._dag(graph, work)
-            work["sigma"] = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))))
+            dag = self._dag(graph, work)               # only this sub-graph's sources' columns have paths yet
+            work["sigma"] = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))),
+                                       st["src_v"], st["src_col"])
             return self._send_counts(sg, ctx, graph, work, work["sigma"])
         if not len(messages.vertices):
             return 0
