@@ -6,16 +6,18 @@ Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
 "A Faster Algorithm for Betweenness Centrality", 2001):
 
 1. **distances**: like SSSP, each sub-graph whose boundary distances improved runs
-   one seeded Dijkstra per newly reached column (scipy.sparse.csgraph, C) and sends
-   ``distance + weight`` across its cut edges. Unweighted graphs use unit lengths;
-   there a column that paths re-enter is lowered by a frontier BFS over all such
-   columns at once, touching only where distances drop (:func:`lower_hops`).
+   one seeded search per newly reached column (scipy.sparse.csgraph, C: a
+   breadth-first search on unweighted graphs, :func:`hop_distances`, else Dijkstra)
+   and sends ``distance + weight`` across its cut edges. On unweighted graphs a
+   column that paths re-enter is lowered by a frontier BFS over all such columns at
+   once, touching only where distances drop (:func:`lower_hops`).
 2. **path counts** ``sigma``: with distances final, the shortest-path DAG of every
    column is fixed (:class:`ShortestPathDag`: the DAG edges of all ``B`` columns,
    grouped by the distance level of their head), so ``sigma`` is one sweep up the
    levels, one ``np.add.at`` per level for all columns at once. It is linear, so
    contributions arriving over cut edges are swept as increments (only their
-   columns' edges above where they enter) and forwarded until none are left:
+   columns' edges above where they enter: the DAG edges are kept sorted by level,
+   then column, so those are contiguous runs) and forwarded until none are left:
    path counts are integers, exact.
 3. **dependencies**: ``y = delta / sigma`` obeys ``y(v) = sum over DAG successors w of
    reach(w) / sigma(w) + y(w)``, one sweep down the levels, again incremental;
@@ -36,15 +38,20 @@ mode the master stops once the top set has not changed for ``stable_batches``
 batches. The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
-Cost: every column is traversed in every sub-graph it reaches (Dijkstra in C, then
+Cost: every column is traversed in every sub-graph it reaches (a search in C, then
 numpy over its DAG edges), a few times where paths cross cuts back and forth; per
 source that is a few times igraph's C Brandes, spread over the tasks
-(``python -m goffish.bench_betweenness``; numbers in the README).
+(``python -m goffish.bench_betweenness``; numbers in the README). The workers'
+allocator is told to keep freed memory (:func:`keep_freed_memory`): the batch's
+numpy temporaries would otherwise be fresh pages every superstep.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
+import os
+import sys
 import uuid
 from dataclasses import dataclass
 
@@ -52,7 +59,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 from pyspark.sql import functions as F
-from scipy.sparse.csgraph import connected_components, dijkstra
+from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra
 
 from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
 from gofs.errors import InputError
@@ -105,6 +112,13 @@ class LocalGraph:
         """A hair below the smallest local edge length: distances divided by it and floored
         climb at least one level along every edge (see :class:`ShortestPathDag`)."""
         return float(self.w.min()) * (1 - 1e-7) if len(self.w) else 1.0
+
+    def distances(self, seed_v: np.ndarray, seed_col: np.ndarray, seed_d: np.ndarray):
+        """(columns, ``n x len(columns)`` distances) from seeds (vertex, column, distance):
+        breadth-first searches for hop counts (:func:`hop_distances`), else Dijkstra
+        (:func:`seeded_distances`)."""
+        search = hop_distances if self.unit else seeded_distances
+        return search(self.csr, seed_v, seed_col, seed_d)
 
 
 def local_graph(subgraph, weight: str | None, compress: bool) -> LocalGraph:
@@ -159,6 +173,75 @@ def seeded_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarra
     return cols, np.ascontiguousarray(found[:, :n].T)
 
 
+def hop_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarray, seed_d: np.ndarray):
+    """:func:`seeded_distances` for unit lengths (hop counts; seed distances whole numbers): one
+    breadth-first search per column in C (scipy's ``breadth_first_order``, ~10x faster than its
+    Dijkstra) and the distances read off the search order, for all columns at once.
+
+    Seeds of one column at different distances hang off a chain of virtual vertices, one
+    hop per unit of distance, so that a plain BFS from the chain's head reaches each seed
+    at its distance. In a BFS order the parents' positions never decrease, so a level
+    starts at the first entry whose parent lies in the level before: one ``searchsorted``
+    per level for all columns."""
+    n = csr.shape[0]
+    if not len(seed_v):
+        return np.zeros(0, np.int64), np.zeros((n, 0))
+    order = np.lexsort((seed_d, seed_v, seed_col))
+    seed_v, seed_col, seed_d = seed_v[order], seed_col[order], seed_d[order]
+    first = np.r_[True, (seed_col[1:] != seed_col[:-1]) | (seed_v[1:] != seed_v[:-1])]
+    seed_v, seed_col, seed_d = seed_v[first], seed_col[first], seed_d[first]
+    cols, starts, counts = np.unique(seed_col, return_index=True, return_counts=True)
+    k = len(cols)
+    if k == len(seed_v) and not seed_d.any():                  # one source per column at 0: BFS from it
+        graph, roots, shift = csr, seed_v, np.zeros(k)
+    else:                                                      # chains of virtual vertices ahead of the seeds
+        low = np.minimum.reduceat(seed_d, starts)
+        offset = (seed_d - np.repeat(low, counts)).astype(np.int64)
+        length = np.maximum.reduceat(offset, starts) + 1        # chain vertices per column
+        base = n + np.r_[0, np.cumsum(length)[:-1]]
+        chain = np.arange(int(length.sum())) + n
+        column = np.repeat(np.arange(k), length)
+        links = chain[1:][column[1:] == column[:-1]]           # z_t -> z_(t+1) within a column
+        tails = np.r_[links - 1, np.repeat(base, counts) + offset]
+        heads = np.r_[links, seed_v]
+        row = np.argsort(tails, kind="stable")
+        tails, heads = tails[row], heads[row]
+        total = n + len(chain)
+        indptr = np.r_[csr.indptr, csr.indptr[-1] + np.cumsum(np.bincount(tails - n, minlength=len(chain)))]
+        graph = sp.csr_matrix((np.ones(csr.nnz + len(heads)), np.r_[csr.indices, heads], indptr),
+                              shape=(total, total))
+        roots, shift = base, low - 1                           # a seed at offset t is t + 1 hops down
+    size = graph.shape[0]
+    pos = np.empty(size, np.int64)
+    positions = np.arange(size, dtype=np.int64)
+    found, parent_at, offsets = [], [], [0]
+    for j, root in enumerate(roots):
+        seen, parent = breadth_first_order(graph, int(root), directed=True, return_predecessors=True)
+        pos[seen] = positions[:len(seen)]
+        at = np.empty(len(seen), np.int64)
+        at[0] = -1
+        at[1:] = pos[parent[seen[1:]]]
+        at += offsets[-1]
+        found.append(seen.astype(np.int64) + j * size)         # flat position in a k x size array
+        parent_at.append(at)
+        offsets.append(offsets[-1] + len(seen))
+    seen, parent_at = np.concatenate(found), np.concatenate(parent_at)
+    ends, start = np.array(offsets[1:]), np.array(offsets[:-1])
+    marks = np.zeros(len(seen) + 1, np.int32)
+    while True:                                                # start: where each column's current level begins
+        live = start < ends
+        if not live.any():
+            break
+        start = np.where(live, np.minimum(np.searchsorted(parent_at, start), ends), ends)
+        marks[start] = 1
+    level = np.cumsum(marks[:-1], dtype=np.float64)
+    level -= np.repeat(level[offsets[:-1]] - shift, np.diff(offsets))
+    out = np.full((k, size), np.inf)
+    out.reshape(-1)[seen] = level
+    out = out[:, :n]
+    return cols, np.ascontiguousarray(out.T)
+
+
 #: (edge, column) candidates examined at once while a DAG is built (temporaries stay in cache)
 _DAG_CHUNK = 1 << 18
 
@@ -175,6 +258,7 @@ def lower_hops(csr: sp.csr_matrix, dist: np.ndarray, v: np.ndarray, col: np.ndar
     order = np.argsort(d, kind="stable")
     seeds, d = (v * batch + col)[order], d[order]
     dropped, frontier, i = [], np.zeros(0, np.int64), 0
+    last = np.empty(flat.size, np.int64)
     level = d[0] if len(d) else 0.0
     while True:
         j = int(np.searchsorted(d, level, side="right"))
@@ -194,9 +278,21 @@ def lower_hops(csr: sp.csr_matrix, dist: np.ndarray, v: np.ndarray, col: np.ndar
         reached = csr.indices[entry] * batch + c[owner]
         reached = reached[flat[reached] > level + 1]
         flat[reached] = level + 1
-        frontier = np.unique(reached)
+        last[reached] = np.arange(len(reached))            # duplicates: keep the last, no sort
+        frontier = reached[last[reached] == np.arange(len(reached))]
         level += 1
     return np.concatenate(dropped) if dropped else np.zeros(0, np.int64)
+
+
+def _stable_order(key: np.ndarray, bound: int) -> np.ndarray:
+    """A stable sorting permutation of non-negative ints below ``bound``: numpy's radix sort
+    when they fit 16 bits, else two 16-bit radix passes (low half, then high half)."""
+    if bound <= 1 << 16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    if bound <= 1 << 32:
+        low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+        return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")]
+    return np.argsort(key, kind="stable")
 
 
 class ShortestPathDag:
@@ -205,7 +301,8 @@ class ShortestPathDag:
     A DAG edge ``u -> v`` of column (source) ``c`` is a local edge with
     ``dist[u, c] + w == dist[v, c]`` (exact float equality, as NetworkX tests it). The
     edges of all ``B`` columns are kept as (tail, head) positions into the flattened
-    ``n x B`` arrays, grouped by the *level* of their head: ``floor(dist / q)`` with ``q``
+    ``n x B`` arrays, sorted by the *level* of their head, then by column (so that an
+    increment's columns are contiguous runs within each level): ``floor(dist / q)`` with ``q``
     a hair below the smallest edge length, so every DAG edge climbs at least one level
     (hop counts: the level is the distance). A sweep is then one ``np.add.at`` per level
     for all columns at once: path counts forwards, dependencies backwards. Where rounding
@@ -216,46 +313,42 @@ class ShortestPathDag:
     def __init__(self, graph: "LocalGraph", dist: np.ndarray):
         n, batch = dist.shape
         self.shape = dist.shape
-        flat = dist.reshape(-1)
-        self._flat, self._rank = flat, None
+        self._flat, self._rank = dist.reshape(-1), None
         self._unit = None if graph.integral else graph.level_unit
-        found, head_d, tail_d = [], [], []
+        tails, heads, cols, head_d, tail_d = [], [], [], [], []
         step = max(1, _DAG_CHUNK // max(batch, 1))
         for e0 in range(0, len(graph.src), step):
-            du, dv = dist[graph.src[e0:e0 + step]], dist[graph.dst[e0:e0 + step]]
-            w = graph.w[e0:e0 + step, None]
+            src, dst = graph.src[e0:e0 + step], graph.dst[e0:e0 + step]
+            du, dv, w = dist[src], dist[dst], graph.w[e0:e0 + step, None]
             if self._unit is None:           # whole numbers: the difference is exact, inf - inf is nan
                 with np.errstate(invalid="ignore"):
-                    at = np.flatnonzero(dv - du == w)
+                    edge, col = np.nonzero(dv - du == w)
             else:                            # NetworkX's test, exactly: dist(u) + w == dist(v)
-                through = du + w
-                at = np.flatnonzero((through == dv) & (dv < np.inf))
-                tail_d.append(du.reshape(-1)[at])
-            head_d.append(dv.reshape(-1)[at])
-            found.append(at + e0 * batch)
-        found = np.concatenate(found) if found else np.zeros(0, np.int64)
-        head_d = np.concatenate(head_d) if head_d else np.zeros(0)
+                edge, col = np.nonzero((du + w == dv) & (dv < np.inf))
+                tail_d.append(du[edge, col])
+            head_d.append(dv[edge, col])
+            tails.append(src[edge] * batch + col)
+            heads.append(dst[edge] * batch + col)
+            cols.append(col)
+        tail, head, col, head_d = (np.concatenate(parts) if parts else np.zeros(0, np.int64)
+                                   for parts in (tails, heads, cols, head_d))
         if self._unit is None:
             level = head_d.astype(np.int64)
         else:
             level = np.floor(head_d / self._unit).astype(np.int64)
             if len(level) and not (np.floor(np.concatenate(tail_d) / self._unit) < level).all():
-                self._rank = np.unique(flat, return_inverse=True)[1].reshape(-1)
-                edge, col = np.divmod(found, batch)
-                level = self._rank[graph.dst[edge] * batch + col]
-        top = int(level.max()) if len(level) else 0
-        order = np.argsort(level.astype(np.uint16) if top < 65535 else level, kind="stable")
-        edge, col = np.divmod(found[order], batch)             # (edge, column) pairs, level by level
-        self.tail, self.head = graph.src[edge] * batch + col, graph.dst[edge] * batch + col
-        if top < 1 << 24:
-            per_level = np.bincount(level, minlength=top + 1)
-            self.levels = np.flatnonzero(per_level)
-            self.bounds = np.r_[0, np.cumsum(per_level[self.levels])]
-        else:
-            level = level[order]
-            starts = np.flatnonzero(np.r_[True, level[1:] != level[:-1]])
-            self.levels, self.bounds = level[starts], np.r_[starts, len(level)]
-        self._edge_level = self._edge_col = None            # per DAG edge, made on the first increment
+                self._rank = np.unique(self._flat, return_inverse=True)[1].reshape(-1)
+                level = self._rank[head]
+        per_level = np.bincount(level, minlength=1)
+        present = per_level > 0
+        self.levels = np.flatnonzero(present)
+        self.bounds = np.r_[0, np.cumsum(per_level[self.levels])]
+        index = (np.cumsum(present) - 1)[level]                # level's rank among the levels present
+        cell = index * batch + col
+        order = _stable_order(cell, len(self.levels) * batch)  # by level, then column
+        self.tail, self.head = tail[order], head[order]
+        #: where the edges of (level index, column) start, row-major, for increments' column ranges
+        self._cells = np.r_[0, np.cumsum(np.bincount(cell, minlength=len(self.levels) * batch))]
 
     def level(self, positions: np.ndarray) -> np.ndarray:
         """The level of flat (vertex, column) positions."""
@@ -293,23 +386,47 @@ class ShortestPathDag:
         return injected
 
     def _edges(self, v, col, upwards: bool):
-        """(tail, head, level bounds) of the DAG edges an injection at (v, col) can reach."""
+        """(tail, head, level bounds) of the DAG edges an injection at (v, col) can reach: in
+        each injected column, the levels above (upwards) or up to (downwards) its injection;
+        gathered as contiguous (level, column) runs, in level order."""
         if v is None or not len(self.head):
             return self.tail, self.head, self.bounds
-        batch = self.shape[1]
-        if self._edge_level is None:
-            self._edge_level = np.repeat(self.levels, np.diff(self.bounds))
-            self._edge_col = self.head % batch
-        level = self.level(v * batch + col)
-        if upwards:
-            limit = np.full(batch, np.iinfo(np.int64).max)
-            np.minimum.at(limit, col, level)
-            keep = self._edge_level > limit[self._edge_col]
-        else:
-            limit = np.full(batch, -1)
-            np.maximum.at(limit, col, level)
-            keep = self._edge_level <= limit[self._edge_col]
-        return self.tail[keep], self.head[keep], np.r_[0, np.cumsum(keep)][self.bounds]
+        batch, count = self.shape[1], len(self.levels)
+        entry = np.searchsorted(self.levels, self.level(v * batch + col), side="right")
+        if upwards:                      # levels with index >= entry: above the injection
+            first = np.full(batch, count)
+            np.minimum.at(first, col, entry)
+            runs = np.arange(count)[:, None] >= first
+        else:                            # levels with index < entry: up to the injection
+            last = np.zeros(batch, np.int64)
+            np.maximum.at(last, col, entry)
+            runs = np.arange(count)[:, None] < last
+        index, column = np.nonzero(runs)
+        cell = index * batch + column
+        start, length = self._cells[cell], self._cells[cell + 1] - self._cells[cell]
+        ends = np.cumsum(length)
+        picked = np.arange(ends[-1] if len(ends) else 0) + np.repeat(start - (ends - length), length)
+        bounds = np.r_[0, np.cumsum(np.bincount(index, weights=length, minlength=count))].astype(np.int64)
+        return self.tail[picked], self.head[picked], bounds
+
+
+@functools.cache
+def keep_freed_memory() -> bool:
+    """Let this worker process's allocator (glibc) keep freed memory for reuse instead of
+    handing every large block back to the OS: numpy's temporaries of a batch (megabytes each,
+    hundreds per superstep) otherwise come back as fresh pages that fault in on first touch,
+    which made gathers over them up to 8x slower on our test machine. Costs resident memory
+    up to the batch's peak, which the worker keeps. Off with GOFFISH_BC_MALLOC=0; a no-op
+    off glibc. Runs once per process; returns whether it applied."""
+    if os.environ.get("GOFFISH_BC_MALLOC", "1") == "0" or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
+    return bool(libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30)
+                and libc.mallopt(m_top_pad, 64 << 20))
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
@@ -361,7 +478,7 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
     for lo in range(0, len(sources), batch_size):
         v = sources[lo:lo + batch_size]
         col = np.arange(len(v))
-        _, dist = seeded_distances(graph.csr, v, col, np.zeros(len(v)))
+        _, dist = graph.distances(v, col, np.zeros(len(v)))
         dag = ShortestPathDag(graph, dist)
         sigma = dag.counts(dag.scatter(v, col, np.ones(len(v))))
         share = np.divide(leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
@@ -505,6 +622,7 @@ class MultiSourceBetweenness(SubgraphProgram):
 
     # ------------------------------------------------------------------ sub-graph side
     def compute(self, subgraph, messages, ctx):
+        keep_freed_memory()
         g = ctx.globals
         graph = subgraph.derived(("betweenness", self.weight, self.compress),
                                  lambda: local_graph(subgraph, self.weight, self.compress))
@@ -584,7 +702,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col, d = (np.concatenate([s[i] for s in seeds]) for i in range(3))
         work = {"dist": np.full((n, self.batch_size), np.inf)}
         if len(v):
-            cols, found = seeded_distances(graph.csr, v, col, d)
+            cols, found = graph.distances(v, col, d)
             work["dist"][:, cols] = found
         if g["phase"] == "dist" or (g["phase"] == "sigma" and g["first"]):
             return work
@@ -636,7 +754,7 @@ class MultiSourceBetweenness(SubgraphProgram):
                 v, col, d = v[~reached], col[~reached], d[~reached]
             if not len(v):
                 return sent
-        cols, found = seeded_distances(graph.csr, v, col, d)
+        cols, found = graph.distances(v, col, d)
         old = dist[:, cols]
         improved = found < old
         dist[:, cols] = np.where(improved, found, old)
@@ -662,7 +780,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         reach = np.zeros(batch)
         reach[col] = graph.leaves.reach[v]
         ctx.aggregate("reach", reach)
-        cols, found = seeded_distances(graph.csr, v, col, np.zeros(len(v)))
+        cols, found = graph.distances(v, col, np.zeros(len(v)))
         dist[:, cols] = found
         return self._send_distances(ctx, graph, dist, np.isfinite(found[graph.r_src]), cols)
 
@@ -701,8 +819,9 @@ class MultiSourceBetweenness(SubgraphProgram):
             if not len(st["src_v"]):
                 work["sigma"] = np.zeros_like(work["dist"])
                 return 0
-            dag = self._dag(graph, work)
-            work["sigma"] = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))))
+            dag = self._dag(graph, work)               # only this sub-graph's sources' columns have paths yet
+            work["sigma"] = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))),
+                                       st["src_v"], st["src_col"])
             return self._send_counts(sg, ctx, graph, work, work["sigma"])
         if not len(messages.vertices):
             return 0
@@ -719,21 +838,12 @@ class MultiSourceBetweenness(SubgraphProgram):
         work["sigma"] += increment
         return self._send_counts(sg, ctx, graph, work, increment)
 
-    def _credit(self, sg, work, increment, g, cols=None):
-        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded;
-        ``cols``: the only columns where the increment is non-zero."""
+    def _credit(self, sg, work, increment, g):
+        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded."""
         st = sg.state
-        if cols is None:
-            delta = work["sigma"] * increment
-            delta[st["src_v"], st["src_col"]] = 0.0
-            st["sampled"] += delta @ g["reach"]
-            return
-        delta = work["sigma"][:, cols] * increment[:, cols]
-        slot = np.full(self.batch_size, -1)
-        slot[cols] = np.arange(len(cols))
-        mine = slot[st["src_col"]] >= 0
-        delta[st["src_v"][mine], slot[st["src_col"][mine]]] = 0.0
-        st["sampled"] += delta @ g["reach"][cols]
+        delta = work["sigma"] * increment
+        delta[st["src_v"], st["src_col"]] = 0.0
+        st["sampled"] += delta @ g["reach"]
 
     def _send_dependencies(self, ctx, st, values):
         """Send each DAG predecessor across a cut edge its successor's ``values`` (non-zero only)."""
@@ -769,7 +879,7 @@ class MultiSourceBetweenness(SubgraphProgram):
             dag = self._dag(graph, work)
             increment = dag.accumulate(dag.scatter(u, col, val), u, col)
             work["y"] += increment
-            self._credit(sg, work, increment, g, np.unique(col))
+            self._credit(sg, work, increment, g)
             sent = self._send_dependencies(ctx, st, increment)
         if self.top:
             factor = self.n / self._sources_done(g["batch"])

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs
-from algorithms.betweenness import (LocalGraph, _affine_permutation, integral_weights, local_betweenness,
+from algorithms.betweenness import (LocalGraph, ShortestPathDag, _affine_permutation, _stable_order,
+                                    compressed_graph, hop_distances, integral_weights, local_betweenness,
                                     lower_hops, seeded_distances)
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
@@ -283,6 +284,62 @@ def test_lower_hops_equals_dijkstra_from_all_seeds(n, m, batch, seed):
     expected = distances(*(np.r_[a, b] for a, b in zip(first, later)))
     assert np.array_equal(dist, expected)
     assert sorted(dropped.tolist()) == np.flatnonzero(expected.reshape(-1) < before.reshape(-1)).tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 60), st.integers(1, 6), st.integers(0, 2 ** 16), st.booleans(),
+       st.booleans())
+def test_hop_distances_equal_dijkstra(n, m, batch, seed, directed, at_zero):
+    """Breadth-first hop distances (several seeds per column at different distances hang off
+    chains of virtual vertices) equal scipy's Dijkstra from the same seeds."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    rows, cols = (u, v) if directed else (np.r_[u, v], np.r_[v, u])
+    csr = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    csr.sum_duplicates()
+    csr.data[:] = 1.0
+    k = int(rng.integers(1, 2 * batch + 1))
+    if at_zero:                                   # one source per column: the plain search
+        k = min(k, batch)
+        seeds = rng.integers(0, n, k), rng.permutation(batch)[:k], np.zeros(k)
+    else:
+        seeds = rng.integers(0, n, k), rng.integers(0, batch, k), rng.integers(0, 7, k).astype(float)
+    expected_cols, expected = seeded_distances(csr, *seeds)
+    cols, found = hop_distances(csr, *seeds)
+    assert np.array_equal(cols, expected_cols)
+    assert np.array_equal(found, expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 80), st.integers(1, 9), st.integers(0, 2 ** 16), st.booleans())
+def test_increments_sweep_like_full_sweeps(n, m, batch, seed, weighted):
+    """Sweeping an increment over only the DAG edges its columns can reach (above or up to where
+    it enters) gives what a sweep over every DAG edge gives."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    w = rng.integers(1, 4, m).astype(float) if weighted else np.ones(m)
+    pairs = {}
+    for a, b, x in zip(np.r_[u, v], np.r_[v, u], np.r_[w, w]):
+        pairs[(a, b)] = min(x, pairs.get((a, b), np.inf))
+    src, dst = (np.array([p[i] for p in pairs], dtype=np.int64) for i in (0, 1))
+    graph = compressed_graph(n, src, dst, np.array(list(pairs.values())), False)
+    sources = rng.integers(0, n, batch)
+    _, dist = graph.distances(sources, np.arange(batch), np.zeros(batch))
+    dag = ShortestPathDag(graph, dist)
+    k = int(rng.integers(1, 2 * batch + 1))
+    at_v, at_col = rng.integers(0, n, k), rng.integers(0, batch, k)
+    reached = np.isfinite(dist[at_v, at_col])
+    at_v, at_col = at_v[reached], at_col[reached]
+    values = rng.random(len(at_v))
+    for sweep in (dag.counts, dag.accumulate):
+        assert np.allclose(sweep(dag.scatter(at_v, at_col, values), at_v, at_col),
+                           sweep(dag.scatter(at_v, at_col, values)), rtol=1e-12, atol=0)
+
+
+@given(st.lists(st.integers(0, (1 << 20) - 1), max_size=200), st.sampled_from([1 << 8, 1 << 16, 1 << 20]))
+def test_stable_order_sorts_stably(values, bound):
+    key = np.array(values, dtype=np.int64) % bound
+    assert np.array_equal(_stable_order(key, bound), np.argsort(key, kind="stable"))
 
 
 def test_rank_levels_when_distance_levels_collide(monkeypatch):
