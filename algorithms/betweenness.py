@@ -41,17 +41,12 @@ supersteps; sub-graph state carries only what they are computed from.
 Cost: every column is traversed in every sub-graph it reaches (a search in C, then
 numpy over its DAG edges), a few times where paths cross cuts back and forth; per
 source that is a few times igraph's C Brandes, spread over the tasks
-(``python -m goffish.bench_betweenness``; numbers in the README). The workers'
-allocator is told to keep freed memory (:func:`keep_freed_memory`): the batch's
-numpy temporaries would otherwise be fresh pages every superstep.
+(``python -m goffish.bench_betweenness``; numbers in the README).
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
-import os
-import sys
 import uuid
 from dataclasses import dataclass
 
@@ -410,25 +405,6 @@ class ShortestPathDag:
         return self.tail[picked], self.head[picked], bounds
 
 
-@functools.cache
-def keep_freed_memory() -> bool:
-    """Let this worker process's allocator (glibc) keep freed memory for reuse instead of
-    handing every large block back to the OS: numpy's temporaries of a batch (megabytes each,
-    hundreds per superstep) otherwise come back as fresh pages that fault in on first touch,
-    which made gathers over them up to 8x slower on our test machine. Costs resident memory
-    up to the batch's peak, which the worker keeps. Off with GOFFISH_BC_MALLOC=0; a no-op
-    off glibc. Runs once per process; returns whether it applied."""
-    if os.environ.get("GOFFISH_BC_MALLOC", "1") == "0" or not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
-    return bool(libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30)
-                and libc.mallopt(m_top_pad, 64 << 20))
-
-
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
 _WORKING: dict = {}
 
@@ -622,7 +598,6 @@ class MultiSourceBetweenness(SubgraphProgram):
 
     # ------------------------------------------------------------------ sub-graph side
     def compute(self, subgraph, messages, ctx):
-        keep_freed_memory()
         g = ctx.globals
         graph = subgraph.derived(("betweenness", self.weight, self.compress),
                                  lambda: local_graph(subgraph, self.weight, self.compress))
