@@ -210,3 +210,20 @@ def test_tdsp_through_a_vertex_that_some_instances_add(spark, tmp_path):
     assert got == pytest.approx({v: expected.get(v, np.inf) for v in got}, abs=1e-9)
     without_hub = reference_tdsp(graph, tables, windows, 0, 0.0)
     assert any(abs(got[v] - without_hub.get(v, np.inf)) > 1e-9 for v in got if v != hub)
+
+
+def test_string_ids_beyond_the_template(spark, tmp_path):
+    G = graphs.string_ids(graphs.random_graph(40, 60, seed=3))
+    g = graphs.ingest_nx(G, tmp_path / "s.gofs", spark, 3)
+    t = sorted(G)
+    g.append_instances([Instance(0.0, 1.0, added_vertices=pd.DataFrame({"id": ["new1", "new2", "lone"]}),
+                                 added_edges=pd.DataFrame({"src": ["new1", "new2"], "dst": [t[0], "new1"]}))])
+    H = G.copy()
+    H.add_nodes_from(["new1", "new2", "lone"])
+    H.add_edges_from([("new1", t[0]), ("new2", "new1")])
+    assert sorted(r["id"] for r in g.vertices(instance=0).collect()) == sorted(H)
+    got = graphs.column(g.connected_components(instance=0, progress=False), "component")
+    assert graphs.as_partition(got) == graphs.weak_components(H)
+    distance = graphs.column(g.sssp("new2", instance=0, progress=False), "distance")
+    assert distance == nx.single_source_shortest_path_length(H, "new2") | {
+        v: np.inf for v in H if not nx.has_path(H, "new2", v)}
