@@ -50,7 +50,8 @@ SPARK_PARTITIONERS = ("multilevel", "hash", "spark-lp", "metis")
 LOCAL_MAX_BYTES = 256 << 20
 """Inputs larger than this (uncompressed estimate) are ingested on Spark when ``engine="auto"``."""
 LOCAL_MAX_BYTES_CONF = "spark.goffish.ingest.localMaxBytes"
-_MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations", "capacity_slack"}
+_MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
+                       "capacity_slack"}
 _GZIP_EXPANSION = 4         # a gzip edge list is about this many times larger once decompressed
 _WHAT = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true/false/1/0)"}
 _INT_PATTERN = r"^[+-]?[0-9]+$"
@@ -314,9 +315,11 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     if unknown:
         present = "; ".join(f"{where[0]}: {', '.join(cols)}" for (where, _), cols in zip(files, columns))
         raise InputError(f"schema names column {unknown[0]!r}, which no file has ({present})")
-    scan = _scan_csv if format == "csv" else _scan_parquet
-    scans = [scan(spark, where, present, ids, {c: t for c, t in schema.items() if c in present})
-             for (where, ids), present in zip(files, columns)]
+    scans = []
+    for (where, ids), present in zip(files, columns):
+        own = {c: t for c, t in schema.items() if c in present}
+        scans.append(_scan_csv(spark, where, present, ids, own) if format == "csv"
+                     else _scan_parquet(spark, where, ids, own))
     id_kind = "str" if any(s.text_ids for s in scans) else "int"
     edges = _finish(scans[0].data, scans[0].counts,
                     [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")],
@@ -531,7 +534,7 @@ def _parquet_columns(spark, paths) -> list[str]:
     return _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).columns
 
 
-def _scan_parquet(spark, paths, columns, id_columns, schema) -> _Scan:
+def _scan_parquet(spark, paths, id_columns, schema) -> _Scan:
     from pyspark.sql import functions as F
 
     data = _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).withColumn("_file", F.input_file_name())

@@ -103,10 +103,10 @@ def test_vertex_attribute_file_gives_the_local_engines_template(spark, tmp_path)
     G = nx.gnm_random_graph(120, 300, seed=5)
     edges = pd.DataFrame([(f"p{u}", f"p{v}", u * v % 7) for u, v in G.edges()], columns=["src", "dst", "hops"])
     edges.to_csv(tmp_path / "e.csv", index=False)
-    people = [f"p{i}" for i in range(150, 90, -1)]           # 120..149 only here (isolated), 0..90 only in edges
+    people = [f"p{i}" for i in range(150, 90, -1)]           # p120..p150 only here (isolated), p0..p90 only in edges
     vertex_lines = ["age,name,score,city,member"] + [
-        f"{i % 50},{name},{'' if i % 9 == 0 else i / 4},{'' if i % 11 == 0 else 'c' + str(i % 3)},{str(i % 2 == 0).lower()}"
-        for i, name in enumerate(people)]
+        f"{i % 50},{name},{'' if i % 9 == 0 else i / 4},{'' if i % 11 == 0 else 'c' + str(i % 3)},"
+        f"{str(i % 2 == 0).lower()}" for i, name in enumerate(people)]
     (tmp_path / "v.csv").write_text("\n".join(vertex_lines) + "\n")
     spark_manifest = spark_ingest(spark, str(tmp_path / "e.csv"), str(tmp_path / "spark.gofs"), num_partitions=3,
                                   partitioner="hash", vertices_path=str(tmp_path / "v.csv"), id_column="name")
@@ -131,6 +131,29 @@ def test_vertex_attribute_file_gives_the_local_engines_template(spark, tmp_path)
         spark_ingest(spark, str(tmp_path / "e.csv"), str(target), vertices_path=str(tmp_path / "v.csv"),
                      id_column="name", partitioner="hash")
     assert not target.exists()
+
+
+def test_parquet_vertex_file_with_integer_ids_gives_the_local_engines_template(spark, tmp_path):
+    """Typed columns: integer ids (int32 in the vertex file, int64 in the edges), a schema cast."""
+    G = nx.gnm_random_graph(60, 150, seed=8)
+    pq.write_table(pa.table({"src": [u for u, _ in G.edges()], "dst": [v for _, v in G.edges()]}),
+                   tmp_path / "e.parquet")
+    pq.write_table(pa.table({"key": pa.array(range(70, 30, -1), pa.int32()),
+                             "rank": [str(i) for i in range(40)], "label": [f"l{i % 4}" for i in range(40)]}),
+                   tmp_path / "v.parquet")
+    options = {"vertices_path": str(tmp_path / "v.parquet"), "id_column": "key", "schema": {"rank": "int"}}
+    spark_manifest = spark_ingest(spark, str(tmp_path / "e.parquet"), str(tmp_path / "spark.gofs"), num_partitions=2,
+                                  partitioner="hash", **options)
+    local_manifest = local_ingest(read_graph(str(tmp_path / "e.parquet"), **options), str(tmp_path / "local.gofs"),
+                                  num_partitions=2, partitioner="hash")
+    assert spark_manifest["id_type"] == "int64"
+    assert [(f["name"], f["type"]) for f in spark_manifest["vertex_schema"]] == [("rank", "int64"), ("label", "string")]
+    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
+        {k: v for k, v in local_manifest.items() if k != "uuid"}
+    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
+    assert sorted(ours) == sorted(theirs)
+    for name in ours:
+        assert ours[name].equals(theirs[name]), name
 
 
 def test_multilevel_on_spark_engine_is_balanced_and_subgraphs_are_local_components(spark, tmp_path):
