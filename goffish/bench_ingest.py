@@ -126,8 +126,10 @@ def _one(args) -> int:
 
         spark = session(master=args.master, conf=_conf(args))
         session_seconds = time.perf_counter() - started
+        options = {"driver_budget_bytes": args.driver_budget_mib << 20} if args.spark_partitioner == "multilevel" \
+            else {}
         manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
-                          overwrite=True)
+                          overwrite=True, partitioner=args.spark_partitioner, **options)
     else:
         from gofs.ingest import ingest
         from gofs.sources import read_graph
@@ -189,6 +191,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quality-first", action="store_true", help="run the comparison before the ingests")
     parser.add_argument("--driver-budget-edges", type=int, default=100_000,
                         help="multilevel budget in the quality comparison (coarsening must happen)")
+    parser.add_argument("--spark-partitioner", default="multilevel", choices=["multilevel", "hash", "spark-lp"],
+                        help="partitioner of the Spark engine's ingests")
+    parser.add_argument("--driver-budget-mib", type=int, default=48,
+                        help="multilevel driver budget (MiB) of the Spark engine's ingests")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory of the Spark runs")
     parser.add_argument("--shuffle-partitions", type=int, default=8,
@@ -211,7 +217,8 @@ def main(argv=None) -> int:
     workdir = args.workdir or tempfile.mkdtemp(prefix="goffish-bench-ingest-")
     os.makedirs(workdir, exist_ok=True)
     common = ["--partitions", str(args.partitions), "--master", args.master, "--driver-memory", args.driver_memory,
-              "--shuffle-partitions", str(args.shuffle_partitions)]
+              "--shuffle-partitions", str(args.shuffle_partitions), "--spark-partitioner", args.spark_partitioner,
+              "--driver-budget-mib", str(args.driver_budget_mib)]
     results = {"command": " ".join(["python -m goffish.bench_ingest", *(argv or sys.argv[1:])]),
                "runs": [], "quality": []}
     def ingests():

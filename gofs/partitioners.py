@@ -187,8 +187,10 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
     held = []           # checkpoints and cached frames made here; all but the result are released
     labels = None
     try:
+        # Split by target once: each iteration's join with the neighbours' labels then
+        # moves only the labels (the checkpoint keeps the split), not the edges.
         adjacency = links.unionByName(links.select(F.col("dst").alias("src"), F.col("src").alias("dst"))) \
-            .distinct().localCheckpoint()
+            .distinct().repartition(slices, "dst").localCheckpoint()
         held.append(adjacency)
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
         if initial is None:

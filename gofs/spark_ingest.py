@@ -24,7 +24,8 @@ on-disk format through the same commit (:func:`gofs.ingest.write_version`):
 
 Given the same input file, partitioner and seed, both engines write the same
 template, row for row. The driver only ever holds O(partitions) rows, plus
-the coarse graph of the multilevel partitioner (bounded by its budget).
+the coarse graph of the multilevel partitioner (bounded by its budget, a fixed
+memory size).
 """
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ SPARK_PARTITIONERS = ("multilevel", "hash", "spark-lp", "metis")
 LOCAL_MAX_BYTES = 256 << 20
 """Inputs larger than this (uncompressed estimate) are ingested on Spark when ``engine="auto"``."""
 LOCAL_MAX_BYTES_CONF = "spark.goffish.ingest.localMaxBytes"
-_MULTILEVEL_OPTIONS = {"driver_budget_edges", "cluster_rounds", "refine_iterations", "capacity_slack"}
+_MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
+                       "capacity_slack"}
 _GZIP_EXPANSION = 4         # a gzip edge list is about this many times larger once decompressed
 _WHAT = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true/false/1/0)"}
 _INT_PATTERN = r"^[+-]?[0-9]+$"
@@ -117,7 +119,8 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
            overwrite: bool = False, name: str | None = None, seed: int = 0, format: str | None = None,
            directed: bool = False, weight: str | None = None, attribute_names: list[str] | None = None,
            id_type: str = "auto", schema: dict | None = None, src: str = "src", dst: str = "dst",
-           timings: dict | None = None, **partitioner_options) -> dict:
+           vertices_path=None, id_column: str = "id", timings: dict | None = None,
+           **partitioner_options) -> dict:
     """Ingest ``source`` into a GoFS graph at ``path`` with Spark doing the work.
 
     Parameters
@@ -128,10 +131,13 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
     partitioner : ``"multilevel"`` (default), ``"hash"``, ``"spark-lp"`` or ``"metis"``
         (METIS on the driver: collects every edge there).
     format, directed, weight, attribute_names, id_type, schema, src, dst : as for
-        :func:`gofs.sources.read_graph` (``vertices_path`` is not supported here).
+        :func:`gofs.sources.read_graph`.
+    vertices_path, id_column : a vertex file (or directory) of the same format (CSV or Parquet)
+        whose ``id_column`` holds the vertex id and whose other columns become vertex
+        attributes, as for :func:`gofs.sources.read_csv` / :func:`gofs.sources.read_parquet`.
     timings : receives seconds per stage (read, ids, partition, subgraphs, write).
     partitioner_options : passed to :func:`gofs.multilevel.multilevel_labels`
-        (``driver_budget_edges`` ...).
+        (``driver_budget_bytes``, ``driver_budget_edges`` ...).
 
     Returns
     -------
@@ -143,8 +149,6 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
     """
     from pyspark import StorageLevel
 
-    if "vertices_path" in partitioner_options:
-        raise ValueError("vertices_path: the Spark engine reads edges only so far; use engine='local'")
     unknown = sorted(set(partitioner_options) - _MULTILEVEL_OPTIONS)
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)} for the Spark ingest engine")
@@ -163,12 +167,13 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
     try:
         clock = time.perf_counter()
         edges = _read(run, source, format=format, directed=directed, weight=weight,
-                      attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst)
+                      attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
+                      vertices_path=vertices_path, id_column=id_column)
         edges_frame = run.keep(edges.frame)
         timings["read"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count)
+        vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
         timings["ids"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
@@ -180,6 +185,8 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
         timings["subgraphs"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
+
+        vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
         def write_files(data: str) -> dict:
             stats = _write_template(run, path, fs, data, vertices, dense_edges, mapping, offsets, edges,
@@ -194,7 +201,7 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
                 "partitioner": partitioner,
                 "num_partitions": int(num_partitions),
                 "seed": int(seed),
-                "vertex_schema": [],
+                "vertex_schema": manifest_io.schema_fields(vertex_attributes),
                 "edge_schema": manifest_io.schema_fields(edges.attributes),
                 "cut_edges": stats["cut_edges"],
                 "balance": float(sizes.max() / sizes.mean()) if n else 1.0,
@@ -237,33 +244,89 @@ class _Run:
 # --------------------------------------------------------------------------- read
 
 class _Edges:
-    """What the read stage hands on: ``frame`` (eid, sid, did[, attrs struct]) and its description."""
+    """What the read stage hands on: ``frame`` (eid, sid, did[, attrs struct]) and its description,
+    plus the vertex file's rows (:class:`_VertexRows`) if one was given."""
 
-    def __init__(self, frame, count, id_type, attributes: pa.Schema, name):
+    def __init__(self, frame, count, id_type, attributes: pa.Schema, name, vertices=None):
         self.frame, self.count, self.id_type, self.attributes, self.name = frame, count, id_type, attributes, name
+        self.vertices = vertices
 
 
-def _read(run, source, format, directed, weight, attribute_names, id_type, schema, src, dst) -> _Edges:
+class _Scan:
+    """One validated input (edges or vertices) before its ids are typed.
+
+    ``data`` holds the id columns as read, ``counts`` the rows per Spark partition,
+    ``text_ids`` whether some id is not an integer (ids are typed over both files
+    together, as the local readers do), ``attributes`` the typed other columns,
+    ``reread(uri)`` one file read again and ``where(uri, row)`` how to name its row.
+    """
+
+    def __init__(self, data, counts, text_ids: bool, attributes: list, reread, where):
+        self.data, self.counts, self.text_ids, self.attributes = data, counts, text_ids, attributes
+        self.reread, self.where = reread, where
+
+
+class _VertexRows:
+    """The vertex file(s): ``frame`` (vpos, id, _file[, vattrs struct]) numbered in read order
+    (one file: line order), ``count`` rows, ``attributes`` the Arrow schema of ``vattrs``."""
+
+    def __init__(self, frame, count, attributes: pa.Schema, scan: _Scan, id_column: str, id_kind: str):
+        self.frame, self.count, self.attributes, self.scan = frame, count, attributes, scan
+        self.id_column, self.id_kind = id_column, id_kind
+
+
+def _read(run, source, format, directed, weight, attribute_names, id_type, schema, src, dst,
+          vertices_path=None, id_column="id") -> _Edges:
+    from pyspark.sql import functions as F
+
     spark = run.spark
     if id_type not in ("auto", "int", "str"):
         raise ValueError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
     schema = dict(schema or {})
     _check_type_names(schema)
     if _is_spark_frame(source):
+        if vertices_path is not None:
+            raise ValueError("vertices_path: with an edges DataFrame, pass the vertices as a DataFrame "
+                             "through engine='local' (goffish.ingest(GraphFrame))")
         return _read_frame(run, source, src, dst, schema)
     paths = _paths(source)
     format = format or _guess_format(paths[0])
     name = _graph_name(paths[0])
+    if vertices_path is not None and format not in ("csv", "parquet"):
+        raise ValueError(f"vertices_path is read with format 'csv' or 'parquet' (as by the local readers), "
+                         f"not {format!r}")
     if format == "edgelist":
         if weight is not None and attribute_names is not None:
             raise ValueError("give weight or attribute_names, not both")
         return _read_edge_list(spark, paths, [*([weight] if weight else attribute_names or [])],
                                id_type, schema, name)
-    if format == "csv":
-        return _read_csv(spark, paths, src, dst, schema, name)
-    if format == "parquet":
-        return _read_parquet(spark, paths, src, dst, schema, name)
-    raise ValueError(f"format must be one of ['csv', 'edgelist', 'parquet'], got {format!r}")
+    if format not in ("csv", "parquet"):
+        raise ValueError(f"format must be one of ['csv', 'edgelist', 'parquet'], got {format!r}")
+    if src == dst:
+        raise ValueError(f"src and dst must be different columns, both are {src!r}")
+    files = [(paths, (src, dst))] + ([(_paths(vertices_path), (id_column,))] if vertices_path is not None else [])
+    columns = [_csv_header(spark, where) if format == "csv" else _parquet_columns(spark, where)
+               for where, _ in files]
+    for (where, ids), present in zip(files, columns):
+        for column in ids:
+            if column not in present:
+                raise InputError(f"{where[0]}: no column {column!r} (columns: {', '.join(present)})")
+    unknown = [c for c in schema if not any(c in present for present in columns)]
+    if unknown:
+        present = "; ".join(f"{where[0]}: {', '.join(cols)}" for (where, _), cols in zip(files, columns))
+        raise InputError(f"schema names column {unknown[0]!r}, which no file has ({present})")
+    scans = []
+    for (where, ids), present in zip(files, columns):
+        own = {c: t for c, t in schema.items() if c in present}
+        scans.append(_scan_csv(spark, where, present, ids, own) if format == "csv"
+                     else _scan_parquet(spark, where, ids, own))
+    id_kind = "str" if any(s.text_ids for s in scans) else "int"
+    edges = _finish(scans[0].data, scans[0].counts,
+                    [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")],
+                    scans[0].attributes, TYPES[id_kind], name)
+    if vertices_path is not None:
+        edges.vertices = _vertex_rows(scans[1], id_column, id_kind)
+    return edges
 
 
 def _is_spark_frame(obj) -> bool:
@@ -398,19 +461,16 @@ def _converts(value: str, kind: str) -> bool:
     return True
 
 
-def _read_csv(spark, paths, src, dst, schema, name) -> _Edges:
+def _csv_header(spark, paths) -> list[str]:
+    return _spark_read(spark, paths, lambda reader: reader.option("header", True).csv(paths)).columns
+
+
+def _scan_csv(spark, paths, header, id_columns, schema) -> _Scan:
+    """Every row checked in one job (corrupt records, missing ids, ``schema`` casts) and every
+    other column's type inferred over the whole column: int, else float, else bool, else str."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    header = _spark_read(spark, paths, lambda reader: reader.option("header", True).csv(paths)).columns
-    for column in (src, dst):
-        if column not in header:
-            raise InputError(f"{paths[0]}: no column {column!r} (columns: {', '.join(header)})")
-    if src == dst:
-        raise ValueError(f"src and dst must be different columns, both are {src!r}")
-    unknown = [c for c in schema if c not in header]
-    if unknown:
-        raise InputError(f"schema names column {unknown[0]!r}, which no file has ({paths[0]}: {', '.join(header)})")
     layout_ = StructType([StructField(c, StringType()) for c in header] + [StructField("_corrupt", StringType())])
 
     def read(reader, where):
@@ -418,12 +478,16 @@ def _read_csv(spark, paths, src, dst, schema, name) -> _Edges:
             .option("columnNameOfCorruptRecord", "_corrupt").csv(where)
 
     data = _spark_read(spark, paths, lambda reader: read(reader, paths)).withColumn("_file", F.input_file_name())
-    attributes = [c for c in header if c not in (src, dst)]
-    checks = {"bad": F.col("_corrupt").isNotNull() | F.col(src).isNull() | F.col(dst).isNull()}
+    attributes = [c for c in header if c not in id_columns]
+    checks = {"bad": F.col("_corrupt").isNotNull()}
+    for column in id_columns:
+        checks["bad"] = checks["bad"] | F.col(column).isNull()
     for column, kind in schema.items():
         checks["bad"] = checks["bad"] | (F.col(column).isNotNull() & ~_valid(F.col(column), kind))
-    checks["text_ids"] = ~(_valid(F.coalesce(F.col(src), F.lit("0")), "int")
-                           & _valid(F.coalesce(F.col(dst), F.lit("0")), "int"))
+    integer_ids = F.lit(True)
+    for column in id_columns:
+        integer_ids = integer_ids & _valid(F.coalesce(F.col(column), F.lit("0")), "int")
+    checks["text_ids"] = ~integer_ids
     for column in attributes:
         if column not in schema:
             for kind in ("int", "float", "bool"):
@@ -433,28 +497,31 @@ def _read_csv(spark, paths, src, dst, schema, name) -> _Edges:
         first = data.where(checks["bad"]).agg(F.min("_file")).first()[0]
         rows = _indexed(_spark_read(spark, [first], lambda reader: read(reader, first)), "_row")
         row = rows.where(checks["bad"]).orderBy("_row").first()
-        raise _csv_error(spark, _source_name(first), first, int(row["_row"]), row, header, src, dst, schema)
+        raise _csv_error(spark, _source_name(first), first, int(row["_row"]), row, header, id_columns, schema)
     kinds = {c: schema.get(c) or next((k for k in ("int", "float", "bool") if not totals[f"{k}:{c}"]), "str")
              for c in attributes}
-    id_kind = "str" if totals["text_ids"] else "int"
-    columns = [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")]
-    return _finish(data, counts, columns, [_typed(F.col(c), kinds[c]).alias(c) for c in attributes],
-                   TYPES[id_kind], name)
+    return _Scan(data, counts, bool(totals["text_ids"]), [_typed(F.col(c), kinds[c]).alias(c) for c in attributes],
+                 reread=lambda uri: read(spark.read, uri),
+                 where=lambda uri, row: f"{_source_name(uri)} line {_csv_line(spark, uri, row)}")
 
 
-def _csv_error(spark, source, uri, row_index, row, header, src, dst, schema) -> InputError:
-    """Word the error about data row ``row_index`` of one CSV file, with its physical line."""
+def _csv_line(spark, uri: str, row_index: int) -> int:
+    """The physical line (1-based) of data row ``row_index`` of one CSV file (blank lines skipped)."""
     from pyspark.sql import functions as F
 
     lines = _indexed(_spark_read(spark, [uri], lambda reader: reader.text(uri)), "_number") \
         .where((F.col("_number") > 0) & (F.trim(F.col("value")) != ""))
-    number = int(_indexed(lines.select("_number"), "_row").where(F.col("_row") == row_index)
-                 .first()["_number"]) + 1
+    return int(_indexed(lines.select("_number"), "_row").where(F.col("_row") == row_index).first()["_number"]) + 1
+
+
+def _csv_error(spark, source, uri, row_index, row, header, id_columns, schema) -> InputError:
+    """Word the error about data row ``row_index`` of one CSV file, with its physical line."""
+    number = _csv_line(spark, uri, row_index)
     if row["_corrupt"] is not None:
         found = len(next(csv.reader([row["_corrupt"]]), []))
         return InputError(f"{source} line {number}: expected {len(header)} fields ({', '.join(header)}), "
                           f"found {found}")
-    for column in (src, dst):
+    for column in id_columns:
         if row[column] is None:
             return InputError(f"{source} line {number}, column {column!r}: missing vertex id")
     for column, kind in schema.items():
@@ -463,41 +530,50 @@ def _csv_error(spark, source, uri, row_index, row, header, src, dst, schema) -> 
     return InputError(f"{source} line {number}: cannot be read")
 
 
-def _read_parquet(spark, paths, src, dst, schema, name) -> _Edges:
+def _parquet_columns(spark, paths) -> list[str]:
+    return _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).columns
+
+
+def _scan_parquet(spark, paths, id_columns, schema) -> _Scan:
     from pyspark.sql import functions as F
 
     data = _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).withColumn("_file", F.input_file_name())
-    for column in (src, dst):
-        if column not in data.columns:
-            raise InputError(f"{paths[0]}: no column {column!r} (columns: {', '.join(data.columns[:-1])})")
-    unknown = [c for c in schema if c not in data.columns]
-    if unknown:
-        raise InputError(f"schema names column {unknown[0]!r}, which no file has ({paths[0]}: "
-                         f"{', '.join(data.columns[:-1])})")
-    return _checked_frame(spark, data, src, dst, schema, name, lambda uri: spark.read.parquet(uri), paths[0])
+    return _checked_frame(spark, data, id_columns, schema, lambda uri: spark.read.parquet(uri), paths[0])
 
 
 def _read_frame(run, frame, src, dst, schema) -> _Edges:
+    from pyspark.sql import functions as F
+
     for column in (src, dst):
         if column not in frame.columns:
             raise InputError(f"edges DataFrame: no column {column!r} (columns: {', '.join(frame.columns)})")
+    unknown = [c for c in schema if c not in frame.columns]
+    if unknown:
+        raise InputError(f"schema names column {unknown[0]!r}, which the edges DataFrame does not have "
+                         f"(columns: {', '.join(frame.columns)})")
     frame = run.keep(frame)     # row positions must not change between jobs
-    return _checked_frame(run.spark, frame, src, dst, schema, None, None, "edges DataFrame")
+    scan = _checked_frame(run.spark, frame, (src, dst), schema, None, "edges DataFrame")
+    id_kind = "str" if scan.text_ids else "int"
+    return _finish(scan.data, scan.counts,
+                   [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")],
+                   scan.attributes, TYPES[id_kind], None)
 
 
-def _checked_frame(spark, data, src, dst, schema, name, reread, source: str) -> _Edges:
+def _checked_frame(spark, data, id_columns, schema, reread, source: str) -> _Scan:
     """Typed columns (Parquet, DataFrames): check the ids' types, nulls and schema casts."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType, StringType
 
-    id_types = {c: data.schema[c].dataType for c in (src, dst)}
+    id_types = {c: data.schema[c].dataType for c in id_columns}
     for column, kind in id_types.items():
         if not isinstance(kind, (IntegralType, StringType)):
             raise InputError(f"{source}, column {column!r}: vertex ids must be integers or strings, "
                              f"not {kind.simpleString()}")
     integer_ids = all(isinstance(k, IntegralType) for k in id_types.values())
-    attributes = [c for c in data.columns if c not in (src, dst, "_file")]
-    checks = {"bad": F.col(src).isNull() | F.col(dst).isNull()}
+    attributes = [c for c in data.columns if c not in (*id_columns, "_file")]
+    checks = {"bad": F.lit(False)}
+    for column in id_columns:
+        checks["bad"] = checks["bad"] | F.col(column).isNull()
     for column, kind in schema.items():
         cast = _typed(F.col(column).cast("string"), kind)
         checks["bad"] = checks["bad"] | (F.col(column).isNotNull() & cast.isNull())
@@ -505,22 +581,21 @@ def _checked_frame(spark, data, src, dst, schema, name, reread, source: str) -> 
     if totals["bad"]:
         if reread is None:
             rows = _indexed(data, "_row")
-            where = "edges DataFrame"
+            where = source
         else:
             first = data.where(checks["bad"]).agg(F.min("_file")).first()[0]
             rows, where = _indexed(reread(first), "_row"), _source_name(first)
         row = rows.where(checks["bad"]).orderBy("_row").first()
-        for column in (src, dst):
+        for column in id_columns:
             if row[column] is None:
                 raise InputError(f"{where} row {row['_row']}, column {column!r}: missing vertex id")
         for column, kind in schema.items():
             value = row[column]
             if value is not None:
                 raise InputError(f"{where} row {row['_row']}, column {column!r}: {value!r} is not {_WHAT[kind]}")
-    id_type = pa.int64() if integer_ids else pa.string()
-    ids = [F.col(c).cast("long" if integer_ids else "string").alias(a) for c, a in ((src, "sid"), (dst, "did"))]
     typed = [(_typed(F.col(c).cast("string"), schema[c]) if c in schema else F.col(c)).alias(c) for c in attributes]
-    return _finish(data, counts, ids, typed, id_type, name)
+    return _Scan(data, counts, not integer_ids, typed, reread=reread,
+                 where=lambda uri, row: f"{_source_name(uri)} row {row}")
 
 
 def _spark_read(spark, paths, read):
@@ -579,21 +654,65 @@ def _finish(data, counts, ids, attributes, id_type, name) -> _Edges:
     return _Edges(frame, sum(counts.values()), id_type, attribute_schema, name)
 
 
+def _vertex_rows(scan: _Scan, id_column: str, id_kind: str) -> _VertexRows:
+    from pyspark.sql import functions as F
+
+    from gofs.spark_compat import arrow_schema
+
+    numbered = _indexed(scan.data, "vpos", scan.counts)
+    columns = [F.col("vpos"), _typed(F.col(id_column), id_kind).alias("id"), F.col("_file")]
+    if scan.attributes:
+        columns.append(F.struct(*scan.attributes).alias("vattrs"))
+    frame = numbered.select(*columns)
+    attributes = arrow_schema(frame.schema["vattrs"].dataType) if scan.attributes else pa.schema([])
+    if "id" in attributes.names:
+        raise InputError(f"{_source_name(scan.data.select('_file').first()[0])}: two columns would be named 'id'")
+    return _VertexRows(frame, sum(scan.counts.values()), attributes, scan, id_column, id_kind)
+
+
+def _check_unique_ids(rows: _VertexRows) -> None:
+    """One job; if an id repeats, name the file and line of its first repetition."""
+    from pyspark.sql import functions as F
+
+    frame = rows.frame
+    repeated = frame.groupBy("id").agg(F.count(F.lit(1)).alias("_n"), F.min("vpos").alias("_first")) \
+        .where(F.col("_n") > 1)
+    if not repeated.take(1):
+        return
+    second = frame.join(repeated, "id").where(F.col("vpos") > F.col("_first")).orderBy("vpos") \
+        .select("id", "_file", "_first").first()
+    value, uri = second["id"], second["_file"]
+    first_file = frame.where(F.col("vpos") == second["_first"]).select("_file").first()[0]
+    reread = _indexed(rows.scan.reread(uri), "_row")
+    same = reread.where(_typed(F.col(rows.id_column).cast("string"), rows.id_kind) == F.lit(value)) \
+        .orderBy("_row").select("_row").take(2)
+    row = int(same[min(len(same) - 1, 1 if first_file == uri else 0)]["_row"])
+    raise InputError(f"{rows.scan.where(uri, row)}, column {rows.id_column!r}: duplicate vertex id {value!r}")
+
+
 # --------------------------------------------------------------------------- dense ids
 
-def _dense_ids(run, edges, m: int):
-    """``(id, v)`` with v in order of first appearance, the edges as ``(eid, src, dst[, attrs])``, n.
+def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
+    """``(id, v[, vattrs])`` with v in order of first appearance, the edges as ``(eid, src, dst[, attrs])``, n.
 
-    First appearance as the local engine counts it (:func:`gofs.ingest.dense_ids`): every
-    ``src`` column value in edge order, then every ``dst`` value in edge order.
+    First appearance as the local engine counts it (:func:`gofs.ingest.dense_ids`): the
+    vertex file's rows in order, then every ``src`` column value in edge order, then every
+    ``dst`` value in edge order. Vertices only in the edges get null attributes.
     """
     from pyspark.sql import functions as F
 
-    ends = edges.select(F.col("sid").alias("id"), F.col("eid").alias("pos")) \
-        .unionByName(edges.select(F.col("did").alias("id"), (F.col("eid") + m).alias("pos")))
+    nv = 0 if vertex_rows is None else vertex_rows.count
+    ends = edges.select(F.col("sid").alias("id"), (F.col("eid") + nv).alias("pos")) \
+        .unionByName(edges.select(F.col("did").alias("id"), (F.col("eid") + nv + m).alias("pos")))
+    if vertex_rows is not None:
+        _check_unique_ids(vertex_rows)
+        ends = vertex_rows.frame.select("id", F.col("vpos").alias("pos")).unionByName(ends)
     ordered = run.keep(ends.groupBy("id").agg(F.min("pos").alias("pos")).orderBy("pos"))
     counts, _ = _partition_counts(ordered, {})
-    vertices = run.keep(_indexed(ordered, "v", counts).select("id", "v"))
+    vertices = _indexed(ordered, "v", counts).select("id", "v")
+    if vertex_rows is not None and len(vertex_rows.attributes):
+        vertices = vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left")
+    vertices = run.keep(vertices)
     dense = edges.join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
         .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
@@ -716,12 +835,12 @@ def _by_partition(batches):
         yield int(part[lo]), table.slice(lo, hi - lo)
 
 
-def _vertex_writer(path: str, data: str, id_type: pa.DataType):
+def _vertex_writer(path: str, data: str, id_type: pa.DataType, attributes: pa.Schema):
     def write(batches):
         fs, _ = layout.filesystem(path)
         for p, rows in _by_partition(batches):
             rows = rows.take(pa.array(np.argsort(rows.column("vid").to_numpy(), kind="stable")))
-            _put(fs, layout.template_vertices(data, p), _vertex_table(rows, id_type))
+            _put(fs, layout.template_vertices(data, p), _vertex_table(rows, id_type, attributes))
             sg = rows.column("sg").to_numpy()
             starts = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
             yield pa.RecordBatch.from_pydict({"sg": sg[starts], "partition": np.full(starts.size, p, np.int32),
@@ -729,9 +848,14 @@ def _vertex_writer(path: str, data: str, id_type: pa.DataType):
     return write
 
 
-def _vertex_table(rows: pa.Table, id_type: pa.DataType) -> pa.Table:
-    return pa.table({"vid": rows.column("vid").cast(pa.int64()), "id": rows.column("id").cast(id_type),
-                     "sg": rows.column("sg").cast(pa.int64())})
+def _vertex_table(rows: pa.Table, id_type: pa.DataType, attributes: pa.Schema) -> pa.Table:
+    columns = {"vid": rows.column("vid").cast(pa.int64()), "id": rows.column("id").cast(id_type),
+               "sg": rows.column("sg").cast(pa.int64())}
+    if len(attributes):
+        values = rows.column("vattrs").combine_chunks()     # null for vertices only in the edges
+        for field, child in zip(attributes, values.flatten()):
+            columns[field.name] = child.cast(field.type)
+    return pa.table(columns)
 
 
 def _edge_writer(path: str, data: str, attributes: pa.Schema):
@@ -825,9 +949,12 @@ def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, desc
     """Tasks write the per-partition files and the two tables; returns the manifest's statistics."""
     from pyspark.sql import functions as F
 
-    vertex_rows = mapping.join(vertices, "v").select("part", "vid", "id", "sg")
+    vertex_attributes = described.vertices.attributes if described.vertices is not None else pa.schema([])
+    vertex_rows = mapping.join(vertices, "v") \
+        .select("part", "vid", "id", "sg", *(["vattrs"] if len(vertex_attributes) else []))
     vertex_stats = run.keep(vertex_rows.repartitionByRange(k, "part")
-                            .mapInArrow(_vertex_writer(path, data, described.id_type), _VERTEX_STATS))
+                            .mapInArrow(_vertex_writer(path, data, described.id_type, vertex_attributes),
+                                        _VERTEX_STATS))
     vertex_stats.count()
 
     ends = mapping.select("v", "vid", "part", "sg")
@@ -895,8 +1022,11 @@ def _write_empty_partitions(fs, data, k, with_vertices, with_edges, described: _
     """Partitions that no task saw (no vertices, or no edges) still get their (empty) files."""
     for p in range(k):
         if p not in with_vertices:
-            empty = pa.table({"vid": pa.array([], pa.int64()), "id": pa.array([], described.id_type),
-                              "sg": pa.array([], pa.int64())})
+            empty = {"vid": pa.array([], pa.int64()), "id": pa.array([], described.id_type),
+                     "sg": pa.array([], pa.int64())}
+            if described.vertices is not None:
+                empty.update({f.name: pa.array([], f.type) for f in described.vertices.attributes})
+            empty = pa.table(empty)
             _put(fs, layout.template_vertices(data, p), empty)
         if p not in with_edges:
             empty = {"eid": pa.array([], pa.int64()), "src": pa.array([], pa.int64()),

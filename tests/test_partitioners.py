@@ -193,15 +193,21 @@ def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
 
 
 def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark):
-    from gofs.multilevel import multilevel_partition
+    from gofs.multilevel import coarse_graph_bytes, multilevel_labels, multilevel_partition
 
     n, src, dst = grid(24, drop=0.1)
+    budget = coarse_graph_bytes(150, 200)          # bytes: the budget is a memory size
     report = {}
-    parts = multilevel_partition(n, src, dst, 4, seed=1, spark=spark, driver_budget_edges=200, cluster_rounds=2,
+    parts = multilevel_partition(n, src, dst, 4, seed=1, spark=spark, driver_budget_bytes=budget, cluster_rounds=2,
                                  refine_iterations=3, report=report)
     assert_valid(parts, n, 4)
-    assert len(report["levels"]) >= 2 and report["levels"][-1]["edges"] <= 200 < report["levels"][0]["edges"]
+    first, last = report["levels"][0], report["levels"][-1]
+    assert len(report["levels"]) >= 2
+    assert coarse_graph_bytes(last["vertices"], last["edges"]) <= budget < coarse_graph_bytes(first["vertices"],
+                                                                                                first["edges"])
     assert edge_cut(parts, src, dst) <= 1.5 * edge_cut(metis_partition(n, src, dst, 4), src, dst)
     assert balance(parts, 4) <= 1.05 + 4 / n
     with pytest.raises(ValueError, match="spark=<SparkSession>"):
         partition("multilevel", n, src, dst, 2)
+    with pytest.raises(ValueError, match="driver_budget_bytes must be >= 400"):
+        multilevel_labels(spark, None, 4, driver_budget_bytes=100)

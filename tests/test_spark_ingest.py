@@ -20,7 +20,7 @@ from goffish import cli
 from goffish.generators import road_network, write_edge_list
 from gofs.errors import InputError
 from gofs.ingest import ingest as local_ingest
-from gofs.sources import read_graph
+from gofs.sources import read_csv, read_graph
 from gofs.spark_ingest import choose_engine, ingest as spark_ingest
 from tests import graphs
 
@@ -97,6 +97,65 @@ def test_cli_spark_engine_round_trip_of_a_csv_directory_with_string_ids(spark, t
     assert max(abs(ranks[v] - truth[v]) for v in truth) < 1e-6
 
 
+def test_vertex_attribute_file_gives_the_local_engines_template(spark, tmp_path):
+    """Vertex file first in the dense order, attributes typed over the whole column, nulls for
+    vertices only in the edges, isolated vertices kept; a repeated id names its file and line."""
+    G = nx.gnm_random_graph(120, 300, seed=5)
+    edges = pd.DataFrame([(f"p{u}", f"p{v}", u * v % 7) for u, v in G.edges()], columns=["src", "dst", "hops"])
+    edges.to_csv(tmp_path / "e.csv", index=False)
+    people = [f"p{i}" for i in range(150, 90, -1)]           # p120..p150 only here (isolated), p0..p90 only in edges
+    vertex_lines = ["age,name,score,city,member"] + [
+        f"{i % 50},{name},{'' if i % 9 == 0 else i / 4},{'' if i % 11 == 0 else 'c' + str(i % 3)},"
+        f"{str(i % 2 == 0).lower()}" for i, name in enumerate(people)]
+    (tmp_path / "v.csv").write_text("\n".join(vertex_lines) + "\n")
+    spark_manifest = spark_ingest(spark, str(tmp_path / "e.csv"), str(tmp_path / "spark.gofs"), num_partitions=3,
+                                  partitioner="hash", vertices_path=str(tmp_path / "v.csv"), id_column="name")
+    local_manifest = local_ingest(read_csv(tmp_path / "e.csv", vertices_path=tmp_path / "v.csv", id_column="name"),
+                                  str(tmp_path / "local.gofs"), num_partitions=3, partitioner="hash")
+    assert [(f["name"], f["type"]) for f in spark_manifest["vertex_schema"]] == \
+        [("age", "int64"), ("score", "double"), ("city", "string"), ("member", "bool")]
+    assert spark_manifest["num_vertices"] == 150
+    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
+        {k: v for k, v in local_manifest.items() if k != "uuid"}
+    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
+    assert sorted(ours) == sorted(theirs) and len(ours) == 2 * 3 + 2
+    for name in ours:
+        assert ours[name].equals(theirs[name]), name
+    vertices = pa.concat_tables(ours[f] for f in sorted(ours) if "vertices" in f).to_pandas().set_index("id")
+    assert vertices.loc["p150", "age"] == 0 and vertices.loc["p149", "score"] == 0.25
+    assert vertices.loc["p0", ["age", "score", "city", "member"]].isna().all()
+
+    (tmp_path / "v.csv").write_text("\n".join(vertex_lines[:5] + ["\n7,p148,1.0,x,true"] + vertex_lines[5:]) + "\n")
+    target = tmp_path / "bad.gofs"
+    with pytest.raises(InputError, match=r"v\.csv line 7, column 'name': duplicate vertex id 'p148'"):
+        spark_ingest(spark, str(tmp_path / "e.csv"), str(target), vertices_path=str(tmp_path / "v.csv"),
+                     id_column="name", partitioner="hash")
+    assert not target.exists()
+
+
+def test_parquet_vertex_file_with_integer_ids_gives_the_local_engines_template(spark, tmp_path):
+    """Typed columns: integer ids (int32 in the vertex file, int64 in the edges), a schema cast."""
+    G = nx.gnm_random_graph(60, 150, seed=8)
+    pq.write_table(pa.table({"src": [u for u, _ in G.edges()], "dst": [v for _, v in G.edges()]}),
+                   tmp_path / "e.parquet")
+    pq.write_table(pa.table({"key": pa.array(range(70, 30, -1), pa.int32()),
+                             "rank": [str(i) for i in range(40)], "label": [f"l{i % 4}" for i in range(40)]}),
+                   tmp_path / "v.parquet")
+    options = {"vertices_path": str(tmp_path / "v.parquet"), "id_column": "key", "schema": {"rank": "int"}}
+    spark_manifest = spark_ingest(spark, str(tmp_path / "e.parquet"), str(tmp_path / "spark.gofs"), num_partitions=2,
+                                  partitioner="hash", **options)
+    local_manifest = local_ingest(read_graph(str(tmp_path / "e.parquet"), **options), str(tmp_path / "local.gofs"),
+                                  num_partitions=2, partitioner="hash")
+    assert spark_manifest["id_type"] == "int64"
+    assert [(f["name"], f["type"]) for f in spark_manifest["vertex_schema"]] == [("rank", "int64"), ("label", "string")]
+    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
+        {k: v for k, v in local_manifest.items() if k != "uuid"}
+    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
+    assert sorted(ours) == sorted(theirs)
+    for name in ours:
+        assert ours[name].equals(theirs[name]), name
+
+
 def test_multilevel_on_spark_engine_is_balanced_and_subgraphs_are_local_components(spark, tmp_path):
     graph = road_network(1600, seed=9)
     source = str(tmp_path / "road.txt")
@@ -153,7 +212,7 @@ def test_engine_choice(tmp_path):
         choose_engine(nx.path_graph(3), "spark")
     with pytest.raises(ValueError, match="engine must be one of"):
         choose_engine(str(small), "dask")
-    with pytest.raises(ValueError, match="vertices_path: the Spark engine reads edges only"):
+    with pytest.raises(ValueError, match="vertices_path is read with format 'csv' or 'parquet'"):
         spark_ingest(None, str(small), str(tmp_path / "g.gofs"), vertices_path=str(small))
     with pytest.raises(TypeError, match="unknown option"):
         spark_ingest(None, str(small), str(tmp_path / "g.gofs"), colour="red")
@@ -166,7 +225,7 @@ _CAPPED = textwrap.dedent("""
                                              "spark.sql.shuffle.partitions": "2"})
     spark.range(10).count()
     from gofs.ingest import ingest
-    from gofs.sources import read_graph
+    from gofs.sources import read_csv, read_graph
     from gofs.spark_ingest import ingest as spark_ingest
 
     def vm():
