@@ -57,6 +57,7 @@ from pyspark.sql import functions as F
 from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra
 
 from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
+from algorithms.weights import reject_bad_weights
 from gofs.errors import InputError
 from gopher.aggregators import Aggregator
 from gopher.engine import RunResult, run_program
@@ -868,24 +869,20 @@ class MultiSourceBetweenness(SubgraphProgram):
 
 # --------------------------------------------------------------------------- entry point
 
+_WEIGHT_PROBLEMS = (
+    ("null", "{path}: edge attribute '{weight}' has missing values (partition {partition})"),
+    ("nan", "{path}: edge attribute '{weight}' has NaN values (partition {partition})"),
+    ("negative", "{path}: negative edge weight {low_value} in '{weight}' (partition {partition}); "
+                 "betweenness needs positive weights"),
+    ("zero", "{path}: edge weight 0 in '{weight}' (partition {partition}); betweenness needs positive weights"),
+)
+
+
 def check_positive_weights(store, weight: str) -> list[dict]:
     """Betweenness counts shortest paths, which zero-length edges make ill-defined: reject a
     missing or non-numeric attribute and null, NaN, negative or zero weights before any work
-    starts, naming the partition. Checked on Spark (:meth:`gofs.store.GraphStore.edge_attribute_profile`,
-    one small row per partition comes back); returns those rows."""
-    rows = store.edge_attribute_profile(weight)
-    for row in rows:
-        where = f"partition {row['partition']}"
-        if row["nulls"]:
-            raise InputError(f"{store.path}: edge attribute '{weight}' has missing values ({where})")
-        if row["nans"]:
-            raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values ({where})")
-        if row["negatives"]:
-            raise InputError(f"{store.path}: negative edge weight {float(row['min'])} in '{weight}' ({where}); "
-                             "betweenness needs positive weights")
-        if row["zeros"]:
-            raise InputError(f"{store.path}: edge weight 0 in '{weight}' ({where}); betweenness needs positive weights")
-    return rows
+    starts, naming the partition (checked on Spark); returns the profile rows."""
+    return reject_bad_weights(store, weight, _WEIGHT_PROBLEMS)
 
 
 def integral_weights(rows: list[dict]) -> bool:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
-from gofs.errors import InputError
+from algorithms.weights import reject_bad_weights
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
@@ -68,25 +68,21 @@ class SingleSourceShortestPaths(SubgraphProgram):
         return {"distance": subgraph.state["dist"]}
 
 
+_WEIGHT_PROBLEMS = (
+    ("null", "{path}: edge attribute '{weight}' has missing values (partition {partition}, e.g. edge {example})"),
+    ("nan", "{path}: edge attribute '{weight}' has NaN values (partition {partition}, e.g. edge {example})"),
+    ("negative", "{path}: negative edge weight {low} in '{weight}' (partition {partition}, e.g. edge {example}); "
+                 "shortest paths here need non-negative weights"),
+    ("infinite", "{path}: infinite edge weight in '{weight}' (partition {partition}, e.g. edge {example}); "
+                 "shortest paths here need finite weights"),
+)
+
+
 def check_weights(store, weight: str) -> None:
     """Reject a missing or non-numeric attribute, and null, NaN, negative or infinite weights,
-    before any work starts. The values are checked on Spark, one task per partition
-    (:meth:`gofs.store.GraphStore.edge_attribute_profile`); the error names the partition and
-    an edge that has the problem."""
-    for row in store.edge_attribute_profile(weight):
-        where = f"partition {row['partition']}"
-        if row["nulls"]:
-            raise InputError(f"{store.path}: edge attribute '{weight}' has missing values "
-                             f"({where}, e.g. edge {row['null_example']})")
-        if row["nans"]:
-            raise InputError(f"{store.path}: edge attribute '{weight}' has NaN values "
-                             f"({where}, e.g. edge {row['nan_example']})")
-        if row["negatives"]:
-            raise InputError(f"{store.path}: negative edge weight {row['min']} in '{weight}' ({where}, e.g. edge "
-                             f"{row['negative_example']}); shortest paths here need non-negative weights")
-        if row["infinites"]:
-            raise InputError(f"{store.path}: infinite edge weight in '{weight}' ({where}, e.g. edge "
-                             f"{row['infinite_example']}); shortest paths here need finite weights")
+    before any work starts (checked on Spark, one task per partition); the error names the
+    partition and an edge that has the problem."""
+    reject_bad_weights(store, weight, _WEIGHT_PROBLEMS)
 
 
 def sssp(store, source, weight: str | None = None, **engine_options) -> RunResult:
