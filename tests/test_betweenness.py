@@ -336,6 +336,33 @@ def test_increments_sweep_like_full_sweeps(n, m, batch, seed, weighted):
                            sweep(dag.scatter(at_v, at_col, values)), rtol=1e-12, atol=0)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 30), st.integers(1, 70), st.integers(1, 7), st.integers(0, 2 ** 16),
+       st.sampled_from(["hops", "whole", "real"]), st.booleans())
+def test_dag_holds_exactly_the_shortest_path_edges(n, m, batch, seed, lengths, symmetric):
+    """The DAG is every local edge ``u -> v`` with ``dist(u) + w == dist(v)``, found column by
+    column (an undirected graph's pairs tested once, both ways), ordered by level, then column."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    w = {"hops": np.ones(m), "whole": rng.integers(1, 4, m).astype(float), "real": rng.uniform(0.1, 2.0, m)}[lengths]
+    back = w if symmetric else w * rng.choice([1.0, 2.0], m)
+    pairs = {}
+    for a, b, x in zip(np.r_[u, v], np.r_[v, u], np.r_[w, back]):
+        if a != b:
+            pairs[(a, b)] = min(x, pairs.get((a, b), np.inf))
+    src, dst = (np.array([p[i] for p in pairs], dtype=np.int64) for i in (0, 1))
+    graph = compressed_graph(n, src, dst, np.array(list(pairs.values()), dtype=float), False)
+    mirrored = all(pairs.get((b, a)) == x for (a, b), x in pairs.items())
+    assert (graph.pairs is not None) == mirrored
+    _, dist = graph.distances(rng.integers(0, n, batch), np.arange(batch), np.zeros(batch))
+    dag = ShortestPathDag(graph, dist)
+    expected = {(a * batch + c, b * batch + c) for a, b, x in zip(graph.src, graph.dst, graph.w)
+                for c in range(batch) if np.isfinite(dist[b, c]) and dist[a, c] + x == dist[b, c]}
+    assert set(zip(dag.tail.tolist(), dag.head.tolist())) == expected and len(dag.head) == len(expected)
+    order = dag.level(dag.head) * batch + dag.head % batch
+    assert np.all(np.diff(order) >= 0)
+
+
 @given(st.lists(st.integers(0, (1 << 20) - 1), max_size=200), st.sampled_from([1 << 8, 1 << 16, 1 << 20]))
 def test_stable_order_sorts_stably(values, bound):
     key = np.array(values, dtype=np.int64) % bound
