@@ -9,7 +9,10 @@ On one road-like graph (:func:`goffish.generators.road_network`) it measures, in
   was computed once; ``--no-igraph`` where igraph's O(n m) exact run would take hours);
 - leaf compression: the share of edges stripping degree-1 vertices removes from the
   whole graph (the paper's measure), and what the partitioned run stripped (it does
-  not strip across cut edges).
+  not strip across cut edges);
+- with ``--kernel-batch B``: the same kernels in one process on the whole graph
+  (:func:`algorithms.betweenness.local_betweenness`, no Spark, no cut), exact, against
+  igraph's CPU time: what the numpy kernels cost per source before any partitioning.
 
 Gopher runs once untimed on one source first (Python workers, topology caches).
 
@@ -94,9 +97,26 @@ def _by_id(result, n: int) -> np.ndarray:
     return values
 
 
+def _kernel_report(n: int, src, dst, lengths, batch: int, exact_bc: np.ndarray, report: dict) -> dict:
+    """Exact betweenness by the program's kernels in this process (CPU seconds), checked
+    against igraph's and set beside igraph's CPU seconds."""
+    from algorithms.betweenness import local_betweenness
+
+    cpu = time.process_time()
+    ours = local_betweenness(n, src, dst, lengths, directed=False, normalized=False, batch_size=batch)
+    seconds = time.process_time() - cpu
+    scale = max(1.0, float(np.abs(exact_bc).max()))
+    out = {"batch": batch, "cpu_seconds": seconds, "ms_per_source": 1e3 * seconds / n,
+           "max_relative_difference": float(np.abs(ours - exact_bc).max() / scale)}
+    if "igraph_exact_cpu_seconds" in report:
+        out["over_igraph_cpu"] = seconds / report["igraph_exact_cpu_seconds"]
+    return out
+
+
 def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_size: int | None,
         top_batch_size: int, stable_batches: int, seed: int, exact: bool, workdir: str, log=print,
-        reference: str | None = None, with_igraph: bool = True, with_top: bool = True) -> dict:
+        reference: str | None = None, with_igraph: bool = True, with_top: bool = True,
+        kernel_batch: int | None = None) -> dict:
     import igraph as ig
 
     import goffish
@@ -136,6 +156,9 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
             with open(reference + ".json", "w") as meta:
                 json.dump({"graph": report["graph"], "weight": weight, "seconds": seconds}, meta)
 
+    if kernel_batch and exact_bc is not None:
+        report["kernel_one_process"] = _kernel_report(n, src, dst, lengths, kernel_batch, exact_bc, report)
+        log(f"kernels in one process: {json.dumps(report['kernel_one_process'])}")
     options = {"weight": weight, "normalized": False, "batch_size": batch_size, "progress": False}
     g.betweenness(k=1, **options).dataframe.count()                       # warm-up
     if exact and exact_bc is not None:
@@ -178,6 +201,8 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-top", action="store_true", help="no top-k run")
     parser.add_argument("--no-igraph", action="store_true",
                         help="no igraph reference (where its exact O(n m) run would take hours): no precision@k")
+    parser.add_argument("--kernel-batch", type=int,
+                        help="also time the kernels in one process on the whole graph, exact, this many sources a batch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--json", default="bench-results/betweenness.json")
@@ -189,7 +214,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="goffish-bench-bc-") as workdir:
         report = run(spark, args.size, args.partitions, args.weight, args.top, args.batch_size,
                      args.top_batch_size, args.stable_batches, args.seed, not args.skip_exact, workdir,
-                     reference=args.reference, with_igraph=not args.no_igraph, with_top=not args.skip_top)
+                     reference=args.reference, with_igraph=not args.no_igraph, with_top=not args.skip_top,
+                     kernel_batch=args.kernel_batch)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)
