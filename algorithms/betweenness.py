@@ -60,6 +60,7 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components, dijk
 from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
 from algorithms.weights import reject_bad_weights
 from gofs.errors import InputError
+from gofs.vids import ADDED_STRIDE
 from gopher.aggregators import Aggregator
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
@@ -508,6 +509,14 @@ def _merge_sizes(a: dict, b: dict) -> dict:
     return a
 
 
+def _added_bases(template_vertices: int, counts: dict) -> dict:
+    """Partition -> the first source number of its added vertices (they follow the template's,
+    partition by partition)."""
+    parts = sorted(counts)
+    starts = template_vertices + np.r_[0, np.cumsum([counts[p] for p in parts])[:-1]] if parts else []
+    return {p: int(start) for p, start in zip(parts, starts)}
+
+
 def _top(vids: np.ndarray, scores: np.ndarray, m: int):
     order = np.lexsort((vids, -scores))[:m]
     return vids[order], scores[order]
@@ -550,8 +559,9 @@ class MultiSourceBetweenness(SubgraphProgram):
 
     def __init__(self, num_vertices: int, num_sources: int, batch_size: int, weight: str | None = None,
                  compress: bool = True, top: int | None = None, stable_batches: int = 3, seed: int = 0,
-                 keep_arrays: bool = True):
+                 keep_arrays: bool = True, template_vertices: int | None = None):
         self.n = num_vertices
+        self.template_vertices = num_vertices if template_vertices is None else template_vertices
         self.num_sources = num_sources
         self.batch_size = batch_size
         self.num_batches = -(-num_sources // batch_size)
@@ -563,7 +573,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         self.multiplier, self.shift = _affine_permutation(num_vertices, seed)
         self.edge_attributes = (weight,) if weight else ()
         self.aggregators = {"sent": "sum", "cc_sent": "sum", "reach": "sum", "stripped": "sum",
-                            "sizes": Aggregator(_merge_sizes)}
+                            "sizes": Aggregator(_merge_sizes), "added": Aggregator(_merge_sizes)}
         if top:
             self.aggregators["top"] = Aggregator(_TopMerge(top))
         self.token = uuid.uuid4().hex
@@ -572,9 +582,12 @@ class MultiSourceBetweenness(SubgraphProgram):
     # ------------------------------------------------------------------ driver side
     def master(self, ctx):
         g, agg = ctx.globals, ctx.aggregated
-        if ctx.superstep == 0:
+        if ctx.superstep == 0:                 # set-up only: batch 0 starts in superstep 1
             self.summary["stripped"] = int(agg.get("stripped", 0))
-            g.update(phase="dist", first=True, batch=0, cc="running" if self.summary["stripped"] else "done")
+            g.update(phase="dist", first=True, batch=0, cc="running" if self.summary["stripped"] else "done",
+                     added_base=_added_bases(self.template_vertices, agg.get("added") or {}))
+            self._components(g, agg)
+            return
         self._components(g, agg)
         phase = g["phase"]
         quiet = agg.get("sent", 0) == 0
@@ -637,9 +650,8 @@ class MultiSourceBetweenness(SubgraphProgram):
                                  lambda: local_graph(subgraph, self.weight, self.compress))
         if ctx.superstep == 0:
             self._init(subgraph, graph, ctx)
-            g = {"phase": "dist", "first": True, "batch": 0}
-        else:
-            self._labels(subgraph, graph, messages, ctx, g)
+            return
+        self._labels(subgraph, graph, messages, ctx, g)
         phase = g["phase"]
         sent = 0
         if phase == "done":
@@ -654,11 +666,26 @@ class MultiSourceBetweenness(SubgraphProgram):
         st["label"] = sg.first_vertex_id
         st["sampled"] = np.zeros(sg.num_vertices)
         ctx.aggregate("stripped", graph.leaves.stripped)
+        if self._added_partition(sg) is not None:
+            ctx.aggregate("added", {self._added_partition(sg): sg.num_vertices})
         if not graph.leaves.stripped:
             st["tree"] = np.zeros(sg.num_vertices)
         if self.compress:
             ctx.send_to_neighbors(st["label"])
             ctx.aggregate("cc_sent", len(sg.neighbors()))
+
+    def _added_partition(self, sg) -> int | None:
+        """The partition whose added vertices ``sg`` holds (an instance's vertices beyond the
+        template), None for a template sub-graph."""
+        if not sg.num_vertices or sg.vertex_ids[0] < self.template_vertices:
+            return None
+        return int((sg.vertex_ids[0] - self.template_vertices) // ADDED_STRIDE)
+
+    def _source_base(self, sg, g) -> int:
+        """Source numbers are ``0..n-1``: the template's vids, then each partition's added
+        vertices in vid order; ``sg`` holds the numbers ``base .. base + num_vertices - 1``."""
+        p = self._added_partition(sg)
+        return sg.first_vertex_id if p is None else g["added_base"][p]
 
     def _labels(self, sg, graph, messages, ctx, g):
         st = sg.state
@@ -774,7 +801,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         n, batch = sg.num_vertices, self.batch_size
         lo = g["batch"] * batch
         x = np.arange(lo, min(lo + batch, self.num_sources), dtype=np.int64)
-        local = (self.multiplier * x + self.shift) % self.n - sg.first_vertex_id
+        local = (self.multiplier * x + self.shift) % self.n - self._source_base(sg, g)
         inside = (local >= 0) & (local < n)
         v, col = local[inside], x[inside] - lo
         alive = graph.leaves.alive[v]
@@ -815,7 +842,7 @@ class MultiSourceBetweenness(SubgraphProgram):
             return 0
         src = graph.r_src[rows]
         out = np.empty(len(rows), dtype=MESSAGE)
-        out["col"], out["src"] = col, sg.first_vertex_id + src
+        out["col"], out["src"] = col, sg.vertex_ids[src]
         out["d"] = work["dist"][src, col] + graph.r_w[rows]
         out["val"] = increment[src, col]
         ctx.send_to_vertices(graph.r_dst[rows], out)
@@ -949,6 +976,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         vertices have stayed the same for ``stable_batches`` batches (or all sources ran);
         the DataFrame then holds those ``top`` vertices, highest first.
     seed : picks the source order (and so the sample).
+    instance : (engine option) run on this instance's topology, with the vertices it adds;
+        traversed without leaf compression.
     batch_size : sources per batch (columns of the per-sub-graph arrays); default from memory.
     keep_arrays : keep each batch's ``n_local x batch`` arrays in the workers between supersteps
         (only their inputs travel as state); False recomputes them every superstep (less memory).
@@ -966,21 +995,24 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     >>> g = goffish.open("road.gofs")
     >>> g.betweenness(weight="length").dataframe.orderBy("betweenness", ascending=False).show(5)
     """
-    n = store.num_vertices
+    instance = engine_options.get("instance")
+    n = store.vertex_count(instance)
     _check_count("k", k, n)
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
     _check_count("stable_batches", stable_batches, 1 << 30)
-    if engine_options.get("instance") is not None:
-        raise InputError("betweenness runs on the template topology; instances are not supported yet")
     profile = check_positive_weights(store, weight) if weight is not None else []
     sources = n if k is None else int(k)
     if batch_size is None:
         largest = max((p["num_vertices"] for p in store.partitions), default=1)
         batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))
-    compress = bool(compress) and not store.directed and (weight is None or integral_weights(profile))
+    # an instance's removed edges may split a sub-graph, and leaf compression's component
+    # sizes assume connected sub-graphs: instances are traversed uncompressed (still exact)
+    compress = (bool(compress) and not store.directed and instance is None
+                and (weight is None or integral_weights(profile)))
     program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top,
-                                     int(stable_batches), int(seed), bool(keep_arrays))
+                                     int(stable_batches), int(seed), bool(keep_arrays),
+                                     template_vertices=store.num_vertices)
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)
     done = program.summary.get("sources", sources)
     factor = n / done if 0 < done < n else 1.0

@@ -215,7 +215,11 @@ def test_louvain_on_an_instance_scores_the_instance_edges(changed):
         U, nx.community.louvain_communities(U, weight=None, seed=0), weight=None)
 
 
-def test_betweenness_refuses_an_instance(changed):
-    _, _, g, iid = changed
-    with pytest.raises(InputError, match="instances are not supported"):
-        g.betweenness(instance=iid, progress=False)
+def test_betweenness_of_an_instance_uses_its_edges(changed):
+    G, H, g, iid = changed
+    got = graphs.column(g.betweenness(instance=iid, progress=False), "betweenness")
+    expected = nx.betweenness_centrality(H)
+    assert set(got) == set(expected)
+    for v, b in expected.items():
+        assert got[v] == pytest.approx(b, rel=1e-9, abs=1e-12), v
+    assert got != pytest.approx(nx.betweenness_centrality(G), rel=1e-6, abs=1e-9)

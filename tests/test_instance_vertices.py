@@ -227,3 +227,18 @@ def test_string_ids_beyond_the_template(spark, tmp_path):
     distance = graphs.column(g.sssp("new2", instance=0, progress=False), "distance")
     assert distance == nx.single_source_shortest_path_length(H, "new2") | {
         v: np.inf for v in H if not nx.has_path(H, "new2", v)}
+
+
+def test_betweenness_of_an_instance_with_added_vertices(grown):
+    """Exact and weighted betweenness on instance 0's own graph (edges removed, vertices
+    added, one isolated), and the top vertices of instance 1, against NetworkX."""
+    g, (H0, H1, *_) = grown
+    for weight in (None, "weight"):
+        got = graphs.column(g.betweenness(weight=weight, instance=0, progress=False), "betweenness")
+        expected = nx.betweenness_centrality(H0, weight=weight)
+        assert set(got) == set(expected)
+        for v, b in expected.items():
+            assert got[v] == pytest.approx(b, rel=1e-9, abs=1e-12), (weight, v)
+    top = g.betweenness(top=3, stable_batches=100, instance=1, progress=False)
+    ranked = sorted(nx.betweenness_centrality(H1).items(), key=lambda kv: (-kv[1], kv[0]))
+    assert [r["id"] for r in top.dataframe.collect()] == [v for v, _ in ranked[:3]]
