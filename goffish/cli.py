@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no superstep progress lines")
-    p.add_argument("--instance", type=int, help="cc/sssp/pagerank: run on this instance's topology and values")
+    p.add_argument("--instance", type=int, help="cc/sssp/pagerank/louvain/betweenness: run on this instance's topology and values")
     p.add_argument("--instances", help="tdsp/memes/hashtags: comma-separated instance ids (default: all)")
     p.add_argument("--time", help="tdsp/memes/hashtags: instances covering TIME or overlapping START,END")
     p.add_argument("--departure", type=float, help="tdsp: departure time at --source")
