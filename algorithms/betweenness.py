@@ -938,11 +938,12 @@ _WEIGHT_PROBLEMS = (
 )
 
 
-def check_positive_weights(store, weight: str) -> list[dict]:
+def check_positive_weights(store, weight: str, instance=None) -> list[dict]:
     """Betweenness counts shortest paths, which zero-length edges make ill-defined: reject a
-    missing or non-numeric attribute and null, NaN, negative or zero weights before any work
-    starts, naming the partition (checked on Spark); returns the profile rows."""
-    return reject_bad_weights(store, weight, _WEIGHT_PROBLEMS)
+    missing or non-numeric attribute and null, NaN, negative or zero weights (of ``instance``'s
+    edges if given) before any work starts, naming the partition (checked on Spark); returns
+    the profile rows."""
+    return reject_bad_weights(store, weight, _WEIGHT_PROBLEMS, instance)
 
 
 def integral_weights(rows: list[dict]) -> bool:
@@ -1001,7 +1002,7 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
     _check_count("stable_batches", stable_batches, 1 << 30)
-    profile = check_positive_weights(store, weight) if weight is not None else []
+    profile = check_positive_weights(store, weight, instance) if weight is not None else []
     sources = n if k is None else int(k)
     if batch_size is None:
         largest = max((p["num_vertices"] for p in store.partitions), default=1)

@@ -78,11 +78,11 @@ _WEIGHT_PROBLEMS = (
 )
 
 
-def check_weights(store, weight: str) -> None:
-    """Reject a missing or non-numeric attribute, and null, NaN, negative or infinite weights,
-    before any work starts (checked on Spark, one task per partition); the error names the
-    partition and an edge that has the problem."""
-    reject_bad_weights(store, weight, _WEIGHT_PROBLEMS)
+def check_weights(store, weight: str, instance=None) -> None:
+    """Reject a missing or non-numeric attribute, and null, NaN, negative or infinite weights
+    (of ``instance``'s edges if given), before any work starts (checked on Spark, one task per
+    partition); the error names the partition and an edge that has the problem."""
+    reject_bad_weights(store, weight, _WEIGHT_PROBLEMS, instance)
 
 
 def sssp(store, source, weight: str | None = None, **engine_options) -> RunResult:
@@ -97,6 +97,6 @@ def sssp(store, source, weight: str | None = None, **engine_options) -> RunResul
     directed graph, both ways on an undirected one.
     """
     if weight is not None:
-        check_weights(store, weight)
+        check_weights(store, weight, engine_options.get("instance"))
     return run_program(store, SingleSourceShortestPaths(
         store.vid_of(source, store.instance_entry(engine_options.get("instance"))), weight), **engine_options)

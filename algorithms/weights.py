@@ -6,12 +6,13 @@ from __future__ import annotations
 from gofs.errors import InputError
 
 
-def reject_bad_weights(store, weight: str, problems) -> list[dict]:
+def reject_bad_weights(store, weight: str, problems, instance=None) -> list[dict]:
     """Raise InputError for the first partition row with one of ``problems`` ((kind, message)
     pairs, kind as in the profile: "null", "nan", "negative", "zero", "infinite"); returns the
     rows. A message is formatted with ``path``, ``weight``, ``low`` (the smallest value as text;
-    ``low_value`` as a float), ``partition`` and ``example`` (an edge with the problem, original ids)."""
-    rows = store.edge_attribute_profile(weight)
+    ``low_value`` as a float), ``partition`` and ``example`` (an edge with the problem, original ids).
+    ``instance``: check that instance's edges (the template's it keeps and the ones it adds)."""
+    rows = store.edge_attribute_profile(weight, instance=instance)
     for row in rows:
         for kind, message in problems:
             if row[f"{kind}s"]:

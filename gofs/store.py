@@ -381,11 +381,12 @@ class GraphStore:
         with it to turn dense ids into original ones (or back) without the driver holding them."""
         return self._dataframe("read_vertex_partition", partitions, attributes=[], internal=True).select("vid", "id")
 
-    def edge_attribute_profile(self, attribute: str, partitions=None) -> list[dict]:
+    def edge_attribute_profile(self, attribute: str, partitions=None, instance=None) -> list[dict]:
         """Per partition, computed on Spark (one task each; the driver gets one small row per
         partition): how many values of the numeric static edge ``attribute`` are null, NaN,
         negative, zero, infinite or not whole numbers, their min and max (as text), and for each of those
-        problems the first edge that has it (``"src -> dst"``, original ids).
+        problems the first edge that has it (``"src -> dst"``, original ids). With ``instance`` (an
+        id), the edges of that instance: the template's it keeps and the ones it adds.
 
         Algorithms validate weights with it before a run without reading a column on the driver.
         """
@@ -395,13 +396,15 @@ class GraphStore:
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
             raise InputError(f"{self.path}: edge attribute '{attribute}' is {kind}, not a number")
         parts = list(range(self.num_partitions)) if partitions is None else list(partitions)
+        entry = self.instance_entry(instance)
         store = GraphStore.__new__(GraphStore)
         store.__setstate__(self.__getstate__())
 
         def profile(batches):
             for batch in batches:
                 for i in batch.column(0).to_pylist():
-                    yield pa.RecordBatch.from_pylist([_profile_partition(store, parts[i], attribute)], schema=_PROFILE)
+                    row = _profile_partition(store, parts[i], attribute, entry)
+                    yield pa.RecordBatch.from_pylist([row], schema=_PROFILE)
 
         from gofs.spark_compat import collect_arrow, spark_schema
 
@@ -445,10 +448,13 @@ _PROFILE = pa.schema([("partition", pa.int32()), ("rows", pa.int64()), ("min", p
                      + [(f"{k}s", pa.int64()) for k in _PROBLEMS] + [(f"{k}_example", pa.string()) for k in _PROBLEMS])
 
 
-def _profile_partition(store: GraphStore, p: int, attribute: str) -> dict:
+def _profile_partition(store: GraphStore, p: int, attribute: str, inst: dict | None = None) -> dict:
     """One row of :meth:`GraphStore.edge_attribute_profile` (each input edge once: no mirror rows)."""
-    table = files.read_columns(store.fs, layout.template_edges(store.root, p), ["src", "dst", "mirror", attribute])
+    table = files.read_columns(store.fs, layout.template_edges(store.root, p), ["eid", "src", "dst", "mirror", attribute])
     table = table.filter(pc.invert(table.column("mirror")))
+    added_vertices = None
+    if inst is not None and inst.get("topology"):
+        table, added_vertices = _instance_edges_of(store, inst, p, table, attribute)
     column = table.column(attribute).combine_chunks()
     numbers = pc.cast(column, pa.float64())
     masks = {"null": pc.is_null(column), "nan": pc.is_nan(numbers), "negative": pc.less(numbers, 0),
@@ -463,9 +469,33 @@ def _profile_partition(store: GraphStore, p: int, attribute: str) -> dict:
         row[f"{kind}_example"] = None
         if len(hits):
             at = int(hits[0])
-            ends = _original_pair(store, table.column("src").slice(at, 1), table.column("dst").slice(at, 1))
+            ends = _original_pair(store, table.column("src").slice(at, 1), table.column("dst").slice(at, 1),
+                                  added_vertices)
             row[f"{kind}_example"] = f"{ends['src'][0].as_py()!r} -> {ends['dst'][0].as_py()!r}"
     return row
+
+
+def _instance_edges_of(store: GraphStore, inst: dict, p: int, template: pa.Table, attribute: str):
+    """(src, dst, ``attribute``) of partition ``p``'s edges in instance ``inst``: the template's
+    it keeps and those it adds from ``p`` (an added edge without the attribute has it null),
+    and the instance's added vertices (for original ids)."""
+    changes = files.read_columns(store.fs, layout.instance_topology(store.root, inst["id"]), None)
+    removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid").combine_chunks()
+    kept = template.filter(pc.invert(pc.is_in(template.column("eid"), value_set=removed)))
+    added = changes.filter(pc.equal(changes.column("op"), "add"))
+    if not added.num_rows:
+        return kept.select(["src", "dst", attribute]), None
+    source_part = vid_space.partition_of_vids(store._vertex_offsets(), added.column("add_src").to_numpy())
+    mine = added.filter(pa.array(source_part == p))
+    kind = template.schema.field(attribute).type
+    values = (mine.column(attribute).combine_chunks().cast(kind) if attribute in mine.column_names
+              else pa.nulls(mine.num_rows, kind))
+    columns = {"src": pa.concat_arrays([kept.column("src").combine_chunks(),
+                                        mine.column("add_src").combine_chunks().cast(pa.int64())]),
+               "dst": pa.concat_arrays([kept.column("dst").combine_chunks(),
+                                        mine.column("add_dst").combine_chunks().cast(pa.int64())]),
+               attribute: pa.concat_arrays([kept.column(attribute).combine_chunks(), values])}
+    return pa.table(columns), store.added_vertices(inst)
 
 
 def _smallest(store: GraphStore, parts: list[int]) -> int:

@@ -223,3 +223,28 @@ def test_betweenness_of_an_instance_uses_its_edges(changed):
     for v, b in expected.items():
         assert got[v] == pytest.approx(b, rel=1e-9, abs=1e-12), v
     assert got != pytest.approx(nx.betweenness_centrality(G), rel=1e-6, abs=1e-9)
+
+
+def test_weights_of_an_instance_are_checked_on_its_own_edges(spark, tmp_path):
+    """A negative weight on an edge an instance adds is refused before the run, naming the edge;
+    a bad template edge the instance removes no longer counts."""
+    G = graphs.random_graph(20, 30, seed=3)
+    first = next(iter(G.edges()))
+    G.edges[first]["weight"] = -2.0
+    g = graphs.ingest_nx(G, tmp_path / "g.gofs", spark, 2)
+    u, v = next((u, v) for u in sorted(G) for v in sorted(G) if u < v and not G.has_edge(u, v))
+    g.append_instances([
+        Instance(0.0, 1.0, removed_edges=pd.DataFrame([first], columns=["src", "dst"])),
+        Instance(1.0, 2.0, removed_edges=pd.DataFrame([first], columns=["src", "dst"]),
+                 added_edges=pd.DataFrame({"src": [u], "dst": [v], "weight": [-1.5]}))])
+    H = G.copy()
+    H.remove_edge(*first)
+    got = graphs.column(g.betweenness(weight="weight", instance=0, progress=False), "betweenness")
+    expected = nx.betweenness_centrality(H, weight="weight")
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    for run in (lambda **kw: g.betweenness(weight="weight", **kw), lambda **kw: g.sssp(u, weight="weight", **kw)):
+        with pytest.raises(InputError, match="negative edge weight -2"):
+            run(progress=False)
+        with pytest.raises(InputError, match=f"negative edge weight -1.5 .* e.g. edge {u} -> {v}|"
+                                             f"negative edge weight -1.5 in 'weight'"):
+            run(instance=1, progress=False)
