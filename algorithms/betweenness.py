@@ -517,42 +517,19 @@ def _added_bases(template_vertices: int, counts: dict) -> dict:
     return {p: int(start) for p, start in zip(parts, starts)}
 
 
-def _top(vids: np.ndarray, scores: np.ndarray, errors: np.ndarray, m: int):
+def _top(vids: np.ndarray, scores: np.ndarray, m: int):
     order = np.lexsort((vids, -scores))[:m]
-    return vids[order], scores[order], errors[order]
+    return vids[order], scores[order]
 
 
 class _TopMerge:
-    """Keeps the ``m`` highest (vertex, score, standard error) triples, ties broken by vertex id."""
+    """Keeps the ``m`` highest (vertex, score) pairs, ties broken by vertex id."""
 
     def __init__(self, m: int):
         self.m = m
 
     def __call__(self, a, b):
-        return _top(*(np.concatenate([x, y]) for x, y in zip(a, b)), self.m)
-
-
-def sampled_error(total: np.ndarray, squares: np.ndarray, batches: int, done: int, n: int) -> np.ndarray:
-    """Standard error of the scaled estimate ``n / done * total`` from ``batches`` batches of
-    random sources (``total``: the sum of the batches' contributions, ``squares``: of their
-    squares), with the finite-population correction of sampling without replacement."""
-    if batches < 2 or done >= n:
-        return np.zeros_like(total)
-    variance = np.maximum(squares - total * total / batches, 0.0) / (batches - 1)
-    return n / done * np.sqrt(batches * variance * (1.0 - done / n))
-
-
-def expected_precision(scores: np.ndarray, errors: np.ndarray, k: int) -> float:
-    """Expected share of the ``k`` highest estimates that are truly in the top ``k``: each
-    misses with the normal probability that its true value lies below the boundary between
-    the k-th and (k+1)-th estimates."""
-    if len(scores) <= k:
-        return 1.0
-    boundary = (scores[k - 1] + scores[k]) / 2
-    margin = scores[:k] - boundary
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(errors[:k] > 0, margin / errors[:k], np.where(margin > 0, np.inf, 0.0))
-    return 1.0 - float(sum(0.5 * math.erfc(x / math.sqrt(2)) for x in z)) / k
+        return _top(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), self.m)
 
 
 def _affine_permutation(n: int, seed: int) -> tuple[int, int]:
@@ -582,7 +559,7 @@ class MultiSourceBetweenness(SubgraphProgram):
 
     def __init__(self, num_vertices: int, num_sources: int, batch_size: int, weight: str | None = None,
                  compress: bool = True, top: int | None = None, stable_batches: int = 3, seed: int = 0,
-                 keep_arrays: bool = True, template_vertices: int | None = None, precision: float | None = None):
+                 keep_arrays: bool = True, template_vertices: int | None = None):
         self.n = num_vertices
         self.template_vertices = num_vertices if template_vertices is None else template_vertices
         self.num_sources = num_sources
@@ -592,14 +569,13 @@ class MultiSourceBetweenness(SubgraphProgram):
         self.compress = compress
         self.top = top
         self.stable_batches = stable_batches
-        self.precision = precision
         self.keep_arrays = keep_arrays
         self.multiplier, self.shift = _affine_permutation(num_vertices, seed)
         self.edge_attributes = (weight,) if weight else ()
         self.aggregators = {"sent": "sum", "cc_sent": "sum", "reach": "sum", "stripped": "sum",
                             "sizes": Aggregator(_merge_sizes), "added": Aggregator(_merge_sizes)}
         if top:
-            self.aggregators["top"] = Aggregator(_TopMerge(top + 1))
+            self.aggregators["top"] = Aggregator(_TopMerge(top))
         self.token = uuid.uuid4().hex
         self.summary: dict = {}
 
@@ -653,13 +629,11 @@ class MultiSourceBetweenness(SubgraphProgram):
         batch = g["batch"]
         self.summary.update(sources=self._sources_done(batch), batches=batch + 1)
         if self.top and g["cc"] == "done":
-            vids, scores, errors = ctx.aggregated["top"]
-            current = frozenset(int(v) for v in vids[:self.top])
+            vids, _ = ctx.aggregated["top"]
+            current = frozenset(int(v) for v in vids)
             g["stable"] = g.get("stable", 0) + 1 if current == g.get("top_set") else 0
             g["top_set"] = current
-            self.summary["expected_precision"] = expected_precision(scores, errors, self.top)
-            confident = self.precision is None or self.summary["expected_precision"] >= self.precision
-            if g["stable"] >= self.stable_batches and confident:
+            if g["stable"] >= self.stable_batches:
                 g["phase"] = "done"
         if batch + 1 >= self.num_batches:
             g["phase"] = "done"
@@ -691,8 +665,6 @@ class MultiSourceBetweenness(SubgraphProgram):
         st = sg.state
         st["label"] = sg.first_vertex_id
         st["sampled"] = np.zeros(sg.num_vertices)
-        if self.top:                          # per-batch contributions' spread, for standard errors
-            st["batch_start"], st["squares"] = np.zeros(sg.num_vertices), np.zeros(sg.num_vertices)
         ctx.aggregate("stripped", graph.leaves.stripped)
         if self._added_partition(sg) is not None:
             ctx.aggregate("added", {self._added_partition(sg): sg.num_vertices})
@@ -835,10 +807,6 @@ class MultiSourceBetweenness(SubgraphProgram):
         alive = graph.leaves.alive[v]
         v, col = v[alive], col[alive]
         st.update(src_v=v, src_col=col, seeds=[], dag_in=[], dep_in=[])
-        if self.top:
-            latest = st["sampled"] - st["batch_start"]
-            st["squares"] += latest * latest
-            st["batch_start"] = st["sampled"].copy()
         st.pop("dag_edges", None)
         dist = np.full((n, batch), np.inf)
         _keep_only(self.token, g["batch"])
@@ -950,11 +918,8 @@ class MultiSourceBetweenness(SubgraphProgram):
             self._credit(sg, work, increment, g)
             sent = self._send_dependencies(ctx, st, increment)
         if self.top:
-            done = self._sources_done(g["batch"])
-            latest = st["sampled"] - st["batch_start"]
-            errors = sampled_error(st["sampled"], st["squares"] + latest * latest, g["batch"] + 1, done, self.n)
-            scores = st.get("tree", 0.0) + st["sampled"] * (self.n / done)
-            ctx.aggregate("top", _top(sg.vertex_ids, scores, errors, self.top + 1))
+            factor = self.n / self._sources_done(g["batch"])
+            ctx.aggregate("top", _top(sg.vertex_ids, st.get("tree", 0.0) + st["sampled"] * factor, self.top))
         return sent
 
     def output(self, subgraph):
@@ -998,8 +963,7 @@ def _check_count(name: str, value, limit: int) -> None:
 
 def betweenness(store, k: int | None = None, normalized: bool = True, weight: str | None = None,
                 top: int | None = None, seed: int = 0, batch_size: int | None = None, compress: bool = True,
-                stable_batches: int = 3, keep_arrays: bool = True, precision: float | None = None,
-                **engine_options) -> RunResult:
+                stable_batches: int = 3, keep_arrays: bool = True, **engine_options) -> RunResult:
     """Betweenness centrality of every vertex, as ``networkx.betweenness_centrality``.
 
     Parameters
@@ -1012,9 +976,6 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     top : approximate top-k mode: sources run in batches until the ``top`` highest-ranked
         vertices have stayed the same for ``stable_batches`` batches (or all sources ran);
         the DataFrame then holds those ``top`` vertices, highest first.
-    precision : top-k mode: also wait until the expected precision@top, estimated from each
-        vertex's standard error over the batches (:func:`expected_precision`), reaches this
-        (e.g. 0.9); None: stability alone decides. Near-tied vertices can need many sources.
     seed : picks the source order (and so the sample).
     instance : (engine option) run on this instance's topology, with the vertices it adds;
         traversed without leaf compression.
@@ -1028,8 +989,7 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     -------
     RunResult whose ``dataframe`` has ``id`` and ``betweenness``; ``aggregated`` says how many
     sources ran (``sources``), in how many ``batches``, how many vertices leaf compression
-    stripped (``stripped``), whether the result is ``exact`` and, in top-k mode, the
-    ``expected_precision`` of the top set when it stopped.
+    stripped (``stripped``) and whether the result is ``exact``.
 
     Example
     -------
@@ -1042,8 +1002,6 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
     _check_count("stable_batches", stable_batches, 1 << 30)
-    if precision is not None and not (isinstance(precision, (int, float)) and 0 < precision <= 1):
-        raise InputError(f"precision must be a number in (0, 1], got {precision!r}")
     profile = check_positive_weights(store, weight, instance) if weight is not None else []
     sources = n if k is None else int(k)
     if batch_size is None:
@@ -1055,7 +1013,7 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
                 and (weight is None or integral_weights(profile)))
     program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top,
                                      int(stable_batches), int(seed), bool(keep_arrays),
-                                     template_vertices=store.num_vertices, precision=precision)
+                                     template_vertices=store.num_vertices)
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)
     done = program.summary.get("sources", sources)
     factor = n / done if 0 < done < n else 1.0
@@ -1066,6 +1024,4 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         frame = frame.orderBy(F.desc("betweenness"), "id").limit(int(top))
     summary = {"sources": done, "batches": program.summary.get("batches", 0),
                "stripped": program.summary.get("stripped", 0), "exact": done >= n, "batch_size": int(batch_size)}
-    if top:
-        summary["expected_precision"] = 1.0 if done >= n else program.summary.get("expected_precision")
     return RunResult(frame, result.metrics, summary)

@@ -115,7 +115,6 @@ def _kernel_report(n: int, src, dst, lengths, batch: int, exact_bc: np.ndarray, 
 
 def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_size: int | None,
         top_batch_size: int, stable_batches: int, seed: int, exact: bool, workdir: str, log=print,
-        precision: float | None = None,
         reference: str | None = None, with_igraph: bool = True, with_top: bool = True,
         kernel_batch: int | None = None) -> dict:
     import igraph as ig
@@ -176,8 +175,7 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
     if not with_top:
         return report
     seconds, cpu, result = _timed_with_cpu(lambda: (lambda r: (r, r.dataframe.collect()))(
-        g.betweenness(top=top, stable_batches=stable_batches, seed=seed, precision=precision,
-                      **{**options, "batch_size": top_batch_size})))
+        g.betweenness(top=top, stable_batches=stable_batches, seed=seed, **{**options, "batch_size": top_batch_size})))
     result, rows = result
     report["gopher_top"] = {"k": top, "seconds": seconds, "worker_cpu_seconds": cpu,
                             "supersteps": result.metrics.num_supersteps, **result.aggregated}
@@ -197,7 +195,6 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, help="sources per batch, exact run (default: from memory)")
     parser.add_argument("--top-batch-size", type=int, default=64, help="sources per batch, top-k run")
     parser.add_argument("--stable-batches", type=int, default=3)
-    parser.add_argument("--precision", type=float, help="top-k: also until the expected precision@k reaches this")
     parser.add_argument("--skip-exact", action="store_true", help="only top-k (exact reference still by igraph)")
     parser.add_argument("--reference", help="igraph's exact betweenness as .npy: written there once (with its "
                                             "seconds in FILE.json); read back by --skip-exact runs")
@@ -218,7 +215,7 @@ def main(argv=None) -> int:
         report = run(spark, args.size, args.partitions, args.weight, args.top, args.batch_size,
                      args.top_batch_size, args.stable_batches, args.seed, not args.skip_exact, workdir,
                      reference=args.reference, with_igraph=not args.no_igraph, with_top=not args.skip_top,
-                     kernel_batch=args.kernel_batch, precision=args.precision)
+                     kernel_batch=args.kernel_batch)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)

@@ -142,7 +142,6 @@ def cmd_run(args) -> int:
     if args.algorithm == "betweenness":
         result = g.betweenness(k=args.sources, normalized=not args.raw, weight=args.weight, top=args.top_k,
                                seed=args.seed, batch_size=args.batch_size, stable_batches=args.stable_batches,
-                               precision=args.precision,
                                **options)
     elif args.algorithm == "cc":
         result = g.connected_components(**options)
@@ -391,8 +390,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sources", type=int, help="betweenness: sample this many sources (default: all, exact)")
     p.add_argument("--top-k", type=int, help="betweenness: only the top K vertices, sources until they are stable")
     p.add_argument("--stable-batches", type=int, default=3, help="betweenness --top-k: batches the top set must hold")
-    p.add_argument("--precision", type=float,
-                   help="betweenness --top-k: also run until the expected precision@K reaches this (e.g. 0.9)")
     p.add_argument("--batch-size", type=int, help="betweenness: sources per batch (default: from memory)")
     p.add_argument("--raw", action="store_true", help="betweenness: not normalized (undirected pairs counted once)")
     p.add_argument("--seed", type=int, default=0, help="louvain, betweenness: random seed (deterministic runs)")

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import graphs
 from algorithms.betweenness import (LocalGraph, ShortestPathDag, _affine_permutation, _stable_order,
-                                    compressed_graph, expected_precision, hop_distances, integral_weights,
-                                    local_betweenness, lower_hops, sampled_error, seeded_distances)
+                                    compressed_graph, hop_distances, integral_weights, local_betweenness,
+                                    lower_hops, seeded_distances)
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
 from gofs import files, layout
@@ -126,27 +126,6 @@ def test_top_k_precision(spark, tmp_path):
     precision = len(truth & {r["id"] for r in rows}) / top
     assert result.aggregated["sources"] < len(G)      # stopped early
     assert precision >= 0.7, precision
-    assert 0 <= result.aggregated["expected_precision"] <= 1
-    sure = store.betweenness(top=top, batch_size=40, stable_batches=2, precision=0.97, progress=False)
-    assert sure.aggregated["expected_precision"] >= 0.97
-    assert sure.aggregated["sources"] > result.aggregated["sources"]
-    assert len(truth & {r["id"] for r in sure.dataframe.collect()}) / top >= max(precision, 0.9)
-
-
-def test_standard_errors_of_sampled_batches():
-    """The estimate's standard error from batch sums (with the finite-population correction),
-    and the expected precision it gives: certain for separated estimates, a coin toss at a tie."""
-    rng = np.random.default_rng(0)
-    batches = rng.random((6, 4))                      # 6 batches' contributions to 4 vertices
-    n, done = 100, 30
-    got = sampled_error(batches.sum(0), (batches ** 2).sum(0), 6, done, n)
-    expected = n / done * np.sqrt(6 * batches.var(axis=0, ddof=1) * (1 - done / n))
-    assert np.allclose(got, expected)
-    assert not sampled_error(batches.sum(0), (batches ** 2).sum(0), 6, n, n).any()
-    assert not sampled_error(batches[0], batches[0] ** 2, 1, done, n).any()
-    assert expected_precision(np.array([9.0, 8.0, 1.0]), np.array([0.1, 0.1, 0.1]), 2) == pytest.approx(1.0)
-    assert expected_precision(np.array([9.0, 5.0, 5.0]), np.array([0.0, 1.0, 1.0]), 2) == pytest.approx(0.75)
-    assert expected_precision(np.array([9.0, 8.0]), np.array([5.0, 5.0]), 2) == 1.0
 
 
 def test_cli_run_betweenness(spark, stored, tmp_path, capsys):
@@ -187,8 +166,6 @@ def weighted_store(spark, tmp_path_factory):
     ({"top": 2.5}, "top=2.5"),
     ({"batch_size": 0}, "batch_size=0"),
     ({"stable_batches": 0}, "stable_batches=0"),
-    ({"top": 2, "precision": 1.5}, r"precision must be a number in \(0, 1\], got 1.5"),
-    ({"top": 2, "precision": "high"}, "precision must be a number"),
 ])
 def test_bad_parameters_fail_before_running(weighted_store, kwargs, message):
     with pytest.raises(InputError, match=message):
