@@ -385,3 +385,15 @@ def test_trees_collapse_to_one_vertex(G):
     assert lc.alive.sum() == 1 and lc.reach[lc.alive][0] == len(G)
     expected = nx.betweenness_centrality(G, normalized=False)
     assert np.allclose(lc.tree_betweenness(len(G)) / 2, [expected[v] for v in range(len(G))], rtol=0, atol=1e-9)
+
+
+def test_local_betweenness_of_source_chunks_sums_to_the_whole():
+    G = graphs.with_extras(graphs.random_graph(40, 70, seed=5))
+    nodes, src, dst, _ = _arrays(G, None)
+    whole = local_betweenness(len(nodes), src, dst, normalized=False, compress=False)
+    parts = sum(local_betweenness(len(nodes), src, dst, normalized=False, compress=False, sources=chunk)
+                for chunk in np.array_split(np.arange(len(nodes)), 3))
+    assert np.allclose(parts, whole, rtol=1e-12, atol=0)
+    assert_matches({v: whole[i] for v, i in nodes.items()}, nx.betweenness_centrality(G, normalized=False))
+    with pytest.raises(ValueError, match="compress=False"):
+        local_betweenness(len(nodes), src, dst, sources=[0])
