@@ -189,15 +189,16 @@ def _coarsen(weights, pairs, level: dict, k: int, rounds: int, seed: int, budget
             or (budget_edges is not None and level["edges"] > budget_edges)
 
     bound = max(1, math.ceil(level["vertices"] / (k * _CLUSTERS_PER_PARTITION)))
-    mappings, levels, attempts = [], [level], 0
+    mappings, levels, attempts, ranges_stalled = [], [level], 0, False
     while too_big(levels[-1]):
         attempts += 1
         if attempts > _MAX_LEVELS:
+            sizes = ", ".join(f"{level['vertices']:,}/{level['edges']:,}" for level in levels)
             raise RuntimeError(f"multilevel: the graph did not coarsen to the driver budget in {_MAX_LEVELS} "
-                               f"levels (last: {levels[-1]['vertices']:,} vertices, {levels[-1]['edges']:,} "
-                               "edges); raise driver_budget_bytes / driver_budget_edges")
+                               f"attempts (vertices/edges per level: {sizes}); raise driver_budget_bytes / "
+                               "driver_budget_edges")
         clock = time.perf_counter()
-        ranges = _id_ranges(weights, pairs, levels[-1]["vertices"])
+        ranges = None if ranges_stalled else _id_ranges(weights, pairs, levels[-1]["vertices"])
         if ranges is not None:
             wanted = budget_bytes / (BYTES_PER_COARSE_VERTEX + 3 * BYTES_PER_COARSE_EDGE)   # ~3 edges each
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
@@ -210,9 +211,14 @@ def _coarsen(weights, pairs, level: dict, k: int, rounds: int, seed: int, budget
         coarse_n = coarse_weights.count()
         clustered = time.perf_counter() - clock
         if coarse_n > _STALLED * levels[-1]["vertices"]:
-            bound *= 2          # the clusters are full: allow bigger ones on the next try
+            # In ranges: the parts fell apart into their connected pieces (a sparse coarse
+            # graph); label propagation takes this level. Else the clusters are full: allow
+            # bigger ones on the next try.
+            ranges_stalled = ranges is not None
+            bound *= 1 if ranges_stalled else 2
             seconds.append({"cluster": clustered, "stalled": True, "in_ranges": ranges is not None})
             continue
+        ranges_stalled = False
         pairs = held(_contract(pairs, clusters))
         weights = coarse_weights
         mappings.append(clusters)

@@ -205,6 +205,7 @@ def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids
     budget = coarse_graph_bytes(150, 200)          # bytes: the budget is a memory size
     report = {}
     stop = 0.99 if ids == "shuffled" else 0.0      # any iteration moves < 99% of vertices: refinement stops after one
+    before = _held(spark)
     parts = multilevel_partition(n, src, dst, 4, seed=1, spark=spark, driver_budget_bytes=budget, cluster_rounds=2,
                                  refine_iterations=3, refine_min_moves=stop, report=report)
     assert_valid(parts, n, 4)
@@ -216,6 +217,7 @@ def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids
     assert len(report["refine_moves"]) == (1 if stop else 3)
     assert edge_cut(parts, src, dst) <= 1.5 * edge_cut(metis_partition(n, src, dst, 4), src, dst)
     assert balance(parts, 4) <= 1.05 + 4 / n
+    assert _new(spark, before) == (set(), set())          # scratch files, checkpoints and caches all released
 
 
 def test_multilevel_argument_errors(spark):
