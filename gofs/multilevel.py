@@ -117,7 +117,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
         memory (:func:`coarse_graph_bytes`); a fixed size, so the driver's peak does not
         grow with the graph.
     driver_budget_edges : optionally, also coarsen until at most this many undirected edges.
-    cluster_rounds : label propagation rounds per coarsening level.
+    cluster_rounds : label propagation rounds per coarsening level (levels not clustered
+        inside id ranges).
     refine_iterations : at most this many balanced label propagation iterations after projection.
     refine_min_moves : refinement stops after an iteration that moved fewer than this share of
         the vertices (the projected METIS partition is already nearly a local optimum).
