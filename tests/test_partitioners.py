@@ -220,6 +220,28 @@ def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids
     assert _new(spark, before) == (set(), set())          # scratch files, checkpoints and caches all released
 
 
+def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(spark, monkeypatch):
+    import gofs.multilevel as multilevel
+
+    def no_clusters(cluster_weight, seed):
+        def clusters_of(rows):
+            ids = rows["a"][rows["vertex"]].to_numpy()
+            return pd.DataFrame({"vid": ids, "c": ids})
+        return clusters_of
+
+    monkeypatch.setattr(multilevel, "_metis_clusters", no_clusters)      # every in-range level stalls
+    n, src, dst = grid(16)
+    report = {}
+    parts = multilevel.multilevel_partition(n, src, dst, 2, seed=1, spark=spark, cluster_rounds=1,
+                                            driver_budget_bytes=multilevel.coarse_graph_bytes(200, 400),
+                                            refine_iterations=0, report=report)
+    assert_valid(parts, n, 2)
+    levels = report["seconds"]["levels"]
+    assert levels[0]["stalled"] and levels[0]["in_ranges"]
+    assert not levels[1]["in_ranges"] and "contract" in levels[1]
+    assert report["levels"][1]["vertices"] < 0.95 * n
+
+
 def test_multilevel_argument_errors(spark):
     from gofs.multilevel import multilevel_labels
 
