@@ -120,14 +120,15 @@ def _one(args) -> int:
     target = args.target
     started = time.perf_counter()
     timings: dict = {}
+    report: dict = {}
     if args.engine == "spark":
         from goffish.session import session
         from gofs.spark_ingest import ingest
 
         spark = session(master=args.master, conf=_conf(args))
         session_seconds = time.perf_counter() - started
-        options = {"driver_budget_bytes": args.driver_budget_mib << 20} if args.spark_partitioner == "multilevel" \
-            else {}
+        options = {"driver_budget_bytes": args.driver_budget_mib << 20, "report": report} \
+            if args.spark_partitioner == "multilevel" else {}
         manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
                           overwrite=True, partitioner=args.spark_partitioner, **options)
     else:
@@ -144,7 +145,8 @@ def _one(args) -> int:
                       "python_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "num_vertices": manifest["num_vertices"], "num_edges": manifest["num_edges"],
                       "cut_edges": manifest["cut_edges"], "balance": manifest["balance"],
-                      "partitioner": manifest["partitioner"]}))
+                      "partitioner": manifest["partitioner"],
+                      **({"multilevel": report} if report else {})}))
     fs, root = layout.filesystem(target)
     layout.remove(fs, root)
     return 0

@@ -4,11 +4,22 @@ METIS gives the best cuts but needs the whole graph in one process. This
 partitioner keeps METIS's quality at scale the way METIS itself does, by
 working on a smaller graph with the same structure:
 
-1. **Coarsen on Spark.** Size-constrained label propagation (Meyerhenke,
-   Sanders and Schulz, "Partitioning Complex Networks via Size-constrained
-   Clustering", SEA 2014) groups vertices into clusters of at most ``U``
-   vertex weight: every round a random half of the vertices join the
-   neighbouring cluster they share the heaviest edges with, if it has room.
+1. **Coarsen on Spark.** Each level groups vertices into clusters of at most
+   ``U`` vertex weight, in one of two ways:
+
+   - *inside id ranges*, when the vertex ids are local (at least half of the
+     edge weight joins ids of the same range of consecutive ids, as for road
+     networks numbered by position, or an edge list whose file order has
+     locality, since the ingest numbers ids by first appearance): each range's
+     graph is cut by METIS into parts of a chosen weight in the one task that
+     holds it, and each part's connected pieces become clusters. One Spark
+     pass per level, shrinking the graph up to 64x with METIS-quality clusters;
+   - otherwise by size-constrained label propagation (Meyerhenke, Sanders and
+     Schulz, "Partitioning Complex Networks via Size-constrained Clustering",
+     SEA 2014): every round a random half of the vertices join the
+     neighbouring cluster they share the heaviest edges with, if it has room
+     (a few Spark jobs per round, about 2.7x smaller per level of 4 rounds).
+
    Each cluster becomes one coarse vertex (weight: its size), parallel edges
    between clusters one coarse edge (weight: their count). Levels repeat until
    the coarse graph fits the driver budget: a fixed memory size
@@ -21,7 +32,10 @@ working on a smaller graph with the same structure:
    partition, then balanced label propagation
    (:func:`gofs.partitioners.spark_label_propagation`, Ugander and Backstrom,
    WSDM 2013) starts from that partition and moves boundary vertices to the
-   partition most of their neighbours are in, within the capacity.
+   partition most of their neighbours are in, within the capacity; it stops
+   once an iteration moves fewer than ``refine_min_moves`` of the vertices
+   (from a METIS projection on a road graph the first iteration moves a few
+   dozen of 0.7M vertices, and each iteration costs two shuffles of the edges).
 
 Example
 -------
@@ -31,6 +45,7 @@ Example
 from __future__ import annotations
 
 import math
+import time
 import uuid
 
 import numpy as np
@@ -52,6 +67,12 @@ _ACTIVE_SHARE = 0.5             # vertices that may move per clustering round (b
 _COIN_BITS = 20
 _MAX_LEVELS = 12
 _STALLED = 0.95                 # a level keeping more than this share of vertices has stopped coarsening
+_RANGE_SHARE = 0.5              # cluster inside id ranges when at least this share of edge weight lies within them
+_RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's METIS input)
+_RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the vertex count by at most this factor
+_PIECES_PER_PART = 2            # a METIS part of a sparse range splits into about this many connected clusters
+REFINE_MIN_MOVES = 0.001
+"""Default share of the vertices below which a refinement iteration's moves end the refinement."""
 
 
 def multilevel_partition(num_vertices: int, src, dst, num_partitions: int, seed: int = 0, spark=None,
@@ -82,8 +103,8 @@ def coarse_graph_bytes(num_vertices: int, num_edges: int) -> int:
 
 def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed: int = 0,
                       driver_budget_bytes: int = DRIVER_BUDGET_BYTES, driver_budget_edges: int | None = None,
-                      cluster_rounds: int = 4, refine_iterations: int = 5, capacity_slack: float = 0.05,
-                      report: dict | None = None):
+                      cluster_rounds: int = 4, refine_iterations: int = 5, refine_min_moves: float = REFINE_MIN_MOVES,
+                      capacity_slack: float = 0.05, report: dict | None = None):
     """Partition the graph of ``edges_df`` into ``num_partitions`` parts, never collecting more
     than the coarse graph (at most ``driver_budget_bytes`` of driver memory) to the driver.
 
@@ -96,11 +117,16 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
         memory (:func:`coarse_graph_bytes`); a fixed size, so the driver's peak does not
         grow with the graph.
     driver_budget_edges : optionally, also coarsen until at most this many undirected edges.
-    cluster_rounds : label propagation rounds per coarsening level.
-    refine_iterations : balanced label propagation iterations after projection.
+    cluster_rounds : label propagation rounds per coarsening level (levels not clustered
+        inside id ranges).
+    refine_iterations : at most this many balanced label propagation iterations after projection.
+    refine_min_moves : refinement stops after an iteration that moved fewer than this share of
+        the vertices (the projected METIS partition is already nearly a local optimum).
     capacity_slack : partitions hold at most ``(1 + slack) n / k`` vertices after refinement
         (or, if the projection was heavier, no more than it).
-    report : if given, receives ``levels`` (vertices and edges per level) and ``coarse_cut``.
+    report : if given, receives ``levels`` (vertices and edges per level), ``coarse_cut``,
+        ``refine_moves`` (vertices moved per refinement iteration) and ``seconds`` (``prelude``,
+        ``levels``: one entry per coarsening attempt, ``metis``, ``refine``).
 
     Returns
     -------
@@ -108,8 +134,6 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     ``gofs.spark_compat.release_local_checkpoint`` when done.
     """
     from pyspark.sql import functions as F
-
-    from gofs.partitioners import spark_label_propagation
 
     k = int(num_partitions)
     if k < 1:
@@ -119,12 +143,12 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
                          f"got {driver_budget_bytes}")
     if driver_budget_edges is not None and driver_budget_edges < 1:
         raise ValueError(f"driver_budget_edges must be >= 1, got {driver_budget_edges}")
-
-    def too_big(level: dict) -> bool:
-        return coarse_graph_bytes(level["vertices"], level["edges"]) > driver_budget_bytes \
-            or (driver_budget_edges is not None and level["edges"] > driver_budget_edges)
+    if not 0 <= refine_min_moves < 1:
+        raise ValueError(f"refine_min_moves must be a share in [0, 1), got {refine_min_moves}")
 
     report = {} if report is None else report
+    seconds = report["seconds"] = {"levels": []}
+    clock = time.perf_counter()
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
     if vertices is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid")))
@@ -132,41 +156,77 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     held = _Scratch(spark)
     try:
         weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
-        pairs = edges.where(F.col("src") != F.col("dst")) \
-            .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b")) \
-            .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w"))
-        adjacency = held(_both_ways(pairs))
-        n = weights.count()
-        bound = max(1, math.ceil(n / (k * _CLUSTERS_PER_PARTITION)))
-        mappings, levels, attempts = [], [{"vertices": n, "edges": adjacency.count() // 2}], 0
-        while too_big(levels[-1]):
-            attempts += 1
-            if attempts > _MAX_LEVELS:
-                raise RuntimeError(f"multilevel: the graph did not coarsen to the driver budget in {_MAX_LEVELS} "
-                                   f"levels (last: {levels[-1]['vertices']:,} vertices, {levels[-1]['edges']:,} "
-                                   "edges); raise driver_budget_bytes / driver_budget_edges")
-            clusters = _cluster(adjacency, weights, bound, cluster_rounds, seed, attempts, held)
-            coarse_weights = held(clusters.join(weights, "vid").groupBy(F.col("c").alias("vid"))
-                                   .agg(F.sum("vw").alias("vw")))
-            coarse_n = coarse_weights.count()
-            if coarse_n > _STALLED * levels[-1]["vertices"]:
-                bound *= 2          # the clusters are full: allow bigger ones on the next try
-                continue
-            adjacency = held(_contract(adjacency, clusters))
-            weights = coarse_weights
-            mappings.append(clusters)
-            levels.append({"vertices": coarse_n, "edges": adjacency.count() // 2})
-        coarse = _metis_on_driver(spark, weights, adjacency, k, seed, report)
-        projected = coarse
+        pairs = held(edges.where(F.col("src") != F.col("dst"))
+                     .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
+                     .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
+        level = {"vertices": weights.count(), "edges": pairs.count()}
+        seconds["prelude"] = time.perf_counter() - clock
+        coarse_weights, coarse_pairs, mappings, levels = _coarsen(weights, pairs, level, k, cluster_rounds, seed,
+                                                                  driver_budget_bytes, driver_budget_edges, held,
+                                                                  seconds["levels"])
+        clock = time.perf_counter()
+        projected = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
+        seconds["metis"] = time.perf_counter() - clock
+        clock = time.perf_counter()
         for clusters in reversed(mappings):
             projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-        loops = vertices.select(F.col("vid").alias("src"), F.col("vid").alias("dst"))
-        labels = spark_label_propagation(spark, edges.unionByName(loops), k, iterations=refine_iterations,
-                                         seed=seed, capacity_slack=capacity_slack, initial=projected)
+        labels = _refine(spark, pairs, projected, k, refine_iterations, math.ceil(refine_min_moves * level["vertices"]),
+                         seed, capacity_slack, report)
+        seconds["refine"] = time.perf_counter() - clock
     finally:
         held.remove()
     report["levels"] = levels
     return labels
+
+
+def _coarsen(weights, pairs, level: dict, k: int, rounds: int, seed: int, budget_bytes: int,
+             budget_edges: int | None, held, seconds: list):
+    """Cluster and contract until the coarse graph fits the budget: the coarse ``(vid, vw)`` and
+    ``(a, b, w)`` frames, the cluster mapping of every level (finest first) and the level sizes."""
+    from pyspark.sql import functions as F
+
+    def too_big(level: dict) -> bool:
+        return coarse_graph_bytes(level["vertices"], level["edges"]) > budget_bytes \
+            or (budget_edges is not None and level["edges"] > budget_edges)
+
+    bound = max(1, math.ceil(level["vertices"] / (k * _CLUSTERS_PER_PARTITION)))
+    mappings, levels, attempts, ranges_stalled = [], [level], 0, False
+    while too_big(levels[-1]):
+        attempts += 1
+        if attempts > _MAX_LEVELS:
+            sizes = ", ".join(f"{level['vertices']:,}/{level['edges']:,}" for level in levels)
+            raise RuntimeError(f"multilevel: the graph did not coarsen to the driver budget in {_MAX_LEVELS} "
+                               f"attempts (vertices/edges per level: {sizes}); raise driver_budget_bytes / "
+                               "driver_budget_edges")
+        clock = time.perf_counter()
+        ranges = None if ranges_stalled else _id_ranges(weights, pairs, levels[-1]["vertices"])
+        if ranges is not None:
+            wanted = budget_bytes / (BYTES_PER_COARSE_VERTEX + 3 * BYTES_PER_COARSE_EDGE)   # ~3 edges each
+            shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
+            clusters = held(_cluster_in_ranges(pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]),
+                                               seed))
+        else:
+            clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
+        coarse_weights = held(clusters.join(weights, "vid").groupBy(F.col("c").alias("vid"))
+                              .agg(F.sum("vw").alias("vw")))
+        coarse_n = coarse_weights.count()
+        clustered = time.perf_counter() - clock
+        if coarse_n > _STALLED * levels[-1]["vertices"]:
+            # In ranges: the parts fell apart into their connected pieces (a sparse coarse
+            # graph); label propagation takes this level. Else the clusters are full: allow
+            # bigger ones on the next try.
+            ranges_stalled = ranges is not None
+            bound *= 1 if ranges_stalled else 2
+            seconds.append({"cluster": clustered, "stalled": True, "in_ranges": ranges is not None})
+            continue
+        ranges_stalled = False
+        pairs = held(_contract(pairs, clusters))
+        weights = coarse_weights
+        mappings.append(clusters)
+        levels.append({"vertices": coarse_n, "edges": pairs.count()})
+        seconds.append({"cluster": clustered, "contract": time.perf_counter() - clock - clustered,
+                        "in_ranges": ranges is not None})
+    return weights, pairs, mappings, levels
 
 
 class _Scratch:
@@ -255,26 +315,124 @@ def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int,
     return labels.select("vid", "c")
 
 
-def _contract(adjacency, clusters):
-    """The coarse adjacency: edges between clusters, weights summed, inner edges dropped."""
+def _id_ranges(weights, pairs, num_vertices: int) -> dict | None:
+    """Ranges of vertex ids to cluster in, if the ids are local (most edge weight inside them).
+
+    Many inputs number their vertices with locality (road networks by position, web
+    graphs by URL, and the ingest's dense ids keep the file's order; coarse ids are
+    the smallest id of their cluster, so they keep it too). Then ``slices`` ranges of
+    consecutive ids hold nearly all edges, and each range can be clustered as a whole
+    graph in one task. Returns ``{"low", "width", "mean_weight"}`` (range r holds the ids
+    ``low + r * width`` up to the next range), or None when less than
+    ``_RANGE_SHARE`` of the edge weight lies within ranges (e.g. R-MAT's ids).
+    """
     from pyspark.sql import functions as F
 
-    return adjacency.join(clusters.select(F.col("vid").alias("src"), F.col("c").alias("cs")), "src") \
-        .join(clusters.select(F.col("vid").alias("dst"), F.col("c").alias("cd")), "dst") \
-        .where(F.col("cs") != F.col("cd")) \
-        .groupBy(F.col("cs").alias("src"), F.col("cd").alias("dst")).agg(F.sum("w").alias("w"))
+    slices = int(weights.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    low, high, total_weight = weights.agg(F.min("vid"), F.max("vid"), F.sum("vw")).first()
+    if low is None:
+        return None
+    count = max(slices, math.ceil(num_vertices / _RANGE_VERTICES), 2)
+    width = max(1, math.ceil((high - low + 1) / count))
+    same = F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width)
+    inside, everything = pairs.agg(F.sum(F.when(same, F.col("w")).otherwise(0)), F.sum("w")).first()
+    if not everything or inside < _RANGE_SHARE * everything:
+        return None
+    return {"low": int(low), "width": int(width), "mean_weight": total_weight / num_vertices}
 
 
-def _metis_on_driver(spark, weights, adjacency, k: int, seed: int, report: dict):
+def _cluster_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int):
+    """``(vid, c)``: each id range's graph (its vertices, the edges inside it) cut by METIS into
+    parts of about ``cluster_weight`` vertex weight, in the task that holds the range; c is the
+    smallest id of the part. Edges between ranges only become coarse edges."""
+    from pyspark.sql import functions as F
+
+    low, width = ranges["low"], ranges["width"]
+
+    def range_of(column):
+        return F.floor((F.col(column) - low) / width)
+
+    vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"), F.col("vid").alias("b"),
+                                 F.col("vw").alias("w"), F.lit(True).alias("vertex"))
+    edge_rows = pairs.where(range_of("a") == range_of("b")) \
+        .select(range_of("a").alias("r"), "a", "b", "w", F.lit(False).alias("vertex"))
+    return vertex_rows.unionByName(edge_rows).groupBy("r") \
+        .applyInPandas(_metis_clusters(cluster_weight, seed), "vid long, c long")
+
+
+def _metis_clusters(cluster_weight: float, seed: int):
+    """Task: one id range's rows (its vertices ``(a, a, vw, True)``, its edges
+    ``(a, b, w, False)``) -> a ``(vid, c)`` frame."""
+    def clusters_of(rows):
+        import pandas as pd
+        import pymetis
+        import scipy.sparse as sp
+        from scipy.sparse.csgraph import connected_components
+
+        is_vertex = rows["vertex"].to_numpy(dtype=bool)
+        order = np.argsort(rows["a"].to_numpy()[is_vertex], kind="stable")
+        ids = rows["a"].to_numpy()[is_vertex][order]
+        vw = rows["w"].to_numpy()[is_vertex][order]
+        edges = rows[~is_vertex]
+        nparts = min(ids.size, math.ceil(vw.sum() / cluster_weight))
+        if nparts <= 1:
+            return pd.DataFrame({"vid": ids, "c": np.full(ids.size, ids[0] if ids.size else 0, np.int64)})
+        if edges.empty:
+            return pd.DataFrame({"vid": ids, "c": ids})
+        heads, tails = np.searchsorted(ids, edges["a"].to_numpy()), np.searchsorted(ids, edges["b"].to_numpy())
+        idx = pymetis.zero_copy_dtype()
+        limit = np.iinfo(np.int32).max
+        xadj, adjncy, eweights = _symmetric_csr(ids.size, heads, tails, np.minimum(edges["w"].to_numpy(), limit), idx)
+        _, parts = pymetis.part_graph(nparts, pymetis.CSRAdjacency(xadj, adjncy),
+                                      vweights=np.minimum(vw, limit).astype(idx), eweights=eweights, recursive=True,
+                                      options=pymetis.Options(seed=seed))
+        parts = np.asarray(parts, dtype=np.int64)
+        # METIS parts need not be connected (balance packs small components and loose ends
+        # together); a cluster must be, or the coarse graph stops resembling the graph.
+        inner = parts[heads] == parts[tails]
+        pieces = sp.coo_matrix((np.ones(int(inner.sum()), np.int8), (heads[inner], tails[inner])),
+                               shape=(ids.size, ids.size))
+        _, piece = connected_components(pieces, directed=False)
+        smallest = np.full(piece.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(smallest, piece, ids)
+        return pd.DataFrame({"vid": ids, "c": smallest[piece]})
+
+    return clusters_of
+
+
+def _contract(pairs, clusters):
+    """The coarse pairs ``(a, b, w)``, ``a < b``: edges between clusters, weights summed, inner
+    edges dropped. Joins each undirected pair once, not both of its directions."""
+    from pyspark.sql import functions as F
+
+    return pairs.join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
+        .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b") \
+        .where(F.col("ca") != F.col("cb")) \
+        .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
+
+
+def _refine(spark, pairs, projected, k: int, iterations: int, min_moves: int, seed: int, capacity_slack: float,
+            report: dict):
+    """Balanced label propagation from the projected partition on the input graph: the level-0
+    pairs, both ways, are already the duplicate-free adjacency it needs."""
+    from gofs.partitioners import refine_partition
+
+    adjacency = _both_ways(pairs).select("src", "dst")
+    moves: list = []
+    report["refine_moves"] = moves
+    return refine_partition(spark, adjacency, projected, k, iterations=iterations, seed=seed,
+                            capacity_slack=capacity_slack, min_moves=min_moves, moves=moves)
+
+
+def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):
     """METIS with vertex and edge weights on the coarse graph; returns ``(vid, part)`` on Spark.
 
-    Collects each coarse edge once (``src < dst``) as Arrow columns, and builds the
+    Collects each coarse edge once (the pairs, ``a < b``) as Arrow columns, and builds the
     symmetric CSR METIS wants without a pandas or COO detour: together with METIS's
     own work space this is what :data:`BYTES_PER_COARSE_EDGE` measures.
     """
     import pandas as pd
     import pymetis
-    from pyspark.sql import functions as F
 
     from gofs.spark_compat import collect_arrow
 
@@ -283,9 +441,9 @@ def _metis_on_driver(spark, weights, adjacency, k: int, seed: int, report: dict)
     ids = vertex_table.column("vid").to_numpy()[order]
     vw = vertex_table.column("vw").to_numpy()[order]
     del vertex_table
-    edge_table = collect_arrow(adjacency.where(F.col("src") < F.col("dst")).select("src", "dst", "w"))
-    rows = np.searchsorted(ids, edge_table.column("src").to_numpy())
-    cols = np.searchsorted(ids, edge_table.column("dst").to_numpy())
+    edge_table = collect_arrow(pairs.select("a", "b", "w"))
+    rows = np.searchsorted(ids, edge_table.column("a").to_numpy())
+    cols = np.searchsorted(ids, edge_table.column("b").to_numpy())
     w = edge_table.column("w").to_numpy()
     del edge_table
     nc = ids.size

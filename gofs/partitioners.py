@@ -180,25 +180,51 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
 
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
-    k = num_partitions
-    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
     links = edges.where(F.col("src") != F.col("dst"))
+    adjacency = links.unionByName(links.select(F.col("dst").alias("src"), F.col("src").alias("dst"))).distinct()
+    if initial is None:
+        vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
+        hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
+        initial = vertices.select("vid", F.pmod(hashed, F.lit(num_partitions)).alias("part"))
+    return refine_partition(spark, adjacency, initial, num_partitions, iterations=iterations, seed=seed,
+                            capacity_slack=capacity_slack)
+
+
+def refine_partition(spark, adjacency, initial, num_partitions: int, iterations: int = 10, seed: int = 0,
+                     capacity_slack: float = 0.05, min_moves: int = 0, moves: list | None = None):
+    """Balanced label propagation (see :func:`spark_label_propagation`) from a given partition.
+
+    Parameters
+    ----------
+    adjacency : DataFrame ``(src, dst)``: every edge in both directions, no self-loops, no repeats.
+    initial : DataFrame ``(vid, part)`` with one row per vertex, isolated ones included.
+    iterations : at most this many rounds of propagation.
+    min_moves : stop after an iteration that moved fewer vertices than this.
+    moves : if given, receives the number of vertices moved in each iteration.
+
+    Returns
+    -------
+    DataFrame ``(vid long, part int)``, a local checkpoint (release it with
+    ``gofs.spark_compat.release_local_checkpoint``).
+    """
+    from pyspark.sql import functions as F
+
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    k = num_partitions
+    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    moves = [] if moves is None else moves
     held = []           # checkpoints and cached frames made here; all but the result are released
     labels = None
     try:
         # Split by target once: each iteration's join with the neighbours' labels then
         # moves only the labels (the checkpoint keeps the split), not the edges.
-        adjacency = links.unionByName(links.select(F.col("dst").alias("src"), F.col("src").alias("dst"))) \
-            .distinct().repartition(slices, "dst").localCheckpoint()
+        adjacency = adjacency.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst")) \
+            .repartition(slices, "dst").localCheckpoint()
         held.append(adjacency)
-        vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
-        if initial is None:
-            hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
-            labels = vertices.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part")).localCheckpoint()
-        else:
-            labels = initial.select(F.col("vid").cast("long").alias("vid"),
-                                    F.col("part").cast("int").alias("part")).localCheckpoint()
+        labels = initial.select(F.col("vid").cast("long").alias("vid"),
+                                F.col("part").cast("int").alias("part")).localCheckpoint()
         held.append(labels)
 
         sizes = np.zeros(k, dtype=np.int64)
@@ -215,17 +241,20 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
             if cells:
                 part, to, bucket, count = np.array(cells, dtype=np.int64).T
                 histogram[part, to, bucket] = count
-            moves = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
-            if moves.any():
+            planned = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
+            if planned.any():
                 # Each iteration reads labels three times: materialise it once, and
                 # drop the lineage so that later iterations plan no slower.
-                previous, labels = labels, _apply_moves(spark, labels, candidates, histogram, moves).localCheckpoint()
+                previous, labels = labels, _apply_moves(spark, labels, candidates, histogram, planned).localCheckpoint()
                 held.append(labels)
                 held.remove(previous)
                 release_local_checkpoint(previous)
-                sizes += moves.sum(axis=0) - moves.sum(axis=1)
+                sizes += planned.sum(axis=0) - planned.sum(axis=1)
             held.remove(candidates)
             candidates.unpersist()
+            moves.append(int(planned.sum()))
+            if min_moves and moves[-1] < min_moves:
+                break
     except BaseException:
         _release(held)
         raise

@@ -51,7 +51,7 @@ LOCAL_MAX_BYTES = 256 << 20
 """Inputs larger than this (uncompressed estimate) are ingested on Spark when ``engine="auto"``."""
 LOCAL_MAX_BYTES_CONF = "spark.goffish.ingest.localMaxBytes"
 _MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
-                       "capacity_slack"}
+                       "refine_min_moves", "capacity_slack", "report"}
 _GZIP_EXPANSION = 4         # a gzip edge list is about this many times larger once decompressed
 _WHAT = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true/false/1/0)"}
 _INT_PATTERN = r"^[+-]?[0-9]+$"
@@ -137,7 +137,7 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
         attributes, as for :func:`gofs.sources.read_csv` / :func:`gofs.sources.read_parquet`.
     timings : receives seconds per stage (read, ids, partition, subgraphs, write).
     partitioner_options : passed to :func:`gofs.multilevel.multilevel_labels`
-        (``driver_budget_bytes``, ``driver_budget_edges`` ...).
+        (``driver_budget_bytes``, ``driver_budget_edges``, ``refine_min_moves``, ``report`` ...).
 
     Returns
     -------

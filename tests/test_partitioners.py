@@ -192,22 +192,63 @@ def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
     assert not os.path.exists(made) and tmp_path.is_dir()
 
 
-def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark):
+@pytest.mark.parametrize("ids", ["row-major", "shuffled"])
+def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids):
+    """Row-major grid ids are local: levels cluster inside id ranges (METIS per range);
+    shuffled ids are not: levels fall back to size-constrained label propagation."""
     from gofs.multilevel import coarse_graph_bytes, multilevel_labels, multilevel_partition
 
     n, src, dst = grid(24, drop=0.1)
+    if ids == "shuffled":
+        relabel = np.random.default_rng(5).permutation(n)
+        src, dst = relabel[src], relabel[dst]
     budget = coarse_graph_bytes(150, 200)          # bytes: the budget is a memory size
     report = {}
+    stop = 0.99 if ids == "shuffled" else 0.0      # any iteration moves < 99% of vertices: refinement stops after one
+    before = _held(spark)
     parts = multilevel_partition(n, src, dst, 4, seed=1, spark=spark, driver_budget_bytes=budget, cluster_rounds=2,
-                                 refine_iterations=3, report=report)
+                                 refine_iterations=3, refine_min_moves=stop, report=report)
     assert_valid(parts, n, 4)
     first, last = report["levels"][0], report["levels"][-1]
     assert len(report["levels"]) >= 2
     assert coarse_graph_bytes(last["vertices"], last["edges"]) <= budget < coarse_graph_bytes(first["vertices"],
                                                                                                 first["edges"])
+    assert [level["in_ranges"] for level in report["seconds"]["levels"]][0] == (ids == "row-major")
+    assert len(report["refine_moves"]) == (1 if stop else 3)
     assert edge_cut(parts, src, dst) <= 1.5 * edge_cut(metis_partition(n, src, dst, 4), src, dst)
     assert balance(parts, 4) <= 1.05 + 4 / n
+    assert _new(spark, before) == (set(), set())          # scratch files, checkpoints and caches all released
+
+
+def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(spark, monkeypatch):
+    import gofs.multilevel as multilevel
+
+    def no_clusters(cluster_weight, seed):
+        def clusters_of(rows):
+            ids = rows["a"][rows["vertex"]].to_numpy()
+            return pd.DataFrame({"vid": ids, "c": ids})
+        return clusters_of
+
+    monkeypatch.setattr(multilevel, "_metis_clusters", no_clusters)      # every in-range level stalls
+    n, src, dst = grid(16)
+    report = {}
+    parts = multilevel.multilevel_partition(n, src, dst, 2, seed=1, spark=spark, cluster_rounds=1,
+                                            driver_budget_bytes=multilevel.coarse_graph_bytes(200, 400),
+                                            refine_iterations=0, report=report)
+    assert_valid(parts, n, 2)
+    levels = report["seconds"]["levels"]
+    assert levels[0]["stalled"] and levels[0]["in_ranges"]
+    assert not levels[1]["in_ranges"] and "contract" in levels[1]
+    assert report["levels"][1]["vertices"] < 0.95 * n
+
+
+def test_multilevel_argument_errors(spark):
+    from gofs.multilevel import multilevel_labels
+
+    n, src, dst = grid(4)
     with pytest.raises(ValueError, match="spark=<SparkSession>"):
         partition("multilevel", n, src, dst, 2)
     with pytest.raises(ValueError, match="driver_budget_bytes must be >= 400"):
         multilevel_labels(spark, None, 4, driver_budget_bytes=100)
+    with pytest.raises(ValueError, match="refine_min_moves must be a share"):
+        multilevel_labels(spark, None, 4, refine_min_moves=1.5)
