@@ -196,7 +196,7 @@ def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
 def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids):
     """Row-major grid ids are local: levels cluster inside id ranges (METIS per range);
     shuffled ids are not: levels fall back to size-constrained label propagation."""
-    from gofs.multilevel import coarse_graph_bytes, multilevel_labels, multilevel_partition
+    from gofs.multilevel import coarse_graph_bytes, multilevel_partition
 
     n, src, dst = grid(24, drop=0.1)
     if ids == "shuffled":
