@@ -46,7 +46,6 @@ source that is a few times igraph's C Brandes, spread over the tasks
 from __future__ import annotations
 
 import functools
-import math
 import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -537,16 +536,45 @@ class _TopMerge:
         return _top(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), self.m)
 
 
-def _affine_permutation(n: int, seed: int) -> tuple[int, int]:
-    """(multiplier, shift) with ``x -> (multiplier * x + shift) mod n`` a permutation of range(n):
-    the source order, computable in every sub-graph without shipping a list of n ids."""
-    if n <= 1:
-        return 1, 0
-    rng = np.random.default_rng(seed)
-    while True:
-        multiplier = int(rng.integers(1, n))
-        if math.gcd(multiplier, n) == 1:
-            return multiplier, int(rng.integers(0, n))
+class SourceOrder:
+    """A seeded pseudo-random permutation of ``range(n)``: the order sources run in, computed
+    element by element in every sub-graph without shipping a list of n ids.
+
+    A balanced Feistel network on ``2h`` bits (``4^h >= n``) is a bijection of ``range(4^h)``;
+    walking the cycle (applying it again while the value is ``>= n``, at most ~4 times on
+    average) makes it one of ``range(n)``. A prefix of the order is then a uniform-looking
+    sample, which sampled and top-k betweenness need: an affine order ``a x + b mod n`` is a
+    lattice over the ids, and on graphs numbered by position (roads) its prefixes were biased
+    (precision@32 0.81 at 100k with 1,664 sources, against 0.94 with 1,024 random ones).
+    """
+
+    _ROUNDS = 4
+
+    def __init__(self, n: int, seed: int):
+        self.n = int(n)
+        self.half = max(1, (max(self.n - 1, 1).bit_length() + 1) // 2)
+        self.keys = np.random.default_rng(seed).integers(0, 1 << 62, self._ROUNDS, dtype=np.uint64)
+
+    def _round(self, right: np.ndarray, key: np.uint64) -> np.ndarray:
+        z = (right ^ key) * np.uint64(0x9E3779B97F4A7C15)          # a splitmix64-style mix, wrapping
+        z = (z ^ (z >> np.uint64(31))) * np.uint64(0xBF58476D1CE4E5B9)
+        return (z ^ (z >> np.uint64(29))) & np.uint64((1 << self.half) - 1)
+
+    def _feistel(self, x: np.ndarray) -> np.ndarray:
+        mask = np.uint64((1 << self.half) - 1)
+        left, right = x >> np.uint64(self.half), x & mask
+        for key in self.keys:
+            left, right = right, left ^ self._round(right, key)
+        return (left << np.uint64(self.half)) | right
+
+    def __call__(self, x) -> np.ndarray:
+        """The ``x``-th sources (ints in ``range(n)``)."""
+        y = self._feistel(np.asarray(x, dtype=np.uint64))
+        outside = y >= np.uint64(self.n)
+        while outside.any():
+            y[outside] = self._feistel(y[outside])
+            outside = y >= np.uint64(self.n)
+        return y.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- the program
@@ -575,7 +603,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         self.top = top
         self.stable_batches = stable_batches
         self.keep_arrays = keep_arrays
-        self.multiplier, self.shift = _affine_permutation(num_vertices, seed)
+        self.order = SourceOrder(num_vertices, seed)
         self.edge_attributes = (weight,) if weight else ()
         self.aggregators = {"sent": "sum", "cc_sent": "sum", "reach": "sum", "stripped": "sum",
                             "sizes": Aggregator(_merge_sizes), "added": Aggregator(_merge_sizes)}
@@ -806,7 +834,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         n, batch = sg.num_vertices, self.batch_size
         lo = g["batch"] * batch
         x = np.arange(lo, min(lo + batch, self.num_sources), dtype=np.int64)
-        local = (self.multiplier * x + self.shift) % self.n - self._source_base(sg, g)
+        local = self.order(x) - self._source_base(sg, g)
         inside = (local >= 0) & (local < n)
         v, col = local[inside], x[inside] - lo
         alive = graph.leaves.alive[v]

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs
-from algorithms.betweenness import (LocalGraph, ShortestPathDag, _affine_permutation, _stable_order,
+from algorithms.betweenness import (LocalGraph, ShortestPathDag, SourceOrder, _stable_order,
                                     compressed_graph, hop_distances, integral_weights, local_betweenness,
                                     lower_hops, seeded_distances)
 from algorithms.leaf_compression import strip_leaves
@@ -105,9 +105,8 @@ def test_sampled_sources_scale_like_networkx(stored):
     G, store = stored("directed-weighted-2")
     k, seed = 13, 4
     result = store.betweenness(k=k, normalized=False, weight="weight", seed=seed, progress=False)
-    multiplier, shift = _affine_permutation(store.num_vertices, seed)
     ids = store.vertex_ids.to_pylist()
-    sources = [ids[(multiplier * x + shift) % store.num_vertices] for x in range(k)]
+    sources = [ids[x] for x in SourceOrder(store.num_vertices, seed)(np.arange(k))]
     partial = nx.betweenness_centrality_subset(G, sources, list(G.nodes), normalized=False, weight="weight")
     assert_matches(graphs.column(result, "betweenness"), {v: b * len(G) / k for v, b in partial.items()})
     assert result.aggregated["sources"] == k and not result.aggregated["exact"]
@@ -361,6 +360,24 @@ def test_dag_holds_exactly_the_shortest_path_edges(n, m, batch, seed, lengths, s
     assert set(zip(dag.tail.tolist(), dag.head.tolist())) == expected and len(dag.head) == len(expected)
     order = dag.level(dag.head) * batch + dag.head % batch
     assert np.all(np.diff(order) >= 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5000), st.integers(0, 2 ** 32))
+def test_source_order_is_a_permutation(n, seed):
+    order = SourceOrder(n, seed)(np.arange(n))
+    assert np.array_equal(np.sort(order), np.arange(n))
+
+
+def test_source_order_prefixes_look_random():
+    """A prefix of the order spreads over the ids like a random sample: the first 1,024 of 100,000
+    fall evenly into 64 id ranges (chi-square), and they are no lattice (the sorted prefix of an
+    affine order ``a x + b mod n`` has at most three distinct gaps, by the three-gap theorem)."""
+    n, k = 100_000, 1024
+    counts = np.bincount(SourceOrder(n, 0)(np.arange(k)) * 64 // n, minlength=64)
+    chi2 = ((counts - k / 64) ** 2 / (k / 64)).sum()
+    assert chi2 < 110                      # 63 degrees of freedom: p ~ 0.0002 above 110
+    assert len(set(np.diff(np.sort(SourceOrder(n, 0)(np.arange(k)))).tolist())) > 100
 
 
 @given(st.lists(st.integers(0, (1 << 20) - 1), max_size=200), st.sampled_from([1 << 8, 1 << 16, 1 << 20]))
