@@ -699,8 +699,9 @@ class MultiSourceBetweenness(SubgraphProgram):
         st["label"] = sg.first_vertex_id
         st["sampled"] = np.zeros(sg.num_vertices)
         ctx.aggregate("stripped", graph.leaves.stripped)
-        if self._added_partition(sg) is not None:
-            ctx.aggregate("added", {self._added_partition(sg): sg.num_vertices})
+        added = self._added_partition(sg)
+        if added is not None:
+            ctx.aggregate("added", {added: sg.num_vertices})
         if not graph.leaves.stripped:
             st["tree"] = np.zeros(sg.num_vertices)
         if self.compress:

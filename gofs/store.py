@@ -330,14 +330,10 @@ class GraphStore:
     def _apply_topology(self, table, inst, p, eids):
         """Drop the instance's removed edges (``eids``: the eid of each row of ``table``); add its
         added edges (those whose source is in ``p``)."""
-        changes = files.read_columns(self.fs, layout.instance_topology(self.root, inst["id"]), None)
-        removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid")
+        removed, mine = self._topology_changes(inst, p)
         if len(removed):
-            table = table.filter(pc.invert(pc.is_in(eids, value_set=removed.combine_chunks())))
-        added = changes.filter(pc.equal(changes.column("op"), "add"))
-        if added.num_rows:
-            source_part = vid_space.partition_of_vids(self._vertex_offsets(), added.column("add_src").to_numpy())
-            mine = added.filter(pa.array(source_part == p))
+            table = table.filter(pc.invert(pc.is_in(eids, value_set=removed)))
+        if mine is not None:
             cols = _original_pair(self, mine.column("add_src"), mine.column("add_dst"), self.added_vertices(inst))
             for c in table.column_names[2:]:
                 if c in mine.column_names:
@@ -348,6 +344,17 @@ class GraphStore:
                     cols[c] = pa.nulls(mine.num_rows, table.schema.field(c).type)
             table = pa.concat_tables([table, pa.table(cols)])
         return table
+
+    def _topology_changes(self, inst: dict, p: int):
+        """(eids of the edges instance ``inst`` removes, the edges it adds whose source is in
+        partition ``p`` or None if it adds none)."""
+        changes = files.read_columns(self.fs, layout.instance_topology(self.root, inst["id"]), None)
+        removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid").combine_chunks()
+        added = changes.filter(pc.equal(changes.column("op"), "add"))
+        if not added.num_rows:
+            return removed, None
+        source_part = vid_space.partition_of_vids(self._vertex_offsets(), added.column("add_src").to_numpy())
+        return removed, added.filter(pa.array(source_part == p))
 
     # Spark DataFrames -------------------------------------------------------------
     def _dataframe(self, method: str, partitions, **kw):
@@ -479,14 +486,10 @@ def _instance_edges_of(store: GraphStore, inst: dict, p: int, template: pa.Table
     """(src, dst, ``attribute``) of partition ``p``'s edges in instance ``inst``: the template's
     it keeps and those it adds from ``p`` (an added edge without the attribute has it null),
     and the instance's added vertices (for original ids)."""
-    changes = files.read_columns(store.fs, layout.instance_topology(store.root, inst["id"]), None)
-    removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid").combine_chunks()
+    removed, mine = store._topology_changes(inst, p)
     kept = template.filter(pc.invert(pc.is_in(template.column("eid"), value_set=removed)))
-    added = changes.filter(pc.equal(changes.column("op"), "add"))
-    if not added.num_rows:
+    if mine is None:
         return kept.select(["src", "dst", attribute]), None
-    source_part = vid_space.partition_of_vids(store._vertex_offsets(), added.column("add_src").to_numpy())
-    mine = added.filter(pa.array(source_part == p))
     kind = template.schema.field(attribute).type
     values = (mine.column(attribute).combine_chunks().cast(kind) if attribute in mine.column_names
               else pa.nulls(mine.num_rows, kind))
