@@ -127,7 +127,7 @@ def _kernel_report(n: int, src, dst, lengths, batch: int, exact_bc: np.ndarray, 
 def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_size: int | None,
         top_batch_size: int, stable_batches: int, seed: int, exact: bool, workdir: str, log=print,
         reference: str | None = None, with_igraph: bool = True, with_top: bool = True,
-        kernel_batch: int | None = None) -> dict:
+        kernel_batch: int | None = None, source_seeds: list[int] | None = None) -> dict:
     import igraph as ig
 
     import goffish
@@ -185,15 +185,26 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
         log(f"gopher exact: {json.dumps(report['gopher_exact'])}")
     if not with_top:
         return report
-    seconds, cpu, result = _timed_with_cpu(lambda: (lambda r: (r, r.dataframe.collect()))(
-        g.betweenness(top=top, stable_batches=stable_batches, seed=seed, **{**options, "batch_size": top_batch_size})))
-    result, rows = result
-    report["gopher_top"] = {"k": top, "seconds": seconds, "worker_cpu_seconds": cpu,
-                            "supersteps": result.metrics.num_supersteps, **result.aggregated}
-    if exact_bc is not None:
-        truth = set(np.lexsort((np.arange(n), -exact_bc))[:top].tolist())
-        report["gopher_top"]["precision_at_k"] = len(truth & {int(r["id"]) for r in rows}) / top
-    log(f"gopher top-{top}: {json.dumps(report['gopher_top'])}")
+    truth = set(np.lexsort((np.arange(n), -exact_bc))[:top].tolist()) if exact_bc is not None else None
+    runs = []
+    for source_seed in source_seeds or [seed]:
+        seconds, cpu, result = _timed_with_cpu(lambda: (lambda r: (r, r.dataframe.collect()))(g.betweenness(
+            top=top, stable_batches=stable_batches, seed=source_seed, **{**options, "batch_size": top_batch_size})))
+        result, rows = result
+        row = {"k": top, "source_seed": source_seed, "seconds": seconds, "worker_cpu_seconds": cpu,
+               "supersteps": result.metrics.num_supersteps, **result.aggregated}
+        if truth is not None:
+            row["precision_at_k"] = len(truth & {int(r["id"]) for r in rows}) / top
+        log(f"gopher top-{top}: {json.dumps(row)}")
+        runs.append(row)
+    report["gopher_top"] = runs[0]
+    if source_seeds:
+        report["gopher_top_by_source_seed"] = runs
+        if truth is not None:
+            precisions = [r["precision_at_k"] for r in runs]
+            report["precision_at_k_over_seeds"] = {"min": min(precisions), "mean": float(np.mean(precisions)),
+                                                   "max": max(precisions)}
+            log(f"precision@{top} over {len(runs)} source seeds: {json.dumps(report['precision_at_k_over_seeds'])}")
     return report
 
 
@@ -214,7 +225,10 @@ def main(argv=None) -> int:
                         help="no igraph reference (where its exact O(n m) run would take hours): no precision@k")
     parser.add_argument("--kernel-batch", type=int,
                         help="also time the kernels in one process on the whole graph, exact, this many sources a batch")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated graph, its partitioning and the "
+                                                             "top-k run's source order")
+    parser.add_argument("--source-seeds", type=int, nargs="+",
+                        help="run top-k once per source-order seed on the same graph (precision over seeds)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--json", default="bench-results/betweenness.json")
     args = parser.parse_args(argv)
@@ -226,7 +240,7 @@ def main(argv=None) -> int:
         report = run(spark, args.size, args.partitions, args.weight, args.top, args.batch_size,
                      args.top_batch_size, args.stable_batches, args.seed, not args.skip_exact, workdir,
                      reference=args.reference, with_igraph=not args.no_igraph, with_top=not args.skip_top,
-                     kernel_batch=args.kernel_batch)
+                     kernel_batch=args.kernel_batch, source_seeds=args.source_seeds)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)
