@@ -35,7 +35,9 @@ working on a smaller graph with the same structure:
    partition most of their neighbours are in, within the capacity; it stops
    once an iteration moves fewer than ``refine_min_moves`` of the vertices
    (from a METIS projection on a road graph the first iteration moves a few
-   dozen of 0.7M vertices, and each iteration costs two shuffles of the edges).
+   dozen of 0.7M vertices). The edges are labelled with their endpoints'
+   partitions once; an iteration's vote shuffles one row per voting vertex and
+   neighbouring partition, and its moves relabel the edges where they lie.
 
 Example
 -------
@@ -111,8 +113,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     Parameters
     ----------
     edges_df : DataFrame with integer columns ``src``, ``dst`` (any ids); read as undirected.
-    vertices : optional DataFrame with a ``vid`` column listing every vertex (isolated ones too);
-        by default the endpoints of ``edges_df``.
+    vertices : optional DataFrame with a ``vid`` column listing every vertex once (isolated ones
+        too); by default the endpoints of ``edges_df``.
     driver_budget_bytes : coarsen until the coarse graph's METIS step fits this much driver
         memory (:func:`coarse_graph_bytes`); a fixed size, so the driver's peak does not
         grow with the graph.
@@ -151,8 +153,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     clock = time.perf_counter()
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
     if vertices is None:
-        vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid")))
-    vertices = vertices.select(F.col("vid").cast("long").alias("vid")).distinct()
+        vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
+    vertices = vertices.select(F.col("vid").cast("long").alias("vid"))
     held = _Scratch(spark)
     try:
         weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
@@ -413,14 +415,13 @@ def _contract(pairs, clusters):
 
 def _refine(spark, pairs, projected, k: int, iterations: int, min_moves: int, seed: int, capacity_slack: float,
             report: dict):
-    """Balanced label propagation from the projected partition on the input graph: the level-0
-    pairs, both ways, are already the duplicate-free adjacency it needs."""
+    """Balanced label propagation from the projected partition on the input graph (the level-0
+    pairs are the duplicate-free edges it needs)."""
     from gofs.partitioners import refine_partition
 
-    adjacency = _both_ways(pairs).select("src", "dst")
     moves: list = []
     report["refine_moves"] = moves
-    return refine_partition(spark, adjacency, projected, k, iterations=iterations, seed=seed,
+    return refine_partition(spark, pairs.select("a", "b"), projected, k, iterations=iterations, seed=seed,
                             capacity_slack=capacity_slack, min_moves=min_moves, moves=moves)
 
 

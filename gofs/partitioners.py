@@ -41,6 +41,9 @@ _MOVE_PROBABILITY = 0.7
 _COIN_BITS = 20
 # Cells (from, to, bucket) in the per-iteration histogram collected to the driver.
 _HISTOGRAM_CELLS = 1 << 16
+# An iteration's moves up to this many are sent to every task (built in the driver, ~16 MiB);
+# more relabel the edges through a shuffle.
+_BROADCAST_MOVES = 1 << 19
 
 
 def partition(method: str, num_vertices: int, src, dst, num_partitions: int, seed: int = 0,
@@ -181,23 +184,23 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
-    links = edges.where(F.col("src") != F.col("dst"))
-    adjacency = links.unionByName(links.select(F.col("dst").alias("src"), F.col("src").alias("dst"))).distinct()
+    pairs = edges.where(F.col("src") != F.col("dst")) \
+        .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b")).distinct()
     if initial is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
         hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
         initial = vertices.select("vid", F.pmod(hashed, F.lit(num_partitions)).alias("part"))
-    return refine_partition(spark, adjacency, initial, num_partitions, iterations=iterations, seed=seed,
+    return refine_partition(spark, pairs, initial, num_partitions, iterations=iterations, seed=seed,
                             capacity_slack=capacity_slack)
 
 
-def refine_partition(spark, adjacency, initial, num_partitions: int, iterations: int = 10, seed: int = 0,
+def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int = 10, seed: int = 0,
                      capacity_slack: float = 0.05, min_moves: int = 0, moves: list | None = None):
     """Balanced label propagation (see :func:`spark_label_propagation`) from a given partition.
 
     Parameters
     ----------
-    adjacency : DataFrame ``(src, dst)``: every edge in both directions, no self-loops, no repeats.
+    pairs : DataFrame ``(a, b)``: every undirected edge once (either way round), no self-loops.
     initial : DataFrame ``(vid, part)`` with one row per vertex, isolated ones included.
     iterations : at most this many rounds of propagation.
     min_moves : stop after an iteration that moved fewer vertices than this.
@@ -213,19 +216,18 @@ def refine_partition(spark, adjacency, initial, num_partitions: int, iterations:
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
     k = num_partitions
-    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
     moves = [] if moves is None else moves
     held = []           # checkpoints and cached frames made here; all but the result are released
     labels = None
     try:
-        # Split by target once: each iteration's join with the neighbours' labels then
-        # moves only the labels (the checkpoint keeps the split), not the edges.
-        adjacency = adjacency.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst")) \
-            .repartition(slices, "dst").localCheckpoint()
-        held.append(adjacency)
         labels = initial.select(F.col("vid").cast("long").alias("vid"),
                                 F.col("part").cast("int").alias("part")).localCheckpoint()
         held.append(labels)
+        # Every edge carries both endpoints' labels: an iteration's vote then needs no join,
+        # and its moves (a few vertices, once the partition is good) relabel the edges
+        # where they lie instead of shuffling them again.
+        edges = _labelled_pairs(pairs, labels).localCheckpoint()
+        held.append(edges)
 
         sizes = np.zeros(k, dtype=np.int64)
         for part, count in labels.groupBy("part").count().collect():
@@ -234,7 +236,7 @@ def refine_partition(spark, adjacency, initial, num_partitions: int, iterations:
         capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
         buckets = int(np.clip(_HISTOGRAM_CELLS // (k * k), 1, 1024))
         for iteration in range(iterations):
-            candidates = _move_candidates(adjacency, labels, iteration, seed, buckets, slices).persist()
+            candidates = _move_candidates(edges, iteration, seed, buckets).persist()
             held.append(candidates)
             histogram = np.zeros((k, k, buckets), dtype=np.int64)
             cells = candidates.groupBy("part", "to", "bucket").count().collect()
@@ -242,18 +244,21 @@ def refine_partition(spark, adjacency, initial, num_partitions: int, iterations:
                 part, to, bucket, count = np.array(cells, dtype=np.int64).T
                 histogram[part, to, bucket] = count
             planned = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
-            if planned.any():
-                # Each iteration reads labels three times: materialise it once, and
-                # drop the lineage so that later iterations plan no slower.
-                previous, labels = labels, _apply_moves(spark, labels, candidates, histogram, planned).localCheckpoint()
-                held.append(labels)
-                held.remove(previous)
-                release_local_checkpoint(previous)
+            moves.append(int(planned.sum()))
+            last = iteration == iterations - 1 or (min_moves > 0 and moves[-1] < min_moves)
+            if moves[-1]:
+                moved = _chosen_moves(spark, candidates, histogram, planned).localCheckpoint()
+                held.append(moved)
+                small = moves[-1] <= _BROADCAST_MOVES
+                labels = _replaced(held, labels, _relabelled(labels, moved, small).localCheckpoint())
+                if not last:
+                    edges = _replaced(held, edges, _relabelled_pairs(edges, moved, small).localCheckpoint())
+                held.remove(moved)
+                release_local_checkpoint(moved)
                 sizes += planned.sum(axis=0) - planned.sum(axis=1)
             held.remove(candidates)
             candidates.unpersist()
-            moves.append(int(planned.sum()))
-            if min_moves and moves[-1] < min_moves:
+            if last:
                 break
     except BaseException:
         _release(held)
@@ -261,6 +266,14 @@ def refine_partition(spark, adjacency, initial, num_partitions: int, iterations:
     held.remove(labels)
     _release(held)
     return labels
+
+
+def _replaced(held: list, previous, current):
+    """Swap a checkpoint for its successor among the held frames, releasing the old one."""
+    held.append(current)
+    held.remove(previous)
+    release_local_checkpoint(previous)
+    return current
 
 
 def _release(frames) -> None:
@@ -323,29 +336,37 @@ def _xxhash64(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
     return h.view(np.int64)
 
 
-def _move_candidates(adjacency, labels, iteration: int, seed: int, buckets: int, slices: int):
+def _labelled_pairs(pairs, labels):
+    """``(a, b, pa, pb)``: each undirected edge with its endpoints' partitions."""
+    from pyspark.sql import functions as F
+
+    return pairs.select(F.col("a").cast("long").alias("a"), F.col("b").cast("long").alias("b")) \
+        .join(labels.select(F.col("vid").alias("a"), F.col("part").alias("pa")), "a") \
+        .join(labels.select(F.col("vid").alias("b"), F.col("part").alias("pb")), "b")
+
+
+def _move_candidates(edges, iteration: int, seed: int, buckets: int):
     """Vertices that would rather be elsewhere: ``(vid, part, to, coin, bucket)``.
 
     ``coin`` is a hash of (seed, iteration, vid): its low bits pick who may move
     this iteration, its high bits the bucket that orders the moves of a pair.
-    Edges are shuffled once, by source, and the aggregations after it reuse that split.
+    Each labelled pair votes at both ends; the counts are summed before any
+    shuffle, so a shuffle carries about one row per voting vertex and label.
     """
     from pyspark.sql import functions as F
 
+    ends = F.explode(F.array(F.struct(F.col("a").alias("src"), F.col("pa").alias("ps"), F.col("pb").alias("pd")),
+                             F.struct(F.col("b").alias("src"), F.col("pb").alias("ps"), F.col("pa").alias("pd"))))
     coin = F.xxhash64(F.lit(seed).cast("long"), F.lit(iteration).cast("long"), F.col("src"))
     may_move = F.pmod(F.col("coin"), F.lit(1 << _COIN_BITS)) < int(_MOVE_PROBABILITY * (1 << _COIN_BITS))
-    neighbour_labels = labels.select(F.col("vid").alias("dst"), F.col("part").alias("to"))
-    counts = adjacency.withColumn("coin", coin).where(may_move) \
-        .join(neighbour_labels, "dst") \
-        .repartition(slices, "src") \
-        .groupBy("src", "coin", "to").count() \
-        .join(labels.select(F.col("vid").alias("src"), "part"), "src")
+    counts = edges.select(ends.alias("end")).select("end.*").withColumn("coin", coin).where(may_move) \
+        .groupBy("src", "coin", "ps", "pd").count()
     # max over (count, stays, random) = most common neighbour label, current label on ties.
-    preference = F.struct(F.col("count"), (F.col("to") == F.col("part")).alias("stays"),
-                          F.xxhash64(F.col("coin"), F.col("to")).alias("tie"), F.col("to"))
-    return counts.groupBy("src", "part", "coin").agg(F.max(preference).alias("best")) \
-        .where(F.col("best.to") != F.col("part")) \
-        .select(F.col("src").alias("vid"), "part", F.col("best.to").alias("to"), "coin",
+    preference = F.struct(F.col("count"), (F.col("pd") == F.col("ps")).alias("stays"),
+                          F.xxhash64(F.col("coin"), F.col("pd")).alias("tie"), F.col("pd").alias("to"))
+    return counts.groupBy("src", "ps", "coin").agg(F.max(preference).alias("best")) \
+        .where(F.col("best.to") != F.col("ps")) \
+        .select(F.col("src").alias("vid"), F.col("ps").alias("part"), F.col("best.to").alias("to"), "coin",
                 F.pmod(F.shiftright(F.col("coin"), _COIN_BITS), F.lit(buckets)).cast("int").alias("bucket"))
 
 
@@ -378,8 +399,8 @@ def _plan_moves(demand: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndar
     return moves
 
 
-def _apply_moves(spark, labels, candidates, histogram: np.ndarray, moves: np.ndarray):
-    """Move exactly ``moves[i, j]`` candidates from i to j: whole buckets, then the first of the next.
+def _chosen_moves(spark, candidates, histogram: np.ndarray, moves: np.ndarray):
+    """``(vid, to)``: exactly ``moves[i, j]`` candidates from i to j, whole buckets, then the first of the next.
 
     Only the one partly taken bucket of each pair is ranked, so no task sorts
     all the candidates of a pair.
@@ -400,6 +421,25 @@ def _apply_moves(spark, labels, candidates, histogram: np.ndarray, moves: np.nda
     rank = F.row_number().over(Window.partitionBy("part", "to").orderBy("coin", "vid"))
     in_rest = chosen.where(F.col("bucket") == F.col("whole")).withColumn("rank", rank) \
         .where(F.col("rank") <= F.col("rest"))
-    moved = in_whole.select("vid", "to").unionByName(in_rest.select("vid", "to"))
-    return labels.join(moved, "vid", "left") \
-        .select("vid", F.coalesce(F.col("to"), F.col("part")).alias("part"))
+    return in_whole.select("vid", "to").unionByName(in_rest.select("vid", "to"))
+
+
+def _relabelled(labels, moved, small: bool):
+    """``(vid, part)`` after the moves; ``small`` moves go to every task (no shuffle of ``labels``)."""
+    from pyspark.sql import functions as F
+
+    moved = F.broadcast(moved) if small else moved
+    return labels.join(moved, "vid", "left").select("vid", F.coalesce(F.col("to"), F.col("part")).alias("part"))
+
+
+def _relabelled_pairs(edges, moved, small: bool):
+    """Labelled pairs with the moved vertices' new partitions at either end; ``small`` moves
+    go to every task, so no edge moves."""
+    from pyspark.sql import functions as F
+
+    at_a = moved.select(F.col("vid").alias("a"), F.col("to").alias("ta"))
+    at_b = moved.select(F.col("vid").alias("b"), F.col("to").alias("tb"))
+    if small:
+        at_a, at_b = F.broadcast(at_a), F.broadcast(at_b)
+    return edges.join(at_a, "a", "left").join(at_b, "b", "left") \
+        .select("a", "b", F.coalesce("ta", "pa").alias("pa"), F.coalesce("tb", "pb").alias("pb"))
