@@ -107,7 +107,9 @@ def _measured(command: list[str], timeout: float) -> dict:
         sampler.join()
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
-        return {"error": (err.strip().splitlines() or ["exit code %d" % child.returncode])[-1][:300], **peak}
+        errors = [line for line in err.splitlines() if "Error" in line or "Exception" in line]
+        return {"error": (err.strip().splitlines() or ["exit code %d" % child.returncode])[-1][:300],
+                "first_errors": errors[:5], **peak}
     return {**json.loads(lines[-1]), **peak}
 
 
