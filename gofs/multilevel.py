@@ -172,8 +172,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
         clock = time.perf_counter()
         for clusters in reversed(mappings):
             projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-        labels = _refine(spark, pairs, projected, k, refine_iterations, math.ceil(refine_min_moves * level["vertices"]),
-                         seed, capacity_slack, report)
+        labels = _refine(spark, pairs, level["edges"], projected, k, refine_iterations,
+                         math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, report)
         seconds["refine"] = time.perf_counter() - clock
     finally:
         held.remove()
@@ -413,8 +413,8 @@ def _contract(pairs, clusters):
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
-def _refine(spark, pairs, projected, k: int, iterations: int, min_moves: int, seed: int, capacity_slack: float,
-            report: dict):
+def _refine(spark, pairs, num_pairs: int, projected, k: int, iterations: int, min_moves: int, seed: int,
+            capacity_slack: float, report: dict):
     """Balanced label propagation from the projected partition on the input graph (the level-0
     pairs are the duplicate-free edges it needs)."""
     from gofs.partitioners import refine_partition
@@ -422,7 +422,7 @@ def _refine(spark, pairs, projected, k: int, iterations: int, min_moves: int, se
     moves: list = []
     report["refine_moves"] = moves
     return refine_partition(spark, pairs.select("a", "b"), projected, k, iterations=iterations, seed=seed,
-                            capacity_slack=capacity_slack, min_moves=min_moves, moves=moves)
+                            capacity_slack=capacity_slack, min_moves=min_moves, moves=moves, num_pairs=num_pairs)
 
 
 def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):

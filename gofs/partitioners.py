@@ -44,6 +44,9 @@ _HISTOGRAM_CELLS = 1 << 16
 # An iteration's moves up to this many are sent to every task (built in the driver, ~16 MiB);
 # more relabel the edges through a shuffle.
 _BROADCAST_MOVES = 1 << 19
+# Labelled pairs per task: a vote's partial counts hold about one entry per pair end, and
+# on R-MAT at 20M edges, tasks of ~2.5M pairs ran a 1-2 GiB local-mode heap out of memory.
+_PAIRS_PER_TASK = 1 << 19
 
 
 def partition(method: str, num_vertices: int, src, dst, num_partitions: int, seed: int = 0,
@@ -195,7 +198,8 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
 
 
 def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int = 10, seed: int = 0,
-                     capacity_slack: float = 0.05, min_moves: int = 0, moves: list | None = None):
+                     capacity_slack: float = 0.05, min_moves: int = 0, moves: list | None = None,
+                     num_pairs: int | None = None):
     """Balanced label propagation (see :func:`spark_label_propagation`) from a given partition.
 
     Parameters
@@ -205,6 +209,9 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
     iterations : at most this many rounds of propagation.
     min_moves : stop after an iteration that moved fewer vertices than this.
     moves : if given, receives the number of vertices moved in each iteration.
+    num_pairs : the number of pairs, if known: the labelled pairs are split into tasks of at most
+        ``_PAIRS_PER_TASK`` (else into ``spark.sql.shuffle.partitions``), which bounds the memory
+        of each task's vote.
 
     Returns
     -------
@@ -226,7 +233,9 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
         # Every edge carries both endpoints' labels: an iteration's vote then needs no join,
         # and its moves (a few vertices, once the partition is good) relabel the edges
         # where they lie instead of shuffling them again.
-        edges = _labelled_pairs(pairs, labels).localCheckpoint()
+        slices = max(int(spark.conf.get("spark.sql.shuffle.partitions")),
+                     math.ceil((num_pairs or 0) / _PAIRS_PER_TASK))
+        edges = _labelled_pairs(pairs, labels).repartition(slices, "a").localCheckpoint()
         held.append(edges)
 
         sizes = np.zeros(k, dtype=np.int64)
