@@ -125,9 +125,10 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     refine_min_moves : refinement stops after an iteration that moved fewer than this share of
         the vertices (the projected METIS partition is already nearly a local optimum).
     capacity_slack : partitions hold at most ``(1 + slack) n / k`` vertices after refinement
-        (or, if the projection was heavier, no more than it).
+        (a heavier projection is pushed down to it, as far as its boundary vertices allow).
     report : if given, receives ``levels`` (vertices and edges per level), ``coarse_cut``,
-        ``refine_moves`` (vertices moved per refinement iteration) and ``seconds`` (``prelude``,
+        ``projected_balance`` (of METIS's partition, projected), ``refine_moves`` (vertices
+        moved per refinement iteration) and ``seconds`` (``prelude``,
         ``levels``: one entry per coarsening attempt, ``metis``, ``refine``).
 
     Returns
@@ -419,10 +420,11 @@ def _refine(spark, pairs, num_pairs: int, projected, k: int, iterations: int, mi
     pairs are the duplicate-free edges it needs)."""
     from gofs.partitioners import refine_partition
 
-    moves: list = []
-    report["refine_moves"] = moves
-    return refine_partition(spark, pairs.select("a", "b"), projected, k, iterations=iterations, seed=seed,
-                            capacity_slack=capacity_slack, min_moves=min_moves, moves=moves, num_pairs=num_pairs)
+    refined: dict = {}
+    labels = refine_partition(spark, pairs.select("a", "b"), projected, k, iterations=iterations, seed=seed,
+                              capacity_slack=capacity_slack, min_moves=min_moves, report=refined, num_pairs=num_pairs)
+    report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
+    return labels
 
 
 def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):

@@ -41,6 +41,9 @@ _MOVE_PROBABILITY = 0.7
 _COIN_BITS = 20
 # Cells (from, to, bucket) in the per-iteration histogram collected to the driver.
 _HISTOGRAM_CELLS = 1 << 16
+# Vertices pushed out of an over-full partition go fewest lost neighbours first; losses
+# of this many and more share the last class.
+_LOSS_CLASSES = 8
 # An iteration's moves up to this many are sent to every task (built in the driver, ~16 MiB);
 # more relabel the edges through a shuffle.
 _BROADCAST_MOVES = 1 << 19
@@ -159,11 +162,13 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
     Backstrom, "Balanced label propagation for partitioning massive graphs"
     (WSDM 2013), the driver then solves a small linear program over the k x k
     counts of wanted moves: move as many vertices as possible while no partition
-    exceeds ``capacity = (1 + capacity_slack) * n / k`` (or, if the start is
-    already over, shrinks as far as the wanted moves allow). Which vertices of a
-    (from, to) pair move is decided by hash, and exactly as many as the program
-    allows, so the capacity holds exactly. Only k x k x buckets counts reach
-    the driver, never vertices or edges.
+    exceeds ``capacity = (1 + capacity_slack) * n / k``. A partition that starts
+    over capacity (a hash start, or a projection of heavy coarse vertices) also
+    offers its boundary vertices to their best other partition, those losing the
+    fewest neighbours first, and the program pushes out as many as the overflow
+    needs. Which vertices of a (from, to) pair move is decided by gain class and
+    hash, and exactly as many as the program allows, so the capacity holds
+    exactly. Only k x k x buckets counts reach the driver, never vertices or edges.
 
     Parameters
     ----------
@@ -198,7 +203,7 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
 
 
 def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int = 10, seed: int = 0,
-                     capacity_slack: float = 0.05, min_moves: int = 0, moves: list | None = None,
+                     capacity_slack: float = 0.05, min_moves: int = 0, report: dict | None = None,
                      num_pairs: int | None = None):
     """Balanced label propagation (see :func:`spark_label_propagation`) from a given partition.
 
@@ -207,8 +212,10 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
     pairs : DataFrame ``(a, b)``: every undirected edge once (either way round), no self-loops.
     initial : DataFrame ``(vid, part)`` with one row per vertex, isolated ones included.
     iterations : at most this many rounds of propagation.
-    min_moves : stop after an iteration that moved fewer vertices than this.
-    moves : if given, receives the number of vertices moved in each iteration.
+    min_moves : stop after an iteration that moved fewer vertices than this and left no
+        partition over capacity.
+    report : if given, receives ``moves`` (vertices moved in each iteration) and
+        ``start_balance`` (the initial partition's largest size over the mean).
     num_pairs : the number of pairs, if known: the labelled pairs are split into tasks of at most
         ``_PAIRS_PER_TASK`` (else into ``spark.sql.shuffle.partitions``), which bounds the memory
         of each task's vote.
@@ -223,7 +230,8 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
     k = num_partitions
-    moves = [] if moves is None else moves
+    report = {} if report is None else report
+    moves = report["moves"] = []
     held = []           # checkpoints and cached frames made here; all but the result are released
     labels = None
     try:
@@ -242,19 +250,24 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
         for part, count in labels.groupBy("part").count().collect():
             sizes[part] = count
         n = int(sizes.sum())
+        report["start_balance"] = float(sizes.max() * k / n) if n else 1.0
         capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
-        buckets = int(np.clip(_HISTOGRAM_CELLS // (k * k), 1, 1024))
+        buckets = int(np.clip(_HISTOGRAM_CELLS // (2 * k * k), _LOSS_CLASSES, 1024))
         for iteration in range(iterations):
-            candidates = _move_candidates(edges, iteration, seed, buckets).persist()
+            overfull = np.flatnonzero(sizes > capacity).tolist()
+            candidates = _move_candidates(edges, iteration, seed, buckets, overfull).persist()
             held.append(candidates)
-            histogram = np.zeros((k, k, buckets), dtype=np.int64)
+            histogram = np.zeros((k, k, 2 * buckets), dtype=np.int64)
             cells = candidates.groupBy("part", "to", "bucket").count().collect()
             if cells:
                 part, to, bucket, count = np.array(cells, dtype=np.int64).T
                 histogram[part, to, bucket] = count
-            planned = _plan_moves(histogram.sum(axis=-1), sizes, capacity)
+            planned = _plan_moves(histogram[..., :buckets].sum(axis=-1), histogram[..., buckets:].sum(axis=-1),
+                                  sizes, capacity)
             moves.append(int(planned.sum()))
-            last = iteration == iterations - 1 or (min_moves > 0 and moves[-1] < min_moves)
+            sizes += planned.sum(axis=0) - planned.sum(axis=1)
+            last = iteration == iterations - 1 \
+                or (min_moves > 0 and moves[-1] < min_moves and sizes.max() <= capacity)
             if moves[-1]:
                 moved = _chosen_moves(spark, candidates, histogram, planned).localCheckpoint()
                 held.append(moved)
@@ -264,7 +277,6 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
                     edges = _replaced(held, edges, _relabelled_pairs(edges, moved, small).localCheckpoint())
                 held.remove(moved)
                 release_local_checkpoint(moved)
-                sizes += planned.sum(axis=0) - planned.sum(axis=1)
             held.remove(candidates)
             candidates.unpersist()
             if last:
@@ -354,13 +366,19 @@ def _labelled_pairs(pairs, labels):
         .join(labels.select(F.col("vid").alias("b"), F.col("part").alias("pb")), "b")
 
 
-def _move_candidates(edges, iteration: int, seed: int, buckets: int):
-    """Vertices that would rather be elsewhere: ``(vid, part, to, coin, bucket)``.
+def _move_candidates(edges, iteration: int, seed: int, buckets: int, overfull: list):
+    """Vertices that would rather be elsewhere, or must leave: ``(vid, part, to, coin, bucket)``.
 
     ``coin`` is a hash of (seed, iteration, vid): its low bits pick who may move
     this iteration, its high bits the bucket that orders the moves of a pair.
-    Each labelled pair votes at both ends; the counts are summed before any
-    shuffle, so a shuffle carries about one row per voting vertex and label.
+    A vertex that may move and has more neighbours in another partition than
+    in its own wants to go there (bucket below ``buckets``). A vertex of an
+    ``overfull`` partition that does not want to move is offered to the
+    partition holding most of its other neighbours, in a bucket at or above
+    ``buckets`` whose class is the number of neighbours it would lose, so the
+    cheapest go first. Each labelled pair votes at both ends; the counts are
+    summed before any shuffle, so a shuffle carries about one row per voting
+    vertex and label.
     """
     from pyspark.sql import functions as F
 
@@ -368,44 +386,57 @@ def _move_candidates(edges, iteration: int, seed: int, buckets: int):
                              F.struct(F.col("b").alias("src"), F.col("pb").alias("ps"), F.col("pa").alias("pd"))))
     coin = F.xxhash64(F.lit(seed).cast("long"), F.lit(iteration).cast("long"), F.col("src"))
     may_move = F.pmod(F.col("coin"), F.lit(1 << _COIN_BITS)) < int(_MOVE_PROBABILITY * (1 << _COIN_BITS))
-    counts = edges.select(ends.alias("end")).select("end.*").withColumn("coin", coin).where(may_move) \
+    must_shrink = F.col("ps").isin(overfull) if overfull else F.lit(False)
+    counts = edges.select(ends.alias("end")).select("end.*").withColumn("coin", coin).where(may_move | must_shrink) \
         .groupBy("src", "coin", "ps", "pd").count()
-    # max over (count, stays, random) = most common neighbour label, current label on ties.
-    preference = F.struct(F.col("count"), (F.col("pd") == F.col("ps")).alias("stays"),
-                          F.xxhash64(F.col("coin"), F.col("pd")).alias("tie"), F.col("pd").alias("to"))
-    return counts.groupBy("src", "ps", "coin").agg(F.max(preference).alias("best")) \
-        .where(F.col("best.to") != F.col("ps")) \
+    # max over (count, random) = the most common other label; moving there gains if it beats the own count.
+    elsewhere = F.struct(F.col("count"), F.xxhash64(F.col("coin"), F.col("pd")).alias("tie"), F.col("pd").alias("to"))
+    votes = counts.groupBy("src", "ps", "coin").agg(
+        F.sum(F.when(F.col("pd") == F.col("ps"), F.col("count")).otherwise(0)).alias("own"),
+        F.max(F.when(F.col("pd") != F.col("ps"), elsewhere)).alias("best"))
+    wants = may_move & (F.col("best.count") > F.col("own"))
+    high = F.shiftright(F.col("coin"), _COIN_BITS)
+    classes = _LOSS_CLASSES
+    loss_class = F.least(F.greatest(F.col("own") - F.col("best.count"), F.lit(0)), F.lit(classes - 1))
+    pushed = buckets + loss_class * (buckets // classes) + F.pmod(high, F.lit(buckets // classes))
+    return votes.where(F.col("best").isNotNull() & (wants | must_shrink)) \
         .select(F.col("src").alias("vid"), F.col("ps").alias("part"), F.col("best.to").alias("to"), "coin",
-                F.pmod(F.shiftright(F.col("coin"), _COIN_BITS), F.lit(buckets)).cast("int").alias("bucket"))
+                F.when(wants, F.pmod(high, F.lit(buckets))).otherwise(pushed).cast("int").alias("bucket"))
 
 
-def _plan_moves(demand: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
+def _plan_moves(wanted: np.ndarray, pushed: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
     """How many vertices to move from partition i to j: the Ugander-Backstrom linear program.
 
-    Maximise the moves, bounded by ``demand[i, j]``, subject to each partition's
-    net inflow keeping it within ``capacity``; a partition already over capacity
-    gets an overflow variable whose cost, k per vertex, outweighs any chain of
-    moves it could enable, so overflow shrinks first. The constraint matrix is a
-    network matrix (totally unimodular), so the simplex optimum is integral.
+    Maximise the wanted moves, bounded by ``wanted[i, j]``, subject to each
+    partition's net inflow keeping it within ``capacity``. A partition already
+    over capacity gets an overflow variable, and its vertices may also be
+    ``pushed[i, j]`` out at a cost. A pushed move costs 2, more than a wanted
+    move gains, so the program pushes only to shrink overflow, and only once the
+    wanted moves of that pair are used up; overflow costs 4k, more than any chain
+    of moves it could enable or spare, so it shrinks first. The constraint matrix
+    is a network matrix (totally unimodular), so the simplex optimum is integral.
+    Returns the sum of both kinds: the wanted candidates of a pair come first in
+    bucket order.
     """
     k = len(sizes)
-    rows, cols = np.nonzero(demand)
-    if rows.size == 0:
+    demand = np.concatenate([wanted.ravel(), pushed.ravel()])
+    flows = np.flatnonzero(demand)
+    if flows.size == 0:
         return np.zeros((k, k), dtype=np.int64)
-    pairs = np.arange(rows.size)
-    overflow = rows.size + np.arange(k)
-    a_ub = sp.coo_matrix((np.concatenate([np.ones(rows.size), -np.ones(rows.size), -np.ones(k)]),
-                          (np.concatenate([cols, rows, np.arange(k)]), np.concatenate([pairs, pairs, overflow]))),
-                         shape=(k, rows.size + k))
-    cost = np.concatenate([-np.ones(rows.size), np.full(k, float(k))])
-    bounds = np.column_stack([np.zeros(rows.size + k),
-                              np.concatenate([demand[rows, cols], np.full(k, np.inf)])])
+    rows, cols = np.divmod(flows % (k * k), k)
+    columns = np.arange(flows.size)
+    overflow = flows.size + np.arange(k)
+    a_ub = sp.coo_matrix((np.concatenate([np.ones(flows.size), -np.ones(flows.size), -np.ones(k)]),
+                          (np.concatenate([cols, rows, np.arange(k)]), np.concatenate([columns, columns, overflow]))),
+                         shape=(k, flows.size + k))
+    cost = np.concatenate([np.where(flows < k * k, -1.0, 2.0), np.full(k, 4.0 * k)])
+    bounds = np.column_stack([np.zeros(flows.size + k), np.concatenate([demand[flows], np.full(k, np.inf)])])
     result = linprog(cost, A_ub=a_ub, b_ub=capacity - sizes, bounds=bounds, method="highs-ds")
     if not result.success:
         raise RuntimeError(f"label propagation move planning failed: {result.message}")
-    moves = np.zeros((k, k), dtype=np.int64)
-    moves[rows, cols] = np.rint(result.x[:rows.size]).astype(np.int64)
-    return moves
+    moves = np.zeros(k * k, dtype=np.int64)
+    np.add.at(moves, flows % (k * k), np.rint(result.x[:flows.size]).astype(np.int64))
+    return moves.reshape(k, k)
 
 
 def _chosen_moves(spark, candidates, histogram: np.ndarray, moves: np.ndarray):

@@ -109,6 +109,44 @@ def test_spark_lp_cuts_far_less_than_hash_within_capacity(spark):
     assert balance(parts, 4) <= 1.05 + 0.01
 
 
+def test_move_plan_pushes_out_only_the_overflow_and_prefers_wanted_moves():
+    from gofs.partitioners import _plan_moves
+
+    nothing = np.zeros((3, 3), np.int64)
+    pushed = np.array([[0, 5, 5], [0, 0, 0], [0, 0, 0]])
+    moves = _plan_moves(nothing, pushed, np.array([10, 4, 4]), 7)
+    assert moves[0].sum() == 3 and moves[1:].sum() == 0
+    wanted = np.array([[0, 2, 0], [1, 0, 0], [0, 0, 0]])
+    moves = _plan_moves(wanted, pushed, np.array([10, 4, 4]), 7)
+    assert moves[0, 1] >= 2 and moves[0].sum() == 3      # the wanted ones first, then one push
+    assert moves[1, 0] == 0                               # it would cost a push more than it gains
+    nobody_over = _plan_moves(wanted, pushed, np.array([6, 6, 6]), 7)
+    np.testing.assert_array_equal(nobody_over, wanted)           # every wanted move, no push
+    np.testing.assert_array_equal(_plan_moves(nothing, nothing, np.array([10, 4, 4]), 7), nothing)
+
+
+def test_refinement_pushes_an_overfull_start_down_to_capacity(spark):
+    """A start with 40% of a grid in one of 3 column bands: the wanted moves alone would leave it
+    over capacity (the bands are a local optimum); the boundary columns are pushed out instead."""
+    from gofs.partitioners import refine_partition
+
+    side = 30
+    n, src, dst = grid(side)
+    column = np.arange(n) % side
+    start = np.select([column < 12, column < 21], [0, 1], 2)
+    pairs = spark.createDataFrame(pd.DataFrame({"a": src, "b": dst}))
+    initial = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": start}))
+    report = {}
+    labels = refine_partition(spark, pairs, initial, 3, iterations=4, report=report)
+    try:
+        parts = labels.toPandas().sort_values("vid")["part"].to_numpy(np.int32)
+    finally:
+        release_local_checkpoint(labels)
+    assert report["start_balance"] == pytest.approx(1.2)
+    assert np.bincount(parts, minlength=3).max() == 315                 # floor(1.05 * 900 / 3), not above
+    assert edge_cut(parts, src, dst) <= 1.5 * edge_cut(start, src, dst)
+
+
 def test_spark_lp_starts_from_hash_and_ignores_data_layout(spark):
     """Any long ids work; the result depends on the seed only, not on how Spark splits the rows."""
     n, src, dst = grid(12, drop=0.1)
