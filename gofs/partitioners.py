@@ -396,9 +396,9 @@ def _move_candidates(edges, iteration: int, seed: int, buckets: int, overfull: l
         F.max(F.when(F.col("pd") != F.col("ps"), elsewhere)).alias("best"))
     wants = may_move & (F.col("best.count") > F.col("own"))
     high = F.shiftright(F.col("coin"), _COIN_BITS)
-    classes = _LOSS_CLASSES
-    loss_class = F.least(F.greatest(F.col("own") - F.col("best.count"), F.lit(0)), F.lit(classes - 1))
-    pushed = buckets + loss_class * (buckets // classes) + F.pmod(high, F.lit(buckets // classes))
+    per_class = buckets // _LOSS_CLASSES
+    loss_class = F.least(F.greatest(F.col("own") - F.col("best.count"), F.lit(0)), F.lit(_LOSS_CLASSES - 1))
+    pushed = buckets + loss_class * per_class + F.pmod(high, F.lit(per_class))
     return votes.where(F.col("best").isNotNull() & (wants | must_shrink)) \
         .select(F.col("src").alias("vid"), F.col("ps").alias("part"), F.col("best.to").alias("to"), "coin",
                 F.when(wants, F.pmod(high, F.lit(buckets))).otherwise(pushed).cast("int").alias("bucket"))
