@@ -55,8 +55,21 @@ def part_file(p: int) -> str:
     return f"part-{p:05d}.parquet"
 
 
+def is_version(name) -> bool:
+    """Whether ``name`` may name a version directory: "" (a format-1 graph) or ``v-<12 hex>``.
+    Names read from a log entry are checked with it, so no entry can point outside the graph."""
+    return name == "" or (isinstance(name, str) and VERSION_PATTERN.match(name) is not None)
+
+
+def is_instance_id(value) -> bool:
+    """Whether ``value`` may name an instance directory (``i-<id>``): an integer >= 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def version_root(graph_root: str, version: str) -> str:
     """The directory of one version's template and instances ("" = a format-1 graph)."""
+    if not is_version(version):
+        raise ValueError(f"{version!r} is not a GoFS version directory name")
     return join(graph_root, version) if version else graph_root
 
 
@@ -69,6 +82,8 @@ def template_edges(root: str, p: int) -> str:
 
 
 def instance_dir(root: str, instance_id: int) -> str:
+    if not is_instance_id(instance_id):
+        raise ValueError(f"{instance_id!r} is not a GoFS instance id")
     return join(root, "instances", f"i-{instance_id:06d}")
 
 

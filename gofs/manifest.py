@@ -180,6 +180,7 @@ def read_format1(fs, path: str) -> Snapshot:
     manifest = _load_json(fs, path)
     _check_version(manifest, path)
     _check_fields(manifest, path, _REQUIRED + ("instances",))
+    _check_instance_ids(manifest["instances"], path)
     manifest.setdefault("instance_schema", {"vertex": [], "edge": []})
     return Snapshot(manifest=manifest, version="", head=-1, create=-1)
 
@@ -188,6 +189,24 @@ def _check_fields(document: dict, where: str, required) -> None:
     missing = [k for k in required if k not in document]
     if missing:
         raise ManifestError(f"{where}: corrupt manifest, missing field(s) {', '.join(missing)}")
+
+
+def _check_data(entry: dict, where: str) -> None:
+    """An entry's ``data`` becomes a directory readers read and writers clean: only a version name
+    of this graph (``v-<12 hex>``, or "" for a format-1 graph) is accepted, never a path."""
+    if not layout.is_version(entry.get("data")):
+        raise ManifestError(f"{where}: corrupt manifest, field \"data\" is {entry.get('data')!r}, not a "
+                            "version directory of this graph (v-<12 hex digits>); refusing to read outside it")
+
+
+def _check_instance_ids(instances, where: str) -> None:
+    """Instance ids become directory names (``i-<id>``): only integers >= 0 are accepted."""
+    if not isinstance(instances, list) or not all(isinstance(i, dict) for i in instances):
+        raise ManifestError(f"{where}: corrupt manifest, field \"instances\" is not a list of instances")
+    for instance in instances:
+        if not layout.is_instance_id(instance.get("id")):
+            raise ManifestError(f"{where}: corrupt manifest, instance id {instance.get('id')!r} is not an "
+                                "integer >= 0")
 
 
 def _replay(fs, graph_root: str, entries: list[tuple[int, str]]) -> Snapshot:
@@ -208,7 +227,9 @@ def _replay(fs, graph_root: str, entries: list[tuple[int, str]]) -> Snapshot:
         if op != "create":
             raise ManifestError(f"{path}: corrupt manifest, unknown operation {op!r}")
         _check_fields(entry, path, ("graph", "data"))
+        _check_data(entry, path)
         _check_fields(entry["graph"], path, _REQUIRED)
+        _check_instance_ids(entry.get("instances", []), path)
         manifest = dict(entry["graph"])
         manifest["instances"] = list(entry.get("instances", []))
         manifest["instance_schema"] = entry.get("instance_schema", {"vertex": [], "edge": []})
@@ -217,6 +238,7 @@ def _replay(fs, graph_root: str, entries: list[tuple[int, str]]) -> Snapshot:
                 raise ManifestError(f"{append_path}: corrupt manifest, appends to version "
                                     f"{append.get('data')!r} but the graph is version {entry['data']!r}")
             _check_fields(append, append_path, ("instances", "instance_schema"))
+            _check_instance_ids(append["instances"], append_path)
             manifest["instances"].extend(append["instances"])
             manifest["instance_schema"] = append["instance_schema"]
         return Snapshot(manifest=manifest, version=entry["data"], head=entries[-1][0], create=number)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -463,6 +464,36 @@ def test_manifest_from_a_future_version_is_refused(tmp_path):
     with pytest.raises(ManifestError, match="version 3 is not supported"):
         append_instances(str(target), [_instance(0)])
     assert _files(target) == before
+
+
+@pytest.mark.parametrize("field, value", [("data", "../victim"), ("data", "/abs/victim"),
+                                          ("data", "v-000000000000/../../victim"), ("instance id", "../victim"),
+                                          ("instance id", -1), ("instance id", True)])
+def test_crafted_log_entry_cannot_reach_outside_the_graph(tmp_path, field, value):
+    """Attack: a log entry whose ``data`` (or an instance id) names a path outside the graph. The read is
+    refused naming the entry, field and value; a writer deletes nothing, inside the graph or beside it."""
+    target, victim = tmp_path / "g.gofs", tmp_path / "victim"
+    _graph(target, instances=1)
+    for name in ("template/vertices/part-00000.parquet", "instances/i-000007/vertices/part-00000.parquet",
+                 "instances/keep.txt"):
+        (victim / name).parent.mkdir(parents=True, exist_ok=True)
+        (victim / name).write_bytes(b"not yours")
+    log = target / layout.LOG
+    if field == "data":
+        entry = json.loads((log / "00000000.json").read_text())
+        entry["data"] = value
+    else:
+        entry = json.loads((log / "00000001.json").read_text())
+        entry["instances"][0]["id"] = value
+    (log / "00000002.json").write_text(json.dumps(entry))
+    victim_before, graph_before = _files(victim), _files(target)
+    refused = f"00000002.json: .*{field}.*{re.escape(repr(value))}"
+    with pytest.raises(ManifestError, match=refused):
+        goffish.open(str(target))
+    with pytest.raises(ManifestError, match=refused):
+        append_instances(str(target), [_instance(5)])
+    assert _files(victim) == victim_before
+    assert _files(target) == graph_before
 
 
 @pytest.mark.parametrize("damage, message", [
