@@ -48,6 +48,7 @@ import pyarrow as pa
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from algorithms.weights import reject_bad_weights
 from gofs.errors import InputError
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
@@ -145,10 +146,6 @@ class LouvainLevel(SubgraphProgram):
             w = np.ones(subgraph.num_edges)
         else:
             w = subgraph.edge_attribute(self.weight).astype(np.float64)
-            bad = ~np.isfinite(w) | (w < 0)
-            if bad.any():
-                raise ValueError(f"edge attribute {self.weight!r} must be finite and >= 0 for Louvain; "
-                                 f"found {w[bad][0]!r}")
         levels = louvain_membership(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst, w,
                                     self.resolution, subgraph_seed(self.seed, subgraph.id), all_levels=True)
         membership = levels[0] if levels else np.arange(subgraph.num_vertices)
@@ -395,6 +392,16 @@ def _refine_final_level(spark, frame, raw, total, resolution, num_levels, curren
 
 # --------------------------------------------------------------------------- public function
 
+_WEIGHT_PROBLEMS = (     # every edge, cut ones included, checked on Spark before level 1
+    ("null", "{path}: edge attribute '{weight}' has missing values (partition {partition}, e.g. edge {example})"),
+    ("nan", "{path}: edge attribute '{weight}' has NaN values (partition {partition}, e.g. edge {example})"),
+    ("negative", "{path}: negative edge weight {low} in '{weight}' (partition {partition}, e.g. edge {example}); "
+                 "louvain needs weights >= 0"),
+    ("infinite", "{path}: infinite edge weight in '{weight}' (partition {partition}, e.g. edge {example}); "
+                 "louvain needs finite weights"),
+)
+
+
 def _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges):
     """Every parameter error (an InputError naming the parameter), raised before any Spark work starts."""
     if weight is not None:
@@ -460,6 +467,8 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     >>> result.dataframe.groupBy("community").count().show()
     """
     per_level = _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges)
+    if weight is not None:
+        reject_bad_weights(store, weight, _WEIGHT_PROBLEMS, engine_options.get("instance"))
     spark = store.spark
     seconds = {}
     clock = time.perf_counter()

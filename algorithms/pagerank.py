@@ -10,10 +10,14 @@ stops when the change falls below ``N * tol`` (Page et al. 1999; NetworkX's
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from algorithms.weights import reject_bad_weights
+from gofs.errors import InputError
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
@@ -45,6 +49,12 @@ class PageRank(SubgraphProgram):
         out = remote.outgoing(subgraph.directed)
         rw = remote.attribute(self.weight)[out].astype(np.float64) if self.weight else np.ones(int(out.sum()))
         n = subgraph.num_vertices
+        if self.weight:     # shares are ratios: scaling a vertex's out-weights to at most 1 keeps their sum finite
+            top = np.zeros(n)
+            np.maximum.at(top, src, w)
+            np.maximum.at(top, remote.src[out], rw)
+            scale = np.divide(1.0, top, out=np.zeros(n), where=top > 0)
+            w, rw = w * scale[src], rw * scale[remote.src[out]]
         out_weight = np.bincount(src, weights=w, minlength=n) + np.bincount(remote.src[out], weights=rw, minlength=n)
         inverse = np.divide(1.0, out_weight, out=np.zeros(n), where=out_weight > 0)
         to_local = sp.csr_matrix((w * inverse[src], (dst, src)), shape=(n, n))
@@ -78,17 +88,45 @@ class PageRank(SubgraphProgram):
         return {"pagerank": subgraph.state["x"]}
 
 
+_WEIGHT_PROBLEMS = (
+    ("null", "{path}: edge attribute '{weight}' has missing values (partition {partition}, e.g. edge {example})"),
+    ("nan", "{path}: edge attribute '{weight}' has NaN values (partition {partition}, e.g. edge {example})"),
+    ("negative", "{path}: negative edge weight {low} in '{weight}' (partition {partition}, e.g. edge {example}); "
+                 "pagerank needs weights >= 0"),
+    ("infinite", "{path}: infinite edge weight in '{weight}' (partition {partition}, e.g. edge {example}); "
+                 "pagerank needs finite weights"),
+)
+
+
+def _check_parameters(alpha, max_iter, tol) -> None:
+    """Every parameter error (an InputError naming the parameter and value), before any Spark work."""
+    def number(x):
+        return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+    if not number(alpha) or not 0 <= alpha <= 1:
+        raise InputError(f"pagerank: alpha must be a number in [0, 1], got {alpha!r}")
+    if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 0:
+        raise InputError(f"pagerank: max_iter must be an integer >= 0, got {max_iter!r}")
+    if not number(tol) or not math.isfinite(tol) or tol < 0:
+        raise InputError(f"pagerank: tol must be a finite number >= 0, got {tol!r}")
+
+
 def pagerank(store, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6, weight: str | None = None,
              **engine_options) -> RunResult:
     """PageRank of every vertex (``id``, ``pagerank``), as ``networkx.pagerank`` computes it.
 
     ``tol=0`` runs exactly ``max_iter`` iterations (to compare with fixed-iteration
     peers); otherwise a run that has not converged after ``max_iter`` iterations
-    raises PowerIterationFailedConvergence, like NetworkX.
+    raises PowerIterationFailedConvergence, like NetworkX. ``weight``: a numeric static
+    edge attribute, finite and >= 0 (checked on Spark before the run). An empty graph
+    gives an empty result, as NetworkX's ``{}``.
     """
+    _check_parameters(alpha, max_iter, tol)
+    if weight is not None:
+        reject_bad_weights(store, weight, _WEIGHT_PROBLEMS, engine_options.get("instance"))
     n = store.vertex_count(engine_options.get("instance"))
     program = PageRank(n, alpha, max_iter, tol, weight)
     result = run_program(store, program, max_supersteps=max_iter + 1, **engine_options)
-    if tol and result.aggregated.get("change", np.inf) >= n * tol:
+    if tol and n and result.aggregated.get("change", np.inf) >= n * tol:
         raise PowerIterationFailedConvergence(f"pagerank did not converge to tol={tol} in {max_iter} iterations")
     return result
