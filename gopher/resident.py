@@ -16,8 +16,10 @@ gang-scheduled barrier stage of T tasks (``mapInArrow(..., barrier=True)``):
    stage's output *is* the result DataFrame, cached (behind one shuffle, so
    that ``show()`` and ``take()`` work on it), with no row-by-row Python.
 
-Sockets are ``multiprocessing.connection`` with the run's HMAC key (connections
-without it are refused) and a frame-size limit. Faults: a task that dies ends
+Sockets are :mod:`gopher.channel`'s: a handshake proving the run's random key
+both ways (with a deadline: a stray client is dropped, never waited on), a
+frame-size limit, per-frame HMACs where the user's Spark authenticates its own
+connections, and loopback-only listeners when the master is ``local``. Faults: a task that dies ends
 its connection; the driver cancels the stage and starts it again, and the new
 tasks resume from the last checkpoint every task confirmed (each task writes
 its partitions' states and pending messages to the run directory every
@@ -25,20 +27,20 @@ its partitions' states and pending messages to the run directory every
 """
 from __future__ import annotations
 
+import contextlib
 import queue
-import secrets
 import threading
 import time
 import traceback
 import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Listener, wait
+from multiprocessing.connection import wait
 
 from gofs import layout
 from gofs.spark_compat import spark_schema
 from gopher import codec
+from gopher.channel import Listener, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker
 
 
@@ -82,8 +84,13 @@ def read_checkpoint(run_dir: str, step: int, p: int) -> bytes:
 
 # ------------------------------------------------------------------------------ the task side
 
-def task_function(spec, address, key: bytes, launch: int, schema, run_dir, frame_limit: int):
-    """The function each barrier task runs: serve the run, then yield the result batches."""
+LOOPBACK = "127.0.0.1"
+
+
+def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, frame_limit: int, local: bool,
+                  peer_timeout: float):
+    """The function each barrier task runs: serve the run, then yield the result batches.
+    ``local``: the master is local, so the task listens on the loopback address only."""
 
     def run(batches):
         from pyspark import BarrierTaskContext
@@ -92,15 +99,15 @@ def task_function(spec, address, key: bytes, launch: int, schema, run_dir, frame
             pass
         context = BarrierTaskContext.get()
         me = context.partitionId()
-        host = context.getTaskInfos()[me].address.rsplit(":", 1)[0]
+        host = LOOPBACK if local else context.getTaskInfos()[me].address.rsplit(":", 1)[0]
         try:
-            driver = Client(tuple(address), authkey=key)
+            driver = connect(address, key)
         except OSError as exc:
             raise RuntimeError(f"gopher: task {me} cannot reach this run's coordinator at {address} ({exc}); "
                                "the run has ended (a cached result recomputed after it ended?)") from exc
         side = _TaskSide(spec, me, driver, schema, run_dir, frame_limit)
         try:
-            side.connect(host, key, launch, context.attemptNumber())
+            side.connect(host, key, launch, context.attemptNumber(), peer_timeout)
             yield from side.serve()
         except GopherProgramError as exc:
             side.report_error(str(exc))
@@ -127,17 +134,25 @@ class _TaskSide:
         self.inbound: list = []
         self.sender = ThreadPoolExecutor(1)
 
-    def connect(self, host: str, key: bytes, launch: int, attempt: int) -> None:
-        self.listener = Listener((host, 0), authkey=key)
+    def connect(self, host: str, key: RunKey, launch: int, attempt: int, timeout: float) -> None:
+        """Register with the driver, then connect to every peer and take one connection from each
+        (stray clients of this task's port are dropped by the listener); the listener then closes."""
+        arrived: queue.Queue = queue.Queue()
+        self.listener = Listener(host, key, arrived.put)
         self.driver.send(("hello", launch, attempt, self.me, self.listener.address))
         _, table, self.resume = self.driver.recv()
         peers = [j for j in table if j != self.me]
-        accepted: list = []
-        acceptor = threading.Thread(target=lambda: accepted.extend(self.listener.accept() for _ in peers))
-        acceptor.start()
-        self.outbound = {j: Client(tuple(table[j]), authkey=key) for j in peers}
-        acceptor.join()
-        self.inbound = accepted
+        self.outbound = {j: connect(table[j], key) for j in peers}
+        deadline = time.monotonic() + timeout
+        while len(self.inbound) < len(peers):
+            try:
+                self.inbound.append(arrived.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                raise ConnectionError(f"gopher: task {self.me}: {len(peers) - len(self.inbound)} peer(s) did not "
+                                      f"connect within {timeout:g} s") from None
+        self.listener.close()
+        while not arrived.empty():
+            arrived.get_nowait().close()
 
     def serve(self):
         worker = TaskWorker(self.spec, self.spec.partitions_of(self.me))
@@ -239,7 +254,9 @@ class ResidentTransport:
 
     def __init__(self, spark, spec, options, schema=None):
         self.spark, self.spec, self.options, self.schema = spark, spec, options, schema
-        self.key = secrets.token_bytes(32)
+        conf = spark.sparkContext.getConf()
+        self.key = RunKey.fresh(frames=frames_authenticated(conf))
+        self.local = (conf.get("spark.master") or "").startswith("local")
         self.group = f"gopher-{uuid.uuid4().hex[:12]}"
         self.launch = 0
         self.job: _Job | None = None
@@ -254,13 +271,10 @@ class ResidentTransport:
     def __enter__(self) -> "ResidentTransport":
         try:
             conf = self.spark.sparkContext.getConf()
-            advertised = conf.get("spark.driver.host")
-            bind = conf.get("spark.driver.bindAddress", advertised)
-            self.listener = Listener((bind, 0), authkey=self.key)
+            advertised = LOOPBACK if self.local else conf.get("spark.driver.host")
+            bind = LOOPBACK if self.local else conf.get("spark.driver.bindAddress", advertised)
+            self.listener = Listener(bind, self.key, self.arrivals.put)
             self.address = (advertised, self.listener.address[1])
-            self._stop_accepting = False
-            self.acceptor = threading.Thread(target=self._accept, daemon=True)
-            self.acceptor.start()
             if self.options.run_dir:
                 self.run_dir = layout.join(_as_pyarrow_path(self.options.run_dir),
                                            f"gopher-run-{uuid.uuid4().hex[:12]}")
@@ -279,16 +293,10 @@ class ResidentTransport:
             self.job.finished.wait()
         self._drop_connections()
         if self.listener is not None:
-            self._stop_accepting = True
-            try:
-                Client(self.listener.address, authkey=self.key).close()
-            except OSError:
-                pass
-            self.acceptor.join(5)
             self.listener.close()
             self.listener = None
         while not self.arrivals.empty():
-            self.arrivals.get_nowait()[0].close()
+            self.arrivals.get_nowait().close()
         if failed and self.frame is not None:
             self.frame.unpersist()
         if self.run_dir is not None:
@@ -301,30 +309,11 @@ class ResidentTransport:
             conn.close()
         self.conns = {}
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn = self.listener.accept()
-            except (AuthenticationError, EOFError, ConnectionError):
-                continue                     # a connection without the run's key: refused
-            except OSError:
-                return
-            if self._stop_accepting:
-                conn.close()
-                return
-            if conn.poll(30):
-                try:
-                    self.arrivals.put((conn, conn.recv()))
-                    continue
-                except (EOFError, OSError):
-                    pass
-            conn.close()
-
     # launching -----------------------------------------------------------------------
     def _launch(self, resume: int | None) -> None:
         self.launch += 1
         fn = task_function(self.spec, self.address, self.key, self.launch, self.schema, self.run_dir,
-                           self.options.max_frame_bytes)
+                           self.options.max_frame_bytes, self.local, self.options.rendezvous_timeout)
         stage = self.spark.range(0, self.spec.tasks, 1, self.spec.tasks).mapInArrow(
             fn, spark_schema(self.schema), barrier=True)
         if self.frame is not None:
@@ -335,12 +324,33 @@ class ResidentTransport:
         self._rendezvous(resume)
 
     def _rendezvous(self, resume: int | None) -> None:
+        """Wait for every task's hello (on connections that passed the handshake), then send each
+        the table of peers."""
         deadline = time.monotonic() + self.options.rendezvous_timeout
         registered: dict = {}
-        while len(registered) < self.spec.tasks:
-            try:
-                conn, hello = self.arrivals.get(timeout=0.1)
-            except queue.Empty:
+        unregistered: list = []              # passed the handshake, no hello yet
+        try:
+            while len(registered) < self.spec.tasks:
+                if not unregistered:
+                    with contextlib.suppress(queue.Empty):
+                        unregistered.append(self.arrivals.get(timeout=0.1))
+                while not self.arrivals.empty():
+                    unregistered.append(self.arrivals.get_nowait())
+                for conn in wait(unregistered, timeout=0.1) if unregistered else []:
+                    unregistered.remove(conn)
+                    try:
+                        _, launch, attempt, task, address = conn.recv()
+                    except (EOFError, OSError, ValueError, TypeError):
+                        conn.close()
+                        continue
+                    if launch != self.launch:
+                        conn.close()
+                        continue
+                    if task in registered:
+                        registered[task][0].close()
+                    registered[task] = (conn, address)
+                if len(registered) == self.spec.tasks:
+                    break
                 if self.job.done():
                     self._raise_job_error("before all of its tasks connected")
                 if time.monotonic() > deadline:
@@ -349,14 +359,17 @@ class ResidentTransport:
                         f"gopher: {len(missing)} of the run's {self.spec.tasks} tasks (task {missing}) did not "
                         f"connect within {self.options.rendezvous_timeout:g} s (spark.goffish.rendezvousTimeout); "
                         "are the executors able to reach the driver, and are enough slots free?")
-                continue
-            _, launch, attempt, task, address = hello
-            if launch != self.launch:
+        except BaseException:
+            for conn, _ in registered.values():
                 conn.close()
-                continue
-            if task in registered:
-                registered[task][0].close()
-            registered[task] = (conn, address)
+            raise
+        finally:
+            for conn in unregistered:
+                conn.close()
+        self._start(registered, resume)
+
+    def _start(self, registered: dict, resume: int | None) -> None:
+        """Every task has registered its listener: send each the table of peers."""
         table = {task: address for task, (_, address) in registered.items()}
         self.conns = {task: conn for task, (conn, _) in sorted(registered.items())}
         for conn in self.conns.values():

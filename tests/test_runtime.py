@@ -235,6 +235,75 @@ def test_a_task_that_never_connects_fails_the_run_in_time(spark, road):
         spark.conf.unset("spark.goffish.rendezvousTimeout")
 
 
+def _stray_clients(address) -> list:
+    """Attack a port: a silent client (kept open), a connect-and-close (a port scanner) and one
+    that sends garbage; returns the open sockets for the caller to close."""
+    import socket
+
+    socket.create_connection(tuple(address)).close()
+    silent, garbage = socket.create_connection(tuple(address)), socket.create_connection(tuple(address))
+    garbage.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    return [silent, garbage]
+
+
+@pytest.mark.parametrize("port", ["driver", "tasks"])
+def test_stray_clients_on_the_run_ports_neither_stall_nor_fail_a_run(spark, road, monkeypatch, port):
+    """Attack (issue 24, item 5): stray TCP clients on the driver's port before the tasks register, or on
+    every task's port before its peers connect. The run still gives the clean run's result, well within
+    the rendezvous timeout (a stalled handshake used to end in RendezvousTimeout or hang), and every
+    listener of a local[*] run is on the loopback address."""
+    from gopher.resident import ResidentTransport
+
+    clean = road.connected_components(progress=False)
+    strays, seen = [], {}
+    launch, start = ResidentTransport._launch, ResidentTransport._start
+
+    def attack_driver(self, resume):
+        seen["driver"] = self.address
+        strays.extend(_stray_clients(self.address))
+        launch(self, resume)
+
+    def attack_tasks(self, registered, resume):
+        seen["tasks"] = [address for _, address in registered.values()]
+        for address in seen["tasks"]:
+            strays.extend(_stray_clients(address))
+        start(self, registered, resume)
+
+    if port == "driver":
+        monkeypatch.setattr(ResidentTransport, "_launch", attack_driver)
+    else:
+        monkeypatch.setattr(ResidentTransport, "_start", attack_tasks)
+    spark.conf.set("spark.goffish.rendezvousTimeout", "30")
+    try:
+        clock = time.monotonic()
+        attacked = road.connected_components(progress=False)
+        assert time.monotonic() - clock < 30
+    finally:
+        spark.conf.unset("spark.goffish.rendezvousTimeout")
+        for sock in strays:
+            sock.close()
+    assert attacked.metrics.transport == "resident" and attacked.metrics.attempts == 0      # no restart
+    pd.testing.assert_frame_equal(_frame(attacked.dataframe), _frame(clean.dataframe))
+    addresses = [seen["driver"]] if port == "driver" else seen["tasks"]
+    assert addresses and all(host == "127.0.0.1" for host, _ in addresses)
+
+
+def test_frames_are_authenticated_where_spark_authenticates_and_results_do_not_change(road, monkeypatch):
+    """With spark.authenticate (here forced: the shared session cannot turn it on) every frame carries
+    an HMAC; the run gives the same result."""
+    import gopher.resident
+
+    plain = road.pagerank(max_iter=6, tol=0, progress=False)
+    keys = []
+    monkeypatch.setattr(gopher.resident, "frames_authenticated", lambda conf: True)
+    start = gopher.resident.ResidentTransport._start
+    monkeypatch.setattr(gopher.resident.ResidentTransport, "_start",
+                        lambda self, registered, resume: keys.append(self.key) or start(self, registered, resume))
+    authenticated = road.pagerank(max_iter=6, tol=0, progress=False)
+    assert [k.frames for k in keys] == [True]
+    pd.testing.assert_frame_equal(_frame(authenticated.dataframe), _frame(plain.dataframe))
+
+
 def test_transport_setting_is_checked(road):
     with pytest.raises(ValueError, match="unknown Gopher transport 'carrier-pigeon'"):
         road.connected_components(progress=False, transport="carrier-pigeon")
