@@ -155,6 +155,13 @@ def _numbers(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return values, np.isnan(values)
 
 
+_SCALAR_COLUMNS = ("empty", "floating", "integer", "string", "boolean", "mixed-integer-float")
+
+
+def _is_scalar(v) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool, np.number, np.bool_, np.str_))
+
+
 def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBatch, pd.DataFrame]:
     """Check each update on its own and return the good ones (sorted by event time, ties in
     arrival order) as an :class:`UpdateBatch`, and the bad ones as a rejection table.
@@ -220,6 +227,10 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
         no_attr[np.flatnonzero(setter)[~named]] = True
     reasons.flag(no_attr, "field 'attribute' must name an attribute")
     value = _objects(col["value"])
+    if len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
+        odd = ~pd.Series(value, dtype=object).map(_is_scalar).to_numpy(bool)
+        reasons.flag(odd, [f"field 'value': {type(v).__name__} values are not supported "
+                           f"(numbers, strings, booleans or null)" for v in value[odd]])
 
     bad = reasons.bad
     good = np.flatnonzero(~bad)
