@@ -118,7 +118,7 @@ class _LogGap(InputError):
 class Checkpoint:
     """Exactly-once state in ``directory``: a full state file plus a log of the batches applied since.
 
-    Every batch's de-duplicated updates, the resulting high-water marks and what the elastic buffer
+    Every batch's de-duplicated updates, the resulting producer marks and what the elastic buffer
     then holds go to one log file, written to a temporary name, fsynced and renamed (atomic) by a
     writer thread while the batch is applied (:meth:`begin`); :meth:`commit` returns once it is in
     place, so a committed batch survives a crash. Every ``full_every`` batches the whole state is
@@ -190,7 +190,8 @@ class Checkpoint:
         except BaseException as error:                 # reported by the next begin()
             self._failure = error
 
-    def begin(self, number: int, batch: UpdateBatch, hwm: dict, buffer: dict) -> "_LogWrite | None":
+    def begin(self, number: int, batch: UpdateBatch, hwm: dict, buffer: dict,
+              gaps: dict | None = None) -> "_LogWrite | None":
         """Start making batch ``number`` durable: its log file (the batch, the marks and the buffer
         summary after it) is written on a thread while the caller applies the batch; :meth:`commit`
         waits for it, :meth:`abandon` undoes it. Returns None for the first batch, whose commit writes
@@ -203,13 +204,14 @@ class Checkpoint:
         if not os.path.exists(self.path):
             return None
         path = self._log(number)
-        payload = {"batch": batch_to_tree(batch), "hwm": dict(hwm), "buffer": buffer}
+        payload = {"batch": batch_to_tree(batch), "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer}
         return _LogWrite(path, self._log_writer.submit(self._write, path, payload))
 
-    def commit(self, pending: "_LogWrite | None", state: State, hwm: dict, buffer: dict) -> None:
+    def commit(self, pending: "_LogWrite | None", state: State, hwm: dict, buffer: dict,
+               gaps: dict | None = None) -> None:
         """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
         start writing the full state in the background."""
-        payload = {"state": state_to_tree(state), "hwm": dict(hwm), "buffer": buffer}
+        payload = {"state": state_to_tree(state), "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer}
         if pending is None:
             self.wait()
             self._write_full(payload)
@@ -288,7 +290,7 @@ class Checkpoint:
         now = os.stat(self.path)
         if (now.st_ino, now.st_mtime_ns) != (base.st_ino, base.st_mtime_ns):
             raise _LogGap(f"{self.path}: replaced while being read (its logs may be gone)")
-        hwm, buffer = payload["hwm"], payload["buffer"]
+        hwm, gaps, buffer = payload["hwm"], payload["gaps"], payload["buffer"]
         for i, (number, path) in enumerate(logged):
             if number != state.batch + 1:
                 raise _LogGap(f"{path}: checkpoint log skips from batch {state.batch} to {number}")
@@ -300,8 +302,8 @@ class Checkpoint:
                     raise
                 os.remove(path)     # the last batch failed to apply when pushed too: it never committed
                 break
-            hwm, buffer = entry["hwm"], entry["buffer"]
-        return {"state": state, "hwm": hwm, "buffer": buffer}
+            hwm, gaps, buffer = entry["hwm"], entry["gaps"], entry["buffer"]
+        return {"state": state, "hwm": hwm, "gaps": gaps, "buffer": buffer}
 
     @staticmethod
     def _read(path: str) -> dict:

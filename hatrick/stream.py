@@ -5,9 +5,11 @@ template) into a :mod:`hatrick.live` graph. Every batch (``s.push(...)`` or a
 Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
 
 1. row checks (:func:`hatrick.updates.validate`);
-2. de-duplication: per producer, a high-water mark of the largest seq applied;
-   an update at or below it, or repeated within the batch, is a replay and is
-   skipped (producers number their updates in the order they send them);
+2. de-duplication (:mod:`hatrick.marks`): per producer, a high-water mark of the
+   largest seq applied; an update at or below it, or repeated within the batch,
+   is a replay and is skipped (producers number their updates in the order they
+   send them); one that arrives late for a seq its producer skipped, or reuses
+   a seq for a different update, is refused and listed in ``rejected``;
 3. application to a new copy-on-write state (nothing changes on failure);
 4. with a checkpoint directory (:mod:`hatrick.checkpoint`: data files, never
    pickles, in a directory only this user can write), the batch, the new marks
@@ -44,10 +46,11 @@ from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
                           reachable_frame, vertex_frame)
+from hatrick.marks import ProducerMarks
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
 from hatrick.snapshot import SnapshotReport, Template, build_instance
-from hatrick.updates import UpdateBatch, UpdateError, empty_rejected, kind_of_type, validate
+from hatrick.updates import UpdateError, empty_rejected, kind_of_type, validate
 
 
 @dataclass
@@ -150,7 +153,7 @@ class Stream:
         self._lock = threading.RLock()
         self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
         self.state, self._template = load_graph_state(graph)
-        self.hwm: dict = {}
+        self.marks = ProducerMarks()
         self.snapshots: list[SnapshotReport] = []
         self._covered = 0              # the batch the last snapshot holds
         self.num_buckets = num_buckets
@@ -160,7 +163,7 @@ class Stream:
         self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
         restored = self._checkpoint.load() if self._checkpoint else None
         if restored:
-            self.state, self.hwm = restored["state"], restored["hwm"]
+            self.state, self.marks = restored["state"], ProducerMarks(restored["hwm"], restored["gaps"])
             self.snapshots, self._covered = restored["snapshots"], restored["covered"]
             if restored["pending"]:
                 self._finish_interrupted_snapshot(restored["pending"])
@@ -188,16 +191,18 @@ class Stream:
             raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
         return self._ingest(updates, text_values=False, errors=errors)
 
-    def _ingest(self, updates, text_values: bool, errors: str) -> BatchReport:
+    def _ingest(self, updates, text_values: bool, errors: str, locate=None) -> BatchReport:
         clock = _time.perf_counter()
-        batch, bad_rows = validate(updates, self.id_type, text_values)
+        batch, bad_rows = validate(updates, self.id_type, text_values, locate)
         if len(bad_rows) and errors == "raise":
             first = bad_rows.iloc[0]
             raise UpdateError(f"{len(bad_rows)} malformed update(s), nothing applied; first: producer "
                               f"{first.producer!r} seq {first.seq}: {first.reason}", bad_rows)
         with self._lock:
             received = len(batch) + len(bad_rows)
-            batch = self._fresh(batch)
+            batch, refused = self.marks.split(batch)
+            if len(refused):
+                bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
             if not len(batch):
                 if len(bad_rows):
                     self.rejected = pd.concat([self.rejected, bad_rows], ignore_index=True)
@@ -205,14 +210,11 @@ class Stream:
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            hwm = dict(self.hwm)
-            codes, producers = pd.factorize(batch.producer)
-            marks = np.full(len(producers), -1, np.int64)
-            np.maximum.at(marks, codes, batch.seq)
-            hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in zip(producers, marks)})
+            marks = self.marks.advanced(batch)
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
-            pending = self._checkpoint.begin(self.state.batch + 1, batch, hwm, buffered) if self._checkpoint else None
+            pending = self._checkpoint.begin(self.state.batch + 1, batch, marks.hwm, buffered,
+                                             marks.gaps) if self._checkpoint else None
             try:
                 state, outcome = apply_batch(self.state, batch)
             except BaseException:
@@ -220,8 +222,8 @@ class Stream:
                     self._checkpoint.abandon(pending)
                 raise
             if self._checkpoint:
-                self._checkpoint.commit(pending, state, hwm, buffered)
-            self.state, self.hwm = state, hwm
+                self._checkpoint.commit(pending, state, marks.hwm, buffered, marks.gaps)
+            self.state, self.marks = state, marks
             rejected = pd.concat([bad_rows, outcome.rejected], ignore_index=True) if len(bad_rows) else outcome.rejected
             if len(rejected):
                 self.rejected = pd.concat([self.rejected, rejected], ignore_index=True)
@@ -243,17 +245,10 @@ class Stream:
         return BatchReport(state.batch, received, received - len(bad_rows) - len(batch), outcome.applied, rejected,
                            _time.perf_counter() - clock, snap)
 
-    def _fresh(self, batch: UpdateBatch) -> UpdateBatch:
-        """Drop replays: seq at or below the producer's high-water mark, or repeated in the batch."""
-        if not len(batch):
-            return batch
-        codes, producers = pd.factorize(batch.producer)
-        marks = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
-        keep = batch.seq > marks[codes]
-        order = np.lexsort((np.arange(len(batch)), batch.seq, codes))
-        repeated = np.r_[False, (codes[order][1:] == codes[order][:-1]) & (batch.seq[order][1:] == batch.seq[order][:-1])]
-        keep[order[repeated]] = False
-        return batch if keep.all() else batch.take(np.flatnonzero(keep))
+    @property
+    def hwm(self) -> dict:
+        """Per producer, the largest seq applied."""
+        return self.marks.hwm
 
     def _after_batch(self) -> None:
         if self._live_queries:
@@ -428,7 +423,16 @@ class Stream:
             return self._query
 
     def _foreach_batch(self, frame, batch_id: int) -> None:
-        self._ingest(frame.toPandas(), text_values=True, errors="report")
+        from hatrick.sources import source_lines
+
+        rows = frame.toPandas()
+        files = rows.pop("_file").to_numpy() if "_file" in rows.columns else None
+        lines = rows.pop("_line").to_numpy() if "_line" in rows.columns else None
+
+        def locate(bad):
+            return source_lines(files[bad], None if lines is None else lines[bad])
+
+        self._ingest(rows, text_values=True, errors="report", locate=locate if files is not None else None)
 
     def stop(self) -> None:
         """Stop consuming the Structured Streaming source (already applied batches stay)."""
