@@ -3,8 +3,9 @@
 Loading a checkpoint must not run anything the file says (unpickling does), so a
 file holds only JSON values (str, int, float incl. NaN/inf, bool, None, lists,
 str-keyed maps) and numpy arrays: numeric and bool arrays as raw little-endian
-bytes, object arrays (ids, attribute values, producers) as JSON lists of those
-scalars, float-only ones as a float buffer. Every node is tagged, so no user
+bytes; object arrays (ids, attribute values, producers) of text or nulls as codes
+plus the distinct strings, of floats or nulls as a float buffer, others as JSON
+lists of their scalars. Every node is tagged, so no user
 string (an attribute name, a producer) can be mistaken for structure.
 """
 from __future__ import annotations
@@ -33,10 +34,15 @@ def dumps(tree) -> bytes:
                 buffers.append(data.tobytes())
                 return {"$a": [len(buffers) - 1, data.dtype.str, list(node.shape)]}
             if node.dtype == object and node.ndim == 1:
-                if len(node) and pd.api.types.infer_dtype(node, skipna=True) == "floating":
+                inferred = pd.api.types.infer_dtype(node, skipna=True) if len(node) else "empty"
+                if inferred == "floating":
                     floats = pd.to_numeric(pd.Series(node, dtype=object)).to_numpy(np.float64)
                     buffers.append(floats.astype("<f8").tobytes())
                     return {"$f": len(buffers) - 1}
+                if inferred in ("string", "empty"):
+                    codes, uniques = pd.factorize(node, use_na_sentinel=True)
+                    buffers.append(codes.astype("<i8").tobytes())
+                    return {"$c": [len(buffers) - 1, list(uniques)]}
                 return {"$o": node.tolist()}
             raise TypeError(f"cannot store an array of dtype {node.dtype} (shape {node.shape})")
         if isinstance(node, dict):
@@ -95,6 +101,14 @@ def loads(data: bytes):
             return {k: dec(v) for k, v in body.items()}
         if tag == "$o":
             return np.array(body + [None], dtype=object)[:-1]      # 1-D even when items are lists
+        if tag == "$c":
+            index, uniques = body
+            if not all(isinstance(u, str) for u in uniques):
+                raise DataFileError("a coded text array holds non-text values")
+            codes = np.frombuffer(buffer(index), "<i8")
+            if len(codes) and (codes.min() < -1 or codes.max() >= len(uniques)):
+                raise DataFileError("a coded text array's codes are out of range")
+            return np.array(uniques + [None], dtype=object)[codes]
         if tag == "$f":
             return np.frombuffer(buffer(body), "<f8").astype(object)
         if tag == "$a":
