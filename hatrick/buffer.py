@@ -45,8 +45,8 @@ class ElasticBuffer:
         self.half_life = half_life
         self.per_bucket = np.zeros(num_buckets, np.int64)
         self.load = np.zeros(num_buckets)          # decayed updates per bucket, for the planner
-        self.batches: list[tuple[np.ndarray, UpdateBatch]] = []   # (bucket of each row, rows)
         self.volume = 0
+        self._min_time: float | None = None
         self.rate = 0.0
         self.since = None
         self._last = None
@@ -64,8 +64,29 @@ class ElasticBuffer:
         counts = np.bincount(buckets, minlength=self.num_buckets)
         self.per_bucket += counts
         self.load += counts
-        self.batches.append((buckets, batch))
         self.volume += len(batch)
+        if len(batch):
+            low = float(batch.time.min())
+            self._min_time = low if self._min_time is None else min(self._min_time, low)
+
+    def summary_after(self, buckets: np.ndarray, batch: UpdateBatch) -> dict:
+        """What the buffer will hold once ``batch`` (rows in ``buckets``) is added: the part a
+        checkpoint records, so a restart still snapshots updates no instance holds yet."""
+        low = float(batch.time.min()) if len(batch) else None
+        if self._min_time is not None:
+            low = self._min_time if low is None else min(low, self._min_time)
+        return {"volume": self.volume + len(batch), "min_time": low,
+                "per_bucket": self.per_bucket + np.bincount(buckets, minlength=self.num_buckets)}
+
+    def restore(self, summary: dict) -> None:
+        """Hold what a checkpoint recorded (its age starts now; per-bucket counts only if the
+        bucket count is unchanged)."""
+        self.volume = int(summary["volume"])
+        self._min_time = None if summary["min_time"] is None else float(summary["min_time"])
+        per_bucket = np.asarray(summary["per_bucket"], np.int64)
+        if len(per_bucket) == self.num_buckets:
+            self.per_bucket = per_bucket.copy()
+        self.since = _time.monotonic() if self.volume else None
 
     def age(self, now: float | None = None) -> float:
         return 0.0 if self.since is None else (_time.monotonic() if now is None else now) - self.since
@@ -77,14 +98,13 @@ class ElasticBuffer:
         return self.volume > 0 and self.volume + incoming > self.policy.capacity
 
     def min_time(self) -> float | None:
-        times = [b.time.min() for _, b in self.batches if len(b)]
-        return float(min(times)) if times else None
+        return self._min_time
 
     def drain(self) -> dict:
         """Empty the buffer; returns what it held (volume, age, updates per bucket)."""
         held = {"volume": self.volume, "age": self.age(), "per_bucket": self.per_bucket.copy()}
         self.per_bucket[:] = 0
-        self.batches.clear()
         self.volume = 0
+        self._min_time = None
         self.since = None
         return held

@@ -26,13 +26,47 @@ def update_schema(id_type: str) -> str:
 
 
 def file_source(spark, path: str, id_type: str, format: str = "json", max_files_per_trigger: int | None = None):
-    """A streaming DataFrame of the update files appearing in directory ``path``."""
+    """A streaming DataFrame of the update files appearing in directory ``path``, with the file of
+    each row (``_file``) and, for JSON lines, its text (``_line``), so that a bad row is reported
+    with its file and line. Blank lines are skipped."""
+    from pyspark.sql import functions as F
+
     if format not in ("json", "parquet"):
         raise InputError(f"format must be 'json' (JSON lines) or 'parquet', got {format!r}")
-    reader = spark.readStream.schema(update_schema(id_type))
+    reader = spark.readStream
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-    return reader.format(format).load(path)
+    if format == "parquet":
+        return reader.schema(update_schema(id_type)).parquet(path).withColumn("_file", F.input_file_name())
+    lines = reader.text(path).where(F.trim("value") != "")
+    return lines.select(F.from_json("value", update_schema(id_type)).alias("u"), F.col("value").alias("_line"),
+                        F.input_file_name().alias("_file")).select("u.*", "_line", "_file")
+
+
+def source_lines(files: np.ndarray, lines: np.ndarray | None) -> list[str]:
+    """Where each row came from: ``<file> line <n>`` (the first line of the file with that text,
+    found by reading the file: only done for rows being reported), or ``<file>``."""
+    from urllib.parse import unquote, urlparse
+
+    numbers: dict = {}
+    out = []
+    for i, uri in enumerate(files):
+        parsed = urlparse(str(uri))
+        path = unquote(parsed.path) if parsed.scheme in ("file", "") else str(uri)
+        if lines is None:
+            out.append(path)
+            continue
+        if path not in numbers:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    numbers[path] = {}
+                    for k, text in enumerate(f, 1):
+                        numbers[path].setdefault(text.rstrip("\r\n"), k)
+            except OSError:
+                numbers[path] = {}
+        k = numbers[path].get(str(lines[i]).rstrip("\r\n"))
+        out.append(f"{path} line {k}" if k else path)
+    return out
 
 
 def socket_source(spark, host: str, port: int, id_type: str):

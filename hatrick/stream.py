@@ -5,11 +5,15 @@ template) into a :mod:`hatrick.live` graph. Every batch (``s.push(...)`` or a
 Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
 
 1. row checks (:func:`hatrick.updates.validate`);
-2. de-duplication: per producer, a high-water mark of the largest seq applied;
-   an update at or below it, or repeated within the batch, is a replay and is
-   skipped (producers number their updates in the order they send them);
+2. de-duplication (:mod:`hatrick.marks`): per producer, a high-water mark of the
+   largest seq applied; an update at or below it, or repeated within the batch,
+   is a replay and is skipped (producers number their updates in the order they
+   send them); one that arrives late for a seq its producer skipped, or reuses
+   a seq for a different update, is refused and listed in ``rejected``;
 3. application to a new copy-on-write state (nothing changes on failure);
-4. with a checkpoint directory, the batch and the new marks are logged to one
+4. with a checkpoint directory (:mod:`hatrick.checkpoint`: data files, never
+   pickles, in a directory only this user can write), the batch, the new marks
+   and what the buffer then holds are logged to one
    file (written while step 3 runs, fsynced, moved into place atomically; the
    full state follows in the background every ``full_checkpoint_every``
    batches), and only then is the new state swapped in. So a crash at any
@@ -26,12 +30,9 @@ state and switches their owners at a batch boundary.
 from __future__ import annotations
 
 import os
-import pickle
 import tempfile
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 import time as _time
-import uuid
 import warnings
 from dataclasses import dataclass
 
@@ -40,19 +41,16 @@ import pandas as pd
 
 from gofs.errors import InputError
 from gofs.instances import append_instances
+from hatrick import datafile
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
+from hatrick.checkpoint import Checkpoint
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
                           reachable_frame, vertex_frame)
+from hatrick.marks import ProducerMarks
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
 from hatrick.snapshot import SnapshotReport, Template, build_instance
-from hatrick.updates import UpdateBatch, UpdateError, empty_rejected, kind_of_type, validate
-
-_CHECKPOINT = "hatrick-checkpoint.pkl"
-_LOG_PREFIX = "hatrick-batch-"
-_FULL_CHUNK = 1 << 20      # bytes of a full state synced at a time
-_datasync = getattr(os, "fdatasync", os.fsync)
-_FORMAT = 2      # 2: states carry free edge slots
+from hatrick.updates import UpdateError, empty_rejected, kind_of_type, validate
 
 
 @dataclass
@@ -82,176 +80,6 @@ class RescaleReport:
     pause_seconds: float
     max_load_ratio: float           # busiest worker's load / mean load after the move
     feasible: bool
-
-
-class _LogWrite:
-    """One batch's log file being written (atomically, fsynced) by the checkpoint's log writer."""
-
-    def __init__(self, path: str, future: Future):
-        self.path = path
-        self._future = future
-
-    def result(self) -> None:
-        """Wait until the log file is in place; raises what writing it raised."""
-        self._future.result()
-
-
-class _LogGap(InputError):
-    """The checkpoint's log does not continue its full state."""
-
-
-class Checkpoint:
-    """Exactly-once state in ``directory``: a full state file plus a log of the batches applied since.
-
-    Every batch's de-duplicated updates and the resulting high-water marks go to one log file,
-    written to a temporary name, fsynced and renamed (atomic) by a writer thread while the batch
-    is applied (:meth:`begin`); :meth:`commit` returns once it is in place, so a committed batch
-    survives a crash. Every ``full_every`` batches the whole state is written the
-    same way by a background thread (states are immutable, so the writer reads a stable one
-    while later batches go on); once it is in place, the log files it covers are removed. Loading
-    replays the logged batches on the newest full state; applying a batch is deterministic, so
-    this rebuilds exactly the state that was committed. The first commit writes the full state
-    synchronously: it is the base every log replays on.
-    """
-
-    def __init__(self, directory: str, full_every: int = 20):
-        self.directory = directory
-        self.full_every = full_every
-        os.makedirs(directory, exist_ok=True)
-        self.path = os.path.join(directory, _CHECKPOINT)
-        self._since_full = 0
-        self._log_writer = ThreadPoolExecutor(1, thread_name_prefix="hatrick-log")
-        self._full_writer = ThreadPoolExecutor(1, thread_name_prefix="hatrick-checkpoint")
-        self._full: Future | None = None
-        self._failure: BaseException | None = None
-
-    def _write(self, path: str, payload: dict, chunk: int | None = None) -> None:
-        """Write ``payload`` to ``path`` atomically (temporary file, fsync, rename). With ``chunk``,
-        the data goes to disk ``chunk`` bytes at a time, each synced before the next is written:
-        a full state is megabytes, and a log fsync issued meanwhile (by the other writer) would
-        otherwise wait for all of them to reach the disk."""
-        tmp = os.path.join(self.directory, f".tmp-{uuid.uuid4().hex[:12]}")
-        try:
-            data = memoryview(pickle.dumps({"format": _FORMAT, **payload}, protocol=pickle.HIGHEST_PROTOCOL))
-            step = chunk or max(len(data), 1)
-            with open(tmp, "wb") as out:
-                for start in range(0, len(data), step):
-                    out.write(data[start:start + step])
-                    out.flush()
-                    _datasync(out.fileno())
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-
-    def _log(self, batch_no: int) -> str:
-        return os.path.join(self.directory, f"{_LOG_PREFIX}{batch_no:012d}.pkl")
-
-    def _logged(self) -> list[tuple[int, str]]:
-        names = sorted(n for n in os.listdir(self.directory) if n.startswith(_LOG_PREFIX) and n.endswith(".pkl"))
-        return [(int(n[len(_LOG_PREFIX):-4]), os.path.join(self.directory, n)) for n in names]
-
-    def _write_full(self, payload: dict) -> None:
-        self._write(self.path, payload, chunk=_FULL_CHUNK)
-        for number, path in self._logged():
-            if number <= payload["state"].batch:
-                os.remove(path)
-
-    def _write_full_in_background(self, payload: dict) -> None:
-        try:
-            self._write_full(payload)
-        except BaseException as error:                 # reported by the next begin()
-            self._failure = error
-
-    def begin(self, number: int, batch: UpdateBatch, hwm: dict, snapshots: list) -> "_LogWrite | None":
-        """Start making batch ``number`` durable: its log file is written on a thread while the
-        caller applies the batch; :meth:`commit` waits for it, :meth:`abandon` undoes it. Returns
-        None for the first batch, whose commit writes the full state instead (the base every log
-        replays on). Raises the error of a failed background full-state write, if any (nothing is
-        lost: the log files it would have replaced stay until a later full write succeeds)."""
-        if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise InputError(f"{self.path}: writing the full checkpoint failed: {failure!r}") from failure
-        if not os.path.exists(self.path):
-            return None
-        path = self._log(number)
-        payload = {"batch": batch, "hwm": dict(hwm), "snapshots": list(snapshots)}
-        return _LogWrite(path, self._log_writer.submit(self._write, path, payload))
-
-    def commit(self, pending: "_LogWrite | None", state: State, hwm: dict, snapshots: list) -> None:
-        """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
-        start writing the full state in the background."""
-        payload = {"state": state, "hwm": dict(hwm), "snapshots": list(snapshots)}
-        if pending is None:
-            self.wait()
-            self._write_full(payload)
-            self._since_full = 0
-            return
-        pending.result()
-        self._since_full += 1
-        if self._since_full >= self.full_every and (self._full is None or self._full.done()):
-            self._since_full = 0
-            self._full = self._full_writer.submit(self._write_full_in_background, payload)
-
-    def abandon(self, pending: "_LogWrite | None") -> None:
-        """The batch was not applied: wait for its log write and remove the file (were a crash to
-        keep it, loading finds it is the last log and applies it, which the producers' replay
-        of that batch then finds already done)."""
-        if pending is not None:
-            try:
-                pending.result()
-            finally:
-                if os.path.exists(pending.path):
-                    os.remove(pending.path)
-
-    def wait(self) -> None:
-        """Wait for a full-state write in progress (it would also finish before the interpreter exits)."""
-        if self._full is not None:
-            self._full.result()
-
-    def load(self) -> dict | None:
-        """The committed state, hwm and snapshots (None without a checkpoint). A full write that
-        lands while we read (from a writer still running in this process) removes the logs it
-        covers; then we read again from the new full state."""
-        if not os.path.exists(self.path):
-            return None
-        for attempt in range(3):
-            try:
-                return self._replay()
-            except (FileNotFoundError, _LogGap):
-                if attempt == 2:
-                    raise
-        return None
-
-    def _replay(self) -> dict:
-        base = os.stat(self.path)
-        payload = self._read(self.path)
-        logged = [(number, path) for number, path in self._logged() if number > payload["state"].batch]
-        now = os.stat(self.path)
-        if (now.st_ino, now.st_mtime_ns) != (base.st_ino, base.st_mtime_ns):
-            raise _LogGap(f"{self.path}: replaced while being read (its logs may be gone)")
-        for i, (number, path) in enumerate(logged):
-            if number != payload["state"].batch + 1:
-                raise _LogGap(f"{path}: checkpoint log skips from batch {payload['state'].batch} to {number}")
-            entry = self._read(path)
-            try:
-                payload["state"], _ = apply_batch(payload["state"], entry["batch"])
-            except Exception:
-                if i < len(logged) - 1:
-                    raise
-                os.remove(path)     # the last batch failed to apply when pushed too: it never committed
-                break
-            payload["hwm"], payload["snapshots"] = entry["hwm"], entry["snapshots"]
-        return payload
-
-    @staticmethod
-    def _read(path: str) -> dict:
-        with open(path, "rb") as f:
-            payload = pickle.load(f)
-        if payload.get("format") != _FORMAT:
-            raise InputError(f"{path}: checkpoint format {payload.get('format')} is not {_FORMAT}")
-        return payload
 
 
 def load_graph_state(graph) -> tuple[State, Template]:
@@ -325,17 +153,22 @@ class Stream:
         self._lock = threading.RLock()
         self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
         self.state, self._template = load_graph_state(graph)
-        self.hwm: dict = {}
+        self.marks = ProducerMarks()
         self.snapshots: list[SnapshotReport] = []
-        restored = self._checkpoint.load() if self._checkpoint else None
-        if restored:
-            self.state, self.hwm = restored["state"], restored["hwm"]
-            self.snapshots = restored.get("snapshots", [])
+        self._covered = 0              # the batch the last snapshot holds
         self.num_buckets = num_buckets
         self.tau = tau
         self.ring = HashRing(range(workers), vnodes)
         self.owner = self.ring.owners(num_buckets)
         self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
+        restored = self._checkpoint.load() if self._checkpoint else None
+        if restored:
+            self.state, self.marks = restored["state"], ProducerMarks(restored["hwm"], restored["gaps"])
+            self.snapshots, self._covered = restored["snapshots"], restored["covered"]
+            if restored["pending"]:
+                self._finish_interrupted_snapshot(restored["pending"])
+            if self.state.batch > self._covered:
+                self.buffer.restore(restored["buffer"])
         self.auto_snapshot = snapshot_policy is not None
         self.aging_ttl = aging_ttl
         self.autoscale = autoscale
@@ -358,16 +191,18 @@ class Stream:
             raise InputError(f"errors must be 'raise' or 'report', got {errors!r}")
         return self._ingest(updates, text_values=False, errors=errors)
 
-    def _ingest(self, updates, text_values: bool, errors: str) -> BatchReport:
+    def _ingest(self, updates, text_values: bool, errors: str, locate=None) -> BatchReport:
         clock = _time.perf_counter()
-        batch, bad_rows = validate(updates, self.id_type, text_values)
+        batch, bad_rows = validate(updates, self.id_type, text_values, locate)
         if len(bad_rows) and errors == "raise":
             first = bad_rows.iloc[0]
             raise UpdateError(f"{len(bad_rows)} malformed update(s), nothing applied; first: producer "
                               f"{first.producer!r} seq {first.seq}: {first.reason}", bad_rows)
         with self._lock:
             received = len(batch) + len(bad_rows)
-            batch = self._fresh(batch)
+            batch, refused = self.marks.split(batch)
+            if len(refused):
+                bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
             if not len(batch):
                 if len(bad_rows):
                     self.rejected = pd.concat([self.rejected, bad_rows], ignore_index=True)
@@ -375,12 +210,11 @@ class Stream:
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            hwm = dict(self.hwm)
-            codes, producers = pd.factorize(batch.producer)
-            marks = np.full(len(producers), -1, np.int64)
-            np.maximum.at(marks, codes, batch.seq)
-            hwm.update({p: max(int(s), hwm.get(p, -1)) for p, s in zip(producers, marks)})
-            pending = self._checkpoint.begin(self.state.batch + 1, batch, hwm, self.snapshots) if self._checkpoint else None
+            marks = self.marks.advanced(batch)
+            buckets = bucket_of(batch.a, self.num_buckets)
+            buffered = self.buffer.summary_after(buckets, batch)
+            pending = self._checkpoint.begin(self.state.batch + 1, batch, marks.hwm, buffered,
+                                             marks.gaps) if self._checkpoint else None
             try:
                 state, outcome = apply_batch(self.state, batch)
             except BaseException:
@@ -388,14 +222,14 @@ class Stream:
                     self._checkpoint.abandon(pending)
                 raise
             if self._checkpoint:
-                self._checkpoint.commit(pending, state, hwm, self.snapshots)
-            self.state, self.hwm = state, hwm
+                self._checkpoint.commit(pending, state, marks.hwm, buffered, marks.gaps)
+            self.state, self.marks = state, marks
             rejected = pd.concat([bad_rows, outcome.rejected], ignore_index=True) if len(bad_rows) else outcome.rejected
             if len(rejected):
                 self.rejected = pd.concat([self.rejected, rejected], ignore_index=True)
                 warnings.warn(f"{len(rejected)} update(s) rejected; first: producer {rejected.producer.iloc[0]!r} "
                               f"seq {rejected.seq.iloc[0]}: {rejected.reason.iloc[0]} (see .rejected)", stacklevel=3)
-            self.buffer.add(bucket_of(batch.a, self.num_buckets), batch)
+            self.buffer.add(buckets, batch)
             self._after_batch()
             snap = self._snapshot_locked() if self.auto_snapshot and self.buffer.due() else None
             if self.autoscale is not None:
@@ -411,17 +245,10 @@ class Stream:
         return BatchReport(state.batch, received, received - len(bad_rows) - len(batch), outcome.applied, rejected,
                            _time.perf_counter() - clock, snap)
 
-    def _fresh(self, batch: UpdateBatch) -> UpdateBatch:
-        """Drop replays: seq at or below the producer's high-water mark, or repeated in the batch."""
-        if not len(batch):
-            return batch
-        codes, producers = pd.factorize(batch.producer)
-        marks = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
-        keep = batch.seq > marks[codes]
-        order = np.lexsort((np.arange(len(batch)), batch.seq, codes))
-        repeated = np.r_[False, (codes[order][1:] == codes[order][:-1]) & (batch.seq[order][1:] == batch.seq[order][:-1])]
-        keep[order[repeated]] = False
-        return batch if keep.all() else batch.take(np.flatnonzero(keep))
+    @property
+    def hwm(self) -> dict:
+        """Per producer, the largest seq applied."""
+        return self.marks.hwm
 
     def _after_batch(self) -> None:
         if self._live_queries:
@@ -491,13 +318,31 @@ class Stream:
         start = end if start is None else start
         start = max(start, last_start)
         end = max(end, start)
+        if self._checkpoint:
+            self._checkpoint.snapshot_started(self.snapshots, self._covered, self.state.batch, start, end)
         instance, report = build_instance(self.state, self._template, start, end)
         report.instance = append_instances(self.graph.path, [instance])[0]
         self.graph.refresh()
         report.buffered_updates = self.buffer.drain()["volume"]
         report.seconds = _time.perf_counter() - clock
         self.snapshots.append(report)
+        self._covered = self.state.batch
+        if self._checkpoint:
+            self._checkpoint.snapshot_done(self.snapshots, self._covered)
         return report.instance
+
+    def _finish_interrupted_snapshot(self, pending: dict) -> None:
+        """A restart after a crash during a snapshot: if its instance was committed (an instance
+        newer than the last recorded snapshot with the recorded start and end), adopt it rather
+        than write the same updates again; either way, record where snapshots stand."""
+        known = max((r.instance for r in self.snapshots if r.instance is not None), default=-1)
+        for instance in self.graph.refresh().instances:
+            if instance["id"] > known and (instance["start"], instance["end"]) == (pending["start"], pending["end"]):
+                self.snapshots.append(SnapshotReport(instance=instance["id"], start=instance["start"],
+                                                     end=instance["end"]))
+                self._covered = int(pending["batch"])
+                break
+        self._checkpoint.snapshot_done(self.snapshots, self._covered)
 
     # elasticity ----------------------------------------------------------------------------------------
     def bucket_state(self) -> np.ndarray:
@@ -553,7 +398,7 @@ class Stream:
                    "eattrs": {n: (c.values[slots], c.present[slots]) for n, c in s.eattrs.items()},
                    "vids": vids, "vattrs": {n: (c.values[vids], c.present[vids]) for n, c in s.vattrs.items()},
                    "buffer": (self.buffer.per_bucket[buckets], self.buffer.load[buckets])}
-        return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        return datafile.dumps(payload)
 
     def worker_loads(self) -> np.ndarray:
         """Recent updates/s routed to each worker (exponentially weighted)."""
@@ -578,7 +423,16 @@ class Stream:
             return self._query
 
     def _foreach_batch(self, frame, batch_id: int) -> None:
-        self._ingest(frame.toPandas(), text_values=True, errors="report")
+        from hatrick.sources import source_lines
+
+        rows = frame.toPandas()
+        files = rows.pop("_file").to_numpy() if "_file" in rows.columns else None
+        lines = rows.pop("_line").to_numpy() if "_line" in rows.columns else None
+
+        def locate(bad):
+            return source_lines(files[bad], None if lines is None else lines[bad])
+
+        self._ingest(rows, text_values=True, errors="report", locate=locate if files is not None else None)
 
     def stop(self) -> None:
         """Stop consuming the Structured Streaming source (already applied batches stay)."""

@@ -23,6 +23,7 @@ ADD_VERTEX, REMOVE_VERTEX, ADD_EDGE, REMOVE_EDGE, SET_VERTEX, SET_EDGE = range(l
 VERTEX_OPS = (ADD_VERTEX, REMOVE_VERTEX, SET_VERTEX)
 COLUMNS = ("op", "id", "src", "dst", "attribute", "value", "producer", "seq", "time")
 REJECTED_COLUMNS = ["producer", "seq", "op", "reason"]
+MAX_SEQ = 1 << 62      # a seq near 2**63 would leave its producer no seq above the mark
 
 
 class UpdateError(InputError):
@@ -76,7 +77,9 @@ def to_frame(updates) -> pd.DataFrame:
     if isinstance(updates, dict):
         return pd.DataFrame(updates)
     if isinstance(updates, (list, tuple)):
-        if updates and not isinstance(updates[0], dict):
+        if not updates:
+            return pd.DataFrame({c: pd.Series(dtype=object) for c in ("op", "producer", "seq")})
+        if not isinstance(updates[0], dict):
             raise InputError(f"updates: a list of dicts is expected, item 0 is {type(updates[0]).__name__}")
         return pd.DataFrame.from_records(list(updates))
     raise InputError(f"updates: expected a pandas/Spark DataFrame or a list of dicts, got {type(updates).__name__}")
@@ -155,16 +158,26 @@ def _numbers(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return values, np.isnan(values)
 
 
-def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBatch, pd.DataFrame]:
+_SCALAR_COLUMNS = ("empty", "floating", "integer", "string", "boolean", "mixed-integer-float")
+
+
+def _is_scalar(v) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool, np.number, np.bool_, np.str_))
+
+
+def validate(updates, id_type: str, text_values: bool = False, locate=None) -> tuple[UpdateBatch, pd.DataFrame]:
     """Check each update on its own and return the good ones (sorted by event time, ties in
     arrival order) as an :class:`UpdateBatch`, and the bad ones as a rejection table.
 
     ``id_type`` is "int64" or "string" (the graph's). A missing ``time`` column means "now".
     Raises InputError if the table lacks a column every update needs (``op``, ``producer``, ``seq``).
+    ``locate(rows)``, if given, says where bad rows came from (e.g. file and line); it prefixes their reasons.
     Typed columns (integer ids and seq, float time, text op/producer) take vectorised paths;
     columns of Python objects are checked value by value.
     """
     frame = to_frame(updates)
+    if len(frame) == 0 and len(frame.columns) == 0:
+        frame = to_frame([])
     for column in ("op", "producer", "seq"):
         if column not in frame.columns:
             raise InputError(f"updates: no '{column}' column (columns: {list(frame.columns)}); "
@@ -179,6 +192,7 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
     reasons = _Reasons(n)
 
     op = _op_codes(col["op"])
+    reasons.flag(col["op"].isna().to_numpy(), "field 'op' is missing")
     bad_op = op < 0
     if bad_op.any():
         reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
@@ -192,7 +206,12 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
     else:
         seq_num, no_seq = _numbers(col["seq"])
         reasons.flag(no_seq | (seq_num % 1 != 0), "field 'seq' must be an integer")
-        seq = np.where(no_seq, -1, seq_num).astype(np.int64)
+        outside = ~no_seq & ((seq_num < 0) | (seq_num >= float(MAX_SEQ)))
+        seq = np.where(no_seq | outside, -1, seq_num).astype(np.int64)
+    out_of_range = (seq < 0) | (seq >= MAX_SEQ)
+    if out_of_range.any():
+        shown = col["seq"][out_of_range].tolist()
+        reasons.flag(out_of_range, [f"field 'seq' must be an integer in [0, 2**62), got {v!r}" for v in shown])
     if "time" in frame.columns:
         times, bad_time = _numbers(col["time"])
         reasons.flag(bad_time, "field 'time' must be a number")
@@ -220,6 +239,10 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
         no_attr[np.flatnonzero(setter)[~named]] = True
     reasons.flag(no_attr, "field 'attribute' must name an attribute")
     value = _objects(col["value"])
+    if len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
+        odd = ~pd.Series(value, dtype=object).map(_is_scalar).to_numpy(bool)
+        reasons.flag(odd, [f"field 'value': {type(v).__name__} values are not supported "
+                           f"(numbers, strings, booleans or null)" for v in value[odd]])
 
     bad = reasons.bad
     good = np.flatnonzero(~bad)
@@ -229,8 +252,11 @@ def validate(updates, id_type: str, text_values: bool = False) -> tuple[UpdateBa
                         times[good], text_values)
     if not bad.any():
         return batch, empty_rejected()
+    text = reasons.text[bad]
+    if locate is not None:
+        text = np.array([f"{where}: {reason}" for where, reason in zip(locate(np.flatnonzero(bad)), text)], object)
     rejected = pd.DataFrame({"producer": producer[bad], "seq": seq[bad],
-                             "op": col["op"][bad].to_numpy(dtype=object), "reason": reasons.text[bad]})
+                             "op": col["op"][bad].to_numpy(dtype=object), "reason": text})
     return batch, rejected
 
 

@@ -9,11 +9,12 @@ import pytest
 
 from gofs.errors import InputError
 from hatrick.live import apply_batch, build_state, components_frame, components_from_scratch, edge_frame
-from hatrick.stream import Checkpoint
+from hatrick.checkpoint import Checkpoint, empty_buffer_summary
 from hatrick.updates import validate
 from hatrick_reference import Reference, live_edge_counts, live_partition
 
 N = 40
+BUFFER = empty_buffer_summary(4)
 
 
 def random_batches(seed, count, size):
@@ -45,14 +46,14 @@ def start(tmp_path, full_every):
     rng = np.random.default_rng(1)
     state = build_state(np.arange(N), rng.integers(0, N, 60), rng.integers(0, N, 60), directed=False)
     ck = Checkpoint(str(tmp_path / "ck"), full_every)
-    ck.commit(ck.begin(1, None, {}, []), state, {}, [])       # the first commit writes the base
+    ck.commit(ck.begin(1, None, {}, BUFFER), state, {}, BUFFER)       # the first commit writes the base
     return ck, state
 
 
 def push(ck, state, batch):
-    pending = ck.begin(state.batch + 1, batch, {"p": int(batch.seq.max())}, [])
+    pending = ck.begin(state.batch + 1, batch, {"p": int(batch.seq.max())}, BUFFER)
     new, _ = apply_batch(state, batch)
-    ck.commit(pending, new, {"p": int(batch.seq.max())}, [])
+    ck.commit(pending, new, {"p": int(batch.seq.max())}, BUFFER)
     return new
 
 
@@ -80,7 +81,7 @@ def test_failed_full_write_is_reported_and_loses_nothing(tmp_path, monkeypatch):
     state = push(ck, state, batches[1])                   # starts the (failing) background full write
     ck.wait()
     with pytest.raises(InputError, match="writing the full checkpoint failed: OSError"):
-        ck.begin(state.batch + 1, batches[2], {}, [])
+        ck.begin(state.batch + 1, batches[2], {}, BUFFER)
     same_graph(Checkpoint(ck.directory, 2).load()["state"], state)   # the logs are all still there
 
 
@@ -88,9 +89,11 @@ def test_abandoned_batch_leaves_no_log_and_a_failing_last_log_is_dropped(tmp_pat
     ck, state = start(tmp_path, full_every=50)
     batches = list(random_batches(2, 3, 10))
     state = push(ck, state, batches[0])
-    ck.abandon(ck.begin(state.batch + 1, batches[1], {}, []))      # apply failed: not committed
+    ck.abandon(ck.begin(state.batch + 1, batches[1], {}, BUFFER))      # apply failed: not committed
     assert Checkpoint(ck.directory).load()["state"].batch == state.batch
-    ck.begin(state.batch + 1, "not a batch", {}, []).result()       # a crash kept a log that cannot apply
+    bad = batches[2].take(np.arange(len(batches[2])))
+    bad.b = bad.b[:1]                                            # rows that do not line up: apply fails
+    ck.begin(state.batch + 1, bad, {}, BUFFER).result()         # a crash kept a log that cannot apply
     restored = Checkpoint(ck.directory).load()
     assert restored["state"].batch == state.batch and not os.path.exists(ck._log(state.batch + 1))
     same_graph(restored["state"], state)
@@ -127,3 +130,61 @@ def test_edge_slots_are_reused_and_carry_nothing_over():
                 np.isnan(w) and "w" not in ref.edges[frozenset((u, v))][1])
         assert live_partition(components_frame(state)) == ref.partition()
         assert (state.comp == components_from_scratch(state)).all()
+
+
+class _Planted:
+    """A pickle that runs a shell command when loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def plant(directory, name, marker):
+    import pickle
+
+    directory.mkdir(mode=0o700, exist_ok=True)
+    (directory / name).write_bytes(pickle.dumps({"format": 2, "state": _Planted(marker)}))
+
+
+@pytest.mark.parametrize("name", ["hatrick-checkpoint.pkl", "hatrick-checkpoint.data",
+                                  "hatrick-batch-000000000002.data"])
+def test_a_planted_pickle_is_never_loaded(tmp_path, name):
+    directory, marker = tmp_path / "ck", tmp_path / "pwned"
+    if name.startswith("hatrick-batch"):
+        ck, state = start(tmp_path, full_every=50)       # a real base, then a planted log after it
+    plant(directory, name, marker)
+    with pytest.raises(InputError, match="pickle|not a hatrick data file"):
+        Checkpoint(str(directory)).load()
+    assert not marker.exists()
+
+
+def test_a_directory_others_can_write_or_own_is_refused_before_reading_it(tmp_path, monkeypatch):
+    shared, marker = tmp_path / "shared", tmp_path / "pwned"
+    plant(shared, "hatrick-checkpoint.data", marker)
+    shared.chmod(0o777)
+    with pytest.raises(InputError, match="shared.*writable by group or others .mode 0777.*refused"):
+        Checkpoint(str(shared))
+    theirs = tmp_path / "theirs"
+    plant(theirs, "hatrick-checkpoint.data", marker)
+    if os.geteuid() == 0:
+        os.chown(theirs, 65534, 65534)
+    else:
+        monkeypatch.setattr(os, "geteuid", lambda: os.stat(theirs).st_uid + 1)
+    with pytest.raises(InputError, match="theirs.*is owned by uid .*not by this user.*refused"):
+        Checkpoint(str(theirs))
+    assert not marker.exists()
+
+
+def test_a_new_checkpoint_directory_is_private_and_its_files_are_data(tmp_path):
+    ck, state = start(tmp_path, full_every=1)
+    for batch in random_batches(4, 3, 10):
+        state = push(ck, state, batch)
+    ck.wait()
+    assert os.stat(ck.directory).st_mode & 0o777 == 0o700
+    for name in os.listdir(ck.directory):
+        with open(os.path.join(ck.directory, name), "rb") as f:
+            assert f.read(15) == b"HATRICK-DATA-1\n"
+    same_graph(Checkpoint(ck.directory).load()["state"], state)

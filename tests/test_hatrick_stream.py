@@ -8,7 +8,9 @@ import pytest
 
 import goffish
 from goffish.cli import main
+from gofs.errors import InputError
 from gofs.sources import from_pandas
+from hatrick import checkpoint as checkpoint_module
 from hatrick import stream as stream_module
 from hatrick.updates import UpdateError
 from hatrick_reference import Reference, live_edge_counts, live_partition
@@ -83,7 +85,7 @@ def test_crash_mid_batch_then_restart_applies_every_update_once(graph, tmp_path,
         raise KeyboardInterrupt("driver killed")
 
     target = {"apply": (stream_module, "apply_batch"), "log_write": (stream_module.Checkpoint, "_write"),
-              "commit": (stream_module._LogWrite, "result"), "after_commit": (stream_module.Stream, "_after_batch")}[where]
+              "commit": (checkpoint_module._LogWrite, "result"), "after_commit": (stream_module.Stream, "_after_batch")}[where]
     original = getattr(*target)
 
     def sometimes(*args, **kwargs):
@@ -348,3 +350,66 @@ def test_rescaling_while_updates_flow_loses_and_doubles_nothing(graph, tmp_path)
         worker.join()
     assert len(sizes) >= 2
     check_equal(s, ref)
+
+
+def test_stream_refuses_a_planted_pickle_and_a_world_writable_checkpoint(graph, tmp_path):
+    import os
+    import pickle
+
+    marker = tmp_path / "pwned"
+
+    class Planted:
+        def __reduce__(self):
+            return os.system, (f"touch {marker}",)
+
+    ck = tmp_path / "road.ck"
+    ck.mkdir(mode=0o700)
+    (ck / "hatrick-checkpoint.pkl").write_bytes(pickle.dumps(Planted()))
+    with pytest.raises(InputError, match="old pickle format.*never loaded"):
+        graph.stream(checkpoint=str(ck))
+    ck.chmod(0o777)
+    with pytest.raises(InputError, match="writable by group or others"):
+        graph.stream(checkpoint=str(ck))
+    assert not marker.exists()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_resumed_stream_snapshots_what_a_killed_driver_committed_but_never_snapshotted(graph, tmp_path, spark):
+    log = random_log(7, 120)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    ck = str(tmp_path / "ck")
+    s = graph.stream(checkpoint=ck, full_checkpoint_every=2)
+    push_all(s, log, 25)                            # committed, then the driver dies before any snapshot
+    s._checkpoint.wait()
+    restarted = graph.stream(checkpoint=ck)
+    assert restarted.buffer.volume == len(log) and restarted.buffer.min_time() == 0.0
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    assert main(["stream", graph.path, "--source", str(inbox), "--checkpoint", ck]) == 0   # the documented resume
+    graph.refresh()
+    assert len(graph.instances) == 1
+    edges = graph.edges(instance=graph.instances[0]["id"]).toPandas()
+    assert live_edge_counts(edges, False) == ref.edge_counts()
+    again = graph.stream(checkpoint=ck)             # nothing left to write
+    assert again.buffer.volume == 0 and again.snapshots[-1].instance == graph.instances[0]["id"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_snapshot_interrupted_after_its_commit_is_adopted_not_written_twice(graph, tmp_path, monkeypatch):
+    ck = str(tmp_path / "ck")
+    s = graph.stream(checkpoint=ck)
+    push_all(s, random_log(8, 60), 30)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("driver killed")
+
+    monkeypatch.setattr(checkpoint_module.Checkpoint, "snapshot_done", killed)
+    with pytest.raises(KeyboardInterrupt):
+        s.snapshot()                                # the instance is committed, the record is not
+    monkeypatch.undo()
+    instances = graph.refresh().instances
+    restarted = graph.stream(checkpoint=ck)
+    assert restarted.buffer.volume == 0 and [r.instance for r in restarted.snapshots] == [instances[-1]["id"]]
+    assert restarted.snapshot() is not None and len(graph.refresh().instances) == len(instances) + 1

@@ -181,11 +181,10 @@ class _ToNodes(Transformer):
                 alias = item[1]
         edges = [c for c in where if isinstance(c, n.EdgeCondition)]
         node_sets = [c for c in where if isinstance(c, n.VertexSet)]
-        for extra in (edges[1:], node_sets[1:]):
+        for kind, extra in (("edge", edges[1:]), ("node", node_sets[1:])):
             if extra:
-                raise CGQLSyntaxError(f"a sub-query takes one {'edge' if extra is edges[1:] else 'node'}: "
-                                      "condition; join the terms inside one {...}", extra[0].line,
-                                      extra[0].column, "edge" if extra is edges[1:] else "node", [])
+                raise CGQLSyntaxError(f"a sub-query takes one {kind}: condition; join the terms inside one "
+                                      "{...}", extra[0].line, extra[0].column, kind, [])
         return n.Clause(call, frame, edges[0] if edges else None, node_sets[0] if node_sets else None,
                         tuple(c for c in where if isinstance(c, n.AggregateCondition)),
                         tuple(c for c in where if isinstance(c, n.Temporal)), alias, **_at(meta))

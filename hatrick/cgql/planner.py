@@ -207,6 +207,9 @@ def frame_bounds(frame: n.TimeFrame | None, now: float | None, time_unit: float 
         return need_now(frame) - frame.duration.seconds / time_unit, math.inf
     if all(p.kind == "string" and _is_cron(p.value) for p in (frame.start, frame.end)):
         t = need_now(frame) * time_unit
+        if not _CRON_SPAN[0] <= t <= _CRON_SPAN[1]:
+            raise located(frame, f"now={now!r} (x time unit {time_unit!r}) is not an epoch time in the years "
+                                 "1-9999, where a cron frame can be placed")
         opened = cron_previous(frame.start.value, t, frame.start)
         closed = cron_previous(frame.end.value, t, frame.end)
         start = opened if opened is not None and (closed is None or closed < opened) else \
@@ -242,6 +245,7 @@ def _is_cron(text: str) -> bool:
 
 
 _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+_CRON_SPAN = (-62135596800.0 + 400 * 86400, 253402300799.0 - 400 * 86400)   # years 1-9999, less a search
 
 
 def _cron_fields(expr: str, node) -> list:

@@ -1,0 +1,103 @@
+"""Which updates of a batch are new: per-producer high-water marks and the seqs skipped below them.
+
+Producers number their updates in the order they send them, so an update at or
+below its producer's mark was applied before (a replay, dropped quietly), unless
+its seq is one the producer skipped: then it arrived out of order, and is refused
+and listed rather than taken for a replay. Within one batch, a repeated
+(producer, seq) with the same content is a replay; with different content the
+later rows are refused and listed (one seq names one update). Up to
+``MAX_GAPS`` skipped ranges are remembered per producer (the newest).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hatrick.updates import UpdateBatch, empty_rejected
+
+MAX_GAPS = 4096
+
+
+def _same(x: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Whether x[i] equals x[j] elementwise (two nulls are equal)."""
+    xi, xj = x[i], x[j]
+    equal = np.asarray(xi == xj, dtype=bool) if len(i) else np.zeros(0, bool)
+    if x.dtype == object or x.dtype.kind == "f":
+        equal |= pd.isna(xi) & pd.isna(xj)
+    return equal
+
+
+class ProducerMarks:
+    """Per producer, the largest seq applied (``hwm``) and the ranges [lo, hi] below it that were
+    never seen (``gaps``, an (k, 2) int64 array each). Immutable: :meth:`advanced` returns new marks."""
+
+    def __init__(self, hwm: dict | None = None, gaps: dict | None = None):
+        self.hwm = {str(p): int(s) for p, s in (hwm or {}).items()}
+        self.gaps = {str(p): np.asarray(g, np.int64).reshape(-1, 2) for p, g in (gaps or {}).items() if len(g)}
+
+    def split(self, batch: UpdateBatch) -> tuple[UpdateBatch, pd.DataFrame]:
+        """(the new updates, the refused ones as a rejection table); the rest are replays."""
+        if not len(batch):
+            return batch, empty_rejected()
+        n = len(batch)
+        codes, producers = pd.factorize(batch.producer)
+        marks = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
+        below = batch.seq <= marks[codes]
+        reasons = np.full(n, None, dtype=object)
+        if below.any() and self.gaps:
+            rows = np.flatnonzero(below)
+            rows = rows[np.argsort(codes[rows], kind="stable")]
+            cuts = np.flatnonzero(np.diff(codes[rows])) + 1
+            for group in np.split(rows, cuts):
+                producer = producers[codes[group[0]]]
+                gaps = self.gaps.get(producer)
+                if gaps is None:
+                    continue
+                seq = batch.seq[group]
+                at = np.searchsorted(gaps[:, 0], seq, "right") - 1
+                late = (at >= 0) & (seq <= gaps[np.maximum(at, 0), 1])
+                reasons[group[late]] = [f"out of order: producer {producer!r} already sent seq "
+                                        f"{self.hwm[producer]}, and seq {s} was never applied; refused"
+                                        for s in seq[late]]
+        order = np.lexsort((np.arange(n), batch.seq, codes))
+        repeat = np.r_[False, (codes[order][1:] == codes[order][:-1]) & (batch.seq[order][1:] == batch.seq[order][:-1])]
+        keep = ~below
+        if repeat.any():
+            run_start = np.maximum.accumulate(np.where(~repeat, np.arange(n), 0))
+            later, first = order[repeat], order[run_start[repeat]]
+            same = np.ones(len(later), bool)
+            for name in ("op", "a", "b", "attribute", "value", "time"):
+                same &= _same(getattr(batch, name), later, first)
+            keep[later] = False
+            clash = later[~same]
+            reasons[clash] = [f"seq {s} of producer {p!r} names two different updates in this batch; "
+                              f"the first is kept" for s, p in zip(batch.seq[clash], batch.producer[clash])]
+        refused = np.flatnonzero(pd.notna(reasons))
+        keep[refused] = False
+        fresh = batch if keep.all() else batch.take(np.flatnonzero(keep))
+        return fresh, (batch.rejected(refused, reasons[refused]) if len(refused) else empty_rejected())
+
+    def advanced(self, fresh: UpdateBatch) -> "ProducerMarks":
+        """The marks once ``fresh`` (new updates only, see :meth:`split`) is applied: each producer's
+        mark rises to its largest seq, and the seqs it skipped on the way are remembered."""
+        out = ProducerMarks.__new__(ProducerMarks)
+        out.hwm, out.gaps = dict(self.hwm), dict(self.gaps)
+        if not len(fresh):
+            return out
+        codes, producers = pd.factorize(fresh.producer)
+        order = np.lexsort((fresh.seq, codes))
+        c, s = codes[order], fresh.seq[order]
+        first = np.r_[True, c[1:] != c[:-1]]
+        old = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
+        prev = np.where(first, old[c], np.r_[0, s[:-1]])
+        skipped = np.flatnonzero(s - prev > 1)
+        last = np.r_[np.flatnonzero(first)[1:], len(s)] - 1
+        out.hwm.update({producers[k]: int(v) for k, v in zip(c[last], s[last])})
+        if len(skipped):
+            for k in np.unique(c[skipped]):
+                mine = skipped[c[skipped] == k]
+                new = np.stack([prev[mine] + 1, s[mine] - 1], axis=1)
+                name = producers[k]
+                held = self.gaps.get(name)
+                out.gaps[name] = (new if held is None else np.concatenate([held, new]))[-MAX_GAPS:]
+        return out
