@@ -19,7 +19,7 @@ import pandas as pd
 
 from gofs.errors import InputError
 from hatrick import datafile
-from hatrick.live import Column, State, apply_batch
+from hatrick.live import Column, State, TemplateValues, apply_batch
 from hatrick.snapshot import SnapshotReport
 from hatrick.updates import UpdateBatch
 
@@ -73,14 +73,20 @@ def state_to_tree(s: State) -> dict:
             "vattrs": _columns_out(s.vattrs), "vkinds": dict(s.vkinds), "keys": s.keys, "key_slots": s.key_slots,
             "src": s.src, "dst": s.dst, "mult": s.mult, "touched": s.touched, "eattrs": _columns_out(s.eattrs),
             "ekinds": dict(s.ekinds), "static_vertex": sorted(s.static_vertex),
-            "static_edge": sorted(s.static_edge), "batch": s.batch, "time": float(s.time), "free": s.free}
+            "static_edge": sorted(s.static_edge), "batch": s.batch, "time": float(s.time), "free": s.free,
+            "template": None if s.template is None else {
+                "keys": s.template.keys, "edge": _columns_out(s.template.edge),
+                "vertex_present": dict(s.template.vertex_present)}}
 
 
 def state_from_tree(t: dict) -> State:
     return State(bool(t["directed"]), pd.Index(t["ids"]), t["alive"], t["comp"], _columns_in(t["vattrs"]),
                  dict(t["vkinds"]), t["keys"], t["key_slots"], t["src"], t["dst"], t["mult"], t["touched"],
                  _columns_in(t["eattrs"]), dict(t["ekinds"]), frozenset(t["static_vertex"]),
-                 frozenset(t["static_edge"]), int(t["batch"]), float(t["time"]), t["free"])
+                 frozenset(t["static_edge"]), int(t["batch"]), float(t["time"]), t["free"],
+                 None if t["template"] is None else TemplateValues(t["template"]["keys"],
+                                                                   _columns_in(t["template"]["edge"]),
+                                                                   dict(t["template"]["vertex_present"])))
 
 
 _BATCH_FIELDS = ("op", "a", "b", "attribute", "value", "producer", "seq", "time")

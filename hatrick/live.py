@@ -12,8 +12,11 @@ Semantics, in the order updates are applied (event time, then arrival):
   ``add_vertex`` of a live vertex does nothing;
 - an edge's attributes belong to the edge while it exists (removing its last
   copy drops them); ``set_*`` needs the vertex/edge to exist; a null value unsets;
-- static (template) attributes are read-only; a new attribute takes the kind
-  of its first value and later values must be of that kind.
+  ``add_edge`` may carry one attribute value (``attribute``/``value``), set as
+  the edge is added (a value of the wrong kind refuses the whole add);
+- static (template) attributes are read-only; a template edge or vertex that is
+  removed and comes back gets its template values back; a new attribute takes
+  the kind of its first value and later values must be of that kind.
 A bad update is rejected whole, with its producer and seq.
 
 Connected components (weak, for directed graphs) are kept incrementally:
@@ -65,6 +68,17 @@ def empty_column(kind: str, size: int) -> Column:
 
 
 @dataclass(frozen=True)
+class TemplateValues:
+    """The template's static attribute values, for template edges and vertices that come back
+    after a removal: ``keys`` (sorted edge keys), ``edge`` (name -> Column aligned with keys),
+    ``vertex_present`` (name -> which template vids have a value; the values stay in the state)."""
+
+    keys: np.ndarray
+    edge: dict
+    vertex_present: dict
+
+
+@dataclass(frozen=True)
 class State:
     """One consistent version of the live graph.
 
@@ -95,6 +109,7 @@ class State:
     batch: int = 0
     time: float = float("-inf")
     free: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    template: TemplateValues | None = None
 
     @property
     def num_vertices(self) -> int:
@@ -122,10 +137,13 @@ class State:
 
 
 def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | None = None,
-                edge_columns: dict | None = None, static_vertex=(), static_edge=(), time: float = float("-inf")) -> State:
+                edge_columns: dict | None = None, static_vertex=(), static_edge=(), time: float = float("-inf"),
+                template_edges: tuple | None = None) -> State:
     """The state of a graph given as original ids: all vertices, edges (parallel ones add
     multiplicity; attributes of the last copy win) and attribute columns (name -> (kind, values
-    with None/NaN for missing)). Components are computed from scratch."""
+    with None/NaN for missing)). Components are computed from scratch. ``template_edges``
+    (src ids, dst ids, {static name: values}) are the template's edges whose static values come
+    back with them (default: these edges and their static columns)."""
     index = pd.Index(np.asarray(ids))
     if not index.is_unique:
         raise ValueError("build_state: vertex ids are not unique")
@@ -151,7 +169,21 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
     state = replace(base, vattrs=vattrs, vkinds=vkinds, keys=uniq, key_slots=slots, src=u[first].astype(np.int64),
                     dst=v[first].astype(np.int64), mult=counts.astype(np.int64), touched=np.full(len(uniq), time),
                     eattrs=eattrs, ekinds=ekinds)
-    return replace(state, comp=components_from_scratch(state))
+    if template_edges is None:
+        t_keys = uniq
+        t_columns = {name: eattrs[name] for name in static_edge if name in eattrs}
+    else:
+        t_src, t_dst, t_values = template_edges
+        t_all = base.key(index.get_indexer(np.asarray(t_src)), index.get_indexer(np.asarray(t_dst)))
+        t_keys, t_first = np.unique(t_all[::-1], return_index=True)
+        t_last = len(t_all) - 1 - t_first
+        t_columns = {}
+        for name, values in t_values.items():
+            col, null = _column_from(ekinds[name], np.asarray(values, dtype=object)[t_last])
+            t_columns[name] = Column(col, ~null)
+    template = TemplateValues(t_keys, t_columns, {name: vattrs[name].present.copy() for name in static_vertex
+                                                  if name in vattrs})
+    return replace(state, comp=components_from_scratch(state), template=template)
 
 
 def _column_from(kind: str, values) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +251,7 @@ class _Draft:
     def freeze(self, batch_no: int, time: float) -> State:
         return State(self.s.directed, self.ids, self.alive, self.comp, self.vattrs, self.vkinds, self.keys,
                      self.key_slots, self.src, self.dst, self.mult, self.touched, self.eattrs, self.ekinds,
-                     self.s.static_vertex, self.s.static_edge, batch_no, time, self.free)
+                     self.s.static_vertex, self.s.static_edge, batch_no, time, self.free, self.s.template)
 
 
 def apply_batch(state: State, batch: UpdateBatch) -> tuple[State, Outcome]:
@@ -318,13 +350,74 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
     revived = np.flatnonzero(created_at < np.iinfo(np.int64).max)
     d.alive[revived] = True
     d.comp[revived] = revived
+    _restore_template_vertices(d, revived)
     added_vertices = (op == ADD_VERTEX) & row_ok
     d.applied += int(added_vertices.sum())
-    _apply_edges(d, batch, rows, op, a_vid, b_vid, row_ok & is_edge)
+    carried = (op == ADD_EDGE) & row_ok & _names_attribute(batch.attribute[rows])
+    if carried.any():
+        row_ok &= ~_refuse_carried_values(d, batch, rows, carried)
+    _apply_edges(d, batch, rows, op, a_vid, b_vid, row_ok & is_edge, carried)
     _apply_vertex_sets(d, batch, rows, a_vid, row_ok & (op == SET_VERTEX))
 
 
-def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
+def _names_attribute(attribute: np.ndarray) -> np.ndarray:
+    named = pd.notna(attribute)
+    at = np.flatnonzero(named)
+    if len(at):
+        named[at] = [isinstance(a, str) and a != "" for a in attribute[at]]
+    return named
+
+
+def _refuse_carried_values(d: _Draft, batch: UpdateBatch, rows, carried: np.ndarray) -> np.ndarray:
+    """Adds carrying a value the attribute cannot hold (static, or of another kind) are refused
+    whole, before anything is applied; returns which rows those are."""
+    refused = np.zeros(len(rows), bool)
+    at = np.flatnonzero(carried)
+    names = batch.attribute[rows[at]].astype(str)
+    for name in pd.unique(names):
+        mine = at[names == name]
+        if name in d.s.static_edge:
+            refused[mine] = True
+            d.rejected.append(batch.rejected(rows[mine], f"attribute '{name}' is static (template) and read-only"))
+            continue
+        values = batch.value[rows[mine]]
+        kind = d.ekinds.get(name)
+        if kind is None:
+            present = values[pd.notna(pd.Series(values, dtype=object)).to_numpy()]
+            kind = infer_kind(present[0], batch.text_values) if len(present) else "double"
+        ok = coerce(values, kind, batch.text_values)[2] if kind else np.zeros(len(mine), bool)
+        if (~ok).any():
+            refused[mine[~ok]] = True
+            d.rejected.append(batch.rejected(rows[mine[~ok]], f"attribute '{name}' holds {kind} values"))
+    return refused
+
+
+def _restore_template_edges(d: _Draft, slots: np.ndarray, keys: np.ndarray) -> None:
+    """Template edges that came back (new slots or cleared ones) get their static values back."""
+    t = d.s.template
+    if t is None or not t.edge or not len(t.keys) or not len(slots):
+        return
+    at = np.minimum(np.searchsorted(t.keys, keys), len(t.keys) - 1)
+    hit = t.keys[at] == keys
+    if hit.any():
+        for name, column in t.edge.items():
+            own = d.own("e", name)
+            own.values[slots[hit]] = column.values[at[hit]]
+            own.present[slots[hit]] = column.present[at[hit]]
+
+
+def _restore_template_vertices(d: _Draft, vids: np.ndarray) -> None:
+    """Template vertices that came back get their static values back (the values stay in place)."""
+    t = d.s.template
+    if t is None or not t.vertex_present or not len(vids):
+        return
+    for name, present in t.vertex_present.items():
+        mine = vids[vids < len(present)]
+        if len(mine):
+            d.own("v", name).present[mine] = present[mine]
+
+
+def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> None:
     sel = np.flatnonzero(ok)
     if not len(sel):
         return
@@ -354,7 +447,8 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
         badrows = rows[sel[refused | set_missing]]
         d.rejected.append(batch.rejected(badrows, "no such edge"))
     valid = ~(refused | set_missing)
-    d.applied += int(valid.sum() - (valid & (delta == 0)).sum())
+    setting = (delta == 0) | carried[sel]
+    d.applied += int(valid.sum() - (valid & setting).sum())
     last = np.r_[first[1:], len(keys)] - 1
     final = r[last]
     reset = (delta == -1) & valid & (r == 0)
@@ -381,6 +475,9 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
     if cleared.any():
         for name in list(d.eattrs):
             d.own("e", name).present[slot[cleared]] = False
+    back = fresh | cleared
+    if back.any():
+        _restore_template_edges(d, slot[back], uniq[back])
     touch = valid & (delta >= 0) & (slot[group] >= 0)
     if touch.any():
         at = np.flatnonzero(touch)                      # grouped by key already: max per run
@@ -392,7 +489,7 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok) -> None:
     if appeared.any():
         d.added_pairs.append((d.src[slot[appeared]], d.dst[slot[appeared]]))
     # attribute sets after the key's last reset, on a key that is present at the end
-    keep = valid & (delta == 0) & (np.arange(len(keys)) > last_reset[group]) & (final[group] > 0)
+    keep = valid & setting & (np.arange(len(keys)) > last_reset[group]) & (final[group] > 0)
     if keep.any():
         _set_values(d, "e", batch, rows[sel[keep]], slot[group[keep]])
 
@@ -525,6 +622,9 @@ def _update_components(d: _Draft) -> None:
     if d.added_pairs:
         u = np.concatenate([p[0] for p in d.added_pairs])
         v = np.concatenate([p[1] for p in d.added_pairs])
+        still = _slots(d, d.s.key(u, v)) >= 0          # an edge added, then removed later in the batch, joins nothing
+        u, v = u[still], v[still]
+    if d.added_pairs and len(u):
         lu, lv = comp[u], comp[v]
         labels, inverse = np.unique(np.concatenate([lu, lv]), return_inverse=True)
         k = len(labels)

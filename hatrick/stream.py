@@ -101,7 +101,8 @@ def load_graph_state(graph) -> tuple[State, Template]:
     parts = range(graph.num_partitions)
     vt = pa.concat_tables([graph.read_vertex_partition(p, attributes=vattrs, instance=latest) for p in parts])
     et = pa.concat_tables([graph.read_edge_partition(p, attributes=eattrs, instance=latest) for p in parts])
-    tt = pa.concat_tables([graph.read_edge_partition(p, attributes=[]) for p in parts])
+    static_e = [n for n in ekind if ekind[n]]
+    tt = pa.concat_tables([graph.read_edge_partition(p, attributes=static_e) for p in parts])
     rows = index.get_indexer(vt.column("id").to_numpy(zero_copy_only=False))
     vcols = {}
     for name in vattrs:
@@ -111,8 +112,11 @@ def load_graph_state(graph) -> tuple[State, Template]:
     ecols = {n: ({**ekind, **dyn_e}[n], et.column(n).to_numpy(zero_copy_only=False)) for n in eattrs}
     state = build_state(ids, et.column("src").to_numpy(zero_copy_only=False),
                         et.column("dst").to_numpy(zero_copy_only=False), graph.directed, vcols, ecols,
-                        static_vertex=[n for n in vkind if vkind[n]], static_edge=[n for n in ekind if ekind[n]],
-                        time=graph.instances[-1]["end"] if graph.instances else float("-inf"))
+                        static_vertex=[n for n in vkind if vkind[n]], static_edge=static_e,
+                        time=graph.instances[-1]["end"] if graph.instances else float("-inf"),
+                        template_edges=(tt.column("src").to_numpy(zero_copy_only=False),
+                                        tt.column("dst").to_numpy(zero_copy_only=False),
+                                        {n: tt.column(n).to_numpy(zero_copy_only=False) for n in static_e}))
     template = Template.of(state, index.get_indexer(tt.column("src").to_numpy(zero_copy_only=False)),
                            index.get_indexer(tt.column("dst").to_numpy(zero_copy_only=False)), len(template_ids))
     return state, template

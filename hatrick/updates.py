@@ -238,6 +238,13 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
             named = names.map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
         no_attr[np.flatnonzero(setter)[~named]] = True
     reasons.flag(no_attr, "field 'attribute' must name an attribute")
+    adds = op == ADD_EDGE
+    if adds.any():
+        given = adds & col["attribute"].notna().to_numpy()
+        if given.any():
+            named = col["attribute"].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
+            reasons.flag(given & ~named, "field 'attribute' must name an attribute")
+        reasons.flag(adds & ~given & col["value"].notna().to_numpy(), "field 'value' needs field 'attribute'")
     value = _objects(col["value"])
     if len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
         odd = ~pd.Series(value, dtype=object).map(_is_scalar).to_numpy(bool)

@@ -163,3 +163,12 @@ def test_components_after_removals_match_from_scratch(directed, n, density, seed
         assert (state.comp == components_from_scratch(state)).all()
         assert live_partition(components_frame(state)) == ref.partition()
         assert live_edge_counts(edge_frame(state), directed) == ref.edge_counts()
+
+
+def test_an_edge_added_then_cut_by_a_vertex_removal_in_the_same_batch_joins_nothing():
+    """Found by the property test above: the edge's pair was merged although it was gone at the end."""
+    state = build_state(np.arange(N), [0], [1], directed=False)
+    batch = validate([update("add_edge", 1, 2, None, 1), update("remove_vertex", 1, 0, None, 2),
+                      update("add_edge", 1, 1, None, 3)], "int64")[0]
+    state, _ = apply_batch(state, batch)
+    assert (state.comp == components_from_scratch(state)).all() and state.comp[2] == 2

@@ -413,3 +413,28 @@ def test_a_snapshot_interrupted_after_its_commit_is_adopted_not_written_twice(gr
     restarted = graph.stream(checkpoint=ck)
     assert restarted.buffer.volume == 0 and [r.instance for r in restarted.snapshots] == [instances[-1]["id"]]
     assert restarted.snapshot() is not None and len(graph.refresh().instances) == len(instances) + 1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_line_cut_and_restored_keeps_its_template_type_and_an_add_can_carry_a_value(tmp_path, spark):
+    import networkx as nx
+
+    path = nx.path_graph(6)
+    edges = pd.DataFrame({"src": [u for u, _ in path.edges], "dst": [v for _, v in path.edges], "type": "line"})
+    g = goffish.ingest(from_pandas(edges, pd.DataFrame({"id": list(path.nodes)})), str(tmp_path / "p.gofs"),
+                       num_partitions=2, partitioner="hash")
+    s = g.stream(checkpoint=str(tmp_path / "ck"))
+
+    def u(op, seq, src=2, dst=3, **kw):
+        return {"op": op, "src": src, "dst": dst, "producer": "p", "seq": seq, "time": float(seq), **kw}
+
+    report = s.push([u("remove_edge", 1), u("add_edge", 2), u("add_edge", 3, 0, 4, attribute="load", value=2.5),
+                     u("add_edge", 4, 1, 4, attribute="load", value="heavy")])
+    assert report.applied == 3 and list(report.rejected.reason) == ["attribute 'load' holds double values"]
+    live = s.edges().set_index(["src", "dst"])
+    assert live.loc[(2, 3), "type"] == "line" and live.loc[(0, 4), "load"] == 2.5 and (1, 4) not in live.index
+    restarted = g.stream(checkpoint=str(tmp_path / "ck"))      # the template values survive a restart
+    pd.testing.assert_frame_equal(restarted.edges(), s.edges())
+    stored = g.edges(instance=s.snapshot(), attributes=["type", "load"]).toPandas().set_index(["src", "dst"])
+    assert stored.loc[(2, 3), "type"] == "line" and stored.loc[(0, 4), "load"] == 2.5
+    assert live_edge_counts(stored.reset_index(), False) == live_edge_counts(s.edges(), False)
