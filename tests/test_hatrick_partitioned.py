@@ -1,0 +1,110 @@
+"""The live graph split over workers by bucket (hatrick.partitioned): the same updates give the same
+graph, components and verdicts as one state, for 1, 2 and 3 workers and across moves of buckets
+between running workers; checked against the one-update-at-a-time reference and NetworkX."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from hatrick.live import apply_batch, build_state, components_frame, edge_frame
+from hatrick.partitioned import PartitionedGraph, route
+from hatrick.ring import HashRing
+from hatrick.updates import validate
+from hatrick_reference import Reference, live_edge_counts, live_partition
+
+N, BUCKETS = 40, 16
+
+
+def batches(seed, count, size, directed):
+    rng = np.random.default_rng(seed)
+    seq = 0
+    for _ in range(count):
+        rows = []
+        for _ in range(size):
+            seq += 1
+            op = str(rng.choice(["add_edge", "remove_edge", "set_edge", "set_vertex", "remove_vertex", "add_vertex"],
+                                p=[0.45, 0.3, 0.08, 0.07, 0.05, 0.05]))
+            row = {"op": op, "producer": "p", "seq": seq, "time": float(seq)}
+            u, v = int(rng.integers(N + 5)), int(rng.integers(N + 5))
+            if op in ("set_vertex", "remove_vertex", "add_vertex"):
+                row["id"] = u
+            else:
+                row["src"], row["dst"] = u, v
+            if op.startswith("set"):
+                row["attribute"], row["value"] = "w", float(rng.integers(5))
+            rows.append(row)
+        yield rows
+
+
+def start(directed, seed=0):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, N, 60), rng.integers(0, N, 60)
+    return build_state(np.arange(N), src, dst, directed), Reference(range(N), zip(src.tolist(), dst.tolist()),
+                                                                    directed)
+
+
+def owners(workers):
+    return HashRing(range(workers), 32).owners(BUCKETS)
+
+
+def check(graph, single, ref):
+    assert sorted(graph.vertices().tolist()) == sorted(ref.vertices)
+    assert live_edge_counts(graph.edges(), ref.directed) == ref.edge_counts()
+    assert live_partition(graph.components()) == ref.partition()
+    values = pd.concat([edge_frame(w.state) for w in graph.workers])
+    if "w" in values:
+        got = {((u, v) if ref.directed else frozenset((u, v))): w for u, v, w in zip(values.src, values.dst, values.w)}
+        assert {k: w for k, w in got.items() if pd.notna(w)} == \
+            {k: a["w"] for k, (_, a, _) in ref.edges.items() if "w" in a}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_workers_give_the_graph_components_and_verdicts_of_one_state(workers, directed):
+    single, ref = start(directed)
+    graph = PartitionedGraph(single, owners(workers))
+    for rows in batches(workers, 8, 30, directed):
+        batch = validate(rows, "int64")[0]
+        single, outcome = apply_batch(single, batch)
+        applied, rejected = graph.apply(batch)
+        for row in rows:
+            ref.apply(row)
+        assert applied == outcome.applied
+        assert sorted(rejected.seq) == sorted(outcome.rejected.seq)
+        check(graph, single, ref)
+    if workers == 1:                       # one worker is the single state, labels included
+        pd.testing.assert_frame_equal(graph.components(), components_frame(single))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("directed", [False, True])
+def test_scaling_out_and_in_moves_only_planned_buckets_and_loses_nothing(directed):
+    single, ref = start(directed, seed=3)
+    graph = PartitionedGraph(single, owners(2))
+    logs = list(batches(7, 9, 30, directed))
+    for step, rows in enumerate(logs):
+        if step in (3, 6):
+            before = [len(w.state.live_slots()) for w in graph.workers]
+            after = owners(3) if step == 3 else owners(2)
+            moved = int((after != graph.owner).sum())
+            sent = graph.rescale(after)
+            assert moved > 0 and sent > 0 and len(graph.workers) == int(after.max()) + 1
+            assert graph.rescale(graph.owner.copy()) == 0          # nothing planned, nothing sent
+            assert sum(len(w.state.live_slots()) for w in graph.workers) == sum(before)
+            check(graph, single, ref)
+        batch = validate(rows, "int64")[0]
+        graph.apply(batch)
+        for row in rows:
+            ref.apply(row)
+        check(graph, single, ref)
+
+
+def test_routing_is_by_owner_and_keeps_batch_order():
+    rows = [{"op": "add_edge", "src": i, "dst": (i * 7) % 50, "producer": "p", "seq": i, "time": 0.0}
+            for i in range(50)] + [{"op": "remove_vertex", "id": 3, "producer": "p", "seq": 99, "time": 0.0}]
+    batch = validate(rows, "int64")[0]
+    parts = route(batch, owners(3), directed=False)
+    own = np.concatenate([r[why == 0] for r, why in parts])
+    assert sorted(own.tolist()) == list(range(51))                 # every update has exactly one owner
+    assert all((np.diff(r) >= 0).all() for r, _ in parts)
+    assert sum(int((r == 50).sum()) for r, _ in parts) == 3        # a vertex removal reaches every worker
