@@ -15,6 +15,10 @@ Phases, on one random undirected graph stored as GoFS (hash partitions):
 4. lost / duplicated: the final edge multiset against applying every update once
    (the generator's own window), and the live components against scipy from scratch.
 
+``--partitioned BATCHES`` instead runs the experimental partitioned live graph
+(:mod:`hatrick.partitioned`, all workers in this process) for 1, 2 and 3 workers, with a
+scale-out and a scale-in during the 2-worker run.
+
 ``--breakdown`` instead times the parts of a push: 30 pushes of ``--batch`` updates (the
 history the closed loop would build), then 20 pushes of 15k updates under cProfile, reported
 as milliseconds per push for each step (cProfile inflates Python-heavy steps somewhat).
@@ -256,6 +260,47 @@ def bursty(stream, work, pattern, policy):
     return {"snapshots": len(stream.snapshots) - before, "per_snapshot": rows}
 
 
+def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64) -> dict:
+    """The experimental partitioned live graph (hatrick.partitioned), in this one process: updates/s
+    with components merged after every batch for 1, 2 and 3 workers (the same updates each time),
+    and a scale-out 2 -> 3 and scale-in 3 -> 2 in the middle of the 2-worker run: bytes sent
+    between workers against the whole live state's, pause, busiest worker's edges / mean."""
+    from hatrick import datafile
+    from hatrick.partitioned import PartitionedGraph, _part, edge_buckets
+    from hatrick.ring import HashRing
+    from hatrick.updates import validate
+
+    def state_bytes(graph):
+        return sum(len(datafile.dumps(_part(w.state, w.state.live_slots(), w.owned()))) for w in graph.workers)
+
+    def load_ratio(graph):
+        edges = np.array([len(edge_buckets(w.state, buckets)[0]) for w in graph.workers], float)
+        return float(edges.max() / edges.mean())
+
+    out = {}
+    for workers in (1, 2, 3):
+        work = work_factory()
+        graph = PartitionedGraph(state, HashRing(range(workers), 128).owners(buckets))
+        pushed, seconds, moves = 0, 0.0, []
+        for i in range(batches):
+            if workers == 2 and i in (batches // 3, 2 * batches // 3):
+                target = 3 if i == batches // 3 else 2
+                total = state_bytes(graph)
+                clock = time.perf_counter()
+                sent = graph.rescale(HashRing(range(target), 128).owners(buckets))
+                moves.append({"to": target, "sent_bytes": sent, "state_bytes": total, "fraction": sent / total,
+                              "pause_s": time.perf_counter() - clock, "max_load_ratio": load_ratio(graph)})
+            updates = validate(work.batch(batch), "int64")[0]
+            clock = time.perf_counter()
+            graph.apply(updates)
+            graph.components()
+            seconds += time.perf_counter() - clock
+            pushed += batch
+        out[workers] = {"updates_per_s": pushed / seconds, "ms_per_batch": 1000 * seconds / batches,
+                        "moves": moves}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m hatrick.bench", description=__doc__.splitlines()[0])
     p.add_argument("--vertices", type=int, default=100_000)
@@ -266,6 +311,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-batch", type=int, default=100_000, help="largest batch the open loop takes at once")
     p.add_argument("--no-checkpoint", action="store_true")
     p.add_argument("--breakdown", action="store_true", help="only time the steps of a push (see above)")
+    p.add_argument("--partitioned", type=int, default=0, metavar="BATCHES",
+                   help="only run the experimental partitioned live graph for BATCHES batches per worker count")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -277,6 +324,13 @@ def main(argv=None) -> int:
         mark_query_sets(stream, n, args.seed)
         work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
         result = {"vertices": n, "edges": args.edges, "checkpoint": not args.no_checkpoint}
+        if args.partitioned:
+            def factory():
+                return EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
+
+            print(json.dumps({**result, "partitioned": partitioned(stream.state, factory, args.batch,
+                                                                   args.partitioned)}, indent=1, default=float))
+            return 0
         if args.breakdown:
             print(json.dumps({**result, "breakdown": breakdown(stream, work, args.batch)}, indent=1, default=float))
             return 0
