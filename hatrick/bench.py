@@ -263,10 +263,12 @@ def bursty(stream, work, pattern, policy):
 def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64) -> dict:
     """The experimental partitioned live graph (hatrick.partitioned), in this one process: updates/s
     with components merged after every batch for 1, 2 and 3 workers (the same updates each time),
-    and a scale-out 2 -> 3 and scale-in 3 -> 2 in the middle of the 2-worker run: bytes sent
-    between workers against the whole live state's, pause, busiest worker's edges / mean."""
+    and a scale-out 2 -> 3 and scale-in 3 -> 2 in the middle of the 2-worker run, planned by the
+    state-aware planner with each bucket's live edges as its load: bytes sent between workers
+    against the whole live state's, pause (planning included), busiest worker's edges / mean."""
     from hatrick import datafile
     from hatrick.partitioned import PartitionedGraph, _part, edge_buckets
+    from hatrick.planner import plan_migration
     from hatrick.ring import HashRing
     from hatrick.updates import validate
 
@@ -287,7 +289,10 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
                 target = 3 if i == batches // 3 else 2
                 total = state_bytes(graph)
                 clock = time.perf_counter()
-                sent = graph.rescale(HashRing(range(target), 128).owners(buckets))
+                per_bucket = sum(np.bincount(edge_buckets(w.state, buckets)[1], minlength=buckets)
+                                 for w in graph.workers).astype(float)
+                plan = plan_migration(per_bucket + 1e-9, per_bucket, graph.owner, list(range(target)), tau=0.1)
+                sent = graph.rescale(plan.owner)
                 moves.append({"to": target, "sent_bytes": sent, "state_bytes": total, "fraction": sent / total,
                               "pause_s": time.perf_counter() - clock, "max_load_ratio": load_ratio(graph)})
             updates = validate(work.batch(batch), "int64")[0]
