@@ -14,7 +14,11 @@ also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes t
 Components: each worker labels its own vertices (ghosts included) with local components; the
 driver joins labels only through ghosts (:func:`merge_components`), so what it handles grows with
 the boundary between workers, not with the graph. Labels are original ids of one member (for
-one worker, the smallest by arrival, as in :mod:`hatrick.live`).
+one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
+between selected vertices follows from the merged components.
+
+The driver reaches workers only through :class:`Worker`'s methods, so a worker in another
+process can stand in for one; today all of them live in the caller's process.
 
 Migration (:meth:`Worker.extract` / :meth:`Worker.absorb`): the moved buckets' edges, owned
 vertices and attributes travel as a :mod:`hatrick.datafile` payload from the old owner to the
@@ -28,7 +32,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from hatrick import datafile
-from hatrick.live import State, apply_batch, build_state, edge_frame
+from hatrick.live import State, apply_batch, build_state, edge_frame, select_vertices
 from hatrick.ring import bucket_of
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
 
@@ -112,6 +116,34 @@ class Worker:
         """Local label of vertices ``ids`` (-1: not alive here)."""
         vids = self.state.vids_of(ids)
         return np.where(vids >= 0, self.state.comp[np.maximum(vids, 0)], -1)
+
+    def num_labels(self) -> int:
+        """Size of the local label space (labels are vids)."""
+        return len(self.state.comp)
+
+    def edge_frame(self) -> pd.DataFrame:
+        return edge_frame(self.state)
+
+    def vertex_ids(self) -> np.ndarray:
+        return self.state.ids.to_numpy()[self.owned()]
+
+    def owned_labels(self, selector=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(id, local label, id of the label's vertex) of owned alive vertices, all of them or those
+        ``selector`` picks (as :func:`hatrick.live.select_vertices`)."""
+        vids = self.owned()
+        if isinstance(selector, dict) and set(selector) - {"id"} - set(self.state.vattrs):
+            vids = vids[:0]                           # an attribute none of its vertices ever had
+        elif selector is not None:
+            vids = np.intersect1d(vids, select_vertices(self.state, selector))
+        ids = self.state.ids.to_numpy()
+        return ids[vids], self.state.comp[vids], ids[self.state.comp[vids]]
+
+    def vertex_attributes(self) -> set:
+        return set(self.state.vattrs)
+
+    def empty(self, index: int) -> "Worker":
+        """A new worker with no buckets yet and this one's attribute kinds and template."""
+        return Worker(index, _rebuild(self.state, []), self.owner)
 
     def _edge_buckets(self) -> tuple[np.ndarray, np.ndarray]:
         return edge_buckets(self.state, len(self.owner))
@@ -200,7 +232,7 @@ def merge_components(workers: list[Worker]) -> list[np.ndarray]:
     ghosts only: the driver sees each worker's (ghost id, label) pairs and the owners' labels of
     those ids, so its work follows the boundary, not the graph."""
     owner = workers[0].owner
-    offsets = np.cumsum([0] + [len(w.state.comp) for w in workers])
+    offsets = np.cumsum([0] + [w.num_labels() for w in workers])
     left, right = [], []
     for w in workers:
         ids, labels = w.ghosts()
@@ -260,24 +292,41 @@ class PartitionedGraph:
         return applied, (pd.concat(rejected, ignore_index=True) if rejected else empty_rejected())
 
     def edges(self) -> pd.DataFrame:
-        return pd.concat([edge_frame(w.state) for w in self.workers], ignore_index=True)
+        return pd.concat([w.edge_frame() for w in self.workers], ignore_index=True)
 
     def vertices(self) -> np.ndarray:
-        return np.concatenate([w.state.ids.to_numpy()[w.owned()] for w in self.workers])
+        return np.concatenate([w.vertex_ids() for w in self.workers])
 
     def components(self) -> pd.DataFrame:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
-        groups = merge_components(self.workers)
-        ids_out, group_out, reps = [], [], []
-        for w, group in zip(self.workers, groups):
-            vids = w.owned()
-            ids = w.state.ids.to_numpy()
-            ids_out.append(ids[vids])
-            group_out.append(group[w.state.comp[vids]])
-            reps.append(ids[w.state.comp[vids]])
-        group, rep = np.concatenate(group_out), np.concatenate(reps)
+        ids, group, rep = self._labelled(None, merge_components(self.workers))
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
-        return pd.DataFrame({"id": np.concatenate(ids_out), "component": first.reindex(group).to_numpy()})
+        return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
+
+    def _labelled(self, selector, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(id, global component number, id of the local label's vertex) of the owned alive vertices
+        ``selector`` picks (None: all), worker by worker."""
+        out = [w.owned_labels(selector) for w in self.workers]
+        return (np.concatenate([ids for ids, _, _ in out]),
+                np.concatenate([group[labels] for group, (_, labels, _) in zip(groups, out)]),
+                np.concatenate([rep for _, _, rep in out]))
+
+    def reachable(self, sources, sinks) -> pd.DataFrame:
+        """Pairs (``source``, ``sink``) joined by a path, for undirected graphs: both in one
+        component after the boundary merge. Selectors as in :meth:`hatrick.stream.Stream.reachable`."""
+        if self.directed:
+            raise NotImplementedError("directed reachability across workers is not implemented yet")
+        known = set().union(*(w.vertex_attributes() for w in self.workers)) | {"id"}
+        for selector in (sources, sinks):
+            if isinstance(selector, dict) and set(selector) - known:
+                missing = sorted(set(selector) - known)[0]
+                raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
+        groups = merge_components(self.workers)
+        s_ids, s_group, _ = self._labelled(sources, groups)
+        t_ids, t_group, _ = self._labelled(sinks, groups)
+        pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
+                                                                    on="g")
+        return pairs[["source", "sink"]].reset_index(drop=True)
 
     def rescale(self, owner_after: np.ndarray) -> int:
         """Move the buckets whose owner changes, worker to worker (added workers start empty,
@@ -285,7 +334,7 @@ class PartitionedGraph:
         owner_after = np.asarray(owner_after, np.int64)
         count = int(owner_after.max()) + 1
         while len(self.workers) < count:
-            self.workers.append(Worker(len(self.workers), _rebuild(self.workers[0].state, []), self.owner))
+            self.workers.append(self.workers[0].empty(len(self.workers)))
         moves = np.flatnonzero(owner_after != self.owner)
         sent, payloads = 0, []
         for w in self.workers:

@@ -108,3 +108,20 @@ def test_routing_is_by_owner_and_keeps_batch_order():
     assert sorted(own.tolist()) == list(range(51))                 # every update has exactly one owner
     assert all((np.diff(r) >= 0).all() for r, _ in parts)
     assert sum(int((r == 50).sum()) for r, _ in parts) == 3        # a vertex removal reaches every worker
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("workers", [1, 3])
+def test_reachability_over_workers_equals_one_state(workers):
+    from hatrick.live import reachable_frame
+
+    single, _ = start(False, seed=5)
+    graph = PartitionedGraph(single, owners(workers))
+    for rows in batches(11, 4, 30, False):
+        batch = validate(rows, "int64")[0]
+        single, _ = apply_batch(single, batch)
+        graph.apply(batch)
+        for sources, sinks in (([0, 1, 2, 41], [3, 4, 5, 0, 44]), ({"w": [1.0, 2.0]}, list(range(N)))):
+            expected = reachable_frame(single, sources, sinks)
+            got = graph.reachable(sources, sinks)
+            assert sorted(zip(got.source, got.sink)) == sorted(zip(expected.source, expected.sink))
