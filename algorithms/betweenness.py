@@ -1036,6 +1036,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
     _check_count("stable_batches", stable_batches, 1 << 30)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"betweenness: seed must be an integer >= 0, got {seed!r}")
     profile = check_positive_weights(store, weight, instance) if weight is not None else []
     sources = n if k is None else int(k)
     if batch_size is None:

@@ -166,6 +166,8 @@ def hashtag_aggregation(store, k: int = 10, attribute: str = "hashtags", instanc
     >>> g = goffish.temporal.social_with_posts("/tmp/social.gofs", 10_000, intervals=24)
     >>> g.hashtag_aggregation(k=5).top.show()
     """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InputError(f"hashtag_aggregation: k must be an integer >= 1, got {k!r}")
     selected = select_instances(store, instances, time)
     require_attribute(store, attribute, selected)
     result = run_eventually_dependent(store, HashtagAggregation(attribute), instances=[i["id"] for i in selected],

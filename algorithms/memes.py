@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from algorithms.hashtags import posts, require_attribute
+from gofs.errors import InputError
 from gopher.timeseries import TimeSeriesProgram, TimeSeriesResult, run_sequential, select_instances
 
 
@@ -99,6 +100,8 @@ def meme_tracking(store, meme: str, attribute: str = "hashtags", instances=None,
     >>> spread = g.meme_tracking("#meme0")
     >>> spread.counts.show(); spread.tree.where("parent IS NULL").show()
     """
+    if not isinstance(meme, str) or not meme:
+        raise InputError(f"meme_tracking: meme must be a non-empty string, got {meme!r}")
     selected = select_instances(store, instances, time)
     require_attribute(store, attribute, selected)
     result = run_sequential(store, MemeTracking(meme, attribute), instances=[i["id"] for i in selected],

@@ -45,10 +45,17 @@ class Instance:
     added_vertices: pa.Table | pd.DataFrame | None = None
 
 
-def _table(value) -> pa.Table | None:
+def _table(value, where: str) -> pa.Table | None:
+    """An instance's table as Arrow: a pyarrow Table, a pandas DataFrame or a dict of columns."""
     if value is None or isinstance(value, pa.Table):
         return value
-    return pa.Table.from_pandas(pd.DataFrame(value), preserve_index=False)
+    if not isinstance(value, (pd.DataFrame, dict)):
+        raise InputError(f"{where}: must be a pyarrow Table, a pandas DataFrame or a dict of columns, "
+                         f"got {type(value).__name__} {value!r:.80}")
+    try:
+        return pa.Table.from_pandas(pd.DataFrame(value), preserve_index=False)
+    except (ValueError, TypeError, pa.ArrowException) as exc:
+        raise InputError(f"{where}: not a table of columns ({exc})") from None
 
 
 class _Template:
@@ -222,6 +229,11 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
     next writer). Writers on a local disk take the graph's lock; elsewhere one
     writer at a time is supported and a second one gets CommitConflict.
     """
+    if not isinstance(instances, (list, tuple)):
+        raise InputError(f"append_instances: instances must be a list of Instance, got {type(instances).__name__}")
+    for number, inst in enumerate(instances):
+        if not isinstance(inst, Instance):
+            raise InputError(f"append_instances: instances[{number}] must be an Instance, got {inst!r:.80}")
     fs, root = layout.filesystem(path)
     if not instances:
         return []
@@ -306,9 +318,10 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             raise InputError(f"{where}: starts before the previous instance ({last_start}); instances are appended in time order")
         last_start = start
         vertex_table = edge_table = None
-        added_edges = _table(inst.added_edges)
-        added = _added_vertices(template, registry, _table(inst.added_vertices), added_edges, where)
-        vt = _table(inst.vertex_values)
+        added_edges = _table(inst.added_edges, f"{where} added_edges")
+        added = _added_vertices(template, registry, _table(inst.added_vertices, f"{where} added_vertices"),
+                                added_edges, where)
+        vt = _table(inst.vertex_values, f"{where} vertex_values")
         if vt is not None:
             if "id" not in vt.column_names:
                 raise InputError(f"{where} vertex values: no 'id' column (columns: {vt.column_names})")
@@ -321,7 +334,7 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             vschema.update({f.name: f.type for f in attrs.schema})
             rows = vids if added is None else added.rows_of(vids, template.n)
             vertex_table = _spread(attrs, rows, template.n + (0 if added is None else len(added)))
-        et = _table(inst.edge_values)
+        et = _table(inst.edge_values, f"{where} edge_values")
         if et is not None:
             if "src" in et.column_names or "dst" in et.column_names:
                 eids = template.eids(et, f"{where} edge values")
@@ -334,7 +347,7 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             _check_schema("edge", attrs, eschema, estatic, f"{where} edge values")
             eschema.update({f.name: f.type for f in attrs.schema})
             edge_table = _spread(attrs, eids, template.num_edges)
-        topology = _topology(template, added_edges, _table(inst.removed_edges), added, where)
+        topology = _topology(template, added_edges, _table(inst.removed_edges, f"{where} removed_edges"), added, where)
         changes = (topology, added, registry.table_if_grown(template.id_type))
         prepared.append((next_id + number, start, end, vertex_table, edge_table, changes))
     schema = {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),

@@ -45,6 +45,7 @@ from gopher.cache import DEFAULT_BUDGET
 from gopher.context import MasterContext
 from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics
+from gopher.program import SubgraphProgram
 from gopher.worker import MERGED, GopherProgramError, LaneStep, RunSpec
 
 log = logging.getLogger("gopher")
@@ -159,6 +160,26 @@ class Options:
                    setting("taskCacheBytes", DEFAULT_BUDGET, int),
                    setting("runDir", None) or sc.getCheckpointDir(),
                    sys.stderr.isatty() if progress is None else progress)
+
+
+def _check_program(program) -> None:
+    if not isinstance(program, SubgraphProgram):
+        raise TypeError(f"program must be a gopher.program.SubgraphProgram, got {type(program).__name__}")
+
+
+def _check_engine_arguments(tasks, checkpoint_interval, checkpoint_seconds) -> None:
+    """Engine options given as arguments: None (the Spark conf's setting) or a sensible value."""
+    def integer(x):
+        return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+    if tasks is not None and not (integer(tasks) and tasks >= 1):
+        raise ValueError(f"tasks must be an integer >= 1, got {tasks!r}")
+    if checkpoint_interval is not None and not (integer(checkpoint_interval) and checkpoint_interval >= 0):
+        raise ValueError(f"checkpoint_interval must be an integer >= 0 (0: never), got {checkpoint_interval!r}")
+    if checkpoint_seconds is not None and not (isinstance(checkpoint_seconds, (int, float)) and
+                                               not isinstance(checkpoint_seconds, bool) and
+                                               0 <= checkpoint_seconds < float("inf")):
+        raise ValueError(f"checkpoint_seconds must be a finite number >= 0 (0: never), got {checkpoint_seconds!r}")
 
 
 def task_slots(sc) -> int:
@@ -330,8 +351,10 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     ([DataFrame per table, None for a table without columns], metrics, merged
     aggregates, the cached result frame, files read).
     """
-    if max_supersteps < 1:
-        raise ValueError(f"max_supersteps must be at least 1, got {max_supersteps}")
+    _check_program(program)
+    if isinstance(max_supersteps, bool) or not isinstance(max_supersteps, (int, np.integer)) or max_supersteps < 1:
+        raise ValueError(f"max_supersteps must be an integer >= 1, got {max_supersteps!r}")
+    _check_engine_arguments(tasks, checkpoint_interval, checkpoint_seconds)
     combiner_ufunc(program.combiner)              # bad settings fail here, before any work
     spark = spark or store.spark
     options = Options.resolve(spark, store, transport, checkpoint_interval, checkpoint_seconds, progress, tasks)
@@ -386,6 +409,7 @@ def run_program(store, program, max_supersteps: int = 1000, spark=None, transpor
     how many Spark tasks (cores) serve the run (default ``spark.goffish.tasks``, else one
     per slot, at most one per partition).
     """
+    _check_program(program)
     if instance is not None and not isinstance(instance, (int, np.integer)):
         raise InputError(f"instance must be one instance id (an int), got {instance!r}")
     selected = None if instance is None else store.select_instances(instance=instance)[0]
