@@ -256,22 +256,24 @@ def test_stray_clients_on_the_run_ports_neither_stall_nor_fail_a_run(spark, road
 
     clean = road.connected_components(progress=False)
     strays, seen = [], {}
-    launch, start = ResidentTransport._launch, ResidentTransport._start
-
-    def attack_driver(self, resume):
-        seen["driver"] = self.address
-        strays.extend(_stray_clients(self.address))
-        launch(self, resume)
-
-    def attack_tasks(self, registered, resume):
-        seen["tasks"] = [address for _, address in registered.values()]
-        for address in seen["tasks"]:
-            strays.extend(_stray_clients(address))
-        start(self, registered, resume)
-
     if port == "driver":
+        launch = ResidentTransport._launch
+
+        def attack_driver(self, resume):
+            seen["driver"] = self.address
+            strays.extend(_stray_clients(self.address))
+            launch(self, resume)
+
         monkeypatch.setattr(ResidentTransport, "_launch", attack_driver)
     else:
+        start = ResidentTransport._start        # every task has registered, none has connected to its peers
+
+        def attack_tasks(self, registered, resume):
+            seen["tasks"] = [address for _, address in registered.values()]
+            for address in seen["tasks"]:
+                strays.extend(_stray_clients(address))
+            start(self, registered, resume)
+
         monkeypatch.setattr(ResidentTransport, "_start", attack_tasks)
     spark.conf.set("spark.goffish.rendezvousTimeout", "30")
     try:
