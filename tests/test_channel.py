@@ -6,7 +6,6 @@ from __future__ import annotations
 import pickle
 import queue
 import socket
-import threading
 import time
 
 import numpy as np
@@ -38,7 +37,7 @@ def test_stray_clients_do_not_hold_up_the_peers_behind_them(listening):
     clock = time.monotonic()
     client = connect(listener.address, key)
     server = arrived.get(timeout=5)
-    assert time.monotonic() - clock < 2
+    assert time.monotonic() - clock < 5          # not one handshake deadline (10 s) per stray client
     client.send(("hello", 1))
     assert server.recv() == ("hello", 1)
     assert arrived.empty()                   # no stray client became a channel
