@@ -58,6 +58,7 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components, dijk
 
 from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
 from algorithms.weights import reject_bad_weights
+from algorithms.registry import Algorithm, Flag, GraphFramesMethod, NetworkX, register
 from gofs.errors import InputError
 from gofs.vids import ADDED_STRIDE
 from gopher.aggregators import Aggregator
@@ -1061,3 +1062,26 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     summary = {"sources": done, "batches": program.summary.get("batches", 0),
                "stripped": program.summary.get("stripped", 0), "exact": done >= n, "batch_size": int(batch_size)}
     return RunResult(frame, result.metrics, summary)
+
+
+def _betweenness_report(result) -> dict:
+    return dict(result.aggregated)
+
+
+register(Algorithm(
+    name="betweenness", function=betweenness, cli="betweenness",
+    summary="betweenness centrality as NetworkX computes it (id, betweenness)", returns=("betweenness",),
+    flags={"k": Flag("sample this many sources (default: all, exact)", flag="--sources"),
+           "normalized": Flag("not normalized (undirected pairs counted once)", flag="--raw", kind="negate"),
+           "weight": Flag("edge attribute of positive lengths (default: hops)"),
+           "top": Flag("only the top K vertices, sources until they are stable", flag="--top-k"),
+           "seed": Flag("random seed (deterministic runs)"),
+           "batch_size": Flag("sources per batch (default: from memory)"),
+           "stable_batches": Flag("--top-k: batches the top set must hold")},
+    report=_betweenness_report,
+    networkx=(NetworkX("betweenness_centrality", "values", params={"k": "k", "normalized": "normalized", "seed": "seed"},
+                       requires={"endpoints": False}, weight="weight"),),
+    graphframes=(GraphFramesMethod("betweenness", column="betweenness", ours="betweenness",
+                                   params={"k": "k", "normalized": "normalized", "weight": "weight",
+                                           "seed": "seed"}),),
+))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from algorithms.registry import Algorithm, GraphFramesMethod, NetworkX, register
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
@@ -104,3 +105,19 @@ def connected_components(store, **engine_options) -> RunResult:
     >>> g.connected_components().show()
     """
     return run_program(store, ConnectedComponents(), **engine_options)
+
+
+register(Algorithm(
+    name="connected_components", function=connected_components, cli="cc",
+    summary="weakly connected components (id, component)", returns=("component",),
+    networkx=(
+        NetworkX("connected_components", "sets", graphs="undirected"),
+        NetworkX("number_connected_components", "count", graphs="undirected"),
+        NetworkX("is_connected", "connected", graphs="undirected"),
+        NetworkX("node_connected_component", "component_of", graphs="undirected"),
+        NetworkX("weakly_connected_components", "sets", graphs="directed"),
+        NetworkX("number_weakly_connected_components", "count", graphs="directed"),
+        NetworkX("is_weakly_connected", "connected", graphs="directed"),
+    ),
+    graphframes=(GraphFramesMethod("connectedComponents", column="component", ours="component"),),
+))

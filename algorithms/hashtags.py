@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from algorithms.registry import Algorithm, Flag, register
 from gofs.errors import InputError
 from gopher.timeseries import TimeSeriesProgram, TimeSeriesResult, run_eventually_dependent, select_instances
 
@@ -181,3 +182,16 @@ def hashtag_aggregation(store, k: int = 10, attribute: str = "hashtags", instanc
     totals = posted.groupBy("hashtag").agg(F.sum("count").alias("count")).orderBy(*ranking).limit(k)
     top = totals.select(F.row_number().over(Window.orderBy(*ranking)).alias("rank"), "hashtag", "count")
     return HashtagSummary(neighbourhood, top, result)
+
+
+register(Algorithm(
+    name="hashtag_aggregation", function=hashtag_aggregation, cli="hashtags", timeseries=True,
+    summary="per-instance neighbourhood hashtag counts and the merged top-k (OUT/neighbourhood, OUT/top)",
+    returns=("hashtag", "count"),
+    flags={"k": Flag("how many hashtags the merged ranking keeps", flag="--top"),
+           "attribute": Flag("per-instance list<string> of posts"),
+           "instances": Flag("comma-separated instance ids (default: all)", kind="instances"),
+           "time": Flag("instances covering TIME or overlapping START,END", kind="time")},
+    frames=lambda summary: {"neighbourhood": summary.neighbourhood, "top": summary.top},
+    metrics=lambda summary: summary.result.metrics,
+))

@@ -48,6 +48,7 @@ import pyarrow as pa
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from algorithms.registry import Algorithm, Flag, GraphFramesMethod, NetworkX, register
 from algorithms.weights import reject_bad_weights
 from gofs.errors import InputError
 from gopher.engine import RunResult, run_program
@@ -548,3 +549,22 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     return LouvainResult(frame, level1.metrics, level1.aggregated, modularities, seconds, level_sizes,
                          len(mappings))
 
+
+def _louvain_report(result) -> dict:
+    return {"modularity": result.modularity, "communities": result.level_sizes, "phase_seconds": result.seconds}
+
+
+register(Algorithm(
+    name="louvain", function=louvain, cli="louvain",
+    summary="partitioned Louvain communities (id, community)", returns=("community",),
+    flags={"weight": Flag("edge attribute used as weight (default: 1 per edge)"),
+           "resolution": Flag("NetworkX's resolution (> 0)"),
+           "seed": Flag("random seed (deterministic runs)"),
+           "levels": Flag("also write one level_k column per level", kind="switch")},
+    report=_louvain_report,
+    networkx=(NetworkX("community.louvain_communities", "communities", params={"resolution": "resolution",
+                                                                             "seed": "seed"},
+                       requires={"threshold": 1e-07, "max_level": None}, graphs="undirected", weight="weight"),),
+    graphframes=(GraphFramesMethod("louvain", column="community", ours="community",
+                                   params={"weight": "weight", "resolution": "resolution", "seed": "seed"}),),
+))

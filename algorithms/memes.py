@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from algorithms.hashtags import posts, require_attribute
+from algorithms.registry import Algorithm, Flag, register
 from gofs.errors import InputError
 from gopher.timeseries import TimeSeriesProgram, TimeSeriesResult, run_sequential, select_instances
 
@@ -113,3 +114,15 @@ def meme_tracking(store, meme: str, attribute: str = "hashtags", instances=None,
     counts = store.spark.createDataFrame([(i["id"], new.get(i["id"], 0)) for i in selected],
                                          "instance long, new_carriers long")
     return MemeSpread(tree, counts, result)
+
+
+register(Algorithm(
+    name="meme_tracking", function=meme_tracking, cli="memes", timeseries=True,
+    summary="the spread tree of a meme over the instances (OUT/tree, OUT/counts)", returns=("first_instance", "parent"),
+    flags={"meme": Flag("the post value to track, e.g. '#meme0'"),
+           "attribute": Flag("per-instance list<string> of posts"),
+           "instances": Flag("comma-separated instance ids (default: all)", kind="instances"),
+           "time": Flag("instances covering TIME or overlapping START,END", kind="time")},
+    frames=lambda spread: {"tree": spread.tree, "counts": spread.counts},
+    metrics=lambda spread: spread.result.metrics,
+))

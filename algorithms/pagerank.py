@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from algorithms.registry import Algorithm, Flag, NetworkX, register
 from algorithms.weights import reject_bad_weights
 from gofs.errors import InputError
 from gopher.engine import RunResult, run_program
@@ -130,3 +131,14 @@ def pagerank(store, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6,
     if tol and n and result.aggregated.get("change", np.inf) >= n * tol:
         raise PowerIterationFailedConvergence(f"pagerank did not converge to tol={tol} in {max_iter} iterations")
     return result
+
+
+register(Algorithm(
+    name="pagerank", function=pagerank, cli="pagerank",
+    summary="PageRank with NetworkX's semantics (id, pagerank)", returns=("pagerank",),
+    flags={"alpha": Flag("damping factor"), "max_iter": Flag("most iterations"),
+           "tol": Flag("L1 tolerance per vertex (0: exactly --max-iter iterations)"),
+           "weight": Flag("edge attribute used as weight (default: 1 per edge)")},
+    networkx=(NetworkX("pagerank", "values", params={"alpha": "alpha", "max_iter": "max_iter", "tol": "tol"},
+                       requires={"personalization": None, "nstart": None, "dangling": None}, weight="weight"),),
+))

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 from algorithms.weights import reject_bad_weights
+from algorithms.registry import Algorithm, Flag, NetworkX, register
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
@@ -100,3 +101,16 @@ def sssp(store, source, weight: str | None = None, **engine_options) -> RunResul
         check_weights(store, weight, engine_options.get("instance"))
     return run_program(store, SingleSourceShortestPaths(
         store.vid_of(source, store.instance_entry(engine_options.get("instance"))), weight), **engine_options)
+
+
+register(Algorithm(
+    name="sssp", function=sssp, cli="sssp",
+    summary="single-source shortest-path distances (id, distance; inf = unreachable)", returns=("distance",),
+    flags={"source": Flag("source vertex id", kind="vertex"),
+           "weight": Flag("edge attribute of non-negative lengths (default: hops)")},
+    networkx=(NetworkX("single_source_shortest_path_length", "distances", params={"source": "source"}),
+              NetworkX("single_source_dijkstra_path_length", "distances", params={"source": "source"},
+                       weight="weight"),
+              NetworkX("has_path", "reaches", params={"source": "source"}),
+              NetworkX("tournament.is_reachable", "reaches", params={"s": "source"}, graphs="directed")),
+))

@@ -31,6 +31,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
+from algorithms.registry import Algorithm, Flag, register
 from gofs.errors import InputError
 from gopher.timeseries import TimeSeriesProgram, TimeSeriesResult, run_sequential, select_instances
 
@@ -248,3 +249,13 @@ def tdsp(store, source, departure: float, travel_time: str = "travel_time", inst
     program = TimeDependentShortestPaths(store.vid_of(source), departure, travel_time,
                                          topology_changes=any(i.get("topology") for i in selected))
     return run_sequential(store, program, instances=[i["id"] for i in selected], **engine_options)
+
+
+register(Algorithm(
+    name="tdsp", function=tdsp, cli="tdsp", timeseries=True,
+    summary="earliest arrival times over per-instance travel times (id, arrival)", returns=("arrival",),
+    flags={"source": Flag("source vertex id", kind="vertex"), "departure": Flag("departure time at --source"),
+           "travel_time": Flag("per-instance edge travel-time attribute"),
+           "instances": Flag("comma-separated instance ids (default: all)", kind="instances"),
+           "time": Flag("instances covering TIME or overlapping START,END", kind="time")},
+))

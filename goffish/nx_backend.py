@@ -1,0 +1,403 @@
+"""The NetworkX backend ``goffish``: ``nx.pagerank(G, backend="goffish")`` runs on Spark.
+
+Its graph type, :class:`GoffishGraph`, is a handle on a GoFS graph: wrap
+``goffish.open(path)`` and a graph that never fits the driver is analysed
+without building an ``nx.Graph``; a NetworkX graph given to a dispatched
+function is ingested into a temporary GoFS store (:func:`convert_from_nx`),
+removed when the handle is garbage-collected. Which NetworkX functions it runs,
+and how each answer is shaped, comes from the algorithm registry
+(:mod:`algorithms.registry`): an algorithm's ``NetworkX(...)`` declarations are
+this backend's dispatch table. Results come back in NetworkX's types: dicts and
+sets keyed by the original nodes, Python numbers.
+
+``should_run`` keeps graphs below ``nx.config.backends.goffish.min_edges`` edges
+in NetworkX (a Spark job costs more than NetworkX on them) unless the backend
+is named (``backend="goffish"``) or the graph already is a GoFS handle.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import random
+import shutil
+import tempfile
+import weakref
+
+import numpy as np
+
+BACKEND = "goffish"
+from goffish.nx_info import DEFAULT_CONFIG
+
+
+# ----------------------------------------------------------------------------- the graph type
+
+class GoffishGraph:
+    """A GoFS graph seen by NetworkX: ``GoffishGraph(goffish.open("road.gofs"))``.
+
+    ``nodes`` maps the store's vertex ids 0..n-1 back to NetworkX nodes when the
+    store was built from a NetworkX graph; for a handle on any stored graph it is
+    None and the nodes are the stored vertex ids.
+    """
+
+    __networkx_backend__ = BACKEND
+
+    def __init__(self, store, nodes=None, directed: bool | None = None, multigraph: bool = False,
+                 graph_attributes: dict | None = None):
+        self.store, self.nodes = store, nodes
+        self.directed = bool(store.manifest["directed"]) if directed is None else directed
+        self.multigraph = multigraph
+        self.graph = dict(graph_attributes or {})
+        self._index = None
+
+    def is_directed(self) -> bool:
+        return self.directed
+
+    def is_multigraph(self) -> bool:
+        return self.multigraph
+
+    def number_of_nodes(self) -> int:
+        if self.store is None:
+            return 0
+        return len(self.nodes) if self.nodes is not None else int(self.store.manifest["num_vertices"])
+
+    __len__ = number_of_nodes
+
+    def id_of(self, node):
+        """The stored vertex id of a NetworkX node (NodeNotFound if it has none)."""
+        import networkx as nx
+
+        if self.store is None:
+            raise nx.NodeNotFound(f"Node {node} not found in graph")
+        if self.nodes is None:
+            try:
+                self.store.vid_of(node)
+            except Exception:
+                raise nx.NodeNotFound(f"Node {node} not found in graph") from None
+            return node
+        if self._index is None:
+            self._index = {v: i for i, v in enumerate(self.nodes)}
+        try:
+            return self._index[node]
+        except (KeyError, TypeError):
+            raise nx.NodeNotFound(f"Node {node} not found in graph") from None
+
+    def nodes_of(self, ids) -> list:
+        """NetworkX nodes of stored vertex ids (an Arrow array)."""
+        if self.nodes is None:
+            return ids.to_pylist()
+        return self.nodes[ids.to_numpy()].tolist()
+
+    def to_networkx(self):
+        """Collect the stored edges into a NetworkX graph (for functions this backend does not run)."""
+        import networkx as nx
+
+        from gofs.spark_compat import collect_arrow
+
+        graph = nx.DiGraph() if self.directed else nx.Graph()
+        graph.graph.update(self.graph)
+        if self.store is None:
+            return graph
+        vertices = collect_arrow(self.store.vertex_id_frame())
+        graph.add_nodes_from(self.nodes_of(vertices.column("id").combine_chunks()))
+        attributes = list(self.store.edge_attributes)
+        edges = collect_arrow(self.store.edges(attributes))
+        src = self.nodes_of(edges.column("src").combine_chunks())
+        dst = self.nodes_of(edges.column("dst").combine_chunks())
+        values = [edges.column(a).to_pylist() for a in attributes]
+        graph.add_edges_from((u, v, dict(zip(attributes, row))) for u, v, *row in zip(src, dst, *values))
+        return graph
+
+
+def _remove_store(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def convert_from_nx(graph, edge_attrs=None, node_attrs=None, preserve_edge_attrs=False,
+                    preserve_node_attrs=False, preserve_graph_attrs=False, name=None, graph_name=None):
+    """Ingest a NetworkX graph into a temporary GoFS store and return its handle.
+
+    Nodes become vertex ids 0..n-1 in iteration order (any hashable node works);
+    the edge attributes NetworkX asks for (``edge_attrs``: name -> default for
+    edges that lack it) become numeric edge columns.
+    """
+    import networkx as nx
+    import pyarrow as pa
+
+    import goffish
+    from gofs.graph_input import GraphInput
+
+    if isinstance(graph, GoffishGraph):
+        return graph
+    nodes = np.fromiter(graph, dtype=object, count=graph.number_of_nodes())
+    attributes = {}
+    if preserve_graph_attrs:
+        attributes = dict(graph.graph)
+    handle_args = dict(directed=graph.is_directed(), multigraph=graph.is_multigraph(), graph_attributes=attributes)
+    if len(nodes) == 0:
+        return GoffishGraph(None, nodes, **handle_args)
+    if preserve_edge_attrs:
+        names = {key for *_, data in graph.edges(data=True) for key in data}
+        edge_attrs = {key: None for key in names}
+    index = {node: i for i, node in enumerate(nodes)}
+    edges = list(graph.edges(data=True))
+    columns = {"src": pa.array([index[u] for u, _, _ in edges], pa.int64()),
+               "dst": pa.array([index[v] for _, v, _ in edges], pa.int64())}
+    for attr, default in (edge_attrs or {}).items():
+        values = [data.get(attr, default) for _, _, data in edges]
+        try:
+            columns[attr] = pa.array(values, pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            raise nx.NetworkXError(f"goffish backend: edge attribute {attr!r} must be numeric") from None
+    directory = tempfile.mkdtemp(prefix="goffish-nx-")
+    try:
+        path = os.path.join(directory, "graph.gofs")
+        source = GraphInput(pa.table(columns), vertices=pa.table({"id": pa.array(np.arange(len(nodes)))}),
+                            directed=graph.is_directed(), source=f"networkx graph {graph_name or ''}".strip())
+        store = goffish.ingest(source, path, num_partitions=_partitions(len(nodes)), spark=goffish.session())
+    except BaseException:
+        _remove_store(directory)
+        raise
+    handle = GoffishGraph(store, nodes, **handle_args)
+    weakref.finalize(handle, _remove_store, directory)
+    return handle
+
+
+def _partitions(n: int) -> int:
+    configured = _config().get("partitions")
+    if configured:
+        return int(configured)
+    return 1 if n < 16 else 2 if n < 100_000 else 8
+
+
+def _config() -> dict:
+    import networkx as nx
+
+    try:
+        return dict(nx.config.backends[BACKEND])
+    except (AttributeError, KeyError):
+        return dict(DEFAULT_CONFIG)
+
+
+def convert_to_nx(obj, *, name=None):
+    """Results are already NetworkX types; a GoFS handle is collected into an ``nx.Graph``."""
+    return obj.to_networkx() if isinstance(obj, GoffishGraph) else obj
+
+
+# ----------------------------------------------------------------------------- result shapes
+
+def _column(handle: GoffishGraph, result, column: str):
+    """(stored ids, values) of a result's column, as Arrow and numpy."""
+    from gofs.spark_compat import collect_arrow
+
+    table = collect_arrow(result.dataframe.select("id", column))
+    return table.column("id").combine_chunks(), table.column(column).to_numpy()
+
+
+def _groups(handle, ids, labels) -> list[set]:
+    order = np.argsort(labels, kind="stable")
+    nodes = handle.nodes_of(ids.take(order))
+    cuts = np.flatnonzero(np.diff(labels[order])) + 1
+    bounds = np.concatenate([[0], cuts, [len(order)]])
+    return [set(nodes[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _sets(handle, run, arguments):
+    if handle.store is None:
+        return iter(())
+    return iter(_groups(handle, *run()))
+
+
+def _communities(handle, run, arguments):
+    return [] if handle.store is None else _groups(handle, *run())
+
+
+def _count(handle, run, arguments):
+    if handle.store is None:
+        return 0
+    return int(len(np.unique(run()[1])))
+
+
+def _connected(handle, run, arguments):
+    import networkx as nx
+
+    if handle.store is None:
+        raise nx.NetworkXPointlessConcept("Connectivity is undefined for the null graph.")
+    return bool(len(np.unique(run()[1])) == 1)
+
+
+def _row_of(ids, vid) -> int:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return int(np.flatnonzero(pc.equal(ids, pa.scalar(vid, ids.type)).to_numpy(zero_copy_only=False))[0])
+
+
+def _component_of(handle, run, arguments):
+    vid = handle.id_of(arguments["n"])
+    ids, labels = run()
+    members = np.flatnonzero(labels == labels[_row_of(ids, vid)])
+    return set(handle.nodes_of(ids.take(members)))
+
+
+def _values(handle, run, arguments):
+    if handle.store is None:
+        return {}
+    ids, values = run()
+    return dict(zip(handle.nodes_of(ids), values.tolist()))
+
+
+def _distances(handle, run, arguments):
+    """Reachable nodes nearest first; hop counts as ints, weighted lengths as floats."""
+    ids, dist = run()
+    cutoff = arguments.get("cutoff")
+    keep = np.flatnonzero(np.isfinite(dist) if cutoff is None else dist <= cutoff)
+    keep = keep[np.argsort(dist[keep], kind="stable")]
+    values = dist[keep].tolist() if "weight" in arguments else dist[keep].astype(np.int64).tolist()
+    return dict(zip(handle.nodes_of(ids.take(keep)), values))
+
+
+def _reaches(handle, run, arguments):
+    vid = handle.id_of(arguments["target"] if "target" in arguments else arguments["t"])
+    ids, dist = run()
+    return bool(np.isfinite(dist[_row_of(ids, vid)]))
+
+
+SHAPES = {"sets": _sets, "count": _count, "connected": _connected, "component_of": _component_of,
+          "values": _values, "distances": _distances, "reaches": _reaches, "communities": _communities}
+"""How a NetworkX function's answer is built from the result column (see :class:`algorithms.registry.NetworkX`)."""
+
+_MULTIGRAPH_SHAPES = {"sets", "count", "connected", "component_of", "distances", "reaches"}
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+def _nx_function(path: str):
+    import networkx as nx
+
+    target = nx
+    for part in path.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _bind(declaration, args, kwargs) -> dict:
+    signature = inspect.signature(_nx_function(declaration.function))
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.pop("backend", None)
+    arguments.pop("backend_kwargs", None)
+    return arguments
+
+
+def _declarations() -> dict:
+    from algorithms.registry import algorithms
+
+    return {d.name: (a, d) for a in algorithms().values() for d in a.networkx}
+
+
+def _seed(value) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, random.Random):
+        return value.randrange(2 ** 31)
+    if isinstance(value, np.random.RandomState):
+        return int(value.randint(2 ** 31))
+    return int(value)
+
+
+def _make(algorithm, declaration):
+    import networkx as nx
+
+    graph_param = next(iter(inspect.signature(_nx_function(declaration.function)).parameters))
+    column = algorithm.returns[0]
+
+    def dispatched(*args, **kwargs):
+        arguments = _bind(declaration, args, kwargs)
+        handle = arguments[graph_param]
+        if declaration.graphs == "undirected" and handle.is_directed():
+            raise nx.NetworkXNotImplemented("not implemented for directed type")
+        if declaration.graphs == "directed" and not handle.is_directed():
+            raise nx.NetworkXNotImplemented("not implemented for undirected type")
+        options = {ours: arguments[theirs] for theirs, ours in declaration.params.items()}
+        if "source" in options:
+            options["source"] = handle.id_of(options["source"])
+        if "seed" in options:
+            options["seed"] = _seed(options["seed"])
+        if declaration.weight is not None:
+            name = arguments[declaration.weight]
+            options["weight"] = name if handle.store is not None and name in handle.store.edge_attributes else None
+
+        def run():
+            try:
+                result = algorithm.function(handle.store, **options)
+            except Exception as exc:
+                raise _networkx_error(exc) from exc
+            return _column(handle, result, column)
+
+        return SHAPES[declaration.result](handle, run, arguments)
+
+    dispatched.__name__ = declaration.name
+    dispatched.__doc__ = f"{declaration.function} on Spark: {algorithm.summary} (goffish `{algorithm.name}`)."
+    return dispatched
+
+
+def _networkx_error(exc: Exception) -> Exception:
+    """NetworkX's exception for what our algorithms raise."""
+    import networkx as nx
+
+    from algorithms.pagerank import PowerIterationFailedConvergence
+
+    if isinstance(exc, PowerIterationFailedConvergence):
+        return nx.PowerIterationFailedConvergence(*exc.args)
+    return exc
+
+
+def can_run(name, args, kwargs):
+    """True, or why not (NetworkX logs the reason and uses another backend)."""
+    found = _declarations().get(name)
+    if found is None:
+        return f"goffish has no {name}"
+    algorithm, declaration = found
+    try:
+        arguments = _bind(declaration, args, kwargs)
+    except TypeError as exc:
+        return str(exc)
+    graph = next(iter(arguments.values()))
+    if graph.is_multigraph() and declaration.result not in _MULTIGRAPH_SHAPES:
+        return f"{name} on a multigraph: parallel edges would count separately"
+    for param, wanted in declaration.requires.items():
+        if arguments.get(param) != wanted:
+            return f"{param}={arguments.get(param)!r} is not supported (only {wanted!r})"
+    if declaration.weight is not None and callable(arguments.get(declaration.weight)):
+        return "a weight function is not supported (name an edge attribute)"
+    return True
+
+
+def should_run(name, args, kwargs):
+    """Spark is worth it for GoFS handles and for graphs of at least ``min_edges`` edges."""
+    graph = args[0] if args else next(iter(kwargs.values()), None)
+    if isinstance(graph, GoffishGraph):
+        return True
+    edges = graph.number_of_edges() if hasattr(graph, "number_of_edges") else 0
+    threshold = int(_config().get("min_edges", DEFAULT_CONFIG["min_edges"]))
+    if edges < threshold:
+        return f"{edges} edges < min_edges={threshold}: NetworkX in this process is faster than a Spark job"
+    return True
+
+
+class BackendInterface:
+    """What the ``networkx.backends`` entry point loads: one attribute per dispatched function."""
+
+    convert_from_nx = staticmethod(convert_from_nx)
+    convert_to_nx = staticmethod(convert_to_nx)
+    can_run = staticmethod(can_run)
+    should_run = staticmethod(should_run)
+
+
+def _install() -> None:
+    for name, (algorithm, declaration) in _declarations().items():
+        setattr(BackendInterface, name, staticmethod(_make(algorithm, declaration)))
+
+
+_install()
