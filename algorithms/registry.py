@@ -61,12 +61,14 @@ class NetworkX:
 @dataclass(frozen=True)
 class GraphFramesMethod:
     """A GraphFrames-style method: its name, its parameters (-> ours), and the column it adds
-    to the vertices (``column``, renamed from our result column ``ours``)."""
+    to the vertices (``column``, renamed from our result column ``ours``). ``ignored``:
+    GraphFrames' tuning knobs of its own implementation, accepted so its callers run unchanged."""
 
     name: str
     column: str
     ours: str
     params: dict = field(default_factory=dict)
+    ignored: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,13 @@ is named (``backend="goffish"``) or the graph already is a GoFS handle.
 from __future__ import annotations
 
 import inspect
-import os
 import random
-import shutil
-import tempfile
-import weakref
 
 import numpy as np
 
 BACKEND = "goffish"
 from goffish.nx_info import DEFAULT_CONFIG
+from goffish.temporary import partitions_for, remove_with, temporary_store
 
 
 # ----------------------------------------------------------------------------- the graph type
@@ -108,10 +105,6 @@ class GoffishGraph:
         return graph
 
 
-def _remove_store(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def convert_from_nx(graph, edge_attrs=None, node_attrs=None, preserve_edge_attrs=False,
                     preserve_node_attrs=False, preserve_graph_attrs=False, name=None, graph_name=None):
     """Ingest a NetworkX graph into a temporary GoFS store and return its handle.
@@ -148,17 +141,11 @@ def convert_from_nx(graph, edge_attrs=None, node_attrs=None, preserve_edge_attrs
             columns[attr] = pa.array(values, pa.float64())
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
             raise nx.NetworkXError(f"goffish backend: edge attribute {attr!r} must be numeric") from None
-    directory = tempfile.mkdtemp(prefix="goffish-nx-")
-    try:
-        path = os.path.join(directory, "graph.gofs")
-        source = GraphInput(pa.table(columns), vertices=pa.table({"id": pa.array(np.arange(len(nodes)))}),
-                            directed=graph.is_directed(), source=f"networkx graph {graph_name or ''}".strip())
-        store = goffish.ingest(source, path, num_partitions=_partitions(len(nodes)), spark=goffish.session())
-    except BaseException:
-        _remove_store(directory)
-        raise
+    source = GraphInput(pa.table(columns), vertices=pa.table({"id": pa.array(np.arange(len(nodes)))}),
+                        directed=graph.is_directed(), source=f"networkx graph {graph_name or ''}".strip())
+    store, directory = temporary_store(source, _partitions(len(nodes)), goffish.session())
     handle = GoffishGraph(store, nodes, **handle_args)
-    weakref.finalize(handle, _remove_store, directory)
+    remove_with(handle, directory)
     return handle
 
 
@@ -166,7 +153,7 @@ def _partitions(n: int) -> int:
     configured = _config().get("partitions")
     if configured:
         return int(configured)
-    return 1 if n < 16 else 2 if n < 100_000 else 8
+    return partitions_for(n)
 
 
 def _config() -> dict:
