@@ -9,6 +9,7 @@ application: it shows only Spark's errors unless ``--verbose``
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -111,63 +112,82 @@ def _write_result(frame, out: str, overwrite: bool) -> None:
     frame.write.mode("overwrite" if overwrite else "errorifexists").parquet(out)
 
 
-def _source_id(g, args):
-    """--source as the graph's id type, or a clear error."""
+def _vertex_id(g, args, flag: str, value):
+    """A vertex-id flag as the graph's id type, or a clear error."""
     from gofs.errors import InputError
 
     if g.manifest["id_type"] != "int64":
-        return args.source
+        return value
     try:
-        return int(args.source)
+        return int(value)
     except ValueError:
-        raise InputError(f"{args.graph}: --source {args.source!r} is not a vertex id "
+        raise InputError(f"{args.graph}: {flag} {value!r} is not a vertex id "
                          "(this graph's vertex ids are integers)") from None
+
+
+def _instances_value(text: str):
+    return [int(i) for i in text.split(",")]
+
+
+def _time_value(text: str):
+    return float(text) if "," not in text else tuple(float(t) for t in text.split(","))
+
+
+def _algorithm_arguments(algorithm, g, args) -> dict:
+    """The algorithm's parameters from its registered flags; a missing required one, or a flag
+    of another algorithm, is an error that names it."""
+    from algorithms.registry import by_cli_name
+
+    chosen = {}
+    for param in algorithm.parameters:
+        flag = algorithm.flags.get(param.name)
+        value = None if flag is None else getattr(args, _dest(param.name, flag))
+        if value is None or value is False:
+            if param.default is param.empty:
+                raise SystemExit(f"goffish run {algorithm.cli}: {_flag_name(param.name, flag)} is required")
+            continue
+        if flag.kind == "vertex":
+            value = _vertex_id(g, args, _flag_name(param.name, flag), value)
+        elif flag.kind == "instances":
+            value = _instances_value(value)
+        elif flag.kind == "time":
+            value = _time_value(value)
+        elif flag.kind == "negate":
+            value = False
+        chosen[param.name] = value
+    for other in by_cli_name().values():
+        for name, flag in other.flags.items():
+            foreign = getattr(args, _dest(name, flag)) not in (None, False)
+            if foreign and not any(_flag_name(n, f) == _flag_name(name, flag) for n, f in algorithm.flags.items()):
+                raise SystemExit(f"goffish run {algorithm.cli}: {_flag_name(name, flag)} is not an option of "
+                                 f"{algorithm.cli} (it is one of {other.cli})")
+    return chosen
 
 
 def cmd_run(args) -> int:
     import goffish
+    from algorithms.registry import by_cli_name
     from gofs.housekeeping import check_result_target
+    from gopher.engine import EngineOptions
 
+    algorithm = by_cli_name()[args.algorithm]
     check_result_target(args.out, args.graph, args.overwrite)   # before running the algorithm, not after it
     _check_picture_path(args.timeline)
-    spark = _spark(args)
-    g = goffish.open(args.graph, spark=spark)
-    options = {"progress": not args.quiet}
-    if args.instance is not None:
-        if args.algorithm in TIMESERIES_ALGORITHMS:
-            raise SystemExit(f"goffish run {args.algorithm}: --instance is for single runs; use --instances")
-        options["instance"] = args.instance
-    if args.algorithm in TIMESERIES_ALGORITHMS:
-        return _run_timeseries(g, args, options)
-    if args.algorithm == "betweenness":
-        result = g.betweenness(k=args.sources, normalized=not args.raw, weight=args.weight, top=args.top_k,
-                               seed=args.seed, batch_size=args.batch_size, stable_batches=args.stable_batches,
-                               **options)
-    elif args.algorithm == "cc":
-        result = g.connected_components(**options)
-    elif args.algorithm == "louvain":
-        result = g.louvain(weight=args.weight, resolution=args.resolution, seed=args.seed,
-                           levels=True if args.levels else None, **options)
-    elif args.algorithm == "sssp":
-        if args.source is None:
-            raise SystemExit("goffish run sssp: --source is required")
-        result = g.sssp(_source_id(g, args), weight=args.weight, **options)
-    else:
-        result = g.pagerank(alpha=args.alpha, max_iter=args.max_iter, tol=args.tol, weight=args.weight, **options)
-    _write_result(result.dataframe, args.out, args.overwrite)
-    _timeline(result.metrics, args)
-    summary = result.metrics.as_dict()
+    if args.instance is not None and algorithm.timeseries:
+        raise SystemExit(f"goffish run {args.algorithm}: --instance is for single runs; use --instances")
+    g = goffish.open(args.graph)             # the manifest only: flags are checked before Spark starts
+    params = _algorithm_arguments(algorithm, g, args)
+    _spark(args)
+    result = getattr(g, algorithm.name)(**params, engine=EngineOptions(progress=not args.quiet, instance=args.instance))
+    for name, frame in algorithm.frames(result).items():
+        _write_result(frame, f"{args.out}/{name}" if name else args.out, args.overwrite)
+    metrics = algorithm.metrics(result)
+    _timeline(metrics, args)
+    summary = metrics.as_dict()
     summary.pop("per_superstep")
-    if args.algorithm == "betweenness":
-        summary.update(result.aggregated)
-
-    if args.algorithm == "louvain":
-        summary.update(modularity=result.modularity, communities=result.level_sizes, phase_seconds=result.seconds)
+    summary.update(algorithm.report(result))
     print(json.dumps({"algorithm": args.algorithm, "out": args.out, **summary}))
     return 0
-
-
-TIMESERIES_ALGORITHMS = ("tdsp", "memes", "hashtags")
 
 
 def _check_picture_path(path) -> None:
@@ -186,33 +206,6 @@ def _timeline(metrics, args) -> None:
     if args.timeline:
         metrics.plot(args.timeline)
         print(f"wrote {args.timeline}", file=sys.stderr)
-
-
-def _run_timeseries(g, args, options) -> int:
-    """tdsp writes OUT; memes writes OUT/tree and OUT/counts; hashtags OUT/neighbourhood and OUT/top."""
-    selection = {"instances": [int(i) for i in args.instances.split(",")] if args.instances else None,
-                 "time": None if not args.time else
-                 (float(args.time) if "," not in args.time else tuple(float(t) for t in args.time.split(",")))}
-    if args.algorithm == "tdsp":
-        if args.source is None or args.departure is None:
-            raise SystemExit("goffish run tdsp: --source and --departure are required")
-        result = g.tdsp(_source_id(g, args), args.departure, travel_time=args.travel_time, **selection, **options)
-        frames, metrics = {"": result.dataframe}, result.metrics
-    elif args.algorithm == "memes":
-        if args.meme is None:
-            raise SystemExit("goffish run memes: --meme is required")
-        spread = g.meme_tracking(args.meme, attribute=args.attribute, **selection, **options)
-        frames, metrics = {"tree": spread.tree, "counts": spread.counts}, spread.result.metrics
-    else:
-        summary = g.hashtag_aggregation(k=args.top, attribute=args.attribute, **selection, **options)
-        frames, metrics = {"neighbourhood": summary.neighbourhood, "top": summary.top}, summary.result.metrics
-    for name, frame in frames.items():
-        _write_result(frame, f"{args.out}/{name}" if name else args.out, args.overwrite)
-    _timeline(metrics, args)
-    report = metrics.as_dict()
-    report.pop("per_superstep")
-    print(json.dumps({"algorithm": args.algorithm, "out": args.out, **report}))
-    return 0
 
 
 def _param_value(text: str):
@@ -318,6 +311,60 @@ def cmd_stream(args) -> int:
     return 0
 
 
+def _dest(name: str, flag) -> str:
+    return _flag_name(name, flag)[2:].replace("-", "_")
+
+
+def _flag_name(name: str, flag) -> str:
+    return (flag.flag if flag is not None and flag.flag else "--" + name.replace("_", "-"))
+
+
+def _flag_type(algorithm, name: str):
+    """int, float or str: from the parameter's default, else its annotation."""
+    default = algorithm.default(name)
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return type(default)
+    annotation = str(inspect.signature(algorithm.function).parameters[name].annotation)
+    return next((t for t in (int, float) if annotation.split("|")[0].strip() == t.__name__), str)
+
+
+def _add_run_parser(sub) -> None:
+    """``goffish run``: one positional choice per registered algorithm, its flags from the registry."""
+    from algorithms.registry import by_cli_name
+
+    registered = by_cli_name()
+    flags: dict = {}
+    for cli, algorithm in registered.items():
+        for name, flag in algorithm.flags.items():
+            flags.setdefault(_flag_name(name, flag), []).append((cli, algorithm, name, flag))
+    epilog = "\n".join(f"  {cli:<12}{a.summary}" for cli, a in registered.items())
+    p = sub.add_parser("run", help="run an algorithm on a GoFS graph and write Parquet",
+                       epilog="algorithms:\n" + epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("algorithm", choices=list(registered))
+    p.add_argument("graph")
+    p.add_argument("--out", required=True, help="Parquet output directory")
+    for option, users in flags.items():
+        cli, algorithm, name, flag = users[0]
+        helps = dict.fromkeys(f.help for *_, f in users)
+        text = f"{'/'.join(u[0] for u in users)}: {flag.help}" if len(helps) == 1 else \
+            "; ".join(f"{u[0]}: {u[3].help}" for u in users)
+        defaults = {str(a.default(n)) for _, a, n, f in users if a.default(n) not in (None, inspect.Parameter.empty)}
+        text += (f" (default {defaults.pop()})" if len(defaults) == 1
+                                                  and flag.kind not in ("switch", "negate") else "")
+        if flag.kind in ("switch", "negate"):
+            p.add_argument(option, dest=_dest(name, flag), action="store_true", help=text)
+        else:
+            kind = str if flag.kind in ("vertex", "instances", "time") else _flag_type(algorithm, name)
+            p.add_argument(option, dest=_dest(name, flag), type=kind, default=None, help=text)
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no superstep progress lines")
+    p.add_argument("--instance", type=int, help="single runs: run on this instance's topology and values")
+    p.add_argument("--timeline", metavar="FILE.png",
+                   help="also draw each superstep's time (compute, exchange, rest), active sub-graphs and messages")
+    _add_spark_options(p)
+    p.set_defaults(fn=cmd_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goffish", description="GoFFish on Spark: GoFS storage, Gopher analytics")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -363,38 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(fn=cmd_generate)
 
-    p = sub.add_parser("run", help="run an algorithm on a GoFS graph and write Parquet")
-    p.add_argument("algorithm", choices=["cc", "sssp", "pagerank", "betweenness", "louvain",
-                                          *TIMESERIES_ALGORITHMS])
-    p.add_argument("graph")
-    p.add_argument("--out", required=True, help="Parquet output directory")
-    p.add_argument("--source", help="sssp: source vertex id")
-    p.add_argument("--weight", help="edge attribute used as length (sssp) or weight (pagerank, louvain)")
-    p.add_argument("--resolution", type=float, default=1.0, help="louvain: NetworkX's resolution (> 0)")
-    p.add_argument("--levels", action="store_true", help="louvain: also write one level_k column per level")
-    p.add_argument("--alpha", type=float, default=0.85)
-    p.add_argument("--max-iter", type=int, default=100)
-    p.add_argument("--tol", type=float, default=1e-6)
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no superstep progress lines")
-    p.add_argument("--instance", type=int, help="cc/sssp/pagerank/louvain/betweenness: run on this instance's topology and values")
-    p.add_argument("--instances", help="tdsp/memes/hashtags: comma-separated instance ids (default: all)")
-    p.add_argument("--time", help="tdsp/memes/hashtags: instances covering TIME or overlapping START,END")
-    p.add_argument("--departure", type=float, help="tdsp: departure time at --source")
-    p.add_argument("--travel-time", default="travel_time", help="tdsp: per-instance edge travel-time attribute")
-    p.add_argument("--meme", help="memes: the post value to track, e.g. '#meme0'")
-    p.add_argument("--attribute", default="hashtags", help="memes/hashtags: per-instance list<string> of posts")
-    p.add_argument("--top", type=int, default=10, help="hashtags: how many hashtags the merged ranking keeps")
-    p.add_argument("--timeline", metavar="FILE.png",
-                   help="also draw each superstep's time (compute, exchange, rest), active sub-graphs and messages")
-    p.add_argument("--sources", type=int, help="betweenness: sample this many sources (default: all, exact)")
-    p.add_argument("--top-k", type=int, help="betweenness: only the top K vertices, sources until they are stable")
-    p.add_argument("--stable-batches", type=int, default=3, help="betweenness --top-k: batches the top set must hold")
-    p.add_argument("--batch-size", type=int, help="betweenness: sources per batch (default: from memory)")
-    p.add_argument("--raw", action="store_true", help="betweenness: not normalized (undirected pairs counted once)")
-    p.add_argument("--seed", type=int, default=0, help="louvain, betweenness: random seed (deterministic runs)")
-    _add_spark_options(p)
-    p.set_defaults(fn=cmd_run)
+    _add_run_parser(sub)
 
     p = sub.add_parser("query", help="run a CGQL continuous query over a GoFS graph (and a live stream)")
     p.add_argument("graph", help="GoFS graph directory (its instances are the past)")

@@ -1,70 +1,30 @@
 """The graph handle users work with: a GoFS graph plus algorithms as methods."""
 from __future__ import annotations
 
-from algorithms.betweenness import betweenness
-from algorithms.components import connected_components
-from algorithms.hashtags import HashtagSummary, hashtag_aggregation
-from algorithms.louvain import LouvainResult, louvain
-from algorithms.memes import MemeSpread, meme_tracking
-from algorithms.pagerank import pagerank
-from algorithms.sssp import sssp
-from algorithms.tdsp import tdsp
+import inspect
+
+from algorithms.registry import Algorithm, algorithms
 from gofs.frame_instances import append_vertex_frame
 from gofs.instances import Instance, append_instances
 from gofs.store import GraphStore
-from gopher.engine import RunResult, run_program
+from gopher.engine import EngineOptions, RunResult, run_program
 from gopher.timeseries import TimeSeriesResult, run_timeseries
 
 
 class Graph(GraphStore):
     """A stored GoFS graph (see :class:`gofs.store.GraphStore` for reads).
 
-    Algorithms return a :class:`gopher.engine.RunResult`: ``.dataframe`` is a
-    Spark DataFrame keyed by the original vertex ids, ``.metrics`` says what the
-    run cost.
+    Every registered algorithm is a method (``g.connected_components()``,
+    ``g.pagerank()``, ``g.louvain()``, ...; see :mod:`algorithms.registry`) with the
+    algorithm function's parameters, plus engine options as ``engine=EngineOptions(...)``
+    or as keywords (``progress=False``, ``instance=3``). They return a
+    :class:`gopher.engine.RunResult`: ``.dataframe`` is a Spark DataFrame keyed by the
+    original vertex ids, ``.metrics`` says what the run cost.
     """
-
-    def connected_components(self, **engine_options) -> RunResult:
-        return connected_components(self, **engine_options)
-
-    def sssp(self, source, weight: str | None = None, **engine_options) -> RunResult:
-        return sssp(self, source, weight, **engine_options)
-
-    def pagerank(self, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6,
-                 weight: str | None = None, **engine_options) -> RunResult:
-        return pagerank(self, alpha, max_iter, tol, weight, **engine_options)
-
-    def betweenness(self, k: int | None = None, normalized: bool = True, weight: str | None = None,
-                    top: int | None = None, seed: int = 0, **options) -> RunResult:
-        """Betweenness centrality (``id``, ``betweenness``) as NetworkX computes it: exact, from
-        ``k`` sampled sources, or the ``top`` vertices (see :func:`algorithms.betweenness.betweenness`)."""
-        return betweenness(self, k, normalized, weight, top, seed, **options)
-
-    def louvain(self, weight: str | None = None, resolution: float = 1.0, seed: int = 0, levels=None,
-                driver_budget_edges: int = 5_000_000, refine: bool = True, **engine_options) -> LouvainResult:
-        """Partitioned Louvain communities (see :func:`algorithms.louvain.louvain`): ``.dataframe``
-        has ``id``, ``community`` (and ``level_k`` columns when asked), ``.modularity`` per level."""
-        return louvain(self, weight, resolution, seed, levels, driver_budget_edges, refine, **engine_options)
 
     def run(self, program, max_supersteps: int = 1000, **engine_options) -> RunResult:
         """Run your own :class:`gopher.program.SubgraphProgram`."""
         return run_program(self, program, max_supersteps, **engine_options)
-
-    def tdsp(self, source, departure: float, travel_time: str = "travel_time", instances=None, time=None,
-             **engine_options) -> TimeSeriesResult:
-        """Earliest arrival times over per-instance travel times (see :func:`algorithms.tdsp.tdsp`)."""
-        return tdsp(self, source, departure, travel_time, instances, time, **engine_options)
-
-    def meme_tracking(self, meme: str, attribute: str = "hashtags", instances=None, time=None,
-                      **engine_options) -> MemeSpread:
-        """The spread tree of a meme over the instances (see :func:`algorithms.memes.meme_tracking`)."""
-        return meme_tracking(self, meme, attribute, instances, time, **engine_options)
-
-    def hashtag_aggregation(self, k: int = 10, attribute: str = "hashtags", instances=None, time=None,
-                            **engine_options) -> HashtagSummary:
-        """Per-instance neighbourhood hashtag counts and the merged top-k
-        (see :func:`algorithms.hashtags.hashtag_aggregation`)."""
-        return hashtag_aggregation(self, k, attribute, instances, time, **engine_options)
 
     def run_timeseries(self, program, pattern: str = "independent", instances=None, time=None,
                        **options) -> TimeSeriesResult:
@@ -124,6 +84,32 @@ class Graph(GraphStore):
         else:
             lines.append("  instances: none")
         return "\n".join(lines)
+
+
+def _algorithm_method(algorithm: Algorithm):
+    """``Graph.<name>``: the algorithm's function on this graph, engine options typed."""
+    own = {p.name for p in algorithm.parameters}
+
+    def method(self, *args, engine: EngineOptions | None = None, **kwargs):
+        loose = {k: kwargs.pop(k) for k in list(kwargs) if k not in own}
+        options = EngineOptions.merged(engine, loose, algorithm.name)
+        if algorithm.timeseries and options.instance is not None:
+            raise TypeError(f"{algorithm.name}() runs over instances: select them with instances= or time=")
+        return algorithm.function(self, *args, **kwargs, **options.as_kwargs())
+
+    parameters = list(inspect.signature(algorithm.function).parameters.values())
+    engine = inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation="EngineOptions | None")
+    method.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + algorithm.parameters + [engine]
+        + [p for p in parameters if p.kind == p.VAR_KEYWORD])
+    method.__name__ = method.__qualname__ = algorithm.name
+    method.__doc__ = algorithm.function.__doc__
+    return method
+
+
+for _algorithm in algorithms().values():
+    setattr(Graph, _algorithm.name, _algorithm_method(_algorithm))
 
 
 def _share(part: int, whole: int) -> str:

@@ -29,6 +29,7 @@ their results are identical. Settings come from the Spark conf:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 import re
@@ -50,7 +51,36 @@ from gopher.worker import MERGED, GopherProgramError, LaneStep, RunSpec
 
 log = logging.getLogger("gopher")
 
-__all__ = ["RunResult", "run_program", "Lane", "execute", "GopherProgramError", "MERGED"]
+__all__ = ["RunResult", "EngineOptions", "run_program", "Lane", "execute", "GopherProgramError", "MERGED"]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a run executes, not what it computes: one typed object that every algorithm passes
+    through to :func:`run_program` (see its parameters). ``instance`` is for single runs;
+    time-series runs select ``instances=``/``time=`` themselves."""
+
+    spark: object = None
+    transport: str | None = None
+    checkpoint_interval: int | None = None
+    checkpoint_seconds: float | None = None
+    progress: bool | None = None
+    tasks: int | None = None
+    instance: int | None = None
+
+    @classmethod
+    def merged(cls, options: "EngineOptions | None", loose: dict, where: str) -> "EngineOptions":
+        """``options`` with loose keyword options on top; an unknown keyword is named in the error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(loose) - names)
+        if unknown:
+            raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r} "
+                            f"(engine options: {', '.join(sorted(names))})")
+        return dataclasses.replace(options or cls(), **loose)
+
+    def as_kwargs(self) -> dict:
+        """The options that are set, as keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
 
 @dataclass
