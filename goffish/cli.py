@@ -14,6 +14,8 @@ import json
 import sys
 import time
 
+from goffish.cli_progress import ClearingStream, StagePoller, StatusLine
+
 
 def _spark(args):
     from pyspark.sql import SparkSession
@@ -27,11 +29,16 @@ def _spark(args):
     quiet = ours and not args.verbose
     if quiet and not cli_logging.jvm_running():
         conf = cli_logging.quiet_conf(conf)
+    if ours and not cli_logging.jvm_running():
+        # Spark's bars would land among the results: progress goes through the status line (see main)
+        conf.setdefault("spark.ui.showConsoleProgress", "false")
     spark = session(master=args.master, app_name=f"goffish {args.command}", conf=conf)
     if quiet:
         cli_logging.quiet_session(spark)
     if ours:
         args.own_session = spark  # stopped when the command ends (see main)
+        if args.status.live and spark.conf.get("spark.ui.showConsoleProgress", "false") == "false":
+            args.poller = StagePoller(spark, args.status).start()
     return spark
 
 
@@ -178,7 +185,8 @@ def cmd_run(args) -> int:
     g = goffish.open(args.graph)             # the manifest only: flags are checked before Spark starts
     params = _algorithm_arguments(algorithm, g, args)
     _spark(args)
-    result = getattr(g, algorithm.name)(**params, engine=EngineOptions(progress=not args.quiet, instance=args.instance))
+    progress = False if args.quiet else args.status.show
+    result = getattr(g, algorithm.name)(**params, engine=EngineOptions(progress=progress, instance=args.instance))
     for name, frame in algorithm.frames(result).items():
         _write_result(frame, f"{args.out}/{name}" if name else args.out, args.overwrite)
     metrics = algorithm.metrics(result)
@@ -473,12 +481,20 @@ def main(argv=None) -> int:
     from gofs.errors import GoFSError
 
     args = build_parser().parse_args(argv)
+    args.status = StatusLine(sys.stderr)
+    stdout = sys.stdout
+    if args.status.live:
+        sys.stdout = ClearingStream(stdout, args.status)   # results never share a line with the progress
     try:
         return args.fn(args)
     except GoFSError as exc:
         print(f"goffish {args.command}: error: {exc}", file=sys.stderr)
         return 2
     finally:
+        if getattr(args, "poller", None) is not None:
+            args.poller.stop()
+        args.status.clear()
+        sys.stdout = stdout
         # a session the command started ends with it: executors are released cleanly, not at JVM exit
         if getattr(args, "own_session", None) is not None:
             args.own_session.stop()

@@ -64,7 +64,7 @@ class EngineOptions:
     transport: str | None = None
     checkpoint_interval: int | None = None
     checkpoint_seconds: float | None = None
-    progress: bool | None = None
+    progress: object = None
     tasks: int | None = None
     instance: int | None = None
 
@@ -167,7 +167,7 @@ class Options:
     max_frame_bytes: int
     cache_bytes: int
     run_dir: str | None
-    progress: bool
+    progress: object            # bool, or a callable given each superstep's progress line
 
     @classmethod
     def resolve(cls, spark, store, transport=None, checkpoint_interval=None, checkpoint_seconds=None,
@@ -327,8 +327,13 @@ class _Driver:
         self.metrics.supersteps.append(metrics)
         if self.options.progress:
             lanes = f"{len(plan)} lanes, " if len(plan) > 1 else ""
-            print(f"[gopher] {self.metrics.program} superstep {self.superstep}: {lanes}{metrics.active_subgraphs} "
-                  f"active sub-graphs, {metrics.messages} messages, {metrics.seconds * 1e3:.1f} ms", file=sys.stderr)
+            line = (f"[gopher] {self.metrics.program} superstep {self.superstep}: {lanes}"
+                    f"{metrics.active_subgraphs} active sub-graphs, {metrics.messages} messages, "
+                    f"{metrics.seconds * 1e3:.1f} ms")
+            if callable(self.options.progress):
+                self.options.progress(line)
+            else:
+                print(line, file=sys.stderr)
         self.superstep += 1
 
     def _state(self) -> dict:
@@ -426,7 +431,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
 
 def run_program(store, program, max_supersteps: int = 1000, spark=None, transport: str | None = None,
                 checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
-                progress: bool | None = None, tasks: int | None = None, instance: int | None = None) -> RunResult:
+                progress=None, tasks: int | None = None, instance: int | None = None) -> RunResult:
     """Run a sub-graph program on a stored graph and return per-vertex results and metrics.
 
     ``instance``: run on that instance (its id) instead of the template: the program
@@ -435,7 +440,9 @@ def run_program(store, program, max_supersteps: int = 1000, spark=None, transpor
     ``transport``: "resident" (one barrier stage), "jobs" (a Spark job per
     superstep) or None (``spark.goffish.transport``, default: resident where
     it can run). ``checkpoint_interval`` / ``checkpoint_seconds``: how often the
-    resident run saves its state so lost tasks resume instead of starting over. ``tasks``:
+    resident run saves its state so lost tasks resume instead of starting over. ``progress``:
+    print a line per superstep to stderr (True; default: when stderr is a terminal), or hand
+    each line to a callable (the CLI's status line). ``tasks``:
     how many Spark tasks (cores) serve the run (default ``spark.goffish.tasks``, else one
     per slot, at most one per partition).
     """
