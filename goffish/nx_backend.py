@@ -177,6 +177,7 @@ def _column(handle: GoffishGraph, result, column: str):
     from gofs.spark_compat import collect_arrow
 
     table = collect_arrow(result.dataframe.select("id", column))
+    result.unpersist()                       # the rows now live here; the cached frame is nobody's
     return table.column("id").combine_chunks(), table.column(column).to_numpy()
 
 
