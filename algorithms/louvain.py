@@ -564,7 +564,7 @@ register(Algorithm(
     report=_louvain_report,
     networkx=(NetworkX("community.louvain_communities", "communities", params={"resolution": "resolution",
                                                                              "seed": "seed"},
-                       requires={"threshold": 1e-07, "max_level": None}, graphs="undirected", weight="weight"),),
+                       requires={"threshold": 1e-07, "max_level": None}, directed=False, weight="weight"),),
     graphframes=(GraphFramesMethod("louvain", column="community", ours="community",
                                    params={"weight": "weight", "resolution": "resolution", "seed": "seed"}),),
 ))

@@ -128,7 +128,7 @@ def pagerank(store, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6,
     n = store.vertex_count(engine_options.get("instance"))
     program = PageRank(n, alpha, max_iter, tol, weight)
     result = run_program(store, program, max_supersteps=max_iter + 1, **engine_options)
-    if tol and n and result.aggregated.get("change", np.inf) >= n * tol:
+    if tol and n and (max_iter == 0 or result.aggregated.get("change", np.inf) >= n * tol):
         raise PowerIterationFailedConvergence(f"pagerank did not converge to tol={tol} in {max_iter} iterations")
     return result
 

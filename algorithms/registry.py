@@ -42,8 +42,9 @@ class NetworkX:
     ``result``: the NetworkX shape built from the result column (see
     :data:`goffish.nx_backend.SHAPES`). ``params``: NetworkX parameter -> ours. ``requires``:
     NetworkX parameters that must keep these values for us to run (else ``can_run`` says why).
-    ``graphs``: ``"undirected"``/``"directed"`` where NetworkX refuses the other kind, else ``"any"``.
-    ``weight``: the NetworkX parameter naming the edge weight attribute, if any.
+    ``graphs``: ``"undirected"``/``"directed"`` where NetworkX refuses the other kind, else ``"any"``;
+    ``directed``: False where NetworkX takes directed graphs with semantics we do not implement
+    (``can_run`` declines them). ``weight``: the NetworkX parameter naming the edge weight, if any.
     """
 
     function: str
@@ -51,6 +52,7 @@ class NetworkX:
     params: dict = field(default_factory=dict)
     requires: dict = field(default_factory=dict)
     graphs: str = "any"
+    directed: bool = True
     weight: str | None = None
 
     @property

@@ -354,6 +354,8 @@ def can_run(name, args, kwargs):
     graph = next(iter(arguments.values()))
     if graph.is_multigraph() and declaration.result not in _MULTIGRAPH_SHAPES:
         return f"{name} on a multigraph: parallel edges would count separately"
+    if graph.is_directed() and not declaration.directed:
+        return f"{name} on a directed graph: NetworkX's directed semantics are not implemented here"
     for param, wanted in declaration.requires.items():
         if arguments.get(param) != wanted:
             return f"{param}={arguments.get(param)!r} is not supported (only {wanted!r})"
