@@ -80,8 +80,10 @@ class GoffishGraph:
 
     def nodes_of(self, ids) -> list:
         """NetworkX nodes of stored vertex ids (an Arrow array)."""
+        import pyarrow as pa
+
         if self.nodes is None:
-            return ids.to_pylist()
+            return ids.to_numpy().tolist() if pa.types.is_integer(ids.type) else ids.to_pylist()
         return self.nodes[ids.to_numpy()].tolist()
 
     def to_networkx(self):
@@ -182,7 +184,7 @@ def _column(handle: GoffishGraph, result, column: str):
 
 
 def _groups(handle, ids, labels) -> list[set]:
-    order = np.argsort(labels, kind="stable")
+    order = np.argsort(labels)
     nodes = handle.nodes_of(ids.take(order))
     cuts = np.flatnonzero(np.diff(labels[order])) + 1
     bounds = np.concatenate([[0], cuts, [len(order)]])
