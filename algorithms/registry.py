@@ -81,8 +81,9 @@ class Algorithm:
     ``cli`` is the ``goffish run`` sub-command (None: not on the CLI) and ``flags`` the
     parameters it exposes there; ``frames(result)`` gives the DataFrames the CLI writes
     (``{"": df}`` writes OUT itself, ``{"tree": df}`` writes OUT/tree) and
-    ``report(result)`` the run summary it prints; ``instance``: takes ``instance=``
-    (single runs) or ``instances=``/``time=`` (``timeseries``).
+    ``report(result)`` the run summary it prints. Single runs take the engine option
+    ``instance=``; ``timeseries`` ones select ``instances=``/``time=`` themselves. Whether it
+    takes ``weight=`` (and every other parameter) is its function's signature.
     """
 
     name: str
@@ -91,7 +92,6 @@ class Algorithm:
     returns: tuple
     cli: str | None = None
     flags: dict = field(default_factory=dict)
-    instance: bool = True
     timeseries: bool = False
     networkx: tuple = ()
     graphframes: tuple = ()
@@ -104,10 +104,6 @@ class Algorithm:
         """The function's own parameters after the graph (engine options excluded)."""
         params = list(inspect.signature(self.function).parameters.values())[1:]
         return [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
-
-    @property
-    def takes_weight(self) -> bool:
-        return any(p.name == "weight" for p in self.parameters)
 
     def default(self, name: str) -> Any:
         return inspect.signature(self.function).parameters[name].default
