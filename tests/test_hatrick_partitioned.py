@@ -47,7 +47,7 @@ def owners(workers):
 
 
 def check(graph, single, ref):
-    assert sorted(graph.vertices().tolist()) == sorted(ref.vertices)
+    assert sorted(graph.vertices()["id"].tolist()) == sorted(ref.vertices)
     assert live_edge_counts(graph.edges(), ref.directed) == ref.edge_counts()
     assert live_partition(graph.components()) == ref.partition()
     values = pd.concat([edge_frame(w.state) for w in graph.workers])
