@@ -123,11 +123,6 @@ class Worker:
     def abandon(self) -> None:
         self._staged = None
 
-    def apply(self, batch: UpdateBatch):
-        outcome = self.stage(batch)
-        self.commit()
-        return outcome
-
     def clock(self) -> tuple[int, float]:
         """(batches applied, latest event time applied here)."""
         return int(self.state.batch), float(self.state.time)
@@ -188,9 +183,6 @@ class Worker:
 
     def edge_frame(self) -> pd.DataFrame:
         return edge_frame(self.state)
-
-    def vertex_ids(self) -> np.ndarray:
-        return self.state.ids.to_numpy()[self.owned()]
 
     def owned_labels(self, selector=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(id, local label, id of the label's vertex) of owned alive vertices, all of them or those
@@ -476,9 +468,6 @@ class PartitionedGraph:
         """``id`` and attributes of every alive vertex (worker by worker)."""
         frames = [w.vertex_frame() for w in self.workers]
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-
-    def vertex_ids(self) -> np.ndarray:
-        return np.concatenate([w.vertex_ids() for w in self.workers])
 
     def components(self) -> pd.DataFrame:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
