@@ -300,8 +300,8 @@ def cmd_stream(args) -> int:
     s = g.stream(checkpoint=args.checkpoint, snapshot_policy=policy, aging_ttl=args.ttl)
 
     def progress(view):
-        print(f"batch {view.seq}: time {view.time}, {s.state.num_vertices:,} vertices, "
-              f"{s.state.num_edges:,} edges, {len(s.rejected)} rejected so far", flush=True)
+        print(f"batch {view.seq}: time {view.time}, {s.num_vertices:,} vertices, "
+              f"{s.num_edges:,} edges, {len(s.rejected)} rejected so far", flush=True)
 
     s.on_batch(progress)
     query = s.start(args.source, format=args.format, trigger=args.trigger)

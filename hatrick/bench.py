@@ -15,9 +15,10 @@ Phases, on one random undirected graph stored as GoFS (hash partitions):
 4. lost / duplicated: the final edge multiset against applying every update once
    (the generator's own window), and the live components against scipy from scratch.
 
-``--partitioned BATCHES`` instead runs the experimental partitioned live graph
-(:mod:`hatrick.partitioned`, all workers in this process) for 1, 2 and 3 workers, with a
-scale-out and a scale-in during the 2-worker run.
+The stream has ``--workers`` workers (:mod:`hatrick.partitioned`, all in this process;
+default 1, the embedded default). ``--partitioned BATCHES`` instead runs the partitioned live
+graph alone, without the stream around it, for 1, 2 and 3 workers, with a scale-out and a
+scale-in during the 2-worker run.
 
 ``--breakdown`` instead times the parts of a push: 30 pushes of ``--batch`` updates (the
 history the closed loop would build), then 20 pushes of 15k updates under cProfile, reported
@@ -316,8 +317,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-batch", type=int, default=100_000, help="largest batch the open loop takes at once")
     p.add_argument("--no-checkpoint", action="store_true")
     p.add_argument("--breakdown", action="store_true", help="only time the steps of a push (see above)")
+    p.add_argument("--workers", type=int, default=1, help="the stream's workers (phases 1-4)")
     p.add_argument("--partitioned", type=int, default=0, metavar="BATCHES",
-                   help="only run the experimental partitioned live graph for BATCHES batches per worker count")
+                   help="only run the partitioned live graph (no stream) for BATCHES batches per worker count")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -325,10 +327,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="hatrick-bench-") as tmp:
         n = args.vertices
         g, edges = build_graph(os.path.join(tmp, "g.gofs"), n, args.edges, args.seed)
-        stream = Stream(g, checkpoint=None if args.no_checkpoint else os.path.join(tmp, "ck"), workers=2)
+        stream = Stream(g, checkpoint=None if args.no_checkpoint else os.path.join(tmp, "ck"),
+                        workers=args.workers)
         mark_query_sets(stream, n, args.seed)
         work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
-        result = {"vertices": n, "edges": args.edges, "checkpoint": not args.no_checkpoint}
+        result = {"vertices": n, "edges": args.edges, "checkpoint": not args.no_checkpoint, "workers": args.workers}
         if args.partitioned:
             def factory():
                 return EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)

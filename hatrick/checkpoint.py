@@ -1,5 +1,8 @@
 """The exactly-once checkpoint of a stream: a full state, a log of batches since, snapshot progress.
 
+The full state is the partitioned live graph's worker states and bucket owners
+(:mod:`hatrick.partitioned`); logged batches are replayed through the same routing.
+
 Everything is stored as data (:mod:`hatrick.datafile`, JSON), never as pickles,
 and only in a directory this user owns that nobody else may write to: a
 checkpoint is trusted state, so a directory someone else could have filled is
@@ -19,7 +22,8 @@ import pandas as pd
 
 from gofs.errors import InputError
 from hatrick import datafile
-from hatrick.live import Column, State, TemplateValues, apply_batch
+from hatrick.live import Column, State, TemplateValues
+from hatrick.partitioned import PartitionedGraph
 from hatrick.snapshot import SnapshotReport
 from hatrick.updates import UpdateBatch
 
@@ -76,7 +80,7 @@ def state_to_tree(s: State) -> dict:
             "static_edge": sorted(s.static_edge), "batch": s.batch, "time": float(s.time), "free": s.free,
             "template": None if s.template is None else {
                 "keys": s.template.keys, "edge": _columns_out(s.template.edge),
-                "vertex_present": dict(s.template.vertex_present)}}
+                "vertex_present": dict(s.template.vertex_present), "size": s.template.size}}
 
 
 def state_from_tree(t: dict) -> State:
@@ -86,7 +90,8 @@ def state_from_tree(t: dict) -> State:
                  frozenset(t["static_edge"]), int(t["batch"]), float(t["time"]), t["free"],
                  None if t["template"] is None else TemplateValues(t["template"]["keys"],
                                                                    _columns_in(t["template"]["edge"]),
-                                                                   dict(t["template"]["vertex_present"])))
+                                                                   dict(t["template"]["vertex_present"]),
+                                                                   int(t["template"].get("size", 0))))
 
 
 _BATCH_FIELDS = ("op", "a", "b", "attribute", "value", "producer", "seq", "time")
@@ -187,7 +192,7 @@ class Checkpoint:
     def _write_full(self, payload: dict) -> None:
         self._write(self.path, payload, chunk=_FULL_CHUNK)
         for number, path in self._logged():
-            if number <= payload["state"]["batch"]:
+            if number <= payload["states"][0]["batch"]:
                 os.remove(path)
 
     def _write_full_in_background(self, payload: dict) -> None:
@@ -213,11 +218,15 @@ class Checkpoint:
         payload = {"batch": batch_to_tree(batch), "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer}
         return _LogWrite(path, self._log_writer.submit(self._write, path, payload))
 
-    def commit(self, pending: "_LogWrite | None", state: State, hwm: dict, buffer: dict,
-               gaps: dict | None = None) -> None:
+    def commit(self, pending: "_LogWrite | None", state, hwm: dict, buffer: dict,
+               gaps: dict | None = None, owner: np.ndarray | None = None) -> None:
         """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
-        start writing the full state in the background."""
-        payload = {"state": state_to_tree(state), "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer}
+        start writing the full state in the background. ``state``: one :class:`State`, or the
+        states of a partitioned graph's workers (in worker order) with ``owner`` (bucket -> worker)."""
+        states = [state] if isinstance(state, State) else list(state)
+        owner = np.zeros(1, np.int64) if owner is None else np.asarray(owner, np.int64)
+        payload = {"states": [state_to_tree(s) for s in states], "owner": owner, "hwm": dict(hwm),
+                   "gaps": dict(gaps or {}), "buffer": buffer}
         if pending is None:
             self.wait()
             self._write_full(payload)
@@ -291,25 +300,30 @@ class Checkpoint:
     def _replay(self) -> dict:
         base = os.stat(self.path)
         payload = self._read(self.path)
-        state = state_from_tree(payload["state"])
-        logged = [(number, path) for number, path in self._logged() if number > state.batch]
+        if "states" in payload:
+            states, owner = [state_from_tree(s) for s in payload["states"]], np.asarray(payload["owner"], np.int64)
+        else:                                           # written before the live graph was partitioned
+            states, owner = [state_from_tree(payload["state"])], np.zeros(1, np.int64)
+        graph = PartitionedGraph.restore(states, owner)
+        logged = [(number, path) for number, path in self._logged() if number > graph.batch]
         now = os.stat(self.path)
         if (now.st_ino, now.st_mtime_ns) != (base.st_ino, base.st_mtime_ns):
             raise _LogGap(f"{self.path}: replaced while being read (its logs may be gone)")
         hwm, gaps, buffer = payload["hwm"], payload["gaps"], payload["buffer"]
         for i, (number, path) in enumerate(logged):
-            if number != state.batch + 1:
-                raise _LogGap(f"{path}: checkpoint log skips from batch {state.batch} to {number}")
+            if number != graph.batch + 1:
+                raise _LogGap(f"{path}: checkpoint log skips from batch {graph.batch} to {number}")
             entry = self._read(path)
             try:
-                state, _ = apply_batch(state, batch_from_tree(entry["batch"]))
+                graph.apply(batch_from_tree(entry["batch"]))
             except Exception:
                 if i < len(logged) - 1:
                     raise
                 os.remove(path)     # the last batch failed to apply when pushed too: it never committed
                 break
             hwm, gaps, buffer = entry["hwm"], entry["gaps"], entry["buffer"]
-        return {"state": state, "hwm": hwm, "gaps": gaps, "buffer": buffer}
+        return {"graph": graph, "state": graph.gather() if len(graph.workers) == 1 else None, "hwm": hwm,
+                "gaps": gaps, "buffer": buffer}
 
     @staticmethod
     def _read(path: str) -> dict:

@@ -71,11 +71,15 @@ def empty_column(kind: str, size: int) -> Column:
 class TemplateValues:
     """The template's static attribute values, for template edges and vertices that come back
     after a removal: ``keys`` (sorted edge keys), ``edge`` (name -> Column aligned with keys),
-    ``vertex_present`` (name -> which template vids have a value; the values stay in the state)."""
+    ``vertex_present`` (name -> which template vids have a value; the values stay in the state),
+    ``size``: vids 0..size-1 are the graph's ids as loaded (template first), the same in every
+    state derived from it (:mod:`hatrick.partitioned` keeps them on every worker), so these vids
+    and keys mean the same everywhere."""
 
     keys: np.ndarray
     edge: dict
     vertex_present: dict
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,7 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
             col, null = _column_from(ekinds[name], np.asarray(values, dtype=object)[t_last])
             t_columns[name] = Column(col, ~null)
     template = TemplateValues(t_keys, t_columns, {name: vattrs[name].present.copy() for name in static_vertex
-                                                  if name in vattrs})
+                                                  if name in vattrs}, n)
     return replace(state, comp=components_from_scratch(state), template=template)
 
 
@@ -701,8 +705,9 @@ def _column_out(column: Column, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def vertex_frame(state: State) -> pd.DataFrame:
-    vids = np.flatnonzero(state.alive)
+def vertex_frame(state: State, vids: np.ndarray | None = None) -> pd.DataFrame:
+    """``id`` and attributes of alive vertices (or of vertices ``vids``)."""
+    vids = np.flatnonzero(state.alive) if vids is None else vids
     frame = {"id": state.ids.to_numpy()[vids]}
     for name, column in state.vattrs.items():
         frame[name] = _column_out(column, vids)
@@ -730,22 +735,29 @@ class GraphView:
     """The graph after one batch, for callbacks: ``time`` (the largest event time applied so far,
     which is the batch's max event time when batches arrive in time order), ``seq``
     (the batch number), ``vertices()`` and ``edges()`` as pandas DataFrames, built on first use
-    and cached. The state is immutable, so a view stays valid after later batches."""
+    and cached. The state is immutable, so a view stays valid after later batches. ``state`` may
+    be a function returning the state (then ``time`` and ``seq`` are given): it is called on first
+    use of the frames (a partitioned graph gathers its workers' states of that batch then)."""
 
-    def __init__(self, state: State):
+    def __init__(self, state, time: float | None = None, seq: int | None = None):
         self._state = state
-        self.time = float(state.time)
-        self.seq = int(state.batch)
+        self.time = float(state.time if time is None else time)
+        self.seq = int(state.batch if seq is None else seq)
         self._vertices = self._edges = None
+
+    def _resolved(self) -> State:
+        if callable(self._state):
+            self._state = self._state()
+        return self._state
 
     def vertices(self) -> pd.DataFrame:
         if self._vertices is None:
-            self._vertices = vertex_frame(self._state)
+            self._vertices = vertex_frame(self._resolved())
         return self._vertices
 
     def edges(self) -> pd.DataFrame:
         if self._edges is None:
-            self._edges = edge_frame(self._state)
+            self._edges = edge_frame(self._resolved())
         return self._edges
 
 

@@ -1,8 +1,10 @@
 """The live graph split over workers by bucket: routing, per-worker state, boundary merge, migration.
 
-Experimental step towards Hatrick on Spark executors (issue 21); :class:`hatrick.stream.Stream`
-does not use it yet. Every worker runs the same :func:`hatrick.live.apply_batch` on its own
-:class:`hatrick.live.State`; one worker holding every bucket is exactly the single-state graph.
+The live graph of every :class:`hatrick.stream.Stream` (issue 21): ``g.stream(workers=N)`` has N
+workers; the embedded default is N = 1 of this same code. Every worker runs the same
+:func:`hatrick.live.apply_batch` on its own :class:`hatrick.live.State`; one worker holding every
+bucket is exactly the single-state graph (no ghosts, so the merges below are the identity and are
+skipped).
 
 Ownership: a vertex belongs to the worker owning ``bucket_of(id)``; an edge to the owner of its
 source's bucket (undirected: the smaller of its endpoints' buckets), where its endpoints are
@@ -18,7 +20,15 @@ one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reac
 between selected vertices follows from the merged components.
 
 The driver reaches workers only through :class:`Worker`'s methods, so a worker in another
-process can stand in for one; today all of them live in the caller's process.
+process can stand in for one; today all of them live in the caller's process. A batch is applied
+in two phases (:meth:`PartitionedGraph.stage`, then :meth:`~PartitionedGraph.commit` or
+:meth:`~PartitionedGraph.abandon`), so the stream makes it durable before any worker shows it and
+a failure on one worker changes none.
+
+What still needs the whole graph in one place goes through :meth:`PartitionedGraph.gather`
+(``Worker.part`` from every worker, rebuilt on the driver: O(graph), free for one worker):
+snapshots, directed reachability across workers, and the ``vertices()``/``edges()`` frames of an
+``on_batch`` view (gathered on first use, which is how CGQL's live patterns see the graph).
 
 Migration (:meth:`Worker.extract` / :meth:`Worker.absorb`): the moved buckets' edges, owned
 vertices and attributes travel as a :mod:`hatrick.datafile` payload from the old owner to the
@@ -26,13 +36,16 @@ new one; nothing else moves.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from hatrick import datafile
-from hatrick.live import State, apply_batch, build_state, edge_frame, select_vertices
+from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
+                          reachable_frame, select_vertices, vertex_frame)
 from hatrick.ring import bucket_of
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
 
@@ -93,12 +106,59 @@ class Worker:
         self.index = index
         self.state = state
         self.owner = owner
+        self._staged = None
 
-    def apply(self, batch: UpdateBatch):
-        self.state, outcome = apply_batch(self.state, batch)
+    def stage(self, batch: UpdateBatch):
+        """Apply ``batch`` to a new version of the state, shown only after :meth:`commit`."""
+        self._staged, outcome = apply_batch(self.state, batch)
         return outcome
 
+    def staged_state(self) -> State:
+        """The staged version (immutable: what a checkpoint writes)."""
+        return self._staged
+
+    def commit(self) -> None:
+        self.state, self._staged = self._staged, None
+
+    def abandon(self) -> None:
+        self._staged = None
+
+    def clock(self) -> tuple[int, float]:
+        """(batches applied, latest event time applied here)."""
+        return int(self.state.batch), float(self.state.time)
+
+    def sizes(self) -> tuple[int, int]:
+        """(owned alive vertices, live edge copies held here)."""
+        return len(self.owned()), int(self.state.mult.sum())
+
+    def bucket_state(self) -> np.ndarray:
+        """Live state per bucket held here: edge copies by edge bucket plus owned alive vertices."""
+        b = len(self.owner)
+        slots, edge_bucket = self._edge_buckets()
+        owned = self.owned()
+        return (np.bincount(edge_bucket, weights=self.state.mult[slots], minlength=b)
+                + np.bincount(bucket_of(self.state.ids.to_numpy()[owned], b), minlength=b))
+
+    def stale_edges(self, ttl: float, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) ids of every edge copy held here not added or set within ``ttl`` of ``now``."""
+        s = self.state
+        live = s.live_slots()
+        stale = live[s.touched[live] < now - ttl]
+        slots = np.repeat(stale, s.mult[stale])
+        ids = s.ids.to_numpy()
+        return ids[s.src[slots]], ids[s.dst[slots]]
+
+    def vertex_frame(self) -> pd.DataFrame:
+        """Owned alive vertices with their attributes."""
+        return vertex_frame(self.state, self.owned())
+
+    def part(self) -> dict:
+        """Everything this worker owns, as plain arrays (for :meth:`PartitionedGraph.gather`)."""
+        return _part(self.state, self.state.live_slots(), self.owned())
+
     def _owned_mask(self, vids: np.ndarray) -> np.ndarray:
+        if (self.owner == self.index).all():                 # one worker: it owns everything
+            return np.ones(len(vids), bool)
         return self.owner[bucket_of(self.state.ids.to_numpy()[vids], len(self.owner))] == self.index
 
     def owned(self) -> np.ndarray:
@@ -124,9 +184,6 @@ class Worker:
     def edge_frame(self) -> pd.DataFrame:
         return edge_frame(self.state)
 
-    def vertex_ids(self) -> np.ndarray:
-        return self.state.ids.to_numpy()[self.owned()]
-
     def owned_labels(self, selector=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(id, local label, id of the label's vertex) of owned alive vertices, all of them or those
         ``selector`` picks (as :func:`hatrick.live.select_vertices`)."""
@@ -137,6 +194,14 @@ class Worker:
             vids = np.intersect1d(vids, select_vertices(self.state, selector))
         ids = self.state.ids.to_numpy()
         return ids[vids], self.state.comp[vids], ids[self.state.comp[vids]]
+
+    def components_frame(self) -> pd.DataFrame:
+        """Local components of every vertex held here (for one worker: the graph's components)."""
+        return components_frame(self.state)
+
+    def reachable(self, sources, sinks) -> pd.DataFrame:
+        """Pairs joined by a path within this worker's state (for one worker: the graph's pairs)."""
+        return reachable_frame(self.state, sources, sinks)
 
     def vertex_attributes(self) -> set:
         return set(self.state.vattrs)
@@ -184,25 +249,36 @@ def edge_buckets(s: State, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
 def _part(s: State, slots: np.ndarray, vids: np.ndarray) -> dict:
     """Edges ``slots`` and vertices ``vids`` of ``s`` as plain arrays (ids, not vids)."""
     ids = s.ids.to_numpy()
-    return {"src": ids[s.src[slots]], "dst": ids[s.dst[slots]], "mult": s.mult[slots],
+    return {"src": ids[s.src[slots]], "dst": ids[s.dst[slots]], "mult": s.mult[slots], "touched": s.touched[slots],
             "eattrs": {n: {"values": c.values[slots], "present": c.present[slots]} for n, c in s.eattrs.items()},
             "vids": ids[vids],
-            "vattrs": {n: {"values": c.values[vids], "present": c.present[vids]} for n, c in s.vattrs.items()}}
+            "vattrs": {n: {"values": c.values[vids], "present": c.present[vids]} for n, c in s.vattrs.items()},
+            "vkinds": dict(s.vkinds), "ekinds": dict(s.ekinds)}
 
 
 def _rebuild(like: State, parts: list[dict]) -> State:
     """A state holding ``parts`` (their vertices, edges with multiplicity, attributes), with the
-    kinds, static names and template values of ``like``; components from scratch. (Edge ``touched``
-    times restart at the state's time: aging counts from the move.)"""
+    kinds, static names and template values of ``like`` (the loaded graph's ids first, at the same
+    vids, alive only where held); components from scratch; edges keep their ``touched`` times."""
     parts = parts or [_part(like, np.zeros(0, np.int64), np.zeros(0, np.int64))]
     src = np.concatenate([np.repeat(p["src"], p["mult"]) for p in parts])
     dst = np.concatenate([np.repeat(p["dst"], p["mult"]) for p in parts])
     vertex_ids = np.concatenate([p["vids"] for p in parts])
-    all_ids = pd.unique(np.concatenate([vertex_ids, src, dst]))
+    size = like.template.size if like.template is not None else 0
+    prefix = like.ids.to_numpy()[:size]               # the loaded graph's ids keep their vids (template keys)
+    held = pd.unique(np.concatenate([vertex_ids, src, dst]))
+    all_ids = pd.unique(np.concatenate([prefix, held]))
     index = pd.Index(all_ids)
+    vkinds, ekinds = dict(like.vkinds), dict(like.ekinds)        # and attributes a part brings along
+    for p in parts:
+        vkinds.update({n: k for n, k in p.get("vkinds", {}).items() if n not in vkinds})
+        ekinds.update({n: k for n, k in p.get("ekinds", {}).items() if n not in ekinds})
     vcols = {}
-    for name, kind in like.vkinds.items():
+    for name, kind in vkinds.items():
         values = np.full(len(all_ids), None, dtype=object)
+        column = like.vattrs.get(name)
+        if name in like.static_vertex and column is not None and size:     # static values stay in place
+            values[:size] = np.where(column.present[:size], column.values[:size].astype(object), None)
         for p in parts:
             column = p["vattrs"].get(name)
             if column is not None and len(p["vids"]):
@@ -210,7 +286,7 @@ def _rebuild(like: State, parts: list[dict]) -> State:
                 values[at] = np.asarray(column["values"], dtype=object)[column["present"]]
         vcols[name] = (kind, values)
     ecols = {}
-    for name, kind in like.ekinds.items():
+    for name, kind in ekinds.items():
         chunks = []
         for p in parts:
             column = p["eattrs"].get(name)
@@ -222,8 +298,19 @@ def _rebuild(like: State, parts: list[dict]) -> State:
         ecols[name] = (kind, np.concatenate(chunks) if chunks else np.zeros(0, object))
     state = build_state(all_ids, src, dst, like.directed, vcols, ecols, like.static_vertex, like.static_edge,
                         like.time)
-    return State(state.directed, state.ids, state.alive, state.comp, state.vattrs, dict(like.vkinds), state.keys,
-                 state.key_slots, state.src, state.dst, state.mult, state.touched, state.eattrs, dict(like.ekinds),
+    touched = state.touched
+    if len(src):
+        keys = state.key(index.get_indexer(np.concatenate([p["src"] for p in parts])),
+                         index.get_indexer(np.concatenate([p["dst"] for p in parts])))
+        touched = touched.copy()
+        touched[state.key_slots[np.searchsorted(state.keys, keys)]] = np.concatenate(
+            [p.get("touched", np.full(len(p["src"]), like.time)) for p in parts])
+    alive = state.alive
+    if size:
+        alive = alive.copy()
+        alive[:size] = pd.Index(held).get_indexer(prefix) >= 0
+    return State(state.directed, state.ids, alive, state.comp, state.vattrs, vkinds, state.keys,
+                 state.key_slots, state.src, state.dst, state.mult, touched, state.eattrs, ekinds,
                  like.static_vertex, like.static_edge, like.batch, like.time, state.free, like.template)
 
 
@@ -272,33 +359,120 @@ class PartitionedGraph:
                                                          alive[vertex_owner == i])]), owner)
                         for i in range(count)]
 
+    @classmethod
+    def restore(cls, states: list[State], owner: np.ndarray) -> "PartitionedGraph":
+        """Workers holding ``states`` as they were (from a checkpoint), bucket ``b`` on ``owner[b]``."""
+        graph = cls.__new__(cls)
+        owner = np.asarray(owner, np.int64)
+        graph.directed = states[0].directed
+        graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
+        return graph
+
     @property
     def owner(self) -> np.ndarray:
         return self.workers[0].owner
 
-    def apply(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
-        """Apply ``batch`` on every worker; returns (updates applied, rejected ones) by the owners' verdicts."""
-        applied, rejected = 0, []
-        for w, (rows, why) in zip(self.workers, route(batch, self.owner, self.directed)):
-            outcome = w.apply(rows_for(batch, rows, why))
-            mine = outcome.rejected
-            own = rows[why == OWN]
-            if len(mine) and len(own) < len(rows):        # drop verdicts on rows another worker owns
-                keys = pd.MultiIndex.from_arrays([batch.producer[own], batch.seq[own]])
-                mine = mine[pd.MultiIndex.from_arrays([mine.producer, mine.seq]).isin(keys)]
-            applied += len(own) - len(mine)
-            if len(mine):
-                rejected.append(mine)
+    @property
+    def batch(self) -> int:
+        """Batches applied (every worker applies every batch, possibly with no rows)."""
+        return self.workers[0].clock()[0]
+
+    @property
+    def time(self) -> float:
+        """The latest event time applied on any worker."""
+        return max(w.clock()[1] for w in self.workers)
+
+    def stage(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
+        """Apply ``batch`` on every worker, shown only after :meth:`commit`; returns (updates
+        applied, rejected ones) by the owners' verdicts. Raises (with nothing staged) if any worker fails."""
+        try:
+            if len(self.workers) == 1:                   # every row is the only worker's own
+                outcome = self.workers[0].stage(batch)
+                return outcome.applied, outcome.rejected
+            applied, rejected = 0, []
+            for w, (rows, why) in zip(self.workers, route(batch, self.owner, self.directed)):
+                outcome = w.stage(rows_for(batch, rows, why))
+                mine = outcome.rejected
+                own = rows[why == OWN]
+                if len(mine) and len(own) < len(rows):        # drop verdicts on rows another worker owns
+                    keys = pd.MultiIndex.from_arrays([batch.producer[own], batch.seq[own]])
+                    mine = mine[pd.MultiIndex.from_arrays([mine.producer, mine.seq]).isin(keys)]
+                applied += len(own) - len(mine)
+                if len(mine):
+                    rejected.append(mine)
+        except BaseException:
+            self.abandon()
+            raise
         return applied, (pd.concat(rejected, ignore_index=True) if rejected else empty_rejected())
+
+    def staged_states(self) -> list[State]:
+        return [w.staged_state() for w in self.workers]
+
+    def states(self) -> list[State]:
+        """Each worker's current (immutable) state, in worker order: what a full checkpoint holds."""
+        return [w.state for w in self.workers]
+
+    def commit(self) -> None:
+        for w in self.workers:
+            w.commit()
+
+    def abandon(self) -> None:
+        for w in self.workers:
+            w.abandon()
+
+    def apply(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
+        """:meth:`stage` and :meth:`commit`."""
+        out = self.stage(batch)
+        self.commit()
+        return out
+
+    def sizes(self) -> np.ndarray:
+        """Per worker: (owned alive vertices, live edge copies)."""
+        return np.array([w.sizes() for w in self.workers], np.int64).reshape(-1, 2)
+
+    def bucket_state(self) -> np.ndarray:
+        """Live state per bucket (edge copies by edge bucket plus alive vertices), summed over workers."""
+        return np.sum([w.bucket_state() for w in self.workers], axis=0)
+
+    def stale_edges(self, ttl: float, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of every edge copy not added or set within ``ttl`` of ``now``; with several
+        workers sorted by (src, dst), so the same graph gives the same list however it is split."""
+        parts = [w.stale_edges(ttl, now) for w in self.workers]
+        if len(parts) == 1:
+            return parts[0]
+        src, dst = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        order = np.lexsort((dst, src))
+        return src[order], dst[order]
+
+    def gather(self) -> State:
+        """THE GATHER: the whole graph as one :class:`hatrick.live.State` on the driver (every
+        worker's :meth:`Worker.part`, rebuilt; O(graph)). Free for one worker (its own state). Used
+        only where a feature needs the whole graph: snapshots, directed reachability across
+        workers, ``on_batch`` view frames. Component labels of a gathered state are its own."""
+        if len(self.workers) == 1:
+            return self.workers[0].state
+        return _gather_states(self.states(), self.owner)
+
+    def view(self) -> GraphView:
+        """The graph now, for ``on_batch`` callbacks: time and seq at once; frames on first use
+        (one worker: its state; several: a gather of the workers' states as they are now)."""
+        if len(self.workers) == 1:
+            return GraphView(self.workers[0].state)
+        states, owner = self.states(), self.owner
+        return GraphView(lambda: _gather_states(states, owner), time=self.time, seq=self.batch)
 
     def edges(self) -> pd.DataFrame:
         return pd.concat([w.edge_frame() for w in self.workers], ignore_index=True)
 
-    def vertices(self) -> np.ndarray:
-        return np.concatenate([w.vertex_ids() for w in self.workers])
+    def vertices(self) -> pd.DataFrame:
+        """``id`` and attributes of every alive vertex (worker by worker)."""
+        frames = [w.vertex_frame() for w in self.workers]
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
     def components(self) -> pd.DataFrame:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
+        if len(self.workers) == 1:
+            return self.workers[0].components_frame()
         ids, group, rep = self._labelled(None, merge_components(self.workers))
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
@@ -312,10 +486,13 @@ class PartitionedGraph:
                 np.concatenate([rep for _, _, rep in out]))
 
     def reachable(self, sources, sinks) -> pd.DataFrame:
-        """Pairs (``source``, ``sink``) joined by a path, for undirected graphs: both in one
-        component after the boundary merge. Selectors as in :meth:`hatrick.stream.Stream.reachable`."""
+        """Pairs (``source``, ``sink``) joined by a path. Undirected: both in one component after
+        the boundary merge. Directed with several workers: on :meth:`gather` (not yet a boundary
+        merge). Selectors as in :meth:`hatrick.stream.Stream.reachable`."""
+        if len(self.workers) == 1:
+            return self.workers[0].reachable(sources, sinks)
         if self.directed:
-            raise NotImplementedError("directed reachability across workers is not implemented yet")
+            return reachable_frame(self.gather(), sources, sinks)
         known = set().union(*(w.vertex_attributes() for w in self.workers)) | {"id"}
         for selector in (sources, sinks):
             if isinstance(selector, dict) and set(selector) - known:
@@ -349,3 +526,9 @@ class PartitionedGraph:
         for target, payload in payloads:
             self.workers[target].absorb(payload)
         return sent
+
+
+def _gather_states(states: list[State], owner: np.ndarray) -> State:
+    """:meth:`PartitionedGraph.gather` of earlier worker states."""
+    parts = [Worker(i, s, owner).part() for i, s in enumerate(states)]
+    return dataclasses.replace(_rebuild(states[0], parts), time=max(float(s.time) for s in states))

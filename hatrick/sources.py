@@ -117,17 +117,14 @@ def start_query(stream, source, format: str, trigger: str, checkpoint_location: 
             .option("checkpointLocation", checkpoint_location).trigger(**_trigger(trigger)).start())
 
 
-def aging_updates(state, ttl: float, first_seq: int, producer: str = "aging") -> pd.DataFrame:
-    """Removals of every edge copy not added or set within ``ttl`` of the graph's event time.
+def aging_updates(src: np.ndarray, dst: np.ndarray, time: float, first_seq: int,
+                  producer: str = "aging") -> pd.DataFrame:
+    """Removals of the stale edge copies ``src``-``dst`` (see
+    :meth:`hatrick.partitioned.PartitionedGraph.stale_edges`) at event time ``time``.
 
     Emitted by producer ``producer`` with seqs from ``first_seq``; the removals are derived from
-    the state alone, so after a restart the same ones are emitted again and de-duplicated."""
-    live = state.live_slots()
-    stale = live[state.touched[live] < state.time - ttl]
-    if not len(stale):
+    the live graph alone, so after a restart the same ones are emitted again and de-duplicated."""
+    if not len(src):
         return pd.DataFrame(columns=["op", "src", "dst", "producer", "seq", "time"])
-    slots = np.repeat(stale, state.mult[stale])
-    ids = state.ids.to_numpy()
-    return pd.DataFrame({"op": "remove_edge", "src": ids[state.src[slots]], "dst": ids[state.dst[slots]],
-                         "producer": producer, "seq": np.arange(first_seq, first_seq + len(slots)),
-                         "time": state.time})
+    return pd.DataFrame({"op": "remove_edge", "src": src, "dst": dst, "producer": producer,
+                         "seq": np.arange(first_seq, first_seq + len(src)), "time": time})

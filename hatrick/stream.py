@@ -1,7 +1,8 @@
 """A stream of updates on a stored graph: exactly-once application, live results, snapshots, rescaling.
 
-``s = g.stream()`` loads the graph's latest state (its last instance, else the
-template) into a :mod:`hatrick.live` graph. Every batch (``s.push(...)`` or a
+``s = g.stream(workers=N)`` loads the graph's latest state (its last instance, else
+the template) into a :mod:`hatrick.partitioned` live graph of N workers owning
+buckets (the embedded default is N = 1 of the same code). Every batch (``s.push(...)`` or a
 Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
 
 1. row checks (:func:`hatrick.updates.validate`);
@@ -10,22 +11,22 @@ Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
    is a replay and is skipped (producers number their updates in the order they
    send them); one that arrives late for a seq its producer skipped, or reuses
    a seq for a different update, is refused and listed in ``rejected``;
-3. application to a new copy-on-write state (nothing changes on failure);
+3. application, staged on every worker (copy-on-write; nothing changes on failure);
 4. with a checkpoint directory (:mod:`hatrick.checkpoint`: data files, never
    pickles, in a directory only this user can write), the batch, the new marks
    and what the buffer then holds are logged to one
    file (written while step 3 runs, fsynced, moved into place atomically; the
    full state follows in the background every ``full_checkpoint_every``
-   batches), and only then is the new state swapped in. So a crash at any
+   batches), and only then do the workers show the new state. So a crash at any
    point, followed by a restart from the checkpoint and a replay of the
    producers' logs (or Spark's own replay of the uncommitted micro-batch),
    applies every update exactly once;
 5. the elastic buffer records the batch by bucket; callbacks and live queries
    run; a snapshot is written when the buffer's policy says so.
-Buckets are owned by logical workers through a consistent-hash ring or the
-state-aware planner (``s.rescale``). Within this driver process the workers
-share one live graph: a migration measures and serialises the moved buckets'
-state and switches their owners at a batch boundary.
+Buckets are owned by workers through a consistent-hash ring or the
+state-aware planner (``s.rescale``): at a batch boundary the moved buckets' state
+travels from its old worker to its new one (the workers still run in this
+process; see :mod:`hatrick.partitioned` for what is gathered on the driver).
 """
 from __future__ import annotations
 
@@ -41,12 +42,11 @@ import pandas as pd
 
 from gofs.errors import InputError
 from gofs.instances import append_instances
-from hatrick import datafile
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
-from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
-                          reachable_frame, vertex_frame)
+from hatrick.live import GraphView, State, build_state
 from hatrick.marks import ProducerMarks
+from hatrick.partitioned import PartitionedGraph
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
 from hatrick.snapshot import SnapshotReport, Template, build_instance
@@ -76,10 +76,11 @@ class RescaleReport:
     moved_buckets: int
     moved_fraction: float           # of the live state (edges + vertices), by the plan used
     ring_moved_fraction: float      # what the consistent-hash ring alone would have moved
-    moved_bytes: int
+    moved_bytes: int                # bytes actually sent worker to worker
     pause_seconds: float
-    max_load_ratio: float           # busiest worker's load / mean load after the move
+    max_load_ratio: float           # busiest worker's load / mean load after the move (by the plan)
     feasible: bool
+    worker_state: list | None = None    # per worker after the move: live edge copies + owned vertices
 
 
 def load_graph_state(graph) -> tuple[State, Template]:
@@ -130,7 +131,7 @@ class Stream:
     graph : gofs.store.GraphStore (``goffish.graph.Graph`` is one)
     checkpoint : directory for the exactly-once checkpoint (restarting with the same one resumes)
     num_buckets : buckets keys are hashed to (the unit of migration)
-    workers : logical workers owning buckets
+    workers : workers owning buckets, each with its part of the live graph (:mod:`hatrick.partitioned`)
     snapshot_policy : :class:`hatrick.buffer.SnapshotPolicy` to snapshot automatically (None: only
         when ``snapshot()`` is called or the buffer's capacity would overflow)
     aging_ttl : if set, edges not added or set for this much event time are removed after each
@@ -148,7 +149,7 @@ class Stream:
     >>> s.snapshot()
     """
 
-    def __init__(self, graph, checkpoint: str | None = None, num_buckets: int = 64, workers: int = 2,
+    def __init__(self, graph, checkpoint: str | None = None, num_buckets: int = 64, workers: int = 1,
                  snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
                  vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20,
                  autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0):
@@ -156,7 +157,6 @@ class Stream:
         self.id_type = graph.manifest["id_type"]
         self._lock = threading.RLock()
         self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
-        self.state, self._template = load_graph_state(graph)
         self.marks = ProducerMarks()
         self.snapshots: list[SnapshotReport] = []
         self._covered = 0              # the batch the last snapshot holds
@@ -166,13 +166,17 @@ class Stream:
         self.owner = self.ring.owners(num_buckets)
         self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
         restored = self._checkpoint.load() if self._checkpoint else None
+        state, self._template = load_graph_state(graph)
         if restored:
-            self.state, self.marks = restored["state"], ProducerMarks(restored["hwm"], restored["gaps"])
+            self.live = self._adopt(restored["graph"])
+            self.marks = ProducerMarks(restored["hwm"], restored["gaps"])
             self.snapshots, self._covered = restored["snapshots"], restored["covered"]
             if restored["pending"]:
                 self._finish_interrupted_snapshot(restored["pending"])
-            if self.state.batch > self._covered:
+            if self.live.batch > self._covered:
                 self.buffer.restore(restored["buffer"])
+        else:
+            self.live = PartitionedGraph(state, self.owner)
         self.auto_snapshot = snapshot_policy is not None
         self.aging_ttl = aging_ttl
         self.autoscale = autoscale
@@ -182,7 +186,29 @@ class Stream:
         self._live_queries: dict = {}
         self.live_results: dict = {}
         self._query = None
-        self._vbucket = np.zeros(0, np.int64)
+
+    def _adopt(self, live: PartitionedGraph) -> PartitionedGraph:
+        """A restored live graph, its buckets moved to this stream's owners (kept if it has as many
+        workers and buckets: its owners then come from the plans made before the restart)."""
+        if len(live.owner) == self.num_buckets and len(live.workers) == len(self.ring.workers):
+            self.owner = live.owner
+        elif len(live.owner) == self.num_buckets or len(live.workers) == 1:
+            if len(live.workers) == 1:
+                live.workers[0].owner = np.zeros(self.num_buckets, np.int64)
+            live.rescale(self.owner)
+        else:
+            live = PartitionedGraph(live.gather(), self.owner)
+        return live
+
+    @property
+    def state(self):
+        """The whole live graph as one :class:`hatrick.live.State`: with one worker its state,
+        with several a gather onto the driver (O(graph); for inspection and tests)."""
+        return self.live.gather()
+
+    @property
+    def workers(self) -> int:
+        return len(self.live.workers)
 
     # ingest ------------------------------------------------------------------------------------------
     def push(self, updates, errors: str = "raise") -> BatchReport:
@@ -210,25 +236,31 @@ class Stream:
             if not len(batch):
                 if len(bad_rows):
                     self.rejected = pd.concat([self.rejected, bad_rows], ignore_index=True)
-                return BatchReport(self.state.batch, received, received - len(bad_rows), 0, bad_rows,
+                return BatchReport(self.live.batch, received, received - len(bad_rows), 0, bad_rows,
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
             marks = self.marks.advanced(batch)
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
-            pending = self._checkpoint.begin(self.state.batch + 1, batch, marks.hwm, buffered,
+            pending = self._checkpoint.begin(self.live.batch + 1, batch, marks.hwm, buffered,
                                              marks.gaps) if self._checkpoint else None
             try:
-                state, outcome = apply_batch(self.state, batch)
+                applied, refused = self.live.stage(batch)
             except BaseException:
                 if self._checkpoint:
                     self._checkpoint.abandon(pending)
                 raise
             if self._checkpoint:
-                self._checkpoint.commit(pending, state, marks.hwm, buffered, marks.gaps)
-            self.state, self.marks = state, marks
-            rejected = pd.concat([bad_rows, outcome.rejected], ignore_index=True) if len(bad_rows) else outcome.rejected
+                try:
+                    self._checkpoint.commit(pending, self.live.staged_states(), marks.hwm, buffered, marks.gaps,
+                                            owner=self.live.owner)
+                except BaseException:
+                    self.live.abandon()
+                    raise
+            self.live.commit()
+            self.marks = marks
+            rejected = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
             if len(rejected):
                 self.rejected = pd.concat([self.rejected, rejected], ignore_index=True)
                 warnings.warn(f"{len(rejected)} update(s) rejected; first: producer {rejected.producer.iloc[0]!r} "
@@ -240,13 +272,15 @@ class Stream:
                 step = self.autoscale.observe(self.worker_loads())
                 if step:
                     self.rescale(len(self.ring.workers) + step)
-            if self.aging_ttl is not None and np.isfinite(self.state.time):
+            number = self.live.batch
+            if self.aging_ttl is not None and np.isfinite(self.now()):
                 from hatrick.sources import aging_updates
 
-                aged = aging_updates(self.state, self.aging_ttl, self.hwm.get("aging", 0) + 1)
+                now = self.now()
+                aged = aging_updates(*self.live.stale_edges(self.aging_ttl, now), now, self.hwm.get("aging", 0) + 1)
                 if len(aged):
                     self._ingest(aged, text_values=False, errors="report")
-        return BatchReport(state.batch, received, received - len(bad_rows) - len(batch), outcome.applied, rejected,
+        return BatchReport(number, received, received - len(bad_rows) - len(batch), applied, rejected,
                            _time.perf_counter() - clock, snap)
 
     @property
@@ -257,9 +291,9 @@ class Stream:
     def _after_batch(self) -> None:
         if self._live_queries:
             for name, (sources, sinks) in self._live_queries.items():
-                self.live_results[name] = reachable_frame(self.state, sources, sinks)
+                self.live_results[name] = self.live.reachable(sources, sinks)
         if self._callbacks:
-            view = GraphView(self.state)
+            view = self.live.view()
             for callback in list(self._callbacks):
                 callback(view)
 
@@ -267,7 +301,7 @@ class Stream:
     def now(self) -> float:
         """The stream's current event time: the latest applied update's ``time`` (before any,
         the end of the graph's last instance). CGQL splits past and live frames here."""
-        return float(self.state.time)
+        return float(self.live.time)
 
     def on_batch(self, callback) -> None:
         """Call ``callback(view)`` after every applied batch with a :class:`hatrick.live.GraphView`."""
@@ -279,25 +313,33 @@ class Stream:
             self._callbacks.remove(callback)
 
     def view(self) -> GraphView:
-        return GraphView(self.state)
+        return self.live.view()
 
     def vertices(self) -> pd.DataFrame:
-        return vertex_frame(self.state)
+        return self.live.vertices()
 
     def edges(self) -> pd.DataFrame:
-        return edge_frame(self.state)
+        return self.live.edges()
+
+    @property
+    def num_vertices(self) -> int:
+        return int(self.live.sizes()[:, 0].sum())
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.live.sizes()[:, 1].sum())
 
     def connected_components(self) -> pd.DataFrame:
         """Live (weakly) connected components: ``id``, ``component`` (the smallest member's id by
         arrival order), as of the last applied batch."""
-        return components_frame(self.state)
+        return self.live.components()
 
     def reachable(self, sources, sinks, live: str | None = None) -> pd.DataFrame:
         """Pairs (``source``, ``sink``) with a path from source to sink (directed graphs follow edge
         direction). ``sources``/``sinks``: a list of ids or a dict ``{attribute: value(s)}``.
         ``live="name"`` keeps the query: ``s.live_results[name]`` is refreshed after every batch."""
         with self._lock:
-            result = reachable_frame(self.state, sources, sinks)
+            result = self.live.reachable(sources, sinks)
             if live is not None:
                 self._live_queries[live] = (sources, sinks)
                 self.live_results[live] = result
@@ -317,20 +359,21 @@ class Stream:
         graph_instances = self.graph.refresh().instances
         last_start = graph_instances[-1]["start"] if graph_instances else float("-inf")
         last_end = graph_instances[-1]["end"] if graph_instances else 0.0
-        end = self.state.time if np.isfinite(self.state.time) else last_end
+        now = self.now()
+        end = now if np.isfinite(now) else last_end
         start = self.buffer.min_time()
         start = end if start is None else start
         start = max(start, last_start)
         end = max(end, start)
         if self._checkpoint:
-            self._checkpoint.snapshot_started(self.snapshots, self._covered, self.state.batch, start, end)
-        instance, report = build_instance(self.state, self._template, start, end)
+            self._checkpoint.snapshot_started(self.snapshots, self._covered, self.live.batch, start, end)
+        instance, report = build_instance(self.live.gather(), self._template, start, end)   # the gather
         report.instance = append_instances(self.graph.path, [instance])[0]
         self.graph.refresh()
         report.buffered_updates = self.buffer.drain()["volume"]
         report.seconds = _time.perf_counter() - clock
         self.snapshots.append(report)
-        self._covered = self.state.batch
+        self._covered = self.live.batch
         if self._checkpoint:
             self._checkpoint.snapshot_done(self.snapshots, self._covered)
         return report.instance
@@ -350,17 +393,14 @@ class Stream:
 
     # elasticity ----------------------------------------------------------------------------------------
     def bucket_state(self) -> np.ndarray:
-        """Live state per bucket: edge copies by source bucket plus alive vertices."""
-        s = self.state
-        if len(self._vbucket) != len(s.ids):
-            self._vbucket = bucket_of(s.ids.to_numpy(), self.num_buckets)
-        live = s.live_slots()
-        return (np.bincount(self._vbucket[s.src[live]], weights=s.mult[live], minlength=self.num_buckets)
-                + np.bincount(self._vbucket[s.alive], minlength=self.num_buckets)[: self.num_buckets])
+        """Live state per bucket: edge copies (by the bucket that owns the edge) plus alive vertices,
+        summed from the workers (O(buckets) on the driver)."""
+        return self.live.bucket_state()
 
     def rescale(self, workers: int, planner: str = "state") -> RescaleReport:
-        """Change the number of logical workers; ``planner`` "state" (moves least state under the
-        load bound) or "ring" (consistent hashing). Runs between batches."""
+        """Change the number of workers; ``planner`` "state" (moves least state under the load
+        bound) or "ring" (consistent hashing). Runs between batches: the moved buckets' live state
+        goes from their old worker to their new one (``moved_bytes``: what was sent)."""
         if workers < 1:
             raise InputError(f"workers must be >= 1, got {workers}")
         if planner not in ("state", "ring"):
@@ -377,32 +417,15 @@ class Stream:
             load = self.buffer.load + 1e-9
             by_ring = ring_plan(load, state, ring.owners(self.num_buckets), self.owner, ring.workers, self.tau)
             plan = by_ring if planner == "ring" else plan_migration(load, state, self.owner, ring.workers, self.tau)
-            moved_bytes = len(self._serialise(plan.moved))
+            moved_bytes = self.live.rescale(plan.owner)
             self.ring, self.owner = ring, plan.owner
             pause = _time.perf_counter() - clock
             report = RescaleReport(before, workers, planner, len(plan.moved), plan.moved_fraction,
                                    by_ring.moved_fraction, moved_bytes, pause,
-                                   plan.max_load / (load.sum() / workers), plan.feasible)
+                                   plan.max_load / (load.sum() / workers), plan.feasible,
+                                   self.live.sizes().sum(axis=1).tolist())
             self.rescales.append(report)
             return report
-
-    def _serialise(self, buckets: np.ndarray) -> bytes:
-        """The moved buckets' live state (edges, vertices, their attributes, buffer counters), as it
-        would be shipped. Buffered updates are not shipped: their effect is in the live state, which
-        is what a snapshot writes."""
-        s = self.state
-        moving = np.zeros(self.num_buckets, bool)
-        moving[buckets] = True
-        if len(self._vbucket) != len(s.ids):
-            self._vbucket = bucket_of(s.ids.to_numpy(), self.num_buckets)
-        slots = s.live_slots()
-        slots = slots[moving[self._vbucket[s.src[slots]]]]
-        vids = np.flatnonzero(s.alive & moving[self._vbucket])
-        payload = {"src": s.src[slots], "dst": s.dst[slots], "mult": s.mult[slots],
-                   "eattrs": {n: (c.values[slots], c.present[slots]) for n, c in s.eattrs.items()},
-                   "vids": vids, "vattrs": {n: (c.values[vids], c.present[vids]) for n, c in s.vattrs.items()},
-                   "buffer": (self.buffer.per_bucket[buckets], self.buffer.load[buckets])}
-        return datafile.dumps(payload)
 
     def worker_loads(self) -> np.ndarray:
         """Recent updates/s routed to each worker (exponentially weighted)."""

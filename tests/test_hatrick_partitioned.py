@@ -47,7 +47,7 @@ def owners(workers):
 
 
 def check(graph, single, ref):
-    assert sorted(graph.vertices().tolist()) == sorted(ref.vertices)
+    assert sorted(graph.vertices()["id"].tolist()) == sorted(ref.vertices)
     assert live_edge_counts(graph.edges(), ref.directed) == ref.edge_counts()
     assert live_partition(graph.components()) == ref.partition()
     values = pd.concat([edge_frame(w.state) for w in graph.workers])
@@ -111,13 +111,14 @@ def test_routing_is_by_owner_and_keeps_batch_order():
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("directed", [False, True])          # directed: on the gathered graph
 @pytest.mark.parametrize("workers", [1, 3])
-def test_reachability_over_workers_equals_one_state(workers):
+def test_reachability_over_workers_equals_one_state(workers, directed):
     from hatrick.live import reachable_frame
 
-    single, _ = start(False, seed=5)
+    single, _ = start(directed, seed=5)
     graph = PartitionedGraph(single, owners(workers))
-    for rows in batches(11, 4, 30, False):
+    for rows in batches(11, 4, 30, directed):
         batch = validate(rows, "int64")[0]
         single, _ = apply_batch(single, batch)
         graph.apply(batch)

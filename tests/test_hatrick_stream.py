@@ -11,6 +11,7 @@ from goffish.cli import main
 from gofs.errors import InputError
 from gofs.sources import from_pandas
 from hatrick import checkpoint as checkpoint_module
+from hatrick import partitioned as partitioned_module
 from hatrick import stream as stream_module
 from hatrick.updates import UpdateError
 from hatrick_reference import Reference, live_edge_counts, live_partition
@@ -84,7 +85,7 @@ def test_crash_mid_batch_then_restart_applies_every_update_once(graph, tmp_path,
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("driver killed")
 
-    target = {"apply": (stream_module, "apply_batch"), "log_write": (stream_module.Checkpoint, "_write"),
+    target = {"apply": (partitioned_module, "apply_batch"), "log_write": (stream_module.Checkpoint, "_write"),
               "commit": (checkpoint_module._LogWrite, "result"), "after_commit": (stream_module.Stream, "_after_batch")}[where]
     original = getattr(*target)
 
@@ -438,3 +439,68 @@ def test_a_line_cut_and_restored_keeps_its_template_type_and_an_add_can_carry_a_
     stored = g.edges(instance=s.snapshot(), attributes=["type", "load"]).toPandas().set_index(["src", "dst"])
     assert stored.loc[(2, 3), "type"] == "line" and stored.loc[(0, 4), "load"] == 2.5
     assert live_edge_counts(stored.reset_index(), False) == live_edge_counts(s.edges(), False)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_workers_hold_parts_of_the_live_graph_with_the_results_of_one(graph, tmp_path):
+    """g.stream(workers=3): every worker holds state, rescaling sends bytes between them, and the
+    graph, components, live reach, views, snapshot and a restart equal the one-worker stream's."""
+    log = random_log(7, 300)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    one = graph.stream(num_buckets=16)
+    many = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=3, full_checkpoint_every=3)
+    seen = {}
+    many.on_batch(lambda view: seen.update(seq=view.seq, edges=len(view.edges())))
+    for s in (one, many):
+        s.reachable([0, 1, 2], list(range(10, 30)), live="q")
+        push_all(s, log[:200], 30)
+    assert many.workers == 3 and all(n > 0 for n in many.live.sizes()[:, 1])
+    out = many.rescale(2, planner="ring")
+    assert out.moved_bytes > 0 and len(out.worker_state) == 2 and many.workers == 2
+    for s in (one, many):
+        push_all(s, log[200:], 30)
+    check_equal(many, ref)
+    assert seen == {"seq": many.live.batch, "edges": many.num_edges} and many.num_edges == one.num_edges
+    key = ["source", "sink"]
+    for s in (one, many):
+        assert s.live_results["q"].sort_values(key).values.tolist() == \
+            s.reachable([0, 1, 2], list(range(10, 30))).sort_values(key).values.tolist()
+    assert sorted(map(tuple, many.live_results["q"].values.tolist())) == \
+        sorted(map(tuple, one.live_results["q"].values.tolist()))
+    assert many.now() == one.now() and many.bucket_state().sum() == one.bucket_state().sum()
+    for frame in ("vertices", "edges"):                    # attributes travel with the moved buckets
+        got, want = (getattr(s, frame)() for s in (many, one))
+        if frame == "edges":
+            got, want = ([(min(u, v), max(u, v), w) for u, v, w in zip(f.src, f.dst, f.load.fillna(-1))]
+                         for f in (got, want))
+        else:
+            got, want = ([(i, w) for i, w in zip(f.id, f.load.fillna(-1))] for f in (got, want))
+        assert sorted(got) == sorted(want)
+    restarted = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=3)
+    assert restarted.workers == 3 and restarted.live.batch == many.live.batch
+    check_equal(restarted, ref)
+    instance = restarted.snapshot()                         # written from the gathered workers
+    g = graph.refresh()
+    stored = pd.concat([g.read_edge_partition(p, instance=instance).to_pandas() for p in range(g.num_partitions)])
+    assert live_edge_counts(stored, False) == ref.edge_counts()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_template_edge_removed_and_added_gets_its_static_value_back_on_any_worker(graph, workers):
+    s = graph.stream(num_buckets=16, workers=workers)
+    first = s.edges().iloc[0]
+    u, v = int(first.src), int(first.dst)
+
+    def copies():
+        e = s.edges()
+        return e[((e.src == u) & (e.dst == v)) | ((e.src == v) & (e.dst == u))]
+
+    before = len(copies())
+    s.push([{"op": "remove_edge", "src": u, "dst": v, "producer": "p", "seq": 1, "time": 1.0},
+            {"op": "add_edge", "src": u, "dst": v, "producer": "p", "seq": 2, "time": 2.0}])
+    if workers > 1:
+        s.rescale(2, planner="ring")
+    assert len(copies()) == before and (copies()["length"] == 1.0).all()
