@@ -5,23 +5,21 @@ sub-graph, in the same supersteps, in three phases (Sariyüce et al., "Efficient
 Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
 "A Faster Algorithm for Betweenness Centrality", 2001):
 
-1. **distances**: like SSSP, each sub-graph whose boundary distances improved runs
-   one seeded search per newly reached column (scipy.sparse.csgraph, C: a
-   breadth-first search on unweighted graphs, :func:`hop_distances`, else Dijkstra)
-   and sends ``distance + weight`` across its cut edges. On unweighted graphs a
-   column that paths re-enter is lowered by a frontier BFS over all such columns at
-   once, touching only where distances drop (:func:`lower_hops`).
+1. **distances**: like SSSP, each sub-graph lowers its columns' distances from the
+   seeds it received (a breadth-first search on unweighted graphs, else Dijkstra,
+   exploring only where a distance drops) and sends ``distance + weight`` across
+   its cut edges whose local end improved.
 2. **path counts** ``sigma``: with distances final, the shortest-path DAG of every
-   column is fixed (:class:`ShortestPathDag`: the DAG edges of all ``B`` columns,
-   grouped by the distance level of their head), so ``sigma`` is one sweep up the
-   levels, one ``np.add.at`` per level for all columns at once. It is linear, so
-   contributions arriving over cut edges are swept as increments (only their
-   columns' edges above where they enter: the DAG edges are kept sorted by level,
-   then column, so those are contiguous runs) and forwarded until none are left:
-   path counts are integers, exact.
+   column is fixed (:class:`ShortestPathDag`: each column's vertices in distance
+   order), so ``sigma`` is one sweep up it. It is linear, so contributions arriving
+   over cut edges are swept as increments (only their columns, from where they
+   enter) and forwarded until none are left: path counts are integers, exact.
 3. **dependencies**: ``y = delta / sigma`` obeys ``y(v) = sum over DAG successors w of
-   reach(w) / sigma(w) + y(w)``, one sweep down the levels, again incremental;
+   reach(w) / sigma(w) + y(w)``, one sweep down, again incremental;
    ``bc(v) += reach(s) * sigma(v) * y(v)`` as the increments arrive.
+
+The three passes are compiled (numba, :mod:`algorithms.brandes_kernels`): one
+pass per column over the sub-graph's arcs each, as igraph's C Brandes makes.
 
 With leaf compression (MSL-BC: undirected graphs, unweighted or with whole-number
 weights) every sub-graph first strips its hanging trees
@@ -38,25 +36,24 @@ mode the master stops once the top set has not changed for ``stable_batches``
 batches. The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
-Cost: every column is traversed in every sub-graph it reaches (a search in C, then
-numpy over its DAG edges), a few times where paths cross cuts back and forth; per
-source that is a few times igraph's C Brandes, spread over the tasks
-(``python -m goffish.bench_betweenness``; numbers in the README).
+Cost: every column is traversed in every sub-graph it reaches, again in parts where
+paths cross cuts back and forth (``python -m goffish.bench_betweenness``; numbers in
+BENCHMARKS.md).
 """
 from __future__ import annotations
 
 import functools
 import uuid
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 from pyspark.sql import functions as F
-from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra
+from scipy.sparse.csgraph import connected_components
 
-from algorithms.leaf_compression import LeafCompression, row_entries, strip_leaves
+from algorithms import brandes_kernels as kernels
+from algorithms.leaf_compression import LeafCompression, strip_leaves
 from algorithms.weights import reject_bad_weights
 from algorithms.registry import Algorithm, Flag, GraphFramesMethod, NetworkX, register
 from gofs.errors import InputError
@@ -77,14 +74,6 @@ MIN_DEFAULT_BATCH = 16
 
 
 # --------------------------------------------------------------------------- local kernels
-
-class EdgePairs(NamedTuple):
-    """Undirected local edges, each pair once."""
-
-    src: np.ndarray
-    dst: np.ndarray
-    w: np.ndarray
-
 
 @dataclass
 class LocalGraph:
@@ -110,33 +99,24 @@ class LocalGraph:
     @functools.cached_property
     def integral(self) -> bool:
         """Whether every local length is a whole number >= 1 (hop counts included): then
-        distances are exact integers and serve as levels directly."""
+        distances are exact integers and sort by counting."""
         return bool(np.all((self.w >= 1) & (self.w == np.floor(self.w))))
 
-    @functools.cached_property
-    def level_unit(self) -> float:
-        """A hair below the smallest local edge length: distances divided by it and floored
-        climb at least one level along every edge (see :class:`ShortestPathDag`)."""
-        return float(self.w.min()) * (1 - 1e-7) if len(self.w) else 1.0
-
-    @functools.cached_property
-    def pairs(self) -> "EdgePairs | None":
-        """The local edges once per pair (``src < dst``) when every edge has its reverse with
-        the same length (undirected graphs), else None."""
-        forward = self.src < self.dst
-        if 2 * int(forward.sum()) != len(self.src):
-            return None
-        mirror = sp.csr_matrix((self.w, (self.dst, self.src)), shape=self.csr.shape)
-        if (self.csr != mirror).nnz:
-            return None
-        return EdgePairs(self.src[forward], self.dst[forward], self.w[forward])
-
-    def distances(self, seed_v: np.ndarray, seed_col: np.ndarray, seed_d: np.ndarray):
-        """(columns, ``n x len(columns)`` distances) from seeds (vertex, column, distance):
-        breadth-first searches for hop counts (:func:`hop_distances`), else Dijkstra
-        (:func:`seeded_distances`)."""
-        search = hop_distances if self.unit else seeded_distances
-        return search(self.csr, seed_v, seed_col, seed_d)
+    def lower(self, dist: np.ndarray, seed_v, seed_col, seed_d) -> np.ndarray:
+        """Lower ``dist`` (``n x B``, Fortran order, in place) to the distances from the seeds
+        (vertex, column, distance) and what it already holds; returns the ``n x B`` mask of the
+        entries that dropped. A breadth-first search on hop counts, else Dijkstra (compiled,
+        :func:`algorithms.brandes_kernels.lower_distances`)."""
+        if not dist.flags.f_contiguous:
+            raise ValueError("LocalGraph.lower needs a Fortran-ordered distance array")
+        changed = np.zeros(dist.shape, dtype=bool, order="F")
+        seed_v, seed_col = np.asarray(seed_v, np.int64), np.asarray(seed_col, np.int64)
+        seed_d = np.asarray(seed_d, np.float64)
+        if len(seed_v):
+            order = np.lexsort((seed_d, seed_col))
+            kernels.lower_distances(self.csr.indptr, self.csr.indices, self.csr.data, self.unit, dist,
+                                    seed_v[order], seed_col[order], seed_d[order], changed)
+        return changed
 
 
 def local_graph(subgraph, weight: str | None, compress: bool) -> LocalGraph:
@@ -169,275 +149,68 @@ def compressed_graph(n: int, src, dst, w, compress: bool, r_src=(), r_dst=(), r_
     else:
         leaves = LeafCompression(np.ones(n, dtype=bool), np.ones(n), np.zeros(n), np.zeros(n))
     csr = sp.csr_matrix((w, (src, dst)), shape=(n, n))
+    csr.sort_indices()
     return LocalGraph(n, csr, src, dst, w, r_src, r_dst, r_w, leaves)
 
 
-def seeded_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarray, seed_d: np.ndarray):
-    """Distances from one virtual source per column, joined to its seed vertices by edges
-    of the seeds' lengths: (columns, ``n x len(columns)`` distances). One Dijkstra per column (C)."""
-    n = csr.shape[0]
-    order = np.lexsort((seed_d, seed_v, seed_col))
-    seed_v, seed_col, seed_d = seed_v[order], seed_col[order], seed_d[order]
-    first = np.r_[True, (seed_col[1:] != seed_col[:-1]) | (seed_v[1:] != seed_v[:-1])]
-    seed_v, seed_col, seed_d = seed_v[first], seed_col[first], seed_d[first]
-    cols, counts = np.unique(seed_col, return_counts=True)
-    k = len(cols)
-    if k == len(seed_v) and not seed_d.any():                  # one source per column: plain Dijkstra
-        return cols, np.ascontiguousarray(dijkstra(csr, directed=True, indices=seed_v).T)
-    indptr = np.concatenate([csr.indptr, csr.indptr[-1] + np.cumsum(counts)])
-    augmented = sp.csr_matrix((np.concatenate([csr.data, seed_d]), np.concatenate([csr.indices, seed_v]), indptr),
-                              shape=(n + k, n + k))
-    found = dijkstra(augmented, directed=True, indices=n + np.arange(k))
-    return cols, np.ascontiguousarray(found[:, :n].T)
-
-
-def hop_distances(csr: sp.csr_matrix, seed_v: np.ndarray, seed_col: np.ndarray, seed_d: np.ndarray):
-    """:func:`seeded_distances` for unit lengths (hop counts; seed distances whole numbers): one
-    breadth-first search per column in C (scipy's ``breadth_first_order``, ~10x faster than its
-    Dijkstra) and the distances read off the search order, for all columns at once.
-
-    Seeds of one column at different distances hang off a chain of virtual vertices, one
-    hop per unit of distance, so that a plain BFS from the chain's head reaches each seed
-    at its distance. In a BFS order the parents' positions never decrease, so a level
-    starts at the first entry whose parent lies in the level before: one ``searchsorted``
-    per level for all columns."""
-    n = csr.shape[0]
-    if not len(seed_v):
-        return np.zeros(0, np.int64), np.zeros((n, 0))
-    order = np.lexsort((seed_d, seed_v, seed_col))
-    seed_v, seed_col, seed_d = seed_v[order], seed_col[order], seed_d[order]
-    first = np.r_[True, (seed_col[1:] != seed_col[:-1]) | (seed_v[1:] != seed_v[:-1])]
-    seed_v, seed_col, seed_d = seed_v[first], seed_col[first], seed_d[first]
-    cols, starts, counts = np.unique(seed_col, return_index=True, return_counts=True)
-    k = len(cols)
-    if k == len(seed_v) and not seed_d.any():                  # one source per column at 0: BFS from it
-        graph, roots, shift = csr, seed_v, np.zeros(k)
-    else:                                                      # chains of virtual vertices ahead of the seeds
-        low = np.minimum.reduceat(seed_d, starts)
-        offset = (seed_d - np.repeat(low, counts)).astype(np.int64)
-        length = np.maximum.reduceat(offset, starts) + 1        # chain vertices per column
-        base = n + np.r_[0, np.cumsum(length)[:-1]]
-        chain = np.arange(int(length.sum())) + n
-        column = np.repeat(np.arange(k), length)
-        links = chain[1:][column[1:] == column[:-1]]           # z_t -> z_(t+1) within a column
-        tails = np.r_[links - 1, np.repeat(base, counts) + offset]
-        heads = np.r_[links, seed_v]
-        row = np.argsort(tails, kind="stable")
-        tails, heads = tails[row], heads[row]
-        total = n + len(chain)
-        indptr = np.r_[csr.indptr, csr.indptr[-1] + np.cumsum(np.bincount(tails - n, minlength=len(chain)))]
-        graph = sp.csr_matrix((np.ones(csr.nnz + len(heads)), np.r_[csr.indices, heads], indptr),
-                              shape=(total, total))
-        roots, shift = base, low - 1                           # a seed at offset t is t + 1 hops down
-    size = graph.shape[0]
-    pos = np.empty(size, np.int64)
-    positions = np.arange(size, dtype=np.int64)
-    found, parent_at, offsets = [], [], [0]
-    for j, root in enumerate(roots):
-        seen, parent = breadth_first_order(graph, int(root), directed=True, return_predecessors=True)
-        pos[seen] = positions[:len(seen)]
-        at = np.empty(len(seen), np.int64)
-        at[0] = -1
-        at[1:] = pos[parent[seen[1:]]]
-        at += offsets[-1]
-        found.append(seen.astype(np.int64) + j * size)         # flat position in a k x size array
-        parent_at.append(at)
-        offsets.append(offsets[-1] + len(seen))
-    seen, parent_at = np.concatenate(found), np.concatenate(parent_at)
-    ends, start = np.array(offsets[1:]), np.array(offsets[:-1])
-    marks = np.zeros(len(seen) + 1, np.int32)
-    while True:                                                # start: where each column's current level begins
-        live = start < ends
-        if not live.any():
-            break
-        start = np.where(live, np.minimum(np.searchsorted(parent_at, start), ends), ends)
-        marks[start] = 1
-    level = np.cumsum(marks[:-1], dtype=np.float64)
-    level -= np.repeat(level[offsets[:-1]] - shift, np.diff(offsets))
-    out = np.full((k, size), np.inf)
-    out.reshape(-1)[seen] = level
-    out = out[:, :n]
-    return cols, np.ascontiguousarray(out.T)
-
-
-def lower_hops(csr: sp.csr_matrix, dist: np.ndarray, v: np.ndarray, col: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """Lower hop distances ``dist`` (``n x B``, in place) from seeds (vertex, column, distance)
-    over unit-length edges, exploring only where a distance drops: one level-synchronous BFS
-    for all columns at once (numpy). Returns the flat positions whose distance dropped.
-
-    A sub-graph that a batch's paths re-enter improves only a region of each column; a
-    Dijkstra would re-traverse the whole sub-graph per column."""
-    batch = dist.shape[1]
-    flat = dist.reshape(-1)
-    order = np.argsort(d, kind="stable")
-    seeds, d = (v * batch + col)[order], d[order]
-    dropped, frontier, i = [], np.zeros(0, np.int64), 0
-    last = np.empty(flat.size, np.int64)
-    level = d[0] if len(d) else 0.0
-    while True:
-        j = int(np.searchsorted(d, level, side="right"))
-        start, i = seeds[i:j], j
-        start = start[flat[start] > level]
-        if len(start):
-            flat[start] = level
-            frontier = np.unique(np.concatenate([frontier, start]))
-        if not len(frontier):
-            if i >= len(d):
-                break
-            level = d[i]
-            continue
-        dropped.append(frontier)
-        u, c = np.divmod(frontier, batch)
-        owner, entry = row_entries(csr.indptr, u)
-        reached = csr.indices[entry] * batch + c[owner]
-        reached = reached[flat[reached] > level + 1]
-        flat[reached] = level + 1
-        last[reached] = np.arange(len(reached))            # duplicates: keep the last, no sort
-        frontier = reached[last[reached] == np.arange(len(reached))]
-        level += 1
-    return np.concatenate(dropped) if dropped else np.zeros(0, np.int64)
-
-
-def _stable_order(key: np.ndarray, bound: int) -> np.ndarray:
-    """A stable sorting permutation of non-negative ints below ``bound``: numpy's radix sort
-    when they fit 16 bits, else two 16-bit radix passes (low half, then high half)."""
-    if bound <= 1 << 16:
-        return np.argsort(key.astype(np.uint16), kind="stable")
-    if bound <= 1 << 32:
-        low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
-        return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")]
-    return np.argsort(key, kind="stable")
+def empty_distances(n: int, batch: int) -> np.ndarray:
+    """An ``n x batch`` distance array, all unreached, in the Fortran order the kernels sweep."""
+    return np.full((n, batch), np.inf, order="F")
 
 
 class ShortestPathDag:
-    """The shortest-path DAGs of a batch in one sub-graph, for vectorised Brandes sweeps.
+    """The shortest-path DAGs of a batch in one sub-graph, for Brandes sweeps.
 
-    A DAG edge ``u -> v`` of column (source) ``c`` is a local edge with
+    A DAG arc ``u -> v`` of column (source) ``c`` is a local arc with
     ``dist[u, c] + w == dist[v, c]`` (exact float equality, as NetworkX tests it). The
-    edges of all ``B`` columns are kept as (tail, head) positions into the flattened
-    ``n x B`` arrays, sorted by the *level* of their head, then by column (so that an
-    increment's columns are contiguous runs within each level): ``floor(dist / q)`` with ``q``
-    a hair below the smallest edge length, so every DAG edge climbs at least one level
-    (hop counts: the level is the distance). A sweep is then one ``np.add.at`` per level
-    for all columns at once: path counts forwards, dependencies backwards. Where rounding
-    breaks a level (not seen in practice; checked on every edge), levels fall back to the
-    rank of the distance among the batch's distinct distances, still exact.
+    arcs are not stored: each column's reached vertices are kept sorted by distance,
+    and a sweep walks them in that order (upwards for path counts, downwards for
+    dependencies), testing each vertex's arcs as it goes, in compiled code
+    (:mod:`algorithms.brandes_kernels`). An increment that enters at some vertices
+    only sweeps its columns from (or up to) the distance where it enters.
     """
 
     def __init__(self, graph: "LocalGraph", dist: np.ndarray):
-        n, batch = dist.shape
-        self.shape = dist.shape
-        self._flat, self._rank = dist.reshape(-1), None
-        self._unit = None if graph.integral else graph.level_unit
-        tail, head, col, head_d, tail_d = self._candidates(graph, dist)
-        if self._unit is None:
-            level = head_d.astype(np.int64)
-        else:
-            level = np.floor(head_d / self._unit).astype(np.int64)
-            if len(level) and not (np.floor(tail_d / self._unit) < level).all():
-                self._rank = np.unique(self._flat, return_inverse=True)[1].reshape(-1)
-                level = self._rank[head]
-        per_level = np.bincount(level, minlength=1)
-        present = per_level > 0
-        self.levels = np.flatnonzero(present)
-        self.bounds = np.r_[0, np.cumsum(per_level[self.levels])]
-        index = (np.cumsum(present) - 1)[level]                # level's rank among the levels present
-        order = _stable_order(index, len(self.levels))         # candidates come column by column: stable
-        self.tail, self.head = tail[order], head[order]        # by level keeps columns in order within one
-        #: where the edges of (level index, column) start, row-major, for increments' column ranges
-        self._cells = np.r_[0, np.cumsum(np.bincount(index * batch + col, minlength=len(self.levels) * batch))]
-
-    def _candidates(self, graph: "LocalGraph", dist: np.ndarray):
-        """(tail, head, column, head distance, tail distance) of every DAG edge, column by column.
-
-        One column's distances are a contiguous row of the transposed array, small enough to
-        stay in cache while its edges gather from it; gathering rows of the ``n x B`` array
-        for all columns at once moves ``B`` times more memory per edge (2.3x slower on a 10k road part).
-        Undirected graphs test each pair once, in both directions."""
-        batch = dist.shape[1]
-        by_column = np.ascontiguousarray(dist.T)
-        pairs = graph.pairs
-        src, dst, w = (graph.src, graph.dst, graph.w) if pairs is None else pairs
-        parts = []
-        for c in range(batch):
-            d = by_column[c]
-            du, dv = d[src], d[dst]
-            if self._unit is None:           # whole numbers: the difference is exact, inf - inf is nan
-                with np.errstate(invalid="ignore"):
-                    rise = dv - du
-                found = [(src, dst, dv, du, np.flatnonzero(rise == w))]
-                if pairs is not None:
-                    found.append((dst, src, du, dv, np.flatnonzero(rise == -w)))
-            else:                            # NetworkX's test, exactly: dist(u) + w == dist(v)
-                found = [(src, dst, dv, du, np.flatnonzero((du + w == dv) & (dv < np.inf)))]
-                if pairs is not None:
-                    found.append((dst, src, du, dv, np.flatnonzero((dv + w == du) & (du < np.inf))))
-            for tails, heads, head_d, tail_d, edge in found:
-                parts.append((tails[edge] * batch + c, heads[edge] * batch + c, np.full(len(edge), c),
-                              head_d[edge], tail_d[edge]))
-        if not parts:
-            empty = np.zeros(0, np.int64)
-            return empty, empty, empty, np.zeros(0), np.zeros(0)
-        return tuple(np.concatenate(column) for column in zip(*parts))
-
-    def level(self, positions: np.ndarray) -> np.ndarray:
-        """The level of flat (vertex, column) positions."""
-        if self._rank is not None:
-            return self._rank[positions]
-        if self._unit is None:                       # whole-number lengths: the distance itself
-            return self._flat[positions].astype(np.int64)
-        return np.floor(self._flat[positions] / self._unit).astype(np.int64)
+        self.graph, self.dist, self.shape = graph, dist, dist.shape
+        self.order = np.empty(dist.shape, np.int64, order="F")
+        self.count = np.zeros(dist.shape[1], np.int64)
+        kernels.distance_order(dist, graph.integral, self.order, self.count)
 
     def scatter(self, v: np.ndarray, col: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """An ``n x B`` array with ``values`` summed at the (vertex, column) pairs."""
-        x = np.zeros(self.shape)
-        np.add.at(x.reshape(-1), v * self.shape[1] + col, values)
+        """An ``n x B`` array (Fortran order) with ``values`` summed at the (vertex, column) pairs."""
+        x = np.zeros(self.shape, order="F")
+        np.add.at(x, (v, col), values)
         return x
 
+    def _bound(self, v, col, upwards: bool) -> np.ndarray:
+        """Per column, the distance from which (upwards) or up to which (downwards) to sweep:
+        everything without ``v, col``, the injections' lowest (highest) distance with them."""
+        batch = self.shape[1]
+        if v is None:
+            return np.full(batch, -np.inf if upwards else np.inf)
+        bound = np.full(batch, np.inf if upwards else -np.inf)
+        (np.minimum if upwards else np.maximum).at(bound, col, self.dist[v, col])
+        return bound
+
     def counts(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
-        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, in place, level by
-        level upwards. ``v, col``: the only pairs where ``injected`` is non-zero (an increment
-        from cut edges): then only those columns' DAG edges above their lowest such level are swept."""
-        tail, head, bounds = self._edges(v, col, upwards=True)
-        x = injected.reshape(-1)
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            if hi > lo:
-                np.add.at(x, head[lo:hi], x[tail[lo:hi]])
-        return injected
+        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, swept upwards.
+        ``v, col``: the only pairs where ``injected`` is non-zero (an increment from cut edges):
+        then only those columns are swept, from where the increment enters. Returns ``x``
+        (``injected`` itself when it is Fortran-ordered)."""
+        x = np.asfortranarray(injected)
+        csr = self.graph.csr
+        kernels.sweep_counts(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, x,
+                             self._bound(v, col, upwards=True))
+        return x
 
     def accumulate(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
-        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, in place, level by
-        level downwards. ``v, col``: as in :meth:`counts` (columns' DAG edges up to their highest level)."""
-        tail, head, bounds = self._edges(v, col, upwards=False)
-        z = injected.reshape(-1)
-        for lo, hi in zip(bounds[-2::-1], bounds[:0:-1]):
-            if hi > lo:
-                np.add.at(z, tail[lo:hi], z[head[lo:hi]])
-        return injected
-
-    def _edges(self, v, col, upwards: bool):
-        """(tail, head, level bounds) of the DAG edges an injection at (v, col) can reach: in
-        each injected column, the levels above (upwards) or up to (downwards) its injection;
-        gathered as contiguous (level, column) runs, in level order."""
-        if v is None or not len(self.head):
-            return self.tail, self.head, self.bounds
-        batch, count = self.shape[1], len(self.levels)
-        entry = np.searchsorted(self.levels, self.level(v * batch + col), side="right")
-        if upwards:                      # levels with index >= entry: above the injection
-            first = np.full(batch, count)
-            np.minimum.at(first, col, entry)
-            runs = np.arange(count)[:, None] >= first
-        else:                            # levels with index < entry: up to the injection
-            last = np.zeros(batch, np.int64)
-            np.maximum.at(last, col, entry)
-            runs = np.arange(count)[:, None] < last
-        index, column = np.nonzero(runs)
-        cell = index * batch + column
-        start, length = self._cells[cell], self._cells[cell + 1] - self._cells[cell]
-        ends = np.cumsum(length)
-        picked = np.arange(ends[-1] if len(ends) else 0) + np.repeat(start - (ends - length), length)
-        bounds = np.r_[0, np.cumsum(np.bincount(index, weights=length, minlength=count))].astype(np.int64)
-        return self.tail[picked], self.head[picked], bounds
+        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, swept downwards.
+        ``v, col``: as in :meth:`counts` (those columns up to where the increment enters)."""
+        z = np.asfortranarray(injected)
+        csr = self.graph.csr
+        kernels.sweep_dependencies(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, z,
+                                   self._bound(v, col, upwards=False))
+        return z
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
@@ -494,7 +267,8 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
     for lo in range(0, len(sources), batch_size):
         v = sources[lo:lo + batch_size]
         col = np.arange(len(v))
-        _, dist = graph.distances(v, col, np.zeros(len(v)))
+        dist = empty_distances(n, len(v))
+        graph.lower(dist, v, col, np.zeros(len(v)))
         dag = ShortestPathDag(graph, dist)
         sigma = dag.counts(dag.scatter(v, col, np.ones(len(v))))
         share = np.divide(leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
@@ -771,10 +545,8 @@ class MultiSourceBetweenness(SubgraphProgram):
         src_v, src_col = st["src_v"], st["src_col"]
         seeds = [(src_v, src_col, np.zeros(len(src_v))), *st["seeds"]]
         v, col, d = (np.concatenate([s[i] for s in seeds]) for i in range(3))
-        work = {"dist": np.full((n, self.batch_size), np.inf)}
-        if len(v):
-            cols, found = graph.distances(v, col, d)
-            work["dist"][:, cols] = found
+        work = {"dist": empty_distances(n, self.batch_size)}
+        graph.lower(work["dist"], v, col, d)
         if g["phase"] == "dist" or (g["phase"] == "sigma" and g["first"]):
             return work
         dag = work["dag"] = ShortestPathDag(graph, work["dist"])
@@ -814,22 +586,8 @@ class MultiSourceBetweenness(SubgraphProgram):
             return 0
         v, col, d = v[better], col[better], d[better]
         st["seeds"].append((v, col, d))
-        sent = 0
-        if graph.unit:          # columns already reached only improve in places: explore just those
-            reached = np.isfinite(dist).any(axis=0)[col]
-            if reached.any():
-                dropped = np.zeros(dist.size, dtype=bool)
-                dropped[lower_hops(graph.csr, dist, v[reached], col[reached], d[reached])] = True
-                sent = self._send_distances(ctx, graph, dist, dropped.reshape(dist.shape)[graph.r_src],
-                                            np.arange(self.batch_size))
-                v, col, d = v[~reached], col[~reached], d[~reached]
-            if not len(v):
-                return sent
-        cols, found = graph.distances(v, col, d)
-        old = dist[:, cols]
-        improved = found < old
-        dist[:, cols] = np.where(improved, found, old)
-        return sent + self._send_distances(ctx, graph, dist, improved[graph.r_src], cols)
+        changed = graph.lower(dist, v, col, d)
+        return self._send_distances(ctx, graph, dist, changed[graph.r_src], np.arange(self.batch_size))
 
     def _start_distances(self, sg, graph, ctx, g):
         st = sg.state
@@ -843,7 +601,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col = v[alive], col[alive]
         st.update(src_v=v, src_col=col, seeds=[], dag_in=[], dep_in=[])
         st.pop("dag_edges", None)
-        dist = np.full((n, batch), np.inf)
+        dist = empty_distances(n, batch)
         _keep_only(self.token, g["batch"])
         _WORKING[self._key(sg, g)] = {"dist": dist, "superstep": None}
         if not len(v):
@@ -851,9 +609,8 @@ class MultiSourceBetweenness(SubgraphProgram):
         reach = np.zeros(batch)
         reach[col] = graph.leaves.reach[v]
         ctx.aggregate("reach", reach)
-        cols, found = graph.distances(v, col, np.zeros(len(v)))
-        dist[:, cols] = found
-        return self._send_distances(ctx, graph, dist, np.isfinite(found[graph.r_src]), cols)
+        changed = graph.lower(dist, v, col, np.zeros(len(v)))
+        return self._send_distances(ctx, graph, dist, changed[graph.r_src], np.arange(batch))
 
     @staticmethod
     def _send_distances(ctx, graph, dist, changed, cols):

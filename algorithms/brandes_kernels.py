@@ -1,0 +1,235 @@
+"""Compiled per-sub-graph Brandes passes for betweenness (numba).
+
+Brandes' algorithm makes one pass per source over the arcs for distances, one for
+path counts and one for dependencies; no numpy, scipy or igraph call does a
+seeded pass of that kind, so these are numba kernels (``cache=True``: compiled
+once, the machine code kept beside this module and loaded by every Spark Python
+worker; ``nogil``: tasks of one worker process do not serialise on the GIL).
+
+Every kernel works on ``n x B`` arrays in Fortran order, one column per source of
+a batch, so a column's entries are contiguous. Columns are independent: a kernel
+loops over them and, within one, over the CSR arcs ``(indptr, indices, weights)``.
+A shortest-path DAG arc ``u -> v`` of column ``c`` is a local arc with
+``dist[u, c] + w == dist[v, c]`` (exact float equality, NetworkX's test); it is
+never stored, only tested while sweeping the vertices in distance order.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(keys, vals, size, key, val):
+    i = size
+    keys[i], vals[i] = key, val
+    while i > 0:
+        parent = (i - 1) >> 1
+        if keys[parent] <= keys[i]:
+            break
+        keys[parent], keys[i] = keys[i], keys[parent]
+        vals[parent], vals[i] = vals[i], vals[parent]
+        i = parent
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(keys, vals, size):
+    key, val = keys[0], vals[0]
+    size -= 1
+    if size > 0:
+        keys[0], vals[0] = keys[size], vals[size]
+        i = 0
+        while True:
+            left = 2 * i + 1
+            if left >= size:
+                break
+            child = left
+            if left + 1 < size and keys[left + 1] < keys[left]:
+                child = left + 1
+            if keys[i] <= keys[child]:
+                break
+            keys[child], keys[i] = keys[i], keys[child]
+            vals[child], vals[i] = vals[i], vals[child]
+            i = child
+    return key, val, size
+
+
+@njit(cache=True, nogil=True)
+def lower_distances(indptr, indices, weights, unit, dist, seed_v, seed_col, seed_d, changed):
+    """Lower ``dist`` in place to the distances from the seeds (vertex, column, distance;
+    sorted by column, then distance) and everything already in ``dist``, exploring only
+    where a distance drops; marks those entries in ``changed``.
+
+    ``unit``: every arc has length 1 and seeds whole distances: a breadth-first search
+    whose queue is merged with the seeds in distance order. Otherwise Dijkstra with a
+    binary heap. Both skip stale entries, so a column that paths re-enter is lowered
+    only in the region where it improves."""
+    n = dist.shape[0]
+    total = len(seed_v)
+    capacity = len(indices) + total + n + 1
+    queue_v = np.empty(capacity, np.int64)
+    queue_d = np.empty(capacity, np.float64)
+    i = 0
+    while i < total:
+        c = seed_col[i]
+        j = i
+        while j < total and seed_col[j] == c:
+            j += 1
+        if unit:
+            head, tail, k = 0, 0, i
+            while True:
+                if k < j and (head == tail or seed_d[k] <= queue_d[head]):
+                    v, d = seed_v[k], seed_d[k]
+                    k += 1
+                    if d >= dist[v, c]:
+                        continue
+                    dist[v, c] = d
+                    changed[v, c] = True
+                elif head < tail:
+                    v, d = queue_v[head], queue_d[head]
+                    head += 1
+                    if d > dist[v, c]:
+                        continue
+                else:
+                    break
+                step = d + 1.0
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    if step < dist[u, c]:
+                        dist[u, c] = step
+                        changed[u, c] = True
+                        if tail >= capacity:
+                            raise RuntimeError("lower_distances: queue overflow")
+                        queue_v[tail], queue_d[tail] = u, step
+                        tail += 1
+        else:
+            size = 0
+            for k in range(i, j):
+                v, d = seed_v[k], seed_d[k]
+                if d < dist[v, c]:
+                    dist[v, c] = d
+                    changed[v, c] = True
+                    size = _heap_push(queue_d, queue_v, size, d, v)
+            while size > 0:
+                d, v, size = _heap_pop(queue_d, queue_v, size)
+                if d > dist[v, c]:
+                    continue
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    step = d + weights[e]
+                    if step < dist[u, c]:
+                        dist[u, c] = step
+                        changed[u, c] = True
+                        if size >= capacity:
+                            raise RuntimeError("lower_distances: heap overflow")
+                        size = _heap_push(queue_d, queue_v, size, step, u)
+        i = j
+
+
+@njit(cache=True, nogil=True)
+def distance_order(dist, integral, order, count):
+    """Per column, the reached vertices sorted by distance into ``order[:count[c], c]``:
+    a counting sort when distances are whole numbers over a short range, else a merge
+    sort. Equal distances are never joined by a DAG arc (lengths are positive), so
+    their relative order does not matter."""
+    n, batch = dist.shape
+    keys = np.empty(n, np.float64)
+    found = np.empty(n, np.int64)
+    for c in range(batch):
+        m = 0
+        low, high = np.inf, -np.inf
+        for v in range(n):
+            d = dist[v, c]
+            if d < np.inf:
+                found[m], keys[m] = v, d
+                m += 1
+                low = min(low, d)
+                high = max(high, d)
+        count[c] = m
+        if m == 0:
+            continue
+        if integral and high - low <= 4 * m + 64:
+            span = int(high - low) + 1
+            starts = np.zeros(span + 1, np.int64)
+            for t in range(m):
+                starts[int(keys[t] - low) + 1] += 1
+            for s in range(span):
+                starts[s + 1] += starts[s]
+            for t in range(m):
+                level = int(keys[t] - low)
+                order[starts[level], c] = found[t]
+                starts[level] += 1
+        else:
+            perm = np.argsort(keys[:m], kind="mergesort")
+            for t in range(m):
+                order[t, c] = found[perm[t]]
+
+
+@njit(cache=True, nogil=True)
+def _first_at_least(dist, order, c, m, bound):
+    """First position in column ``c``'s distance order whose distance is >= ``bound``."""
+    lo, hi = 0, m
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if dist[order[mid, c], c] < bound:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _first_above(dist, order, c, m, bound):
+    """First position in column ``c``'s distance order whose distance is > ``bound``."""
+    lo, hi = 0, m
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if dist[order[mid, c], c] <= bound:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def sweep_counts(indptr, indices, weights, dist, order, count, x, low):
+    """Path counts: ``x(v) += sum of x(u) over v's DAG tails``, in place, in increasing
+    distance (pushed along the arcs of vertices with a non-zero value). Column ``c`` is
+    swept from distance ``low[c]`` up (``-inf``: all of it; ``inf``: not at all): below
+    where an increment enters nothing changes."""
+    for c in range(dist.shape[1]):
+        if low[c] == np.inf:
+            continue
+        m = count[c]
+        for p in range(_first_at_least(dist, order, c, m, low[c]), m):
+            u = order[p, c]
+            xu = x[u, c]
+            if xu == 0.0:
+                continue
+            du = dist[u, c]
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if du + weights[e] == dist[v, c]:
+                    x[v, c] += xu
+
+
+@njit(cache=True, nogil=True)
+def sweep_dependencies(indptr, indices, weights, dist, order, count, z, high):
+    """Dependencies: ``z(u) += sum of z(v) over u's DAG heads``, in place, in decreasing
+    distance (pulled over each vertex's arcs). Column ``c`` is swept from distance
+    ``high[c]`` down (``inf``: all of it; ``-inf``: not at all)."""
+    for c in range(dist.shape[1]):
+        if high[c] == -np.inf:
+            continue
+        m = count[c]
+        end = _first_above(dist, order, c, m, high[c])
+        for p in range(end - 1, -1, -1):
+            u = order[p, c]
+            du = dist[u, c]
+            total = z[u, c]
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if du + weights[e] == dist[v, c]:
+                    total += z[v, c]
+            z[u, c] = total
