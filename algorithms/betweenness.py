@@ -31,9 +31,10 @@ and positive weights make every DAG edge go from a smaller to a larger distance,
 the results equal ``networkx.betweenness_centrality``.
 
 A master drives the phases: a phase ends in the first superstep that sends
-nothing, then the next starts; batches follow each other in one run. In top-k
-mode the master stops once the top set has not changed for ``stable_batches``
-batches. The ``n_local x B`` arrays stay in the worker processes between
+nothing, then the next starts; batches follow each other in one run. In the
+sampling modes (top-k, or ``epsilon``) a batch's columns are random source-target
+pairs whose only sink is the target, and the master stops once the confidence
+intervals allow (:mod:`algorithms.betweenness_sampling`). The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
 Cost: every column is traversed in every sub-graph it reaches, again in parts where
@@ -53,6 +54,7 @@ from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components
 
 from algorithms import brandes_kernels as kernels
+from algorithms.betweenness_sampling import PairSampling, stop_reason
 from algorithms.leaf_compression import LeafCompression, strip_leaves
 from algorithms.weights import reject_bad_weights
 from algorithms.registry import Algorithm, Flag, GraphFramesMethod, NetworkX, register
@@ -71,6 +73,8 @@ MESSAGE = np.dtype([("col", "<i4"), ("src", "<i8"), ("d", "<f8"), ("val", "<f8")
 DEFAULT_BATCH_ELEMENTS = 1 << 19
 #: fewest sources per batch by default (a batch costs a few supersteps however small)
 MIN_DEFAULT_BATCH = 16
+#: fewest sampled pairs per batch by default (tens of thousands of samples, a few supersteps a batch)
+MIN_SAMPLE_BATCH = 64
 
 
 # --------------------------------------------------------------------------- local kernels
@@ -296,19 +300,21 @@ def _added_bases(template_vertices: int, counts: dict) -> dict:
     return {p: int(start) for p, start in zip(parts, starts)}
 
 
-def _top(vids: np.ndarray, scores: np.ndarray, m: int):
+def _top(vids: np.ndarray, scores: np.ndarray, m: int, *extra: np.ndarray) -> tuple:
+    """The ``m`` highest (vertex, score, extra...) rows, ties broken by vertex id."""
     order = np.lexsort((vids, -scores))[:m]
-    return vids[order], scores[order]
+    return (vids[order], scores[order], *(x[order] for x in extra))
 
 
 class _TopMerge:
-    """Keeps the ``m`` highest (vertex, score) pairs, ties broken by vertex id."""
+    """Keeps the ``m`` highest (vertex, score, extra...) rows, ties broken by vertex id."""
 
     def __init__(self, m: int):
         self.m = m
 
     def __call__(self, a, b):
-        return _top(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), self.m)
+        vids, scores, *extra = (np.concatenate([x, y]) for x, y in zip(a, b))
+        return _top(vids, scores, self.m, *extra)
 
 
 class SourceOrder:
@@ -366,8 +372,9 @@ class MultiSourceBetweenness(SubgraphProgram):
     output_schema = {"tree": pa.float64(), "sampled": pa.float64()}
 
     def __init__(self, num_vertices: int, num_sources: int, batch_size: int, weight: str | None = None,
-                 compress: bool = True, top: int | None = None, stable_batches: int = 3, seed: int = 0,
-                 keep_arrays: bool = True, template_vertices: int | None = None):
+                 compress: bool = True, top: int | None = None, seed: int = 0,
+                 keep_arrays: bool = True, template_vertices: int | None = None,
+                 sampling: PairSampling | None = None):
         self.n = num_vertices
         self.template_vertices = num_vertices if template_vertices is None else template_vertices
         self.num_sources = num_sources
@@ -376,14 +383,15 @@ class MultiSourceBetweenness(SubgraphProgram):
         self.weight = weight
         self.compress = compress
         self.top = top
-        self.stable_batches = stable_batches
+        self.sampling = sampling
         self.keep_arrays = keep_arrays
         self.order = SourceOrder(num_vertices, seed)
         self.edge_attributes = (weight,) if weight else ()
         self.aggregators = {"sent": "sum", "cc_sent": "sum", "reach": "sum", "stripped": "sum",
                             "sizes": Aggregator(_merge_sizes), "added": Aggregator(_merge_sizes)}
-        if top:
-            self.aggregators["top"] = Aggregator(_TopMerge(top))
+        if sampling:
+            self.aggregators.update(widest="max", top=Aggregator(_TopMerge(top or 1)),
+                                    upper=Aggregator(_TopMerge((top or 1) + 1)))
         self.token = uuid.uuid4().hex
         self.summary: dict = {}
 
@@ -436,12 +444,13 @@ class MultiSourceBetweenness(SubgraphProgram):
     def _finish_batch(self, ctx, g):
         batch = g["batch"]
         self.summary.update(sources=self._sources_done(batch), batches=batch + 1)
-        if self.top and g["cc"] == "done":
-            vids, _ = ctx.aggregated["top"]
-            current = frozenset(int(v) for v in vids)
-            g["stable"] = g.get("stable", 0) + 1 if current == g.get("top_set") else 0
-            g["top_set"] = current
-            if g["stable"] >= self.stable_batches:
+        if self.sampling and self.sampling.is_check(batch):
+            agg = ctx.aggregated
+            widest = float(agg.get("widest", np.inf))
+            self.summary.update(radius=widest, stop="max_samples")
+            reason = stop_reason(agg.get("top"), agg.get("upper"), widest, self.top, self.sampling.epsilon)
+            if reason:
+                self.summary["stop"] = reason
                 g["phase"] = "done"
         if batch + 1 >= self.num_batches:
             g["phase"] = "done"
@@ -473,6 +482,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         st = sg.state
         st["label"] = sg.first_vertex_id
         st["sampled"] = np.zeros(sg.num_vertices)
+        st["squares"] = np.zeros(sg.num_vertices)
         ctx.aggregate("stripped", graph.leaves.stripped)
         added = self._added_partition(sg)
         if added is not None:
@@ -555,7 +565,7 @@ class MultiSourceBetweenness(SubgraphProgram):
             rhs += dag.scatter(v, col, val)
         work["sigma"] = dag.counts(rhs)
         if g["phase"] == "delta" and not g["first"]:
-            share = self._share(graph, work["sigma"])
+            share = self._share(sg, graph, work["sigma"])
             rhs = share.copy()
             for v, col, val in st["dep_in"]:
                 rhs += dag.scatter(v, col, val)
@@ -568,10 +578,16 @@ class MultiSourceBetweenness(SubgraphProgram):
             work["dag"] = ShortestPathDag(graph, work["dist"])
         return work["dag"]
 
-    @staticmethod
-    def _share(graph, sigma):
-        """``reach(w) / sigma(w)``: what a vertex passes to each DAG predecessor besides its own y."""
-        return np.divide(graph.leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
+    def _share(self, sg, graph, sigma):
+        """``reach(w) / sigma(w)``: what a vertex passes to each DAG predecessor besides its own y;
+        when sampling pairs, ``1 / sigma(t)`` at each column's target only (the pair dependency)."""
+        if not self.sampling:
+            return np.divide(graph.leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
+        share = np.zeros_like(sigma)
+        v, col = sg.state["tgt_v"], sg.state["tgt_col"]
+        at = sigma[v, col]
+        share[v, col] = np.divide(1.0, at, out=np.zeros_like(at), where=at > 0)
+        return share
 
     def _dist(self, sg, graph, messages, ctx, g):
         st = sg.state
@@ -592,11 +608,18 @@ class MultiSourceBetweenness(SubgraphProgram):
     def _start_distances(self, sg, graph, ctx, g):
         st = sg.state
         n, batch = sg.num_vertices, self.batch_size
-        lo = g["batch"] * batch
-        x = np.arange(lo, min(lo + batch, self.num_sources), dtype=np.int64)
-        local = self.order(x) - self._source_base(sg, g)
+        base = self._source_base(sg, g)
+        if self.sampling:
+            numbers, targets = self.sampling.pairs(g["batch"])
+            local = targets - base
+            inside = (local >= 0) & (local < n)
+            st.update(tgt_v=local[inside], tgt_col=np.flatnonzero(inside))
+        else:
+            lo = g["batch"] * batch
+            numbers = self.order(np.arange(lo, min(lo + batch, self.num_sources), dtype=np.int64))
+        local = numbers - base
         inside = (local >= 0) & (local < n)
-        v, col = local[inside], x[inside] - lo
+        v, col = local[inside], np.flatnonzero(inside)
         alive = graph.leaves.alive[v]
         v, col = v[alive], col[alive]
         st.update(src_v=v, src_col=col, seeds=[], dag_in=[], dep_in=[])
@@ -672,6 +695,10 @@ class MultiSourceBetweenness(SubgraphProgram):
         delta = work["sigma"] * increment
         delta[st["src_v"], st["src_col"]] = 0.0
         st["sampled"] += delta @ g["reach"]
+        if self.sampling:               # squares of each sample's score: (after)^2 - (after - delta)^2
+            after = work["sigma"] * work["y"]
+            after[st["src_v"], st["src_col"]] = 0.0
+            st["squares"] += (delta * (2 * after - delta)) @ g["reach"]
 
     def _send_dependencies(self, ctx, st, values):
         """Send each DAG predecessor across a cut edge its successor's ``values`` (non-zero only)."""
@@ -696,7 +723,7 @@ class MultiSourceBetweenness(SubgraphProgram):
             st["dag_edges"] = (np.unique(np.concatenate(found, axis=1), axis=1) if found
                                else np.empty((3, 0), dtype=np.int64))
             work = self._work(sg, graph, ctx, g)
-            share = self._share(graph, work["sigma"])
+            share = self._share(sg, graph, work["sigma"])
             work["y"] = self._dag(graph, work).accumulate(share.copy()) - share
             self._credit(sg, work, work["y"], g)
             sent = self._send_dependencies(ctx, st, share + work["y"])
@@ -709,9 +736,13 @@ class MultiSourceBetweenness(SubgraphProgram):
             work["y"] += increment
             self._credit(sg, work, increment, g)
             sent = self._send_dependencies(ctx, st, increment)
-        if self.top:
-            factor = self.n / self._sources_done(g["batch"])
-            ctx.aggregate("top", _top(sg.vertex_ids, st.get("tree", 0.0) + st["sampled"] * factor, self.top))
+        if self.sampling and self.sampling.is_check(g["batch"]):
+            m = self._sources_done(g["batch"])
+            radius = self.sampling.radius(st["sampled"], st["squares"], m)
+            mean = st["sampled"] / m
+            ctx.aggregate("widest", float(radius.max(initial=0.0)))
+            ctx.aggregate("top", _top(sg.vertex_ids, mean, self.top or 1, radius))
+            ctx.aggregate("upper", _top(sg.vertex_ids, mean + radius, (self.top or 1) + 1))
         return sent
 
     def output(self, subgraph):
@@ -753,9 +784,15 @@ def _check_count(name: str, value, limit: int) -> None:
         raise InputError(f"betweenness: {name}={value!r} must be an integer in [1, {max(limit, 1)}]")
 
 
+def _check_fraction(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 < value < 1:
+        raise InputError(f"betweenness: {name}={value!r} must be a number in (0, 1)")
+
+
 def betweenness(store, k: int | None = None, normalized: bool = True, weight: str | None = None,
                 top: int | None = None, seed: int = 0, batch_size: int | None = None, compress: bool = True,
-                stable_batches: int = 3, keep_arrays: bool = True, **engine_options) -> RunResult:
+                epsilon: float | None = None, delta: float = 0.1, max_samples: int | None = None,
+                keep_arrays: bool = True, **engine_options) -> RunResult:
     """Betweenness centrality of every vertex, as ``networkx.betweenness_centrality``.
 
     Parameters
@@ -765,59 +802,93 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     normalized : divide by ``(n - 1)(n - 2)``; otherwise undirected values are halved
         (unordered pairs), as NetworkX does.
     weight : edge attribute of positive lengths; None counts hops.
-    top : approximate top-k mode: sources run in batches until the ``top`` highest-ranked
-        vertices have stayed the same for ``stable_batches`` batches (or all sources ran);
-        the DataFrame then holds those ``top`` vertices, highest first.
-    seed : picks the source order (and so the sample).
+    top : approximate top-k mode with a guarantee: random source-target pairs are sampled in
+        batches until, with probability ``1 - delta``, the ``top`` vertices are separated from the
+        rest or every vertex's normalised value is known to within ``epsilon`` (default 0.01);
+        see :mod:`algorithms.betweenness_sampling`. The DataFrame holds those ``top`` vertices,
+        highest first: each one's exact normalised value is at least the exact ``top``-th minus
+        ``epsilon``.
+    epsilon, delta : the guarantee of the sampling modes (``top``, or ``epsilon`` alone: every
+        vertex estimated to within ``epsilon`` with probability ``1 - delta``).
+    max_samples : stop sampling there whatever the intervals (default: Hoeffding's fixed size
+        for ``epsilon``); the reported ``epsilon`` then says what was reached.
+    seed : picks the source order or the sampled pairs.
     instance : (engine option) run on this instance's topology, with the vertices it adds;
         traversed without leaf compression.
-    batch_size : sources per batch (columns of the per-sub-graph arrays); default from memory.
+    batch_size : sources (or sampled pairs) per batch (columns of the per-sub-graph arrays);
+        default from memory.
     keep_arrays : keep each batch's ``n_local x batch`` arrays in the workers between supersteps
         (only their inputs travel as state); False recomputes them every superstep (less memory).
     compress : strip hanging trees first and add their share exactly (MSL-BC): on undirected
-        graphs, unweighted or with whole-number weights (see :func:`integral_weights`).
+        graphs, unweighted or with whole-number weights (see :func:`integral_weights`), exact
+        and ``k`` modes.
 
     Returns
     -------
     RunResult whose ``dataframe`` has ``id`` and ``betweenness``; ``aggregated`` says how many
     sources ran (``sources``), in how many ``batches``, how many vertices leaf compression
-    stripped (``stripped``) and whether the result is ``exact``.
+    stripped (``stripped``) and whether the result is ``exact``; when sampling pairs also the
+    ``samples``, the ``epsilon`` reached (widest interval, normalised), ``delta`` and why it
+    stopped (``stop``: "separated", "epsilon" or "max_samples").
 
     Example
     -------
     >>> g = goffish.open("road.gofs")
     >>> g.betweenness(weight="length").dataframe.orderBy("betweenness", ascending=False).show(5)
+    >>> g.betweenness(top=32, epsilon=0.01, delta=0.1).aggregated["epsilon"]
     """
     instance = engine_options.get("instance")
     n = store.vertex_count(instance)
     _check_count("k", k, n)
     _check_count("top", top, n)
     _check_count("batch_size", batch_size, 1 << 30)
-    _check_count("stable_batches", stable_batches, 1 << 30)
+    _check_count("max_samples", max_samples, 1 << 40)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"betweenness: seed must be an integer >= 0, got {seed!r}")
+    sampling_pairs = top is not None or epsilon is not None
+    if sampling_pairs:
+        epsilon = 0.01 if epsilon is None else epsilon
+        _check_fraction("epsilon", epsilon)
+        _check_fraction("delta", delta)
+        if k is not None:
+            raise InputError("betweenness: k= (sampled sources) and top=/epsilon= (sampled pairs) exclude each other")
     profile = check_positive_weights(store, weight, instance) if weight is not None else []
-    sources = n if k is None else int(k)
+    sampling = None
+    if sampling_pairs and n > 2:
+        x_epsilon = epsilon * (n - 2) / n      # the sampled score's mean is the normalised value x (n - 2) / n
+    largest = max((p["num_vertices"] for p in store.partitions), default=1)
+    if sampling_pairs and n > 2:
+        batch_size = batch_size or max(MIN_SAMPLE_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))
+        cap = int(max_samples or PairSampling.default_max_samples(n, batch_size, x_epsilon, delta))
+        batch_size = min(batch_size, cap)
+        sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed))
+    sources = sampling.max_samples if sampling else (n if k is None else int(k))
     if batch_size is None:
-        largest = max((p["num_vertices"] for p in store.partitions), default=1)
         batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))
     # an instance's removed edges may split a sub-graph, and leaf compression's component
-    # sizes assume connected sub-graphs: instances are traversed uncompressed (still exact)
-    compress = (bool(compress) and not store.directed and instance is None
+    # sizes assume connected sub-graphs: instances are traversed uncompressed (still exact);
+    # sampled pairs score every vertex itself, so they run uncompressed too
+    compress = (bool(compress) and not store.directed and instance is None and sampling is None
                 and (weight is None or integral_weights(profile)))
-    program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top,
-                                     int(stable_batches), int(seed), bool(keep_arrays),
-                                     template_vertices=store.num_vertices)
+    program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top, int(seed),
+                                     bool(keep_arrays), template_vertices=store.num_vertices, sampling=sampling)
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)
     done = program.summary.get("sources", sources)
-    factor = n / done if 0 < done < n else 1.0
+    if sampling:
+        factor = n * (n - 1) / done         # the sampled mean estimates ordered-pair betweenness / (n (n - 1))
+    else:
+        factor = n / done if 0 < done < n else 1.0
     scale = _scale(n, normalized, store.directed)
     frame = result.dataframe.select(
         "id", ((F.col("tree") + F.col("sampled") * factor) * scale).alias("betweenness"))
     if top:
         frame = frame.orderBy(F.desc("betweenness"), "id").limit(int(top))
     summary = {"sources": done, "batches": program.summary.get("batches", 0),
-               "stripped": program.summary.get("stripped", 0), "exact": done >= n, "batch_size": int(batch_size)}
+               "stripped": program.summary.get("stripped", 0), "exact": done >= n and sampling is None,
+               "batch_size": int(batch_size)}
+    if sampling:
+        summary.update(samples=done, epsilon=2 * program.summary.get("radius", np.inf) * n / (n - 2),
+                       delta=float(delta), stop=program.summary.get("stop", "max_samples"))
     return RunResult(frame, result.metrics, summary)
 
 
@@ -831,10 +902,14 @@ register(Algorithm(
     flags={"k": Flag("sample this many sources (default: all, exact)", flag="--sources"),
            "normalized": Flag("not normalized (undirected pairs counted once)", flag="--raw", kind="negate"),
            "weight": Flag("edge attribute of positive lengths (default: hops)"),
-           "top": Flag("only the top K vertices, sources until they are stable", flag="--top-k"),
+           "top": Flag("only the top K vertices, from sampled pairs until their confidence intervals separate "
+                       "them or are narrower than --epsilon", flag="--top-k"),
+           "epsilon": Flag("sample pairs until every normalised value is known to within EPSILON "
+                           "(default 0.01 with --top-k)"),
+           "delta": Flag("sampling: failure probability (default 0.1)"),
+           "max_samples": Flag("sampling: stop there whatever the intervals"),
            "seed": Flag("random seed (deterministic runs)"),
-           "batch_size": Flag("sources per batch (default: from memory)"),
-           "stable_batches": Flag("--top-k: batches the top set must hold")},
+           "batch_size": Flag("sources per batch (default: from memory)")},
     report=_betweenness_report,
     networkx=(NetworkX("betweenness_centrality", "values", params={"k": "k", "normalized": "normalized", "seed": "seed"},
                        requires={"endpoints": False}, weight="weight"),),

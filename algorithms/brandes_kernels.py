@@ -76,10 +76,10 @@ def lower_distances(indptr, indices, weights, unit, dist, seed_v, seed_col, seed
         j = i
         while j < total and seed_col[j] == c:
             j += 1
-        if unit:
+        if unit:                        # the queue holds vertices; a vertex's distance is read when it leaves
             head, tail, k = 0, 0, i
             while True:
-                if k < j and (head == tail or seed_d[k] <= queue_d[head]):
+                if k < j and (head == tail or seed_d[k] <= dist[queue_v[head], c]):
                     v, d = seed_v[k], seed_d[k]
                     k += 1
                     if d >= dist[v, c]:
@@ -87,10 +87,9 @@ def lower_distances(indptr, indices, weights, unit, dist, seed_v, seed_col, seed
                     dist[v, c] = d
                     changed[v, c] = True
                 elif head < tail:
-                    v, d = queue_v[head], queue_d[head]
+                    v = queue_v[head]
+                    d = dist[v, c]
                     head += 1
-                    if d > dist[v, c]:
-                        continue
                 else:
                     break
                 step = d + 1.0
@@ -101,7 +100,7 @@ def lower_distances(indptr, indices, weights, unit, dist, seed_v, seed_col, seed
                         changed[u, c] = True
                         if tail >= capacity:
                             raise RuntimeError("lower_distances: queue overflow")
-                        queue_v[tail], queue_d[tail] = u, step
+                        queue_v[tail] = u
                         tail += 1
         else:
             size = 0

@@ -15,12 +15,12 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import graphs
 from scipy.sparse.csgraph import dijkstra
 
+import graphs
 from algorithms.betweenness import (ShortestPathDag, SourceOrder, compressed_graph, empty_distances,
                                     integral_weights, local_betweenness)
+from algorithms.betweenness_sampling import PairSampling
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
 from gofs import files, layout
@@ -113,19 +113,58 @@ def test_sampled_sources_scale_like_networkx(stored):
     assert result.aggregated["sources"] == k and not result.aggregated["exact"]
 
 
-def test_top_k_precision(spark, tmp_path):
+def test_top_k_holds_its_guarantee(spark, tmp_path):
+    """Top-k from sampled pairs: every reported vertex's exact normalised value is at least the
+    exact k-th minus the reported epsilon, which is what the sampler stopped at."""
     graph, G = graphs.road(400, seed=3)
-    store = graphs.ingest_input(graph, tmp_path / "road.gofs", spark, 1)
-    top = 10
-    result = store.betweenness(top=top, batch_size=40, stable_batches=2, progress=False)
+    store = graphs.ingest_input(graph, tmp_path / "road.gofs", spark, 2)
+    top, epsilon = 10, 0.15
+    result = store.betweenness(top=top, epsilon=epsilon, delta=0.1, progress=False)
     rows = result.dataframe.collect()
     values = [r["betweenness"] for r in rows]
     assert len(rows) == top and values == sorted(values, reverse=True)
     exact = nx.betweenness_centrality(G)
-    truth = set(sorted(exact, key=lambda v: (-exact[v], v))[:top])
-    precision = len(truth & {r["id"] for r in rows}) / top
-    assert result.aggregated["sources"] < len(G)      # stopped early
-    assert precision >= 0.7, precision
+    kth = sorted(exact.values(), reverse=True)[top - 1]
+    info = result.aggregated
+    assert info["stop"] in ("separated", "epsilon") and info["delta"] == 0.1
+    assert info["samples"] < info["sources"] + 1 and not info["exact"]
+    if info["stop"] == "epsilon":
+        assert info["epsilon"] <= epsilon
+    assert all(exact[r["id"]] >= kth - info["epsilon"] for r in rows)
+
+
+def _pair_dependencies(G, s, t, weight):
+    """``delta_st(v)`` for every v: the share of s-t shortest paths through v (NetworkX's paths)."""
+    try:
+        paths = list(nx.all_shortest_paths(G, s, t, weight=weight))
+    except nx.NetworkXNoPath:
+        return {}
+    through = {}
+    for path in paths:
+        for v in path[1:-1]:
+            through[v] = through.get(v, 0) + 1
+    return {v: c / len(paths) for v, c in through.items()}
+
+
+@pytest.mark.parametrize("name", ["undirected-weighted-7", "directed-weighted-2"])
+def test_sampled_pairs_score_their_pair_dependencies(stored, name):
+    """With sampling capped before any stop, the estimate is the sum of the sampled pairs'
+    dependencies (paths crossing partitions included), scaled by n (n - 1) / samples."""
+    _, weight, *_ = CASES[name]
+    G, store = stored(name)
+    samples = 40
+    result = store.betweenness(epsilon=1e-6, max_samples=samples, batch_size=16, normalized=False,
+                               weight=weight, seed=3, progress=False)
+    assert result.aggregated["samples"] == samples and result.aggregated["stop"] == "max_samples"
+    ids, n = store.vertex_ids.to_pylist(), len(G)
+    sampler = PairSampling(n, 16, 1e-6, 0.1, samples, 3)
+    expected = dict.fromkeys(G, 0.0)
+    for batch in range(-(-samples // 16)):
+        for s, t in zip(*sampler.pairs(batch)):
+            for v, share in _pair_dependencies(G, ids[s], ids[t], weight).items():
+                expected[v] += share
+    scale = n * (n - 1) / samples * (1.0 if G.is_directed() else 0.5)
+    assert_matches(graphs.column(result, "betweenness"), {v: x * scale for v, x in expected.items()})
 
 
 def test_cli_run_betweenness(spark, stored, tmp_path, capsys):
@@ -165,7 +204,10 @@ def weighted_store(spark, tmp_path_factory):
     ({"top": -1}, "top=-1"),
     ({"top": 2.5}, "top=2.5"),
     ({"batch_size": 0}, "batch_size=0"),
-    ({"stable_batches": 0}, "stable_batches=0"),
+    ({"epsilon": 0.0}, "epsilon=0.0"),
+    ({"top": 2, "delta": 1.5}, "delta=1.5"),
+    ({"top": 2, "k": 3}, "exclude each other"),
+    ({"top": 2, "max_samples": 0}, "max_samples=0"),
 ])
 def test_bad_parameters_fail_before_running(weighted_store, kwargs, message):
     with pytest.raises(InputError, match=message):

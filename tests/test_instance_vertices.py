@@ -239,6 +239,8 @@ def test_betweenness_of_an_instance_with_added_vertices(grown):
         assert set(got) == set(expected)
         for v, b in expected.items():
             assert got[v] == pytest.approx(b, rel=1e-9, abs=1e-12), (weight, v)
-    top = g.betweenness(top=3, stable_batches=100, instance=1, progress=False)
-    ranked = sorted(nx.betweenness_centrality(H1).items(), key=lambda kv: (-kv[1], kv[0]))
-    assert [r["id"] for r in top.dataframe.collect()] == [v for v, _ in ranked[:3]]
+    top = g.betweenness(top=3, epsilon=0.2, instance=1, progress=False)
+    exact = nx.betweenness_centrality(H1)
+    third = sorted(exact.values(), reverse=True)[2]
+    rows = top.dataframe.collect()
+    assert len(rows) == 3 and all(exact[r["id"]] >= third - top.aggregated["epsilon"] for r in rows)

@@ -1,0 +1,116 @@
+"""Adaptive sampling of source-target pairs for betweenness with a guarantee.
+
+KADABRA (Borassi & Natale, "KADABRA is an ADaptive Algorithm for Betweenness via
+Random Approximation", 2016) samples shortest paths between uniformly random pairs
+``(s, t)`` and stops as soon as per-vertex confidence intervals are tight enough.
+Here a sample scores every vertex ``v`` with its pair dependency
+``X_v = sigma_sv * sigma_vt / sigma_st`` (the share of ``s``-``t`` shortest paths
+through ``v``, in [0, 1]) rather than 0/1 for one sampled path: the same mean,
+``E[X_v] = sum over ordered pairs s != t of delta_st(v) / (n (n - 1))``, with
+less variance, computed by the Brandes sweeps with the target as the only sink.
+
+At checkpoints spaced geometrically in the number of samples (each 25% past the
+last, and ``max_samples``) each vertex's interval is its mean plus or minus the
+empirical Bernstein radius (Maurer & Pontil 2009, two-sided), with ``delta`` split
+over the ``n`` vertices and the checkpoints, so all intervals of all checks hold
+together with probability at least ``1 - delta``. The run stops when the top-``k`` are separated from the
+rest (the smallest lower bound among the ``k`` highest means is at least the
+largest upper bound outside them), or when every interval is narrower than
+``epsilon``; then every reported vertex's value is at least the true ``k``-th
+value minus ``epsilon``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PairSampling:
+    """The sampler's parameters for a graph of ``n`` vertices, ``batch`` samples per batch."""
+
+    n: int
+    batch: int
+    epsilon: float
+    delta: float
+    max_samples: int
+    seed: int
+
+    @classmethod
+    def default_max_samples(cls, n: int, batch: int, epsilon: float, delta: float) -> int:
+        """The number of samples at which Hoeffding's radius (with this sampler's split of
+        ``delta``) is ``epsilon / 2`` for every vertex: the cap, where the rule stops for sure."""
+        cap = 1
+        for _ in range(4):                  # the split depends on the checkpoints, which depend on the cap
+            log = math.log(4 * max(n, 1) * cls(n, batch, epsilon, delta, cap, 0).checks / delta)
+            cap = max(1, math.ceil(log / (2 * (epsilon / 2) ** 2)))
+        return cap
+
+    #: samples at the first checkpoint, and the growth from one checkpoint to the next
+    FIRST_CHECK = 256
+    GROWTH = 1.25
+
+    @property
+    def checks(self) -> int:
+        """How many checkpoints a run can pass (the last at ``max_samples``)."""
+        return sum(1 for _ in self._checkpoints())
+
+    def _checkpoints(self):
+        point = float(self.FIRST_CHECK)
+        while point < self.max_samples:
+            yield math.ceil(point)
+            point *= self.GROWTH
+        yield self.max_samples
+
+    def is_check(self, batch: int) -> bool:
+        """Whether the batch ends at or past a checkpoint it is the first to reach."""
+        before, after = batch * self.batch, self.samples_after(batch)
+        return any(before < point <= after for point in self._checkpoints())
+
+    @property
+    def log_term(self) -> float:
+        """``ln(4 n R / delta)``: each vertex's interval at each of the ``R`` checks fails with
+        probability at most ``delta / (n R)``, half of it for each of the two bounds whose
+        smaller radius is taken (two-sided: ``delta / (4 n R)`` per side of each)."""
+        return math.log(4 * max(self.n, 1) * self.checks / self.delta)
+
+    def samples_after(self, batch: int) -> int:
+        return min((batch + 1) * self.batch, self.max_samples)
+
+    def pairs(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's (source numbers, target numbers), ``s != t``, the same in every task."""
+        size = self.samples_after(batch) - batch * self.batch
+        rng = np.random.default_rng([self.seed, batch])
+        s = rng.integers(0, self.n, size)
+        t = rng.integers(0, max(self.n - 1, 1), size)
+        return s, t + (t >= s)
+
+    def radius(self, total: np.ndarray, squares: np.ndarray, m: int) -> np.ndarray:
+        """Per vertex, the half-width of its interval after ``m`` samples whose scores (in
+        [0, 1]) sum to ``total`` and whose squares sum to ``squares``: the smaller of the
+        empirical Bernstein and the Hoeffding radius."""
+        if m < 2:
+            return np.full(len(total), np.inf)
+        variance = np.maximum(squares - total * total / m, 0.0) / (m - 1)
+        log = self.log_term
+        bernstein = np.sqrt(2 * variance * (log + math.log(2)) / m) + 7 * (log + math.log(2)) / (3 * (m - 1))
+        return np.minimum(bernstein, math.sqrt(log / (2 * m)))
+
+
+def stop_reason(top: tuple, by_upper: tuple, widest: float, k: int | None, epsilon: float) -> str | None:
+    """Why sampling may stop now, or None.
+
+    ``top``: (vertex ids, means, radii) of the ``k`` highest means; ``by_upper``: (vertex ids,
+    upper bounds) of the ``k + 1`` highest upper bounds (the first of them outside ``top`` has
+    the largest upper bound of all vertices outside it); ``widest``: the largest radius."""
+    if 2 * widest <= epsilon:
+        return "epsilon"
+    if k:
+        vids, means, radii = top
+        chosen = set(np.asarray(vids).tolist())
+        outside = [u for v, u in zip(*by_upper) if int(v) not in chosen]
+        if len(vids) == k and outside and float(np.min(means - radii)) >= outside[0]:
+            return "separated"
+    return None
