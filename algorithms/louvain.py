@@ -638,4 +638,9 @@ register(Algorithm(
            "seed": Flag("random seed (deterministic runs)"),
            "levels": Flag("also write one level_k column per level", kind="switch")},
     report=_louvain_report,
+    networkx=(NetworkX("community.leiden_communities", "communities", params={"resolution": "resolution",
+                                                                            "seed": "seed"},
+                       requires={"max_level": None}, directed=False, weight="weight"),),
+    graphframes=(GraphFramesMethod("leiden", column="community", ours="community",
+                                   params={"weight": "weight", "resolution": "resolution", "seed": "seed"}),),
 ))

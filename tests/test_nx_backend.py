@@ -81,6 +81,15 @@ def test_louvain_communities_cover_the_graph_with_networkx_modularity(graph):
         nx.community.modularity(graph, nx.community.louvain_communities(graph, seed=1)), abs=0.03)
 
 
+def test_leiden_communities_which_networkx_leaves_to_backends_are_connected(graph):
+    communities = nx.community.leiden_communities(graph, seed=1, backend="goffish")
+    assert type(communities) is list and set().union(*communities) == set(graph)
+    assert sum(map(len, communities)) == graph.number_of_nodes()
+    assert all(nx.is_connected(graph.subgraph(c)) for c in communities)
+    assert nx.community.modularity(graph, communities) == pytest.approx(
+        nx.community.modularity(graph, nx.community.louvain_communities(graph, seed=1)), abs=0.03)
+
+
 def test_a_gofs_handle_dispatches_by_type(spark, tmp_path):
     G = nx.path_graph(6)
     G.add_edge(10, 11)
