@@ -1,18 +1,26 @@
-"""Parquet reads that open only the files and columns asked for, and record it.
+"""Reading and durably writing GoFS files.
+
+Reads: Parquet reads that open only the files and columns asked for, and record it.
 
 Every read of a GoFS data file goes through :func:`read_columns` (whole columns),
 :func:`read_rows` (some rows of a column) or :func:`find_rows` (where values are),
 which keep a trace of (path, columns) per process. The last two stream a column a
 batch at a time, so what they hold is their answer, not the file. Tests use the trace to prove that a
 time-range, attribute-subset read touches only the matching files and columns.
+
+Writes: :func:`sync` flushes what a commit is about to publish; :func:`write_atomic`
+is the project's one way to replace a local file atomically.
 """
 from __future__ import annotations
 
 import contextlib
+import os
+import uuid
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from gofs.errors import DataError
@@ -114,3 +122,56 @@ def find_rows(fs, path: str, column: str, values: pa.Array) -> tuple[np.ndarray,
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     return np.concatenate(rows), np.concatenate(which)
+
+
+# --------------------------------------------------------------------------- durable writes
+
+def sync(fs, paths) -> None:
+    """Flush ``paths`` (files, or directories with everything under them) and the directories
+    that name them to the device. Only a local disk is flushed: HDFS and object stores make a
+    file durable when it is closed."""
+    if not isinstance(fs, pafs.LocalFileSystem):
+        return
+    directories = set()
+    for path in paths:
+        if os.path.isdir(path):
+            for folder, _, names in os.walk(path, topdown=False):
+                for name in names:
+                    _fsync(os.path.join(folder, name))
+                directories.add(folder)
+        elif os.path.exists(path):
+            _fsync(path)
+        directories.add(os.path.dirname(path.rstrip("/")))
+    for folder in sorted(directories, key=len, reverse=True):
+        _fsync(folder)
+
+
+def _fsync(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def write_atomic(path, data: bytes | None = None, write=None) -> None:
+    """Replace the local file ``path`` in one step: written under a temporary name beside it,
+    flushed, renamed over ``path``, and the directory flushed. Give the bytes as ``data``, or
+    ``write(binary_file)`` to write them; a failure leaves ``path`` as it was and no temporary file."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    staging = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(staging, "wb") as out:
+            if write is None:
+                out.write(data)
+            else:
+                write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staging, path)
+    except BaseException:
+        if os.path.exists(staging):
+            os.remove(staging)
+        raise
+    _fsync(directory)

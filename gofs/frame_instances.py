@@ -65,7 +65,7 @@ def append_vertex_frame(path: str, frame, start: float, end: float | None = None
                      "instances": [_entry(iid, start, end, attributes.empty_table(), None, (None, None, None))],
                      "instance_schema": {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),
                                          "edge": manifest["instance_schema"]["edge"]}}
-            manifest_io.commit(fs, root, snapshot.head + 1, entry)
+            manifest_io.commit(fs, root, snapshot.head + 1, entry, durable=[layout.instance_dir(data, iid)])
         except manifest_io.CommitConflict:
             raise
         except BaseException:

@@ -21,7 +21,12 @@ _FORMAT1_STAGING = re.compile(r"^\.(.+)\.tmp-[0-9a-f]{12}$")
 
 def classify(fs, graph_root: str) -> str:
     """"missing", "file", "empty", "graph" (committed GoFS graph), "unfinished" (only the
-    leftovers of a GoFS ingest that never committed), or "other"."""
+    leftovers of a GoFS ingest that never committed), or "other".
+
+    Leftovers are an ingest's only if the log says so: ``_log/`` holds nothing but the
+    lock and writers' temporary files, and each ``v-<token>`` directory has its
+    :func:`version_record` there. Folders that merely look like versions are someone else's.
+    """
     info = fs.get_file_info(graph_root)
     if info.type == pafs.FileType.NotFound:
         return "missing"
@@ -32,9 +37,21 @@ def classify(fs, graph_root: str) -> str:
     children = layout.listing(fs, graph_root)
     if not children:
         return "empty"
-    if all(c.base_name == layout.LOG or layout.VERSION_PATTERN.match(c.base_name) for c in children):
-        return "unfinished"
-    return "other"
+    log = {c.base_name for c in layout.listing(fs, layout.join(graph_root, layout.LOG))}
+    ours = all(name == manifest_io.LOCK or name.startswith(".tmp-") for name in log)
+    for child in children:
+        if child.base_name == layout.LOG:
+            ours = ours and child.type == pafs.FileType.Directory
+        else:
+            ours = ours and bool(layout.VERSION_PATTERN.match(child.base_name)) \
+                and f".tmp-{child.base_name}" in log
+    return "unfinished" if ours else "other"
+
+
+def version_record(graph_root: str, version: str) -> str:
+    """The log's note that ``version`` is being written by an ingest: a writer's temporary file,
+    removed with the version if the ingest fails and by the clean-up after a commit."""
+    return layout.join(graph_root, layout.LOG, f".tmp-{version}")
 
 
 def check_target(fs, graph_root: str, path: str, overwrite: bool) -> str:
@@ -43,8 +60,9 @@ def check_target(fs, graph_root: str, path: str, overwrite: bool) -> str:
     if kind == "file":
         raise GraphExistsError(f"{path} is a file, not a GoFS graph; refusing to replace it")
     if kind == "other":
-        raise GraphExistsError(f"{path} exists and is not a GoFS graph (no {layout.LOG}/ commit log or "
-                               f"{layout.LEGACY_MANIFEST}); refusing to {'replace' if overwrite else 'write into'} it")
+        raise GraphExistsError(f"{path} exists and is not a GoFS graph (no committed {layout.LOG}/ entry or "
+                               f"{layout.LEGACY_MANIFEST}, nor what a GoFS ingest leaves); refusing to "
+                               f"{'replace' if overwrite else 'write into'} it")
     if kind == "graph" and not overwrite:
         raise GraphExistsError(f"{path} already exists (pass overwrite=True / --overwrite to replace it)")
     return kind

@@ -250,7 +250,8 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
                 _entry(iid, start, end, vertex_table, edge_table, changes)
                 for iid, start, end, vertex_table, edge_table, changes in prepared],
                 "instance_schema": schema}
-            manifest_io.commit(fs, root, snapshot.head + 1, entry)
+            manifest_io.commit(fs, root, snapshot.head + 1, entry,
+                               durable=[layout.instance_dir(data, iid) for iid in written])
         except manifest_io.CommitConflict:
             raise               # the files may be a concurrent writer's too: delete nothing
         except BaseException:

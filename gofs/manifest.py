@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from gofs import layout
+from gofs import files, layout
 from gofs.errors import GoFSError, ManifestError
 
 FORMAT = "gofs"
@@ -249,10 +249,14 @@ def _replay(fs, graph_root: str, entries: list[tuple[int, str]]) -> Snapshot:
 
 COMPACT_AFTER = 256     # appends after a create before they are folded into a new create entry
 
-def commit(fs, graph_root: str, number: int, entry: dict) -> None:
+def commit(fs, graph_root: str, number: int, entry: dict, durable=()) -> None:
     """Publish ``entry`` as log entry ``number``: the single atomic step of every write.
 
-    Raises :class:`CommitConflict` if another writer published that number first.
+    ``durable``: the directories of the data the entry commits. On a local disk
+    they and the entry are flushed to the device before the entry is published,
+    and the log directory after, so a power loss never leaves a committed entry
+    naming files that are not on disk. Raises :class:`CommitConflict` if another
+    writer published that number first.
     """
     log = layout.join(graph_root, layout.LOG)
     fs.create_dir(log, recursive=True)
@@ -262,7 +266,9 @@ def commit(fs, graph_root: str, number: int, entry: dict) -> None:
     with fs.open_output_stream(staging) as stream:
         stream.write(json.dumps(document, indent=1).encode())
     try:
+        files.sync(fs, [*durable, staging])
         _publish(fs, staging, final)
+        files.sync(fs, [log])
     finally:
         layout.remove(fs, staging)
 
@@ -280,12 +286,18 @@ def _publish(fs, staging: str, final: str) -> None:
     fs.move(staging, final)
 
 
+LOCK = "lock"
+
+
 @contextlib.contextmanager
 def writer_lock(fs, graph_root: str):
     """Serialise the writers of one graph; yields True if a lock is held.
 
     On a local disk: an exclusive ``flock`` on ``GRAPH/_log/lock``, released by
-    the OS if the process dies. Elsewhere no lock is taken (yields False).
+    the OS if the process dies. A writer that undoes a failed first ingest
+    removes the lock file while holding it; a waiter that then gets the lock on
+    the removed file takes it again on the file now at that path.
+    Elsewhere no lock is taken (yields False).
     """
     if not layout.is_local(fs):
         yield False
@@ -293,9 +305,18 @@ def writer_lock(fs, graph_root: str):
     import fcntl
 
     log = layout.join(graph_root, layout.LOG)
-    os.makedirs(log, exist_ok=True)
-    with open(layout.join(log, "lock"), "a+b") as handle:
+    path = layout.join(log, LOCK)
+    while True:
+        os.makedirs(log, exist_ok=True)
+        handle = open(path, "a+b")
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    with handle:
         try:
             yield True
         finally:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import goffish
-from gofs import layout, manifest as manifest_io
+from gofs import housekeeping, layout, manifest as manifest_io
 from gofs.errors import DataError, GoFSError, GraphExistsError, InputError, ManifestError
 from gofs.housekeeping import check_result_target
 from gofs.ingest import ingest
@@ -113,6 +113,7 @@ def test_empty_directory_and_unfinished_ingest_may_be_written(tmp_path):
     unfinished = tmp_path / "unfinished"
     (unfinished / layout.LOG).mkdir(parents=True)
     (unfinished / "v-0123456789ab" / "template").mkdir(parents=True)
+    Path(housekeeping.version_record(str(unfinished), "v-0123456789ab")).touch()    # a killed ingest's note
     goffish.ingest(nx.path_graph(4), str(unfinished), num_partitions=1)
     _check_clean(unfinished)
 
