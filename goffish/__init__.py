@@ -22,29 +22,17 @@ def ingest(source, path: str, num_partitions: int = 4, partitioner: str | None =
     GraphFrame, a pandas DataFrame of edges, or a ``gofs.graph_input.GraphInput``;
     ``read_options`` go to the reader (``directed``, ``weight``, ``schema`` ...).
     ``engine``: ``"local"`` (read, partition and write in this process),
-    ``"spark"`` (every stage on Spark: :mod:`gofs.spark_ingest`), or ``"auto"``:
+    ``"spark"`` (every stage on Spark: :mod:`gofs.ingest.spark`), or ``"auto"``:
     Spark for input paths larger than ``engine_threshold`` bytes (default: the
     conf ``spark.goffish.ingest.localMaxBytes``, else 256 MiB). ``partitioner``
-    defaults to ``"metis"`` locally and ``"multilevel"`` on Spark.
+    defaults to ``"metis"`` locally and ``"multilevel"`` on Spark. A Spark
+    session is started only if a stage runs on Spark (see :func:`gofs.ingest.ingest`).
     """
-    from gofs.graph_input import GraphInput
-    from gofs.spark_ingest import choose_engine
+    from gofs.ingest import ingest as ingest_graph
 
-    if isinstance(source, GraphInput) and engine == "spark":
-        raise ValueError("engine='spark' reads paths or Spark DataFrames; a GraphInput is already in memory")
-    if isinstance(source, GraphInput) or choose_engine(source, engine, engine_threshold, spark) == "local":
-        from gofs.ingest import ingest as ingest_graph
-        from gofs.sources import read_graph
-
-        graph = source if isinstance(source, GraphInput) else read_graph(source, **read_options)
-        ingest_graph(graph, path, num_partitions=num_partitions, partitioner=partitioner or "metis",
-                     overwrite=overwrite, name=name, seed=seed, spark=spark)
-    else:
-        from gofs.spark_ingest import ingest as ingest_on_spark
-
-        spark = spark or session()
-        ingest_on_spark(spark, source, path, num_partitions=num_partitions, partitioner=partitioner,
-                        overwrite=overwrite, name=name, seed=seed, **read_options)
+    ingest_graph(source, path, num_partitions=num_partitions, partitioner=partitioner, overwrite=overwrite,
+                 name=name, seed=seed, spark=spark or session, engine=engine, engine_threshold=engine_threshold,
+                 **read_options)
     return open(path, spark=spark)
 
 

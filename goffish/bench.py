@@ -259,8 +259,8 @@ def _bytes_under(path: Path) -> int:
 def ingest_report(generator: str, size: int, partitions: int, seed: int, workdir: Path) -> tuple[str, dict]:
     """Generate, partition, discover sub-graphs and write; seconds per stage and bytes on disk
     against the same graph as a gzipped SNAP edge list."""
-    from gofs.ingest import dense_ids, ingest
-    from gofs.partitioners import partition
+    from gofs.ingest.local import dense_ids, ingest_graph as ingest
+    from gofs.partition import partition
     from goffish.generators import generate, write_edge_list
 
     clock = time.perf_counter()

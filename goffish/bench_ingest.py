@@ -125,7 +125,7 @@ def _one(args) -> int:
     report: dict = {}
     if args.engine == "spark":
         from goffish.session import session
-        from gofs.spark_ingest import ingest
+        from gofs.ingest.spark import ingest_on_spark as ingest
 
         spark = session(master=args.master, conf=_conf(args))
         session_seconds = time.perf_counter() - started
@@ -134,8 +134,8 @@ def _one(args) -> int:
         manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
                           overwrite=True, partitioner=args.spark_partitioner, **options)
     else:
-        from gofs.ingest import ingest
-        from gofs.sources import read_graph
+        from gofs.ingest.local import ingest_graph as ingest
+        from gofs.ingest.read_local import read_graph
 
         session_seconds = 0.0
         clock = time.perf_counter()
@@ -162,10 +162,11 @@ def _conf(args) -> dict:
 def _quality(args) -> int:
     """In a measured process: METIS on the driver vs multilevel on Spark, same dense ids."""
     from goffish.session import session
-    from gofs.ingest import dense_ids
-    from gofs.multilevel import multilevel_partition
-    from gofs.partitioners import balance, edge_cut, metis_partition
-    from gofs.sources import read_graph
+    from gofs.ingest.local import dense_ids
+    from gofs.partition import balance, edge_cut
+    from gofs.partition.metis import metis_partition
+    from gofs.partition.multilevel import multilevel_partition
+    from gofs.ingest.read_local import read_graph
 
     spark = session(master=args.master, conf=_conf(args))
     index, src, dst, _ = dense_ids(read_graph(args.input))

@@ -51,11 +51,8 @@ def _add_spark_options(parser):
 
 def cmd_ingest(args) -> int:
     import goffish
-    from gofs.spark_ingest import choose_engine
+    from gofs.ingest import ingest
 
-    engine = choose_engine(args.input, args.engine, args.engine_threshold)
-    needs_spark = engine == "spark" or args.partitioner in ("spark-lp", "multilevel")
-    spark = _spark(args) if needs_spark else None
     options = {"directed": args.directed}
     if args.weight:
         options["weight"] = args.weight
@@ -63,26 +60,15 @@ def cmd_ingest(args) -> int:
         options["attribute_names"] = args.attributes.split(",")
     if args.format:
         options["format"] = args.format
-    timings: dict = {}
-    if engine == "spark":
-        from gofs.spark_ingest import ingest as ingest_on_spark
-
-        budget = {"driver_budget_edges": args.driver_budget_edges} if args.driver_budget_edges else {}
-        ingest_on_spark(spark, args.input, args.graph, num_partitions=args.partitions,
-                        partitioner=args.partitioner, overwrite=args.overwrite, seed=args.seed, timings=timings,
-                        **options, **budget)
-    else:
-        from gofs.ingest import ingest
-        from gofs.sources import read_graph
-
-        clock = time.perf_counter()
-        graph = read_graph(args.input, **options)
-        timings["read"] = time.perf_counter() - clock
-        ingest(graph, args.graph, num_partitions=args.partitions, partitioner=args.partitioner or "metis",
-               overwrite=args.overwrite, seed=args.seed, spark=spark, timings=timings)
+    if args.driver_budget_edges:
+        options["driver_budget_edges"] = args.driver_budget_edges
+    report: dict = {}
+    ingest(args.input, args.graph, num_partitions=args.partitions, partitioner=args.partitioner,
+           overwrite=args.overwrite, seed=args.seed, spark=lambda: _spark(args), engine=args.engine,
+           engine_threshold=args.engine_threshold, report=report, **options)
     print(goffish.open(args.graph).info())
-    print(f"ingest engine: {engine}")
-    print("ingest seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
+    print(f"ingest engine: {report['engine']}")
+    print("ingest seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in report["seconds"].items()))
     return 0
 
 

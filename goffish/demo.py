@@ -22,7 +22,7 @@ def _check(name: str, ok: bool) -> str:
 def main(spark, workdir: str | None = None) -> int:
     import goffish
     from algorithms.baselines import canonical_components, igraph_components, igraph_pagerank, igraph_sssp
-    from gofs.sources import read_edge_list
+    from gofs.ingest.read_local import read_edge_list
 
     workdir = workdir or tempfile.mkdtemp(prefix="goffish-demo-")
     path = str(Path(workdir) / "road-small.gofs")

@@ -8,7 +8,8 @@ which keep a trace of (path, columns) per process. The last two stream a column 
 batch at a time, so what they hold is their answer, not the file. Tests use the trace to prove that a
 time-range, attribute-subset read touches only the matching files and columns.
 
-Writes: :func:`sync` flushes what a commit is about to publish; :func:`write_atomic`
+Writes: :func:`write_table` writes a data file (:func:`put_table` from a Spark task),
+:func:`sync` flushes what a commit is about to publish; :func:`write_atomic`
 is the project's one way to replace a local file atomically.
 """
 from __future__ import annotations
@@ -122,6 +123,31 @@ def find_rows(fs, path: str, column: str, values: pa.Array) -> tuple[np.ndarray,
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     return np.concatenate(rows), np.concatenate(which)
+
+
+# --------------------------------------------------------------------------- writes
+
+PARQUET_OPTIONS = {"compression": "zstd"}
+
+
+def write_table(fs, path: str, table: pa.Table) -> None:
+    """Write one Parquet data file: integers delta-encoded (ids are sorted or nearly so,
+    which makes them almost free), everything else dictionary-encoded, zstd."""
+    fs.create_dir(path.rpartition("/")[0], recursive=True)
+    integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
+    others = [f.name for f in table.schema if f.name not in integers]
+    with fs.open_output_stream(path) as stream:
+        pq.write_table(table, stream, use_dictionary=others,
+                       column_encoding={name: "DELTA_BINARY_PACKED" for name in integers}, **PARQUET_OPTIONS)
+
+
+def put_table(fs, path: str, table: pa.Table) -> None:
+    """:func:`write_table` under a temporary name, then moved in place: a retried or
+    speculative Spark task never leaves a torn file under the final name."""
+    directory, _, base = path.rpartition("/")
+    staging = f"{directory}/.{base}.{uuid.uuid4().hex[:12]}.tmp"
+    write_table(fs, staging, table)
+    fs.move(staging, path)
 
 
 # --------------------------------------------------------------------------- durable writes

@@ -13,7 +13,6 @@ import pyarrow as pa
 
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
-from gofs.ingest import _write
 from gofs.instances import _check_schema, _entry, after_commit, open_for_append
 from gofs.spark_compat import arrow_schema, spark_schema
 
@@ -148,7 +147,7 @@ def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values
             rows = table.filter(pa.compute.equal(table.column(_P), int(p)))
             rows = rows.take(pa.array(np.argsort(rows.column(_VID).to_numpy(), kind="stable")))
             aligned = pa.table({n: rows.column(n).cast(attributes.field(n).type) for n in names}, schema=attributes)
-            _write(fs, layout.instance_vertices(data, iid, int(p)), aligned)
+            files.write_table(fs, layout.instance_vertices(data, iid, int(p)), aligned)
             yield pa.RecordBatch.from_pydict({"p": pa.array([int(p)], pa.int32()),
                                               "rows": pa.array([aligned.num_rows], pa.int64())})
 
@@ -157,7 +156,7 @@ def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values
     fs, _ = layout.filesystem(path)
     for p, info in enumerate(manifest["partitions"]):
         if info["num_vertices"] == 0:
-            _write(fs, layout.instance_vertices(data, iid, p), attributes.empty_table())
+            files.write_table(fs, layout.instance_vertices(data, iid, p), attributes.empty_table())
         elif written.get(p) != info["num_vertices"]:
             raise RuntimeError(f"{layout.instance_vertices(data, iid, p)}: wrote {written.get(p)} rows, "
                                f"expected {info['num_vertices']}")

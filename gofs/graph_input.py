@@ -1,6 +1,7 @@
 """The in-memory form every input source is normalised to before ingest."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -16,7 +17,8 @@ class GraphInput:
     edge attributes; ``vertices`` (optional) has an ``id`` column of the same
     type plus vertex attributes. Vertices that appear only in ``edges`` are
     added with null attributes. ``source`` names where the data came from, for
-    error messages.
+    error messages; ``vertex_where(i)`` names the id of row i of ``vertices`` as
+    the user knows it (file and line, or row, and column) for errors about it.
     """
 
     edges: pa.Table
@@ -25,6 +27,7 @@ class GraphInput:
     source: str = "<memory>"
     name: str | None = None
     extra: dict = field(default_factory=dict)
+    vertex_where: Callable[[int], str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for column in ("src", "dst"):
@@ -42,6 +45,12 @@ class GraphInput:
             vtype = self.vertices.schema.field("id").type
             if (pa.types.is_integer(vtype) != pa.types.is_integer(id_type)):
                 raise InputError(f"{self.source}: vertex 'id' is {vtype} but edge endpoints are {id_type}")
+
+    def vertex_place(self, row: int) -> str:
+        """Where the id of vertex-table row ``row`` is, for an error about it."""
+        if self.vertex_where is not None:
+            return self.vertex_where(row)
+        return f"{self.source}: vertex row {row}, column 'id'"
 
     @property
     def edge_attribute_names(self) -> list[str]:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from gofs import files, housekeeping, layout, manifest as manifest_io, vids as vid_space
 from gofs.errors import InputError
-from gofs.ingest import _write, unique_vertex_ids
+from gofs.ingest.formats import unique_vertex_ids
 
 
 @dataclass
@@ -367,18 +367,18 @@ def _write_instance(fs, data: str, manifest: dict, iid: int, vertex_table, edge_
     for p in range(k):
         if vertex_table is not None:
             rows = np.r_[offsets[p]:offsets[p + 1], n + extra[p]:n + extra[p + 1]]
-            _write(fs, layout.instance_vertices(data, iid, p), vertex_table.take(pa.array(rows, pa.int64())))
+            files.write_table(fs, layout.instance_vertices(data, iid, p), vertex_table.take(pa.array(rows, pa.int64())))
         if edge_table is not None:
             if edge_rows is None:
                 edge_rows = _edge_rows(fs, data, k)
-            _write(fs, layout.instance_edges(data, iid, p), edge_table.take(pa.array(edge_rows[p])))
+            files.write_table(fs, layout.instance_edges(data, iid, p), edge_table.take(pa.array(edge_rows[p])))
     if topology is not None:
-        _write(fs, layout.instance_topology(data, iid), topology)
+        files.write_table(fs, layout.instance_topology(data, iid), topology)
     if added is not None:
         id_type = pa.int64() if manifest["id_type"] == "int64" else pa.string()
-        _write(fs, layout.instance_added_vertices(data, iid), added.table(id_type))
+        files.write_table(fs, layout.instance_added_vertices(data, iid), added.table(id_type))
     if registry is not None:
-        _write(fs, layout.instance_vertex_registry(data, iid), registry)
+        files.write_table(fs, layout.instance_vertex_registry(data, iid), registry)
 
 
 def _edge_rows(fs, data: str, k: int) -> list[np.ndarray]:
@@ -413,7 +413,7 @@ def _added_vertices(template: _Template, registry: _Registry, table: pa.Table | 
         raise InputError(f"{where}: only an 'id' column is allowed (columns: {table.column_names}); "
                          "their attribute values go in vertex_values")
     column = template._check_type(table.column("id"), where, "id")
-    ids = unique_vertex_ids(column, where)
+    ids = unique_vertex_ids(column, lambda row: f"{where} row {row + 1}, field 'id'")
     known = template.id_index.get_indexer(ids)
     if (known >= 0).any():
         row = int(np.flatnonzero(known >= 0)[0])

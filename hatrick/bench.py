@@ -117,7 +117,7 @@ def percentile(values, q):
 
 def build_graph(path, n, m, seed):
     from gofs.ingest import ingest
-    from gofs.sources import from_pandas
+    from gofs.ingest.read_local import from_pandas
     from gofs.store import GraphStore
 
     rng = np.random.default_rng(seed)

@@ -14,7 +14,7 @@ import numpy as np
 
 import goffish
 from gofs.graph_input import GraphInput
-from gofs.sources import from_networkx
+from gofs.ingest.read_local import from_networkx
 
 INF = math.inf
 
@@ -125,7 +125,7 @@ def ingest_input(graph: GraphInput, path, spark, num_partitions: int = 2, partit
 
 
 def ingest_nx(G, path, spark, num_partitions: int = 2, partitioner: str = "metis", seed: int = 0):
-    """Store the NetworkX graph ``G`` as GoFS at ``path`` (via gofs.sources.from_networkx) and open it."""
+    """Store the NetworkX graph ``G`` as GoFS at ``path`` (via gofs.ingest.read_local.from_networkx) and open it."""
     return ingest_input(from_networkx(G), path, spark, num_partitions, partitioner, seed)
 
 

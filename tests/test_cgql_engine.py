@@ -14,7 +14,7 @@ import pytest
 import cgql_oracle as oracle
 import goffish
 from gofs.instances import Instance
-from gofs.sources import from_pandas
+from gofs.ingest.read_local import from_pandas
 from hatrick.cgql import CGQLError, PandasView, Topic, active_queries, query
 from hatrick.cgql.views import StoreInstanceView
 

@@ -22,7 +22,7 @@ import pytest
 import goffish
 import graphs
 from goffish.cli import main
-from gofs.sources import read_edge_list
+from gofs.ingest.read_local import read_edge_list
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"

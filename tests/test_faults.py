@@ -24,7 +24,7 @@ from gofs.errors import DataError, GoFSError, GraphExistsError, InputError, Mani
 from gofs.housekeeping import check_result_target
 from gofs.ingest import ingest
 from gofs.instances import Instance, append_instances
-from gofs.sources import from_networkx
+from gofs.ingest.read_local import from_networkx
 from tests.faultfs import NoDirectoryMoves
 
 REPO = Path(__file__).resolve().parents[1]
@@ -208,9 +208,9 @@ def test_vertex_only_append_reads_no_edge_file(tmp_path):
 KILL = textwrap.dedent("""
     import os, sys
     import networkx as nx, pyarrow as pa
-    import gofs.ingest, gofs.instances, gofs.layout, gofs.manifest
+    import gofs.files, gofs.ingest, gofs.instances, gofs.layout, gofs.manifest
     from gofs.instances import Instance, append_instances
-    from gofs.sources import from_networkx
+    from gofs.ingest.read_local import from_networkx
     target, where, nth, when, action = sys.argv[1:6]
     module, name = where.rsplit(".", 1)
     module = getattr(gofs, module)
@@ -240,8 +240,8 @@ def _killed(target, where, nth, when, action):
     assert done.returncode == 9, done.stderr[-2000:]
 
 
-APPEND_KILLS = [("instances._write", 1, "before", False),     # validated, nothing written
-                ("instances._write", 2, "before", False),     # one file written
+APPEND_KILLS = [("files.write_table", 1, "before", False),    # validated, nothing written
+                ("files.write_table", 2, "before", False),    # one file written
                 ("manifest.commit", 1, "before", False),      # every file written, no entry
                 ("manifest._publish", 1, "before", False),    # entry staged, not published
                 ("manifest._publish", 1, "after", True)]      # published, staging file left
@@ -260,7 +260,7 @@ def test_append_killed_at_each_step(tmp_path, where, nth, when, committed):
     _check_clean(target)
 
 
-OVERWRITE_KILLS = [("ingest._write", 3, "before", False),       # half a template written
+OVERWRITE_KILLS = [("files.write_table", 3, "before", False),   # half a template written
                    ("manifest._publish", 1, "before", False),   # template written, entry staged
                    ("manifest._publish", 1, "after", True),     # committed, old version still there
                    ("layout.remove", 2, "after", True)]         # committed, clean-up half done
@@ -282,7 +282,7 @@ def test_first_ingest_killed_leaves_a_path_that_a_new_ingest_takes(tmp_path):
     target = tmp_path / "new.gofs"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     script = KILL.replace("overwrite=True", "overwrite=False")
-    done = subprocess.run([sys.executable, "-c", script, str(target), "ingest._write", "2", "before", "ingest"],
+    done = subprocess.run([sys.executable, "-c", script, str(target), "files.write_table", "2", "before", "ingest"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 9, done.stderr[-2000:]
     with pytest.raises(ManifestError, match="not a GoFS graph"):

@@ -7,7 +7,7 @@ import pytest
 
 import goffish
 from gofs.errors import InputError
-from gofs.sources import from_pandas
+from gofs.ingest.read_local import from_pandas
 from hatrick.cgql import CGQLError, parse
 from hatrick.cgql.planner import plan
 from hatrick.updates import UpdateError

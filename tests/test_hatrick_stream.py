@@ -9,7 +9,7 @@ import pytest
 import goffish
 from goffish.cli import main
 from gofs.errors import InputError
-from gofs.sources import from_pandas
+from gofs.ingest.read_local import from_pandas
 from hatrick import checkpoint as checkpoint_module
 from hatrick import partitioned as partitioned_module
 from hatrick import stream as stream_module

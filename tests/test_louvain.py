@@ -16,7 +16,7 @@ import pytest
 from algorithms.louvain import connected_pieces, louvain_membership, modularity, subgraph_seed
 from gofs.bundle import load_partition
 from gofs.errors import InputError
-from gofs.sources import from_networkx
+from gofs.ingest.read_local import from_networkx
 from goffish.bench_louvain import nmi
 from goffish.generators import lfr
 from gopher.subgraph import Subgraph

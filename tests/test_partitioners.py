@@ -4,8 +4,10 @@ import pandas as pd
 import pytest
 
 from gofs.spark_compat import release_local_checkpoint
-from gofs.partitioners import (PARTITIONERS, balance, edge_cut, hash_partition, metis_partition, partition,
-                               spark_label_propagation, spark_lp_partition)
+from gofs.partition import PARTITIONERS, balance, edge_cut, partition
+from gofs.partition.hashing import hash_partition
+from gofs.partition.metis import metis_partition
+from gofs.partition.propagation import spark_label_propagation, spark_lp_partition
 
 
 def grid(side, drop=0.0, seed=0):
@@ -110,7 +112,7 @@ def test_spark_lp_cuts_far_less_than_hash_within_capacity(spark):
 
 
 def test_move_plan_pushes_out_only_the_overflow_and_prefers_wanted_moves():
-    from gofs.partitioners import _plan_moves
+    from gofs.partition.propagation import _plan_moves
 
     nothing = np.zeros((3, 3), np.int64)
     pushed = np.array([[0, 5, 5], [0, 0, 0], [0, 0, 0]])
@@ -128,7 +130,7 @@ def test_move_plan_pushes_out_only_the_overflow_and_prefers_wanted_moves():
 def test_refinement_pushes_an_overfull_start_down_to_capacity(spark):
     """A start with 40% of a grid in one of 3 column bands: the wanted moves alone would leave it
     over capacity (the bands are a local optimum); the boundary columns are pushed out instead."""
-    from gofs.partitioners import refine_partition
+    from gofs.partition.propagation import refine_partition
 
     side = 30
     n, src, dst = grid(side)
@@ -183,7 +185,7 @@ def _new(spark, before):
 
 
 def test_spark_lp_releases_every_checkpoint_on_success_and_failure(spark, monkeypatch):
-    import gofs.partitioners as partitioners
+    import gofs.partition.propagation as partitioners
 
     n, src, dst = grid(8, drop=0.1)
     before = _held(spark)
@@ -234,7 +236,7 @@ def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
 def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids):
     """Row-major grid ids are local: levels cluster inside id ranges (METIS per range);
     shuffled ids are not: levels fall back to size-constrained label propagation."""
-    from gofs.multilevel import coarse_graph_bytes, multilevel_partition
+    from gofs.partition.multilevel import coarse_graph_bytes, multilevel_partition
 
     n, src, dst = grid(24, drop=0.1)
     if ids == "shuffled":
@@ -259,7 +261,7 @@ def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids
 
 
 def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(spark, monkeypatch):
-    import gofs.multilevel as multilevel
+    import gofs.partition.multilevel as multilevel
 
     def no_clusters(cluster_weight, seed):
         def clusters_of(rows):
@@ -281,7 +283,7 @@ def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(
 
 
 def test_multilevel_argument_errors(spark):
-    from gofs.multilevel import multilevel_labels
+    from gofs.partition.multilevel import multilevel_labels
 
     n, src, dst = grid(4)
     with pytest.raises(ValueError, match="spark=<SparkSession>"):

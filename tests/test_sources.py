@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gofs.errors import InputError
-from gofs.sources import (from_dataframes, from_graphframe, from_networkx, from_pandas, read_csv,
+from gofs.ingest.read_local import (from_dataframes, from_graphframe, from_networkx, from_pandas, read_csv,
                           read_edge_list, read_graph, read_parquet)
 
 

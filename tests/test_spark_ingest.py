@@ -19,9 +19,10 @@ import goffish
 from goffish import cli
 from goffish.generators import road_network, write_edge_list
 from gofs.errors import InputError
-from gofs.ingest import ingest as local_ingest
-from gofs.sources import read_csv, read_graph
-from gofs.spark_ingest import choose_engine, ingest as spark_ingest
+from gofs.ingest.local import ingest_graph as local_ingest
+from gofs.ingest.read_local import read_csv, read_graph
+from gofs.ingest import choose_engine
+from gofs.ingest.spark import ingest_on_spark as spark_ingest
 from tests import graphs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -225,8 +226,8 @@ _CAPPED = textwrap.dedent("""
                                              "spark.sql.shuffle.partitions": "2"})
     spark.range(10).count()
     from gofs.ingest import ingest
-    from gofs.sources import read_csv, read_graph
-    from gofs.spark_ingest import ingest as spark_ingest
+    from gofs.ingest.read_local import read_csv, read_graph
+    from gofs.ingest.spark import ingest_on_spark as spark_ingest
 
     def vm():
         return int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024

@@ -15,7 +15,7 @@ import goffish
 from gofs import files
 from gofs.errors import GraphExistsError, InputError, ManifestError
 from gofs.instances import Instance
-from gofs.sources import from_networkx
+from gofs.ingest.read_local import from_networkx
 
 
 def _sample_graph(directed: bool, string_ids: bool = False) -> nx.Graph:
@@ -253,12 +253,12 @@ def test_existing_path_is_never_overwritten_unless_asked(tmp_path):
 
 
 def test_failure_during_write_removes_the_staging_directory(tmp_path, monkeypatch):
-    import gofs.ingest as ingest_module
+    import gofs.manifest as manifest_io
 
     def explode(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ingest_module.manifest_io, "commit", explode)
+    monkeypatch.setattr(manifest_io, "commit", explode)
     with pytest.raises(OSError, match="disk full"):
         goffish.ingest(nx.path_graph(4), str(tmp_path / "g.gofs"), num_partitions=2)
     assert os.listdir(tmp_path) == []

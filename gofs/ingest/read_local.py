@@ -32,19 +32,13 @@ import pyarrow.parquet as pq
 
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
+from gofs.ingest import formats
 
 __all__ = ["read_graph", "read_edge_list", "read_csv", "read_parquet", "from_pandas",
            "from_dataframes", "from_graphframe", "from_networkx"]
 
-TYPES = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(), "bool": pa.bool_()}
-"""Type names accepted in ``schema`` arguments and the Arrow types they mean."""
-
-_WHAT = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true/false/1/0)"}
 _PANDAS_KINDS = {"int": "i", "float": "iuf", "bool": "b"}
-_GZIP_MAGIC = b"\x1f\x8b"
 _COMMENT_LINE = re.compile(rb"^[ \t]*[#%][^\n]*\n?", re.MULTILINE)
-_EDGE_LIST_SUFFIXES = {".txt", ".tsv", ".edges", ".el"}
-_PARQUET_SUFFIXES = {".parquet", ".pq"}
 
 
 @dataclass(frozen=True)
@@ -92,32 +86,14 @@ def read_graph(path_or_obj, format: str | None = None, **kw) -> GraphInput:
         raise TypeError(f"read_graph cannot read a {type(obj).__name__}")
     path = _existing(obj)
     readers = {"edgelist": read_edge_list, "csv": read_csv, "parquet": read_parquet}
-    format = format or _guess_format(path)
-    if format not in readers:
-        raise ValueError(f"format must be one of {sorted(readers)}, got {format!r}")
+    format = format or formats.guess_format(str(path), path.is_dir())
+    formats.check_format(format)
     return readers[format](path, **kw)
 
 
 def _instance_of(obj, module: str, cls: str) -> bool:
     """isinstance without importing optional libraries: if never imported, obj cannot be one."""
     return module in sys.modules and isinstance(obj, getattr(sys.modules[module], cls))
-
-
-def _guess_format(path: Path) -> str:
-    if path.is_dir():
-        return "parquet"
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes[-1:] == [".gz"]:
-        return "csv" if suffixes[-2:-1] == [".csv"] else "edgelist"
-    suffix = suffixes[-1] if suffixes else ""
-    if suffix in _EDGE_LIST_SUFFIXES:
-        return "edgelist"
-    if suffix == ".csv":
-        return "csv"
-    if suffix in _PARQUET_SUFFIXES:
-        return "parquet"
-    raise InputError(f"{path}: cannot tell the format from the suffix {suffix!r}; "
-                     "pass format='edgelist', 'csv' or 'parquet'")
 
 
 # --------------------------------------------------------------------------- edge lists
@@ -162,7 +138,7 @@ def read_edge_list(path, directed: bool = False, weight: str | None = None,
     try:
         frame = _parse_fields(body, dtype=dict.fromkeys(str_columns, object))
     except pd.errors.EmptyDataError:
-        return _finish(pa.table({n: pa.array([], TYPES.get(types[n], pa.int64())) for n in names}), None,
+        return _finish(pa.table({n: pa.array([], formats.TYPES.get(types[n], pa.int64())) for n in names}), None,
                        directed=directed, source=source, name=_graph_name(path), edge_where=where)
     except pd.errors.ParserError:
         raise _field_count_error(data, source, names) from None
@@ -202,7 +178,7 @@ def _attribute_types(names: list[str], schema: dict | None, source: str) -> dict
         raise InputError(f"{source}: schema names column {unknown[0]!r}, but the attribute columns are "
                          f"{names} (name them with weight= or attribute_names=)")
     types = {name: schema.get(name, "float") for name in names}
-    _check_type_names(types)
+    formats.check_type_names(types)
     return types
 
 
@@ -223,7 +199,7 @@ def _chunked(values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _decoded_bytes(path: Path) -> bytes:
     data = path.read_bytes()
-    return gzip.decompress(data) if data.startswith(_GZIP_MAGIC) else data
+    return gzip.decompress(data) if data.startswith(formats.GZIP_MAGIC) else data
 
 
 def _without_comments(data: bytes) -> bytes:
@@ -296,7 +272,7 @@ def read_csv(path, directed: bool = False, src: str = "src", dst: str = "dst",
     >>> g = read_csv("edges.csv", src="from", dst="to", vertices_path="people.csv")  # doctest: +SKIP
     """
     schema = dict(schema or {})
-    _check_type_names(schema)
+    formats.check_type_names(schema)
     files = [(_existing(path), (src, dst))]
     if vertices_path is not None:
         files.append((_existing(vertices_path), (id_column,)))
@@ -356,7 +332,7 @@ def _inferred(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _open_text(path: Path):
     with path.open("rb") as probe:
-        compressed = probe.read(2) == _GZIP_MAGIC
+        compressed = probe.read(2) == formats.GZIP_MAGIC
     opener = gzip.open if compressed else open
     return opener(path, "rt", encoding="utf-8-sig", newline="")
 
@@ -406,7 +382,7 @@ def read_parquet(path, directed: bool = False, src: str = "src", dst: str = "dst
     a value that does not cast is reported with its 0-based row.
     """
     schema = dict(schema or {})
-    _check_type_names(schema)
+    formats.check_type_names(schema)
     paths = [_existing(path)] + ([_existing(vertices_path)] if vertices_path is not None else [])
     tables = [pq.read_table(p) for p in paths]
     unknown = [c for c in schema if not any(c in t.column_names for t in tables)]
@@ -498,6 +474,10 @@ def _attribute_arrays(records: list[dict], kind: str, *reserved: str) -> dict[st
 
 # --------------------------------------------------------------------------- shared
 
+def _graph_name(path: Path) -> str:
+    return formats.graph_name(str(path), path.is_dir())
+
+
 def _existing(path) -> Path:
     path = Path(path)
     if not path.exists():
@@ -505,23 +485,12 @@ def _existing(path) -> Path:
     return path
 
 
-def _graph_name(path: Path) -> str:
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    return name if path.is_dir() else Path(name).stem
-
-
-def _check_type_names(types: dict[str, str]) -> None:
-    for column, name in types.items():
-        if name not in TYPES:
-            raise ValueError(f"schema type for {column!r} must be one of {sorted(TYPES)}, got {name!r}")
-
-
 def _cast_columns(columns: dict[str, pa.ChunkedArray], types: dict[str, str],
                   where: _Where) -> dict[str, pa.ChunkedArray]:
     """Cast each column to its named type; on failure report the earliest value that did not convert."""
     cast, failures = {}, []
     for position, (name, values) in enumerate(columns.items()):
-        target = TYPES[types[name]]
+        target = formats.TYPES[types[name]]
         try:
             cast[name] = values.cast(target)
         except pa.ArrowNotImplementedError:
@@ -532,7 +501,7 @@ def _cast_columns(columns: dict[str, pa.ChunkedArray], types: dict[str, str],
     if failures:
         row, _, name = min(failures)
         raise InputError(f"{where(row)}, column {name!r}: {columns[name][row].as_py()!r} "
-                         f"is not {_WHAT[types[name]]}")
+                         f"is not {formats.WHAT[types[name]]}")
     return cast
 
 

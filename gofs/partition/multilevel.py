@@ -30,7 +30,7 @@ working on a smaller graph with the same structure:
    the only data the driver ever holds, bounded by the budget.
 3. **Project and refine on Spark.** Each vertex takes its cluster's
    partition, then balanced label propagation
-   (:func:`gofs.partitioners.spark_label_propagation`, Ugander and Backstrom,
+   (:func:`gofs.partition.propagation.spark_label_propagation`, Ugander and Backstrom,
    WSDM 2013) starts from that partition and moves boundary vertices to the
    partition most of their neighbours are in, within the capacity; it stops
    once an iteration moves fewer than ``refine_min_moves`` of the vertices
@@ -54,6 +54,9 @@ import numpy as np
 import pyarrow as pa
 
 from gofs import layout
+from gofs.partition.arrays import collect_labels
+from gofs.partition.metis import weighted_parts
+from gofs.partition.propagation import refine_partition
 
 DRIVER_BUDGET_BYTES = 48 << 20
 """Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
@@ -73,6 +76,9 @@ _RANGE_SHARE = 0.5              # cluster inside id ranges when at least this sh
 _RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's METIS input)
 _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the vertex count by at most this factor
 _PIECES_PER_PART = 2            # a METIS part of a sparse range splits into about this many connected clusters
+MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
+                      "refine_min_moves", "capacity_slack", "report"}
+"""The keyword options of :func:`multilevel_labels` an ingest passes on."""
 REFINE_MIN_MOVES = 0.001
 """Default share of the vertices below which a refinement iteration's moves end the refinement."""
 
@@ -91,8 +97,6 @@ def multilevel_partition(num_vertices: int, src, dst, num_partitions: int, seed:
 
     edges = spark.createDataFrame(pd.DataFrame({"src": np.asarray(src, np.int64), "dst": np.asarray(dst, np.int64)}))
     vertices = spark.range(num_vertices).withColumnRenamed("id", "vid")
-    from gofs.partitioners import collect_labels
-
     labels = multilevel_labels(spark, edges, num_partitions, vertices=vertices, seed=seed, **options)
     return collect_labels(labels, num_vertices)
 
@@ -368,7 +372,6 @@ def _metis_clusters(cluster_weight: float, seed: int):
     ``(a, b, w, False)``) -> a ``(vid, c)`` frame."""
     def clusters_of(rows):
         import pandas as pd
-        import pymetis
         import scipy.sparse as sp
         from scipy.sparse.csgraph import connected_components
 
@@ -383,13 +386,8 @@ def _metis_clusters(cluster_weight: float, seed: int):
         if edges.empty:
             return pd.DataFrame({"vid": ids, "c": ids})
         heads, tails = np.searchsorted(ids, edges["a"].to_numpy()), np.searchsorted(ids, edges["b"].to_numpy())
-        idx = pymetis.zero_copy_dtype()
-        limit = np.iinfo(np.int32).max
-        xadj, adjncy, eweights = _symmetric_csr(ids.size, heads, tails, np.minimum(edges["w"].to_numpy(), limit), idx)
-        _, parts = pymetis.part_graph(nparts, pymetis.CSRAdjacency(xadj, adjncy),
-                                      vweights=np.minimum(vw, limit).astype(idx), eweights=eweights, recursive=True,
-                                      options=pymetis.Options(seed=seed))
-        parts = np.asarray(parts, dtype=np.int64)
+        parts = weighted_parts(ids.size, heads, tails, edges["w"].to_numpy(), vw, nparts, seed,
+                               recursive=True).astype(np.int64)
         # METIS parts need not be connected (balance packs small components and loose ends
         # together); a cluster must be, or the coarse graph stops resembling the graph.
         inner = parts[heads] == parts[tails]
@@ -418,8 +416,6 @@ def _refine(spark, pairs, num_pairs: int, projected, k: int, iterations: int, mi
             capacity_slack: float, report: dict):
     """Balanced label propagation from the projected partition on the input graph (the level-0
     pairs are the duplicate-free edges it needs)."""
-    from gofs.partitioners import refine_partition
-
     refined: dict = {}
     labels = refine_partition(spark, pairs.select("a", "b"), projected, k, iterations=iterations, seed=seed,
                               capacity_slack=capacity_slack, min_moves=min_moves, report=refined, num_pairs=num_pairs)
@@ -435,7 +431,6 @@ def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):
     own work space this is what :data:`BYTES_PER_COARSE_EDGE` measures.
     """
     import pandas as pd
-    import pymetis
 
     from gofs.spark_compat import collect_arrow
 
@@ -449,41 +444,8 @@ def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):
     cols = np.searchsorted(ids, edge_table.column("b").to_numpy())
     w = edge_table.column("w").to_numpy()
     del edge_table
-    nc = ids.size
-    if k == 1 or nc <= 1:
-        parts = np.zeros(nc, dtype=np.int32)
-    elif rows.size == 0:
-        parts = _heaviest_first(vw, k)
-    else:
-        idx = pymetis.zero_copy_dtype()
-        xadj, adjncy, eweights = _symmetric_csr(nc, rows, cols, np.minimum(w, np.iinfo(np.int32).max), idx)
-        _, parts = pymetis.part_graph(k, xadj=xadj, adjncy=adjncy, vweights=vw.astype(idx), eweights=eweights,
-                                      recursive=False, options=pymetis.Options(seed=seed, ufactor=10))
-        del xadj, adjncy, eweights
-        parts = np.asarray(parts, dtype=np.int32)
+    parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10)
     report["coarse_cut"] = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
     return spark.createDataFrame(pd.DataFrame({"vid": ids, "part": parts}))
 
 
-def _symmetric_csr(n: int, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, dtype):
-    """CSR arrays (xadj, adjncy, eweights) of the undirected graph with each edge given once;
-    neighbours sorted, so METIS sees the same input whatever order Spark collected the rows in."""
-    heads, tails = np.concatenate([rows, cols]), np.concatenate([cols, rows])
-    order = np.lexsort((tails, heads))
-    adjncy = tails[order].astype(dtype)
-    del tails
-    eweights = np.concatenate([weights, weights])[order].astype(dtype)
-    del order
-    xadj = np.zeros(n + 1, dtype=dtype)
-    np.cumsum(np.bincount(heads, minlength=n), out=xadj[1:])
-    return xadj, adjncy, eweights
-
-
-def _heaviest_first(weights: np.ndarray, k: int) -> np.ndarray:
-    """Balanced assignment of weighted vertices with no edges: heaviest first, dealt out
-    0, 1, .., k-1, k-1, .., 0 (a snake), so every part gets one of each k heaviest."""
-    order = np.argsort(-weights, kind="stable")
-    lap = np.arange(order.size) % (2 * k)
-    parts = np.empty(weights.size, dtype=np.int32)
-    parts[order] = np.where(lap < k, lap, 2 * k - 1 - lap)
-    return parts

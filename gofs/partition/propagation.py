@@ -1,18 +1,6 @@
-"""Vertex partitioners: METIS on the driver, a hash baseline, and label propagation on Spark.
-
-All work on dense vertex indices ``0..num_vertices-1`` and return one ``int32``
-partition per vertex. Edges may repeat, point either way or be self-loops; the
-graph is treated as undirected. METIS gives the best cuts when the graph fits on
-the driver; ``spark-lp`` refines the hash partition with Spark jobs alone, for
-graphs that do not.
-
-Example
--------
->>> import numpy as np
->>> src, dst = np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0])
->>> parts = partition("metis", 4, src, dst, 2)
->>> edge_cut(parts, src, dst), balance(parts, 2)
-(2, 1.0)
+"""Balanced label propagation on Spark (Ugander and Backstrom, WSDM 2013), for graphs that
+do not fit the driver: ``spark-lp`` starts it from the hash partition, the multilevel
+partitioner from its projected METIS partition.
 """
 from __future__ import annotations
 
@@ -22,17 +10,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from gofs.partition.arrays import checked, collect_labels
+from gofs.partition.hashing import hash_labels
 from gofs.spark_compat import release_local_checkpoint
-
-PARTITIONERS = ("metis", "hash", "spark-lp", "multilevel")
-
-# Spark's xxhash64 constants: hash_partition must equal its Spark twin bit for bit.
-_P1 = np.uint64(0x9E3779B185EBCA87)
-_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_P3 = np.uint64(0x165667B19E3779F9)
-_P4 = np.uint64(0x85EBCA77C2B2AE63)
-_P5 = np.uint64(0x27D4EB2F165667C5)
-_SPARK_HASH_SEED = 42
 
 # Synchronous label propagation makes neighbours swap labels back and forth on
 # bipartite-like graphs (grids, meshes); letting only a random 70% of vertices
@@ -52,75 +32,6 @@ _BROADCAST_MOVES = 1 << 19
 _PAIRS_PER_TASK = 1 << 19
 
 
-def partition(method: str, num_vertices: int, src, dst, num_partitions: int, seed: int = 0,
-              spark=None) -> np.ndarray:
-    """Partition the vertices with the named method (one of ``PARTITIONERS``).
-
-    Parameters
-    ----------
-    method : "metis" (best cuts, runs on the driver), "hash" (no locality),
-        "spark-lp" (label propagation as Spark jobs; needs ``spark``), or
-        "multilevel" (coarsen on Spark, METIS on the coarse graph, refine on
-        Spark: :mod:`gofs.multilevel`; needs ``spark``).
-    num_vertices, src, dst : the graph as dense indices; edges are read as undirected.
-    num_partitions : k >= 1.
-    seed : makes every method deterministic for a given value.
-    spark : the SparkSession, used only by "spark-lp" and "multilevel".
-
-    Returns
-    -------
-    ``int32`` array of length ``num_vertices`` with values in ``[0, num_partitions)``.
-    """
-    if method not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {method!r}; choose one of {', '.join(PARTITIONERS)}")
-    src, dst = _checked(num_vertices, src, dst, num_partitions)
-    if num_partitions == 1 or num_vertices == 0:
-        return np.zeros(num_vertices, dtype=np.int32)
-    if method == "metis":
-        return metis_partition(num_vertices, src, dst, num_partitions, seed)
-    if method == "hash":
-        return hash_partition(num_vertices, src, dst, num_partitions, seed)
-    if method == "multilevel":
-        from gofs.multilevel import multilevel_partition
-
-        return multilevel_partition(num_vertices, src, dst, num_partitions, seed, spark)
-    return spark_lp_partition(num_vertices, src, dst, num_partitions, seed, spark)
-
-
-def metis_partition(num_vertices: int, src, dst, num_partitions: int, seed: int = 0) -> np.ndarray:
-    """Minimise the edge cut with k-way METIS, partitions balanced to within 3% in vertices.
-
-    Uses multilevel k-way rather than recursive bisection: on a 1M-vertex grid it
-    is about twice as fast and cuts fewer edges. METIS is deterministic for a
-    given ``seed``. With at least as many partitions as vertices every vertex
-    gets its own partition, the only perfectly balanced answer.
-    """
-    import pymetis
-
-    src, dst = _checked(num_vertices, src, dst, num_partitions)
-    if num_partitions >= num_vertices:
-        return np.arange(num_vertices, dtype=np.int32)
-    if num_partitions == 1:
-        return np.zeros(num_vertices, dtype=np.int32)
-    adjacency = _symmetric_csr(num_vertices, src, dst)
-    idx = pymetis.zero_copy_dtype()
-    csr = pymetis.CSRAdjacency(adjacency.indptr.astype(idx, copy=False),
-                               adjacency.indices.astype(idx, copy=False))
-    _, parts = pymetis.part_graph(num_partitions, csr, recursive=False, options=pymetis.Options(seed=seed))
-    return np.asarray(parts, dtype=np.int32)
-
-
-def hash_partition(num_vertices: int, src, dst, num_partitions: int, seed: int = 0) -> np.ndarray:
-    """Spread vertices uniformly with no regard to edges: the baseline every cut is judged by.
-
-    The hash is Spark's ``xxhash64(seed, vid)``, so ``spark-lp`` starts from the
-    very same assignment; ``src`` and ``dst`` are only validated.
-    """
-    _checked(num_vertices, src, dst, num_partitions)
-    seed_hash = _xxhash64(np.array([seed]), np.array([_SPARK_HASH_SEED]))
-    hashed = _xxhash64(np.arange(num_vertices, dtype=np.int64), seed_hash)
-    return np.mod(hashed, num_partitions).astype(np.int32)
-
 
 def spark_lp_partition(num_vertices: int, src, dst, num_partitions: int, seed: int = 0,
                        spark=None, iterations: int = 10) -> np.ndarray:
@@ -133,23 +44,12 @@ def spark_lp_partition(num_vertices: int, src, dst, num_partitions: int, seed: i
         raise ValueError("the 'spark-lp' partitioner runs on Spark: pass spark=<SparkSession>")
     import pandas as pd
 
-    src, dst = _checked(num_vertices, src, dst, num_partitions)
+    src, dst = checked(num_vertices, src, dst, num_partitions)
     lonely = np.flatnonzero(np.bincount(np.concatenate([src, dst]), minlength=num_vertices) == 0)
     edges = pd.DataFrame({"src": np.concatenate([src, lonely]), "dst": np.concatenate([dst, lonely])})
     labels = spark_label_propagation(spark, spark.createDataFrame(edges), num_partitions,
                                      iterations=iterations, seed=seed)
     return collect_labels(labels, num_vertices)
-
-
-def collect_labels(labels, num_vertices: int) -> np.ndarray:
-    """A (``vid``, ``part``) DataFrame as the driver-side partition array, its checkpoint released."""
-    try:
-        result = labels.toPandas()
-    finally:
-        release_local_checkpoint(labels)
-    parts = np.empty(num_vertices, dtype=np.int32)
-    parts[result["vid"].to_numpy()] = result["part"].to_numpy()
-    return parts
 
 
 def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: int = 10, seed: int = 0,
@@ -196,8 +96,7 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
         .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b")).distinct()
     if initial is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
-        hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
-        initial = vertices.select("vid", F.pmod(hashed, F.lit(num_partitions)).alias("part"))
+        initial = hash_labels(vertices, num_partitions, seed)
     return refine_partition(spark, pairs, initial, num_partitions, iterations=iterations, seed=seed,
                             capacity_slack=capacity_slack)
 
@@ -303,58 +202,6 @@ def _release(frames) -> None:
             frame.unpersist()
         else:
             release_local_checkpoint(frame)
-
-
-def edge_cut(parts, src, dst) -> int:
-    """Edge rows (self-loops excluded, duplicates counted) whose endpoints lie in different partitions."""
-    parts = np.asarray(parts)
-    return int(np.count_nonzero(parts[np.asarray(src)] != parts[np.asarray(dst)]))
-
-
-def balance(parts, num_partitions: int) -> float:
-    """Largest partition size over the mean size: 1.0 is perfect balance."""
-    parts = np.asarray(parts)
-    if parts.size == 0:
-        return 1.0
-    return float(np.bincount(parts, minlength=num_partitions).max() * num_partitions / parts.size)
-
-
-def _checked(num_vertices: int, src, dst, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fail early with a clear message instead of deep inside METIS or scipy."""
-    if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    if src.shape != dst.shape or src.ndim != 1:
-        raise ValueError(f"src and dst must be 1-d arrays of equal length, got shapes {src.shape} and {dst.shape}")
-    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_vertices):
-        raise ValueError(f"edge endpoints must lie in [0, {num_vertices})")
-    return src, dst
-
-
-def _symmetric_csr(num_vertices: int, src: np.ndarray, dst: np.ndarray) -> sp.csr_matrix:
-    """Adjacency as METIS wants it: both directions, no self-loops, no repeated neighbours."""
-    keep = src != dst
-    rows = np.concatenate([src[keep], dst[keep]])
-    cols = np.concatenate([dst[keep], src[keep]])
-    ones = np.ones(rows.size, dtype=np.int32)
-    return sp.coo_matrix((ones, (rows, cols)), shape=(num_vertices, num_vertices)).tocsr()
-
-
-def _xxhash64(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
-    """Spark's ``XxHash64.hashLong`` over int64 arrays, with wrap-around uint64 arithmetic."""
-    def rotl(x, r):
-        return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-    with np.errstate(over="ignore"):
-        v = np.asarray(values, dtype=np.int64).view(np.uint64)
-        h = np.asarray(seed, dtype=np.int64).view(np.uint64) + _P5 + np.uint64(8)
-        h = h ^ (rotl(v * _P2, 31) * _P1)
-        h = rotl(h, 27) * _P1 + _P4
-        h = (h ^ (h >> np.uint64(33))) * _P2
-        h = (h ^ (h >> np.uint64(29))) * _P3
-        h = h ^ (h >> np.uint64(32))
-    return h.view(np.int64)
 
 
 def _labelled_pairs(pairs, labels):

@@ -1,28 +1,23 @@
-"""Ingest: validate -> partition -> discover sub-graphs -> write, atomically.
+"""The local ingest engine: validate -> partition -> discover sub-graphs -> write, in this process.
 
-The graph is written as a new version directory inside the target and
-committed by one small log entry (:mod:`gofs.manifest`); a failure before the
-commit removes the version directory (and the target, if this ingest created
-it), so nothing half-written is ever left and nothing else is touched.
+Takes a :class:`GraphInput` (from :mod:`gofs.ingest.read_local`) and commits it
+through :mod:`gofs.ingest.commit`, as the Spark engine does.
 """
 from __future__ import annotations
 
-import os
 import time
-import uuid
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from gofs import housekeeping, layout, manifest as manifest_io
+from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
+from gofs.ingest import formats
+from gofs.ingest.commit import write_version
+from gofs.partition import partition
 from gofs.subgraphs import Layout, discover, size_histogram
-
-PARQUET_OPTIONS = {"compression": "zstd"}
-
 
 def dense_ids(graph: GraphInput) -> tuple[pd.Index, np.ndarray, np.ndarray, np.ndarray | None]:
     """Map user ids to dense indices (vertex table order first, then first appearance in edges).
@@ -39,7 +34,7 @@ def dense_ids(graph: GraphInput) -> tuple[pd.Index, np.ndarray, np.ndarray, np.n
     pieces = [src.to_numpy(zero_copy_only=False), dst.to_numpy(zero_copy_only=False)]
     vertex_rows = None
     if graph.vertices is not None:
-        vertex_ids = unique_vertex_ids(graph.vertices.column("id"), f"{graph.source}: vertex")
+        vertex_ids = formats.unique_vertex_ids(graph.vertices.column("id"), graph.vertex_place)
         pieces.insert(0, vertex_ids)
     codes, uniques = pd.factorize(np.concatenate(pieces) if len(pieces) > 1 else pieces[0], sort=False)
     codes = codes.astype(np.int64)
@@ -48,20 +43,6 @@ def dense_ids(graph: GraphInput) -> tuple[pd.Index, np.ndarray, np.ndarray, np.n
     if graph.vertices is not None:
         vertex_rows = codes[:nv]
     return pd.Index(uniques), codes[nv:nv + m], codes[nv + m:], vertex_rows
-
-
-def unique_vertex_ids(ids, where: str) -> np.ndarray:
-    """``ids`` (an Arrow column of vertex ids) as numpy; InputError naming the first row of
-    ``where`` whose id is missing or repeats an earlier one."""
-    if ids.null_count:
-        row = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{where} row {row + 1}, field 'id': vertex id is missing")
-    values = ids.to_numpy(zero_copy_only=False)
-    duplicated = pd.Index(values).duplicated()
-    if duplicated.any():
-        row = int(np.flatnonzero(duplicated)[0])
-        raise InputError(f"{where} row {row + 1}, field 'id': duplicate vertex id {ids[row].as_py()!r}")
-    return values
 
 
 def _id_array(index: pd.Index, id_type: pa.DataType) -> pa.Array:
@@ -80,17 +61,6 @@ def _vertex_attributes(graph: GraphInput, vertex_rows: np.ndarray | None, num_ve
     position[vertex_rows] = np.arange(len(vertex_rows))
     take = pa.array(position, mask=position < 0)
     return pa.table({n: graph.vertices.column(n).take(take) for n in names})
-
-
-def _write(fs, path: str, table: pa.Table) -> None:
-    """Write one Parquet file: integers delta-encoded (ids are sorted or nearly so,
-    which makes them almost free), everything else dictionary-encoded, zstd."""
-    fs.create_dir(path.rpartition("/")[0], recursive=True)
-    integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
-    others = [f.name for f in table.schema if f.name not in integers]
-    with fs.open_output_stream(path) as stream:
-        pq.write_table(table, stream, use_dictionary=others,
-                       column_encoding={name: "DELTA_BINARY_PACKED" for name in integers}, **PARQUET_OPTIONS)
 
 
 def _partition_stats(lay: Layout, src_v, dst_v, remote, num_partitions):
@@ -143,7 +113,7 @@ def _write_template(fs, root, graph, lay, index, src_v, dst_v, vertex_attrs, num
               "sg": pa.array(sg[v0:v1])}
         for name in vattrs.column_names:
             vt[name] = vattrs.column(name).slice(v0, v1 - v0)
-        _write(fs, layout.template_vertices(root, p), pa.table(vt))
+        files.write_table(fs, layout.template_vertices(root, p), pa.table(vt))
         rows = order[bounds[p]:bounds[p + 1]]
         d = row_dst[rows]
         et = {"eid": pa.array(row_eid[rows]), "src": pa.array(row_src[rows]), "dst": pa.array(d),
@@ -153,113 +123,37 @@ def _write_template(fs, root, graph, lay, index, src_v, dst_v, vertex_attrs, num
             taken = edge_attrs.take(pa.array(row_eid[rows]))
             for name in eattr_names:
                 et[name] = taken.column(name)
-        _write(fs, layout.template_edges(root, p), pa.table(et))
+        files.write_table(fs, layout.template_edges(root, p), pa.table(et))
 
     stats, sg_sizes = _partition_stats(lay, src_v, dst_v, remote, num_partitions)
     sg_local = np.bincount(sg[src_v[~remote]], minlength=lay.num_subgraphs)
     sg_cut = np.bincount(sg[src_v[remote]], minlength=lay.num_subgraphs) + \
         np.bincount(sg[dst_v[remote]], minlength=lay.num_subgraphs)
     sg_part = np.repeat(np.arange(num_partitions, dtype=np.int32), np.diff(lay.subgraph_offsets))
-    _write(fs, layout.join(root, "template", "subgraphs.parquet"), pa.table({
+    files.write_table(fs, layout.join(root, "template", "subgraphs.parquet"), pa.table({
         "sg": pa.array(np.arange(lay.num_subgraphs, dtype=np.int64)), "partition": pa.array(sg_part),
         "num_vertices": pa.array(sg_sizes.astype(np.int64)), "local_edges": pa.array(sg_local.astype(np.int64)),
         "cut_edges": pa.array(sg_cut.astype(np.int64))}))
     pairs = pd.DataFrame({"sg": sg[src_v[remote]], "nbr_sg": sg[dst_v[remote]]})
     meta = pairs.groupby(["sg", "nbr_sg"], sort=True).size().rename("edges").reset_index()
-    _write(fs, layout.join(root, "template", "metagraph.parquet"),
+    files.write_table(fs, layout.join(root, "template", "metagraph.parquet"),
            pa.Table.from_pandas(meta.astype({"edges": np.int64}), preserve_index=False))
     return stats, sg_sizes, int(remote.sum())
 
 
-def write_version(fs, root: str, path: str, overwrite: bool, write_files) -> dict:
-    """Write a new version directory with ``write_files(data_dir) -> graph metadata`` and commit it.
-
-    The one commit protocol both ingest engines share: take the writer lock,
-    decide what the target is (only now: another writer may have committed
-    meanwhile), record the new ``v-<token>`` directory as this writer's in the
-    log (so a killed ingest's leftovers are known to be ours), let
-    ``write_files`` write the template there (from the driver, or from Spark
-    tasks), commit one ``create`` log entry, then clean what the new state no
-    longer refers to. A failure before the commit removes only what this call
-    created: its version directory and record, and the target directory (or
-    its ``_log/``) if this call made it and nothing else arrived there.
-    Returns the committed manifest.
-    """
-    version = f"v-{uuid.uuid4().hex[:12]}"
-    data = layout.version_root(root, version)
-    record = housekeeping.version_record(root, version)
-    made_root = _make_dir(fs, root)
-    made_log = _make_dir(fs, layout.join(root, layout.LOG))
-    committed = False
-    with manifest_io.writer_lock(fs, root) as locked:
-        try:
-            kind = housekeeping.check_target(fs, root, path, overwrite)
-            previous = manifest_io.read(fs, root) if kind == "graph" else None
-            with fs.open_output_stream(record):
-                pass
-            fs.create_dir(data, recursive=True)
-            metadata = {"uuid": uuid.uuid4().hex, **write_files(data)}
-            number = 0 if previous is None else previous.head + 1
-            manifest_io.commit(fs, root, number, {"op": "create", "data": version, "graph": metadata,
-                                                  "instance_schema": {"vertex": [], "edge": []}},
-                               durable=[data])
-            committed = True
-            snapshot = manifest_io.read(fs, root)
-            if locked:
-                housekeeping.clean(fs, root, snapshot)
-            elif previous is not None and previous.version:
-                layout.remove(fs, layout.version_root(root, previous.version))
-        except BaseException:
-            if not committed:
-                _remove_own(fs, root, data, record, made_root, made_log)
-            raise
-    return snapshot.manifest
-
-
-def _make_dir(fs, path: str) -> bool:
-    """Create ``path`` (and its parents); True only if this call created ``path`` itself.
-
-    On a local disk ``mkdir`` says so atomically, whoever races; elsewhere the
-    answer is a look before the creation (one writer at a time is supported there).
-    """
-    if layout.is_local(fs):
-        os.makedirs(os.path.dirname(path.rstrip("/")), exist_ok=True)
-        try:
-            os.mkdir(path)
-            return True
-        except FileExistsError:
-            return False
-    made = not layout.exists(fs, path)
-    fs.create_dir(path, recursive=True)
-    return made
-
-
-def _remove_own(fs, root: str, data: str, record: str, made_root: bool, made_log: bool) -> None:
-    """Undo a failed write, holding the writer lock: the version directory and its record, then
-    ``_log/`` and the target if this writer made them and they hold nothing of anyone else."""
-    layout.remove(fs, data)
-    layout.remove(fs, record)
-    log = layout.join(root, layout.LOG)
-    if made_log and {c.base_name for c in layout.listing(fs, log)} <= {manifest_io.LOCK}:
-        layout.remove(fs, log)
-    if made_root and not layout.listing(fs, root):
-        layout.remove(fs, root)
-
-
-def ingest(graph: GraphInput, path: str, num_partitions: int = 4, partitioner: str = "metis",
+def ingest_graph(graph: GraphInput, path: str, num_partitions: int = 4, partitioner: str = "metis",
            overwrite: bool = False, name: str | None = None, seed: int = 0, spark=None,
-           timings: dict | None = None) -> dict:
+           timings: dict | None = None, partitioner_options: dict | None = None) -> dict:
     """Partition ``graph`` into sub-graphs and write it as a GoFS graph at ``path``.
 
-    Returns the manifest. ``timings`` (if given) receives seconds per stage.
+    Returns the manifest. ``timings`` (if given) receives seconds per stage;
+    ``partitioner_options`` go to :func:`gofs.partition.partition`.
     Raises GraphExistsError if ``path`` holds a graph and ``overwrite`` is false,
     and always if it holds anything else (a file, a non-empty directory that is
     not a GoFS graph): only a GoFS graph is ever replaced. The new graph is
     written as a new version directory and committed by one log entry; the old
     version is removed after that, so a reader sees the old graph or the new one.
     """
-    from gofs.partitioners import partition
-
     if num_partitions < 1:
         raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
     fs, root = layout.filesystem(path)
@@ -273,7 +167,7 @@ def ingest(graph: GraphInput, path: str, num_partitions: int = 4, partitioner: s
     timings["validate"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    parts = partition(partitioner, n, src, dst, num_partitions, seed=seed, spark=spark)
+    parts = partition(partitioner, n, src, dst, num_partitions, seed=seed, spark=spark, **(partitioner_options or {}))
     timings["partition"] = time.perf_counter() - clock
 
     clock = time.perf_counter()

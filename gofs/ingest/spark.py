@@ -1,7 +1,7 @@
 """Ingest on Spark, for graphs that do not fit in the driver.
 
-The same stages as :mod:`gofs.ingest`, each a Spark job, writing the same
-on-disk format through the same commit (:func:`gofs.ingest.write_version`):
+The same stages as :mod:`gofs.ingest.local`, each a Spark job, writing the same
+on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`):
 
 - **read**: Spark reads the edges (SNAP text, CSV, Parquet, gz; any filesystem
   Spark reaches) and one aggregation validates every row. Bad input raises
@@ -11,7 +11,7 @@ on-disk format through the same commit (:func:`gofs.ingest.write_version`):
 - **ids**: dense vertex indices in order of first appearance (``src`` before
   ``dst``, edge by edge), exactly as the local engine numbers them: a
   group-by for each id's first position, a sort, per-partition offsets.
-- **partition**: ``multilevel`` (:mod:`gofs.multilevel`), ``hash``, ``spark-lp``
+- **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
 - **subgraphs**: each partition's vertices and local edges meet in one task,
   which runs the same scipy kernel as the local engine
@@ -30,92 +30,27 @@ memory size).
 from __future__ import annotations
 
 import csv
-import os
 import time
 import urllib.parse
-import uuid
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from gofs import housekeeping, layout, manifest as manifest_io
+from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
-from gofs.ingest import _write, write_version
-from gofs.sources import TYPES, _check_type_names
+from gofs.ingest import formats
+from gofs.ingest.commit import write_version
+from gofs.ingest.formats import TYPES
+from gofs.partition import check_partitioner, partition_frames
 from gofs.subgraphs import discover, histogram_from_bins
 
-ENGINES = ("auto", "local", "spark")
-SPARK_PARTITIONERS = ("multilevel", "hash", "spark-lp", "metis")
-LOCAL_MAX_BYTES = 256 << 20
-"""Inputs larger than this (uncompressed estimate) are ingested on Spark when ``engine="auto"``."""
-LOCAL_MAX_BYTES_CONF = "spark.goffish.ingest.localMaxBytes"
-_MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
-                       "refine_min_moves", "capacity_slack", "report"}
-_GZIP_EXPANSION = 4         # a gzip edge list is about this many times larger once decompressed
-_WHAT = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true/false/1/0)"}
 _INT_PATTERN = r"^[+-]?[0-9]+$"
-
-
-# --------------------------------------------------------------------------- engine choice
-
-def choose_engine(source, engine: str = "auto", threshold: int | None = None, spark=None) -> str:
-    """``"local"`` or ``"spark"``: as asked, or for ``"auto"`` by the input's size.
-
-    Paths (files, directories, globs' parents) larger than ``threshold`` bytes
-    (gzip counted at 4x) go to Spark; so do paths pyarrow cannot size (a
-    filesystem only Spark reaches). In-memory inputs (NetworkX, pandas,
-    Spark DataFrames, GraphInput) stay local unless ``engine="spark"``.
-    ``threshold`` defaults to the Spark conf ``spark.goffish.ingest.localMaxBytes``,
-    else :data:`LOCAL_MAX_BYTES`.
-    """
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    readable = isinstance(source, (str, os.PathLike, list, tuple)) or _is_spark_frame(source)
-    if engine == "spark" and not readable:
-        raise ValueError(f"engine='spark' reads paths or Spark DataFrames, not a {type(source).__name__} "
-                         "(already in this process: use engine='local')")
-    if engine != "auto":
-        return engine
-    if not isinstance(source, (str, os.PathLike, list, tuple)):
-        return "local"
-    if threshold is None:
-        if spark is None:
-            from pyspark.sql import SparkSession
-
-            spark = SparkSession.getActiveSession()
-        configured = spark.conf.get(LOCAL_MAX_BYTES_CONF, None) if spark is not None else None
-        threshold = int(configured) if configured is not None else LOCAL_MAX_BYTES
-    size = input_bytes(source)
-    return "spark" if size is None or size > threshold else "local"
-
-
-def input_bytes(source) -> int | None:
-    """Estimated uncompressed bytes of the input path(s); None if pyarrow cannot tell."""
-    import pyarrow.fs as pafs
-
-    total = 0
-    for path in _paths(source):
-        try:
-            fs, root = layout.filesystem(path)
-            info = fs.get_file_info(root)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError):
-            return None
-        if info.type == pafs.FileType.NotFound:
-            raise InputError(f"{path}: no such file or directory")
-        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True)) \
-            if info.type == pafs.FileType.Directory else [info]
-        total += sum((i.size or 0) * (_GZIP_EXPANSION if i.path.endswith(".gz") else 1) for i in infos)
-    return total
-
-
-def _paths(source) -> list[str]:
-    return [os.fspath(p) for p in source] if isinstance(source, (list, tuple)) else [os.fspath(source)]
 
 
 # --------------------------------------------------------------------------- the engine
 
-def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str | None = None,
+def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partitioner: str | None = None,
            overwrite: bool = False, name: str | None = None, seed: int = 0, format: str | None = None,
            directed: bool = False, weight: str | None = None, attribute_names: list[str] | None = None,
            id_type: str = "auto", schema: dict | None = None, src: str = "src", dst: str = "dst",
@@ -131,12 +66,12 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
     partitioner : ``"multilevel"`` (default), ``"hash"``, ``"spark-lp"`` or ``"metis"``
         (METIS on the driver: collects every edge there).
     format, directed, weight, attribute_names, id_type, schema, src, dst : as for
-        :func:`gofs.sources.read_graph`.
+        :func:`gofs.ingest.read_local.read_graph`.
     vertices_path, id_column : a vertex file (or directory) of the same format (CSV or Parquet)
         whose ``id_column`` holds the vertex id and whose other columns become vertex
-        attributes, as for :func:`gofs.sources.read_csv` / :func:`gofs.sources.read_parquet`.
+        attributes, as for :func:`gofs.ingest.read_local.read_csv` / :func:`gofs.ingest.read_local.read_parquet`.
     timings : receives seconds per stage (read, ids, partition, subgraphs, write).
-    partitioner_options : passed to :func:`gofs.multilevel.multilevel_labels`
+    partitioner_options : passed to :func:`gofs.partition.multilevel.multilevel_labels`
         (``driver_budget_bytes``, ``driver_budget_edges``, ``refine_min_moves``, ``report`` ...).
 
     Returns
@@ -145,21 +80,15 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
 
     Example
     -------
-    >>> ingest(spark, "hdfs:///data/roadNet-CA.txt.gz", "hdfs:///graphs/ca.gofs", 16)   # doctest: +SKIP
+    >>> ingest_on_spark(spark, "hdfs:///data/roadNet-CA.txt.gz", "hdfs:///graphs/ca.gofs", 16)   # doctest: +SKIP
     """
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
-    unknown = sorted(set(partitioner_options) - _MULTILEVEL_OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown option(s) {', '.join(unknown)} for the Spark ingest engine")
     partitioner = partitioner or "multilevel"
-    if partitioner not in SPARK_PARTITIONERS:
-        raise ValueError(f"unknown partitioner {partitioner!r} for the Spark engine; choose one of "
-                         f"{', '.join(SPARK_PARTITIONERS)}")
+    check_partitioner(partitioner, partitioner_options)
     if num_partitions < 1:
         raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
-    if partitioner_options and partitioner != "multilevel":
-        raise ValueError(f"options {sorted(partitioner_options)} apply to the multilevel partitioner only")
     fs, root = layout.filesystem(path)
     housekeeping.check_target(fs, root, path, overwrite)
     timings = {} if timings is None else timings
@@ -177,7 +106,9 @@ def ingest(spark, source, path: str, num_partitions: int = 4, partitioner: str |
         timings["ids"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        parts = _partition(run, partitioner, dense_edges, vertices, n, num_partitions, seed, partitioner_options)
+        parts = run.checkpointed(partition_frames(spark, partitioner, dense_edges,
+                                                  vertices.select(F.col("v").alias("vid")), n, num_partitions, seed,
+                                                  **partitioner_options))
         timings["partition"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
@@ -283,15 +214,17 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     if id_type not in ("auto", "int", "str"):
         raise ValueError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
     schema = dict(schema or {})
-    _check_type_names(schema)
-    if _is_spark_frame(source):
+    formats.check_type_names(schema)
+    if formats.is_spark_frame(source):
         if vertices_path is not None:
             raise ValueError("vertices_path: with an edges DataFrame, pass the vertices as a DataFrame "
                              "through engine='local' (goffish.ingest(GraphFrame))")
         return _read_frame(run, source, src, dst, schema)
-    paths = _paths(source)
-    format = format or _guess_format(paths[0])
-    name = _graph_name(paths[0])
+    paths = formats.paths_of(source)
+    directory = formats.is_directory(paths[0])
+    format = format or formats.guess_format(paths[0], directory)
+    formats.check_format(format)
+    name = formats.graph_name(paths[0], directory)
     if vertices_path is not None and format not in ("csv", "parquet"):
         raise ValueError(f"vertices_path is read with format 'csv' or 'parquet' (as by the local readers), "
                          f"not {format!r}")
@@ -300,23 +233,21 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
             raise ValueError("give weight or attribute_names, not both")
         return _read_edge_list(spark, paths, [*([weight] if weight else attribute_names or [])],
                                id_type, schema, name)
-    if format not in ("csv", "parquet"):
-        raise ValueError(f"format must be one of ['csv', 'edgelist', 'parquet'], got {format!r}")
     if src == dst:
         raise ValueError(f"src and dst must be different columns, both are {src!r}")
-    files = [(paths, (src, dst))] + ([(_paths(vertices_path), (id_column,))] if vertices_path is not None else [])
+    inputs = [(paths, (src, dst))] + ([(formats.paths_of(vertices_path), (id_column,))] if vertices_path is not None else [])
     columns = [_csv_header(spark, where) if format == "csv" else _parquet_columns(spark, where)
-               for where, _ in files]
-    for (where, ids), present in zip(files, columns):
+               for where, _ in inputs]
+    for (where, ids), present in zip(inputs, columns):
         for column in ids:
             if column not in present:
                 raise InputError(f"{where[0]}: no column {column!r} (columns: {', '.join(present)})")
     unknown = [c for c in schema if not any(c in present for present in columns)]
     if unknown:
-        present = "; ".join(f"{where[0]}: {', '.join(cols)}" for (where, _), cols in zip(files, columns))
+        present = "; ".join(f"{where[0]}: {', '.join(cols)}" for (where, _), cols in zip(inputs, columns))
         raise InputError(f"schema names column {unknown[0]!r}, which no file has ({present})")
     scans = []
-    for (where, ids), present in zip(files, columns):
+    for (where, ids), present in zip(inputs, columns):
         own = {c: t for c, t in schema.items() if c in present}
         scans.append(_scan_csv(spark, where, present, ids, own) if format == "csv"
                      else _scan_parquet(spark, where, ids, own))
@@ -327,29 +258,6 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     if vertices_path is not None:
         edges.vertices = _vertex_rows(scans[1], id_column, id_kind)
     return edges
-
-
-def _is_spark_frame(obj) -> bool:
-    import sys
-
-    return "pyspark.sql" in sys.modules and isinstance(obj, sys.modules["pyspark.sql"].DataFrame)
-
-
-def _guess_format(path: str) -> str:
-    lower = path.lower().rstrip("/")
-    if lower.endswith((".csv", ".csv.gz")):
-        return "csv"
-    if lower.endswith((".parquet", ".pq")) or "." not in lower.rpartition("/")[2]:
-        return "parquet"
-    if lower.endswith((".txt", ".tsv", ".edges", ".el", ".gz")):
-        return "edgelist"
-    raise InputError(f"{path}: cannot tell the format from the suffix; pass format='edgelist', 'csv' or 'parquet'")
-
-
-def _graph_name(path: str) -> str:
-    base = path.rstrip("/").rpartition("/")[2]
-    base = base[:-3] if base.endswith(".gz") else base
-    return base.rpartition(".")[0] or base
 
 
 def _valid(column, kind: str):
@@ -439,7 +347,7 @@ def _edge_list_error(source: str, number: int, line: str, names, kinds, id_type)
     wanted = {**({"src": "int", "dst": "int"} if id_type == "int" else {}), **kinds}
     for column, value in zip(names, fields):
         if column in wanted and not _converts(value, wanted[column]):
-            return InputError(f"{source} line {number}, column {column!r}: {value!r} is not {_WHAT[wanted[column]]}")
+            return InputError(f"{source} line {number}, column {column!r}: {value!r} is not {formats.WHAT[wanted[column]]}")
     return InputError(f"{source} line {number}: cannot be read")
 
 
@@ -526,7 +434,7 @@ def _csv_error(spark, source, uri, row_index, row, header, id_columns, schema) -
             return InputError(f"{source} line {number}, column {column!r}: missing vertex id")
     for column, kind in schema.items():
         if row[column] is not None and not _converts(row[column], kind):
-            return InputError(f"{source} line {number}, column {column!r}: {row[column]!r} is not {_WHAT[kind]}")
+            return InputError(f"{source} line {number}, column {column!r}: {row[column]!r} is not {formats.WHAT[kind]}")
     return InputError(f"{source} line {number}: cannot be read")
 
 
@@ -592,7 +500,7 @@ def _checked_frame(spark, data, id_columns, schema, reread, source: str) -> _Sca
         for column, kind in schema.items():
             value = row[column]
             if value is not None:
-                raise InputError(f"{where} row {row['_row']}, column {column!r}: {value!r} is not {_WHAT[kind]}")
+                raise InputError(f"{where} row {row['_row']}, column {column!r}: {value!r} is not {formats.WHAT[kind]}")
     typed = [(_typed(F.col(c).cast("string"), schema[c]) if c in schema else F.col(c)).alias(c) for c in attributes]
     return _Scan(data, counts, not integer_ids, typed, reread=reread,
                  where=lambda uri, row: f"{_source_name(uri)} row {row}")
@@ -687,7 +595,7 @@ def _check_unique_ids(rows: _VertexRows) -> None:
     same = reread.where(_typed(F.col(rows.id_column).cast("string"), rows.id_kind) == F.lit(value)) \
         .orderBy("_row").select("_row").take(2)
     row = int(same[min(len(same) - 1, 1 if first_file == uri else 0)]["_row"])
-    raise InputError(f"{rows.scan.where(uri, row)}, column {rows.id_column!r}: duplicate vertex id {value!r}")
+    raise formats.duplicate_id(f"{rows.scan.where(uri, row)}, column {rows.id_column!r}", value)
 
 
 # --------------------------------------------------------------------------- dense ids
@@ -695,7 +603,7 @@ def _check_unique_ids(rows: _VertexRows) -> None:
 def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     """``(id, v[, vattrs])`` with v in order of first appearance, the edges as ``(eid, src, dst[, attrs])``, n.
 
-    First appearance as the local engine counts it (:func:`gofs.ingest.dense_ids`): the
+    First appearance as the local engine counts it (:func:`gofs.ingest.local.dense_ids`): the
     vertex file's rows in order, then every ``src`` column value in edge order, then every
     ``dst`` value in edge order. Vertices only in the edges get null attributes.
     """
@@ -717,37 +625,6 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
         .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
     return vertices, run.keep(dense), sum(counts.values())
-
-
-# --------------------------------------------------------------------------- partition
-
-def _partition(run, method, edges, vertices, n, k, seed, options):
-    """``(vid, part)`` for every dense vertex."""
-    from pyspark.sql import functions as F
-
-    spark = run.spark
-    ids = vertices.select(F.col("v").alias("vid"))
-    if k == 1 or n == 0:
-        return ids.select("vid", F.lit(0).alias("part"))
-    if method == "hash":
-        hashed = F.xxhash64(F.lit(seed).cast("long"), F.col("vid"))
-        return ids.select("vid", F.pmod(hashed, F.lit(k)).cast("int").alias("part"))
-    if method == "metis":
-        from gofs.partitioners import metis_partition
-
-        table = edges.select("src", "dst").toPandas()
-        parts = metis_partition(n, table["src"].to_numpy(), table["dst"].to_numpy(), k, seed)
-        return run.keep(spark.createDataFrame(pd.DataFrame({"vid": np.arange(n, dtype=np.int64), "part": parts})))
-    loops = ids.select(F.col("vid").alias("src"), F.col("vid").alias("dst"))
-    if method == "spark-lp":
-        from gofs.partitioners import spark_label_propagation
-
-        return run.checkpointed(spark_label_propagation(spark, edges.select("src", "dst").unionByName(loops), k,
-                                                        seed=seed))
-    from gofs.multilevel import multilevel_labels
-
-    return run.checkpointed(multilevel_labels(spark, edges.select("src", "dst"), k, vertices=ids, seed=seed,
-                                              **options))
 
 
 # --------------------------------------------------------------------------- sub-graphs
@@ -809,15 +686,6 @@ _EDGE_STATS = "kind int, a long, b long, c long, d long"
 _SUBGRAPH_ROWS, _META_ROWS, _PARTITION_ROWS = 0, 1, 2
 
 
-def _put(fs, path: str, table: pa.Table) -> None:
-    """Write one file under a temporary name, then move it in place: a retried or speculative
-    task never leaves a torn file under the final name."""
-    directory, _, base = path.rpartition("/")
-    staging = f"{directory}/.{base}.{uuid.uuid4().hex[:12]}.tmp"
-    _write(fs, staging, table)
-    fs.move(staging, path)
-
-
 def _by_partition(batches):
     """Rows of this task grouped by their ``part`` column: yields (p, table of its rows)."""
     batches = list(batches)
@@ -840,7 +708,7 @@ def _vertex_writer(path: str, data: str, id_type: pa.DataType, attributes: pa.Sc
         fs, _ = layout.filesystem(path)
         for p, rows in _by_partition(batches):
             rows = rows.take(pa.array(np.argsort(rows.column("vid").to_numpy(), kind="stable")))
-            _put(fs, layout.template_vertices(data, p), _vertex_table(rows, id_type, attributes))
+            files.put_table(fs, layout.template_vertices(data, p), _vertex_table(rows, id_type, attributes))
             sg = rows.column("sg").to_numpy()
             starts = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
             yield pa.RecordBatch.from_pydict({"sg": sg[starts], "partition": np.full(starts.size, p, np.int32),
@@ -866,7 +734,7 @@ def _edge_writer(path: str, data: str, attributes: pa.Schema):
             mirror, eid = rows.column("mirror").to_numpy(zero_copy_only=False), rows.column("eid").to_numpy()
             order = np.lexsort((eid, mirror, dst, src))
             rows = rows.take(pa.array(order))
-            _put(fs, layout.template_edges(data, p), _edge_table(rows, attributes))
+            files.put_table(fs, layout.template_edges(data, p), _edge_table(rows, attributes))
             yield from _edge_statistics(p, rows)
     return write
 
@@ -913,7 +781,7 @@ def _single_file_writer(path: str, target: str, build):
         fs, _ = layout.filesystem(path)
         table = pa.Table.from_batches(batches) if batches else None
         table = table if table is not None and table.num_rows else None
-        _put(fs, target, build(table))
+        files.put_table(fs, target, build(table))
         yield pa.RecordBatch.from_pydict({"rows": np.array([0 if table is None else table.num_rows], np.int64)})
     return write
 
@@ -922,7 +790,7 @@ def _write_single(path, fs, target, frame, build) -> None:
     """One task writes ``frame`` as the file ``target``; an empty frame (which Spark may run
     no task for) is written by the driver."""
     if not frame.repartition(1).mapInArrow(_single_file_writer(path, target, build), "rows long").collect():
-        _put(fs, target, build(None))
+        files.put_table(fs, target, build(None))
 
 
 def _subgraph_file(table):
@@ -1027,11 +895,11 @@ def _write_empty_partitions(fs, data, k, with_vertices, with_edges, described: _
             if described.vertices is not None:
                 empty.update({f.name: pa.array([], f.type) for f in described.vertices.attributes})
             empty = pa.table(empty)
-            _put(fs, layout.template_vertices(data, p), empty)
+            files.put_table(fs, layout.template_vertices(data, p), empty)
         if p not in with_edges:
             empty = {"eid": pa.array([], pa.int64()), "src": pa.array([], pa.int64()),
                      "dst": pa.array([], pa.int64()), "remote": pa.array([], pa.bool_()),
                      "mirror": pa.array([], pa.bool_()), "dst_part": pa.array([], pa.int32()),
                      "dst_sg": pa.array([], pa.int64())}
             empty.update({f.name: pa.array([], f.type) for f in described.attributes})
-            _put(fs, layout.template_edges(data, p), pa.table(empty))
+            files.put_table(fs, layout.template_edges(data, p), pa.table(empty))
