@@ -292,3 +292,13 @@ def test_multilevel_argument_errors(spark):
         multilevel_labels(spark, None, 4, driver_budget_bytes=100)
     with pytest.raises(ValueError, match="refine_min_moves must be a share"):
         multilevel_labels(spark, None, 4, refine_min_moves=1.5)
+
+
+@pytest.mark.parametrize("seed, k", [(0, 5), (7, 3), (-3, 8)])
+def test_hash_labels_on_spark_equal_the_numpy_hash(spark, seed, k):
+    from gofs.partition.hashing import hash_labels
+
+    n = 2000
+    labels = hash_labels(spark.range(n).withColumnRenamed("id", "vid"), k, seed).toPandas().sort_values("vid")
+    none = np.array([], dtype=np.int64)
+    np.testing.assert_array_equal(labels["part"].to_numpy(), hash_partition(n, none, none, k, seed))

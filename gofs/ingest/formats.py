@@ -101,12 +101,12 @@ def not_utf8(where: str) -> InputError:
     return InputError(f"{where}: not valid UTF-8 text")
 
 
-def not_gzip(source: str, detail: str) -> InputError:
-    return InputError(f"{source}: not a readable gzip file ({detail})")
+def not_gzip(source: str) -> InputError:
+    return InputError(f"{source}: not a readable gzip file (corrupt or truncated)")
 
 
-def not_parquet(source: str, detail: str) -> InputError:
-    return InputError(f"{source}: not a readable Parquet file ({detail})")
+def not_parquet(source: str) -> InputError:
+    return InputError(f"{source}: not a readable Parquet file (corrupt, truncated, or another format)")
 
 
 def not_a(where: str, column: str, value, kind: str) -> InputError:

@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -199,7 +200,12 @@ def _chunked(values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _decoded_bytes(path: Path) -> bytes:
     data = path.read_bytes()
-    return gzip.decompress(data) if data.startswith(formats.GZIP_MAGIC) else data
+    if not data.startswith(formats.GZIP_MAGIC):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        raise formats.not_gzip(str(path)) from None
 
 
 def _without_comments(data: bytes) -> bytes:
@@ -234,9 +240,7 @@ def _field_count_error(data: bytes, source: str, names: list[str]) -> InputError
     for number, line in _data_lines(data):
         found = len(line.split())
         if found != len(names):
-            hint = "; name the extra columns with weight= or attribute_names=" if found > len(names) else ""
-            return InputError(f"{source} line {number}: expected {len(names)} fields "
-                              f"({' '.join(names)}), found {found}{hint}")
+            return formats.wrong_field_count(f"{source} line {number}", names, found, " ")
     return InputError(f"{source}: lines do not split into {len(names)} fields ({' '.join(names)})")
 
 
@@ -246,7 +250,7 @@ def _encoding_error(data: bytes, source: str) -> InputError | None:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        return InputError(f"{source} line {line}: not valid UTF-8 text")
+        return formats.not_utf8(f"{source} line {line}")
     return None
 
 
@@ -311,7 +315,7 @@ def _read_csv_file(path: Path, header: list[str], schema: dict[str, str],
                                    strings_can_be_null=True, quoted_strings_can_be_null=False)
     try:
         table = pacsv.read_csv(str(path), convert_options=options)
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowInvalid, OSError) as exc:
         raise (_encoding_error(_decoded_bytes(path), str(path)) or _csv_field_count_error(path, header)
                or InputError(f"{path}: {exc}")) from None
     typed = _cast_columns({c: table[c] for c in schema}, schema, where)
@@ -341,6 +345,8 @@ def _csv_header(path: Path) -> list[str]:
     try:
         with _open_text(path) as f:
             header = next(csv.reader(f), None)
+    except (OSError, EOFError, zlib.error):
+        raise formats.not_gzip(str(path)) from None
     except UnicodeDecodeError as exc:
         raise _encoding_error(_decoded_bytes(path), str(path)) or InputError(f"{path}: {exc}") from None
     if not header:
@@ -367,8 +373,7 @@ def _csv_line_of_row(path: Path, row: int) -> int:
 def _csv_field_count_error(path: Path, header: list[str]) -> InputError | None:
     for line, record in _csv_records(path):
         if len(record) != len(header):
-            return InputError(f"{path} line {line}: expected {len(header)} fields "
-                              f"({', '.join(header)}), found {len(record)}")
+            return formats.wrong_field_count(f"{path} line {line}", header, len(record), ", ")
     return None
 
 
@@ -384,7 +389,7 @@ def read_parquet(path, directed: bool = False, src: str = "src", dst: str = "dst
     schema = dict(schema or {})
     formats.check_type_names(schema)
     paths = [_existing(path)] + ([_existing(vertices_path)] if vertices_path is not None else [])
-    tables = [pq.read_table(p) for p in paths]
+    tables = [_parquet_table(p) for p in paths]
     unknown = [c for c in schema if not any(c in t.column_names for t in tables)]
     if unknown:
         present = "; ".join(f"{p}: {', '.join(t.column_names)}" for p, t in zip(paths, tables))
@@ -397,6 +402,13 @@ def read_parquet(path, directed: bool = False, src: str = "src", dst: str = "dst
     return _finish(tables[0], tables[1] if len(tables) > 1 else None, src=src, dst=dst, id_column=id_column,
                    directed=directed, source=str(paths[0]), name=_graph_name(paths[0]),
                    edge_where=wheres[0], vertex_where=wheres[-1])
+
+
+def _parquet_table(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, OSError):
+        raise formats.not_parquet(str(path)) from None
 
 
 # --------------------------------------------------------------------------- in-memory sources
@@ -500,8 +512,7 @@ def _cast_columns(columns: dict[str, pa.ChunkedArray], types: dict[str, str],
             failures.append((_first_failure(values, target), position, name))
     if failures:
         row, _, name = min(failures)
-        raise InputError(f"{where(row)}, column {name!r}: {columns[name][row].as_py()!r} "
-                         f"is not {formats.WHAT[types[name]]}")
+        raise formats.not_a(where(row), name, columns[name][row].as_py(), types[name])
     return cast
 
 
@@ -546,8 +557,9 @@ def _finish(edges: pa.Table, vertices: pa.Table | None, *, directed: bool, sourc
         if clash:
             raise InputError(f"{where.source}: two columns would be named {clash[0]!r}")
         tables.append(_plain_strings(table))
+    vertex_place = None if vertex_where is None else (lambda row: f"{vertex_where(row)}, column {id_column!r}")
     return GraphInput(edges=tables[0], vertices=tables[1] if len(tables) > 1 else None,
-                      directed=directed, source=source, name=name)
+                      directed=directed, source=source, name=name, vertex_where=vertex_place)
 
 
 def _require_ids(table: pa.Table, columns: tuple[str, ...], where: _Where) -> None:
@@ -559,7 +571,7 @@ def _require_ids(table: pa.Table, columns: tuple[str, ...], where: _Where) -> No
              for i, c in enumerate(columns) if table[c].null_count]
     if nulls:
         row, _, column = min(nulls)
-        raise InputError(f"{where(row)}, column {column!r}: missing vertex id")
+        raise formats.missing_id(f"{where(row)}, column {column!r}")
 
 
 def _unified_ids(parts) -> list[pa.ChunkedArray]:

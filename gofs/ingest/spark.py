@@ -29,7 +29,9 @@ memory size).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import re
 import time
 import urllib.parse
 
@@ -302,16 +304,17 @@ def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
     id_kind = {"auto": "int", "int": "int", "str": "str"}[id_type]
 
     def parsed(text):
-        """Data lines (not blank, not comments) with their fields; other columns kept."""
+        """Data lines (not blank, not comments) with their fields and whether their bytes are
+        UTF-8 (:func:`_utf8`); other columns kept."""
         line = F.regexp_replace(F.col("value"), r"^\s+|\s+$", "")
         kept = [c for c in text.columns if c != "value"]
-        return text.select(F.input_file_name().alias("_file"), line.alias("_line"), *kept) \
+        return text.select(F.input_file_name().alias("_file"), line.alias("_line"), _utf8(F.col("value")), *kept) \
             .where((F.col("_line") != "") & ~F.substring("_line", 1, 1).isin("#", "%")) \
             .withColumn("_fields", F.split("_line", r"\s+"))
 
     def problems(frame):
         fields = F.col("_fields")
-        count_ok = F.size(fields) == len(names)
+        count_ok = (F.size(fields) == len(names)) & F.col("_utf8")
         value_ok = F.lit(True)
         for i, column in enumerate(names[2:], start=2):
             value_ok = value_ok & _valid(fields.getItem(i), kinds[column])
@@ -329,8 +332,11 @@ def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
         bad = bad_count | bad_value
         first = data.where(bad).agg(F.min("_file")).first()[0]
         lines = _indexed(_spark_read(spark, [first], lambda reader: reader.text(first)), "_number")
-        row = parsed(lines).where(bad).orderBy("_number").select("_number", "_line").first()
-        raise _edge_list_error(_source_name(first), int(row["_number"]) + 1, row["_line"], names, kinds, id_type)
+        row = parsed(lines).where(bad).orderBy("_number").select("_number", "_line", "_utf8").first()
+        where = f"{_source_name(first)} line {int(row['_number']) + 1}"
+        if not row["_utf8"]:
+            raise formats.not_utf8(where)
+        raise _edge_list_error(where, row["_line"], names, kinds, id_type)
     if id_type == "auto" and totals["text_ids"]:
         id_kind = "str"
     columns = [_typed(fields.getItem(0), id_kind).alias("sid"), _typed(fields.getItem(1), id_kind).alias("did")]
@@ -338,17 +344,23 @@ def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
     return _finish(data, counts, columns, typed_attributes, TYPES[id_kind], name)
 
 
-def _edge_list_error(source: str, number: int, line: str, names, kinds, id_type) -> InputError:
+def _edge_list_error(where: str, line: str, names, kinds, id_type) -> InputError:
     fields = line.split()
     if len(fields) != len(names):
-        hint = "; name the extra columns with weight= or attribute_names=" if len(fields) > len(names) else ""
-        return InputError(f"{source} line {number}: expected {len(names)} fields ({' '.join(names)}), "
-                          f"found {len(fields)}{hint}")
+        return formats.wrong_field_count(where, names, len(fields), " ")
     wanted = {**({"src": "int", "dst": "int"} if id_type == "int" else {}), **kinds}
     for column, value in zip(names, fields):
         if column in wanted and not _converts(value, wanted[column]):
-            return InputError(f"{source} line {number}, column {column!r}: {value!r} is not {formats.WHAT[wanted[column]]}")
-    return InputError(f"{source} line {number}: cannot be read")
+            return formats.not_a(where, column, value, wanted[column])
+    return InputError(f"{where}: cannot be read")
+
+
+def _utf8(value):
+    """Whether a text line's bytes are UTF-8: Spark keeps a line's bytes as read, and only
+    encoding it through Java (which replaces what is not UTF-8) changes them."""
+    from pyspark.sql import functions as F
+
+    return (value.cast("binary") == F.encode(value, "UTF-8")).alias("_utf8")
 
 
 def _converts(value: str, kind: str) -> bool:
@@ -400,9 +412,14 @@ def _scan_csv(spark, paths, header, id_columns, schema) -> _Scan:
         if column not in schema:
             for kind in ("int", "float", "bool"):
                 checks[f"{kind}:{column}"] = F.col(column).isNotNull() & ~_valid(F.col(column), kind)
+    checks["replaced"] = F.lit(False)
+    for column in header:
+        checks["replaced"] = checks["replaced"] | F.col(column).contains("\ufffd")
     counts, totals = _partition_counts(data, checks)
+    if totals["replaced"]:
+        _check_utf8(spark, _first_file(data, checks["replaced"], header))
     if totals["bad"]:
-        first = data.where(checks["bad"]).agg(F.min("_file")).first()[0]
+        first = _first_file(data, checks["bad"], header)
         rows = _indexed(_spark_read(spark, [first], lambda reader: read(reader, first)), "_row")
         row = rows.where(checks["bad"]).orderBy("_row").first()
         raise _csv_error(spark, _source_name(first), first, int(row["_row"]), row, header, id_columns, schema)
@@ -411,6 +428,26 @@ def _scan_csv(spark, paths, header, id_columns, schema) -> _Scan:
     return _Scan(data, counts, bool(totals["text_ids"]), [_typed(F.col(c), kinds[c]).alias(c) for c in attributes],
                  reread=lambda uri: read(spark.read, uri),
                  where=lambda uri, row: f"{_source_name(uri)} line {_csv_line(spark, uri, row)}")
+
+
+def _first_file(data, condition, header) -> str:
+    """The first file holding a row that meets ``condition``. Every column is read: with fewer,
+    Spark's CSV parser does not see that a short row is short."""
+    from pyspark.sql import functions as F
+
+    every = F.struct(F.col("_file"), F.col("_corrupt"), *[F.col(c) for c in header])
+    return data.where(condition).agg(F.min(every).alias("m")).first()["m"]["_file"]
+
+
+def _check_utf8(spark, uri: str) -> None:
+    """Name the first line of a CSV file whose bytes are not UTF-8 (Spark's CSV reader replaced
+    them); a file that holds U+FFFD as written passes."""
+    from pyspark.sql import functions as F
+
+    lines = _indexed(_spark_read(spark, [uri], lambda reader: reader.text(uri)), "_number")
+    bad = lines.where(~_utf8(F.col("value"))).orderBy("_number").select("_number").first()
+    if bad is not None:
+        raise formats.not_utf8(f"{_source_name(uri)} line {int(bad['_number']) + 1}")
 
 
 def _csv_line(spark, uri: str, row_index: int) -> int:
@@ -425,16 +462,15 @@ def _csv_line(spark, uri: str, row_index: int) -> int:
 def _csv_error(spark, source, uri, row_index, row, header, id_columns, schema) -> InputError:
     """Word the error about data row ``row_index`` of one CSV file, with its physical line."""
     number = _csv_line(spark, uri, row_index)
+    where = f"{source} line {number}"
     if row["_corrupt"] is not None:
-        found = len(next(csv.reader([row["_corrupt"]]), []))
-        return InputError(f"{source} line {number}: expected {len(header)} fields ({', '.join(header)}), "
-                          f"found {found}")
+        return formats.wrong_field_count(where, header, len(next(csv.reader([row["_corrupt"]]), [])), ", ")
     for column in id_columns:
         if row[column] is None:
-            return InputError(f"{source} line {number}, column {column!r}: missing vertex id")
+            return formats.missing_id(f"{where}, column {column!r}")
     for column, kind in schema.items():
         if row[column] is not None and not _converts(row[column], kind):
-            return InputError(f"{source} line {number}, column {column!r}: {row[column]!r} is not {formats.WHAT[kind]}")
+            return formats.not_a(where, column, row[column], kind)
     return InputError(f"{source} line {number}: cannot be read")
 
 
@@ -496,25 +532,49 @@ def _checked_frame(spark, data, id_columns, schema, reread, source: str) -> _Sca
         row = rows.where(checks["bad"]).orderBy("_row").first()
         for column in id_columns:
             if row[column] is None:
-                raise InputError(f"{where} row {row['_row']}, column {column!r}: missing vertex id")
+                raise formats.missing_id(f"{where} row {row['_row']}, column {column!r}")
         for column, kind in schema.items():
             value = row[column]
             if value is not None:
-                raise InputError(f"{where} row {row['_row']}, column {column!r}: {value!r} is not {formats.WHAT[kind]}")
+                raise formats.not_a(f"{where} row {row['_row']}", column, value, kind)
     typed = [(_typed(F.col(c).cast("string"), schema[c]) if c in schema else F.col(c)).alias(c) for c in attributes]
     return _Scan(data, counts, not integer_ids, typed, reread=reread,
                  where=lambda uri, row: f"{_source_name(uri)} row {row}")
 
 
 def _spark_read(spark, paths, read):
-    """Run a reader, turning Spark's missing-path error into an InputError naming the path."""
+    """Run a reader, turning Spark's missing-path and unreadable-file errors into an InputError
+    naming the path."""
     from pyspark.errors import AnalysisException
 
     try:
-        return read(spark.read)
+        with _named_read_errors():
+            return read(spark.read)
     except AnalysisException as exc:
         if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
             raise InputError(f"{paths[0] if len(paths) == 1 else paths}: no such file or directory") from None
+        raise
+
+
+_UNREADABLE_FILE = re.compile(r"Encountered error while reading file (\S+?)\. Details")
+_NOT_PARQUET = re.compile(r"Could not read footer for file: (\S+?)\. |(\S+) is not a Parquet file")
+
+
+@contextlib.contextmanager
+def _named_read_errors():
+    """A Spark job that failed on a file it could not decode (a corrupt ``.gz``, a file that is
+    not Parquet) raises the same InputError the local readers raise, naming the file."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        yield
+    except Py4JJavaError as exc:
+        text = str(exc.java_exception)
+        parquet, unreadable = _NOT_PARQUET.search(text), _UNREADABLE_FILE.search(text)
+        if parquet:
+            raise formats.not_parquet(_source_name(parquet.group(1) or parquet.group(2))) from None
+        if unreadable and unreadable.group(1).endswith(".gz"):
+            raise formats.not_gzip(_source_name(unreadable.group(1))) from None
         raise
 
 
@@ -523,7 +583,8 @@ def _partition_counts(frame, checks: dict) -> tuple[dict, dict]:
     from pyspark.sql import functions as F
 
     sums = [F.sum(F.coalesce(check, F.lit(False)).cast("long")).alias(f"c{i}") for i, check in enumerate(checks.values())]
-    rows = frame.groupBy(F.spark_partition_id().alias("_p")).agg(F.count(F.lit(1)).alias("_n"), *sums).collect()
+    with _named_read_errors():
+        rows = frame.groupBy(F.spark_partition_id().alias("_p")).agg(F.count(F.lit(1)).alias("_n"), *sums).collect()
     counts = {int(r["_p"]): int(r["_n"]) for r in rows}
     totals = {name: sum(int(r[f"c{i}"] or 0) for r in rows) for i, name in enumerate(checks)}
     return counts, totals
