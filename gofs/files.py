@@ -182,10 +182,11 @@ def _fsync(path: str) -> None:
 
 def write_atomic(path, data: bytes | None = None, write=None) -> None:
     """Replace the local file ``path`` in one step: written under a temporary name beside it,
-    flushed, renamed over ``path``, and the directory flushed. Give the bytes as ``data``, or
+    flushed, renamed over ``path``, and the directory flushed (and made, if missing). Give the bytes as ``data``, or
     ``write(binary_file)`` to write them; a failure leaves ``path`` as it was and no temporary file."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
     staging = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         with open(staging, "wb") as out:

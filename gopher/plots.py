@@ -11,6 +11,8 @@ import tempfile
 
 import numpy as np
 
+from gofs import files
+
 #: colours shared by every goffish picture, so the same thing looks the same everywhere
 COLOURS = {"compute": "#4C72B0", "exchange": "#DD8452", "overhead": "#B0B0B0",
            "active": "#55A868", "messages": "#C44E52"}
@@ -32,15 +34,7 @@ def save_png(figure, path) -> str:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"{path}: cannot write the picture, no directory {directory}")
-    handle, staging = tempfile.mkstemp(prefix=".goffish-plot-", suffix=".png", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            figure.savefig(out, format="png")
-        os.replace(staging, path)
-    except BaseException:
-        if os.path.exists(staging):
-            os.remove(staging)
-        raise
+    files.write_atomic(path, write=lambda out: figure.savefig(out, format="png"))
     return path
 
 

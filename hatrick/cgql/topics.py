@@ -27,6 +27,8 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gofs import files
+
 __all__ = ["Topic", "Subscription"]
 
 _PART = re.compile(r"^part-(\d{12})-(\d{12})\.(parquet|jsonl)$")
@@ -146,13 +148,13 @@ class Topic:
     def to_json(self, path: str, from_seq: int = 0) -> int:
         """Write the events from ``from_seq`` as JSON lines to ``path`` atomically; returns how many."""
         events = self.read(from_seq)
-        _atomic_write(path, lambda f: f.write(_jsonl(events)), text=True)
+        files.write_atomic(path, _jsonl(events).encode())
         return len(events)
 
     def to_parquet(self, path: str, from_seq: int = 0) -> int:
         """Write the events from ``from_seq`` to one Parquet file atomically; returns how many."""
         events = self.read(from_seq)
-        _atomic_write(path, lambda f: pq.write_table(events_table(events), f))
+        files.write_atomic(path, write=lambda f: pq.write_table(events_table(events), f))
         return len(events)
 
     def sink(self, directory: str, format: str = "parquet") -> Subscription:  # noqa: A002 - like Spark's format
@@ -172,9 +174,9 @@ class Topic:
                 pending.clear()
                 name = os.path.join(directory, f"part-{batch[0]['seq']:012d}-{batch[-1]['seq']:012d}.{ext}")
                 if ext == "parquet":
-                    _atomic_write(name, lambda f: pq.write_table(events_table(batch), f))
+                    files.write_atomic(name, write=lambda f: pq.write_table(events_table(batch), f))
                 else:
-                    _atomic_write(name, lambda f: f.write(_jsonl(batch)), text=True)
+                    files.write_atomic(name, _jsonl(batch).encode())
 
         return self.subscribe(write, from_seq=start)
 
@@ -214,15 +216,3 @@ def events_table(events: list) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
-def _atomic_write(path: str, write, text: bool = False) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "w" if text else "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
