@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 from gofs import layout
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
-from gofs.ingest import formats
+import gofs.ingest.formats as formats
 from gofs.ingest.local import ingest_graph
 from gofs.ingest.read_local import read_graph
 from gofs.ingest.spark import ingest_on_spark

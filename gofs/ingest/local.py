@@ -14,7 +14,7 @@ import pyarrow as pa
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
-from gofs.ingest import formats
+import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.partition import partition
 from gofs.subgraphs import Layout, discover, size_histogram

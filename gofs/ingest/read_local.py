@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
-from gofs.ingest import formats
+import gofs.ingest.formats as formats
+from gofs.spark_compat import collect_arrow
 
 __all__ = ["read_graph", "read_edge_list", "read_csv", "read_parquet", "from_pandas",
            "from_dataframes", "from_graphframe", "from_networkx"]
@@ -445,8 +446,6 @@ def from_graphframe(gf, directed: bool = True) -> GraphInput:
 
 def _spark_table(df) -> pa.Table:
     """Collect through Spark's Arrow path: toPandas would turn nullable ints into floats."""
-    from gofs.spark_compat import collect_arrow
-
     return collect_arrow(df)
 
 

@@ -41,10 +41,11 @@ import pyarrow as pa
 
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
-from gofs.ingest import formats
+import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.partition import check_partitioner, partition_frames
+from gofs.spark_compat import arrow_schema, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
 
 _INT_PATTERN = r"^[+-]?[0-9]+$"
@@ -166,8 +167,6 @@ class _Run:
         return frame
 
     def release(self) -> None:
-        from gofs.spark_compat import release_local_checkpoint
-
         for frame in self.persisted:
             frame.unpersist()
         for frame in self.checkpoints:
@@ -612,8 +611,6 @@ def _indexed(frame, name: str, counts: dict | None = None):
 def _finish(data, counts, ids, attributes, id_type, name) -> _Edges:
     from pyspark.sql import functions as F
 
-    from gofs.spark_compat import arrow_schema
-
     numbered = _indexed(data, "eid", counts)
     columns = [F.col("eid"), *ids]
     if attributes:
@@ -625,8 +622,6 @@ def _finish(data, counts, ids, attributes, id_type, name) -> _Edges:
 
 def _vertex_rows(scan: _Scan, id_column: str, id_kind: str) -> _VertexRows:
     from pyspark.sql import functions as F
-
-    from gofs.spark_compat import arrow_schema
 
     numbered = _indexed(scan.data, "vpos", scan.counts)
     columns = [F.col("vpos"), _typed(F.col(id_column), id_kind).alias("id"), F.col("_file")]

@@ -54,9 +54,11 @@ import numpy as np
 import pyarrow as pa
 
 from gofs import layout
+from gofs.checkpoints import ensure_checkpoint_dir
 from gofs.partition.arrays import collect_labels
 from gofs.partition.metis import weighted_parts
 from gofs.partition.propagation import refine_partition
+from gofs.spark_compat import collect_arrow
 
 DRIVER_BUDGET_BYTES = 48 << 20
 """Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
@@ -249,8 +251,6 @@ class _Scratch:
     """
 
     def __init__(self, spark):
-        from gofs.checkpoints import ensure_checkpoint_dir
-
         self.spark = spark
         base = ensure_checkpoint_dir(spark.sparkContext)
         self.root = f"{base.rstrip('/')}/goffish-multilevel-{uuid.uuid4().hex[:12]}"
@@ -431,8 +431,6 @@ def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):
     own work space this is what :data:`BYTES_PER_COARSE_EDGE` measures.
     """
     import pandas as pd
-
-    from gofs.spark_compat import collect_arrow
 
     vertex_table = collect_arrow(weights.select("vid", "vw"))
     order = np.argsort(vertex_table.column("vid").to_numpy(), kind="stable")
