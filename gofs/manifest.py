@@ -268,7 +268,7 @@ def commit(fs, graph_root: str, number: int, entry: dict, durable=()) -> None:
     try:
         files.sync(fs, [*durable, staging])
         _publish(fs, staging, final)
-        files.sync(fs, [log])
+        files.sync(fs, [final])         # the entry is flushed already: this flushes the log directory
     finally:
         layout.remove(fs, staging)
 
