@@ -127,7 +127,7 @@ class GraphFrame:
 
     def _store(self, reversed_edges: bool = False):
         """The graph (or its reverse) as a temporary GoFS store, ingested once."""
-        from gofs.sources import from_dataframes
+        from gofs.ingest.read_local import from_dataframes
 
         if reversed_edges not in self._stores:
             numeric = [f.name for f in self._edges.schema.fields
