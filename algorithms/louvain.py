@@ -610,6 +610,13 @@ def leiden(store, weight: str | None = None, resolution: float = 1.0, seed: int 
                    **engine_options)
 
 
+_COMMUNITY_FLAGS = {"weight": Flag("edge attribute used as weight (default: 1 per edge)"),
+                    "resolution": Flag("NetworkX's resolution (> 0)"),
+                    "seed": Flag("random seed (deterministic runs)"),
+                    "levels": Flag("also write one level_k column per level", kind="switch")}
+_NX_COMMUNITY_PARAMS = {"resolution": "resolution", "seed": "seed"}
+
+
 def _louvain_report(result) -> dict:
     return {"modularity": result.modularity, "communities": result.level_sizes, "phase_seconds": result.seconds}
 
@@ -617,30 +624,22 @@ def _louvain_report(result) -> dict:
 register(Algorithm(
     name="louvain", function=louvain, cli="louvain",
     summary="partitioned Louvain communities (id, community)", returns=("community",),
-    flags={"weight": Flag("edge attribute used as weight (default: 1 per edge)"),
-           "resolution": Flag("NetworkX's resolution (> 0)"),
-           "seed": Flag("random seed (deterministic runs)"),
-           "levels": Flag("also write one level_k column per level", kind="switch")},
+    flags=_COMMUNITY_FLAGS,
     report=_louvain_report,
-    networkx=(NetworkX("community.louvain_communities", "communities", params={"resolution": "resolution",
-                                                                             "seed": "seed"},
+    networkx=(NetworkX("community.louvain_communities", "communities", params=_NX_COMMUNITY_PARAMS,
                        requires={"threshold": 1e-07, "max_level": None}, directed=False, weight="weight"),),
     graphframes=(GraphFramesMethod("louvain", column="community", ours="community",
-                                   params={"weight": "weight", "resolution": "resolution", "seed": "seed"}),),
+                                   params=dict(_NX_COMMUNITY_PARAMS, weight="weight")),),
 ))
 
 
 register(Algorithm(
     name="leiden", function=leiden, cli="leiden",
     summary="partitioned Leiden communities, each connected (id, community)", returns=("community",),
-    flags={"weight": Flag("edge attribute used as weight (default: 1 per edge)"),
-           "resolution": Flag("NetworkX's resolution (> 0)"),
-           "seed": Flag("random seed (deterministic runs)"),
-           "levels": Flag("also write one level_k column per level", kind="switch")},
+    flags=_COMMUNITY_FLAGS,
     report=_louvain_report,
-    networkx=(NetworkX("community.leiden_communities", "communities", params={"resolution": "resolution",
-                                                                            "seed": "seed"},
+    networkx=(NetworkX("community.leiden_communities", "communities", params=_NX_COMMUNITY_PARAMS,
                        requires={"max_level": None}, directed=False, weight="weight"),),
     graphframes=(GraphFramesMethod("leiden", column="community", ours="community",
-                                   params={"weight": "weight", "resolution": "resolution", "seed": "seed"}),),
+                                   params=dict(_NX_COMMUNITY_PARAMS, weight="weight")),),
 ))
