@@ -2,7 +2,8 @@
 # One-command set-up and entry points. On a fresh machine (Python 3.9+ and Java 17):
 #   ./run.sh demo     the main job on the embedded default (local Spark, sample road graph)
 #   ./run.sh test     the test suite
-#   ./run.sh bench    goffish bench (arguments are passed on), ./run.sh goffish ... any CLI command
+#   ./run.sh bench [NAME] ARGS...   benchmark NAME from benchmarks/ (default gopher: Gopher vs GraphFrames vs
+#                     igraph; ./run.sh bench --list names them), ./run.sh goffish ... any CLI command
 #   ./run.sh submit [spark-submit options] COMMAND ...   a goffish COMMAND through spark-submit, with absolute
 #                     interpreter paths (executors start elsewhere) and, unless --verbose, errors-only logging
 # Each creates .venv, installs the project and fetches the GraphFrames jar the first time.
@@ -31,14 +32,14 @@ ensure_env() {
   export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
 }
 
-GOFFISH_COMMANDS=" ingest info generate run demo bench "
+GOFFISH_COMMANDS=" ingest info generate run demo "
 
 submit() {
   # spark-submit's options come first, the goffish command and its arguments after the first command word
   local spark=() app=() verbose=""
   while [ $# -gt 0 ] && [[ "$GOFFISH_COMMANDS" != *" $1 "* ]]; do spark+=("$1"); shift; done
   if [ $# -eq 0 ]; then
-    echo "usage: ./run.sh submit [spark-submit options] ingest|info|generate|run|demo|bench ARGS..." >&2
+    echo "usage: ./run.sh submit [spark-submit options] ingest|info|generate|run|demo ARGS..." >&2
     exit 2
   fi
   app=("$@")
@@ -57,7 +58,8 @@ shift || true
 case "$command" in
   demo) ensure_env; exec "$VENV/bin/goffish" demo --master "${GOFFISH_MASTER:-local[2]}" "$@" ;;
   test) ensure_env; exec "$VENV/bin/python" -m pytest "$@" ;;
-  bench) ensure_env; exec "$VENV/bin/goffish" bench "$@" ;;
+  # benchmarks are not installed: they run from this checkout (its root on the path, for Spark's workers too)
+  bench) ensure_env; export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"; exec "$VENV/bin/python" -m benchmarks "$@" ;;
   goffish) ensure_env; exec "$VENV/bin/goffish" "$@" ;;
   submit) ensure_env; submit "$@" ;;
   *) echo "usage: ./run.sh demo|test|bench|goffish|submit [args...]" >&2; exit 2 ;;

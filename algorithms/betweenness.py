@@ -38,8 +38,8 @@ intervals allow (:mod:`algorithms.betweenness_sampling`). The ``n_local x B`` ar
 supersteps; sub-graph state carries only what they are computed from.
 
 Cost: every column is traversed in every sub-graph it reaches, again in parts where
-paths cross cuts back and forth (``python -m goffish.bench_betweenness``; numbers in
-BENCHMARKS.md).
+paths cross cuts back and forth (``./run.sh bench betweenness``; numbers in
+benchmarks/README.md).
 """
 from __future__ import annotations
 

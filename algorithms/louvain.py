@@ -55,7 +55,7 @@ from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
 __all__ = ["LouvainLevel", "LouvainResult", "connected_pieces", "leiden", "louvain", "louvain_membership",
-           "modularity", "subgraph_seed"]
+           "modularity", "nmi", "seeded_igraph_random", "subgraph_seed"]
 
 _NUMERIC_TYPES = {"double", "float", "halffloat", "int8", "int16", "int32", "int64",
                   "uint8", "uint16", "uint32", "uint64"}
@@ -75,7 +75,7 @@ def subgraph_seed(seed: int, subgraph_id: int) -> int:
 
 
 @contextlib.contextmanager
-def _igraph_random(seed: int):
+def seeded_igraph_random(seed: int):
     """igraph draws from Python's ``random`` module; give it a private seeded generator
     for the duration, so results are reproducible and the process's global state is untouched."""
     import random
@@ -106,7 +106,7 @@ def louvain_membership(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndar
         return [] if all_levels else identity
     graph = ig.Graph(n=n, edges=np.column_stack([src, dst]).astype(np.int64), directed=False)
     weights = np.asarray(weight, dtype=np.float64).tolist()
-    with _igraph_random(seed):
+    with seeded_igraph_random(seed):
         if method == "leiden":
             # node weights given explicitly: igraph's default leaves self-loops (collapsed
             # communities) out of the degrees, which is not modularity's null model
@@ -121,6 +121,21 @@ def louvain_membership(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndar
     if all_levels:
         return memberships
     return memberships[-1] if memberships else identity
+
+
+def nmi(labels_a: np.ndarray, labels_b: np.ndarray) -> float:
+    """Normalised mutual information of two labellings (arithmetic-mean normalisation,
+    as igraph's ``compare_communities(method="nmi")`` and scikit-learn's default)."""
+    n = len(labels_a)
+    _, a = np.unique(labels_a, return_inverse=True)
+    _, b = np.unique(labels_b, return_inverse=True)
+    pairs, counts = np.unique(a.astype(np.int64) * (int(b.max()) + 1) + b, return_counts=True)
+    share_a, share_b = np.bincount(a) / n, np.bincount(b) / n
+    joint = counts / n
+    ia, ib = np.divmod(pairs, int(b.max()) + 1)
+    mutual = float(np.sum(joint * np.log(joint / (share_a[ia] * share_b[ib]))))
+    ha, hb = -float(np.sum(share_a * np.log(share_a))), -float(np.sum(share_b * np.log(share_b)))
+    return 1.0 if ha + hb == 0 else 2.0 * mutual / (ha + hb)
 
 
 def connected_pieces(membership: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The ``goffish`` command line: ingest, info, generate, run, stream, bench, demo.
+"""The ``goffish`` command line: ingest, info, generate, run, query, stream, demo (benchmarks: ``./run.sh bench``).
 
 Every command that needs Spark builds its session through ``goffish.session``,
 so ``--master`` and ``--conf key=value`` work as they do for spark-submit, and
@@ -268,13 +268,6 @@ def cmd_demo(args) -> int:
     return demo(_spark(args), workdir=args.workdir)
 
 
-def cmd_bench(args) -> int:
-    from goffish.bench import main as bench
-
-    _check_picture_path(args.plot)
-    return bench(_spark(args), args)
-
-
 def cmd_stream(args) -> int:
     import goffish
     from hatrick.buffer import SnapshotPolicy
@@ -440,26 +433,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--snapshot-max-age", type=float, default=30.0, help="longest a buffered update waits")
     _add_spark_options(p)
     p.set_defaults(fn=cmd_stream)
-
-    p = sub.add_parser("bench", help="Gopher vs GraphFrames vs igraph on one dataset")
-    p.add_argument("--generator", default="road", choices=["road", "rmat", "lfr"])
-    p.add_argument("--size", type=int, default=100_000)
-    p.add_argument("--graph", help="benchmark an existing GoFS graph instead of generating one")
-    p.add_argument("--partitions", type=int, default=8)
-    p.add_argument("--algorithms", default="cc,sssp,pagerank")
-    p.add_argument("--skip-graphframes", action="store_true")
-    p.add_argument("--ingest-only", action="store_true", help="only measure generate + ingest (stages, bytes)")
-    p.add_argument("--baseline-timeout", type=float, default=None,
-                   help="cancel a GraphFrames baseline after this many seconds (reported as a lower bound)")
-    p.add_argument("--pagerank-iterations", type=int, default=10)
-    p.add_argument("--timeseries-hours", type=int, default=0, help="also bench TDSP/independent runs over N instances")
-    p.add_argument("--ping-supersteps", type=int, default=0,
-                   help="also time N supersteps of a program where every sub-graph messages its neighbours")
-    p.add_argument("--json", default="bench-results/bench.json")
-    p.add_argument("--plot", metavar="FILE.png", help="also draw the table as grouped bars (log scale)")
-    p.add_argument("--seed", type=int, default=0)
-    _add_spark_options(p)
-    p.set_defaults(fn=cmd_bench)
     return parser
 
 

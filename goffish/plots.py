@@ -104,12 +104,12 @@ def plot_graph(store, path=None):
 
 
 def bench_figure(report: dict):
-    """A ``goffish bench`` report as grouped bars: seconds per algorithm and system, log scale.
+    """A benchmark report (``./run.sh bench``) as grouped bars: seconds per algorithm and system, log scale.
 
     Parameters
     ----------
     report : dict
-        What :func:`goffish.bench.run_bench` returns (its ``rows``: algorithm,
+        What ``run_bench`` in ``benchmarks/bench_gopher.py`` returns (its ``rows``: algorithm,
         system, seconds, ...). A baseline cancelled after ``--baseline-timeout``
         (``lower_bound`` true) is hatched and labelled ``>``.
 

@@ -7,6 +7,6 @@ graph, incremental components, reachability, ``GraphView``), ``partitioned`` (th
 split over bucket-owning workers: routing, boundary merges, moving buckets between workers),
 ``buffer`` (the elastic buffer and
 snapshot policy), ``snapshot`` (live state -> GoFS instance), ``sources`` (Structured Streaming
-sources, aging), ``stream`` (exactly-once application, checkpoints, callbacks, rescaling),
-``bench`` (the streaming benchmark).
+sources, aging), ``stream`` (exactly-once application, checkpoints, callbacks, rescaling).
+The streaming benchmark is ``benchmarks/bench_hatrick.py``.
 """

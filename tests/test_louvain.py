@@ -4,7 +4,7 @@ Tolerances: with one partition the result must be exactly the sequential
 igraph run on the same sub-graph; with several partitions on these small
 graphs (a few hundred to two thousand vertices) modularity must be within 1%
 of igraph's multilevel on the whole graph (the issue asks 0.5% on 100k+
-vertex graphs, measured by ``goffish.bench_louvain``).
+vertex graphs, measured by ``benchmarks/bench_louvain.py``).
 """
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from algorithms.louvain import connected_pieces, louvain_membership, modularity, subgraph_seed
+from algorithms.louvain import connected_pieces, louvain_membership, modularity, nmi, subgraph_seed
 from gofs.bundle import load_partition
 from gofs.errors import InputError
 from gofs.ingest.read_local import from_networkx
-from goffish.bench_louvain import nmi
 from goffish.generators import lfr
 from gopher.subgraph import Subgraph
 from tests.graphs import as_partition, ingest_input, ingest_nx, string_ids

@@ -1,4 +1,4 @@
-"""Pictures: ``goffish info --plot``, ``goffish run --timeline`` / ``RunMetrics.plot``, ``goffish bench --plot``.
+"""Pictures: ``goffish info --plot``, ``goffish run --timeline`` / ``RunMetrics.plot``, ``./run.sh bench --plot``.
 
 Each PNG is opened and checked for its size in pixels and for content (not a
 blank canvas); the numbers drawn are compared with the manifest, the run's
@@ -140,13 +140,14 @@ def test_timeline_of_a_timeseries_run(spark, tmp_path, capsys):
 
 
 def test_bench_plot(spark, road, tmp_path, capsys):
+    from benchmarks.bench_gopher import main as bench
     from goffish.jars import resolve_graphframes_jar
 
     path, _ = road
     out, report_file = tmp_path / "bench.png", tmp_path / "bench.json"
-    argv = ["bench", "--graph", str(path), "--algorithms", "cc", "--plot", str(out), "--json", str(report_file)]
+    argv = ["--graph", str(path), "--algorithms", "cc", "--plot", str(out), "--json", str(report_file)]
     with_graphframes = resolve_graphframes_jar() is not None
-    assert main(argv + ([] if with_graphframes else ["--skip-graphframes"])) == 0
+    assert bench(argv + ([] if with_graphframes else ["--skip-graphframes"])) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     assert_picture(out, (600, 500))
     report = json.loads(report_file.read_text())

@@ -1,6 +1,6 @@
 """NetworkX's API on a GoFS handle against the same algorithms called directly, in one run.
 
-    python -m goffish.bench_nx --size 1000000 --partitions 8 --repeat 3 --json bench-results/nx.json
+    python -m benchmarks.bench_nx --size 1000000 --partitions 8 --repeat 3 --json bench-results/nx.json
 
 Times ``nx.connected_components(handle)`` and ``nx.pagerank(handle)`` (dispatched to
 the ``goffish`` backend by the handle's type, results built as NetworkX's sets and dicts

@@ -1,6 +1,6 @@
 """Hatrick benchmark: sustained update rate with live results, latency, snapshots, rescaling, exactly-once.
 
-    PYTHONPATH=$PWD .venv/bin/python -m hatrick.bench --vertices 100000 --edges 200000
+    .venv/bin/python -m benchmarks.bench_hatrick --vertices 100000 --edges 200000
 
 Phases, on one random undirected graph stored as GoFS (hash partitions):
 1. closed loop: batches of edge updates (half additions, half removals of the oldest
@@ -268,13 +268,13 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
     state-aware planner with each bucket's live edges as its load: bytes sent between workers
     against the whole live state's, pause (planning included), busiest worker's edges / mean."""
     from hatrick import datafile
-    from hatrick.partitioned import PartitionedGraph, _part, edge_buckets
+    from hatrick.partitioned import PartitionedGraph, edge_buckets
     from hatrick.planner import plan_migration
     from hatrick.ring import HashRing
     from hatrick.updates import validate
 
     def state_bytes(graph):
-        return sum(len(datafile.dumps(_part(w.state, w.state.live_slots(), w.owned()))) for w in graph.workers)
+        return sum(len(datafile.dumps(w.part())) for w in graph.workers)
 
     def load_ratio(graph):
         edges = np.array([len(edge_buckets(w.state, buckets)[0]) for w in graph.workers], float)
@@ -308,7 +308,7 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hatrick.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_hatrick", description=__doc__.splitlines()[0])
     p.add_argument("--vertices", type=int, default=100_000)
     p.add_argument("--edges", type=int, default=200_000)
     p.add_argument("--batch", type=int, default=50_000, help="closed-loop batch size")

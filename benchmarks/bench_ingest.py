@@ -1,7 +1,7 @@
 """Ingest benchmark: time per stage and the driver's peak memory, local engine vs Spark engine,
 plus the multilevel partitioner's edge cut and balance against METIS on the driver.
 
-    python -m goffish.bench_ingest --edges 1000000 5000000 --kind road rmat --engine local spark \\
+    python -m benchmarks.bench_ingest --edges 1000000 5000000 --kind road rmat --engine local spark \\
         --json bench-results/ingest.json
 
 Each ingest runs in a fresh Python process (so its peak RSS is its own), started
@@ -186,7 +186,7 @@ def _quality(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m goffish.bench_ingest", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_ingest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--edges", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--kind", nargs="+", default=["road", "rmat"], choices=["road", "rmat"])
     parser.add_argument("--engine", nargs="+", default=["local", "spark"], choices=["local", "spark"])
@@ -224,14 +224,14 @@ def main(argv=None) -> int:
     common = ["--partitions", str(args.partitions), "--master", args.master, "--driver-memory", args.driver_memory,
               "--shuffle-partitions", str(args.shuffle_partitions), "--spark-partitioner", args.spark_partitioner,
               "--driver-budget-mib", str(args.driver_budget_mib)]
-    results = {"command": " ".join(["python -m goffish.bench_ingest", *(argv or sys.argv[1:])]),
+    results = {"command": " ".join(["python -m benchmarks.bench_ingest", *(argv or sys.argv[1:])]),
                "runs": [], "quality": []}
     def ingests():
         for edges in args.edges:
             for kind in args.kind:
                 source = _edge_list(kind, edges, workdir, args.seed)
                 for engine in args.engine:
-                    command = [sys.executable, "-m", "goffish.bench_ingest", "--one", engine, source,
+                    command = [sys.executable, "-m", "benchmarks.bench_ingest", "--one", engine, source,
                                os.path.join(workdir, f"{kind}-{edges}-{engine}.gofs"), *common]
                     row = {"kind": kind, "edges": edges, "engine": engine, **_measured(command, args.timeout)}
                     results["runs"].append(row)
@@ -241,7 +241,7 @@ def main(argv=None) -> int:
     def quality():
         for kind in args.kind if args.quality_edges else []:
             source = _edge_list(kind, args.quality_edges, workdir, args.seed)
-            command = [sys.executable, "-m", "goffish.bench_ingest", "--quality-of", source,
+            command = [sys.executable, "-m", "benchmarks.bench_ingest", "--quality-of", source,
                        "--driver-budget-edges", str(args.driver_budget_edges), *common]
             row = {"kind": kind, "edges": args.quality_edges, **_measured(command, args.timeout)}
             results["quality"].append(row)

@@ -10,7 +10,7 @@ parallel level). NetworkX runs in a child process and is cancelled after
 number of edges from a run on a graph ``--networkx-scale`` times smaller made
 by the same generator (Louvain's passes are linear in the edges), and marked so.
 
-    python -m goffish.bench_louvain --size 100000 --mu 0.1,0.3,0.5 --partitions 8 --json bench-results/louvain.json
+    python -m benchmarks.bench_louvain --size 100000 --mu 0.1,0.3,0.5 --partitions 8 --json bench-results/louvain.json
 """
 from __future__ import annotations
 
@@ -24,28 +24,13 @@ import time
 import numpy as np
 
 
-def nmi(labels_a: np.ndarray, labels_b: np.ndarray) -> float:
-    """Normalised mutual information of two labellings (arithmetic-mean normalisation,
-    as igraph's ``compare_communities(method="nmi")`` and scikit-learn's default)."""
-    n = len(labels_a)
-    _, a = np.unique(labels_a, return_inverse=True)
-    _, b = np.unique(labels_b, return_inverse=True)
-    pairs, counts = np.unique(a.astype(np.int64) * (int(b.max()) + 1) + b, return_counts=True)
-    pa, pb = np.bincount(a) / n, np.bincount(b) / n
-    joint = counts / n
-    ia, ib = np.divmod(pairs, int(b.max()) + 1)
-    mutual = float(np.sum(joint * np.log(joint / (pa[ia] * pb[ib]))))
-    ha, hb = -float(np.sum(pa * np.log(pa))), -float(np.sum(pb * np.log(pb)))
-    return 1.0 if ha + hb == 0 else 2.0 * mutual / (ha + hb)
-
-
 def _igraph_run(n, src, dst, seed):
     import igraph as ig
 
-    from algorithms.louvain import _igraph_random
+    from algorithms.louvain import seeded_igraph_random
 
     graph = ig.Graph(n=n, edges=np.column_stack([src, dst]), directed=False)
-    with _igraph_random(seed):
+    with seeded_igraph_random(seed):
         clock = time.perf_counter()
         clustering = graph.community_multilevel()
         seconds = time.perf_counter() - clock
@@ -85,7 +70,7 @@ def _networkx_run(n, src, dst, seed, timeout):
 def bench_one(spark, size, mu, partitions, seed, workdir, networkx_timeout, networkx_scale, avg_degree,
               max_degree, warmup):
     import goffish
-    from algorithms.louvain import louvain, modularity
+    from algorithms.louvain import louvain, modularity, nmi
     from goffish.generators import lfr
 
     clock = time.perf_counter()
@@ -144,7 +129,7 @@ def bench_one(spark, size, mu, partitions, seed, workdir, networkx_timeout, netw
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m goffish.bench_louvain", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_louvain", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--mu", default="0.1,0.3,0.5", help="comma-separated LFR mixing parameters")
     parser.add_argument("--partitions", type=int, default=8)

@@ -1,4 +1,4 @@
-"""``goffish bench``: Gopher vs GraphFrames (same Spark session) vs igraph (one core).
+"""``./run.sh bench`` (``python -m benchmarks gopher``): Gopher vs GraphFrames (same Spark session) vs igraph (one core).
 
 For each algorithm every system runs once untimed (warm-up), then once timed
 with its result forced into existence (a checksum over every value, not a lazy
@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 from pyspark.sql import functions as F
 
@@ -115,7 +116,7 @@ def _by_id(frame, column, ids, id_index):
 def run_bench(spark, g, algorithms, pagerank_iterations=10, skip_graphframes=False,
               baseline_timeout=None, seed=0, log=print) -> dict:
     ids = g.vertex_ids.to_numpy(zero_copy_only=False)
-    id_index = g._id_index
+    id_index = pd.Index(ids)
     edges = _dense_edges(g)
     src, dst = edges.column("src").to_numpy(), edges.column("dst").to_numpy()
     n, directed = g.num_vertices, g.directed
@@ -284,7 +285,65 @@ def ingest_report(generator: str, size: int, partitions: int, seed: int, workdir
     return path, report
 
 
-def main(spark, args) -> int:
+def _parser():
+    import argparse
+
+    p = argparse.ArgumentParser(prog="./run.sh bench [gopher]", description=__doc__.split("\n")[0])
+    p.add_argument("--generator", default="road", choices=["road", "rmat", "lfr"])
+    p.add_argument("--size", type=int, default=100_000)
+    p.add_argument("--graph", help="benchmark an existing GoFS graph instead of generating one")
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--algorithms", default="cc,sssp,pagerank")
+    p.add_argument("--skip-graphframes", action="store_true")
+    p.add_argument("--ingest-only", action="store_true", help="only measure generate + ingest (stages, bytes)")
+    p.add_argument("--baseline-timeout", type=float, default=None,
+                   help="cancel a GraphFrames baseline after this many seconds (reported as a lower bound)")
+    p.add_argument("--pagerank-iterations", type=int, default=10)
+    p.add_argument("--timeseries-hours", type=int, default=0, help="also bench TDSP/independent runs over N instances")
+    p.add_argument("--ping-supersteps", type=int, default=0,
+                   help="also time N supersteps of a program where every sub-graph messages its neighbours")
+    p.add_argument("--json", default="bench-results/bench.json")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the table as grouped bars (log scale)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
+    p.add_argument("--verbose", action="store_true", help="show Spark's own log output (default: its errors only)")
+    return p
+
+
+def _session(args):
+    """(Spark session, whether this run started it). A session it starts shows only Spark's
+    errors unless ``--verbose``, as on the CLI; a caller's session is left as it is."""
+    from pyspark.sql import SparkSession
+
+    from goffish import cli_logging
+    from goffish.session import session
+
+    conf = dict(kv.split("=", 1) for kv in (args.conf or []))
+    ours = SparkSession.getActiveSession() is None
+    quiet = ours and not args.verbose
+    if quiet and not cli_logging.jvm_running():
+        conf = cli_logging.quiet_conf(conf)
+    spark = session(master=args.master, app_name="goffish bench", conf=conf)
+    if quiet:
+        cli_logging.quiet_session(spark)
+    return spark, ours
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+        raise SystemExit(f"{args.plot}: cannot write the picture there, "
+                         f"no directory {os.path.dirname(os.path.abspath(args.plot))}")
+    spark, ours = _session(args)
+    try:
+        return _run(spark, args)
+    finally:
+        if ours:
+            spark.stop()
+
+
+def _run(spark, args) -> int:
     import goffish
 
     if args.graph:
@@ -304,7 +363,7 @@ def main(spark, args) -> int:
     if args.ping_supersteps:
         report["ping"] = ping(g, args.ping_supersteps)
     if args.timeseries_hours:
-        from goffish.bench_timeseries import bench_timeseries
+        from benchmarks.bench_timeseries import bench_timeseries
 
         report["timeseries"] = bench_timeseries(spark, g.num_vertices, args.timeseries_hours, g.num_partitions)
     print(format_table(report))
@@ -320,3 +379,7 @@ def main(spark, args) -> int:
         plot_bench(report, args.plot)
         print(f"wrote {args.plot}")
     return 0 if all(r["agrees"] is not False for r in report["rows"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

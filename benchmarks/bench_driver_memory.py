@@ -22,7 +22,7 @@ graph (road-like and R-MAT, of the given edge counts) it
 ``--code DIR`` runs step 2 with another checkout's code (e.g. ``/work/main``
 before a change): the driver process imports only ``goffish`` from DIR.
 
-    python -m goffish.bench_driver_memory --edges 1000000 5000000 20000000 --kind road rmat \\
+    python -m benchmarks.bench_driver_memory --edges 1000000 5000000 20000000 --kind road rmat \\
         --workdir /tmp/driver-memory --json bench-results/driver_memory.json
 """
 from __future__ import annotations
@@ -269,7 +269,7 @@ def _table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m goffish.bench_driver_memory", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_driver_memory", description=__doc__.split("\n")[0])
     parser.add_argument("--edges", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--kind", nargs="+", choices=["road", "rmat"], default=["road", "rmat"])
     parser.add_argument("--partitions", type=int, default=8)
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
             described = path + ".json"
             if not os.path.exists(described):
                 print(f"building {kind} with about {edges:,} edges ...", flush=True)
-                build = (f"import json, sys; from goffish.bench_driver_memory import build_graph; "
+                build = (f"import json, sys; from benchmarks.bench_driver_memory import build_graph; "
                          f"json.dump(build_graph({kind!r}, {edges}, {path!r}, {args.partitions}), "
                          f"open({described!r}, 'w'))")
                 subprocess.run([sys.executable, "-c", build], check=True,
@@ -309,7 +309,7 @@ def main(argv=None) -> int:
     print(_table(rows))
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"command": " ".join(["python -m goffish.bench_driver_memory"] + (argv or sys.argv[1:])),
+            json.dump({"command": " ".join(["python -m benchmarks.bench_driver_memory"] + (argv or sys.argv[1:])),
                        "driver_heap": args.driver_heap, "executor_mb": args.executor_mb, "rows": rows}, out, indent=1)
     return 0
 

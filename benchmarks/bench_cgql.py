@@ -19,7 +19,7 @@ shared machine the wall figures include waiting for a core.
 
 Run::
 
-    PYTHONPATH=$PWD .venv/bin/python -m goffish.bench_cgql --rate 10000 --seconds 10
+    .venv/bin/python -m benchmarks.bench_cgql --rate 10000 --seconds 10
 """
 from __future__ import annotations
 

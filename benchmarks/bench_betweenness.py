@@ -24,8 +24,8 @@ Gopher runs once untimed on one source first (Python workers, topology caches, k
 
 Example::
 
-    python -m goffish.bench_betweenness --size 20000 --partitions 2 --top 32
-    python -m goffish.bench_betweenness --size 100000 --skip-exact --reference bench-results/igraph-bc-100k.npy
+    python -m benchmarks.bench_betweenness --size 20000 --partitions 2 --top 32
+    python -m benchmarks.bench_betweenness --size 100000 --skip-exact --reference bench-results/igraph-bc-100k.npy
 """
 from __future__ import annotations
 
@@ -235,7 +235,7 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m goffish.bench_betweenness", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_betweenness", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=20_000)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--weight", choices=["length"], help="weighted by road length (default: hops)")

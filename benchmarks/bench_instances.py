@@ -8,7 +8,7 @@ The instance's bundles are built by the tasks the first time a run touches the i
 cached after that, so the first run on an instance ("cold") pays for the build and later
 runs ("warm") do not.
 
-    python -m goffish.bench_instances --size 1000000 --changes 10000 --added-vertices 10000 --partitions 8 \
+    python -m benchmarks.bench_instances --size 1000000 --changes 10000 --added-vertices 10000 --partitions 8 \
         --json bench-results/instances.json
 """
 from __future__ import annotations
