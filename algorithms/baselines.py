@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from gofs.checkpoints import ensure_checkpoint_dir
+from gofs.errors import InputError
 from gofs.interop import require_graphframes
 
 _INF = float("inf")
@@ -73,7 +74,7 @@ def _aqe_disabled(spark):
 
 def _check_source(vertices: DataFrame, source) -> None:
     if vertices.filter(F.col("id") == F.lit(source)).limit(1).count() == 0:
-        raise ValueError(f"source vertex {source!r} is not in the vertex DataFrame")
+        raise InputError(f"source vertex {source!r} is not in the vertex DataFrame")
 
 
 def graphframes_connected_components(vertices: DataFrame, edges: DataFrame, algorithm: str = "graphframes",
@@ -161,7 +162,7 @@ def graphframes_weighted_sssp(vertices: DataFrame, edges: DataFrame, source, dir
     from graphframes.lib import AggregateMessages as AM
 
     if edges.filter(F.col(weight).isNull() | (F.col(weight) < 0)).limit(1).count() > 0:
-        raise ValueError(f"edge column {weight!r} has negative or null weights; SSSP needs weights >= 0")
+        raise InputError(f"edge column {weight!r} has negative or null weights; SSSP needs weights >= 0")
     _check_source(vertices, source)
     weighted = edges.withColumn("weight", F.col(weight).cast("double"))
     traversed = _directed_edges(weighted, directed, extra=("weight",)).cache()
@@ -263,7 +264,7 @@ def igraph_sssp(n: int, src: np.ndarray, dst: np.ndarray, weights: np.ndarray | 
     if weights is not None:
         weights = np.asarray(weights, dtype=np.float64)
         if (weights < 0).any():
-            raise ValueError("SSSP needs weights >= 0")
+            raise InputError("SSSP needs weights >= 0")
         weights = weights.tolist()
     graph = _igraph(n, src, dst, directed)
     return np.asarray(graph.distances(source=int(source), weights=weights, mode="out")[0], dtype=np.float64)

@@ -253,7 +253,7 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
     through Spark (e.g. leaf compression on hundreds of random graphs).
     """
     if sources is not None and compress:
-        raise ValueError("local_betweenness(sources=...) needs compress=False")
+        raise InputError("local_betweenness(sources=...) needs compress=False")
     src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
     w = np.ones(len(src)) if weight is None else np.asarray(weight, np.float64)
     if not directed:

@@ -18,12 +18,12 @@ import scipy.sparse as sp
 
 from algorithms.registry import Algorithm, Flag, NetworkX, register
 from algorithms.weights import reject_bad_weights
-from gofs.errors import InputError
+from gofs.errors import EngineError, InputError
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
 
-class PowerIterationFailedConvergence(RuntimeError):
+class PowerIterationFailedConvergence(EngineError, RuntimeError):
     """PageRank did not reach the tolerance within ``max_iter`` iterations."""
 
 

@@ -46,7 +46,11 @@ def _add_spark_options(parser):
     parser.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     parser.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
     parser.add_argument("--verbose", action="store_true",
-                        help="show Spark's own log output (default: its errors only)")
+                        help="show Spark's own log output (default: its errors only) and an error's traceback")
+
+
+def _add_verbose(parser):
+    parser.add_argument("--verbose", action="store_true", help="show an error's traceback")
 
 
 def cmd_ingest(args) -> int:
@@ -216,7 +220,7 @@ def cmd_query(args) -> int:
     """Register a CGQL query; write every topic to OUT/<topic> (or print events as JSON lines)."""
     import os
 
-    from hatrick.cgql import CGQLError, query
+    from hatrick.cgql import query
 
     params = {}
     for kv in args.param or []:
@@ -229,12 +233,8 @@ def cmd_query(args) -> int:
         import goffish
 
         stream = goffish.open(args.graph, spark=_spark(args)).stream()
-    try:
-        topic = query(args.graph, args.text, params=params, time_ordered=args.time_ordered, stream=stream,
-                      now=args.now, time_unit=args.time_unit)
-    except CGQLError as exc:
-        print(f"goffish query: error: {exc}", file=sys.stderr)
-        return 2
+    topic = query(args.graph, args.text, params=params, time_ordered=args.time_ordered, stream=stream,
+                  now=args.now, time_unit=args.time_unit)
     if stream is not None:
         source = stream.start(args.stream, trigger="availableNow" if args.duration is None else "processingTime=1 second")
     topics = topic.query.topics
@@ -384,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the whole manifest")
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw partitions, cut edges, sub-graph sizes and meta-graph degrees as PNG")
+    _add_verbose(p)
     p.set_defaults(fn=cmd_info)
 
     p = sub.add_parser("generate", help="generate a dataset (edge list, or GoFS if OUT ends in .gofs)")
@@ -395,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partitioner", default="metis", choices=["metis", "hash"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true")
+    _add_verbose(p)
     p.set_defaults(fn=cmd_generate)
 
     _add_run_parser(sub)
@@ -412,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-unit", type=float, default=1.0, help="seconds per graph time unit (for 20h, 2d, ...)")
     p.add_argument("--duration", type=float, help="follow a live stream this many seconds, then cancel")
     p.add_argument("--time-ordered", action="store_true", help="sort each publication's events by time")
+    _add_spark_options(p)
     p.set_defaults(fn=cmd_query)
 
     p = sub.add_parser("demo", help="the main job: ingest the sample road graph, run CC, SSSP, PageRank")
@@ -437,7 +440,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from gofs.errors import GoFSError
+    """Run one command; an error GoFFish raises on purpose is one line on stderr and exit status 2
+    (its traceback too with ``--verbose``)."""
+    import traceback
+
+    from gofs.errors import GoffishError
 
     args = build_parser().parse_args(argv)
     args.status = StatusLine(sys.stderr)
@@ -446,7 +453,9 @@ def main(argv=None) -> int:
         sys.stdout = ClearingStream(stdout, args.status)   # results never share a line with the progress
     try:
         return args.fn(args)
-    except GoFSError as exc:
+    except GoffishError as exc:
+        if getattr(args, "verbose", False):
+            traceback.print_exc()
         print(f"goffish {args.command}: error: {exc}", file=sys.stderr)
         return 2
     finally:

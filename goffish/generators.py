@@ -17,11 +17,9 @@ Example::
 """
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import os
-import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +27,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from gofs import files
+from gofs.errors import InputError
 from gofs.graph_input import GraphInput
 
 __all__ = ["road_network", "rmat", "lfr", "road_travel_times", "social_posts",
@@ -70,7 +69,7 @@ def road_network(num_vertices: int, seed: int = 0) -> GraphInput:
     factor, rounded to metres).
     """
     if num_vertices < 0:
-        raise ValueError(f"num_vertices must be >= 0, got {num_vertices}")
+        raise InputError(f"num_vertices must be >= 0, got {num_vertices}")
     rng = np.random.default_rng(seed)
     n = num_vertices
     side = max(1, int(np.ceil(np.sqrt(n))))
@@ -135,9 +134,9 @@ def rmat(scale: int, edge_factor: int = 16, a: float = 0.57, b: float = 0.19,
     a ``weight`` uniform in (0, 1]; ``vertices`` lists all ``2**scale`` ids.
     """
     if not 0 <= scale <= 31:
-        raise ValueError(f"scale must be in 0..31, got {scale}")
+        raise InputError(f"scale must be in 0..31, got {scale}")
     if min(a, b, c) < 0 or a + b + c > 1:
-        raise ValueError(f"need a, b, c >= 0 and a + b + c <= 1, got {a}, {b}, {c}")
+        raise InputError(f"need a, b, c >= 0 and a + b + c <= 1, got {a}, {b}, {c}")
     rng = np.random.default_rng(seed)
     n, m = 1 << scale, edge_factor << scale
     src = np.zeros(m, dtype=np.int64)
@@ -223,11 +222,11 @@ def lfr(num_vertices: int, avg_degree: float = 10, max_degree: int = 50, mu: flo
     slightly below their targets. Vertices carry ``community`` (int64).
     """
     if not 0 <= mu <= 1:
-        raise ValueError(f"mu must be in [0, 1], got {mu}")
+        raise InputError(f"mu must be in [0, 1], got {mu}")
     if not 1 <= avg_degree <= max_degree:
-        raise ValueError(f"need 1 <= avg_degree <= max_degree, got {avg_degree}, {max_degree}")
+        raise InputError(f"need 1 <= avg_degree <= max_degree, got {avg_degree}, {max_degree}")
     if not 1 <= min_community <= max_community:
-        raise ValueError(f"need 1 <= min_community <= max_community, got {min_community}, {max_community}")
+        raise InputError(f"need 1 <= min_community <= max_community, got {min_community}, {max_community}")
     rng = np.random.default_rng(seed)
     n = num_vertices
     quantiles = (np.arange(1000) + 0.5) / 1000
@@ -282,7 +281,7 @@ def road_travel_times(graph: GraphInput, hours: int, seed: int = 0) -> list[pa.T
     hour) make a single edge 2-5 times slower for 1-4 hours.
     """
     if "length" not in graph.edges.column_names:
-        raise ValueError(f"{graph.source}: road_travel_times needs an edge 'length' column "
+        raise InputError(f"{graph.source}: road_travel_times needs an edge 'length' column "
                          f"(columns: {graph.edges.column_names})")
     rng = np.random.default_rng(seed)
     length = graph.edges.column("length").to_numpy()
@@ -309,7 +308,7 @@ def road_travel_times(graph: GraphInput, hours: int, seed: int = 0) -> list[pa.T
 def _vertex_rows(graph: GraphInput) -> tuple[int, np.ndarray, np.ndarray]:
     """Number of vertex rows and the row of each edge's endpoints."""
     if graph.vertices is None:
-        raise ValueError(f"{graph.source}: social_posts needs a vertex table")
+        raise InputError(f"{graph.source}: social_posts needs a vertex table")
     ids = graph.vertices.column("id").to_numpy(zero_copy_only=False)
     order = np.argsort(ids, kind="stable")
     rows = []
@@ -319,7 +318,7 @@ def _vertex_rows(graph: GraphInput) -> tuple[int, np.ndarray, np.ndarray]:
         found = at < ids.size
         found[found] = ids[order[at[found]]] == endpoint[found]
         if not found.all():
-            raise ValueError(f"{graph.source}: edge endpoint {endpoint[~found][0]!r} is not in the vertex table")
+            raise InputError(f"{graph.source}: edge endpoint {endpoint[~found][0]!r} is not in the vertex table")
         rows.append(order[at])
     return ids.size, rows[0], rows[1]
 
@@ -382,7 +381,7 @@ def generate(kind: str, size: int, seed: int = 0, **kw) -> GraphInput:
     to the generator.
     """
     if kind not in _KINDS:
-        raise ValueError(f"unknown graph kind {kind!r}; choose one of: {', '.join(sorted(_KINDS))}")
+        raise InputError(f"unknown graph kind {kind!r}; choose one of: {', '.join(sorted(_KINDS))}")
     return _KINDS[kind](size, seed=seed, **kw)
 
 

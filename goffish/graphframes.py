@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from goffish.temporary import partitions_for, remove_with, temporary_store
+from gofs.errors import InputError
 
 DELEGATED = ("labelPropagation", "triangleCount", "stronglyConnectedComponents", "bfs", "find",
              "aggregateMessages", "pregel", "filterVertices", "filterEdges", "dropIsolatedVertices",
@@ -42,7 +43,7 @@ class GraphFrame:
         for frame, columns, what in ((v, ("id",), "vertices"), (e, ("src", "dst"), "edges")):
             missing = [c for c in columns if c not in frame.columns]
             if missing:
-                raise ValueError(f"GraphFrame {what} DataFrame has no column {missing[0]!r} "
+                raise InputError(f"GraphFrame {what} DataFrame has no column {missing[0]!r} "
                                  f"(columns: {frame.columns})")
         self._vertices, self._edges = v, e
         self._stores: dict = {}
@@ -83,7 +84,7 @@ class GraphFrame:
         """GraphFrames' PageRank: vertices get ``pagerank`` (summing to the vertex count), edges
         ``weight`` (1 / the source's out-degree). ``sourceId`` (personalised) runs on GraphFrames."""
         if (maxIter is None) == (tol is None):
-            raise ValueError("pageRank: exactly one of maxIter or tol should be set")
+            raise InputError("pageRank: exactly one of maxIter or tol should be set")
         if sourceId is not None:
             return self._delegate("pageRank")(resetProbability=resetProbability, sourceId=sourceId,
                                               maxIter=maxIter, tol=tol)

@@ -19,6 +19,7 @@ import sys
 
 from goffish.jars import resolve_graphframes_jar
 from gofs.checkpoints import ensure_checkpoint_dir
+from gofs.errors import SetupError
 
 _JAR_CONF = "spark.goffish.graphframes.jar"
 
@@ -32,7 +33,7 @@ DEFAULTS = {
 }
 
 
-class JavaNotFoundError(RuntimeError):
+class JavaNotFoundError(SetupError):
     """Spark needs a Java runtime and none is on PATH or JAVA_HOME."""
 
 

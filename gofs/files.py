@@ -4,7 +4,7 @@ Reads: Parquet reads that open only the files and columns asked for, and record 
 
 Every read of a GoFS data file goes through :func:`read_columns` (whole columns),
 :func:`read_rows` (some rows of a column) or :func:`find_rows` (where values are),
-which keep a trace of (path, columns) per process. The last two stream a column a
+which record (path, columns) inside a :func:`traced` block of the same thread. The last two stream a column a
 batch at a time, so what they hold is their answer, not the file. Tests use the trace to prove that a
 time-range, attribute-subset read touches only the matching files and columns.
 
@@ -15,6 +15,7 @@ is the project's one way to replace a local file atomically.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import uuid
 
@@ -26,24 +27,27 @@ import pyarrow.parquet as pq
 
 from gofs.errors import DataError
 
-_trace: list[tuple[str, tuple[str, ...]]] | None = None
+#: the list that :func:`traced` collects into, scoped to the thread (and context) that opened it:
+#: two supersteps or tests tracing at once in one process never see each other's reads
+_trace: contextvars.ContextVar[list | None] = contextvars.ContextVar("gofs_file_trace", default=None)
 
 
 @contextlib.contextmanager
 def traced():
-    """Collect every (path, columns) read inside the block into the yielded list."""
-    global _trace
-    previous, _trace = _trace, []
+    """Collect every (path, columns) read inside the block, in this thread, into the yielded list."""
+    reads: list[tuple[str, tuple[str, ...]]] = []
+    token = _trace.set(reads)
     try:
-        yield _trace
+        yield reads
     finally:
-        _trace = previous
+        _trace.reset(token)
 
 
 def read_columns(fs, path: str, columns: list[str] | None):
     """Read ``columns`` (all if None) of one Parquet file."""
-    if _trace is not None:
-        _trace.append((path, tuple(columns) if columns is not None else ("*",)))
+    reads = _trace.get()
+    if reads is not None:
+        reads.append((path, tuple(columns) if columns is not None else ("*",)))
     try:
         with fs.open_input_file(path) as handle:
             return pq.read_table(handle, columns=columns)
@@ -61,8 +65,9 @@ _STREAM_BUFFER_BYTES = 1 << 20
 
 def _open_streaming(fs, path: str, columns: tuple[str, ...]):
     """A ParquetFile that decodes a column chunk a buffer at a time (the trace records the read)."""
-    if _trace is not None:
-        _trace.append((path, columns))
+    reads = _trace.get()
+    if reads is not None:
+        reads.append((path, columns))
     try:
         handle = fs.open_input_file(path)
         return handle, pq.ParquetFile(handle, buffer_size=_STREAM_BUFFER_BYTES)

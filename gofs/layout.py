@@ -29,6 +29,8 @@ import re
 
 import pyarrow.fs as pafs
 
+from gofs.errors import InputError
+
 LOG = "_log"
 LEGACY_MANIFEST = "manifest.json"
 VERSION_PATTERN = re.compile(r"^v-[0-9a-f]{12}$")
@@ -69,7 +71,7 @@ def is_instance_id(value) -> bool:
 def version_root(graph_root: str, version: str) -> str:
     """The directory of one version's template and instances ("" = a format-1 graph)."""
     if not is_version(version):
-        raise ValueError(f"{version!r} is not a GoFS version directory name")
+        raise InputError(f"{version!r} is not a GoFS version directory name")
     return join(graph_root, version) if version else graph_root
 
 
@@ -83,7 +85,7 @@ def template_edges(root: str, p: int) -> str:
 
 def instance_dir(root: str, instance_id: int) -> str:
     if not is_instance_id(instance_id):
-        raise ValueError(f"{instance_id!r} is not a GoFS instance id")
+        raise InputError(f"{instance_id!r} is not a GoFS instance id")
     return join(root, "instances", f"i-{instance_id:06d}")
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gofs.errors import InputError
+
 
 class Aggregator:
     """An associative reduction with an identity; subclass or build from a function."""
@@ -33,4 +35,4 @@ def resolve(spec) -> Aggregator:
     try:
         return BUILTIN[spec]
     except KeyError:
-        raise ValueError(f"unknown aggregator {spec!r}: use 'sum', 'min', 'max' or an Aggregator") from None
+        raise InputError(f"unknown aggregator {spec!r}: use 'sum', 'min', 'max' or an Aggregator") from None

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 
+from gofs.errors import EngineError
+
 HANDSHAKE_SECONDS = 10.0
 BACKLOG = 128
 _MAGIC = b"gopher1\0"
@@ -36,11 +38,11 @@ _LENGTH = struct.Struct("<Q")
 _SMALL = 1 << 16        # payloads up to this size go out in one send with their header
 
 
-class HandshakeError(ConnectionError):
+class HandshakeError(EngineError, ConnectionError):
     """The other end did not prove it holds the run's key in time."""
 
 
-class FrameError(ConnectionError):
+class FrameError(EngineError, ConnectionError):
     """A frame failed its authentication or exceeds the frame-size limit; the connection is dropped."""
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gofs.errors import InputError
 from gopher.messages import Outbox
 
 
@@ -50,7 +51,7 @@ class ComputeContext:
         if not isinstance(payloads, (list, tuple, np.ndarray)):
             payloads = [payloads] * len(subgraph_ids)
         elif len(payloads) != len(subgraph_ids):
-            raise ValueError(f"send_to_subgraphs: {len(subgraph_ids)} sub-graph ids but {len(payloads)} payloads")
+            raise InputError(f"send_to_subgraphs: {len(subgraph_ids)} sub-graph ids but {len(payloads)} payloads")
         sender = self._subgraph.id if self._subgraph is not None else -1
         self.outbox.subgraph_targets.extend(subgraph_ids.tolist())
         self.outbox.subgraph_senders.extend([sender] * len(subgraph_ids))

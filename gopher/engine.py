@@ -184,7 +184,7 @@ class Options:
         seconds = checkpoint_seconds if checkpoint_seconds is not None else setting("checkpointSeconds", 30.0, float)
         transport = transport or setting("transport", "auto")
         if transport not in ("auto", "resident", "jobs"):
-            raise ValueError(f"unknown Gopher transport {transport!r}: use 'auto', 'resident' or 'jobs'")
+            raise InputError(f"unknown Gopher transport {transport!r}: use 'auto', 'resident' or 'jobs'")
         return cls(transport, max(1, tasks), interval, seconds, setting("maxAttempts", 3, int),
                    setting("rendezvousTimeout", 120.0, float), setting("maxFrameBytes", 1 << 31, int),
                    setting("taskCacheBytes", DEFAULT_BUDGET, int),
@@ -203,13 +203,13 @@ def _check_engine_arguments(tasks, checkpoint_interval, checkpoint_seconds) -> N
         return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
     if tasks is not None and not (integer(tasks) and tasks >= 1):
-        raise ValueError(f"tasks must be an integer >= 1, got {tasks!r}")
+        raise InputError(f"tasks must be an integer >= 1, got {tasks!r}")
     if checkpoint_interval is not None and not (integer(checkpoint_interval) and checkpoint_interval >= 0):
-        raise ValueError(f"checkpoint_interval must be an integer >= 0 (0: never), got {checkpoint_interval!r}")
+        raise InputError(f"checkpoint_interval must be an integer >= 0 (0: never), got {checkpoint_interval!r}")
     if checkpoint_seconds is not None and not (isinstance(checkpoint_seconds, (int, float)) and
                                                not isinstance(checkpoint_seconds, bool) and
                                                0 <= checkpoint_seconds < float("inf")):
-        raise ValueError(f"checkpoint_seconds must be a finite number >= 0 (0: never), got {checkpoint_seconds!r}")
+        raise InputError(f"checkpoint_seconds must be a finite number >= 0 (0: never), got {checkpoint_seconds!r}")
 
 
 def task_slots(sc) -> int:
@@ -388,7 +388,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     """
     _check_program(program)
     if isinstance(max_supersteps, bool) or not isinstance(max_supersteps, (int, np.integer)) or max_supersteps < 1:
-        raise ValueError(f"max_supersteps must be an integer >= 1, got {max_supersteps!r}")
+        raise InputError(f"max_supersteps must be an integer >= 1, got {max_supersteps!r}")
     _check_engine_arguments(tasks, checkpoint_interval, checkpoint_seconds)
     combiner_ufunc(program.combiner)              # bad settings fail here, before any work
     spark = spark or store.spark

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gofs.errors import InputError
 from gofs.vids import partition_of_subgraphs, partition_of_vids
 
 COMBINERS = {"min": np.minimum, "max": np.maximum, "sum": np.add}
@@ -20,7 +21,7 @@ def combiner_ufunc(combiner):
     try:
         return COMBINERS[combiner]
     except KeyError:
-        raise ValueError(f"unknown combiner {combiner!r}: use one of {sorted(COMBINERS)} or a numpy ufunc") from None
+        raise InputError(f"unknown combiner {combiner!r}: use one of {sorted(COMBINERS)} or a numpy ufunc") from None
 
 
 def combine(targets: np.ndarray, values: np.ndarray, ufunc) -> tuple[np.ndarray, np.ndarray]:

@@ -38,13 +38,14 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
 
 from gofs import layout
+from gofs.errors import EngineError
 from gofs.spark_compat import spark_schema
 from gopher import codec
 from gopher.channel import Listener, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker
 
 
-class RendezvousTimeout(RuntimeError):
+class RendezvousTimeout(EngineError, RuntimeError):
     """Not every task of the run's barrier stage connected in time."""
 
 
@@ -453,7 +454,7 @@ class ResidentTransport:
         raise RuntimeError(f"gopher: the run's Spark stage ended {when}: {error}") from error
 
 
-class GopherTaskError(RuntimeError):
+class GopherTaskError(EngineError, RuntimeError):
     """A run's task failed outside the program's own code (the task's traceback is in the message)."""
 
 

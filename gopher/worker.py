@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from gofs import files
 from gofs.bundle import instance_bundle, load_instance_attributes, load_partition
+from gofs.errors import EngineError, InputError
 from gopher import aggregators as agg
 from gopher import codec
 from gopher.cache import freeze, process_cache
@@ -34,7 +35,7 @@ from gopher.subgraph import Subgraph
 MERGED = -1            # the lane that holds the Merge step's results
 
 
-class GopherProgramError(RuntimeError):
+class GopherProgramError(EngineError, RuntimeError):
     """A sub-graph program raised: names the program, sub-graph, partition and superstep."""
 
 
@@ -315,7 +316,7 @@ class TaskWorker:
                             for name in pieces:
                                 column = values[name]
                                 if len(column) != sg.num_vertices:
-                                    raise ValueError(f"column {name!r} has {len(column)} values, expected "
+                                    raise InputError(f"column {name!r} has {len(column)} values, expected "
                                                      f"{sg.num_vertices}: one value per vertex")
                                 pieces[name].append(column)
                         except Exception as exc:

@@ -14,12 +14,12 @@ import dataclasses
 import json
 import os
 import stat
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 
+from gofs import files
 from gofs.errors import InputError
 from hatrick import datafile
 from hatrick.live import Column, State, TemplateValues
@@ -160,24 +160,20 @@ class Checkpoint:
         self._failure: BaseException | None = None
 
     def _write_bytes(self, path: str, data: bytes, chunk: int | None = None) -> None:
-        """Write ``data`` to ``path`` atomically (temporary file, fsync, rename). With ``chunk``, the
+        """Write ``data`` to ``path`` atomically (:func:`gofs.files.write_atomic`). With ``chunk``, the
         data goes to disk ``chunk`` bytes at a time, each synced before the next is written: a full
         state is megabytes, and a log fsync issued meanwhile (by the other writer) would otherwise
         wait for all of them to reach the disk."""
-        tmp = os.path.join(self.directory, f".tmp-{uuid.uuid4().hex[:12]}")
-        try:
-            view = memoryview(data)
-            step = chunk or max(len(view), 1)
-            with open(tmp, "wb") as out:
-                for start in range(0, len(view), step):
-                    out.write(view[start:start + step])
-                    out.flush()
-                    _datasync(out.fileno())
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        view = memoryview(data)
+        step = chunk or max(len(view), 1)
+
+        def write(out):
+            for start in range(0, len(view), step):
+                out.write(view[start:start + step])
+                out.flush()
+                _datasync(out.fileno())
+
+        files.write_atomic(path, write=write)
 
     def _write(self, path: str, payload: dict, chunk: int | None = None) -> None:
         self._write_bytes(path, datafile.dumps({"format": FORMAT, **payload}), chunk)

@@ -15,11 +15,13 @@ import json
 import numpy as np
 import pandas as pd
 
+from gofs.errors import StreamError
+
 MAGIC = b"HATRICK-DATA-1\n"
 _NUMERIC_KINDS = "biuf"
 
 
-class DataFileError(ValueError):
+class DataFileError(StreamError, ValueError):
     """The bytes are not a well-formed hatrick data file."""
 
 

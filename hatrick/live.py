@@ -39,6 +39,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
+from gofs.errors import InputError
 from hatrick.updates import (ADD_EDGE, ADD_VERTEX, DTYPES, REMOVE_EDGE, REMOVE_VERTEX, SET_EDGE, SET_VERTEX,
                              UpdateBatch, coerce, empty_rejected, infer_kind)
 
@@ -150,11 +151,11 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
     back with them (default: these edges and their static columns)."""
     index = pd.Index(np.asarray(ids))
     if not index.is_unique:
-        raise ValueError("build_state: vertex ids are not unique")
+        raise InputError("build_state: vertex ids are not unique")
     n = len(index)
     u, v = index.get_indexer(np.asarray(src_ids)), index.get_indexer(np.asarray(dst_ids))
     if (u < 0).any() or (v < 0).any():
-        raise ValueError("build_state: an edge names a vertex that is not in ids")
+        raise InputError("build_state: an edge names a vertex that is not in ids")
     base = State(directed, index, np.ones(n, bool), np.arange(n, dtype=np.int64), {}, {},
                  np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                  np.zeros(0, np.int64), np.zeros(0), {}, {}, frozenset(static_vertex), frozenset(static_edge), 0, time)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gofs.errors import InputError
+
 
 @dataclass
 class Plan:
@@ -75,9 +77,9 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1) -> Plan:
     before = np.asarray(owner, dtype=np.int64)
     workers = sorted(int(w) for w in workers)
     if not workers:
-        raise ValueError("plan_migration needs at least one worker")
+        raise InputError("plan_migration needs at least one worker")
     if not (len(load) == len(state) == len(before)):
-        raise ValueError(f"load, state and owner differ in length ({len(load)}, {len(state)}, {len(before)})")
+        raise InputError(f"load, state and owner differ in length ({len(load)}, {len(state)}, {len(before)})")
     owner = before.copy()
     index = {w: i for i, w in enumerate(workers)}
     wl = np.zeros(len(workers))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from gofs.errors import InputError
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -56,9 +58,9 @@ class HashRing:
     def __init__(self, workers, vnodes: int = 128):
         self.workers = sorted(int(w) for w in workers)
         if not self.workers:
-            raise ValueError("a ring needs at least one worker")
+            raise InputError("a ring needs at least one worker")
         if len(set(self.workers)) != len(self.workers) or self.workers[0] < 0:
-            raise ValueError(f"workers must be distinct non-negative ints, got {workers}")
+            raise InputError(f"workers must be distinct non-negative ints, got {workers}")
         self.vnodes = int(vnodes)
         w = np.repeat(np.array(self.workers, np.uint64), self.vnodes)
         v = np.tile(np.arange(self.vnodes, dtype=np.uint64), len(self.workers))
@@ -77,5 +79,5 @@ class HashRing:
 
     def without_worker(self, worker: int) -> "HashRing":
         if worker not in self.workers:
-            raise ValueError(f"worker {worker} is not on the ring {self.workers}")
+            raise InputError(f"worker {worker} is not on the ring {self.workers}")
         return HashRing([w for w in self.workers if w != worker], self.vnodes)

@@ -113,6 +113,31 @@ def test_ingest_then_info(tmp_path, capsys):
     assert not (tmp_path / "other.gofs").exists()
 
 
+def test_a_cgql_error_is_one_clear_error_not_a_traceback(road, capsys):
+    path, _ = road
+    code, out, err = cli(capsys, "query", path, "DETECT Cluster(usage <")
+    assert code == 2 and out == ""
+    assert err.startswith("goffish query: error: line 1, column ") and "Traceback" not in err
+
+
+def test_a_program_error_is_one_line_and_its_traceback_only_with_verbose(road, capsys, monkeypatch):
+    from gopher.engine import GopherProgramError
+
+    def failing(args):
+        raise GopherProgramError("program Broken failed in sub-graph 3 (partition 1) at superstep 2: ZeroDivisionError")
+
+    monkeypatch.setattr("goffish.cli.cmd_info", failing)
+    path, _ = road
+    code, out, err = cli(capsys, "info", path)
+    assert (code, out) == (2, "")
+    assert err == ("goffish info: error: program Broken failed in sub-graph 3 (partition 1) at superstep 2: "
+                   "ZeroDivisionError\n")
+    code, _, err = cli(capsys, "info", path, "--verbose")
+    assert code == 2 and err.startswith("Traceback") and "GopherProgramError" in err
+    assert err.endswith("goffish info: error: program Broken failed in sub-graph 3 (partition 1) at superstep 2: "
+                        "ZeroDivisionError\n")
+
+
 def test_run_cc_sssp_pagerank_in_process(spark, road, tmp_path, capsys):
     path, G = road
     code, out, _ = cli(capsys, "run", "cc", path, "--out", tmp_path / "cc", "--quiet")

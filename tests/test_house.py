@@ -40,3 +40,56 @@ def test_the_library_never_imports_a_benchmark():
                        else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             offenders += [f"{name} imports {t}" for t in targets if t.split(".")[0] == "benchmarks"]
     assert offenders == []
+
+
+#: the floors, lowest first: a module imports only from its own floor or below
+LAYERS = {"gofs": 0, "gopher": 1, "algorithms": 2, "hatrick": 2, "goffish": 3}
+
+
+def _imports(name: str, path: pathlib.Path, modules: set) -> set:
+    """Every library module ``name`` imports, at module level or inside a function."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+    return {m for m in found if m in modules and m != name}
+
+
+def _import_graph() -> dict:
+    paths = {}
+    for name, path in _library_modules():
+        paths[name[:-len(".__init__")] if name.endswith(".__init__") else name] = path
+    return {name: _imports(name, path, set(paths)) for name, path in paths.items()}
+
+
+def test_no_import_circle_even_through_function_level_imports():
+    graph = _import_graph()
+    assert len(graph) > 90 and "gofs.partition.multilevel" in graph["gofs.partition"]
+    state, cycles = {}, []
+
+    def visit(module, trail):
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycles.append(trail[trail.index(target):] + [target])
+            elif target not in state:
+                visit(target, trail + [target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_no_floor_imports_a_higher_one():
+    graph = _import_graph()
+    upward = [f"{a} -> {b}" for a, targets in graph.items() for b in targets
+              if LAYERS[b.split(".")[0]] > LAYERS[a.split(".")[0]]]
+    assert upward == []

@@ -67,7 +67,7 @@ def ingest(source, path: str, num_partitions: int = 4, partitioner: str | None =
     seconds = report.setdefault("seconds", {})
     if isinstance(source, GraphInput):
         if engine == "spark":
-            raise ValueError("engine='spark' reads paths or Spark DataFrames; a GraphInput is already in memory")
+            raise InputError("engine='spark' reads paths or Spark DataFrames; a GraphInput is already in memory")
         chosen = "local"
     else:
         chosen = choose_engine(source, engine, engine_threshold, spark if _is_session(spark) else None)
@@ -98,7 +98,7 @@ def _session(spark):
 
         spark = SparkSession.getActiveSession()
         if spark is None:
-            raise ValueError("this ingest runs stages on Spark: pass spark=<SparkSession>")
+            raise InputError("this ingest runs stages on Spark: pass spark=<SparkSession>")
         return spark
     return spark() if callable(spark) else spark
 
@@ -118,10 +118,10 @@ def choose_engine(source, engine: str = "auto", threshold: int | None = None, sp
     else :data:`LOCAL_MAX_BYTES`.
     """
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     readable = isinstance(source, (str, os.PathLike, list, tuple)) or formats.is_spark_frame(source)
     if engine == "spark" and not readable:
-        raise ValueError(f"engine='spark' reads paths or Spark DataFrames, not a {type(source).__name__} "
+        raise InputError(f"engine='spark' reads paths or Spark DataFrames, not a {type(source).__name__} "
                          "(already in this process: use engine='local')")
     if engine != "auto":
         return engine

@@ -66,7 +66,7 @@ def guess_format(path: str, directory: bool | None) -> str:
 
 def check_format(format: str) -> None:
     if format not in FORMATS:
-        raise ValueError(f"format must be one of {list(FORMATS)}, got {format!r}")
+        raise InputError(f"format must be one of {list(FORMATS)}, got {format!r}")
 
 
 def graph_name(path: str, directory: bool | None) -> str:
@@ -81,7 +81,7 @@ def graph_name(path: str, directory: bool | None) -> str:
 def check_type_names(types: dict[str, str]) -> None:
     for column, name in types.items():
         if name not in TYPES:
-            raise ValueError(f"schema type for {column!r} must be one of {sorted(TYPES)}, got {name!r}")
+            raise InputError(f"schema type for {column!r} must be one of {sorted(TYPES)}, got {name!r}")
 
 
 def is_spark_frame(obj) -> bool:

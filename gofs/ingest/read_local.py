@@ -123,14 +123,14 @@ def read_edge_list(path, directed: bool = False, weight: str | None = None,
     >>> g = read_edge_list("roads.txt", weight="length")       # doctest: +SKIP
     """
     if weight is not None and attribute_names is not None:
-        raise ValueError("give weight or attribute_names, not both")
+        raise InputError("give weight or attribute_names, not both")
     if id_type not in ("auto", "int", "str"):
-        raise ValueError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
+        raise InputError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
     path = _existing(path)
     source = str(path)
     names = ["src", "dst", *([weight] if weight is not None else attribute_names or [])]
     if len(set(names)) != len(names):
-        raise ValueError(f"column names must be distinct and not src/dst, got {names}")
+        raise InputError(f"column names must be distinct and not src/dst, got {names}")
     types = {"src": id_type, "dst": id_type, **_attribute_types(names[2:], schema, source)}
     data = _decoded_bytes(path)
     body = _without_comments(data)
@@ -541,7 +541,7 @@ def _finish(edges: pa.Table, vertices: pa.Table | None, *, directed: bool, sourc
             id_column: str = "id") -> GraphInput:
     """Check and type the id columns, rename them, and build the GraphInput."""
     if src == dst:
-        raise ValueError(f"src and dst must be different columns, both are {src!r}")
+        raise InputError(f"src and dst must be different columns, both are {src!r}")
     parts = [(edges, {src: "src", dst: "dst"}, edge_where)]
     if vertices is not None:
         parts.append((vertices, {id_column: "id"}, vertex_where))

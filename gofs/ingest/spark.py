@@ -213,12 +213,12 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
 
     spark = run.spark
     if id_type not in ("auto", "int", "str"):
-        raise ValueError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
+        raise InputError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
     schema = dict(schema or {})
     formats.check_type_names(schema)
     if formats.is_spark_frame(source):
         if vertices_path is not None:
-            raise ValueError("vertices_path: with an edges DataFrame, pass the vertices as a DataFrame "
+            raise InputError("vertices_path: with an edges DataFrame, pass the vertices as a DataFrame "
                              "through engine='local' (goffish.ingest(GraphFrame))")
         return _read_frame(run, source, src, dst, schema)
     paths = formats.paths_of(source)
@@ -227,15 +227,15 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     formats.check_format(format)
     name = formats.graph_name(paths[0], directory)
     if vertices_path is not None and format not in ("csv", "parquet"):
-        raise ValueError(f"vertices_path is read with format 'csv' or 'parquet' (as by the local readers), "
+        raise InputError(f"vertices_path is read with format 'csv' or 'parquet' (as by the local readers), "
                          f"not {format!r}")
     if format == "edgelist":
         if weight is not None and attribute_names is not None:
-            raise ValueError("give weight or attribute_names, not both")
+            raise InputError("give weight or attribute_names, not both")
         return _read_edge_list(spark, paths, [*([weight] if weight else attribute_names or [])],
                                id_type, schema, name)
     if src == dst:
-        raise ValueError(f"src and dst must be different columns, both are {src!r}")
+        raise InputError(f"src and dst must be different columns, both are {src!r}")
     inputs = [(paths, (src, dst))] + ([(formats.paths_of(vertices_path), (id_column,))] if vertices_path is not None else [])
     columns = [_csv_header(spark, where) if format == "csv" else _parquet_columns(spark, where)
                for where, _ in inputs]
@@ -294,7 +294,7 @@ def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
 
     names = ["src", "dst", *attributes]
     if len(set(names)) != len(names):
-        raise ValueError(f"column names must be distinct and not src/dst, got {names}")
+        raise InputError(f"column names must be distinct and not src/dst, got {names}")
     unknown = sorted(set(schema) - set(attributes))
     if unknown:
         raise InputError(f"{paths[0]}: schema names column {unknown[0]!r}, but the attribute columns are "

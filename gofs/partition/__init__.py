@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gofs.errors import InputError
 from gofs.partition.arrays import balance, checked, edge_cut
 from gofs.partition.hashing import hash_labels, hash_partition
 from gofs.partition.metis import metis_partition
@@ -34,12 +35,12 @@ NEEDS_SPARK = ("spark-lp", "multilevel")
 def check_partitioner(method: str, options: dict) -> None:
     """Refuse an unknown method, or options it does not take, before any work is done."""
     if method not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {method!r}; choose one of {', '.join(PARTITIONERS)}")
+        raise InputError(f"unknown partitioner {method!r}; choose one of {', '.join(PARTITIONERS)}")
     unknown = sorted(set(options) - MULTILEVEL_OPTIONS)
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)} for the partitioner")
     if options and method != "multilevel":
-        raise ValueError(f"options {sorted(options)} apply to the multilevel partitioner only")
+        raise InputError(f"options {sorted(options)} apply to the multilevel partitioner only")
 
 
 def partition(method: str, num_vertices: int, src, dst, num_partitions: int, seed: int = 0,
@@ -88,7 +89,7 @@ def partition_frames(spark, method: str, edges, vertices, num_vertices: int, num
 
     check_partitioner(method, options)
     if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+        raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
     if num_partitions == 1 or num_vertices == 0:
         return vertices.select("vid", F.lit(0).alias("part")).localCheckpoint()
     if method == "hash":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gofs.errors import InputError
 from gofs.spark_compat import release_local_checkpoint
 
 
@@ -28,13 +29,13 @@ def balance(parts, num_partitions: int) -> float:
 def checked(num_vertices: int, src, dst, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
     """Fail early with a clear message instead of deep inside METIS or scipy."""
     if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+        raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     if src.shape != dst.shape or src.ndim != 1:
-        raise ValueError(f"src and dst must be 1-d arrays of equal length, got shapes {src.shape} and {dst.shape}")
+        raise InputError(f"src and dst must be 1-d arrays of equal length, got shapes {src.shape} and {dst.shape}")
     if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_vertices):
-        raise ValueError(f"edge endpoints must lie in [0, {num_vertices})")
+        raise InputError(f"edge endpoints must lie in [0, {num_vertices})")
     return src, dst
 
 

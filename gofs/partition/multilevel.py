@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from gofs import layout
 from gofs.checkpoints import ensure_checkpoint_dir
+from gofs.errors import InputError
 from gofs.partition.arrays import collect_labels
 from gofs.partition.metis import weighted_parts
 from gofs.partition.propagation import refine_partition
@@ -94,7 +95,7 @@ def multilevel_partition(num_vertices: int, src, dst, num_partitions: int, seed:
     :func:`multilevel_labels` on its DataFrames directly.
     """
     if spark is None:
-        raise ValueError("the 'multilevel' partitioner runs on Spark: pass spark=<SparkSession>")
+        raise InputError("the 'multilevel' partitioner runs on Spark: pass spark=<SparkSession>")
     import pandas as pd
 
     edges = spark.createDataFrame(pd.DataFrame({"src": np.asarray(src, np.int64), "dst": np.asarray(dst, np.int64)}))
@@ -146,14 +147,14 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
 
     k = int(num_partitions)
     if k < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {k}")
+        raise InputError(f"num_partitions must be >= 1, got {k}")
     if driver_budget_bytes < coarse_graph_bytes(k, 0):
-        raise ValueError(f"driver_budget_bytes must be >= {coarse_graph_bytes(k, 0)} (k coarse vertices), "
+        raise InputError(f"driver_budget_bytes must be >= {coarse_graph_bytes(k, 0)} (k coarse vertices), "
                          f"got {driver_budget_bytes}")
     if driver_budget_edges is not None and driver_budget_edges < 1:
-        raise ValueError(f"driver_budget_edges must be >= 1, got {driver_budget_edges}")
+        raise InputError(f"driver_budget_edges must be >= 1, got {driver_budget_edges}")
     if not 0 <= refine_min_moves < 1:
-        raise ValueError(f"refine_min_moves must be a share in [0, 1), got {refine_min_moves}")
+        raise InputError(f"refine_min_moves must be a share in [0, 1), got {refine_min_moves}")
 
     report = {} if report is None else report
     seconds = report["seconds"] = {"levels": []}

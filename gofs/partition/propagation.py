@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from gofs.errors import InputError
 from gofs.partition.arrays import checked, collect_labels
 from gofs.partition.hashing import hash_labels
 from gofs.spark_compat import release_local_checkpoint
@@ -41,7 +42,7 @@ def spark_lp_partition(num_vertices: int, src, dst, num_partitions: int, seed: i
     partition sizes; having no neighbours, they keep their hash partition.
     """
     if spark is None:
-        raise ValueError("the 'spark-lp' partitioner runs on Spark: pass spark=<SparkSession>")
+        raise InputError("the 'spark-lp' partitioner runs on Spark: pass spark=<SparkSession>")
     import pandas as pd
 
     src, dst = checked(num_vertices, src, dst, num_partitions)
@@ -90,7 +91,7 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
     from pyspark.sql import functions as F
 
     if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+        raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
     pairs = edges.where(F.col("src") != F.col("dst")) \
         .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b")).distinct()
@@ -127,7 +128,7 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
     from pyspark.sql import functions as F
 
     if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+        raise InputError(f"num_partitions must be >= 1, got {num_partitions}")
     k = num_partitions
     report = {} if report is None else report
     moves = report["moves"] = []

@@ -1,8 +1,10 @@
 """Errors of CGQL: each names the place in the query text (line, column) it is about."""
 from __future__ import annotations
 
+from gofs.errors import InputError
 
-class CGQLError(ValueError):
+
+class CGQLError(InputError):
     """A query cannot be registered or evaluated; ``line``/``column`` locate it in the text (0 when unknown)."""
 
     def __init__(self, message: str, line: int = 0, column: int = 0):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import threading
 from typing import Callable, Iterator
 
@@ -28,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gofs import files
+from gofs.errors import InputError
 
 __all__ = ["Topic", "Subscription"]
 
@@ -161,7 +161,7 @@ class Topic:
         """Keep writing new events to ``directory`` as ``part-<first>-<last>.parquet|jsonl`` files,
         resuming after the highest ``seq`` already there."""
         if format not in ("parquet", "json"):
-            raise ValueError(f"sink format {format!r}: choose 'parquet' or 'json'")
+            raise InputError(f"sink format {format!r}: choose 'parquet' or 'json'")
         os.makedirs(directory, exist_ok=True)
         ext = "parquet" if format == "parquet" else "jsonl"
         start = max((int(m.group(2)) + 1 for m in map(_PART.match, os.listdir(directory)) if m), default=0)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gofs.errors import InputError
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import located
 
@@ -142,17 +143,17 @@ class Snapshot:
         self.time, self.seq = float(view.time), int(view.seq)
         vertices = view.vertices()
         if "id" not in vertices.columns:
-            raise ValueError(f"graph view at time {self.time}: vertices() has no 'id' column "
+            raise InputError(f"graph view at time {self.time}: vertices() has no 'id' column "
                              f"(columns: {list(vertices.columns)})")
         self.vertices = vertices.sort_values("id", kind="stable").reset_index(drop=True)
         self.ids = self.vertices["id"].to_numpy()
         self.index = pd.Index(self.ids)
         if not self.index.is_unique:
-            raise ValueError(f"graph view at time {self.time}: vertex ids are not unique")
+            raise InputError(f"graph view at time {self.time}: vertex ids are not unique")
         edges = view.edges()
         for column in ("src", "dst"):
             if column not in edges.columns:
-                raise ValueError(f"graph view at time {self.time}: edges() has no {column!r} column "
+                raise InputError(f"graph view at time {self.time}: edges() has no {column!r} column "
                                  f"(columns: {list(edges.columns)})")
         src, dst = self.index.get_indexer(edges["src"]), self.index.get_indexer(edges["dst"])
         keep = (src >= 0) & (dst >= 0)
