@@ -102,7 +102,7 @@ def connected_components(store, **engine_options) -> RunResult:
     Example
     -------
     >>> g = goffish.open("road.gofs")
-    >>> g.connected_components().show()
+    >>> g.connected_components().dataframe.show()
     """
     return run_program(store, ConnectedComponents(), **engine_options)
 

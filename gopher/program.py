@@ -5,8 +5,6 @@ it once per active sub-graph per superstep. Everything else is optional.
 """
 from __future__ import annotations
 
-import pyarrow as pa
-
 
 class SubgraphProgram:
     #: merge vertex messages to the same vertex before the shuffle: "min", "max", "sum" or a ufunc
@@ -36,6 +34,3 @@ class SubgraphProgram:
         """Per-vertex results of one sub-graph, aligned with its local vertices:
         {column: numpy array} for the columns in ``output_schema``."""
         return {}
-
-    def output_arrow_schema(self, id_type: pa.DataType) -> pa.Schema:
-        return pa.schema([("id", id_type), *self.output_schema.items()])
