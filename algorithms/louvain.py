@@ -451,7 +451,7 @@ _WEIGHT_PROBLEMS = (     # every edge, cut ones included, checked on Spark befor
 def _check_parameters(store, weight, resolution, seed, levels, driver_budget_edges):
     """Every parameter error (an InputError naming the parameter), raised before any Spark work starts."""
     if weight is not None:
-        types = {f["name"]: f["type"] for f in store.manifest["edge_schema"]}
+        types = store.attribute_types("edge")
         if weight not in types:
             dynamic = store.instance_edge_attributes
             hint = " (per-instance attributes cannot be Louvain weights)" if weight in dynamic else ""

@@ -113,7 +113,7 @@ def _vertex_id(g, args, flag: str, value):
     """A vertex-id flag as the graph's id type, or a clear error."""
     from gofs.errors import InputError
 
-    if g.manifest["id_type"] != "int64":
+    if g.id_kind != "int64":
         return value
     try:
         return int(value)

@@ -11,8 +11,11 @@ from gopher.engine import EngineOptions, RunResult, run_program
 from gopher.timeseries import TimeSeriesResult, run_timeseries
 
 
-class Graph(GraphStore):
-    """A stored GoFS graph (see :class:`gofs.store.GraphStore` for reads).
+class Graph:
+    """A stored GoFS graph, the handle users work with. It *has* a store: :attr:`store`
+    (a :class:`gofs.store.GraphStore`) does the reads, and this handle forwards every read
+    to it (``g.vertices()``, ``g.num_vertices``, ``g.read_edge_partition(...)``). Only the
+    store crosses into Spark tasks, never this top-floor class.
 
     Every registered algorithm is a method (``g.connected_components()``,
     ``g.pagerank()``, ``g.louvain()``, ...; see :mod:`algorithms.registry`) with the
@@ -22,15 +25,35 @@ class Graph(GraphStore):
     original vertex ids, ``.metrics`` says what the run cost.
     """
 
+    def __init__(self, path: str, spark=None):
+        self.store = GraphStore(path, spark)
+
+    def __getattr__(self, name):
+        """The store's reads and metadata (called only for names this class lacks)."""
+        if name == "store" or name.startswith("__"):       # unpickling or copying: no store yet
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | {n for n in dir(self.store) if not n.startswith("_")})
+
+    def __repr__(self) -> str:
+        return f"Graph({self.store.path!r})"
+
+    def refresh(self) -> "Graph":
+        """Re-read the committed state (after instances were appended elsewhere)."""
+        self.store.refresh()
+        return self
+
     def run(self, program, max_supersteps: int = 1000, **engine_options) -> RunResult:
         """Run your own :class:`gopher.program.SubgraphProgram`."""
-        return run_program(self, program, max_supersteps, **engine_options)
+        return run_program(self.store, program, max_supersteps, **engine_options)
 
     def run_timeseries(self, program, pattern: str = "independent", instances=None, time=None,
                        **options) -> TimeSeriesResult:
         """Run your own program over instances: ``pattern`` is "independent",
         "eventually_dependent" or "sequential" (see :mod:`gopher.timeseries`)."""
-        return run_timeseries(self, program, pattern, instances=instances, time=time, **options)
+        return run_timeseries(self.store, program, pattern, instances=instances, time=time, **options)
 
     def append_instances(self, instances: list[Instance]) -> list[int]:
         """Append time-stamped instances (see :class:`gofs.instances.Instance`); returns their ids."""
@@ -56,7 +79,7 @@ class Graph(GraphStore):
         (see :class:`hatrick.stream.Stream` for ``options``)."""
         from hatrick.stream import Stream
 
-        return Stream(self, checkpoint=checkpoint, **options)
+        return Stream(self.store, checkpoint=checkpoint, **options)
 
     def info(self) -> str:
         """A readable summary: sizes, partitioning, sub-graphs, instances."""
@@ -95,7 +118,7 @@ def _algorithm_method(algorithm: Algorithm):
         options = EngineOptions.merged(engine, loose, algorithm.name)
         if algorithm.timeseries and options.instance is not None:
             raise TypeError(f"{algorithm.name}() runs over instances: select them with instances= or time=")
-        return algorithm.function(self, *args, **kwargs, **options.as_kwargs())
+        return algorithm.function(self.store, *args, **kwargs, **options.as_kwargs())
 
     parameters = list(inspect.signature(algorithm.function).parameters.values())
     engine = inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY, default=None,

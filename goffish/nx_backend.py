@@ -24,6 +24,7 @@ import numpy as np
 BACKEND = "goffish"
 from goffish.nx_info import DEFAULT_CONFIG
 from goffish.temporary import partitions_for, remove_with, temporary_store
+from gofs.store import as_store
 
 
 # ----------------------------------------------------------------------------- the graph type
@@ -40,8 +41,8 @@ class GoffishGraph:
 
     def __init__(self, store, nodes=None, directed: bool | None = None, multigraph: bool = False,
                  graph_attributes: dict | None = None):
-        self.store, self.nodes = store, nodes
-        self.directed = bool(store.manifest["directed"]) if directed is None else directed
+        self.store, self.nodes = (None if store is None else as_store(store)), nodes
+        self.directed = self.store.directed if directed is None else directed
         self.multigraph = multigraph
         self.graph = dict(graph_attributes or {})
         self._index = None
@@ -55,7 +56,7 @@ class GoffishGraph:
     def number_of_nodes(self) -> int:
         if self.store is None:
             return 0
-        return len(self.nodes) if self.nodes is not None else int(self.store.manifest["num_vertices"])
+        return len(self.nodes) if self.nodes is not None else int(self.store.num_vertices)
 
     __len__ = number_of_nodes
 

@@ -19,6 +19,15 @@ from gofs.errors import InputError, ManifestError
 _EDGE_KEYS = ("eid", "src", "dst", "remote", "mirror", "dst_part", "dst_sg")
 
 
+def as_store(graph) -> "GraphStore":
+    """The :class:`GraphStore` behind ``graph``: a store itself, or the one a handle has
+    (``goffish.Graph.store``). What Spark tasks get is always the store, never the handle."""
+    store = getattr(graph, "store", graph)
+    if not isinstance(store, GraphStore):
+        raise InputError(f"expected a GoFS graph (goffish.open(path)), got a {type(graph).__name__}")
+    return store
+
+
 class GraphStore:
     """Read access to the GoFS graph at ``path``."""
 
@@ -81,6 +90,19 @@ class GraphStore:
     num_partitions = property(lambda self: self.manifest["num_partitions"])
     partitions = property(lambda self: self.manifest["partitions"])
     instances = property(lambda self: self.manifest["instances"])
+    num_subgraphs = property(lambda self: self.manifest["subgraphs"]["count"])
+    #: how the original vertex ids are stored: "int64" or "string" (:attr:`id_type` is the Arrow type)
+    id_kind = property(lambda self: self.manifest["id_type"])
+    #: what identifies this graph's data across processes (cache keys): its uuid, else its version directory
+    identity = property(lambda self: self.manifest.get("uuid", self.root))
+
+    def attribute_types(self, kind: str, instance: bool = False) -> dict[str, str]:
+        """{name: stored type name} of the static ``kind`` ("vertex" or "edge") attributes, or with
+        ``instance`` of the per-instance ones."""
+        if kind not in ("vertex", "edge"):
+            raise InputError(f"attribute kind must be 'vertex' or 'edge', got {kind!r}")
+        fields = self.manifest["instance_schema"][kind] if instance else self.manifest[f"{kind}_schema"]
+        return {f["name"]: f["type"] for f in fields}
 
     @property
     def vertex_attributes(self) -> list[str]:

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from gofs.errors import InputError
+from gofs.store import as_store
 from gopher import aggregators as agg
 from gopher.cache import DEFAULT_BUDGET
 from gopher.context import MasterContext
@@ -366,8 +367,7 @@ class _Driver:
 def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
     """One Arrow schema for every table's rows (``table``, ``instance``, ``id``, then each
     table's columns as ``t<number>_<name>``), and each table's physical column pairs."""
-    id_type = pa.int64() if store.manifest["id_type"] == "int64" else pa.string()
-    fields = [pa.field("table", pa.int8()), pa.field("instance", pa.int64()), pa.field("id", id_type)]
+    fields = [pa.field("table", pa.int8()), pa.field("instance", pa.int64()), pa.field("id", store.id_type)]
     columns = []
     for number, table in enumerate(tables):
         pairs = [(name, f"t{number}_{name}") for name in table.columns]
@@ -391,13 +391,14 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
         raise InputError(f"max_supersteps must be an integer >= 1, got {max_supersteps!r}")
     _check_engine_arguments(tasks, checkpoint_interval, checkpoint_seconds)
     combiner_ufunc(program.combiner)              # bad settings fail here, before any work
+    store = as_store(store)                       # what tasks get: the store, never a user's handle
     spark = spark or store.spark
     options = Options.resolve(spark, store, transport, checkpoint_interval, checkpoint_seconds, progress, tasks)
     metrics = RunMetrics(type(program).__name__)
     clock = time.perf_counter()
     spec = RunSpec(store, program, options.tasks,
                    np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices]),
-                   np.array([p["subgraph_offset"] for p in store.partitions] + [store.manifest["subgraphs"]["count"]]),
+                   np.array([p["subgraph_offset"] for p in store.partitions] + [store.num_subgraphs]),
                    options.cache_bytes)
     metrics.transport = _choose_transport(spark, options)
     wanted = [t for t in tables if t.columns]

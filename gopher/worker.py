@@ -133,7 +133,7 @@ class InstanceView:
 
 
 def _graph_key(store) -> tuple:
-    return (store.manifest.get("uuid", store.root), store.root)
+    return (store.identity, store.root)
 
 
 def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView:

@@ -42,6 +42,7 @@ import pandas as pd
 
 from gofs.errors import InputError
 from gofs.instances import append_instances
+from gofs.store import as_store
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
 from hatrick.live import GraphView, State, build_state
@@ -93,10 +94,8 @@ def load_graph_state(graph) -> tuple[State, Template]:
     ids = template_ids if added is None else \
         np.concatenate([template_ids, added.column("id").to_numpy(zero_copy_only=False)])
     index = pd.Index(ids)
-    vkind = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["vertex_schema"]}
-    ekind = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["edge_schema"]}
-    dyn_v = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["instance_schema"]["vertex"]}
-    dyn_e = {f["name"]: kind_of_type(f["type"]) for f in graph.manifest["instance_schema"]["edge"]}
+    vkind, ekind, dyn_v, dyn_e = ({name: kind_of_type(t) for name, t in graph.attribute_types(kind, instance).items()}
+                                  for instance in (False, True) for kind in ("vertex", "edge"))
     vattrs = [n for n, k in {**vkind, **dyn_v}.items() if k]
     eattrs = [n for n, k in {**ekind, **dyn_e}.items() if k]
     parts = range(graph.num_partitions)
@@ -153,8 +152,8 @@ class Stream:
                  snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
                  vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20,
                  autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0):
-        self.graph = graph
-        self.id_type = graph.manifest["id_type"]
+        self.graph = as_store(graph)
+        self.id_type = self.graph.id_kind
         self._lock = threading.RLock()
         self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
         self.marks = ProducerMarks()

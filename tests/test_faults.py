@@ -171,10 +171,10 @@ def test_store_shipped_to_tasks_carries_no_instance_list(tmp_path):
     import pickle
 
     g = _graph(tmp_path / "g.gofs", instances=3)
-    state = g.__getstate__()
+    state = g.store.__getstate__()                 # the handle has a store: the store is what tasks get
     assert "instances" not in state["manifest"]
     append_instances(str(tmp_path / "g.gofs"), [_instance(5)])
-    shipped = pickle.loads(pickle.dumps(g))
+    shipped = pickle.loads(pickle.dumps(g.store))
     assert [i["id"] for i in shipped.instances] == [0, 1, 2]     # as of the shipped log position
 
 

@@ -93,3 +93,20 @@ def test_no_floor_imports_a_higher_one():
     upward = [f"{a} -> {b}" for a, targets in graph.items() for b in targets
               if LAYERS[b.split(".")[0]] > LAYERS[a.split(".")[0]]]
     assert upward == []
+
+
+def test_the_handle_has_a_store_and_only_the_store_is_shipped(tmp_path):
+    import pickle
+
+    import networkx as nx
+
+    import goffish
+    from gofs.ingest import ingest
+    from gofs.store import GraphStore, as_store
+
+    ingest(nx.path_graph(6), str(tmp_path / "p.gofs"), num_partitions=2, engine="local")
+    g = goffish.open(str(tmp_path / "p.gofs"))
+    assert not isinstance(g, GraphStore) and type(as_store(g)) is GraphStore and as_store(g) is g.store
+    assert (g.num_vertices, g.num_subgraphs, g.id_kind, g.directed) == (6, 2, "int64", False)
+    shipped = pickle.dumps(as_store(g))
+    assert b"goffish" not in shipped and pickle.loads(shipped).num_edges == 5

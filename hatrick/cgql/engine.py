@@ -274,14 +274,14 @@ def _run_cancels(statements) -> list:
 
 def _sources(source, stream):
     """(store, live stream, recorded views) from what the caller passed."""
-    from gofs.store import GraphStore
+    from gofs.store import GraphStore, as_store
 
     store = history = None
     live = stream
     if isinstance(source, str):
         store = GraphStore(source)
-    elif isinstance(source, GraphStore):
-        store = source
+    elif isinstance(source, GraphStore) or isinstance(getattr(source, "store", None), GraphStore):
+        store = as_store(source)
     elif hasattr(source, "on_batch") and hasattr(source, "remove_callback"):
         live = source
         backing = getattr(source, "store", None) or getattr(source, "graph", None)
