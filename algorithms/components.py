@@ -93,11 +93,26 @@ def _smallest_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray,
 
 
 def connected_components(store, **engine_options) -> RunResult:
-    """Weakly connected components of a GoFS graph.
+    """Weakly connected components of a GoFS graph, as ``networkx.weakly_connected_components``.
 
-    Returns a RunResult whose ``dataframe`` has columns ``id`` (original vertex id)
-    and ``component`` (an int64 label shared by exactly the vertices of one
-    component: its smallest internal vertex id).
+    Parameters
+    ----------
+    engine_options
+        :class:`gopher.engine.EngineOptions` keywords (``instance=ID``: that instance's topology).
+
+    Returns
+    -------
+    RunResult
+        ``dataframe`` has columns ``id`` (original vertex id) and ``component`` (an int64
+        label shared by exactly the vertices of one component: its smallest internal vertex id).
+
+    Raises
+    ------
+    InputError
+        A bad engine option (``instance`` that the graph does not have, ``tasks < 1``).
+
+    Each sub-graph is already connected, so the run propagates the smallest label between
+    sub-graphs only: supersteps are bounded by the meta-graph's diameter, not the graph's.
 
     Example
     -------

@@ -114,13 +114,43 @@ def _check_parameters(alpha, max_iter, tol) -> None:
 
 def pagerank(store, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6, weight: str | None = None,
              **engine_options) -> RunResult:
-    """PageRank of every vertex (``id``, ``pagerank``), as ``networkx.pagerank`` computes it.
+    """PageRank of every vertex, as ``networkx.pagerank`` computes it.
 
-    ``tol=0`` runs exactly ``max_iter`` iterations (to compare with fixed-iteration
-    peers); otherwise a run that has not converged after ``max_iter`` iterations
-    raises PowerIterationFailedConvergence, like NetworkX. ``weight``: a numeric static
-    edge attribute, finite and >= 0 (checked on Spark before the run). An empty graph
-    gives an empty result, as NetworkX's ``{}``.
+    Parameters
+    ----------
+    alpha : float
+        Damping factor, in [0, 1].
+    max_iter : int
+        Most power iterations (one superstep each).
+    tol : float
+        L1 tolerance per vertex, as NetworkX's; ``tol=0`` runs exactly ``max_iter``
+        iterations (to compare with fixed-iteration peers).
+    weight : str, optional
+        A numeric static edge attribute, finite and >= 0 (checked on Spark before the run);
+        None weighs every edge 1.
+    engine_options
+        :class:`gopher.engine.EngineOptions` keywords; ``instance=ID`` ranks that instance.
+
+    Returns
+    -------
+    RunResult
+        ``dataframe`` has ``id`` and ``pagerank`` (summing to 1); an empty graph gives an
+        empty result, as NetworkX's ``{}``.
+
+    Raises
+    ------
+    PowerIterationFailedConvergence
+        The ranks did not converge to ``tol`` within ``max_iter`` iterations (as NetworkX).
+    InputError
+        A bad parameter or weight attribute, before any Spark work.
+
+    Example
+    -------
+    >>> g = goffish.open("road.gofs")                                    # doctest: +SKIP
+    >>> g.pagerank(alpha=0.85, tol=1e-6).dataframe.orderBy("pagerank", ascending=False).show(3)
+
+    Each iteration is one superstep: O(V + E) work spread over the partitions, and only
+    the ranks crossing cut edges are messages (Page, Brin, Motwani and Winograd 1999).
     """
     _check_parameters(alpha, max_iter, tol)
     if weight is not None:

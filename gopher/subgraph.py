@@ -57,6 +57,7 @@ class Subgraph:
 
     @property
     def num_vertices(self) -> int:
+        """Vertices of this sub-graph; local index ``i`` in ``0..num_vertices-1`` names each."""
         return self._v1 - self._v0
 
     @property
@@ -66,6 +67,7 @@ class Subgraph:
 
     @functools.cached_property
     def vertex_ids(self) -> np.ndarray:
+        """Internal vid (int64) of each local vertex, by local index (what messages address)."""
         return self._bundle.vertex_ids(self._v0, self._v1)
 
     @property
@@ -76,14 +78,17 @@ class Subgraph:
 
     @property
     def ids(self) -> np.ndarray:
+        """Original vertex id (as ingested: int64 or str) of each local vertex, by local index."""
         return self._bundle.ids[self._v0:self._v1]
 
     @property
     def edge_src(self) -> np.ndarray:
+        """Local index of each local edge's source (with ``edge_dst``: the local edge list)."""
         return self._bundle.local_src[self._e0:self._e1] - self._v0
 
     @property
     def edge_dst(self) -> np.ndarray:
+        """Local index of each local edge's destination, aligned with ``edge_src``."""
         return self._bundle.local_dst[self._e0:self._e1] - self._v0
 
     def local_index(self, vertex_ids: np.ndarray) -> np.ndarray:
@@ -95,6 +100,8 @@ class Subgraph:
         return np.where(inside, local, -1)
 
     def vertex_attribute(self, name: str) -> np.ndarray:
+        """Values of vertex attribute ``name`` by local index: the instance's value where the run
+        is on an instance that has it, else the template's. Raises KeyError for an unknown name."""
         if name in self._instance_vertex:
             return self._instance_vertex[name][self._v0:self._v1]
         return self._bundle.vertex_attributes[name][self._v0:self._v1]
@@ -106,6 +113,8 @@ class Subgraph:
 
     @functools.cached_property
     def remote_edges(self) -> RemoteEdges:
+        """Edges with one end here and one in another sub-graph: local source, destination vid,
+        its sub-graph and partition, whether the edge points in, and its attributes."""
         b, r = self._bundle, slice(self._r0, self._r1)
         return RemoteEdges(b.remote_src[r] - self._v0, b.remote_dst[r], b.remote_dst_sg[r],
                            b.remote_dst_part[r], b.remote_incoming[r], _RemoteAttributes(self, r))
