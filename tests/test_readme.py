@@ -1,8 +1,8 @@
-"""Every ```bash and ```python block of README.md, run as a user would run it.
+"""Every ```bash and ```python block of README.md and docs/GUIDE.md, run as a user would run it.
 
-Blocks run top to bottom from the repository root. Python blocks share one
-namespace (a later block uses what an earlier one defined, as in a user's
-session) and run in-process, where ``goffish.session()`` returns the test
+Blocks run top to bottom from the repository root, README.md first. A document's
+Python blocks share one namespace (a later block uses what an earlier one defined,
+as in a user's session) and run in-process, where ``goffish.session()`` returns the test
 session; shell blocks run with ``bash -e -o pipefail`` against the installed
 environment (``./run.sh`` and ``.venv``), with this checkout first on
 PYTHONPATH; they start Spark in subprocesses, so they are marked ``slow``.
@@ -27,7 +27,8 @@ import pytest
 from pictures import assert_picture
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+#: the documents whose examples run, in order (each with its own Python namespace)
+DOCUMENTS = ("README.md", "docs/GUIDE.md")
 LANGUAGES = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python"}
 _DIRECTIVE = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
 _SKIP = re.compile(r"^skip\s*\((.+)\)$")
@@ -38,29 +39,30 @@ BASH_TIMEOUT = 420
 
 @dataclass
 class Block:
-    """One fenced code block: its language, first code line in README.md, code and directives."""
+    """One fenced code block: its language, its document and first code line, code and directives."""
 
     language: str
     line: int
     code: str
     skip: str | None = None
     replacements: list[tuple[str, str]] = field(default_factory=list)
+    document: str = "README.md"
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line}-{self.language}"
+        return f"{self.document}:{self.line}-{self.language}"
 
     def runnable(self, tmp: Path) -> str:
         """The code as it runs: replacements made, /tmp/ paths moved into ``tmp``."""
         code = self.code
         for old, new in self.replacements:
             if old not in code:
-                raise ValueError(f"README.md line {self.line}: replace directive: {old!r} is not in the block")
+                raise ValueError(f"{self.document} line {self.line}: replace directive: {old!r} is not in the block")
             code = code.replace(old, new)
         return _TMP.sub(f"{tmp}/", code)
 
 
-def _directive(text: str, number: int, block_directives: dict) -> None:
+def _directive(text: str, number: int, block_directives: dict, document: str = "README.md") -> None:
     skip, replace = _SKIP.match(text), _REPLACE.match(text)
     if skip:
         block_directives["skip"] = skip.group(1).strip()
@@ -69,19 +71,19 @@ def _directive(text: str, number: int, block_directives: dict) -> None:
         block_directives.setdefault("replacements", []).append((unescape(replace.group(1)),
                                                                 unescape(replace.group(2))))
     else:
-        raise ValueError(f"README.md line {number}: unknown readme-test directive {text!r} "
+        raise ValueError(f"{document} line {number}: unknown readme-test directive {text!r} "
                          "(expected: skip (reason) | replace \"OLD\" \"NEW\")")
 
 
-def readme_blocks(text: str) -> list[Block]:
-    """The runnable blocks of a README, in order, with the directives right above them."""
+def readme_blocks(text: str, document: str = "README.md") -> list[Block]:
+    """The runnable blocks of a document, in order, with the directives right above them."""
     lines = text.splitlines()
     blocks, pending, i = [], {}, 0
     while i < len(lines):
         line = lines[i]
         directive = _DIRECTIVE.match(line)
         if directive:
-            _directive(directive.group(1), i + 1, pending)
+            _directive(directive.group(1), i + 1, pending, document)
             i += 1
             continue
         fence = re.match(r"^(\s*)(```+)\s*([\w+-]*)", line)
@@ -91,25 +93,26 @@ def readme_blocks(text: str) -> list[Block]:
             while end < len(lines) and not lines[end].strip().startswith(ticks):
                 end += 1
             if end == len(lines):
-                raise ValueError(f"README.md line {i + 1}: code block never closed")
+                raise ValueError(f"{document} line {i + 1}: code block never closed")
             body = [ln[len(indent):] if ln.startswith(indent) else ln for ln in lines[i + 1:end]]
             if language.lower() in LANGUAGES:
-                blocks.append(Block(LANGUAGES[language.lower()], i + 2, "\n".join(body) + "\n", **pending))
+                blocks.append(Block(LANGUAGES[language.lower()], i + 2, "\n".join(body) + "\n", **pending,
+                                    document=document))
             elif pending:
-                raise ValueError(f"README.md line {i + 1}: readme-test directive above a block that is not run")
+                raise ValueError(f"{document} line {i + 1}: readme-test directive above a block that is not run")
             pending, i = {}, end + 1
             continue
         if pending:
-            raise ValueError(f"README.md line {i + 1}: a readme-test directive must be right before a code fence")
+            raise ValueError(f"{document} line {i + 1}: a readme-test directive must be right before a code fence")
         i += 1
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text())
+BLOCKS = [b for name in DOCUMENTS for b in readme_blocks((ROOT / name).read_text(), name)]
 
 
 def test_readme_has_examples_of_both_kinds():
-    assert {b.language for b in BLOCKS} == {"bash", "python"}
+    assert {b.language for b in BLOCKS if b.document == "README.md"} == {"bash", "python"}
     skipped = [b for b in BLOCKS if b.skip]
     assert len(skipped) <= 2, f"skips must stay rare: {[b.id for b in skipped]}"
 
@@ -132,13 +135,13 @@ def test_directives_are_parsed_and_checked():
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    """The temporary directory /tmp/ paths point to, and the namespace Python blocks share."""
-    return tmp_path_factory.mktemp("readme"), {"__name__": "__readme__"}
+    """The temporary directory /tmp/ paths point to, and the namespace each document's Python blocks share."""
+    return tmp_path_factory.mktemp("readme"), {name: {"__name__": "__readme__"} for name in DOCUMENTS}
 
 
 def _run_python(block: Block, code: str, namespace: dict) -> None:
-    # blank lines in front, so line numbers in a traceback are README.md's
-    exec(compile("\n" * (block.line - 1) + code, str(README), "exec"), namespace)  # noqa: S102
+    # blank lines in front, so line numbers in a traceback are the document's
+    exec(compile("\n" * (block.line - 1) + code, str(ROOT / block.document), "exec"), namespace)  # noqa: S102
 
 
 def _run_bash(block: Block, code: str) -> None:
@@ -170,7 +173,7 @@ def test_readme_block(block, workspace, spark, monkeypatch):
     code = block.runnable(tmp)
     monkeypatch.chdir(ROOT)
     if block.language == "python":
-        _run_python(block, code, namespace)
+        _run_python(block, code, namespace[block.document])
     else:
         _run_bash(block, code)
     for name in _outputs(block):
