@@ -234,8 +234,10 @@ def _scale(n: int, normalized: bool, directed: bool) -> float:
 
 
 def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, normalized: bool = True,
-                      compress: bool = True, batch_size: int = 256, sources=None) -> np.ndarray:
-    """Exact betweenness of an in-memory edge list with the same kernels, in one process.
+                      compress: bool = True, sources=None) -> np.ndarray:
+    """Exact betweenness of an in-memory edge list in one process: the same local graph and leaf
+    compression as the program, then one fused compiled Brandes pass per source
+    (:func:`algorithms.brandes_kernels.brandes_sources`), with no cut to cross.
 
     Parameters
     ----------
@@ -250,7 +252,8 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
 
     Returns the betweenness of vertices ``0..n-1``, equal to NetworkX's.
     The reference the distributed program is checked against on graphs too many to run
-    through Spark (e.g. leaf compression on hundreds of random graphs).
+    through Spark (e.g. leaf compression on hundreds of random graphs); its traversal is
+    written apart from the program's phase kernels, so the two check each other.
     """
     if sources is not None and compress:
         raise InputError("local_betweenness(sources=...) needs compress=False")
@@ -268,17 +271,8 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
                                     directed=True, connection="weak")
     raw = leaves.tree_betweenness(np.bincount(label, minlength=n)[label])
     sources = np.flatnonzero(leaves.alive) if sources is None else np.asarray(sources, np.int64)
-    for lo in range(0, len(sources), batch_size):
-        v = sources[lo:lo + batch_size]
-        col = np.arange(len(v))
-        dist = empty_distances(n, len(v))
-        graph.lower(dist, v, col, np.zeros(len(v)))
-        dag = ShortestPathDag(graph, dist)
-        sigma = dag.counts(dag.scatter(v, col, np.ones(len(v))))
-        share = np.divide(leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
-        dependency = sigma * (dag.accumulate(share.copy()) - share)
-        dependency[v, col] = 0.0
-        raw += dependency @ leaves.reach[v]
+    csr = graph.csr
+    kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources, leaves.reach, raw)
     return raw * _scale(n, normalized, directed)
 
 
