@@ -186,35 +186,43 @@ class ShortestPathDag:
         np.add.at(x, (v, col), values)
         return x
 
-    def _bound(self, v, col, upwards: bool) -> np.ndarray:
-        """Per column, the distance from which (upwards) or up to which (downwards) to sweep:
-        everything without ``v, col``, the injections' lowest (highest) distance with them."""
-        batch = self.shape[1]
-        if v is None:
-            return np.full(batch, -np.inf if upwards else np.inf)
-        bound = np.full(batch, np.inf if upwards else -np.inf)
-        (np.minimum if upwards else np.maximum).at(bound, col, self.dist[v, col])
-        return bound
+    def counts(self, injected: np.ndarray) -> np.ndarray:
+        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, swept upwards over
+        every column. Returns ``x`` (``injected`` itself when it is Fortran-ordered)."""
+        return self._sweep(kernels.sweep_counts, np.asfortranarray(injected), -np.inf)
 
-    def counts(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
-        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, swept upwards.
-        ``v, col``: the only pairs where ``injected`` is non-zero (an increment from cut edges):
-        then only those columns are swept, from where the increment enters. Returns ``x``
-        (``injected`` itself when it is Fortran-ordered)."""
-        x = np.asfortranarray(injected)
+    def accumulate(self, injected: np.ndarray) -> np.ndarray:
+        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, swept downwards."""
+        return self._sweep(kernels.sweep_dependencies, np.asfortranarray(injected), np.inf)
+
+    def count_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`counts` of an increment injected at the (vertex, column) pairs only: returns the
+        columns it touches and their ``n x len(columns)`` swept values (zero elsewhere). Each
+        column is swept from the lowest distance where the increment enters, so a late
+        increment costs what it changes, not the batch's width."""
+        return self._increment(kernels.sweep_counts, v, col, values, np.minimum)
+
+    def dependency_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`accumulate` of an increment, as :meth:`count_increment` (swept down from the
+        highest distance where it enters)."""
+        return self._increment(kernels.sweep_dependencies, v, col, values, np.maximum)
+
+    def _sweep(self, kernel, x, bound):
         csr = self.graph.csr
-        kernels.sweep_counts(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, x,
-                             self._bound(v, col, upwards=True))
+        columns = np.arange(self.shape[1])
+        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x,
+               np.full(len(columns), bound))
         return x
 
-    def accumulate(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
-        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, swept downwards.
-        ``v, col``: as in :meth:`counts` (those columns up to where the increment enters)."""
-        z = np.asfortranarray(injected)
+    def _increment(self, kernel, v, col, values, extreme):
+        columns, j = np.unique(col, return_inverse=True)
+        x = np.zeros((self.shape[0], len(columns)), order="F")
+        np.add.at(x, (v, j), values)
+        bound = np.full(len(columns), np.inf if extreme is np.minimum else -np.inf)
+        extreme.at(bound, j, self.dist[v, col])
         csr = self.graph.csr
-        kernels.sweep_dependencies(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, z,
-                                   self._bound(v, col, upwards=False))
-        return z
+        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x, bound)
+        return columns, x
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
@@ -643,17 +651,17 @@ class MultiSourceBetweenness(SubgraphProgram):
         return len(rows)
 
     @staticmethod
-    def _send_counts(sg, ctx, graph, work, increment):
-        """Send path-count increments over the cut edges, with the distance through the edge
-        so the receiver keeps only DAG edges."""
-        rows, col = np.nonzero(increment[graph.r_src] != 0)
+    def _send_counts(sg, ctx, graph, work, increment, cols):
+        """Send path-count increments (``n x len(cols)``, of the batch's columns ``cols``) over the
+        cut edges, with the distance through the edge so the receiver keeps only DAG edges."""
+        rows, j = np.nonzero(increment[graph.r_src] != 0)
         if not len(rows):
             return 0
-        src = graph.r_src[rows]
+        src, col = graph.r_src[rows], cols[j]
         out = np.empty(len(rows), dtype=MESSAGE)
         out["col"], out["src"] = col, sg.vertex_ids[src]
         out["d"] = work["dist"][src, col] + graph.r_w[rows]
-        out["val"] = increment[src, col]
+        out["val"] = increment[src, j]
         ctx.send_to_vertices(graph.r_dst[rows], out)
         return len(rows)
 
@@ -665,9 +673,10 @@ class MultiSourceBetweenness(SubgraphProgram):
                 work["sigma"] = np.zeros_like(work["dist"])
                 return 0
             dag = self._dag(graph, work)               # only this sub-graph's sources' columns have paths yet
-            work["sigma"] = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))),
-                                       st["src_v"], st["src_col"])
-            return self._send_counts(sg, ctx, graph, work, work["sigma"])
+            cols, counts = dag.count_increment(st["src_v"], st["src_col"], np.ones(len(st["src_v"])))
+            work["sigma"] = np.zeros_like(work["dist"])
+            work["sigma"][:, cols] = counts
+            return self._send_counts(sg, ctx, graph, work, counts, cols)
         if not len(messages.vertices):
             return 0
         work = self._work(sg, graph, ctx, g)
@@ -679,28 +688,41 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col, src, val = v[on_dag], col[on_dag], m["src"][on_dag], m["val"][on_dag]
         st["dag_in"].append((v, col, src, val))
         dag = self._dag(graph, work)
-        increment = dag.counts(dag.scatter(v, col, val), v, col)
-        work["sigma"] += increment
-        return self._send_counts(sg, ctx, graph, work, increment)
+        cols, increment = dag.count_increment(v, col, val)
+        work["sigma"][:, cols] += increment
+        return self._send_counts(sg, ctx, graph, work, increment, cols)
 
-    def _credit(self, sg, work, increment, g):
-        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded."""
+    def _position(self, cols: np.ndarray) -> np.ndarray:
+        """Per batch column, its index in ``cols`` (-1 where absent)."""
+        position = np.full(self.batch_size, -1)
+        position[cols] = np.arange(len(cols))
+        return position
+
+    def _credit(self, sg, work, increment, cols, g):
+        """Add ``reach(s) * sigma * y-increment`` (``increment``: ``n x len(cols)``, the batch's
+        columns ``cols``) to the sampled betweenness, sources excluded."""
         st = sg.state
-        delta = work["sigma"] * increment
-        delta[st["src_v"], st["src_col"]] = 0.0
-        st["sampled"] += delta @ g["reach"]
+        j = self._position(cols)[st["src_col"]]
+        at_source = (st["src_v"][j >= 0], j[j >= 0])
+        sigma = work["sigma"][:, cols]
+        delta = sigma * increment
+        delta[at_source] = 0.0
+        reach = g["reach"][cols]
+        st["sampled"] += delta @ reach
         if self.sampling:               # squares of each sample's score: (after)^2 - (after - delta)^2
-            after = work["sigma"] * work["y"]
-            after[st["src_v"], st["src_col"]] = 0.0
-            st["squares"] += (delta * (2 * after - delta)) @ g["reach"]
+            after = sigma * work["y"][:, cols]
+            after[at_source] = 0.0
+            st["squares"] += (delta * (2 * after - delta)) @ reach
 
-    def _send_dependencies(self, ctx, st, values):
-        """Send each DAG predecessor across a cut edge its successor's ``values`` (non-zero only)."""
+    def _send_dependencies(self, ctx, st, values, cols):
+        """Send each DAG predecessor across a cut edge its successor's ``values`` (``n x len(cols)``,
+        the batch's columns ``cols``; non-zero only)."""
         edges = st["dag_edges"]
         if not edges.shape[1]:
             return 0
         v, col, src = edges
-        val = values[v, col]
+        j = self._position(cols)[col]
+        val = np.where(j >= 0, values[v, np.maximum(j, 0)], 0.0)
         nonzero = val != 0
         if not nonzero.any():
             return 0
@@ -719,17 +741,18 @@ class MultiSourceBetweenness(SubgraphProgram):
             work = self._work(sg, graph, ctx, g)
             share = self._share(sg, graph, work["sigma"])
             work["y"] = self._dag(graph, work).accumulate(share.copy()) - share
-            self._credit(sg, work, work["y"], g)
-            sent = self._send_dependencies(ctx, st, share + work["y"])
+            every = np.arange(self.batch_size)
+            self._credit(sg, work, work["y"], every, g)
+            sent = self._send_dependencies(ctx, st, share + work["y"], every)
         elif len(messages.vertices):
             work = self._work(sg, graph, ctx, g)
             u, col, val = messages.vertices, messages.values["col"].astype(np.int64), messages.values["val"]
             st["dep_in"].append((u, col, val))
             dag = self._dag(graph, work)
-            increment = dag.accumulate(dag.scatter(u, col, val), u, col)
-            work["y"] += increment
-            self._credit(sg, work, increment, g)
-            sent = self._send_dependencies(ctx, st, increment)
+            cols, increment = dag.dependency_increment(u, col, val)
+            work["y"][:, cols] += increment
+            self._credit(sg, work, increment, cols, g)
+            sent = self._send_dependencies(ctx, st, increment, cols)
         if self.sampling and self.sampling.is_check(g["batch"]):
             m = self._sources_done(g["batch"])
             radius = self.sampling.radius(st["sampled"], st["squares"], m)

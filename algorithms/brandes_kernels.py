@@ -192,46 +192,44 @@ def _first_above(dist, order, c, m, bound):
 
 
 @njit(cache=True, nogil=True)
-def sweep_counts(indptr, indices, weights, dist, order, count, x, low):
+def sweep_counts(indptr, indices, weights, dist, order, count, cols, x, low):
     """Path counts: ``x(v) += sum of x(u) over v's DAG tails``, in place, in increasing
-    distance (pushed along the arcs of vertices with a non-zero value). Column ``c`` is
-    swept from distance ``low[c]`` up (``-inf``: all of it; ``inf``: not at all): below
-    where an increment enters nothing changes."""
-    for c in range(dist.shape[1]):
-        if low[c] == np.inf:
-            continue
+    distance (pushed along the arcs of vertices with a non-zero value). ``x``'s column ``j``
+    belongs to the batch's column ``cols[j]`` and is swept from distance ``low[j]`` up
+    (``-inf``: all of it): below where an increment enters nothing changes."""
+    for j in range(len(cols)):
+        c = cols[j]
         m = count[c]
-        for p in range(_first_at_least(dist, order, c, m, low[c]), m):
+        for p in range(_first_at_least(dist, order, c, m, low[j]), m):
             u = order[p, c]
-            xu = x[u, c]
+            xu = x[u, j]
             if xu == 0.0:
                 continue
             du = dist[u, c]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
                 if du + weights[e] == dist[v, c]:
-                    x[v, c] += xu
+                    x[v, j] += xu
 
 
 @njit(cache=True, nogil=True)
-def sweep_dependencies(indptr, indices, weights, dist, order, count, z, high):
+def sweep_dependencies(indptr, indices, weights, dist, order, count, cols, z, high):
     """Dependencies: ``z(u) += sum of z(v) over u's DAG heads``, in place, in decreasing
-    distance (pulled over each vertex's arcs). Column ``c`` is swept from distance
-    ``high[c]`` down (``inf``: all of it; ``-inf``: not at all)."""
-    for c in range(dist.shape[1]):
-        if high[c] == -np.inf:
-            continue
+    distance (pulled over each vertex's arcs). ``z``'s column ``j`` belongs to the batch's
+    column ``cols[j]`` and is swept from distance ``high[j]`` down (``inf``: all of it)."""
+    for j in range(len(cols)):
+        c = cols[j]
         m = count[c]
-        end = _first_above(dist, order, c, m, high[c])
+        end = _first_above(dist, order, c, m, high[j])
         for p in range(end - 1, -1, -1):
             u = order[p, c]
             du = dist[u, c]
-            total = z[u, c]
+            total = z[u, j]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
                 if du + weights[e] == dist[v, c]:
-                    total += z[v, c]
-            z[u, c] = total
+                    total += z[v, j]
+            z[u, j] = total
 
 
 @njit(cache=True, nogil=True)

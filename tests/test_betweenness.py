@@ -377,9 +377,12 @@ def test_increments_sweep_like_full_sweeps(n, m, batch, seed, weighted):
     reached = np.isfinite(dist[at_v, at_col])
     at_v, at_col = at_v[reached], at_col[reached]
     values = rng.random(len(at_v))
-    for sweep in (dag.counts, dag.accumulate):
-        assert np.array_equal(sweep(dag.scatter(at_v, at_col, values), at_v, at_col),
-                              sweep(dag.scatter(at_v, at_col, values)))
+    for increment, sweep in ((dag.count_increment, dag.counts), (dag.dependency_increment, dag.accumulate)):
+        cols, swept = increment(at_v, at_col, values)
+        full = sweep(dag.scatter(at_v, at_col, values))
+        assert np.array_equal(cols, np.unique(at_col))
+        assert np.array_equal(swept, full[:, cols])
+        assert not np.delete(full, cols, axis=1).any()
 
 
 @settings(max_examples=60, deadline=None)
