@@ -19,7 +19,9 @@ Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
    ``bc(v) += reach(s) * sigma(v) * y(v)`` as the increments arrive.
 
 The three passes are compiled (numba, :mod:`algorithms.brandes_kernels`): one
-pass per column over the sub-graph's arcs each, as igraph's C Brandes makes.
+pass per column over the sub-graph's arcs each; an increment arriving late is swept
+over only the columns it touches. :func:`local_betweenness` (one process, no cut)
+fuses them into one forward and one backward pass per source.
 
 With leaf compression (MSL-BC: undirected graphs, unweighted or with whole-number
 weights) every sub-graph first strips its hanging trees

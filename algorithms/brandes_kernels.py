@@ -6,12 +6,20 @@ seeded pass of that kind, so these are numba kernels (``cache=True``: compiled
 once, the machine code kept beside this module and loaded by every Spark Python
 worker; ``nogil``: tasks of one worker process do not serialise on the GIL).
 
-Every kernel works on ``n x B`` arrays in Fortran order, one column per source of
-a batch, so a column's entries are contiguous. Columns are independent: a kernel
+The program's phase kernels (a phase ends where its messages stop crossing cuts, so
+the passes stay apart) work on ``n x B`` arrays in Fortran order, one column per
+source of a batch, so a column's entries are contiguous. Columns are independent: a kernel
 loops over them and, within one, over the CSR arcs ``(indptr, indices, weights)``.
 A shortest-path DAG arc ``u -> v`` of column ``c`` is a local arc with
 ``dist[u, c] + w == dist[v, c]`` (exact float equality, NetworkX's test); it is
 never stored, only tested while sweeping the vertices in distance order.
+:func:`brandes_sources` is the whole-graph case with nothing to wait for: distances,
+path counts and the stack in one forward pass per source, as igraph's C Brandes does.
+
+Compilation takes ~4.5 s per process with a cold cache, loading the cache ~0.5 s
+(``benchmarks.bench_betweenness`` reports it); the cache is written to
+``algorithms/__pycache__`` of the installed tree, which every Spark Python worker
+imports, so workers load it rather than compile.
 """
 from __future__ import annotations
 

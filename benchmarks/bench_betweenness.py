@@ -116,7 +116,7 @@ def _by_id(result, n: int) -> np.ndarray:
 
 
 def _kernel_report(n: int, src, dst, lengths, exact_bc: np.ndarray, chunks: int = 10) -> dict:
-    """The program's kernels in this process against igraph's C Brandes, exact, on the same
+    """The fused compiled Brandes pass in this process against igraph's C Brandes, exact, on the same
     sources: the vertices in ``chunks`` chunks, each run by igraph (``sources=``) and then by
     :func:`algorithms.betweenness.local_betweenness` (uncompressed, as igraph), CPU seconds
     summed per side, so that both see the same load. Ours is checked against igraph's total."""
