@@ -19,7 +19,9 @@ Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
    ``bc(v) += reach(s) * sigma(v) * y(v)`` as the increments arrive.
 
 The three passes are compiled (numba, :mod:`algorithms.brandes_kernels`): one
-pass per column over the sub-graph's arcs each, as igraph's C Brandes makes.
+pass per column over the sub-graph's arcs each; an increment arriving late is swept
+over only the columns it touches. :func:`local_betweenness` (one process, no cut)
+fuses them into one forward and one backward pass per source.
 
 With leaf compression (MSL-BC: undirected graphs, unweighted or with whole-number
 weights) every sub-graph first strips its hanging trees
@@ -67,10 +69,16 @@ from gopher.program import SubgraphProgram
 #: one vertex message: batch column, sending vertex, distance through the edge, value
 MESSAGE = np.dtype([("col", "<i4"), ("src", "<i8"), ("d", "<f8"), ("val", "<f8")])
 
-#: (vertex, source) pairs of the largest partition in one batch by default: the DAG build's and
-#: sweeps' scattered accesses stay in cache (one-process probe on a 10k-vertex road part: DAG
-#: and sweeps ~1.5 ms per source with 64 sources a batch, ~6.8 ms with 512)
-DEFAULT_BATCH_ELEMENTS = 1 << 19
+#: (vertex, source) pairs of the largest partition in one batch by default, exact runs. Every
+#: batch costs its phases' supersteps however wide, and the kernels sweep column by column
+#: (contiguous), so wide batches cost nothing per source: on a 5k road graph, 8 partitions,
+#: 7 batches of 815 took 217 supersteps and 58 s, 2 batches of 2500 65 supersteps and 33 s
+#: (same load). The price is memory: four ``n_local x B`` arrays per sub-graph kept between
+#: supersteps (distances, order, path counts, dependencies), ~60 MB at this default.
+DEFAULT_BATCH_ELEMENTS = 1 << 21
+#: the same for sampled pairs: narrower batches, so the sampler checks its intervals often
+#: enough to stop near the fewest samples it needs
+SAMPLE_BATCH_ELEMENTS = 1 << 19
 #: fewest sources per batch by default (a batch costs a few supersteps however small)
 MIN_DEFAULT_BATCH = 16
 #: fewest sampled pairs per batch by default (tens of thousands of samples, a few supersteps a batch)
@@ -176,7 +184,7 @@ class ShortestPathDag:
 
     def __init__(self, graph: "LocalGraph", dist: np.ndarray):
         self.graph, self.dist, self.shape = graph, dist, dist.shape
-        self.order = np.empty(dist.shape, np.int64, order="F")
+        self.order = np.empty(dist.shape, np.int32, order="F")
         self.count = np.zeros(dist.shape[1], np.int64)
         kernels.distance_order(dist, graph.integral, self.order, self.count)
 
@@ -186,35 +194,43 @@ class ShortestPathDag:
         np.add.at(x, (v, col), values)
         return x
 
-    def _bound(self, v, col, upwards: bool) -> np.ndarray:
-        """Per column, the distance from which (upwards) or up to which (downwards) to sweep:
-        everything without ``v, col``, the injections' lowest (highest) distance with them."""
-        batch = self.shape[1]
-        if v is None:
-            return np.full(batch, -np.inf if upwards else np.inf)
-        bound = np.full(batch, np.inf if upwards else -np.inf)
-        (np.minimum if upwards else np.maximum).at(bound, col, self.dist[v, col])
-        return bound
+    def counts(self, injected: np.ndarray) -> np.ndarray:
+        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, swept upwards over
+        every column. Returns ``x`` (``injected`` itself when it is Fortran-ordered)."""
+        return self._sweep(kernels.sweep_counts, np.asfortranarray(injected), -np.inf)
 
-    def counts(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
-        """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, swept upwards.
-        ``v, col``: the only pairs where ``injected`` is non-zero (an increment from cut edges):
-        then only those columns are swept, from where the increment enters. Returns ``x``
-        (``injected`` itself when it is Fortran-ordered)."""
-        x = np.asfortranarray(injected)
+    def accumulate(self, injected: np.ndarray) -> np.ndarray:
+        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, swept downwards."""
+        return self._sweep(kernels.sweep_dependencies, np.asfortranarray(injected), np.inf)
+
+    def count_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`counts` of an increment injected at the (vertex, column) pairs only: returns the
+        columns it touches and their ``n x len(columns)`` swept values (zero elsewhere). Each
+        column is swept from the lowest distance where the increment enters, so a late
+        increment costs what it changes, not the batch's width."""
+        return self._increment(kernels.sweep_counts, v, col, values, np.minimum)
+
+    def dependency_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`accumulate` of an increment, as :meth:`count_increment` (swept down from the
+        highest distance where it enters)."""
+        return self._increment(kernels.sweep_dependencies, v, col, values, np.maximum)
+
+    def _sweep(self, kernel, x, bound):
         csr = self.graph.csr
-        kernels.sweep_counts(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, x,
-                             self._bound(v, col, upwards=True))
+        columns = np.arange(self.shape[1])
+        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x,
+               np.full(len(columns), bound))
         return x
 
-    def accumulate(self, injected: np.ndarray, v=None, col=None) -> np.ndarray:
-        """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, swept downwards.
-        ``v, col``: as in :meth:`counts` (those columns up to where the increment enters)."""
-        z = np.asfortranarray(injected)
+    def _increment(self, kernel, v, col, values, extreme):
+        columns, j = np.unique(col, return_inverse=True)
+        x = np.zeros((self.shape[0], len(columns)), order="F")
+        np.add.at(x, (v, j), values)
+        bound = np.full(len(columns), np.inf if extreme is np.minimum else -np.inf)
+        extreme.at(bound, j, self.dist[v, col])
         csr = self.graph.csr
-        kernels.sweep_dependencies(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, z,
-                                   self._bound(v, col, upwards=False))
-        return z
+        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x, bound)
+        return columns, x
 
 
 #: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
@@ -234,8 +250,10 @@ def _scale(n: int, normalized: bool, directed: bool) -> float:
 
 
 def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, normalized: bool = True,
-                      compress: bool = True, batch_size: int = 256, sources=None) -> np.ndarray:
-    """Exact betweenness of an in-memory edge list with the same kernels, in one process.
+                      compress: bool = True, sources=None) -> np.ndarray:
+    """Exact betweenness of an in-memory edge list in one process: the same local graph and leaf
+    compression as the program, then one fused compiled Brandes pass per source
+    (:func:`algorithms.brandes_kernels.brandes_sources`), with no cut to cross.
 
     Parameters
     ----------
@@ -250,7 +268,8 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
 
     Returns the betweenness of vertices ``0..n-1``, equal to NetworkX's.
     The reference the distributed program is checked against on graphs too many to run
-    through Spark (e.g. leaf compression on hundreds of random graphs).
+    through Spark (e.g. leaf compression on hundreds of random graphs); its traversal is
+    written apart from the program's phase kernels, so the two check each other.
     """
     if sources is not None and compress:
         raise InputError("local_betweenness(sources=...) needs compress=False")
@@ -268,17 +287,8 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
                                     directed=True, connection="weak")
     raw = leaves.tree_betweenness(np.bincount(label, minlength=n)[label])
     sources = np.flatnonzero(leaves.alive) if sources is None else np.asarray(sources, np.int64)
-    for lo in range(0, len(sources), batch_size):
-        v = sources[lo:lo + batch_size]
-        col = np.arange(len(v))
-        dist = empty_distances(n, len(v))
-        graph.lower(dist, v, col, np.zeros(len(v)))
-        dag = ShortestPathDag(graph, dist)
-        sigma = dag.counts(dag.scatter(v, col, np.ones(len(v))))
-        share = np.divide(leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
-        dependency = sigma * (dag.accumulate(share.copy()) - share)
-        dependency[v, col] = 0.0
-        raw += dependency @ leaves.reach[v]
+    csr = graph.csr
+    kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources, leaves.reach, raw)
     return raw * _scale(n, normalized, directed)
 
 
@@ -649,17 +659,17 @@ class MultiSourceBetweenness(SubgraphProgram):
         return len(rows)
 
     @staticmethod
-    def _send_counts(sg, ctx, graph, work, increment):
-        """Send path-count increments over the cut edges, with the distance through the edge
-        so the receiver keeps only DAG edges."""
-        rows, col = np.nonzero(increment[graph.r_src] != 0)
+    def _send_counts(sg, ctx, graph, work, increment, cols):
+        """Send path-count increments (``n x len(cols)``, of the batch's columns ``cols``) over the
+        cut edges, with the distance through the edge so the receiver keeps only DAG edges."""
+        rows, j = np.nonzero(increment[graph.r_src] != 0)
         if not len(rows):
             return 0
-        src = graph.r_src[rows]
+        src, col = graph.r_src[rows], cols[j]
         out = np.empty(len(rows), dtype=MESSAGE)
         out["col"], out["src"] = col, sg.vertex_ids[src]
         out["d"] = work["dist"][src, col] + graph.r_w[rows]
-        out["val"] = increment[src, col]
+        out["val"] = increment[src, j]
         ctx.send_to_vertices(graph.r_dst[rows], out)
         return len(rows)
 
@@ -671,9 +681,10 @@ class MultiSourceBetweenness(SubgraphProgram):
                 work["sigma"] = np.zeros_like(work["dist"])
                 return 0
             dag = self._dag(graph, work)               # only this sub-graph's sources' columns have paths yet
-            work["sigma"] = dag.counts(dag.scatter(st["src_v"], st["src_col"], np.ones(len(st["src_v"]))),
-                                       st["src_v"], st["src_col"])
-            return self._send_counts(sg, ctx, graph, work, work["sigma"])
+            cols, counts = dag.count_increment(st["src_v"], st["src_col"], np.ones(len(st["src_v"])))
+            work["sigma"] = np.zeros_like(work["dist"])
+            work["sigma"][:, cols] = counts
+            return self._send_counts(sg, ctx, graph, work, counts, cols)
         if not len(messages.vertices):
             return 0
         work = self._work(sg, graph, ctx, g)
@@ -685,28 +696,41 @@ class MultiSourceBetweenness(SubgraphProgram):
         v, col, src, val = v[on_dag], col[on_dag], m["src"][on_dag], m["val"][on_dag]
         st["dag_in"].append((v, col, src, val))
         dag = self._dag(graph, work)
-        increment = dag.counts(dag.scatter(v, col, val), v, col)
-        work["sigma"] += increment
-        return self._send_counts(sg, ctx, graph, work, increment)
+        cols, increment = dag.count_increment(v, col, val)
+        work["sigma"][:, cols] += increment
+        return self._send_counts(sg, ctx, graph, work, increment, cols)
 
-    def _credit(self, sg, work, increment, g):
-        """Add ``reach(s) * sigma * y-increment`` to the sampled betweenness, sources excluded."""
+    def _position(self, cols: np.ndarray) -> np.ndarray:
+        """Per batch column, its index in ``cols`` (-1 where absent)."""
+        position = np.full(self.batch_size, -1)
+        position[cols] = np.arange(len(cols))
+        return position
+
+    def _credit(self, sg, work, increment, cols, g):
+        """Add ``reach(s) * sigma * y-increment`` (``increment``: ``n x len(cols)``, the batch's
+        columns ``cols``) to the sampled betweenness, sources excluded."""
         st = sg.state
-        delta = work["sigma"] * increment
-        delta[st["src_v"], st["src_col"]] = 0.0
-        st["sampled"] += delta @ g["reach"]
+        j = self._position(cols)[st["src_col"]]
+        at_source = (st["src_v"][j >= 0], j[j >= 0])
+        sigma = work["sigma"][:, cols]
+        delta = sigma * increment
+        delta[at_source] = 0.0
+        reach = g["reach"][cols]
+        st["sampled"] += delta @ reach
         if self.sampling:               # squares of each sample's score: (after)^2 - (after - delta)^2
-            after = work["sigma"] * work["y"]
-            after[st["src_v"], st["src_col"]] = 0.0
-            st["squares"] += (delta * (2 * after - delta)) @ g["reach"]
+            after = sigma * work["y"][:, cols]
+            after[at_source] = 0.0
+            st["squares"] += (delta * (2 * after - delta)) @ reach
 
-    def _send_dependencies(self, ctx, st, values):
-        """Send each DAG predecessor across a cut edge its successor's ``values`` (non-zero only)."""
+    def _send_dependencies(self, ctx, st, values, cols):
+        """Send each DAG predecessor across a cut edge its successor's ``values`` (``n x len(cols)``,
+        the batch's columns ``cols``; non-zero only)."""
         edges = st["dag_edges"]
         if not edges.shape[1]:
             return 0
         v, col, src = edges
-        val = values[v, col]
+        j = self._position(cols)[col]
+        val = np.where(j >= 0, values[v, np.maximum(j, 0)], 0.0)
         nonzero = val != 0
         if not nonzero.any():
             return 0
@@ -725,17 +749,18 @@ class MultiSourceBetweenness(SubgraphProgram):
             work = self._work(sg, graph, ctx, g)
             share = self._share(sg, graph, work["sigma"])
             work["y"] = self._dag(graph, work).accumulate(share.copy()) - share
-            self._credit(sg, work, work["y"], g)
-            sent = self._send_dependencies(ctx, st, share + work["y"])
+            every = np.arange(self.batch_size)
+            self._credit(sg, work, work["y"], every, g)
+            sent = self._send_dependencies(ctx, st, share + work["y"], every)
         elif len(messages.vertices):
             work = self._work(sg, graph, ctx, g)
             u, col, val = messages.vertices, messages.values["col"].astype(np.int64), messages.values["val"]
             st["dep_in"].append((u, col, val))
             dag = self._dag(graph, work)
-            increment = dag.accumulate(dag.scatter(u, col, val), u, col)
-            work["y"] += increment
-            self._credit(sg, work, increment, g)
-            sent = self._send_dependencies(ctx, st, increment)
+            cols, increment = dag.dependency_increment(u, col, val)
+            work["y"][:, cols] += increment
+            self._credit(sg, work, increment, cols, g)
+            sent = self._send_dependencies(ctx, st, increment, cols)
         if self.sampling and self.sampling.is_check(g["batch"]):
             m = self._sources_done(g["batch"])
             radius = self.sampling.radius(st["sampled"], st["squares"], m)
@@ -858,7 +883,7 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         x_epsilon = epsilon * (n - 2) / n      # the sampled score's mean is the normalised value x (n - 2) / n
     largest = max((p["num_vertices"] for p in store.partitions), default=1)
     if sampling_pairs and n > 2:
-        batch_size = batch_size or max(MIN_SAMPLE_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))
+        batch_size = batch_size or max(MIN_SAMPLE_BATCH, SAMPLE_BATCH_ELEMENTS // max(largest, 1))
         cap = int(max_samples or PairSampling.default_max_samples(n, batch_size, x_epsilon, delta))
         batch_size = min(batch_size, cap)
         sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed))

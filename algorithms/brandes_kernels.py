@@ -6,12 +6,20 @@ seeded pass of that kind, so these are numba kernels (``cache=True``: compiled
 once, the machine code kept beside this module and loaded by every Spark Python
 worker; ``nogil``: tasks of one worker process do not serialise on the GIL).
 
-Every kernel works on ``n x B`` arrays in Fortran order, one column per source of
-a batch, so a column's entries are contiguous. Columns are independent: a kernel
+The program's phase kernels (a phase ends where its messages stop crossing cuts, so
+the passes stay apart) work on ``n x B`` arrays in Fortran order, one column per
+source of a batch, so a column's entries are contiguous. Columns are independent: a kernel
 loops over them and, within one, over the CSR arcs ``(indptr, indices, weights)``.
 A shortest-path DAG arc ``u -> v`` of column ``c`` is a local arc with
 ``dist[u, c] + w == dist[v, c]`` (exact float equality, NetworkX's test); it is
 never stored, only tested while sweeping the vertices in distance order.
+:func:`brandes_sources` is the whole-graph case with nothing to wait for: distances,
+path counts and the stack in one forward pass per source, as igraph's C Brandes does.
+
+Compilation takes ~4.5 s per process with a cold cache, loading the cache ~0.5 s
+(``benchmarks.bench_betweenness`` reports it); the cache is written to
+``algorithms/__pycache__`` of the installed tree, which every Spark Python worker
+imports, so workers load it rather than compile.
 """
 from __future__ import annotations
 
@@ -192,43 +200,111 @@ def _first_above(dist, order, c, m, bound):
 
 
 @njit(cache=True, nogil=True)
-def sweep_counts(indptr, indices, weights, dist, order, count, x, low):
+def sweep_counts(indptr, indices, weights, dist, order, count, cols, x, low):
     """Path counts: ``x(v) += sum of x(u) over v's DAG tails``, in place, in increasing
-    distance (pushed along the arcs of vertices with a non-zero value). Column ``c`` is
-    swept from distance ``low[c]`` up (``-inf``: all of it; ``inf``: not at all): below
-    where an increment enters nothing changes."""
-    for c in range(dist.shape[1]):
-        if low[c] == np.inf:
-            continue
+    distance (pushed along the arcs of vertices with a non-zero value). ``x``'s column ``j``
+    belongs to the batch's column ``cols[j]`` and is swept from distance ``low[j]`` up
+    (``-inf``: all of it): below where an increment enters nothing changes."""
+    for j in range(len(cols)):
+        c = cols[j]
         m = count[c]
-        for p in range(_first_at_least(dist, order, c, m, low[c]), m):
+        for p in range(_first_at_least(dist, order, c, m, low[j]), m):
             u = order[p, c]
-            xu = x[u, c]
+            xu = x[u, j]
             if xu == 0.0:
                 continue
             du = dist[u, c]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
                 if du + weights[e] == dist[v, c]:
-                    x[v, c] += xu
+                    x[v, j] += xu
 
 
 @njit(cache=True, nogil=True)
-def sweep_dependencies(indptr, indices, weights, dist, order, count, z, high):
+def sweep_dependencies(indptr, indices, weights, dist, order, count, cols, z, high):
     """Dependencies: ``z(u) += sum of z(v) over u's DAG heads``, in place, in decreasing
-    distance (pulled over each vertex's arcs). Column ``c`` is swept from distance
-    ``high[c]`` down (``inf``: all of it; ``-inf``: not at all)."""
-    for c in range(dist.shape[1]):
-        if high[c] == -np.inf:
-            continue
+    distance (pulled over each vertex's arcs). ``z``'s column ``j`` belongs to the batch's
+    column ``cols[j]`` and is swept from distance ``high[j]`` down (``inf``: all of it)."""
+    for j in range(len(cols)):
+        c = cols[j]
         m = count[c]
-        end = _first_above(dist, order, c, m, high[c])
+        end = _first_above(dist, order, c, m, high[j])
         for p in range(end - 1, -1, -1):
             u = order[p, c]
             du = dist[u, c]
-            total = z[u, c]
+            total = z[u, j]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
                 if du + weights[e] == dist[v, c]:
-                    total += z[v, c]
-            z[u, c] = total
+                    total += z[v, j]
+            z[u, j] = total
+
+
+@njit(cache=True, nogil=True)
+def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
+    """Whole-graph Brandes from each of ``sources`` in one compiled pass per source, adding
+    ``reach(s) * sigma(v) * y(v)`` (``y`` as in :mod:`algorithms.betweenness`) to ``raw``.
+
+    The forward pass (a breadth-first search on hop counts, else Dijkstra with a binary
+    heap) sets distances and path counts together and records the vertices in the order
+    they become final; the backward pass pulls dependencies over that stack in reverse.
+    The work arrays are allocated once per call and only the entries a source touched
+    are reset, so a source costs what its traversal costs (igraph's C Brandes, with the
+    leaf-compression weights ``reach``)."""
+    n = len(reach)
+    dist = np.full(n, np.inf)
+    sigma = np.zeros(n)
+    z = np.zeros(n)
+    stack = np.empty(n, np.int64)
+    heap_d = np.empty(len(indices) + 1, np.float64)
+    heap_v = np.empty(len(indices) + 1, np.int64)
+    for s in sources:
+        dist[s], sigma[s] = 0.0, 1.0
+        done = 0
+        if unit:
+            stack[0] = s
+            tail = 1
+            while done < tail:
+                v = stack[done]
+                done += 1
+                step, count = dist[v] + 1.0, sigma[v]
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    if dist[u] == np.inf:
+                        dist[u], sigma[u] = step, count
+                        stack[tail] = u
+                        tail += 1
+                    elif dist[u] == step:
+                        sigma[u] += count
+        else:
+            size = _heap_push(heap_d, heap_v, 0, 0.0, s)
+            while size > 0:
+                d, v, size = _heap_pop(heap_d, heap_v, size)
+                if d > dist[v]:
+                    continue
+                stack[done] = v
+                done += 1
+                count = sigma[v]
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    step = d + weights[e]
+                    if step < dist[u]:
+                        dist[u], sigma[u] = step, count
+                        size = _heap_push(heap_d, heap_v, size, step, u)
+                    elif step == dist[u]:
+                        sigma[u] += count
+        weight = reach[s]
+        for p in range(done - 1, -1, -1):
+            v = stack[p]
+            dv = dist[v]
+            total = 0.0
+            for e in range(indptr[v], indptr[v + 1]):
+                u = indices[e]
+                if dv + (1.0 if unit else weights[e]) == dist[u]:
+                    total += z[u]
+            if v != s:
+                raw[v] += weight * sigma[v] * total
+            z[v] = total + reach[v] / sigma[v]
+        for p in range(done):
+            v = stack[p]
+            dist[v], sigma[v], z[v] = np.inf, 0.0, 0.0

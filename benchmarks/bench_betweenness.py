@@ -13,10 +13,10 @@ On one road-like graph (:func:`goffish.generators.road_network`) it measures, in
 - leaf compression: the share of edges stripping degree-1 vertices removes from the
   whole graph (the paper's measure), and what the partitioned run stripped (it does
   not strip across cut edges);
-- with ``--kernel-batch B``: the same kernels in one process on the whole graph
+- with ``--kernels``: the fused compiled Brandes pass in one process on the whole graph
   (:func:`algorithms.betweenness.local_betweenness`, no Spark, no cut), exact, against
-  igraph's C Brandes on the same chunks of sources, interleaved: what the compiled
-  kernels cost per source before any partitioning;
+  igraph's C Brandes on the same chunks of sources, interleaved: what a source costs
+  compiled, before any partitioning;
 - the compiled kernels' start-up in this process (numba's cache load, or compilation
   where the cache is cold), kept out of every timed region.
 
@@ -115,8 +115,8 @@ def _by_id(result, n: int) -> np.ndarray:
     return values
 
 
-def _kernel_report(n: int, src, dst, lengths, batch: int, exact_bc: np.ndarray, chunks: int = 10) -> dict:
-    """The program's kernels in this process against igraph's C Brandes, exact, on the same
+def _kernel_report(n: int, src, dst, lengths, exact_bc: np.ndarray, chunks: int = 10) -> dict:
+    """The fused compiled Brandes pass in this process against igraph's C Brandes, exact, on the same
     sources: the vertices in ``chunks`` chunks, each run by igraph (``sources=``) and then by
     :func:`algorithms.betweenness.local_betweenness` (uncompressed, as igraph), CPU seconds
     summed per side, so that both see the same load. Ours is checked against igraph's total."""
@@ -132,10 +132,10 @@ def _kernel_report(n: int, src, dst, lengths, batch: int, exact_bc: np.ndarray, 
         cpu["igraph"] += time.process_time() - clock
         clock = time.process_time()
         ours += local_betweenness(n, src, dst, lengths, directed=False, normalized=False, compress=False,
-                                  batch_size=batch, sources=chunk)
+                                  sources=chunk)
         cpu["ours"] += time.process_time() - clock
     scale = max(1.0, float(np.abs(exact_bc).max()))
-    return {"batch": batch, "chunks": chunks, "cpu_seconds": cpu["ours"], "igraph_cpu_seconds": cpu["igraph"],
+    return {"chunks": chunks, "cpu_seconds": cpu["ours"], "igraph_cpu_seconds": cpu["igraph"],
             "ms_per_source": 1e3 * cpu["ours"] / n, "igraph_ms_per_source": 1e3 * cpu["igraph"] / n,
             "over_igraph_cpu": cpu["ours"] / cpu["igraph"],
             "max_relative_difference": float(np.abs(ours - exact_bc).max() / scale)}
@@ -144,7 +144,7 @@ def _kernel_report(n: int, src, dst, lengths, batch: int, exact_bc: np.ndarray, 
 def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_size: int | None,
         top_batch_size: int | None, epsilon: float, delta: float, seed: int, exact: bool, workdir: str, log=print,
         reference: str | None = None, with_igraph: bool = True, with_top: bool = True,
-        kernel_batch: int | None = None, source_seeds: list[int] | None = None) -> dict:
+        kernels: bool = False, source_seeds: list[int] | None = None) -> dict:
     import igraph as ig
 
     import goffish
@@ -185,8 +185,8 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
             with open(reference + ".json", "w") as meta:
                 json.dump({"graph": report["graph"], "weight": weight, "seconds": seconds}, meta)
 
-    if kernel_batch and exact_bc is not None:
-        report["kernel_one_process"] = _kernel_report(n, src, dst, lengths, kernel_batch, exact_bc)
+    if kernels and exact_bc is not None:
+        report["kernel_one_process"] = _kernel_report(n, src, dst, lengths, exact_bc)
         log(f"kernels in one process: {json.dumps(report['kernel_one_process'])}")
     options = {"weight": weight, "normalized": False, "batch_size": batch_size, "progress": False}
     g.betweenness(k=1, **options).dataframe.count()                       # warm-up
@@ -250,8 +250,8 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-top", action="store_true", help="no top-k run")
     parser.add_argument("--no-igraph", action="store_true",
                         help="no igraph reference (where its exact O(n m) run would take hours): no precision@k")
-    parser.add_argument("--kernel-batch", type=int,
-                        help="also time the kernels in one process on the whole graph, exact, this many sources a batch")
+    parser.add_argument("--kernels", action="store_true",
+                        help="also time the fused compiled Brandes pass in one process on the whole graph, exact")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated graph, its partitioning and the "
                                                              "top-k run's source order")
     parser.add_argument("--source-seeds", type=int, nargs="+",
@@ -267,7 +267,7 @@ def main(argv=None) -> int:
         report = run(spark, args.size, args.partitions, args.weight, args.top, args.batch_size,
                      args.top_batch_size, args.epsilon, args.delta, args.seed, not args.skip_exact, workdir,
                      reference=args.reference, with_igraph=not args.no_igraph, with_top=not args.skip_top,
-                     kernel_batch=args.kernel_batch, source_seeds=args.source_seeds)
+                     kernels=args.kernels, source_seeds=args.source_seeds)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)

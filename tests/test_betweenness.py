@@ -3,10 +3,11 @@
 The distributed program runs on stored graphs with 1, 2 and 7 partitions:
 undirected and directed, weighted and not, normalized and not, with trees,
 stars, cycles, several components, isolated vertices, parallel edges,
-self-loops and string ids; in exact, sampled (``k``) and top-k modes. The same
-kernels run in one process (:func:`algorithms.betweenness.local_betweenness`)
-on hundreds of small random graphs (hypothesis) to check leaf compression's
-exactness where a Spark run per graph would be too slow.
+self-loops and string ids; in exact, sampled (``k``) and top-k modes. Leaf
+compression and the fused one-process Brandes
+(:func:`algorithms.betweenness.local_betweenness`) run on hundreds of small
+random graphs (hypothesis) where a Spark run per graph would be too slow, and
+the program's phase kernels against Dijkstra and full sweeps.
 """
 import networkx as nx
 import numpy as np
@@ -242,7 +243,7 @@ def _arrays(G, weight=None):
 
 def _check_local(G, weight=None, normalized=True, compress=True):
     nodes, src, dst, weights = _arrays(G, weight)
-    got = local_betweenness(len(nodes), src, dst, weights, G.is_directed(), normalized, compress, batch_size=5)
+    got = local_betweenness(len(nodes), src, dst, weights, G.is_directed(), normalized, compress)
     expected = nx.betweenness_centrality(G, weight=weight, normalized=normalized)
     assert_matches({v: got[i] for v, i in nodes.items()}, expected)
 
@@ -376,9 +377,12 @@ def test_increments_sweep_like_full_sweeps(n, m, batch, seed, weighted):
     reached = np.isfinite(dist[at_v, at_col])
     at_v, at_col = at_v[reached], at_col[reached]
     values = rng.random(len(at_v))
-    for sweep in (dag.counts, dag.accumulate):
-        assert np.array_equal(sweep(dag.scatter(at_v, at_col, values), at_v, at_col),
-                              sweep(dag.scatter(at_v, at_col, values)))
+    for increment, sweep in ((dag.count_increment, dag.counts), (dag.dependency_increment, dag.accumulate)):
+        cols, swept = increment(at_v, at_col, values)
+        full = sweep(dag.scatter(at_v, at_col, values))
+        assert np.array_equal(cols, np.unique(at_col))
+        assert np.array_equal(swept, full[:, cols])
+        assert not np.delete(full, cols, axis=1).any()
 
 
 @settings(max_examples=60, deadline=None)
