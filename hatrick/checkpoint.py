@@ -218,21 +218,27 @@ class Checkpoint:
                gaps: dict | None = None, owner: np.ndarray | None = None) -> None:
         """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
         start writing the full state in the background. ``state``: one :class:`State`, or the
-        states of a partitioned graph's workers (in worker order) with ``owner`` (bucket -> worker)."""
-        states = [state] if isinstance(state, State) else list(state)
+        states of a partitioned graph's workers (in worker order) with ``owner`` (bucket -> worker), or
+        a function returning those states, called only when the full state is written (workers in
+        Spark tasks send theirs then)."""
         owner = np.zeros(1, np.int64) if owner is None else np.asarray(owner, np.int64)
-        payload = {"states": [state_to_tree(s) for s in states], "owner": owner, "hwm": dict(hwm),
-                   "gaps": dict(gaps or {}), "buffer": buffer}
+
+        def payload() -> dict:
+            states = state() if callable(state) else state
+            states = [states] if isinstance(states, State) else list(states)
+            return {"states": [state_to_tree(s) for s in states], "owner": owner, "hwm": dict(hwm),
+                    "gaps": dict(gaps or {}), "buffer": buffer}
+
         if pending is None:
             self.wait()
-            self._write_full(payload)
+            self._write_full(payload())
             self._since_full = 0
             return
         pending.result()
         self._since_full += 1
         if self._since_full >= self.full_every and (self._full is None or self._full.done()):
             self._since_full = 0
-            self._full = self._full_writer.submit(self._write_full_in_background, payload)
+            self._full = self._full_writer.submit(self._write_full_in_background, payload())
 
     def abandon(self, pending: "_LogWrite | None") -> None:
         """The batch was not applied: wait for its log write and remove the file (were a crash to

@@ -108,6 +108,24 @@ class Worker:
         self.owner = owner
         self._staged = None
 
+    def request(self, name: str, *args) -> "_Done":
+        """Call method ``name`` now (or read attribute ``name``, e.g. ``state``); ``.result()`` is
+        its value. The driver reaches every worker this way, so one in a Spark task
+        (:class:`hatrick.executors.RemoteWorker`, the same requests over a socket) can stand in
+        for this one."""
+        found = getattr(self, name)
+        return _Done(found(*args) if callable(found) else found)
+
+    def set_owner(self, owner: np.ndarray) -> None:
+        self.owner = owner
+
+    def empty_state(self) -> State:
+        """The state of a worker with no buckets yet and this one's attribute kinds and template."""
+        return _rebuild(self.state, [])
+
+    def close(self) -> None:
+        """Nothing to end for a worker in the driver's process."""
+
     def stage(self, batch: UpdateBatch):
         """Apply ``batch`` to a new version of the state, shown only after :meth:`commit`."""
         self._staged, outcome = apply_batch(self.state, batch)
@@ -208,7 +226,7 @@ class Worker:
 
     def empty(self, index: int) -> "Worker":
         """A new worker with no buckets yet and this one's attribute kinds and template."""
-        return Worker(index, _rebuild(self.state, []), self.owner)
+        return Worker(index, self.empty_state(), self.owner)
 
     def _edge_buckets(self) -> tuple[np.ndarray, np.ndarray]:
         return edge_buckets(self.state, len(self.owner))
@@ -233,6 +251,16 @@ class Worker:
         slots, _ = self._edge_buckets()
         alive = np.flatnonzero(s.alive)
         self.state = _rebuild(s, [_part(s, slots, alive[self._owned_mask(alive)]), datafile.loads(payload)])
+
+
+class _Done:
+    """The value of a request answered in the caller's process."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
 
 
 def edge_buckets(s: State, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
@@ -368,6 +396,16 @@ class PartitionedGraph:
         graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
         return graph
 
+    def place_on(self, tasks) -> None:
+        """Move every worker into a Spark task of ``tasks`` (a :class:`hatrick.executors.WorkerTasks`):
+        from now on each one's state lives in its task and the driver only sends it requests."""
+        self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner)
+
+    def close(self) -> None:
+        """End the workers' tasks (if they run in Spark tasks)."""
+        for w in self.workers:
+            w.close()
+
     @property
     def owner(self) -> np.ndarray:
         return self.workers[0].owner
@@ -390,9 +428,10 @@ class PartitionedGraph:
                 outcome = self.workers[0].stage(batch)
                 return outcome.applied, outcome.rejected
             applied, rejected = 0, []
-            for w, (rows, why) in zip(self.workers, route(batch, self.owner, self.directed)):
-                outcome = w.stage(rows_for(batch, rows, why))
-                mine = outcome.rejected
+            routed = route(batch, self.owner, self.directed)
+            answers = [w.request("stage", rows_for(batch, rows, why)) for w, (rows, why) in zip(self.workers, routed)]
+            for answer, (rows, why) in zip(answers, routed):
+                mine = answer.result().rejected
                 own = rows[why == OWN]
                 if len(mine) and len(own) < len(rows):        # drop verdicts on rows another worker owns
                     keys = pd.MultiIndex.from_arrays([batch.producer[own], batch.seq[own]])
@@ -413,12 +452,14 @@ class PartitionedGraph:
         return [w.state for w in self.workers]
 
     def commit(self) -> None:
-        for w in self.workers:
-            w.commit()
+        self._each("commit")
 
     def abandon(self) -> None:
-        for w in self.workers:
-            w.abandon()
+        self._each("abandon")
+
+    def _each(self, name: str, *args) -> list:
+        """Request ``name`` of every worker at once; their answers in worker order."""
+        return [answer.result() for answer in [w.request(name, *args) for w in self.workers]]
 
     def apply(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
         """:meth:`stage` and :meth:`commit`."""
@@ -428,11 +469,11 @@ class PartitionedGraph:
 
     def sizes(self) -> np.ndarray:
         """Per worker: (owned alive vertices, live edge copies)."""
-        return np.array([w.sizes() for w in self.workers], np.int64).reshape(-1, 2)
+        return np.array(self._each("sizes"), np.int64).reshape(-1, 2)
 
     def bucket_state(self) -> np.ndarray:
         """Live state per bucket (edge copies by edge bucket plus alive vertices), summed over workers."""
-        return np.sum([w.bucket_state() for w in self.workers], axis=0)
+        return np.sum(self._each("bucket_state"), axis=0)
 
     def stale_edges(self, ttl: float, now: float) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) of every edge copy not added or set within ``ttl`` of ``now``; with several
@@ -520,6 +561,8 @@ class PartitionedGraph:
                 payload = w.extract(out[owner_after[out] == target])
                 sent += len(payload)
                 payloads.append((int(target), payload))
+        for w in self.workers[count:]:
+            w.close()
         self.workers = self.workers[:count]
         for w in self.workers:
             w.owner = owner_after

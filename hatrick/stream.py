@@ -25,12 +25,16 @@ Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
    run; a snapshot is written when the buffer's policy says so.
 Buckets are owned by workers through a consistent-hash ring or the
 state-aware planner (``s.rescale``): at a batch boundary the moved buckets' state
-travels from its old worker to its new one (the workers still run in this
-process; see :mod:`hatrick.partitioned` for what is gathered on the driver).
+travels from its old worker to its new one. Workers run in Spark tasks
+(:mod:`hatrick.executors`: the default where the master is a cluster, or
+``executors=True``) or in this process (the default on ``local[*]``): the same
+:class:`hatrick.partitioned.Worker` answering the same requests. See
+:mod:`hatrick.partitioned` for what is still gathered on the driver.
 """
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import time as _time
@@ -45,6 +49,7 @@ from gofs.instances import append_instances
 from gofs.store import as_store
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
+from hatrick.executors import WorkerTasks, check_slots
 from hatrick.live import GraphView, State, build_state
 from hatrick.marks import ProducerMarks
 from hatrick.partitioned import PartitionedGraph
@@ -139,6 +144,9 @@ class Stream:
     autoscale : a :class:`hatrick.planner.RescalePolicy`; after each batch it sees the workers'
         update rates and may add or remove one worker (through the state-aware planner)
     rate_half_life : seconds over which measured update rates (per bucket and in total) halve
+    executors : run the workers as long-running Spark tasks (:mod:`hatrick.executors`; N workers
+        hold N task slots, N + 1 with a Structured Streaming source). None: yes unless the Spark
+        master is ``local``/``local[N]`` (or there is no active SparkSession)
 
     Example
     -------
@@ -151,7 +159,8 @@ class Stream:
     def __init__(self, graph, checkpoint: str | None = None, num_buckets: int = 64, workers: int = 1,
                  snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
                  vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20,
-                 autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0):
+                 autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0,
+                 executors: bool | None = None):
         self.graph = as_store(graph)
         self.id_type = self.graph.id_kind
         self._lock = threading.RLock()
@@ -176,6 +185,15 @@ class Stream:
                 self.buffer.restore(restored["buffer"])
         else:
             self.live = PartitionedGraph(state, self.owner)
+        self._tasks = None
+        if _on_executors(executors, graph):
+            check_slots(self.graph.spark, workers, fed_by_query=False)
+            self._tasks = WorkerTasks(self.graph.spark)
+            try:
+                self.live.place_on(self._tasks)
+            except BaseException:
+                self._tasks.close()
+                raise
         self.auto_snapshot = snapshot_policy is not None
         self.aging_ttl = aging_ttl
         self.autoscale = autoscale
@@ -278,7 +296,7 @@ class Stream:
                 raise
             if self._checkpoint:
                 try:
-                    self._checkpoint.commit(pending, self.live.staged_states(), marks.hwm, buffered, marks.gaps,
+                    self._checkpoint.commit(pending, self.live.staged_states, marks.hwm, buffered, marks.gaps,
                                             owner=self.live.owner)
                 except BaseException:
                     self.live.abandon()
@@ -431,6 +449,8 @@ class Stream:
         if planner not in ("state", "ring"):
             raise InputError(f"planner must be 'state' or 'ring', got {planner!r}")
         with self._lock:
+            if self._tasks is not None:
+                check_slots(self.graph.spark, workers, fed_by_query=self._query is not None and self._query.isActive)
             clock = _time.perf_counter()
             before = len(self.ring.workers)
             ring = self.ring
@@ -468,6 +488,8 @@ class Stream:
         with self._lock:
             if self._query is not None and self._query.isActive:
                 raise InputError("this stream already consumes a source; call stop() first")
+            if self._tasks is not None:
+                check_slots(self.graph.spark, self.workers, fed_by_query=True)
             if checkpoint_location is None:
                 base = self._checkpoint.directory if self._checkpoint else tempfile.mkdtemp(prefix="hatrick-")
                 checkpoint_location = os.path.join(base, "spark")
@@ -491,3 +513,23 @@ class Stream:
         if self._query is not None:
             self._query.stop()
             self._query = None
+
+    def close(self) -> None:
+        """Stop consuming and end the workers' Spark tasks (their state goes with them; the
+        checkpoint keeps what was committed)."""
+        with self._lock:
+            self.stop()
+            if self._tasks is not None:
+                self.live.close()
+                self._tasks.close()
+                self._tasks = None
+
+
+def _on_executors(executors: bool | None, graph) -> bool:
+    """Whether the workers run in Spark tasks: as asked, else where the master is a cluster."""
+    if executors is not None:
+        return bool(executors)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    return spark is not None and re.fullmatch(r"local(\[.*\])?", spark.sparkContext.master) is None

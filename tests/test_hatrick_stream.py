@@ -504,3 +504,37 @@ def test_a_template_edge_removed_and_added_gets_its_static_value_back_on_any_wor
     if workers > 1:
         s.rescale(2, planner="ring")
     assert len(copies()) == before and (copies()["length"] == 1.0).all()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph, tmp_path, spark):
+    """executors=True: each worker is a long-running Spark task holding its buckets' state (the
+    same Worker, reached over a socket); pushes, a scale-out that starts a task and moves buckets
+    to it, live reach, a checkpoint restart and a snapshot give what the in-process stream gives."""
+    log = random_log(11, 240)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, executors=True, full_checkpoint_every=3)
+    try:
+        assert type(s.live.workers[0]).__name__ == "RemoteWorker"
+        s.reachable([0, 1, 2], list(range(10, 30)), live="q")
+        push_all(s, log[:120], 30)
+        out = s.rescale(2, planner="ring")                  # local[2]: two tasks fit when nothing feeds them
+        assert out.moved_bytes > 0 and s.workers == 2 and all(n > 0 for n in s.live.sizes()[:, 1])
+        with pytest.raises(InputError, match="3 slot"):      # a query would find no slot
+            s.start(str(tmp_path / "updates"))
+        push_all(s, log[120:], 30)
+        check_equal(s, ref)
+        assert s.live_results["q"].sort_values(["source", "sink"]).values.tolist() == \
+            s.reachable([0, 1, 2], list(range(10, 30))).sort_values(["source", "sink"]).values.tolist()
+        instance = s.snapshot()
+    finally:
+        s.close()
+    g = graph.refresh()
+    stored = pd.concat([g.read_edge_partition(p, instance=instance).to_pandas() for p in range(g.num_partitions)])
+    assert live_edge_counts(stored, False) == ref.edge_counts()
+    restarted = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=2)
+    check_equal(restarted, ref)
+    with pytest.raises(InputError, match="3 worker"):
+        graph.stream(num_buckets=16, workers=3, executors=True)

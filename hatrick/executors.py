@@ -1,0 +1,283 @@
+"""A stream's workers as long-running Spark tasks, each holding the live state of its buckets.
+
+``g.stream(workers=N, executors=True)`` (the default where the Spark master is a cluster)
+runs each :class:`hatrick.partitioned.Worker` inside a Spark task that lives as long as the
+stream; the driver keeps the ring, the producers' marks and the merge state, and reaches each
+worker only by requests over a :mod:`gopher.channel` connection (the same handshake, run key and
+frames as Gopher's resident runs). In-process workers (the default on ``local[*]``) are the same
+:class:`~hatrick.partitioned.Worker` answering the same requests by direct calls.
+
+Why one single-task Spark job per worker (the way Spark Streaming runs its receivers) rather
+than a barrier stage like Gopher's: a barrier stage is gang-scheduled with a fixed number of
+tasks, so adding or removing one worker, or replacing a lost one, would end and restart all of
+them with their state. With a job per worker, :meth:`hatrick.stream.Stream.rescale` starts or
+ends one worker while the others keep serving, and the workers never exchange barrier messages
+(only the moved buckets travel, on request).
+
+Cores: each worker holds one task slot for the stream's life. Pushing from the driver needs
+nothing more (N workers: N slots); a Structured Streaming query feeding the stream needs one
+more slot for its own micro-batch jobs (N + 1), which :meth:`Stream.start` checks
+(:func:`check_slots`), since otherwise its micro-batches would wait for ever.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import time
+import traceback
+import uuid
+from multiprocessing.connection import wait
+
+import numpy as np
+
+from gofs.errors import InputError
+from gopher.channel import Listener, RunKey, connect, frames_authenticated
+from gopher.resident import LOOPBACK, _Job
+from hatrick import datafile
+from hatrick.checkpoint import state_from_tree, state_to_tree
+from hatrick.partitioned import Worker
+
+RENDEZVOUS_SECONDS = 120.0
+
+
+class WorkerLost(RuntimeError):
+    """A worker's task ended (its executor died, or its job was cancelled)."""
+
+
+class WorkerFailed(RuntimeError):
+    """A request raised on a worker (the worker's traceback is in the message)."""
+
+
+def task_slots(spark) -> int:
+    """Task slots this Spark application has: cores of ``local[N]`` / ``local-cluster[E,C,M]``,
+    else ``spark.executor.instances`` x ``spark.executor.cores``, else the default parallelism;
+    divided by ``spark.task.cpus``."""
+    sc = spark.sparkContext
+    conf = sc.getConf()
+    master = sc.master
+    cores = None
+    if master == "local":
+        cores = 1
+    elif match := re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master):
+        cores = os.cpu_count() or 1 if match.group(1) == "*" else int(match.group(1))
+    elif match := re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]", master):
+        cores = int(match.group(1)) * int(match.group(2))
+    elif conf.get("spark.executor.instances") and conf.get("spark.executor.cores"):
+        cores = int(conf.get("spark.executor.instances")) * int(conf.get("spark.executor.cores"))
+    else:
+        cores = sc.defaultParallelism
+    return max(cores // int(conf.get("spark.task.cpus") or 1), 0)
+
+
+def check_slots(spark, workers: int, fed_by_query: bool) -> None:
+    """Refuse (InputError) a stream whose long-running workers would leave a Structured
+    Streaming query feeding it (``fed_by_query``) no slot, or would not all get one."""
+    slots = task_slots(spark)
+    needed = workers + (1 if fed_by_query else 0)
+    if needed > slots:
+        why = "and one more for the Structured Streaming query feeding them, " if fed_by_query else ""
+        raise InputError(f"hatrick: {workers} worker(s) on executors hold {workers} task slot(s) for the stream's "
+                         f"life, {why}so {needed} slot(s) are needed; Spark master {spark.sparkContext.master!r} "
+                         f"has {slots}. Use fewer workers, more executor cores, or executors=False.")
+
+
+# ------------------------------------------------------------------------------ the task side
+
+def worker_task(index: int, launch: int, address, key: RunKey):
+    """The function of worker ``index``'s Spark task: connect to the driver, take the initial
+    state, then answer requests until the driver closes the connection (that ends the task)."""
+
+    def run(_):
+        from pyspark import TaskContext
+
+        driver = connect(address, key)
+        try:
+            driver.send(("hello", launch, index, TaskContext.get().attemptNumber()))
+            serve(index, driver)
+        finally:
+            driver.close()
+        yield from ()
+
+    return run
+
+
+def serve(index: int, driver) -> None:
+    """Answer the driver's requests on one worker: ``(method, args)`` -> ``("ok", value)`` or
+    ``("error", traceback)``; ``state``/``staged_state`` answer with a data file."""
+    _, payload, owner = driver.recv()
+    worker = Worker(index, _state_of(payload), owner)
+    driver.send(("ok", None))
+    while True:
+        try:
+            name, args = driver.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            value = worker.request(name, *args).result()
+            if name in ("state", "staged_state", "empty_state"):
+                value = _state_bytes(value)
+            driver.send(("ok", value))
+        except Exception as exc:
+            driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
+
+
+def _state_bytes(state) -> bytes:
+    return datafile.dumps(state_to_tree(state))
+
+
+def _state_of(payload: bytes):
+    return state_from_tree(datafile.loads(payload))
+
+
+# ------------------------------------------------------------------------------ the driver side
+
+class _Answer:
+    """One request's answer, read from the worker's connection when asked for (answers come in
+    request order)."""
+
+    def __init__(self, worker: "RemoteWorker", name: str):
+        self.worker, self.name = worker, name
+
+    def result(self):
+        try:
+            kind, value = self.worker.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise self.worker.lost(exc) from exc
+        if kind == "error":
+            raise WorkerFailed(value)
+        if self.name in ("state", "staged_state", "empty_state"):
+            return _state_of(value)
+        return value
+
+
+class RemoteWorker:
+    """The driver's handle on a worker running in a Spark task: the same methods as
+    :class:`hatrick.partitioned.Worker`, each a request (see :meth:`request` to overlap them)."""
+
+    def __init__(self, index: int, owner: np.ndarray, conn, job, tasks: "WorkerTasks"):
+        self.index, self._owner, self.conn, self.job, self.tasks = index, owner, conn, job, tasks
+
+    def request(self, name: str, *args) -> _Answer:
+        """Send request ``name``; its answer is read by ``.result()`` (so several workers'
+        requests run at once)."""
+        try:
+            self.conn.send((name, args))
+        except OSError as exc:
+            raise self.lost(exc) from exc
+        return _Answer(self, name)
+
+    def lost(self, cause) -> WorkerLost:
+        return WorkerLost(f"hatrick: worker {self.index}'s Spark task ended ({cause!r}); its executor died or its "
+                          "job was cancelled")
+
+    @property
+    def owner(self) -> np.ndarray:
+        return self._owner
+
+    @owner.setter
+    def owner(self, owner: np.ndarray) -> None:
+        self.request("set_owner", owner).result()
+        self._owner = owner
+
+    @property
+    def state(self):
+        """This worker's committed state, fetched to the driver (O(its part of the graph))."""
+        return self.request("state").result()
+
+    def empty(self, index: int) -> "RemoteWorker":
+        """A new worker task with no buckets yet and this one's attribute kinds and template."""
+        return self.tasks.start({index: self.request("empty_state").result()}, self._owner)[0]
+
+    def close(self) -> None:
+        """End this worker's task (it returns when its connection closes)."""
+        self.conn.close()
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in SERVED:
+            raise AttributeError(name)
+        return lambda *args: self.request(name, *args).result()
+
+
+SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
+                    "vertex_frame", "part", "owned", "ghosts", "labels_of", "num_labels", "edge_frame",
+                    "owned_labels", "components_frame", "reachable", "vertex_attributes", "extract", "absorb",
+                    "set_owner", "state", "empty_state"})
+
+
+class WorkerTasks:
+    """The driver side of a stream's worker tasks: a listener with the stream's random key, one
+    Spark job (its own job group) per worker task, and the rendezvous that hands each task its
+    initial state."""
+
+    def __init__(self, spark):
+        conf = spark.sparkContext.getConf()
+        self.spark = spark
+        self.key = RunKey.fresh(frames=frames_authenticated(conf))
+        local = (spark.sparkContext.master or "").startswith("local")
+        advertised = LOOPBACK if local else conf.get("spark.driver.host")
+        bind = LOOPBACK if local else conf.get("spark.driver.bindAddress", advertised)
+        self.arrivals: queue.Queue = queue.Queue()
+        self.listener = Listener(bind, self.key, self.arrivals.put)
+        self.address = (advertised, self.listener.address[1])
+        self.group = f"hatrick-{uuid.uuid4().hex[:12]}"
+        self.launches = 0
+
+    def start(self, states: dict, owner: np.ndarray) -> list[RemoteWorker]:
+        """Start one task per ``{worker index: State}`` and give each its state; returns their handles
+        (in the order of ``states``) once every one holds its state."""
+        jobs = {}
+        for index in states:
+            self.launches += 1
+            fn = worker_task(index, self.launches, self.address, self.key)
+            rdd = self.spark.sparkContext.parallelize([index], 1).mapPartitions(fn)
+            jobs[self.launches] = (index, _Job(self.spark, rdd, f"{self.group}-{index}-{self.launches}",
+                                               f"hatrick: stream worker {index}"))
+        conns = self._rendezvous(jobs)
+        handles = []
+        for launch, (index, job) in jobs.items():
+            conns[launch].send(("init", _state_bytes(states[index]), owner))
+            handles.append(RemoteWorker(index, owner, conns[launch], job, self))
+        for worker in handles:
+            _Answer(worker, "init").result()
+        return handles
+
+    def _rendezvous(self, jobs: dict) -> dict:
+        """The connection of every launched task (by launch number), once each has said hello."""
+        deadline = time.monotonic() + RENDEZVOUS_SECONDS
+        registered, unregistered = {}, []
+        try:
+            while len(registered) < len(jobs):
+                with contextlib.suppress(queue.Empty):
+                    unregistered.append(self.arrivals.get(timeout=0.05))
+                for conn in wait(unregistered, timeout=0.05) if unregistered else []:
+                    unregistered.remove(conn)
+                    try:
+                        _, launch, _, _ = conn.recv()
+                    except (EOFError, OSError, ValueError, TypeError):
+                        conn.close()
+                        continue
+                    if launch in jobs and launch not in registered:
+                        registered[launch] = conn
+                    else:
+                        conn.close()
+                for launch, (index, job) in jobs.items():
+                    if launch not in registered and job.done():
+                        raise WorkerLost(f"hatrick: worker {index}'s Spark job ended before it connected: {job.error}")
+                if time.monotonic() > deadline:
+                    raise WorkerLost(f"hatrick: {len(jobs) - len(registered)} worker task(s) did not start within "
+                                     f"{RENDEZVOUS_SECONDS:g} s; are enough task slots free?")
+        except BaseException:
+            for conn in [*registered.values(), *unregistered]:
+                conn.close()
+            for launch, (index, job) in jobs.items():
+                self.spark.sparkContext.cancelJobGroup(f"{self.group}-{index}-{launch}")
+            raise
+        return registered
+
+    def close(self) -> None:
+        self.listener.close()
+        while not self.arrivals.empty():
+            self.arrivals.get_nowait().close()
+
