@@ -15,8 +15,15 @@ Phases, on one random undirected graph stored as GoFS (hash partitions):
 4. lost / duplicated: the final edge multiset against applying every update once
    (the generator's own window), and the live components against scipy from scratch.
 
-The stream has ``--workers`` workers (:mod:`hatrick.partitioned`, all in this process;
-default 1, the embedded default). ``--partitioned BATCHES`` instead runs the partitioned live
+The stream has ``--workers`` workers (:mod:`hatrick.partitioned`, in this process unless
+``--master`` names a cluster; default 1, the embedded default). ``--scaling N [N ...]`` instead
+runs only the closed loop with the workers in Spark tasks (:mod:`hatrick.executors`) on
+``--master``, once per N, beside the in-driver stream:
+
+    .venv/bin/python -m hatrick.bench --master 'local-cluster[2,1,2048]' --scaling 1 2 \\
+        --vertices 200000 --edges 400000 --batch 50000 --seconds 20
+
+``--partitioned BATCHES`` instead runs the partitioned live
 graph alone, without the stream around it, for 1, 2 and 3 workers, with a scale-out and a
 scale-in during the 2-worker run.
 
@@ -160,6 +167,39 @@ def closed_loop(stream, work, batch, seconds):
             "updates_per_s": rows / wall, "apply_ms_p50": 1e3 * percentile(apply_s, 50),
             "scratch_cc_ms_p50": 1e3 * percentile(scratch_s, 50),
             "replayed": replays, "replays_ignored": replay_dups}
+
+
+def scaling(g, edges, n, args) -> dict:
+    """The same closed loop (``--batch`` updates, half removals, incremental components and the
+    live Reach on, no checkpoint, no from-scratch peer) through ``g.stream(workers=N)`` with the
+    workers in Spark tasks for each N of ``--scaling``, and in this process (``in_driver``, one
+    worker: the mechanism before issue 21) for comparison: updates/s and per-push latency."""
+    out = {}
+    runs = [("in_driver", 1, False)] + [(f"{w}_workers", w, True) for w in args.scaling]
+    for name, workers, executors in runs:
+        stream = Stream(g, workers=workers, executors=executors)
+        try:
+            mark_query_sets(stream, n, args.seed)
+            work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
+            stream.push(work.batch(args.batch))                      # warm-up: the tasks' first batch
+            pushes = []
+            clock = time.perf_counter()
+            while time.perf_counter() - clock < args.seconds:
+                frame = work.batch(args.batch)
+                t = time.perf_counter()
+                stream.push(frame)
+                pushes.append(time.perf_counter() - t)
+            out[name] = {"workers": workers, "batches": len(pushes),
+                         "updates_per_s": args.batch * len(pushes) / sum(pushes),
+                         "latency_p50_s": percentile(pushes, 50), "latency_p99_s": percentile(pushes, 99),
+                         "reach_pairs": len(stream.live_results["reach"]),
+                         "live_edges_per_worker": stream.live.sizes()[:, 1].tolist()}
+        finally:
+            stream.close()
+    base = out[f"{args.scaling[0]}_workers"]["updates_per_s"]
+    for run in out.values():
+        run["vs_first_executor_run"] = run["updates_per_s"] / base
+    return out
 
 
 def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(3, 2)):
@@ -320,13 +360,27 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=1, help="the stream's workers (phases 1-4)")
     p.add_argument("--partitioned", type=int, default=0, metavar="BATCHES",
                    help="only run the partitioned live graph (no stream) for BATCHES batches per worker count")
+    p.add_argument("--master", default=None,
+                   help="Spark master, e.g. 'local-cluster[2,1,2048]' (with --scaling: where the workers run)")
+    p.add_argument("--scaling", type=int, nargs="+", default=None, metavar="N",
+                   help="only the closed loop with the workers in Spark tasks, for each N (see scaling())")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.master or args.scaling:
+        from goffish.session import session
+
+        session(master=args.master or "local[*]", app_name="hatrick-bench",
+                conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     with tempfile.TemporaryDirectory(prefix="hatrick-bench-") as tmp:
         n = args.vertices
         g, edges = build_graph(os.path.join(tmp, "g.gofs"), n, args.edges, args.seed)
+        if args.scaling:
+            result = {"vertices": n, "edges": args.edges, "batch": args.batch, "master": args.master,
+                      "load_average": os.getloadavg(), "scaling": scaling(g, edges, n, args)}
+            print(json.dumps(result, indent=1, default=float))
+            return 0
         stream = Stream(g, checkpoint=None if args.no_checkpoint else os.path.join(tmp, "ck"),
                         workers=args.workers)
         mark_query_sets(stream, n, args.seed)
