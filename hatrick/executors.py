@@ -202,7 +202,7 @@ class RemoteWorker:
 
 SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
                     "vertex_frame", "part", "owned", "ghosts", "labels_of", "num_labels", "edge_frame",
-                    "owned_labels", "components_frame", "reachable", "vertex_attributes", "extract", "absorb",
+                    "owned_labels", "components_frame", "reachable", "reach_summary", "vertex_attributes", "extract", "absorb",
                     "set_owner", "state", "empty_state"})
 
 

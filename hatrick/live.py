@@ -801,9 +801,17 @@ def reachable_pairs(state: State, sources: np.ndarray, sinks: np.ndarray) -> tup
         src = np.repeat(sources, count)
         starts = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
         return src, t_sorted[starts]
-    n = len(state.alive)
     live = state.live_slots()
-    graph = sp.csr_matrix((np.ones(len(live)), (state.src[live], state.dst[live])), shape=(n, n))
+    return directed_pairs(len(state.alive), state.src[live], state.dst[live], sources, sinks)
+
+
+def directed_pairs(n: int, src: np.ndarray, dst: np.ndarray, sources: np.ndarray,
+                   sinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (source, sink) of nodes 0..n-1 with a directed path over edges ``src -> dst`` (a
+    node reaches itself)."""
+    if not len(sources) or not len(sinks):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    graph = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
     is_sink = np.zeros(n, bool)
     is_sink[sinks] = True
     out_s, out_t = [], []

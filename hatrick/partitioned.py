@@ -17,18 +17,22 @@ Components: each worker labels its own vertices (ghosts included) with local com
 driver joins labels only through ghosts (:func:`merge_components`), so what it handles grows with
 the boundary between workers, not with the graph. Labels are original ids of one member (for
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
-between selected vertices follows from the merged components.
+between selected vertices follows from the merged components; directed reachability from each
+worker's pairs between its selected vertices and its boundary (entries and ghosts), followed
+on the driver (:meth:`PartitionedGraph._directed_reach`).
 
-The driver reaches workers only through :class:`Worker`'s methods, so a worker in another
-process can stand in for one; today all of them live in the caller's process. A batch is applied
+The driver reaches workers only through requests (:meth:`Worker.request`), so a worker in a
+Spark task (:class:`hatrick.executors.RemoteWorker`, the same requests over a socket) stands in
+for one in the driver's process; requests to all workers are sent before any answer is read,
+so the workers of a batch run at once. A batch is applied
 in two phases (:meth:`PartitionedGraph.stage`, then :meth:`~PartitionedGraph.commit` or
 :meth:`~PartitionedGraph.abandon`), so the stream makes it durable before any worker shows it and
 a failure on one worker changes none.
 
 What still needs the whole graph in one place goes through :meth:`PartitionedGraph.gather`
 (``Worker.part`` from every worker, rebuilt on the driver: O(graph), free for one worker):
-snapshots, directed reachability across workers, and the ``vertices()``/``edges()`` frames of an
-``on_batch`` view (gathered on first use, which is how CGQL's live patterns see the graph).
+snapshots and the ``vertices()``/``edges()`` frames of an ``on_batch`` view (which is how
+CGQL's live patterns see the graph; workers in Spark tasks send their states for every view).
 
 Migration (:meth:`Worker.extract` / :meth:`Worker.absorb`): the moved buckets' edges, owned
 vertices and attributes travel as a :mod:`hatrick.datafile` payload from the old owner to the
@@ -44,8 +48,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from hatrick import datafile
-from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, edge_frame,
-                          reachable_frame, select_vertices, vertex_frame)
+from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
+                          reachable_frame, reachable_pairs, select_vertices, vertex_frame)
 from hatrick.ring import bucket_of
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
 
@@ -206,12 +210,28 @@ class Worker:
         """(id, local label, id of the label's vertex) of owned alive vertices, all of them or those
         ``selector`` picks (as :func:`hatrick.live.select_vertices`)."""
         vids = self.owned()
-        if isinstance(selector, dict) and set(selector) - {"id"} - set(self.state.vattrs):
+        if _unknown(self.state, selector):
             vids = vids[:0]                           # an attribute none of its vertices ever had
         elif selector is not None:
             vids = np.intersect1d(vids, select_vertices(self.state, selector))
         ids = self.state.ids.to_numpy()
         return ids[vids], self.state.comp[vids], ids[self.state.comp[vids]]
+
+    def reach_summary(self, sources, sinks, entries: np.ndarray) -> tuple[np.ndarray, ...]:
+        """This worker's part of a directed reachability query, as ids: pairs (u, v) with a path
+        here from a selected source it owns or an entry (``entries``: its vertices held as ghosts
+        elsewhere, where paths come in) to a selected sink it owns or a ghost (where paths leave),
+        then the selected sources and sinks it owns."""
+        s = self.state
+        owned = self.owned()
+        picked = [np.intersect1d(owned, select_vertices(s, sel)) if not _unknown(s, sel) else owned[:0]
+                  for sel in (sources, sinks)]
+        entry = s.vids_of(np.asarray(entries, dtype=s.ids.dtype))
+        alive = np.flatnonzero(s.alive)
+        ghosts = alive[~self._owned_mask(alive)]
+        u, v = reachable_pairs(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], ghosts))
+        ids = s.ids.to_numpy()
+        return ids[u], ids[v], ids[picked[0]], ids[picked[1]]
 
     def components_frame(self) -> pd.DataFrame:
         """Local components of every vertex held here (for one worker: the graph's components)."""
@@ -251,6 +271,11 @@ class Worker:
         slots, _ = self._edge_buckets()
         alive = np.flatnonzero(s.alive)
         self.state = _rebuild(s, [_part(s, slots, alive[self._owned_mask(alive)]), datafile.loads(payload)])
+
+
+def _unknown(s: State, selector) -> bool:
+    """Whether ``selector`` names an attribute none of this state's vertices ever had."""
+    return isinstance(selector, dict) and bool(set(selector) - {"id"} - set(s.vattrs))
 
 
 class _Done:
@@ -449,7 +474,7 @@ class PartitionedGraph:
 
     def states(self) -> list[State]:
         """Each worker's current (immutable) state, in worker order: what a full checkpoint holds."""
-        return [w.state for w in self.workers]
+        return self._each("state")
 
     def commit(self) -> None:
         self._each("commit")
@@ -488,8 +513,8 @@ class PartitionedGraph:
     def gather(self) -> State:
         """THE GATHER: the whole graph as one :class:`hatrick.live.State` on the driver (every
         worker's :meth:`Worker.part`, rebuilt; O(graph)). Free for one worker (its own state). Used
-        only where a feature needs the whole graph: snapshots, directed reachability across
-        workers, ``on_batch`` view frames. Component labels of a gathered state are its own."""
+        only where a feature needs the whole graph: snapshots and ``on_batch`` view frames.
+        Component labels of a gathered state are its own."""
         if len(self.workers) == 1:
             return self.workers[0].state
         return _gather_states(self.states(), self.owner)
@@ -528,23 +553,40 @@ class PartitionedGraph:
 
     def reachable(self, sources, sinks) -> pd.DataFrame:
         """Pairs (``source``, ``sink``) joined by a path. Undirected: both in one component after
-        the boundary merge. Directed with several workers: on :meth:`gather` (not yet a boundary
-        merge). Selectors as in :meth:`hatrick.stream.Stream.reachable`."""
+        the boundary merge; directed: :meth:`_directed_reach`. Selectors as in
+        :meth:`hatrick.stream.Stream.reachable`."""
         if len(self.workers) == 1:
             return self.workers[0].reachable(sources, sinks)
-        if self.directed:
-            return reachable_frame(self.gather(), sources, sinks)
-        known = set().union(*(w.vertex_attributes() for w in self.workers)) | {"id"}
+        known = set().union(*self._each("vertex_attributes")) | {"id"}
         for selector in (sources, sinks):
             if isinstance(selector, dict) and set(selector) - known:
                 missing = sorted(set(selector) - known)[0]
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
+        if self.directed:
+            return self._directed_reach(sources, sinks)
         groups = merge_components(self.workers)
         s_ids, s_group, _ = self._labelled(sources, groups)
         t_ids, t_group, _ = self._labelled(sinks, groups)
         pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
                                                                     on="g")
         return pairs[["source", "sink"]].reset_index(drop=True)
+
+    def _directed_reach(self, sources, sinks) -> pd.DataFrame:
+        """Directed reachability over workers: each worker sends its local pairs from (sources,
+        entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`); a path leaves a worker only
+        through a ghost and goes on at that vertex's owner, so the driver joins the summaries
+        and follows them (its work grows with the boundary and the selection, not with V)."""
+        ghost_ids = [ids for ids, _ in self._each("ghosts")]
+        boundary = np.unique(np.concatenate(ghost_ids)) if ghost_ids else np.zeros(0, np.int64)
+        boundary_owner = self.owner[bucket_of(boundary, len(self.owner))]
+        answers = [w.request("reach_summary", sources, sinks, boundary[boundary_owner == w.index])
+                   for w in self.workers]
+        u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
+        nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
+        s, t = directed_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
+                              nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
+        ids = nodes.to_numpy()
+        return pd.DataFrame({"source": ids[s], "sink": ids[t]})
 
     def rescale(self, owner_after: np.ndarray) -> int:
         """Move the buckets whose owner changes, worker to worker (added workers start empty,
