@@ -25,6 +25,7 @@ import contextlib
 import os
 import queue
 import re
+import socket
 import time
 import traceback
 import uuid
@@ -85,7 +86,7 @@ def check_slots(spark, workers: int, fed_by_query: bool) -> None:
 
 # ------------------------------------------------------------------------------ the task side
 
-def worker_task(index: int, launch: int, address, key: RunKey):
+def worker_task(index: int, launch: int, address, key: RunKey, local: bool):
     """The function of worker ``index``'s Spark task: connect to the driver, take the initial
     state, then answer requests until the driver closes the connection (that ends the task)."""
 
@@ -95,7 +96,7 @@ def worker_task(index: int, launch: int, address, key: RunKey):
         driver = connect(address, key)
         try:
             driver.send(("hello", launch, index, TaskContext.get().attemptNumber()))
-            serve(index, driver)
+            serve(index, driver, key, LOOPBACK if local else socket.gethostbyname(socket.gethostname()))
         finally:
             driver.close()
         yield from ()
@@ -103,12 +104,21 @@ def worker_task(index: int, launch: int, address, key: RunKey):
     return run
 
 
-def serve(index: int, driver) -> None:
+def serve(index: int, driver, key: RunKey, host: str) -> None:
     """Answer the driver's requests on one worker: ``(method, args)`` -> ``("ok", value)`` or
-    ``("error", traceback)``; ``state``/``staged_state`` answer with a data file."""
+    ``("error", traceback)``; states travel as data files. The worker also listens on ``host``
+    for buckets other workers send it (its address is the answer to the initial state)."""
     _, payload, owner = driver.recv()
     worker = Worker(index, _state_of(payload), owner)
-    driver.send(("ok", None))
+    try:
+        driver.send(("ok", worker.listen(host, key)))
+        _answer(worker, driver)
+    finally:
+        worker.close()
+
+
+def _answer(worker: Worker, driver) -> None:
+    index = worker.index
     while True:
         try:
             name, args = driver.recv()
@@ -158,6 +168,7 @@ class RemoteWorker:
 
     def __init__(self, index: int, owner: np.ndarray, conn, job, tasks: "WorkerTasks"):
         self.index, self._owner, self.conn, self.job, self.tasks = index, owner, conn, job, tasks
+        self.peer_address = None
 
     def request(self, name: str, *args) -> _Answer:
         """Send request ``name``; its answer is read by ``.result()`` (so several workers'
@@ -202,7 +213,7 @@ class RemoteWorker:
 
 SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
                     "vertex_frame", "part", "owned", "ghosts", "labels_of", "num_labels", "edge_frame",
-                    "owned_labels", "components_frame", "reachable", "reach_summary", "vertex_attributes", "extract", "absorb",
+                    "owned_labels", "components_frame", "reachable", "reach_summary", "vertex_attributes", "extract", "absorb", "extract_to", "absorb_from",
                     "set_owner", "state", "empty_state"})
 
 
@@ -215,7 +226,7 @@ class WorkerTasks:
         conf = spark.sparkContext.getConf()
         self.spark = spark
         self.key = RunKey.fresh(frames=frames_authenticated(conf))
-        local = (spark.sparkContext.master or "").startswith("local")
+        self.local = local = (spark.sparkContext.master or "").startswith("local")
         advertised = LOOPBACK if local else conf.get("spark.driver.host")
         bind = LOOPBACK if local else conf.get("spark.driver.bindAddress", advertised)
         self.arrivals: queue.Queue = queue.Queue()
@@ -230,7 +241,7 @@ class WorkerTasks:
         jobs = {}
         for index in states:
             self.launches += 1
-            fn = worker_task(index, self.launches, self.address, self.key)
+            fn = worker_task(index, self.launches, self.address, self.key, self.local)
             rdd = self.spark.sparkContext.parallelize([index], 1).mapPartitions(fn)
             jobs[self.launches] = (index, _Job(self.spark, rdd, f"{self.group}-{index}-{self.launches}",
                                                f"hatrick: stream worker {index}"))
@@ -240,7 +251,7 @@ class WorkerTasks:
             conns[launch].send(("init", _state_bytes(states[index]), owner))
             handles.append(RemoteWorker(index, owner, conns[launch], job, self))
         for worker in handles:
-            _Answer(worker, "init").result()
+            worker.peer_address = tuple(_Answer(worker, "init").result())
         return handles
 
     def _rendezvous(self, jobs: dict) -> dict:

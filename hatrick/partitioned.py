@@ -41,12 +41,15 @@ new one; nothing else moves.
 from __future__ import annotations
 
 import dataclasses
+import queue
+import threading
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from gopher.channel import Listener, connect
 from hatrick import datafile
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
                           reachable_frame, reachable_pairs, select_vertices, vertex_frame)
@@ -55,6 +58,7 @@ from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, Upd
 
 
 OWN, END_A, END_B, BROADCAST = range(4)     # why a worker gets a row
+MOVE_SECONDS = 120.0                         # how long a worker waits for buckets sent to it
 
 
 def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -111,6 +115,17 @@ class Worker:
         self.state = state
         self.owner = owner
         self._staged = None
+        self.peer_address = None        # where other workers send it buckets (None: through the caller)
+        self._listener = self._inbox = self._key = None
+        self._sending: list[threading.Thread] = []
+
+    def listen(self, host: str, key) -> tuple:
+        """Take buckets straight from other workers on ``host`` (connections proving ``key``, a
+        :class:`gopher.channel.RunKey`); returns the address to give them."""
+        self._key, self._inbox = key, queue.Queue()
+        self._listener = Listener(host, key, self._inbox.put)
+        self.peer_address = tuple(self._listener.address)
+        return self.peer_address
 
     def request(self, name: str, *args) -> "_Done":
         """Call method ``name`` now (or read attribute ``name``, e.g. ``state``); ``.result()`` is
@@ -128,7 +143,11 @@ class Worker:
         return _rebuild(self.state, [])
 
     def close(self) -> None:
-        """Nothing to end for a worker in the driver's process."""
+        """Finish sending buckets and stop taking them."""
+        for thread in self._sending:
+            thread.join()
+        if self._listener is not None:
+            self._listener.close()
 
     def stage(self, batch: UpdateBatch):
         """Apply ``batch`` to a new version of the state, shown only after :meth:`commit`."""
@@ -265,6 +284,33 @@ class Worker:
         self.state = _rebuild(s, [_part(s, slots[~moving[edge_bucket]], alive[~vertex_moving])])
         return datafile.dumps(payload)
 
+    def extract_to(self, buckets: np.ndarray, peer):
+        """:meth:`extract` for the worker listening at ``peer``: the payload goes straight there
+        (on a thread, so two workers sending each other never wait on one another) and its size
+        is returned; ``peer`` None returns the payload itself for the caller to hand over."""
+        payload = self.extract(buckets)
+        if peer is None:
+            return payload
+        thread = threading.Thread(target=_send_payload, args=(peer, self._key, payload), daemon=True,
+                                  name=f"hatrick-move-{self.index}")
+        thread.start()
+        self._sending = [t for t in self._sending if t.is_alive()] + [thread]
+        return len(payload)
+
+    def absorb_from(self, payload: bytes | None) -> None:
+        """:meth:`absorb` ``payload``, or (None) the next one another worker sends here."""
+        if payload is None:
+            try:
+                channel = self._inbox.get(timeout=MOVE_SECONDS)
+            except queue.Empty:
+                raise TimeoutError(f"hatrick worker {self.index}: moved buckets did not arrive within "
+                                   f"{MOVE_SECONDS:g} s") from None
+            try:
+                payload = bytes(channel.recv_bytes())
+            finally:
+                channel.close()
+        self.absorb(payload)
+
     def absorb(self, payload: bytes) -> None:
         """Take over buckets extracted by another worker."""
         s = self.state
@@ -276,6 +322,14 @@ class Worker:
 def _unknown(s: State, selector) -> bool:
     """Whether ``selector`` names an attribute none of this state's vertices ever had."""
     return isinstance(selector, dict) and bool(set(selector) - {"id"} - set(s.vattrs))
+
+
+def _send_payload(peer, key, payload: bytes) -> None:
+    channel = connect(peer, key)
+    try:
+        channel.send_bytes(payload)
+    finally:
+        channel.close()
 
 
 class _Done:
@@ -596,20 +650,24 @@ class PartitionedGraph:
         while len(self.workers) < count:
             self.workers.append(self.workers[0].empty(len(self.workers)))
         moves = np.flatnonzero(owner_after != self.owner)
-        sent, payloads = 0, []
-        for w in self.workers:
+        answers = []
+        for w in self.workers:                          # every source extracts (and sends) first
             out = moves[self.owner[moves] == w.index]
             for target in np.unique(owner_after[out]):
-                payload = w.extract(out[owner_after[out] == target])
-                sent += len(payload)
-                payloads.append((int(target), payload))
+                peer = self.workers[target].peer_address
+                answers.append((int(target), w.request("extract_to", out[owner_after[out] == target], peer)))
+        sent, deliveries = 0, []
+        for target, answer in answers:
+            value = answer.result()                     # a payload (through the caller) or its size (sent)
+            sent += value if isinstance(value, int) else len(value)
+            deliveries.append((target, None if isinstance(value, int) else value))
         for w in self.workers[count:]:
             w.close()
         self.workers = self.workers[:count]
         for w in self.workers:
             w.owner = owner_after
-        for target, payload in payloads:
-            self.workers[target].absorb(payload)
+        for answer in [self.workers[target].request("absorb_from", payload) for target, payload in deliveries]:
+            answer.result()
         return sent
 
 
