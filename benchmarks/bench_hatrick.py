@@ -20,7 +20,7 @@ The stream has ``--workers`` workers (:mod:`hatrick.partitioned`, in this proces
 runs only the closed loop with the workers in Spark tasks (:mod:`hatrick.executors`) on
 ``--master``, once per N, beside the in-driver stream:
 
-    .venv/bin/python -m hatrick.bench --master 'local-cluster[2,1,2048]' --scaling 1 2 \\
+    ./run.sh bench hatrick --master 'local-cluster[2,1,2048]' --scaling 1 2 \\
         --vertices 200000 --edges 400000 --batch 50000 --seconds 20
 
 ``--partitioned BATCHES`` instead runs the partitioned live
