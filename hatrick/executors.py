@@ -166,8 +166,8 @@ class RemoteWorker:
     """The driver's handle on a worker running in a Spark task: the same methods as
     :class:`hatrick.partitioned.Worker`, each a request (see :meth:`request` to overlap them)."""
 
-    def __init__(self, index: int, owner: np.ndarray, conn, job, tasks: "WorkerTasks"):
-        self.index, self._owner, self.conn, self.job, self.tasks = index, owner, conn, job, tasks
+    def __init__(self, index: int, owner: np.ndarray, conn, group: str, tasks: "WorkerTasks"):
+        self.index, self._owner, self.conn, self.group, self.tasks = index, owner, conn, group, tasks
         self.peer_address = None
 
     def request(self, name: str, *args) -> _Answer:
@@ -204,6 +204,12 @@ class RemoteWorker:
     def close(self) -> None:
         """End this worker's task (it returns when its connection closes)."""
         self.conn.close()
+
+    def abort(self) -> None:
+        """End this worker's task now: close its connection and cancel its job (so that Spark does
+        not retry a lost task that nobody waits for)."""
+        self.conn.close()
+        self.tasks.spark.sparkContext.cancelJobGroup(self.group)
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name not in SERVED:
@@ -243,13 +249,13 @@ class WorkerTasks:
             self.launches += 1
             fn = worker_task(index, self.launches, self.address, self.key, self.local)
             rdd = self.spark.sparkContext.parallelize([index], 1).mapPartitions(fn)
-            jobs[self.launches] = (index, _Job(self.spark, rdd, f"{self.group}-{index}-{self.launches}",
-                                               f"hatrick: stream worker {index}"))
+            group = f"{self.group}-{index}-{self.launches}"
+            jobs[self.launches] = (index, group, _Job(self.spark, rdd, group, f"hatrick: stream worker {index}"))
         conns = self._rendezvous(jobs)
         handles = []
-        for launch, (index, job) in jobs.items():
+        for launch, (index, group, _) in jobs.items():
             conns[launch].send(("init", _state_bytes(states[index]), owner))
-            handles.append(RemoteWorker(index, owner, conns[launch], job, self))
+            handles.append(RemoteWorker(index, owner, conns[launch], group, self))
         for worker in handles:
             worker.peer_address = tuple(_Answer(worker, "init").result())
         return handles
@@ -273,7 +279,7 @@ class WorkerTasks:
                         registered[launch] = conn
                     else:
                         conn.close()
-                for launch, (index, job) in jobs.items():
+                for launch, (index, _, job) in jobs.items():
                     if launch not in registered and job.done():
                         raise WorkerLost(f"hatrick: worker {index}'s Spark job ended before it connected: {job.error}")
                 if time.monotonic() > deadline:
@@ -282,8 +288,8 @@ class WorkerTasks:
         except BaseException:
             for conn in [*registered.values(), *unregistered]:
                 conn.close()
-            for launch, (index, job) in jobs.items():
-                self.spark.sparkContext.cancelJobGroup(f"{self.group}-{index}-{launch}")
+            for _, group, _ in jobs.values():
+                self.spark.sparkContext.cancelJobGroup(group)
             raise
         return registered
 

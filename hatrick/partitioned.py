@@ -149,6 +149,9 @@ class Worker:
         if self._listener is not None:
             self._listener.close()
 
+    def abort(self) -> None:
+        self.close()
+
     def stage(self, batch: UpdateBatch):
         """Apply ``batch`` to a new version of the state, shown only after :meth:`commit`."""
         self._staged, outcome = apply_batch(self.state, batch)
@@ -456,6 +459,7 @@ class PartitionedGraph:
         owner = np.asarray(owner, np.int64)
         self.directed = state.directed
         count = int(owner.max()) + 1
+        self._clock = (int(state.batch), float(state.time))
         if count == 1:
             self.workers = [Worker(0, state, owner)]
             return
@@ -473,6 +477,7 @@ class PartitionedGraph:
         owner = np.asarray(owner, np.int64)
         graph.directed = states[0].directed
         graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
+        graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
         return graph
 
     def place_on(self, tasks) -> None:
@@ -485,23 +490,31 @@ class PartitionedGraph:
         for w in self.workers:
             w.close()
 
+    def abort(self) -> None:
+        """End the workers at once, without waiting for any (one was lost)."""
+        for w in self.workers:
+            w.abort()
+
     @property
     def owner(self) -> np.ndarray:
         return self.workers[0].owner
 
     @property
     def batch(self) -> int:
-        """Batches applied (every worker applies every batch, possibly with no rows)."""
-        return self.workers[0].clock()[0]
+        """Batches applied (every worker applies every batch, possibly with no rows; kept here,
+        so that reading it asks no worker)."""
+        return self._clock[0]
 
     @property
     def time(self) -> float:
-        """The latest event time applied on any worker."""
-        return max(w.clock()[1] for w in self.workers)
+        """The latest event time applied on any worker (every update reaches its owner)."""
+        return self._clock[1]
 
     def stage(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
         """Apply ``batch`` on every worker, shown only after :meth:`commit`; returns (updates
         applied, rejected ones) by the owners' verdicts. Raises (with nothing staged) if any worker fails."""
+        batches, time = self._clock
+        self._staged_clock = (batches + 1, max(time, float(batch.time.max())) if len(batch) else time)
         try:
             if len(self.workers) == 1:                   # every row is the only worker's own
                 outcome = self.workers[0].stage(batch)
@@ -532,6 +545,7 @@ class PartitionedGraph:
 
     def commit(self) -> None:
         self._each("commit")
+        self._clock = self._staged_clock
 
     def abandon(self) -> None:
         self._each("abandon")

@@ -49,7 +49,7 @@ from gofs.instances import append_instances
 from gofs.store import as_store
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
-from hatrick.executors import WorkerTasks, check_slots
+from hatrick.executors import WorkerLost, WorkerTasks, check_slots
 from hatrick.live import GraphView, State, build_state
 from hatrick.marks import ProducerMarks
 from hatrick.partitioned import PartitionedGraph
@@ -186,6 +186,7 @@ class Stream:
         else:
             self.live = PartitionedGraph(state, self.owner)
         self._tasks = None
+        self.recoveries = 0             # times lost worker tasks were replaced (from the checkpoint)
         if _on_executors(executors, graph):
             check_slots(self.graph.spark, workers, fed_by_query=False)
             self._tasks = WorkerTasks(self.graph.spark)
@@ -286,14 +287,18 @@ class Stream:
             marks = self.marks.advanced(batch)
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
-            pending = self._checkpoint.begin(self.live.batch + 1, batch, marks.hwm, buffered,
-                                             marks.gaps) if self._checkpoint else None
-            try:
-                applied, refused = self.live.stage(batch)
-            except BaseException:
-                if self._checkpoint:
-                    self._checkpoint.abandon(pending)
-                raise
+            for attempt in (0, 1):                 # a lost worker: recover, then apply the batch again
+                pending = self._checkpoint.begin(self.live.batch + 1, batch, marks.hwm, buffered,
+                                                 marks.gaps) if self._checkpoint else None
+                try:
+                    applied, refused = self.live.stage(batch)
+                    break
+                except BaseException as error:
+                    if self._checkpoint:
+                        self._checkpoint.abandon(pending)
+                    if attempt or not isinstance(error, WorkerLost):
+                        raise
+                    self._recover(error)
             if self._checkpoint:
                 try:
                     self._checkpoint.commit(pending, self.live.staged_states, marks.hwm, buffered, marks.gaps,
@@ -301,7 +306,10 @@ class Stream:
                 except BaseException:
                     self.live.abandon()
                     raise
-            self.live.commit()
+            try:
+                self.live.commit()
+            except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
+                self._recover(error)
             self.marks = marks
             rejected = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
             if len(rejected):
@@ -325,6 +333,21 @@ class Stream:
                     self._ingest(aged, text_values=False, errors="report")
         return BatchReport(number, received, received - len(bad_rows) - len(batch), applied, rejected,
                            _time.perf_counter() - clock, snap)
+
+    def _recover(self, error: WorkerLost) -> None:
+        """A worker's Spark task was lost (its executor died): end every worker task, rebuild the
+        live graph from the checkpoint (the last full state plus the batches logged since, which
+        hold every committed batch) and start the workers again; without a checkpoint the live
+        state is gone, so ``error`` is raised."""
+        if self._checkpoint is None or self._tasks is None:
+            raise WorkerLost(f"{error}; the stream has no checkpoint, so its live state is lost") from error
+        self.live.abort()
+        self._checkpoint.wait()
+        restored = self._checkpoint.load()
+        self.live = self._adopt(restored["graph"]) if restored else \
+            PartitionedGraph(load_graph_state(self.graph)[0], self.owner)
+        self.live.place_on(self._tasks)
+        self.recoveries += 1
 
     @property
     def hwm(self) -> dict:

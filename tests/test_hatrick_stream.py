@@ -538,3 +538,30 @@ def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph,
     check_equal(restarted, ref)
     with pytest.raises(InputError, match="3 worker"):
         graph.stream(num_buckets=16, workers=3, executors=True)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, tmp_path, spark):
+    """A worker's Spark task ends under the stream (its job cancelled, its connection gone): the
+    next push recovers every worker from the full checkpoint plus the logged batches and applies
+    the batch once; without a checkpoint the loss is reported."""
+    log = random_log(5, 200)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, executors=True, full_checkpoint_every=4)
+    try:
+        push_all(s, log[:110], 20)                           # a full state at batch 4, batches 5-6 logged
+        s.live.workers[0].abort()
+        push_all(s, log[110:], 20)
+        assert s.recoveries == 1
+        check_equal(s, ref)
+    finally:
+        s.close()
+    bare = graph.stream(num_buckets=16, executors=True)
+    try:
+        bare.live.workers[0].abort()
+        with pytest.raises(stream_module.WorkerLost, match="no checkpoint"):
+            bare.push(log[:5])
+    finally:
+        bare.close()
