@@ -21,13 +21,16 @@ N = 30
 
 @pytest.fixture
 def graph(tmp_path):
+    return sample_graph(str(tmp_path / "g.gofs"))
+
+
+def sample_graph(path):
     rng = np.random.default_rng(0)
     src, dst = rng.integers(0, N, 40), rng.integers(0, N, 40)
     edges = pd.DataFrame({"src": np.r_[src, np.arange(N)], "dst": np.r_[dst, np.arange(N)], "length": 1.0})
     edges = edges.iloc[:40].reset_index(drop=True)
     vertices = pd.DataFrame({"id": np.arange(N)})
-    return goffish.ingest(from_pandas(edges, vertices), str(tmp_path / "g.gofs"), num_partitions=2,
-                          partitioner="hash")
+    return goffish.ingest(from_pandas(edges, vertices), path, num_partitions=2, partitioner="hash")
 
 
 def template_reference(g):
@@ -565,3 +568,66 @@ def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, 
             bare.push(log[:5])
     finally:
         bare.close()
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_workers_executor_on_local_cluster_loses_and_doubles_nothing(tmp_path):
+    """On local-cluster[2,1,1024] each of the two workers is a task in its own executor JVM: one
+    executor is killed with SIGKILL mid-stream; the stream replaces the workers from its checkpoint
+    and the live graph and its components equal applying every update once (NetworkX), its
+    snapshot the snapshot of a stream that got the same updates without the kill."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, signal, sys
+        sys.path.insert(0, {str(tests)!r})
+        import pandas as pd
+        import goffish
+        import test_hatrick_stream as t
+        from hatrick_reference import live_edge_counts, live_partition
+        spark = goffish.session(app_name="hatrick-kill")
+        g = t.sample_graph({str(tmp_path / 'g.gofs')!r})
+        log = t.random_log(3, 300)
+        ref = t.template_reference(g)
+        for update in log:
+            ref.apply(update)
+        s = g.stream(checkpoint={str(tmp_path / 'ck')!r}, num_buckets=16, workers=2, full_checkpoint_every=4)
+        remote = type(s.live.workers[0]).__name__
+        t.push_all(s, log[:150], 25)
+        app = spark.sparkContext.applicationId
+        executors = [int(p) for p in os.listdir("/proc") if p.isdigit() and
+                     b"CoarseGrainedExecutorBackend" in open(f"/proc/{{p}}/cmdline", "rb").read() and
+                     app.encode() in open(f"/proc/{{p}}/cmdline", "rb").read()]
+        os.kill(executors[0], signal.SIGKILL)
+        t.push_all(s, log[150:], 25)
+        t.check_equal(s, ref)
+        same_cc = live_partition(s.connected_components()) == ref.partition()      # NetworkX's
+        clean = t.sample_graph({str(tmp_path / 'clean.gofs')!r})   # the same updates, no fault, in the driver
+        c = clean.stream(num_buckets=16, executors=False)
+        t.push_all(c, log, 25)
+
+        def stored(graph, instance):
+            graph = graph.refresh()
+            frame = pd.concat([graph.read_edge_partition(p, instance=instance).to_pandas()
+                               for p in range(graph.num_partitions)])
+            return live_edge_counts(frame, False)
+
+        same_snapshot = stored(g, s.snapshot()) == stored(clean, c.snapshot())
+        print(json.dumps({{"remote": remote, "executors": len(executors), "recoveries": s.recoveries,
+                          "components_equal_networkx": same_cc, "snapshot_as_without_the_kill": same_snapshot}}))
+        s.close()
+    """))
+    python = sys.executable
+    env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+    done = subprocess.run([str(Path(python).parent / "spark-submit"), "--master", "local-cluster[2,1,1024]",
+                           str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"remote": "RemoteWorker", "executors": 2, "recoveries": 1, "components_equal_networkx": True,
+                      "snapshot_as_without_the_kill": True}
