@@ -194,12 +194,35 @@ def scaling(g, edges, n, args) -> dict:
                          "latency_p50_s": percentile(pushes, 50), "latency_p99_s": percentile(pushes, 99),
                          "reach_pairs": len(stream.live_results["reach"]),
                          "live_edges_per_worker": stream.live.sizes()[:, 1].tolist()}
+            if executors and args.rescale:
+                out[name]["rescale"] = rescale_round_trip(stream, work, args.batch)
         finally:
             stream.close()
     base = out[f"{args.scaling[0]}_workers"]["updates_per_s"]
     for run in out.values():
         run["vs_first_executor_run"] = run["updates_per_s"] / base
     return out
+
+
+def rescale_round_trip(stream, work, batch: int) -> list:
+    """Scale the running stream out by one worker and back in (state-aware planner), a push
+    between: per move, bytes sent worker to worker against the live state's bytes (every
+    worker's part as a payload, measured before the move), the pause and the busiest worker's
+    state / mean after it."""
+    from hatrick import datafile
+
+    moves = []
+    n = stream.workers
+    for target in (n + 1, n):
+        total = sum(len(datafile.dumps(w.part())) for w in stream.live.workers)
+        report = stream.rescale(target)
+        state = np.array(report.worker_state, float)
+        moves.append({"from": report.workers_before, "to": target, "sent_bytes": report.moved_bytes,
+                      "state_bytes": total, "sent_fraction": report.moved_bytes / total,
+                      "bound": 1 / (max(report.workers_before, target)) + 0.05,
+                      "pause_s": report.pause_seconds, "max_state_ratio": float(state.max() / state.mean())})
+        stream.push(work.batch(batch))
+    return moves
 
 
 def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(3, 2)):
@@ -364,6 +387,8 @@ def main(argv=None) -> int:
                    help="Spark master, e.g. 'local-cluster[2,1,2048]' (with --scaling: where the workers run)")
     p.add_argument("--scaling", type=int, nargs="+", default=None, metavar="N",
                    help="only the closed loop with the workers in Spark tasks, for each N (see scaling())")
+    p.add_argument("--rescale", action="store_true",
+                   help="with --scaling: after each closed loop, scale out by one worker and back in")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

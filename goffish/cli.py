@@ -276,7 +276,7 @@ def cmd_stream(args) -> int:
     g = goffish.open(args.graph, spark=spark)
     policy = SnapshotPolicy(interval=args.snapshot_interval, min_volume=args.snapshot_min,
                             max_age=args.snapshot_max_age)
-    s = g.stream(checkpoint=args.checkpoint, snapshot_policy=policy, aging_ttl=args.ttl)
+    s = g.stream(checkpoint=args.checkpoint, snapshot_policy=policy, aging_ttl=args.ttl, workers=args.workers)
 
     def progress(view):
         print(f"batch {view.seq}: time {view.time}, {s.num_vertices:,} vertices, "
@@ -292,6 +292,7 @@ def cmd_stream(args) -> int:
         s.stop()
     if s.buffer.volume:
         s.snapshot()
+    s.close()
     for r in s.snapshots:
         print(f"snapshot instance {r.instance}: {r.buffered_updates:,} updates, +{r.added_edges} -{r.removed_edges} "
               f"edges, +{r.added_vertices} vertices, {r.seconds:.2f}s")
@@ -431,6 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="availableNow (drain and stop), once, or processingTime=<interval> (keep running)")
     p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--ttl", type=float, default=None, help="remove edges unused for this much event time")
+    p.add_argument("--workers", type=int, default=1,
+                   help="workers holding the live graph by bucket; on a cluster master each is a long-running Spark "
+                        "task holding one executor core, and the query feeding them needs one more (N workers: "
+                        "N + 1 cores, refused otherwise); on local[N] they run in the driver")
     p.add_argument("--snapshot-interval", type=float, default=5.0, help="seconds of updates per snapshot")
     p.add_argument("--snapshot-min", type=int, default=10_000, help="fewest buffered updates worth a snapshot")
     p.add_argument("--snapshot-max-age", type=float, default=30.0, help="longest a buffered update waits")

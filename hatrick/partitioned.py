@@ -266,10 +266,6 @@ class Worker:
     def vertex_attributes(self) -> set:
         return set(self.state.vattrs)
 
-    def empty(self, index: int) -> "Worker":
-        """A new worker with no buckets yet and this one's attribute kinds and template."""
-        return Worker(index, self.empty_state(), self.owner)
-
     def _edge_buckets(self) -> tuple[np.ndarray, np.ndarray]:
         return edge_buckets(self.state, len(self.owner))
 
@@ -459,6 +455,7 @@ class PartitionedGraph:
         owner = np.asarray(owner, np.int64)
         self.directed = state.directed
         count = int(owner.max()) + 1
+        self.tasks = None
         self._clock = (int(state.batch), float(state.time))
         if count == 1:
             self.workers = [Worker(0, state, owner)]
@@ -477,6 +474,7 @@ class PartitionedGraph:
         owner = np.asarray(owner, np.int64)
         graph.directed = states[0].directed
         graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
+        graph.tasks = None
         graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
         return graph
 
@@ -484,6 +482,20 @@ class PartitionedGraph:
         """Move every worker into a Spark task of ``tasks`` (a :class:`hatrick.executors.WorkerTasks`):
         from now on each one's state lives in its task and the driver only sends it requests."""
         self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner)
+        self.tasks = tasks
+
+    def blank_state(self) -> State:
+        """The state of a worker with no buckets yet (worker 0's attribute kinds and template)."""
+        return self.workers[0].request("empty_state").result()
+
+    def new_workers(self, indices, blank: State | None = None) -> list:
+        """Workers ``indices`` holding ``blank`` (default :meth:`blank_state`), in Spark tasks if
+        this graph's workers are (starting a task takes seconds: :meth:`Stream.rescale` starts
+        them before the cut-over, outside its pause)."""
+        blank = self.blank_state() if blank is None else blank
+        if self.tasks is None:
+            return [Worker(i, blank, self.owner) for i in indices]
+        return self.tasks.start({i: blank for i in indices}, self.owner)
 
     def close(self) -> None:
         """End the workers' tasks (if they run in Spark tasks)."""
@@ -589,11 +601,22 @@ class PartitionedGraph:
 
     def view(self) -> GraphView:
         """The graph now, for ``on_batch`` callbacks: time and seq at once; frames on first use
-        (one worker: its state; several: a gather of the workers' states as they are now)."""
-        if len(self.workers) == 1:
+        (one worker in this process: its state; several: a gather of the workers' states as they
+        are now; workers in Spark tasks: a gather when the frames are first read, which must be
+        before the next batch)."""
+        if len(self.workers) == 1 and isinstance(self.workers[0], Worker):
             return GraphView(self.workers[0].state)
-        states, owner = self.states(), self.owner
-        return GraphView(lambda: _gather_states(states, owner), time=self.time, seq=self.batch)
+        if all(isinstance(w, Worker) for w in self.workers):
+            states, owner = self.states(), self.owner
+            return GraphView(lambda: _gather_states(states, owner), time=self.time, seq=self.batch)
+        seq = self.batch
+
+        def gathered() -> State:                  # workers in Spark tasks hold only their current state
+            if self.batch != seq:
+                raise RuntimeError(f"hatrick: the frames of the view of batch {seq} were first read after batch "
+                                   f"{self.batch}; with workers in Spark tasks, read them in the callback")
+            return self.gather()
+        return GraphView(gathered, time=self.time, seq=seq)
 
     def edges(self) -> pd.DataFrame:
         return pd.concat([w.edge_frame() for w in self.workers], ignore_index=True)
@@ -656,13 +679,14 @@ class PartitionedGraph:
         ids = nodes.to_numpy()
         return pd.DataFrame({"source": ids[s], "sink": ids[t]})
 
-    def rescale(self, owner_after: np.ndarray) -> int:
-        """Move the buckets whose owner changes, worker to worker (added workers start empty,
-        removed ones hand everything over); returns the bytes sent."""
+    def rescale(self, owner_after: np.ndarray, added: list | None = None) -> int:
+        """Move the buckets whose owner changes, worker to worker (added workers start empty: those
+        of ``added`` (from :meth:`new_workers`), else new ones; removed ones hand everything over);
+        returns the bytes sent."""
         owner_after = np.asarray(owner_after, np.int64)
         count = int(owner_after.max()) + 1
-        while len(self.workers) < count:
-            self.workers.append(self.workers[0].empty(len(self.workers)))
+        if len(self.workers) < count:
+            self.workers += added or self.new_workers(range(len(self.workers), count))
         moves = np.flatnonzero(owner_after != self.owner)
         answers = []
         for w in self.workers:                          # every source extracts (and sends) first
