@@ -197,10 +197,6 @@ class RemoteWorker:
         """This worker's committed state, fetched to the driver (O(its part of the graph))."""
         return self.request("state").result()
 
-    def empty(self, index: int) -> "RemoteWorker":
-        """A new worker task with no buckets yet and this one's attribute kinds and template."""
-        return self.tasks.start({index: self.request("empty_state").result()}, self._owner)[0]
-
     def close(self) -> None:
         """End this worker's task (it returns when its connection closes)."""
         self.conn.close()

@@ -465,8 +465,9 @@ class Stream:
 
     def rescale(self, workers: int, planner: str = "state") -> RescaleReport:
         """Change the number of workers; ``planner`` "state" (moves least state under the load
-        bound) or "ring" (consistent hashing). Runs between batches: the moved buckets' live state
-        goes from their old worker to their new one (``moved_bytes``: what was sent)."""
+        bound) or "ring" (consistent hashing). Added workers are started first, while batches go
+        on; then, between two batches, the moved buckets' live state goes from their old worker
+        to their new one (``moved_bytes``: what was sent; ``pause_seconds``: the cut-over)."""
         if workers < 1:
             raise InputError(f"workers must be >= 1, got {workers}")
         if planner not in ("state", "ring"):
@@ -474,6 +475,14 @@ class Stream:
         with self._lock:
             if self._tasks is not None:
                 check_slots(self.graph.spark, workers, fed_by_query=self._query is not None and self._query.isActive)
+            live, current = self.live, len(self.ring.workers)
+            blank = live.blank_state() if workers > current else None
+        added = live.new_workers(range(current, workers), blank) if blank is not None else None   # outside the pause
+        with self._lock:
+            if self.live is not live or len(self.ring.workers) != current:      # recovered or rescaled meanwhile
+                for w in added or []:
+                    w.close()
+                return self.rescale(workers, planner)
             clock = _time.perf_counter()
             before = len(self.ring.workers)
             ring = self.ring
@@ -485,7 +494,7 @@ class Stream:
             load = self.buffer.load + 1e-9
             by_ring = ring_plan(load, state, ring.owners(self.num_buckets), self.owner, ring.workers, self.tau)
             plan = by_ring if planner == "ring" else plan_migration(load, state, self.owner, ring.workers, self.tau)
-            moved_bytes = self.live.rescale(plan.owner)
+            moved_bytes = self.live.rescale(plan.owner, added)
             self.ring, self.owner = ring, plan.owner
             pause = _time.perf_counter() - clock
             report = RescaleReport(before, workers, planner, len(plan.moved), plan.moved_fraction,
