@@ -175,7 +175,7 @@ def scaling(g, edges, n, args) -> dict:
     workers in Spark tasks for each N of ``--scaling``, and in this process (``in_driver``, one
     worker: the mechanism before issue 21) for comparison: updates/s and per-push latency."""
     out = {}
-    runs = [("in_driver", 1, False)] + [(f"{w}_workers", w, True) for w in args.scaling]
+    runs = [(f"{w}_workers", w, True) for w in args.scaling] + [("in_driver", 1, False)]
     for name, workers, executors in runs:
         stream = Stream(g, workers=workers, executors=executors)
         try:
@@ -220,7 +220,8 @@ def rescale_round_trip(stream, work, batch: int) -> list:
         moves.append({"from": report.workers_before, "to": target, "sent_bytes": report.moved_bytes,
                       "state_bytes": total, "sent_fraction": report.moved_bytes / total,
                       "bound": 1 / (max(report.workers_before, target)) + 0.05,
-                      "pause_s": report.pause_seconds, "max_state_ratio": float(state.max() / state.mean())})
+                      "pause_s": report.pause_seconds, "max_load_ratio_by_plan": report.max_load_ratio,
+                      "max_state_ratio": float(state.max() / state.mean())})
         stream.push(work.batch(batch))
     return moves
 

@@ -420,24 +420,28 @@ def _rebuild(like: State, parts: list[dict]) -> State:
                  like.static_vertex, like.static_edge, like.batch, like.time, state.free, like.template)
 
 
+def _all(workers: list, name: str, *args) -> list:
+    """Request ``name`` of every worker at once; their answers in worker order."""
+    return [answer.result() for answer in [w.request(name, *args) for w in workers]]
+
+
 def merge_components(workers: list[Worker]) -> list[np.ndarray]:
     """Per worker, a global component number for each local label (indexed by vid), joined through
     ghosts only: the driver sees each worker's (ghost id, label) pairs and the owners' labels of
     those ids, so its work follows the boundary, not the graph."""
     owner = workers[0].owner
-    offsets = np.cumsum([0] + [w.num_labels() for w in workers])
-    left, right = [], []
-    for w in workers:
-        ids, labels = w.ghosts()
-        if not len(ids):
-            continue
+    offsets = np.cumsum([0] + _all(workers, "num_labels"))
+    left, right, asked = [], [], []
+    for w, (ids, labels) in zip(workers, _all(workers, "ghosts")):
         owners = owner[bucket_of(ids, len(owner))]
         for o in np.unique(owners):
             mine = owners == o
-            theirs = workers[o].labels_of(ids[mine])
-            known = theirs >= 0
-            left.append(offsets[w.index] + labels[mine][known])
-            right.append(offsets[o] + theirs[known])
+            asked.append((w.index, labels[mine], o, workers[o].request("labels_of", ids[mine])))
+    for index, labels, o, answer in asked:                   # every worker's questions are out: read the answers
+        theirs = answer.result()
+        known = theirs >= 0
+        left.append(offsets[index] + labels[known])
+        right.append(offsets[o] + theirs[known])
     total = int(offsets[-1])
     group = np.arange(total)
     if left:
@@ -563,8 +567,7 @@ class PartitionedGraph:
         self._each("abandon")
 
     def _each(self, name: str, *args) -> list:
-        """Request ``name`` of every worker at once; their answers in worker order."""
-        return [answer.result() for answer in [w.request(name, *args) for w in self.workers]]
+        return _all(self.workers, name, *args)
 
     def apply(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
         """:meth:`stage` and :meth:`commit`."""
@@ -637,7 +640,7 @@ class PartitionedGraph:
     def _labelled(self, selector, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(id, global component number, id of the local label's vertex) of the owned alive vertices
         ``selector`` picks (None: all), worker by worker."""
-        out = [w.owned_labels(selector) for w in self.workers]
+        out = self._each("owned_labels", selector)
         return (np.concatenate([ids for ids, _, _ in out]),
                 np.concatenate([group[labels] for group, (_, labels, _) in zip(groups, out)]),
                 np.concatenate([rep for _, _, rep in out]))
