@@ -60,6 +60,15 @@ def random_log(seed, count, producers=("a", "b")):
     return log
 
 
+def log_and_reference(graph, seed, count):
+    """A random log and the reference graph after applying it to ``graph``'s template."""
+    log = random_log(seed, count)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    return log, ref
+
+
 def check_equal(s, ref):
     assert sorted(s.vertices()["id"]) == sorted(ref.vertices)
     assert live_edge_counts(s.edges(), ref.directed) == ref.edge_counts()
@@ -514,10 +523,7 @@ def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph,
     """executors=True: each worker is a long-running Spark task holding its buckets' state (the
     same Worker, reached over a socket); pushes, a scale-out that starts a task and moves buckets
     to it, live reach, a checkpoint restart and a snapshot give what the in-process stream gives."""
-    log = random_log(11, 240)
-    ref = template_reference(graph)
-    for update in log:
-        ref.apply(update)
+    log, ref = log_and_reference(graph, 11, 240)
     s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, executors=True, full_checkpoint_every=3)
     try:
         assert type(s.live.workers[0]).__name__ == "RemoteWorker"
@@ -548,10 +554,7 @@ def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, 
     """A worker's Spark task ends under the stream (its job cancelled, its connection gone): the
     next push recovers every worker from the full checkpoint plus the logged batches and applies
     the batch once; without a checkpoint the loss is reported."""
-    log = random_log(5, 200)
-    ref = template_reference(graph)
-    for update in log:
-        ref.apply(update)
+    log, ref = log_and_reference(graph, 5, 200)
     s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, executors=True, full_checkpoint_every=4)
     try:
         push_all(s, log[:110], 20)                           # a full state at batch 4, batches 5-6 logged
