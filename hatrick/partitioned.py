@@ -205,6 +205,14 @@ class Worker:
             return np.ones(len(vids), bool)
         return self.owner[bucket_of(self.state.ids.to_numpy()[vids], len(self.owner))] == self.index
 
+    def _picked(self, selector) -> np.ndarray:
+        """Owned alive vids ``selector`` picks (as :func:`hatrick.live.select_vertices`; none for an
+        attribute none of this worker's vertices ever had)."""
+        if _unknown(self.state, selector):
+            return np.zeros(0, np.int64)
+        vids = select_vertices(self.state, selector)
+        return vids[self.state.alive[vids] & self._owned_mask(vids)]
+
     def owned(self) -> np.ndarray:
         """Alive vids of this worker's state that it owns."""
         vids = np.flatnonzero(self.state.alive)
@@ -231,11 +239,10 @@ class Worker:
     def owned_labels(self, selector=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(id, local label, id of the label's vertex) of owned alive vertices, all of them or those
         ``selector`` picks (as :func:`hatrick.live.select_vertices`)."""
-        vids = self.owned()
-        if _unknown(self.state, selector):
-            vids = vids[:0]                           # an attribute none of its vertices ever had
-        elif selector is not None:
-            vids = np.intersect1d(vids, select_vertices(self.state, selector))
+        if selector is None:
+            vids = self.owned()
+        else:
+            vids = self._picked(selector)
         ids = self.state.ids.to_numpy()
         return ids[vids], self.state.comp[vids], ids[self.state.comp[vids]]
 
@@ -245,9 +252,7 @@ class Worker:
         elsewhere, where paths come in) to a selected sink it owns or a ghost (where paths leave),
         then the selected sources and sinks it owns."""
         s = self.state
-        owned = self.owned()
-        picked = [np.intersect1d(owned, select_vertices(s, sel)) if not _unknown(s, sel) else owned[:0]
-                  for sel in (sources, sinks)]
+        picked = [self._picked(sel) for sel in (sources, sinks)]
         entry = s.vids_of(np.asarray(entries, dtype=s.ids.dtype))
         alive = np.flatnonzero(s.alive)
         ghosts = alive[~self._owned_mask(alive)]
@@ -425,10 +430,28 @@ def _all(workers: list, name: str, *args) -> list:
     return [answer.result() for answer in [w.request(name, *args) for w in workers]]
 
 
-def merge_components(workers: list[Worker]) -> list[np.ndarray]:
-    """Per worker, a global component number for each local label (indexed by vid), joined through
-    ghosts only: the driver sees each worker's (ghost id, label) pairs and the owners' labels of
-    those ids, so its work follows the boundary, not the graph."""
+class MergedLabels:
+    """Global component numbers of the workers' local labels: the labels joined through ghosts
+    (``keys``: worker offset + label, sorted) share their group's number (after every plain
+    label's); any other label keeps its own (offset + label). Its size follows the boundary."""
+
+    def __init__(self, offsets: np.ndarray, keys: np.ndarray, group: np.ndarray):
+        self.offsets, self.keys, self.group = offsets, keys, group
+
+    def of(self, index: int, labels: np.ndarray) -> np.ndarray:
+        """Global numbers of worker ``index``'s local ``labels``."""
+        number = self.offsets[index] + np.asarray(labels, np.int64)
+        if len(self.keys):
+            at = np.minimum(np.searchsorted(self.keys, number), len(self.keys) - 1)
+            hit = self.keys[at] == number
+            number[hit] = self.offsets[-1] + self.group[at[hit]]
+        return number
+
+
+def merge_components(workers: list[Worker]) -> MergedLabels:
+    """Local labels joined through ghosts only: the driver sees each worker's (ghost id, label)
+    pairs and the owners' labels of those ids, and joins only the labels among them, so its work
+    follows the boundary, not the graph."""
     owner = workers[0].owner
     offsets = np.cumsum([0] + _all(workers, "num_labels"))
     left, right, asked = [], [], []
@@ -442,13 +465,18 @@ def merge_components(workers: list[Worker]) -> list[np.ndarray]:
         known = theirs >= 0
         left.append(offsets[index] + labels[known])
         right.append(offsets[o] + theirs[known])
+    if not left:
+        return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64))
     total = int(offsets[-1])
-    group = np.arange(total)
-    if left:
-        u, v = np.concatenate(left), np.concatenate(right)
-        group = connected_components(sp.csr_matrix((np.ones(len(u)), (u, v)), shape=(total, total)),
-                                     directed=False)[1]
-    return [group[offsets[w.index]:offsets[w.index + 1]] for w in workers]
+    joined = pd.unique(np.concatenate(left) * total + np.concatenate(right))    # most pairs repeat (hash, no sort)
+    u, v = np.divmod(joined, total)
+    codes, keys = pd.factorize(np.concatenate([u, v]))
+    order = np.argsort(keys)
+    rank = np.empty(len(keys), np.int64)
+    rank[order] = np.arange(len(keys))
+    keys, pairs, size = keys[order], rank[codes], len(keys)
+    edges = sp.csr_matrix((np.ones(len(u)), (pairs[:len(u)], pairs[len(u):])), shape=(size, size))
+    return MergedLabels(offsets, keys, connected_components(edges, directed=False)[1])
 
 
 class PartitionedGraph:
@@ -637,12 +665,12 @@ class PartitionedGraph:
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
-    def _labelled(self, selector, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _labelled(self, selector, merged: MergedLabels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(id, global component number, id of the local label's vertex) of the owned alive vertices
         ``selector`` picks (None: all), worker by worker."""
         out = self._each("owned_labels", selector)
         return (np.concatenate([ids for ids, _, _ in out]),
-                np.concatenate([group[labels] for group, (_, labels, _) in zip(groups, out)]),
+                np.concatenate([merged.of(w.index, labels) for w, (_, labels, _) in zip(self.workers, out)]),
                 np.concatenate([rep for _, _, rep in out]))
 
     def reachable(self, sources, sinks) -> pd.DataFrame:
@@ -658,9 +686,9 @@ class PartitionedGraph:
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
             return self._directed_reach(sources, sinks)
-        groups = merge_components(self.workers)
-        s_ids, s_group, _ = self._labelled(sources, groups)
-        t_ids, t_group, _ = self._labelled(sinks, groups)
+        merged = merge_components(self.workers)
+        s_ids, s_group, _ = self._labelled(sources, merged)
+        t_ids, t_group, _ = self._labelled(sinks, merged)
         pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
                                                                     on="g")
         return pairs[["source", "sink"]].reset_index(drop=True)
