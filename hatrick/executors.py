@@ -62,7 +62,7 @@ def task_slots(spark) -> int:
     if master == "local":
         cores = 1
     elif match := re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master):
-        cores = os.cpu_count() or 1 if match.group(1) == "*" else int(match.group(1))
+        cores = (os.cpu_count() or 1) if match.group(1) == "*" else int(match.group(1))
     elif match := re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]", master):
         cores = int(match.group(1)) * int(match.group(2))
     elif conf.get("spark.executor.instances") and conf.get("spark.executor.cores"):

@@ -634,3 +634,20 @@ def test_kill_9_of_a_workers_executor_on_local_cluster_loses_and_doubles_nothing
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"remote": "RemoteWorker", "executors": 2, "recoveries": 1, "components_equal_networkx": True,
                       "snapshot_as_without_the_kill": True}
+
+
+def test_task_slots_follow_the_master():
+    from types import SimpleNamespace
+
+    from hatrick.executors import task_slots
+
+    def spark(master, **conf):
+        conf = {k.replace("_", "."): v for k, v in conf.items()}
+        context = SimpleNamespace(master=master, defaultParallelism=7, getConf=lambda: SimpleNamespace(get=conf.get))
+        return SimpleNamespace(sparkContext=context)
+
+    assert task_slots(spark("local[3]")) == 3 and task_slots(spark("local")) == 1
+    assert task_slots(spark("local-cluster[2, 1, 2048]")) == 2
+    assert task_slots(spark("local-cluster[3,2,1024]", spark_task_cpus="2")) == 3
+    assert task_slots(spark("spark://h:7077", spark_executor_instances="4", spark_executor_cores="2")) == 8
+    assert task_slots(spark("yarn")) == 7
