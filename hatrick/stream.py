@@ -52,7 +52,7 @@ from hatrick.checkpoint import Checkpoint
 from hatrick.executors import WorkerLost, WorkerTasks, check_slots
 from hatrick.live import GraphView, State, build_state
 from hatrick.marks import ProducerMarks
-from hatrick.partitioned import PartitionedGraph
+from hatrick.partitioned import PartitionedGraph, edge_buckets
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
 from hatrick.snapshot import SnapshotReport, Template, build_instance
@@ -184,6 +184,10 @@ class Stream:
             if self.live.batch > self._covered:
                 self.buffer.restore(restored["buffer"])
         else:
+            if workers > 1:      # the ring's split evened out by live edges (moves are free before any batch)
+                slots, edge_bucket = edge_buckets(state, num_buckets)
+                held = np.bincount(edge_bucket, weights=state.mult[slots], minlength=num_buckets)
+                self.owner = plan_migration(held + 1e-9, held, self.owner, self.ring.workers, 0.02).owner
             self.live = PartitionedGraph(state, self.owner)
         self._tasks = None
         self.recoveries = 0             # times lost worker tasks were replaced (from the checkpoint)
