@@ -60,6 +60,7 @@ from gofs.partition.arrays import collect_labels
 from gofs.partition.metis import weighted_parts
 from gofs.partition.propagation import refine_partition
 from gofs.spark_compat import collect_arrow
+from gofs.spark_jobs import JobProfile
 
 DRIVER_BUDGET_BYTES = 48 << 20
 """Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
@@ -135,8 +136,9 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
         (a heavier projection is pushed down to it, as far as its boundary vertices allow).
     report : if given, receives ``levels`` (vertices and edges per level), ``coarse_cut``,
         ``projected_balance`` (of METIS's partition, projected), ``refine_moves`` (vertices
-        moved per refinement iteration) and ``seconds`` (``prelude``,
-        ``levels``: one entry per coarsening attempt, ``metis``, ``refine``).
+        moved per refinement iteration), ``seconds`` (``prelude``, ``coarsen``, ``levels``: one
+        entry per coarsening attempt, ``metis``, ``refine``) and ``jobs`` (the Spark jobs, stages and
+        tasks of each of those steps: :class:`gofs.spark_jobs.JobProfile`).
 
     Returns
     -------
@@ -158,33 +160,33 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
 
     report = {} if report is None else report
     seconds = report["seconds"] = {"levels": []}
-    clock = time.perf_counter()
+    profile = JobProfile(spark, seconds)
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
     if vertices is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
     vertices = vertices.select(F.col("vid").cast("long").alias("vid"))
     held = _Scratch(spark)
     try:
-        weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
-        pairs = held(edges.where(F.col("src") != F.col("dst"))
-                     .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
-                     .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
-        level = {"vertices": weights.count(), "edges": pairs.count()}
-        seconds["prelude"] = time.perf_counter() - clock
-        coarse_weights, coarse_pairs, mappings, levels = _coarsen(weights, pairs, level, k, cluster_rounds, seed,
-                                                                  driver_budget_bytes, driver_budget_edges, held,
-                                                                  seconds["levels"])
-        clock = time.perf_counter()
-        projected = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
-        seconds["metis"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        for clusters in reversed(mappings):
-            projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-        labels = _refine(spark, pairs, level["edges"], projected, k, refine_iterations,
-                         math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, report)
-        seconds["refine"] = time.perf_counter() - clock
+        with profile.stage("prelude"):
+            weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
+            pairs = held(edges.where(F.col("src") != F.col("dst"))
+                         .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
+                         .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
+            level = {"vertices": weights.count(), "edges": pairs.count()}
+        with profile.stage("coarsen"):
+            coarse_weights, coarse_pairs, mappings, levels = _coarsen(weights, pairs, level, k, cluster_rounds, seed,
+                                                                      driver_budget_bytes, driver_budget_edges, held,
+                                                                      seconds["levels"])
+        with profile.stage("metis"):
+            projected = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
+        with profile.stage("refine"):
+            for clusters in reversed(mappings):
+                projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+            labels = _refine(spark, pairs, level["edges"], projected, k, refine_iterations,
+                             math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, report)
     finally:
         held.remove()
+    report["jobs"] = profile.summary()
     report["levels"] = levels
     return labels
 
