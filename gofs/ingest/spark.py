@@ -105,9 +105,11 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
                           attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
                           vertices_path=vertices_path, id_column=id_column)
             edges_frame = run.keep(edges.frame)
+            run.materialise(edges_frame)
 
         with profile.stage("ids"):
             vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
+            run.materialise(vertices, dense_edges)
 
         with profile.stage("partition"):
             parts = run.checkpointed(partition_frames(spark, partitioner, dense_edges,
@@ -116,6 +118,7 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
 
         with profile.stage("subgraphs"):
             mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
+            run.materialise(mapping)
 
         vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
@@ -160,6 +163,12 @@ class _Run:
         frame = frame.persist(self.level)
         self.persisted.append(frame)
         return frame
+
+    def materialise(self, *frames) -> None:
+        """Compute persisted frames now (one small job each), so that each stage's time and
+        jobs (:class:`gofs.spark_jobs.JobProfile`) hold the work it asked for, not the next one's."""
+        for frame in frames:
+            frame.count()
 
     def checkpointed(self, frame):
         self.checkpoints.append(frame)
