@@ -23,15 +23,18 @@ class JobProfile:
     ``with profile.stage("read"): ...`` times the block into ``seconds`` and
     notes the ids of the jobs it ran; :meth:`summary` turns them into counts
     once the run is over (the status tracker is updated asynchronously, so
-    counting at the end sees every finished stage).
+    counting at the end sees every finished stage). Without a session
+    (``spark=None``: a call refused before any job) only seconds are kept.
     """
 
     def __init__(self, spark, seconds: dict):
-        self.context = spark.sparkContext
+        self.context = spark.sparkContext if spark is not None else None
         self.seconds = seconds
         self.job_ids: dict[str, list[int]] = {}
 
     def _known_jobs(self) -> set[int]:
+        if self.context is None:
+            return set()
         group = self.context.getLocalProperty(_JOB_GROUP)
         return set(self.context.statusTracker().getJobIdsForGroup(group))
 
@@ -47,6 +50,8 @@ class JobProfile:
 
     def summary(self) -> dict:
         """``{stage: {"jobs", "stages", "skipped", "tasks"}}`` for the stages timed so far."""
+        if self.context is None:
+            return {}
         tracker = self.context.statusTracker()
         out = {}
         for name, ids in self.job_ids.items():
