@@ -123,6 +123,7 @@ def _one(args) -> int:
     started = time.perf_counter()
     timings: dict = {}
     report: dict = {}
+    jobs: dict = {}
     if args.engine == "spark":
         from goffish.session import session
         from gofs.ingest.spark import ingest_on_spark as ingest
@@ -132,7 +133,7 @@ def _one(args) -> int:
         options = {"driver_budget_bytes": args.driver_budget_mib << 20, "report": report} \
             if args.spark_partitioner == "multilevel" else {}
         manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
-                          overwrite=True, partitioner=args.spark_partitioner, **options)
+                          jobs=jobs, overwrite=True, partitioner=args.spark_partitioner, **options)
     else:
         from gofs.ingest.local import ingest_graph as ingest
         from gofs.ingest.read_local import read_graph
@@ -148,7 +149,7 @@ def _one(args) -> int:
                       "num_vertices": manifest["num_vertices"], "num_edges": manifest["num_edges"],
                       "cut_edges": manifest["cut_edges"], "balance": manifest["balance"],
                       "partitioner": manifest["partitioner"],
-                      **({"multilevel": report} if report else {})}))
+                      **({"multilevel": report} if report else {}), **({"spark_jobs": jobs} if jobs else {})}))
     fs, root = layout.filesystem(target)
     layout.remove(fs, root)
     return 0
@@ -230,13 +231,17 @@ def main(argv=None) -> int:
         for edges in args.edges:
             for kind in args.kind:
                 source = _edge_list(kind, edges, workdir, args.seed)
+                rows = []
                 for engine in args.engine:
                     command = [sys.executable, "-m", "benchmarks.bench_ingest", "--one", engine, source,
                                os.path.join(workdir, f"{kind}-{edges}-{engine}.gofs"), *common]
-                    row = {"kind": kind, "edges": edges, "engine": engine, **_measured(command, args.timeout)}
+                    row = {"kind": kind, "edges": edges, "engine": engine, **_measured(command, args.timeout),
+                           "load": os.getloadavg()[0]}
                     results["runs"].append(row)
+                    rows.append(row)
                     _print_run(row)
                     _save(results, args.json)
+                _print_side_by_side(rows)
 
     def quality():
         for kind in args.kind if args.quality_edges else []:
@@ -262,6 +267,37 @@ def _print_run(row: dict) -> None:
           f"python peak {row['python_peak_rss'] / 2**20:.0f} MiB, jvm heap peak "
           f"{row['jvm_heap_used'] / 2**20:.0f} MiB, cut {row['cut_edges']:,}, balance {row['balance']:.3f}",
           flush=True)
+
+
+_STAGES = (("read", "read"), ("validate", "ids"), ("partition", "partition"), ("subgraphs", "subgraphs"),
+           ("write", "write"))
+"""The stages of the local engine and their Spark engine counterparts (dense ids are validated locally)."""
+
+
+def _work(counts: dict | None) -> str:
+    return f"{counts['jobs']:4} / {counts['stages']:4} ({counts['skipped']}) / {counts['tasks']}" if counts else ""
+
+
+def _print_side_by_side(rows: list[dict]) -> None:
+    """Both engines' stages in one table, the Spark/local ratio, and the Spark jobs each stage ran."""
+    local = next((r for r in rows if r["engine"] == "local" and "error" not in r), None)
+    spark = next((r for r in rows if r["engine"] == "spark" and "error" not in r), None)
+    if local is None or spark is None:
+        return
+    jobs = spark.get("spark_jobs", {})
+    print(f"  {'stage':18} {'local s':>8} {'spark s':>8} {'ratio':>7}   spark jobs / stages run (skipped) / tasks")
+    for mine, theirs in _STAGES:
+        a, b = local["timings"].get(mine, 0.0), spark["timings"].get(theirs, 0.0)
+        print(f"  {mine + ('/' + theirs if mine != theirs else ''):18} {a:8.2f} {b:8.2f} {b / max(a, 1e-9):6.1f}x   "
+              f"{_work(jobs.get(theirs))}")
+    total = {k: sum(v[k] for v in jobs.values()) for k in ("jobs", "stages", "skipped", "tasks")} if jobs else None
+    print(f"  {'wall':18} {local['seconds']:8.2f} {spark['seconds']:8.2f} "
+          f"{spark['seconds'] / max(local['seconds'], 1e-9):6.1f}x   {_work(total)}   "
+          f"(load average {local['load']:.1f} / {spark['load']:.1f})")
+    multilevel = spark.get("multilevel", {})
+    for step, seconds in multilevel.get("seconds", {}).items():
+        if step in multilevel.get("jobs", {}):
+            print(f"    multilevel {step:9} {seconds:8.2f}   {_work(multilevel['jobs'][step])}", flush=True)
 
 
 def _save(results: dict, path: str) -> None:

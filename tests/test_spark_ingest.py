@@ -41,23 +41,46 @@ def road_pair(spark, tmp_path_factory):
     graph = road_network(900, seed=4)
     source = str(base / "road.txt.gz")
     write_edge_list(graph, source)
-    timings = {}
+    timings, jobs = {}, {}
     spark_manifest = spark_ingest(spark, source, str(base / "spark.gofs"), num_partitions=3, partitioner="hash",
-                                  weight="length", timings=timings)
+                                  weight="length", timings=timings, jobs=jobs)
     local_manifest = local_ingest(read_graph(source, weight="length"), str(base / "local.gofs"),
                                   num_partitions=3, partitioner="hash")
-    return base, graph, spark_manifest, local_manifest, timings
+    return base, graph, spark_manifest, local_manifest, (timings, jobs)
 
 
 def test_spark_engine_writes_the_local_engines_template(road_pair):
-    base, _, spark_manifest, local_manifest, timings = road_pair
-    assert set(timings) == {"read", "ids", "partition", "subgraphs", "write"}
+    base, _, spark_manifest, local_manifest, (timings, jobs) = road_pair
+    assert set(timings) == set(jobs) == {"read", "ids", "partition", "subgraphs", "write"}
+    for stage, work in jobs.items():
+        assert work["jobs"] >= 1 and work["stages"] >= work["jobs"] and work["tasks"] >= work["stages"], stage
     assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
         {k: v for k, v in local_manifest.items() if k != "uuid"}
     ours, theirs = _template(base / "spark.gofs"), _template(base / "local.gofs")
     assert sorted(ours) == sorted(theirs) and len(ours) == 2 * 3 + 2
     for name in ours:
         assert ours[name].equals(theirs[name]), name
+
+
+def test_job_profile_counts_the_jobs_and_stages_each_step_ran(spark):
+    from gofs.spark_jobs import JobProfile
+
+    seconds = {}
+    profile = JobProfile(spark, seconds)
+    with profile.stage("nothing"):
+        pass
+    with profile.stage("one job"):
+        spark.range(10, numPartitions=2).collect()
+    with profile.stage("two jobs, one shuffle"):
+        frame = spark.range(100, numPartitions=3)
+        frame.collect()
+        frame.groupBy((frame.id % 7).alias("r")).count().collect()
+    work = profile.summary()
+    assert set(seconds) == set(work) == {"nothing", "one job", "two jobs, one shuffle"}
+    assert work["nothing"] == {"jobs": 0, "stages": 0, "skipped": 0, "tasks": 0}
+    assert work["one job"] == {"jobs": 1, "stages": 1, "skipped": 0, "tasks": 2}
+    assert work["two jobs, one shuffle"]["jobs"] >= 2
+    assert work["two jobs, one shuffle"]["stages"] >= 3
 
 
 def test_spark_ingested_graph_answers_equal_networkx(spark, road_pair):

@@ -50,7 +50,8 @@ def ingest(source, path: str, num_partitions: int = 4, partitioner: str | None =
         bytes (default: the conf ``spark.goffish.ingest.localMaxBytes``, else 256 MiB).
     partitioner : defaults to ``"metis"`` locally and ``"multilevel"`` on Spark.
     spark : the SparkSession, or a function that starts one; called only if a stage runs on Spark.
-    report : if given, receives ``engine`` (the one that ran) and ``seconds`` per stage.
+    report : if given, receives ``engine`` (the one that ran) and ``seconds`` per stage; on
+        Spark also ``spark_jobs``, the jobs, stages and tasks each stage ran.
     options : for the reader (``directed``, ``weight``, ``schema``, ``format`` ...) and, on
         Spark, the multilevel partitioner (``driver_budget_edges`` ...).
 
@@ -75,7 +76,7 @@ def ingest(source, path: str, num_partitions: int = 4, partitioner: str | None =
     if chosen == "spark":
         return ingest_on_spark(_session(spark), source, path, num_partitions=num_partitions,
                                partitioner=partitioner, overwrite=overwrite, name=name, seed=seed,
-                               timings=seconds, **options)
+                               timings=seconds, jobs=report.setdefault("spark_jobs", {}), **options)
     partitioner = partitioner or "metis"
     partitioner_options = {k: options.pop(k) for k in list(options) if k in MULTILEVEL_OPTIONS}
     check_partitioner(partitioner, partitioner_options)

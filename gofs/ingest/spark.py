@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import re
-import time
 import urllib.parse
 
 import numpy as np
@@ -44,6 +43,7 @@ from gofs.errors import InputError
 import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
+from gofs.spark_jobs import JobProfile
 from gofs.partition import check_partitioner, partition_frames
 from gofs.spark_compat import arrow_schema, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -57,7 +57,7 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
            overwrite: bool = False, name: str | None = None, seed: int = 0, format: str | None = None,
            directed: bool = False, weight: str | None = None, attribute_names: list[str] | None = None,
            id_type: str = "auto", schema: dict | None = None, src: str = "src", dst: str = "dst",
-           vertices_path=None, id_column: str = "id", timings: dict | None = None,
+           vertices_path=None, id_column: str = "id", timings: dict | None = None, jobs: dict | None = None,
            **partitioner_options) -> dict:
     """Ingest ``source`` into a GoFS graph at ``path`` with Spark doing the work.
 
@@ -74,6 +74,8 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
         whose ``id_column`` holds the vertex id and whose other columns become vertex
         attributes, as for :func:`gofs.ingest.read_local.read_csv` / :func:`gofs.ingest.read_local.read_parquet`.
     timings : receives seconds per stage (read, ids, partition, subgraphs, write).
+    jobs : receives the Spark work per stage: ``{stage: {"jobs", "stages", "skipped", "tasks"}}``
+        (:class:`gofs.spark_jobs.JobProfile`).
     partitioner_options : passed to :func:`gofs.partition.multilevel.multilevel_labels`
         (``driver_budget_bytes``, ``driver_budget_edges``, ``refine_min_moves``, ``report`` ...).
 
@@ -96,29 +98,27 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
     housekeeping.check_target(fs, root, path, overwrite)
     timings = {} if timings is None else timings
     run = _Run(spark, StorageLevel.DISK_ONLY)
+    profile = JobProfile(spark, timings)
     try:
-        clock = time.perf_counter()
-        edges = _read(run, source, format=format, directed=directed, weight=weight,
-                      attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
-                      vertices_path=vertices_path, id_column=id_column)
-        edges_frame = run.keep(edges.frame)
-        timings["read"] = time.perf_counter() - clock
+        with profile.stage("read"):
+            edges = _read(run, source, format=format, directed=directed, weight=weight,
+                          attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
+                          vertices_path=vertices_path, id_column=id_column)
+            edges_frame = run.keep(edges.frame)
+            run.materialise(edges_frame)
 
-        clock = time.perf_counter()
-        vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
-        timings["ids"] = time.perf_counter() - clock
+        with profile.stage("ids"):
+            vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
+            run.materialise(vertices, dense_edges)
 
-        clock = time.perf_counter()
-        parts = run.checkpointed(partition_frames(spark, partitioner, dense_edges,
-                                                  vertices.select(F.col("v").alias("vid")), n, num_partitions, seed,
-                                                  **partitioner_options))
-        timings["partition"] = time.perf_counter() - clock
+        with profile.stage("partition"):
+            parts = run.checkpointed(partition_frames(spark, partitioner, dense_edges,
+                                                      vertices.select(F.col("v").alias("vid")), n, num_partitions,
+                                                      seed, **partitioner_options))
 
-        clock = time.perf_counter()
-        mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
-        timings["subgraphs"] = time.perf_counter() - clock
-
-        clock = time.perf_counter()
+        with profile.stage("subgraphs"):
+            mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
+            run.materialise(mapping)
 
         vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
@@ -143,8 +143,10 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
                 "partitions": stats["partitions"],
             }
 
-        manifest = write_version(fs, root, path, overwrite, write_files)
-        timings["write"] = time.perf_counter() - clock
+        with profile.stage("write"):
+            manifest = write_version(fs, root, path, overwrite, write_files)
+        if jobs is not None:
+            jobs.update(profile.summary())
     finally:
         run.release()
     return manifest
@@ -161,6 +163,12 @@ class _Run:
         frame = frame.persist(self.level)
         self.persisted.append(frame)
         return frame
+
+    def materialise(self, *frames) -> None:
+        """Compute persisted frames now (one small job each), so that each stage's time and
+        jobs (:class:`gofs.spark_jobs.JobProfile`) hold the work it asked for, not the next one's."""
+        for frame in frames:
+            frame.count()
 
     def checkpointed(self, frame):
         self.checkpoints.append(frame)

@@ -60,6 +60,7 @@ from gofs.partition.arrays import collect_labels
 from gofs.partition.metis import weighted_parts
 from gofs.partition.propagation import refine_partition
 from gofs.spark_compat import collect_arrow
+from gofs.spark_jobs import JobProfile
 
 DRIVER_BUDGET_BYTES = 48 << 20
 """Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
@@ -135,8 +136,9 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
         (a heavier projection is pushed down to it, as far as its boundary vertices allow).
     report : if given, receives ``levels`` (vertices and edges per level), ``coarse_cut``,
         ``projected_balance`` (of METIS's partition, projected), ``refine_moves`` (vertices
-        moved per refinement iteration) and ``seconds`` (``prelude``,
-        ``levels``: one entry per coarsening attempt, ``metis``, ``refine``).
+        moved per refinement iteration), ``seconds`` (``prelude``, ``coarsen``, ``levels``: one
+        entry per coarsening attempt, ``metis``, ``refine``) and ``jobs`` (the Spark jobs, stages and
+        tasks of each of those steps: :class:`gofs.spark_jobs.JobProfile`).
 
     Returns
     -------
@@ -158,47 +160,51 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
 
     report = {} if report is None else report
     seconds = report["seconds"] = {"levels": []}
-    clock = time.perf_counter()
+    profile = JobProfile(spark, seconds)
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
     if vertices is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
     vertices = vertices.select(F.col("vid").cast("long").alias("vid"))
     held = _Scratch(spark)
     try:
-        weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
-        pairs = held(edges.where(F.col("src") != F.col("dst"))
-                     .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
-                     .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
-        level = {"vertices": weights.count(), "edges": pairs.count()}
-        seconds["prelude"] = time.perf_counter() - clock
-        coarse_weights, coarse_pairs, mappings, levels = _coarsen(weights, pairs, level, k, cluster_rounds, seed,
-                                                                  driver_budget_bytes, driver_budget_edges, held,
-                                                                  seconds["levels"])
-        clock = time.perf_counter()
-        projected = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
-        seconds["metis"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        for clusters in reversed(mappings):
-            projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-        labels = _refine(spark, pairs, level["edges"], projected, k, refine_iterations,
-                         math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, report)
-        seconds["refine"] = time.perf_counter() - clock
+        with profile.stage("prelude"):
+            weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
+            pairs = held(edges.where(F.col("src") != F.col("dst"))
+                         .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
+                         .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
+            summary = _vertex_summary(weights)
+            pair_summary = _pair_summary(pairs, summary)
+            level = {"vertices": summary["vertices"], "edges": pair_summary["edges"]}
+        with profile.stage("coarsen"):
+            coarse_weights, coarse_pairs, mappings, levels = _coarsen(weights, pairs, level, (summary, pair_summary),
+                                                                      k, cluster_rounds, seed, driver_budget_bytes,
+                                                                      driver_budget_edges, held, seconds["levels"])
+        with profile.stage("metis"):
+            projected, sizes = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
+        with profile.stage("refine"):
+            for clusters in reversed(mappings):
+                projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+            labels = _refine(spark, pairs, level["edges"], projected, sizes, k, refine_iterations,
+                             math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, report)
     finally:
         held.remove()
+    report["jobs"] = profile.summary()
     report["levels"] = levels
     return labels
 
 
-def _coarsen(weights, pairs, level: dict, k: int, rounds: int, seed: int, budget_bytes: int,
+def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int, seed: int, budget_bytes: int,
              budget_edges: int | None, held, seconds: list):
     """Cluster and contract until the coarse graph fits the budget: the coarse ``(vid, vw)`` and
-    ``(a, b, w)`` frames, the cluster mapping of every level (finest first) and the level sizes."""
+    ``(a, b, w)`` frames, the cluster mapping of every level (finest first) and the level sizes.
+    ``summaries`` are the :func:`_vertex_summary` of ``weights`` and the :func:`_pair_summary` of ``pairs``."""
     from pyspark.sql import functions as F
 
     def too_big(level: dict) -> bool:
         return coarse_graph_bytes(level["vertices"], level["edges"]) > budget_bytes \
             or (budget_edges is not None and level["edges"] > budget_edges)
 
+    summary, pair_summary = summaries
     bound = max(1, math.ceil(level["vertices"] / (k * _CLUSTERS_PER_PARTITION)))
     mappings, levels, attempts, ranges_stalled = [], [level], 0, False
     while too_big(levels[-1]):
@@ -209,7 +215,7 @@ def _coarsen(weights, pairs, level: dict, k: int, rounds: int, seed: int, budget
                                f"attempts (vertices/edges per level: {sizes}); raise driver_budget_bytes / "
                                "driver_budget_edges")
         clock = time.perf_counter()
-        ranges = None if ranges_stalled else _id_ranges(weights, pairs, levels[-1]["vertices"])
+        ranges = None if ranges_stalled else _id_ranges(summary, pair_summary, pairs.sparkSession)
         if ranges is not None:
             wanted = budget_bytes / (BYTES_PER_COARSE_VERTEX + 3 * BYTES_PER_COARSE_EDGE)   # ~3 edges each
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
@@ -219,7 +225,8 @@ def _coarsen(weights, pairs, level: dict, k: int, rounds: int, seed: int, budget
             clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
         coarse_weights = held(clusters.join(weights, "vid").groupBy(F.col("c").alias("vid"))
                               .agg(F.sum("vw").alias("vw")))
-        coarse_n = coarse_weights.count()
+        coarse_summary = _vertex_summary(coarse_weights)
+        coarse_n = coarse_summary["vertices"]
         clustered = time.perf_counter() - clock
         if coarse_n > _STALLED * levels[-1]["vertices"]:
             # In ranges: the parts fell apart into their connected pieces (a sparse coarse
@@ -231,9 +238,10 @@ def _coarsen(weights, pairs, level: dict, k: int, rounds: int, seed: int, budget
             continue
         ranges_stalled = False
         pairs = held(_contract(pairs, clusters))
-        weights = coarse_weights
+        weights, summary = coarse_weights, coarse_summary
+        pair_summary = _pair_summary(pairs, summary)
         mappings.append(clusters)
-        levels.append({"vertices": coarse_n, "edges": pairs.count()})
+        levels.append({"vertices": coarse_n, "edges": pair_summary["edges"]})
         seconds.append({"cluster": clustered, "contract": time.perf_counter() - clock - clustered,
                         "in_ranges": ranges is not None})
     return weights, pairs, mappings, levels
@@ -323,30 +331,57 @@ def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int,
     return labels.select("vid", "c")
 
 
-def _id_ranges(weights, pairs, num_vertices: int) -> dict | None:
+def _vertex_summary(weights) -> dict:
+    """One job: the number of vertices of a ``(vid, vw)`` frame, its smallest and largest id
+    and its total weight."""
+    from pyspark.sql import functions as F
+
+    count, low, high, total = weights.agg(F.count(F.lit(1)), F.min("vid"), F.max("vid"), F.sum("vw")).first()
+    return {"vertices": int(count), "low": low, "high": high, "weight": total}
+
+
+def _pair_summary(pairs, vertices: dict) -> dict:
+    """One job: the number of ``(a, b, w)`` pairs, their total weight and the weight inside the
+    id ranges of :func:`_range_width` (what :func:`_id_ranges` decides by), counted together."""
+    from pyspark.sql import functions as F
+
+    width = _range_width(vertices, pairs.sparkSession)
+    if width is None:
+        count, total = pairs.agg(F.count(F.lit(1)), F.sum("w")).first()
+        return {"edges": int(count), "weight": total, "inside": 0}
+    low = vertices["low"]
+    same = F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width)
+    count, total, inside = pairs.agg(F.count(F.lit(1)), F.sum("w"),
+                                     F.sum(F.when(same, F.col("w")).otherwise(0))).first()
+    return {"edges": int(count), "weight": total, "inside": inside}
+
+
+def _range_width(vertices: dict, spark) -> int | None:
+    """The width of the id ranges a level is clustered in (None: no vertices): at least
+    ``spark.sql.shuffle.partitions`` ranges, of at most about ``_RANGE_VERTICES`` vertices."""
+    if vertices["low"] is None:
+        return None
+    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    count = max(slices, math.ceil(vertices["vertices"] / _RANGE_VERTICES), 2)
+    return max(1, math.ceil((vertices["high"] - vertices["low"] + 1) / count))
+
+
+def _id_ranges(vertices: dict, pairs: dict, spark) -> dict | None:
     """Ranges of vertex ids to cluster in, if the ids are local (most edge weight inside them).
 
     Many inputs number their vertices with locality (road networks by position, web
     graphs by URL, and the ingest's dense ids keep the file's order; coarse ids are
     the smallest id of their cluster, so they keep it too). Then ``slices`` ranges of
     consecutive ids hold nearly all edges, and each range can be clustered as a whole
-    graph in one task. Returns ``{"low", "width", "mean_weight"}`` (range r holds the ids
-    ``low + r * width`` up to the next range), or None when less than
-    ``_RANGE_SHARE`` of the edge weight lies within ranges (e.g. R-MAT's ids).
+    graph in one task. Decided from the level's summaries (:func:`_vertex_summary`,
+    :func:`_pair_summary`), without a job. Returns ``{"low", "width", "mean_weight"}``
+    (range r holds the ids ``low + r * width`` up to the next range), or None when less
+    than ``_RANGE_SHARE`` of the edge weight lies within ranges (e.g. R-MAT's ids).
     """
-    from pyspark.sql import functions as F
-
-    slices = int(weights.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    low, high, total_weight = weights.agg(F.min("vid"), F.max("vid"), F.sum("vw")).first()
-    if low is None:
+    width = _range_width(vertices, spark)
+    if width is None or not pairs["weight"] or pairs["inside"] < _RANGE_SHARE * pairs["weight"]:
         return None
-    count = max(slices, math.ceil(num_vertices / _RANGE_VERTICES), 2)
-    width = max(1, math.ceil((high - low + 1) / count))
-    same = F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width)
-    inside, everything = pairs.agg(F.sum(F.when(same, F.col("w")).otherwise(0)), F.sum("w")).first()
-    if not everything or inside < _RANGE_SHARE * everything:
-        return None
-    return {"low": int(low), "width": int(width), "mean_weight": total_weight / num_vertices}
+    return {"low": int(vertices["low"]), "width": int(width), "mean_weight": vertices["weight"] / vertices["vertices"]}
 
 
 def _cluster_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int):
@@ -413,19 +448,21 @@ def _contract(pairs, clusters):
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
-def _refine(spark, pairs, num_pairs: int, projected, k: int, iterations: int, min_moves: int, seed: int,
-            capacity_slack: float, report: dict):
+def _refine(spark, pairs, num_pairs: int, projected, sizes: np.ndarray, k: int, iterations: int, min_moves: int,
+            seed: int, capacity_slack: float, report: dict):
     """Balanced label propagation from the projected partition on the input graph (the level-0
-    pairs are the duplicate-free edges it needs)."""
+    pairs are the duplicate-free edges it needs); ``sizes``: the projected partitions' sizes."""
     refined: dict = {}
     labels = refine_partition(spark, pairs.select("a", "b"), projected, k, iterations=iterations, seed=seed,
-                              capacity_slack=capacity_slack, min_moves=min_moves, report=refined, num_pairs=num_pairs)
+                              capacity_slack=capacity_slack, min_moves=min_moves, report=refined, num_pairs=num_pairs,
+                              sizes=sizes)
     report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
     return labels
 
 
 def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):
-    """METIS with vertex and edge weights on the coarse graph; returns ``(vid, part)`` on Spark.
+    """METIS with vertex and edge weights on the coarse graph; returns ``(vid, part)`` on Spark
+    and the partitions' sizes in input vertices (their coarse vertices' weights summed).
 
     Collects each coarse edge once (the pairs, ``a < b``) as Arrow columns, and builds the
     symmetric CSR METIS wants without a pandas or COO detour: together with METIS's
@@ -445,6 +482,7 @@ def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):
     del edge_table
     parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10)
     report["coarse_cut"] = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
-    return spark.createDataFrame(pd.DataFrame({"vid": ids, "part": parts}))
+    sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
+    return spark.createDataFrame(pd.DataFrame({"vid": ids, "part": parts})), sizes
 
 

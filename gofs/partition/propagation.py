@@ -104,7 +104,7 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
 
 def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int = 10, seed: int = 0,
                      capacity_slack: float = 0.05, min_moves: int = 0, report: dict | None = None,
-                     num_pairs: int | None = None):
+                     num_pairs: int | None = None, sizes=None):
     """Balanced label propagation (see :func:`spark_label_propagation`) from a given partition.
 
     Parameters
@@ -119,6 +119,7 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
     num_pairs : the number of pairs, if known: the labelled pairs are split into tasks of at most
         ``_PAIRS_PER_TASK`` (else into ``spark.sql.shuffle.partitions``), which bounds the memory
         of each task's vote.
+    sizes : the number of vertices ``initial`` puts in each partition, if known (saves a job).
 
     Returns
     -------
@@ -146,9 +147,11 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
         edges = _labelled_pairs(pairs, labels).repartition(slices, "a").localCheckpoint()
         held.append(edges)
 
-        sizes = np.zeros(k, dtype=np.int64)
-        for part, count in labels.groupBy("part").count().collect():
-            sizes[part] = count
+        if sizes is None:
+            sizes = np.zeros(k, dtype=np.int64)
+            for part, count in labels.groupBy("part").count().collect():
+                sizes[part] = count
+        sizes = np.array(sizes, dtype=np.int64)
         n = int(sizes.sum())
         report["start_balance"] = float(sizes.max() * k / n) if n else 1.0
         capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))

@@ -1,0 +1,69 @@
+"""What each step of a Spark computation cost in Spark work: jobs, stages run, stages skipped, tasks.
+
+Read from Spark's public status tracker (``SparkContext.statusTracker()``),
+without a listener and without touching the session: the jobs a stage ran are
+the ids that appeared in the caller's job group (or among the ungrouped jobs)
+while it ran, and each job's stages say whether they ran (a shuffle's map side
+computed) or were skipped (its output reused). Every job costs a fixed
+scheduling overhead and every run stage a round of task launches (through a
+Python worker where the stage runs Python), so these counts explain a stage's
+time where its data volume does not.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+_JOB_GROUP = "spark.jobGroup.id"
+
+
+class JobProfile:
+    """Per-stage wall time and Spark job counts of one ingest.
+
+    ``with profile.stage("read"): ...`` times the block into ``seconds`` and
+    notes the ids of the jobs it ran; :meth:`summary` turns them into counts
+    once the run is over (the status tracker is updated asynchronously, so
+    counting at the end sees every finished stage). Without a session
+    (``spark=None``: a call refused before any job) only seconds are kept.
+    """
+
+    def __init__(self, spark, seconds: dict):
+        self.context = spark.sparkContext if spark is not None else None
+        self.seconds = seconds
+        self.job_ids: dict[str, list[int]] = {}
+
+    def _known_jobs(self) -> set[int]:
+        if self.context is None:
+            return set()
+        group = self.context.getLocalProperty(_JOB_GROUP)
+        return set(self.context.statusTracker().getJobIdsForGroup(group))
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        before = self._known_jobs()
+        clock = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = time.perf_counter() - clock
+            self.job_ids[name] = sorted(self._known_jobs() - before)
+
+    def summary(self) -> dict:
+        """``{stage: {"jobs", "stages", "skipped", "tasks"}}`` for the stages timed so far."""
+        if self.context is None:
+            return {}
+        tracker = self.context.statusTracker()
+        out = {}
+        for name, ids in self.job_ids.items():
+            run = skipped = tasks = 0
+            for job in ids:
+                info = tracker.getJobInfo(job)
+                for stage_id in (info.stageIds if info is not None else []):
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is not None and stage.numCompletedTasks + stage.numActiveTasks > 0:
+                        run += 1
+                        tasks += stage.numCompletedTasks + stage.numActiveTasks
+                    else:
+                        skipped += 1
+            out[name] = {"jobs": len(ids), "stages": run, "skipped": skipped, "tasks": tasks}
+        return out
