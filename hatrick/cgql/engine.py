@@ -7,11 +7,12 @@ to a stream. Sources:
 - a GoFS graph (``gofs.store.GraphStore``, a ``goffish`` graph handle or its
   path): one :class:`hatrick.cgql.views.StoreInstanceView` per stored instance
   whose start lies in the past part of the frame, in time order, reading only
-  the columns the query needs. Past frames are evaluated per instance on these
-  views in the driver process (one csgraph call per pattern and instance),
-  not as a Gopher program: Gopher runs over the template topology and would
-  miss the topology changes an instance stores, and the reachable-pair
-  results of Reach do not fit Gopher's per-vertex output.
+  the columns the query needs. With a Spark session, a past part whose
+  sub-queries are Reach and Cluster (no ``alias.*`` wildcard, no diameter) runs
+  as sequential Gopher programs (:mod:`hatrick.cgql.programs`): only summaries,
+  pairs and events' members reach the driver. Others are evaluated per instance
+  in the driver process (one csgraph call per pattern and instance);
+  ``Query.past_engine`` says which ran.
 - a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
   that calls ``callback(view)`` after every applied batch (Hatrick's
   ``Stream``); its ``store``/``graph`` attribute, if any, serves the past part.
@@ -41,7 +42,7 @@ from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import CGQLError, located
 from hatrick.cgql.parser import parse
 from hatrick.cgql.planner import Plan, plan
-from hatrick.cgql.programs import run_cluster, runs_on_gopher
+from hatrick.cgql.programs import run_past, runs_on_gopher
 from hatrick.cgql.topics import Topic
 from hatrick.cgql.views import Snapshot, StoreInstanceView
 
@@ -68,6 +69,7 @@ class Query:
         self.error: Exception | None = None
         self.cancelled = False
         self.snapshots = 0
+        self.past_engine = None         # "gopher" or "driver": where the past part ran
         self._stream = None
         self._lock = threading.RLock()
         self._buffer: list | None = None
@@ -112,10 +114,12 @@ class Query:
     def run_past_on_gopher(self, store, spark) -> None:
         """The past part as Gopher programs (:mod:`hatrick.cgql.programs`): one sequential run per
         sub-query over the stored instances, then the events published instance by instance."""
+        self.past_engine = "gopher"
         chosen = _past_instances(store, self.plan)
         if not chosen:
             return
-        runs = {sq.name: run_cluster(store, sq, chosen, keep_last=self.plan.has_live, spark=spark)
+        records = sorted(self.plan.vertex_attributes)
+        runs = {sq.name: run_past(store, sq, chosen, self.plan.has_live, records, spark=spark)
                 for sq in self.plan.subqueries}
         for i, instance in enumerate(chosen):
             for sq in self.plan.subqueries:
@@ -127,6 +131,7 @@ class Query:
 
     def run_past(self, views) -> None:
         """Evaluate stored snapshots (time order) that fall in the past part of the frame."""
+        self.past_engine = "driver"
         for view in views:
             if self.cancelled:
                 return

@@ -143,8 +143,10 @@ class Pattern:
 # Reach ---------------------------------------------------------------------------------
 @dataclass
 class ReachState:
+    """The reachable (source, sink) id pairs of one snapshot; ``records(ids)`` gives the attribute
+    dicts of some of its vertices (for event payloads)."""
     pairs: pd.MultiIndex
-    snap: Snapshot
+    records: object
 
 
 @register_pattern
@@ -184,22 +186,21 @@ class Reach(Pattern):
         directed = snap.directed if self.options.get("directed") is None else bool(self.options["directed"])
         s, t = reachable_pairs(snap, edges, sources, sinks, directed)
         pairs = pd.MultiIndex.from_arrays([snap.ids[s], snap.ids[t]], names=["source", "sink"])
-        return ReachState(pairs, snap)
+        return ReachState(pairs, lambda ids: snap.records(snap.index.get_indexer(ids)))
 
     def diff(self, before, after):
         old = before.pairs if before is not None else after.pairs[:0]
-        events = self._events(after.pairs.difference(old, sort=False), after.snap, "reachable")
+        events = self._events(after.pairs.difference(old, sort=False), after.records, "reachable")
         if before is not None:
-            events += self._events(old.difference(after.pairs, sort=False), before.snap, "unreachable")
+            events += self._events(old.difference(after.pairs, sort=False), before.records, "unreachable")
         return events
 
-    def _events(self, pairs: pd.MultiIndex, snap: Snapshot, status: str) -> list:
+    def _events(self, pairs: pd.MultiIndex, records, status: str) -> list:
         if len(pairs) == 0:
             return []
         order = np.lexsort((pairs.get_level_values(1), pairs.get_level_values(0)))
         source, sink = pairs.get_level_values(0)[order], pairs.get_level_values(1)[order]
-        source_attrs = snap.records(snap.index.get_indexer(source))
-        sink_attrs = snap.records(snap.index.get_indexer(sink))
+        source_attrs, sink_attrs = records(source), records(sink)
         return [{"status": status, "source": _plain(a), "sink": _plain(z), "source_attributes": sa,
                  "sink_attributes": za}
                 for a, z, sa, za in zip(source.tolist(), sink.tolist(), source_attrs, sink_attrs)]
