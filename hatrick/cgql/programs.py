@@ -26,7 +26,7 @@ Per instance, in supersteps:
 ``members``
     the member ids of the groups that have an event (now, or before for
     ``disappeared``), and at the last instance of a frame that goes live,
-    every group's (the state handed to the live part).
+    every group's (the state handed to the live part); skipped when none.
 
 Only per-group summaries, overlap pairs and events' members reach the driver;
 vertices and edges never do.
@@ -122,6 +122,8 @@ class ClusterProgram(PatternProgram):
     def compute(self, subgraph, messages, ctx):
         state = subgraph.state
         if ctx.superstep == 0:
+            if "current" in state:
+                state["previous"] = state["current"]
             self._select(subgraph)
             ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
                                                       state["usable"], start=True))
@@ -132,7 +134,6 @@ class ClusterProgram(PatternProgram):
             ctx.aggregate("summary", [self._summary(subgraph)])
         else:
             ctx.aggregate("members", [self._members(subgraph, ctx.globals)])
-            state["previous"] = state["current"]
 
     def _select(self, subgraph) -> None:
         """Members, kept edges and the pieces of the members over the kept local edges."""
@@ -196,16 +197,16 @@ class ClusterProgram(PatternProgram):
         phase = ctx.globals.get("phase", "label")
         if phase == "label" and not ctx.aggregated["changed"]:
             ctx.globals["phase"] = "summary"
-        elif phase == "summary":
-            self._conclude(ctx)
+        elif phase == "summary" and self._conclude(ctx):
             ctx.globals["phase"] = "members"
-        elif phase == "members":
+        elif phase in ("summary", "members"):
             self._publish(ctx)
             ctx.globals["phase"] = "label"
             ctx.halt()
 
-    def _conclude(self, ctx) -> None:
-        """The pattern's rules on the reduced summaries; which groups' members to fetch."""
+    def _conclude(self, ctx) -> bool:
+        """The pattern's rules on the reduced summaries; which groups' members to fetch (False:
+        none, the instance needs no members superstep)."""
         parts = ctx.aggregated["summary"]
         keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
         names = parts[0][1].keys() if parts else ["size"]
@@ -240,10 +241,11 @@ class ClusterProgram(PatternProgram):
         ctx.globals["want_before"] = self._vids[np.isin(previous.table.index.to_numpy(), gone)] \
             if len(gone) else empty
         self._pending = (before, after, ids, vids, changed, status, gone, inside)
+        return bool(len(ctx.globals["want_now"]) or len(ctx.globals["want_before"]))
 
     def _publish(self, ctx) -> None:
         before, after, ids, vids, changed, status, gone, inside = self._pending
-        (now_labels, now_ids), (before_labels, before_ids) = _gathered(ctx.aggregated["members"])
+        (now_labels, now_ids), (before_labels, before_ids) = _gathered(ctx.aggregated.get("members") or [])
         after.member_lists = _lists(now_labels, now_ids, vids, ids)
         if before is not None and len(gone):
             before.member_lists.update(_lists(before_labels, before_ids, self._vids, before.table.index.to_numpy()))
