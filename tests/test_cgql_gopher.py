@@ -47,8 +47,8 @@ _CAPPED = textwrap.dedent("""
         views = [StoreInstanceView(g, i, ["usage"], ["type"]) for i in g.instances]
         query(views, sys.argv[2]).read()
         print("DRIVER OK")
-    except MemoryError as exc:
-        print("DRIVER FAILED", type(exc).__name__)
+    except Exception as exc:          # a MemoryError, or what a library makes of a failed allocation
+        print("DRIVER FAILED", type(exc).__name__, exc)
 """)
 
 
