@@ -12,14 +12,13 @@ import textwrap
 
 import numpy as np
 import pandas as pd
-import pytest
 
 import goffish
 from gofs.instances import Instance
 from gofs.ingest.read_local import from_pandas
 from hatrick.cgql import PandasView, query
 from hatrick.cgql.views import StoreInstanceView
-from test_cgql_engine import CLUSTER, REACH, history
+from test_cgql_engine import CLUSTER, REACH, stored  # noqa: F401 (stored: the engine tests' graph fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N, STEPS = 120_000, 3
@@ -93,32 +92,10 @@ def test_cluster_past_runs_on_gopher_where_the_driver_path_cannot(tmp_path):
     assert expected and got == expected
 
 
-@pytest.fixture(scope="module")
-def stored_small(tmp_path_factory, spark):
-    """The directed history of the engine tests, 6 instances with removed edges, on 2 partitions."""
-    pool, views = history()
-    path = str(tmp_path_factory.mktemp("cgql-gopher") / "g.gofs")
-    template = pd.DataFrame({"src": pool[:, 0], "dst": pool[:, 1]})
-    g = goffish.ingest(from_pandas(template, views[0].vertices()[["id", "name"]], directed=True), path,
-                       num_partitions=2)
-    instances = []
-    for v in views[:6]:
-        e = v.edges()
-        alive = set(map(tuple, e[["src", "dst"]].to_numpy().tolist()))
-        removed = np.array([p for p in map(tuple, pool.tolist()) if p not in alive]).reshape(-1, 2)
-        kinds = {(a, b): k for a, b, k in e.itertuples(index=False)}
-        instances.append(Instance(v.time, v.time + 1, vertex_values=v.vertices()[["id", "usage"]],
-                                  edge_values=pd.DataFrame({"src": pool[:, 0], "dst": pool[:, 1], "type": [
-                                      kinds.get(tuple(p), "none") for p in pool.tolist()]}),
-                                  removed_edges=pd.DataFrame({"src": removed[:, 0], "dst": removed[:, 1]})))
-    g.append_instances(instances)
-    return g, spark
-
-
-def test_past_frames_run_on_gopher_and_match_the_driver(stored_small):
+def test_past_frames_run_on_gopher_and_match_the_driver(stored, spark):
     """Reach and Cluster past frames over the same stored graph: the Gopher run and the driver
     run (the instances as views) publish the same events."""
-    g, spark = stored_small
+    g, _ = stored
     views = [StoreInstanceView(g, i, ["name", "usage"], ["type"]) for i in g.instances]
     for text in (REACH, CLUSTER):
         on_gopher = query(g, text, spark=spark)
