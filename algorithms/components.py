@@ -30,51 +30,9 @@ class ConnectedComponents(SubgraphProgram):
     combiner = "min"
 
     def compute(self, subgraph, messages, ctx):
-        state = subgraph.state
         count, piece = subgraph.pieces()
-        if ctx.superstep == 0:
-            if piece is None:
-                labels = np.array([subgraph.first_vertex_id], dtype=np.int64)
-            else:
-                labels = subgraph.vertex_ids[np.unique(piece, return_index=True)[1]]
-            changed = np.ones(count, dtype=bool)
-        else:
-            labels = state["labels"]
-            heard = self._heard(subgraph, messages, count, piece)
-            changed = heard < labels
-            labels = np.minimum(labels, heard)
-        state["labels"] = labels
-        if changed.any():
-            self._tell(subgraph, ctx, labels, changed, piece)
+        propagate_labels(subgraph, messages, ctx, count, piece, start=ctx.superstep == 0)
         ctx.vote_to_halt()
-
-    @staticmethod
-    def _heard(subgraph, messages, count: int, piece) -> np.ndarray:
-        """The smallest label each piece heard: sub-graph messages reach the pieces with an edge to the sender."""
-        heard = np.full(count, NO_LABEL, dtype=np.int64)
-        if len(messages.vertices):
-            at = np.zeros(len(messages.vertices), np.int64) if piece is None else piece[messages.vertices]
-            np.minimum.at(heard, at, messages.values)
-        if messages.payloads:
-            if piece is None:
-                heard[0] = min(heard[0], min(messages.payloads))
-            else:
-                keys, best = _smallest_per_key(np.asarray(messages.senders, dtype=np.int64),
-                                               np.asarray(messages.payloads, dtype=np.int64))
-                remote = subgraph.remote_edges
-                at = np.minimum(np.searchsorted(keys, remote.dst_subgraph), len(keys) - 1)
-                hit = keys[at] == remote.dst_subgraph
-                np.minimum.at(heard, piece[remote.src[hit]], best[at[hit]])
-        return heard
-
-    @staticmethod
-    def _tell(subgraph, ctx, labels, changed, piece) -> None:
-        if piece is None:
-            ctx.send_to_neighbors(int(labels[0]))
-            return
-        remote = subgraph.remote_edges
-        rows = changed[piece[remote.src]]
-        ctx.send_to_vertices(remote.dst[rows], labels[piece[remote.src[rows]]])
 
     def output(self, subgraph):
         labels = subgraph.state["labels"]
@@ -82,6 +40,68 @@ class ConnectedComponents(SubgraphProgram):
         if piece is None:
             return {"component": np.full(subgraph.num_vertices, labels[0], dtype=np.int64)}
         return {"component": labels[piece]}
+
+
+def propagate_labels(subgraph, messages, ctx, count: int, piece, usable=None, start: bool = False) -> int:
+    """One superstep of smallest-label propagation between the pieces of a sub-graph and their
+    neighbours; ``subgraph.state["labels"]`` holds one label per piece. ``piece``: None (one
+    piece) or the piece of each local vertex, -1 outside every piece; ``usable``: the remote
+    edges that connect (default all). ``start`` gives each piece its smallest vertex id.
+    Returns how many pieces changed (and told their neighbours)."""
+    state = subgraph.state
+    if start:
+        if piece is None:
+            labels = np.array([subgraph.first_vertex_id], dtype=np.int64)
+        else:
+            labels = np.full(count, NO_LABEL, dtype=np.int64)
+            inside = piece >= 0
+            np.minimum.at(labels, piece[inside], subgraph.vertex_ids[inside])
+        changed = np.ones(count, dtype=bool)
+    else:
+        labels = state["labels"]
+        heard = heard_labels(subgraph, messages, count, piece)
+        changed = heard < labels
+        labels = np.minimum(labels, heard)
+    state["labels"] = labels
+    if changed.any():
+        tell_labels(subgraph, ctx, labels, changed, piece, usable)
+    return int(changed.sum())
+
+
+def heard_labels(subgraph, messages, count: int, piece) -> np.ndarray:
+    """The smallest label each piece heard: vertex messages reach their vertex's piece (none for a
+    vertex outside every piece, piece -1), sub-graph messages the pieces with an edge to the sender."""
+    heard = np.full(count, NO_LABEL, dtype=np.int64)
+    if len(messages.vertices):
+        at = np.zeros(len(messages.vertices), np.int64) if piece is None else piece[messages.vertices]
+        inside = at >= 0
+        np.minimum.at(heard, at[inside], messages.values[inside])
+    if messages.payloads:
+        if piece is None:
+            heard[0] = min(heard[0], min(messages.payloads))
+        else:
+            keys, best = _smallest_per_key(np.asarray(messages.senders, dtype=np.int64),
+                                           np.asarray(messages.payloads, dtype=np.int64))
+            remote = subgraph.remote_edges
+            at = np.minimum(np.searchsorted(keys, remote.dst_subgraph), len(keys) - 1)
+            hit = keys[at] == remote.dst_subgraph
+            np.minimum.at(heard, piece[remote.src[hit]], best[at[hit]])
+    return heard
+
+
+def tell_labels(subgraph, ctx, labels, changed, piece, usable=None) -> None:
+    """Send each changed piece's label over its remote edges (only the ``usable`` rows, when given:
+    components of a selection of edges); a whole sub-graph tells its neighbours once."""
+    if piece is None and usable is None:
+        ctx.send_to_neighbors(int(labels[0]))
+        return
+    remote = subgraph.remote_edges
+    at = np.zeros(len(remote), np.int64) if piece is None else piece[remote.src]
+    rows = at >= 0
+    rows[rows] = changed[at[rows]]
+    if usable is not None:
+        rows &= usable
+    ctx.send_to_vertices(remote.dst[rows], labels[at[rows]])
 
 
 def _smallest_per_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -133,7 +133,15 @@ def query(graph_or_stream, text: str, params: dict | None = None, time_ordered: 
     """
     from hatrick.cgql import query as register
 
+    if _is_stored(graph_or_stream) and options.get("spark") is None:
+        options["spark"] = session()          # past frames run as Gopher programs
     return register(graph_or_stream, text, params, time_ordered, **options)
+
+
+def _is_stored(source) -> bool:
+    from gofs.store import GraphStore
+
+    return isinstance(source, (str, GraphStore))
 
 
 def __getattr__(name):

@@ -7,11 +7,12 @@ to a stream. Sources:
 - a GoFS graph (``gofs.store.GraphStore``, a ``goffish`` graph handle or its
   path): one :class:`hatrick.cgql.views.StoreInstanceView` per stored instance
   whose start lies in the past part of the frame, in time order, reading only
-  the columns the query needs. Past frames are evaluated per instance on these
-  views in the driver process (one csgraph call per pattern and instance),
-  not as a Gopher program: Gopher runs over the template topology and would
-  miss the topology changes an instance stores, and the reachable-pair
-  results of Reach do not fit Gopher's per-vertex output.
+  the columns the query needs. With a Spark session, a past part whose
+  sub-queries are Reach and Cluster (no ``alias.*`` wildcard, no diameter) runs
+  as sequential Gopher programs (:mod:`hatrick.cgql.programs`): only summaries,
+  pairs and events' members reach the driver. Others are evaluated per instance
+  in the driver process (one csgraph call per pattern and instance);
+  ``Query.past_engine`` says which ran.
 - a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
   that calls ``callback(view)`` after every applied batch (Hatrick's
   ``Stream``); its ``store``/``graph`` attribute, if any, serves the past part.
@@ -41,6 +42,7 @@ from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import CGQLError, located
 from hatrick.cgql.parser import parse
 from hatrick.cgql.planner import Plan, plan
+from hatrick.cgql.programs import run_past, runs_on_gopher
 from hatrick.cgql.topics import Topic
 from hatrick.cgql.views import Snapshot, StoreInstanceView
 
@@ -67,6 +69,7 @@ class Query:
         self.error: Exception | None = None
         self.cancelled = False
         self.snapshots = 0
+        self.past_engine = None         # "gopher" or "driver": where the past part ran
         self._stream = None
         self._lock = threading.RLock()
         self._buffer: list | None = None
@@ -95,19 +98,40 @@ class Query:
             inside = sq.in_frame(snap.time)
             if inside:
                 events = sq.pattern.diff(previous if self.in_frame.get(sq.name) else None, state)
-                if events:
-                    detected = clock.time()
-                    head = {"time": snap.time, "pattern": sq.clause.pattern.name}
-                    tail = {"subquery": sq.name, "snapshot": snap.seq, "detected": detected}
-                    events = [{**head, **e, **tail} for e in events]
-                    published += len(self.topics[sq.topic].publish(events))
+                published += self._publish(sq, snap.time, snap.seq, events)
             self.states[sq.name], self.in_frame[sq.name] = state, inside
         self.snapshots += 1
         self._last_time = max(self._last_time, snap.time)
         return published
 
+    def _publish(self, sq, time: float, seq: int, events: list) -> int:
+        if not events:
+            return 0
+        head = {"time": time, "pattern": sq.clause.pattern.name}
+        tail = {"subquery": sq.name, "snapshot": seq, "detected": clock.time()}
+        return len(self.topics[sq.topic].publish([{**head, **e, **tail} for e in events]))
+
+    def run_past_on_gopher(self, store, spark) -> None:
+        """The past part as Gopher programs (:mod:`hatrick.cgql.programs`): one sequential run per
+        sub-query over the stored instances, then the events published instance by instance."""
+        self.past_engine = "gopher"
+        chosen = _past_instances(store, self.plan)
+        if not chosen:
+            return
+        records = sorted(self.plan.vertex_attributes)
+        runs = {sq.name: run_past(store, sq, chosen, self.plan.has_live, records, spark=spark)
+                for sq in self.plan.subqueries}
+        for i, instance in enumerate(chosen):
+            for sq in self.plan.subqueries:
+                _, state, inside, events = runs[sq.name][i]
+                self._publish(sq, float(instance["start"]), int(instance["id"]), events)
+                self.states[sq.name], self.in_frame[sq.name] = state, inside
+            self.snapshots += 1
+            self._last_time = max(self._last_time, float(instance["start"]))
+
     def run_past(self, views) -> None:
         """Evaluate stored snapshots (time order) that fall in the past part of the frame."""
+        self.past_engine = "driver"
         for view in views:
             if self.cancelled:
                 return
@@ -180,7 +204,7 @@ class Query:
 
 def query(source, text: str, params: dict | None = None, time_ordered: bool = False, *, stream=None,
           now: float | None = None, time_unit: float = 1.0, directed: bool | None = None,
-          grow_factor: float = 1.5, min_size: int = 2) -> Topic:
+          grow_factor: float = 1.5, min_size: int = 2, spark=None) -> Topic:
     """Register the CGQL query ``text`` over ``source`` and return the topic its events go to.
 
     Parameters
@@ -205,6 +229,9 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     directed : bool
         Override the graph's directedness for Reach (default: the source's ``directed``).
     grow_factor, min_size : Cluster's ``grew`` threshold and smallest reported group.
+    spark : SparkSession
+        Runs the past part over a stored graph as Gopher programs (default: the active session;
+        without one, or for patterns that have no program yet, the driver reads each instance).
 
     Returns
     -------
@@ -246,7 +273,11 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     if live is not None and the_plan.has_live:
         registered.attach(live)
     try:
-        if the_plan.has_past:
+        spark = spark or _active_session()
+        if the_plan.has_past and history is None and store is not None and spark is not None \
+                and runs_on_gopher(the_plan):
+            registered.run_past_on_gopher(store, spark)
+        elif the_plan.has_past:
             past = history if history is not None else _store_views(store, the_plan) if store is not None else []
             registered.run_past(past)
     except BaseException:
@@ -257,6 +288,12 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     else:
         registered.cancel()          # past only: every event is published; topics close
     return registered.topic
+
+
+def _active_session():
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
 
 
 def _run_cancels(statements) -> list:
@@ -313,10 +350,15 @@ def _directed(store, live):
     return None
 
 
-def _store_views(store, the_plan: Plan):
+def _past_instances(store, the_plan: Plan) -> list:
+    """The stored instances whose start lies in the past part of the frame, in time order."""
     hi = min(the_plan.end, the_plan.now)
-    chosen = sorted((i for i in store.instances if the_plan.start <= i["start"] < hi),
-                    key=lambda i: (i["start"], i["id"]))
+    return sorted((i for i in store.instances if the_plan.start <= i["start"] < hi),
+                  key=lambda i: (i["start"], i["id"]))
+
+
+def _store_views(store, the_plan: Plan):
+    chosen = _past_instances(store, the_plan)
     vertex = sorted(the_plan.vertex_attributes)
     edge = sorted(the_plan.edge_attributes | _label_attributes(store, the_plan))
     for inst in chosen:

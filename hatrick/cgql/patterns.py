@@ -143,8 +143,10 @@ class Pattern:
 # Reach ---------------------------------------------------------------------------------
 @dataclass
 class ReachState:
+    """The reachable (source, sink) id pairs of one snapshot; ``records(ids)`` gives the attribute
+    dicts of some of its vertices (for event payloads)."""
     pairs: pd.MultiIndex
-    snap: Snapshot
+    records: object
 
 
 @register_pattern
@@ -184,22 +186,21 @@ class Reach(Pattern):
         directed = snap.directed if self.options.get("directed") is None else bool(self.options["directed"])
         s, t = reachable_pairs(snap, edges, sources, sinks, directed)
         pairs = pd.MultiIndex.from_arrays([snap.ids[s], snap.ids[t]], names=["source", "sink"])
-        return ReachState(pairs, snap)
+        return ReachState(pairs, lambda ids: snap.records(snap.index.get_indexer(ids)))
 
     def diff(self, before, after):
         old = before.pairs if before is not None else after.pairs[:0]
-        events = self._events(after.pairs.difference(old, sort=False), after.snap, "reachable")
+        events = self._events(after.pairs.difference(old, sort=False), after.records, "reachable")
         if before is not None:
-            events += self._events(old.difference(after.pairs, sort=False), before.snap, "unreachable")
+            events += self._events(old.difference(after.pairs, sort=False), before.records, "unreachable")
         return events
 
-    def _events(self, pairs: pd.MultiIndex, snap: Snapshot, status: str) -> list:
+    def _events(self, pairs: pd.MultiIndex, records, status: str) -> list:
         if len(pairs) == 0:
             return []
         order = np.lexsort((pairs.get_level_values(1), pairs.get_level_values(0)))
         source, sink = pairs.get_level_values(0)[order], pairs.get_level_values(1)[order]
-        source_attrs = snap.records(snap.index.get_indexer(source))
-        sink_attrs = snap.records(snap.index.get_indexer(sink))
+        source_attrs, sink_attrs = records(source), records(sink)
         return [{"status": status, "source": _plain(a), "sink": _plain(z), "source_attributes": sa,
                  "sink_attributes": za}
                 for a, z, sa, za in zip(source.tolist(), sink.tolist(), source_attrs, sink_attrs)]
@@ -293,6 +294,7 @@ class ClusterState:
     first_reported: dict
     adjacency: sp.csr_matrix = None
     local: np.ndarray = None
+    member_lists: dict | None = None          # {cluster id: sorted member ids} when members were fetched
 
     @property
     def reported_ids(self) -> np.ndarray:
@@ -303,6 +305,8 @@ class ClusterState:
 
     def members(self, cluster_ids) -> list:
         """Sorted member ids of each of ``cluster_ids``."""
+        if self.member_lists is not None:
+            return [self.member_lists[c] for c in np.asarray(cluster_ids).tolist()]
         if self.__dict__.get("_by_cluster") is None:
             order = np.argsort(self.cluster, kind="stable")     # member ids are sorted: stays sorted
             self.__dict__["_by_cluster"] = (self.cluster[order], self.member_ids[order].tolist())
@@ -363,29 +367,49 @@ class Cluster(Pattern):
         label = label.reshape(-1)
         k = int(label.max()) + 1 if len(label) else 0
         member_ids = snap.ids[positions]
-        ids, overlap = _track(previous, member_ids, label, k, self.options)
-        # diameters (igraph) only for groups that pass every other condition
+        p, q, weight = _overlaps(previous, member_ids, label, k)
+        partials = aggregate_partials(snap_columns(snap, positions, self.aggregate_conditions()), label, k)
+        ids, overlap, table, event_size, first_reported = self.conclude(
+            previous, snap.time, partials, p, q, weight, k, b,
+            lambda satisfied, limits: diameters(adjacency, member_index, label, k, only=satisfied, limits=limits))
+        return ClusterState(snap, member_ids, positions, label, ids[label] if k else np.empty(0, np.int64), table,
+                            overlap, event_size, first_reported, adjacency, member_index)
+
+    def conclude(self, previous, time: float, partials: dict, p, q, weight, k: int, b: Bindings,
+                 diameter=None):
+        """The rules that turn one snapshot's K groups (labelled 0..K-1 in order of their smallest
+        member id) into tracked clusters, wherever the groups were found (a driver snapshot or a
+        Gopher run): identities from the overlap counts (previous label p, label q, weight),
+        aggregates from their partials, which groups are reported. ``diameter(satisfied, limits)``
+        gives hop diameters (NaN where ruled out) for the groups that pass every other condition.
+        Returns (ids, overlap, table, event sizes, first report times)."""
+        ids, overlap = _identify(previous, p, q, weight, k, self.options)
         all_conditions = self.aggregate_conditions()
         cheap = tuple(c for c in all_conditions if c.aggregate.function != "diameter")
-        values = aggregate_values(snap, positions, label, k, cheap)
+        values = derive_aggregates(partials, cheap, k)
         satisfied = satisfies(values, cheap, b, k)
         if len(cheap) < len(all_conditions):
             limits = [(c.op, b.scalar(c.value, "diameter")) for c in all_conditions
                       if c.aggregate.function == "diameter"]
-            values["diameter"] = diameters(adjacency, member_index, label, k, only=satisfied, limits=limits)
+            values["diameter"] = diameter(satisfied, limits)
             satisfied &= satisfies(values, all_conditions, b, k)
-        table = pd.DataFrame({"size": np.bincount(label, minlength=k), **values, "reported": satisfied},
+        table = pd.DataFrame({"size": partials["size"], **values, "reported": satisfied},
                              index=pd.Index(ids, name="cluster"))
         current = set(ids.tolist())
         event_size = {c: v for c, v in previous.event_size.items() if c in current} if previous is not None else {}
         first_reported = ({c: v for c, v in previous.first_reported.items() if c in current}
                           if previous is not None else {})
         for cid in ids[satisfied].tolist():
-            first_reported.setdefault(cid, snap.time)
-        return ClusterState(snap, member_ids, positions, label, ids[label] if k else np.empty(0, np.int64), table,
-                            overlap, event_size, first_reported, adjacency, member_index)
+            first_reported.setdefault(cid, time)
+        return ids, overlap, table, event_size, first_reported
 
     def diff(self, before, after):
+        ids, status, gone = self.changes(before, after)
+        return self.events(before, after, ids, status, gone)
+
+    def changes(self, before, after):
+        """(cluster ids with an event, their statuses, ids that disappeared): the event rules,
+        which need no member lists; records the sizes at these events in ``after``."""
         reported = after.reported_ids
         sizes = after.table["size"].to_numpy()[after.table["reported"].to_numpy()]
         if before is None:
@@ -409,16 +433,22 @@ class Cluster(Pattern):
         emit = status != ""
         ids, status, sizes = reported[emit], status[emit], sizes[emit]
         after.event_size.update(zip(ids.tolist(), sizes.tolist()))
+        gone = np.empty(0, np.int64)
+        if before is not None:
+            changed = ids[(status == "merged") | (status == "split")]
+            absorbed = after.overlap["parent"][after.overlap["child"].isin(changed)].to_numpy()
+            gone = np.setdiff1d(np.setdiff1d(before.reported_ids, reported), absorbed)
+        return ids, status, gone
+
+    def events(self, before, after, ids, status, gone) -> list:
+        """Event dicts for :meth:`changes`' verdicts (members of ``ids`` now, of ``gone`` before)."""
         events = []
         for cid, st, members, row in zip(ids.tolist(), status.tolist(), after.members(ids), after.rows(ids)):
             event = {"status": st, "cluster": cid, "members": members, **row}
             if st in ("merged", "split"):
                 event["parents"] = sorted(after.overlap["parent"][after.overlap["child"] == cid].tolist())
             events.append(event)
-        if before is not None:
-            changed = ids[(status == "merged") | (status == "split")]
-            absorbed = after.overlap["parent"][after.overlap["child"].isin(changed)].to_numpy()
-            gone = np.setdiff1d(np.setdiff1d(before.reported_ids, reported), absorbed)
+        if len(gone):
             events += [{"status": "disappeared", "cluster": cid, "members": members, **row}
                        for cid, members, row in zip(gone.tolist(), before.members(gone), before.rows(gone))]
         return events
@@ -430,28 +460,32 @@ def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
                             f"{c.value.alias}.*")
 
 
-def _track(previous: ClusterState | None, member_ids: np.ndarray, label: np.ndarray, k: int, options: dict):
+def _overlaps(previous: ClusterState | None, member_ids: np.ndarray, label: np.ndarray, k: int):
+    """(previous label, current label, shared members) for every pair of overlapping groups."""
+    if previous is None or not len(previous.member_ids) or not k:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    # member ids of a snapshot are sorted (vertices are sorted by id), so a search finds old groups
+    at = np.minimum(np.searchsorted(previous.member_ids, member_ids), len(previous.member_ids) - 1)
+    hit = previous.member_ids[at] == member_ids
+    keys, weight = np.unique(previous.label[at[hit]] * k + label[hit], return_counts=True)
+    return keys // k, keys % k, weight
+
+
+def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict):
     """Cluster ids for the K current groups (heirs keep their parent's id), and the overlap pairs
     with the previous groups as a DataFrame (parent id, child id, parent label, child label)."""
     counter = options.setdefault("_next_cluster_id", [0])
     ids = np.full(k, -1, np.int64)
-    p = q = np.empty(0, np.int64)
-    if previous is not None and len(previous.member_ids) and k:
-        # member ids of a snapshot are sorted (vertices are sorted by id), so a search finds old groups
-        at = np.minimum(np.searchsorted(previous.member_ids, member_ids), len(previous.member_ids) - 1)
-        hit = previous.member_ids[at] == member_ids
-        keys, weight = np.unique(previous.label[at[hit]] * k + label[hit], return_counts=True)
-        p, q = keys // k, keys % k
-        if len(keys):
-            parent_id = previous.table.index.to_numpy()[p]
-            best_parent = np.zeros(len(keys), bool)            # most overlap, then the smaller id
-            order = np.lexsort((parent_id, -weight, q))
-            best_parent[order[np.r_[True, q[order][1:] != q[order][:-1]]]] = True
-            best_child = np.zeros(len(keys), bool)             # most overlap, then the smaller label
-            order = np.lexsort((q, -weight, p))
-            best_child[order[np.r_[True, p[order][1:] != p[order][:-1]]]] = True
-            heir = best_parent & best_child
-            ids[q[heir]] = parent_id[heir]
+    if previous is not None and k and len(p):
+        parent_id = previous.table.index.to_numpy()[p]
+        best_parent = np.zeros(len(p), bool)               # most overlap, then the smaller id
+        order = np.lexsort((parent_id, -weight, q))
+        best_parent[order[np.r_[True, q[order][1:] != q[order][:-1]]]] = True
+        best_child = np.zeros(len(p), bool)                # most overlap, then the smaller label
+        order = np.lexsort((q, -weight, p))
+        best_child[order[np.r_[True, p[order][1:] != p[order][:-1]]]] = True
+        heir = best_parent & best_child
+        ids[q[heir]] = parent_id[heir]
     fresh = np.flatnonzero(ids < 0)
     ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
     counter[0] += len(fresh)
@@ -460,36 +494,87 @@ def _track(previous: ClusterState | None, member_ids: np.ndarray, label: np.ndar
     return ids, overlap
 
 
-def aggregate_values(snap: Snapshot, positions, label, k, conditions, adjacency=None, member_index=None) -> dict:
-    """Per-group values of the aggregates in ``conditions``: {column name: array of length k}."""
+def snap_columns(snap: Snapshot, positions, conditions) -> dict:
+    """{attribute: values at ``positions``} for the vertex attributes the aggregates read."""
+    out = {}
+    for c in conditions:
+        agg = c.aggregate
+        if agg.attribute is None or agg.function == "diameter" or agg.attribute in out:
+            continue
+        if agg.attribute not in snap.vertices.columns:
+            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not in the graph")
+        out[agg.attribute] = snap.vertices[agg.attribute].to_numpy()[positions]
+    return out
+
+
+def aggregate_partials(columns: dict, label: np.ndarray, k: int) -> dict:
+    """Per-group partial aggregates that combine across sub-graphs (:func:`combine_partials`):
+    ``size`` and, per attribute, (a, "count") of present values and, for numeric ones,
+    (a, "sum"), (a, "min"), (a, "max") (min/max +-inf where no value)."""
+    out = {"size": np.bincount(label, minlength=k).astype(np.int64)}
+    for name, column in columns.items():
+        out[(name, "count")] = np.bincount(label, weights=~pd.isna(column), minlength=k).astype(np.int64)
+        try:
+            values = np.asarray(column).astype(np.float64)
+        except (TypeError, ValueError):
+            continue
+        out[(name, "sum")] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
+        low, high = np.full(k, np.inf), np.full(k, -np.inf)
+        np.fmin.at(low, label, values)
+        np.fmax.at(high, label, values)
+        out[(name, "min")], out[(name, "max")] = low, high
+    return out
+
+
+def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict]:
+    """Partials given per (key, piece) rows, reduced to one row per distinct key (sorted)."""
+    unique, at = np.unique(keys, return_inverse=True)
+    at = at.reshape(-1)
+    out = {}
+    for name, values in partials.items():
+        kind = name[1] if isinstance(name, tuple) else "sum"
+        if kind in ("min", "max"):
+            reduced = np.full(len(unique), np.inf if kind == "min" else -np.inf)
+            (np.fmin if kind == "min" else np.fmax).at(reduced, at, values)
+        else:
+            reduced = np.zeros(len(unique), dtype=np.asarray(values).dtype)
+            np.add.at(reduced, at, values)
+        out[name] = reduced
+    return unique, out
+
+
+def derive_aggregates(partials: dict, conditions, k: int) -> dict:
+    """The aggregates in ``conditions`` (not diameter) from partials: {column name: length-k array}."""
     out = {}
     for c in conditions:
         agg = c.aggregate
         name = agg.column_name
-        if name in out:
+        if name in out or agg.function == "diameter":
             continue
         if agg.function in ("count", "size") and agg.attribute is None:
-            out[name] = np.bincount(label, minlength=k).astype(np.int64)
+            out[name] = partials["size"]
             continue
-        if agg.function == "diameter":
-            out[name] = diameters(adjacency, member_index, label, k)
-            continue
-        if agg.attribute not in snap.vertices.columns:
-            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not in the graph")
-        column = snap.vertices[agg.attribute].to_numpy()[positions]
+        count = partials[(agg.attribute, "count")]
         if agg.function == "count":
-            out[name] = np.bincount(label, weights=~pd.isna(column), minlength=k).astype(np.int64)
+            out[name] = count
             continue
-        try:
-            values = column.astype(np.float64)
-        except (TypeError, ValueError):
-            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not numeric") from None
+        if (agg.attribute, "sum") not in partials:
+            raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not numeric")
+        present = count > 0
         if agg.function == "sum":
-            out[name] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
-            continue
-        grouped = pd.Series(values).groupby(label)
-        reduced = {"min": grouped.min, "max": grouped.max, "avg": grouped.mean}[agg.function]()
-        out[name] = reduced.reindex(range(k)).to_numpy(np.float64)
+            out[name] = partials[(agg.attribute, "sum")]
+        elif agg.function == "avg":
+            out[name] = np.where(present, partials[(agg.attribute, "sum")] / np.maximum(count, 1), np.nan)
+        else:
+            out[name] = np.where(present, partials[(agg.attribute, agg.function)], np.nan)
+    return out
+
+
+def aggregate_values(snap: Snapshot, positions, label, k, conditions, adjacency=None, member_index=None) -> dict:
+    """Per-group values of the aggregates in ``conditions``: {column name: array of length k}."""
+    out = derive_aggregates(aggregate_partials(snap_columns(snap, positions, conditions), label, k), conditions, k)
+    if any(c.aggregate.function == "diameter" for c in conditions):
+        out["diameter"] = diameters(adjacency, member_index, label, k)
     return out
 
 

@@ -29,7 +29,8 @@ from gofs.errors import InputError
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import located
 
-__all__ = ["GraphView", "PandasView", "StoreInstanceView", "Snapshot", "Bindings"]
+__all__ = ["GraphView", "PandasView", "StoreInstanceView", "Snapshot", "Bindings", "vertex_conditions_mask",
+           "edge_condition_mask"]
 
 
 @runtime_checkable
@@ -168,9 +169,7 @@ class Snapshot:
         key = ("v", _bound_key(conditions, bindings))
         if key[1] is not None and key in self._cache:
             return self._cache[key]
-        mask = np.ones(self.num_vertices, dtype=bool)
-        for c in conditions:
-            mask &= _condition_mask(self.vertices, c, bindings, "vertex", self)
+        mask = vertex_conditions_mask(self.vertices, conditions, bindings, self)
         if key[1] is not None:
             self._cache[key] = mask
         return mask
@@ -182,15 +181,7 @@ class Snapshot:
         key = ("e", _bound_key((condition,), bindings))
         if key[1] is not None and key in self._cache:
             return self._cache[key]
-        mask = np.ones(len(self.src), dtype=bool)
-        for c in condition.conditions:
-            mask &= _condition_mask(self.edges, c, bindings, "edge", self)
-        if condition.labels:
-            column = next((c for c in ("type", "label") if c in self.edges.columns), None)
-            if column is None:
-                raise located(condition, f"edge label {condition.labels[0]!r} needs a 'type' or 'label' edge "
-                                         f"attribute (edge attributes: {_attributes(self.edges, 'edge')})")
-            mask &= self.edges[column].isin(list(condition.labels)).to_numpy()
+        mask = edge_condition_mask(self.edges, condition, bindings)
         if key[1] is not None:
             self._cache[key] = mask
         return mask
@@ -214,6 +205,29 @@ class Snapshot:
         columns = list(arrays)
         values = [arrays[c][positions].tolist() for c in columns]
         return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
+
+
+def vertex_conditions_mask(frame: pd.DataFrame, conditions, bindings: Bindings, snap=None) -> np.ndarray:
+    """Rows of a vertex frame satisfying every condition; the one rule for live views, stored
+    snapshots and the sub-graphs of a Gopher run (``snap`` only for ``alias.*`` wildcards)."""
+    mask = np.ones(len(frame), dtype=bool)
+    for c in conditions:
+        mask &= _condition_mask(frame, c, bindings, "vertex", snap)
+    return mask
+
+
+def edge_condition_mask(frame: pd.DataFrame, condition: n.EdgeCondition, bindings: Bindings) -> np.ndarray:
+    """Rows of an edge frame satisfying an edge condition (attribute conditions and labels)."""
+    mask = np.ones(len(frame), dtype=bool)
+    for c in condition.conditions:
+        mask &= _condition_mask(frame, c, bindings, "edge", None)
+    if condition.labels:
+        column = next((c for c in ("type", "label") if c in frame.columns), None)
+        if column is None:
+            raise located(condition, f"edge label {condition.labels[0]!r} needs a 'type' or 'label' edge "
+                                     f"attribute (edge attributes: {_attributes(frame, 'edge')})")
+        mask &= frame[column].isin(list(condition.labels)).to_numpy()
+    return mask
 
 
 def _plain(value):

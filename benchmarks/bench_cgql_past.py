@@ -1,0 +1,119 @@
+"""CGQL past frames against connected components over the same stored instances, in one session.
+
+A road-like graph of ``--size`` vertices with ``--hours`` hourly instances: each
+instance gives every vertex a ``usage`` and every edge a ``type`` (power /
+follow / message), 1% of the edges changing type per hour. In one session:
+
+1. connected components over every instance with the independent pattern
+   (the peer: the same instances, the same engine), after one untimed run of
+   it that builds the instances' bundles in the workers' caches;
+2. a ``Cluster`` query over the whole past (``--cluster``);
+3. a ``Reach`` query over ``--sources`` selected sources (``--reach``).
+
+Per phase: wall seconds and the driver's peak Python RSS (the process's high-water
+mark, reset before each phase through ``/proc/self/clear_refs``), next to the idle
+session's (after start-up and opening the graph). The load average is printed
+beside the figures: on a shared machine the wall figures include waiting for a core.
+
+    python -m benchmarks cgql_past --size 1000000 --hours 24 --partitions 8 --workdir /tmp/cgql-past \\
+        --json bench-results/cgql_past.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import time
+
+import numpy as np
+import pandas as pd
+
+CLUSTER = "DETECT Cluster(usage < 30, sum(node.usage) > 400) WHERE edge: {type = power}"
+REACH = "DETECT Reach(source: {source = 1}, sink: {usage > 38}) WHERE edge: {type = power}"
+
+
+def _rss_peak_mb() -> float:
+    with open("/proc/self/status") as status:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", status.read()).group(1)) / 1024
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def build(path: str, size: int, hours: int, partitions: int, sources: int, seed: int, spark):
+    """The graph and its instances (kept at ``path`` and reused when it exists)."""
+    import goffish
+    from goffish.generators import road_network
+    from gofs.instances import Instance
+
+    if os.path.exists(path):
+        return goffish.open(path)
+    graph = road_network(size, seed=seed)
+    src, dst = graph.edges.column("src").to_numpy(), graph.edges.column("dst").to_numpy()
+    g = goffish.ingest(graph, path, num_partitions=partitions, spark=spark)
+    rng = np.random.default_rng(seed)
+    ids = np.arange(size)
+    source = np.zeros(size, np.int8)
+    source[rng.choice(size, sources, replace=False)] = 1
+    kind = rng.choice(np.array(["power", "follow", "message"]), len(src), p=[0.5, 0.3, 0.2])
+    for hour in range(hours):
+        if hour:
+            change = rng.random(len(src)) < 0.01
+            kind = np.where(change, rng.choice(np.array(["power", "follow", "message"]), len(src)), kind)
+        g.append_instances([Instance(3600.0 * hour, 3600.0 * (hour + 1),
+                                     vertex_values=pd.DataFrame({"id": ids, "usage": rng.integers(0, 40, size),
+                                                                 "source": source}),
+                                     edge_values=pd.DataFrame({"src": src, "dst": dst, "type": kind}))])
+    return g
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=50_000, help="road-like graph vertices")
+    parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--sources", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default="/tmp/cgql-past")
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args(argv)
+
+    import goffish
+    from algorithms.components import ConnectedComponents
+    from gopher.timeseries import run_independent
+
+    spark = goffish.session()
+    path = os.path.join(args.workdir, f"road-{args.size}-{args.hours}h.gofs")
+    g = build(path, args.size, args.hours, args.partitions, args.sources, args.seed, spark)
+    run_independent(g, ConnectedComponents(), progress=False)      # untimed: instance bundles, JIT, workers
+    _reset_peak()
+    idle = _rss_peak_mb()
+    out = {"vertices": args.size, "hours": args.hours, "partitions": args.partitions, "sources": args.sources,
+           "idle_rss_mb": idle}
+    phases = [("cc_independent", lambda: run_independent(g, ConnectedComponents(), progress=False).aggregated),
+              ("cluster", lambda: goffish.query(g, CLUSTER).read()),
+              ("reach", lambda: goffish.query(g, REACH).read())]
+    for name, run in phases:
+        _reset_peak()
+        clock = time.perf_counter()
+        result = run()
+        out[f"{name}_s"] = time.perf_counter() - clock
+        out[f"{name}_rss_mb"] = _rss_peak_mb()
+        out[f"{name}_events"] = len(result) if isinstance(result, list) else None
+    for name in ("cluster", "reach"):
+        out[f"{name}_vs_cc"] = out[f"{name}_s"] / out["cc_independent_s"]
+        out[f"{name}_rss_vs_idle"] = out[f"{name}_rss_mb"] / idle
+    out["load"] = os.getloadavg()
+    print(json.dumps(out, indent=1))
+    if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return out
+
+
+if __name__ == "__main__":
+    main()

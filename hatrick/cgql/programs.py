@@ -1,0 +1,499 @@
+"""Past frames as Gopher programs: a CGQL pattern over stored instances, run where the data is.
+
+Cluster is described below; Reach (:class:`ReachProgram`) numbers the sources,
+spreads bit sets of them over the kept edges and returns the (source, sink)
+pairs with the endpoints' attributes.
+
+A past frame (or the past part of a straddling one) runs as the sequentially
+dependent time-series pattern (:func:`gopher.timeseries.run_sequential`) over
+the instances it covers; each sub-graph reads only the attributes the query
+names and keeps its vertices' group labels from one instance to the next.
+Per instance, in supersteps:
+
+``label``
+    each sub-graph evaluates the vertex and edge conditions on its own rows
+    (:func:`hatrick.cgql.views.vertex_conditions_mask` /
+    :func:`~hatrick.cgql.views.edge_condition_mask`, the live path's rules),
+    splits its members into pieces over the kept local edges and runs
+    smallest-label propagation over the kept remote edges
+    (:func:`algorithms.components.propagate_labels`, the components program's
+    kernel) until no label changes.
+``summary``
+    per group: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
+    the smallest member id, and the overlap counts with the previous
+    instance's groups; the driver's ``master`` reduces them and applies the
+    pattern's rules (:meth:`hatrick.cgql.patterns.Cluster.conclude` / ``changes``).
+``members``
+    the member ids of the groups that have an event (now, or before for
+    ``disappeared``), and at the last instance of a frame that goes live,
+    every group's (the state handed to the live part); skipped when none.
+
+Only per-group summaries, overlap pairs and events' members reach the driver;
+vertices and edges never do.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pandas as pd
+from scipy.sparse import csr_matrix
+from numba import njit
+from scipy.sparse.csgraph import connected_components
+
+from algorithms.components import NO_LABEL, propagate_labels
+from gopher.aggregators import Aggregator
+from gopher.timeseries import TimeSeriesProgram, run_sequential
+from hatrick.cgql import nodes as n
+from hatrick.cgql.patterns import Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials
+from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, vertex_conditions_mask
+
+__all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
+
+_CONCAT = Aggregator(operator.add, [])
+
+
+def runs_on_gopher(the_plan) -> bool:
+    """Whether every sub-query of a plan has a Gopher program: Cluster without ``alias.*``
+    wildcards or diameter (the others run on the driver, instance by instance)."""
+    for sq in the_plan.subqueries:
+        if type(sq.pattern) not in (Cluster, Reach):
+            return False
+        conditions = [c for group in sq.pattern._vertex_condition_groups() for c in group]
+        if any(isinstance(c.value, n.Wildcard) for c in conditions):
+            return False
+        if any(c.aggregate.function == "diameter" for c in sq.pattern.aggregate_conditions()):
+            return False
+    return True
+
+
+class PatternProgram(TimeSeriesProgram):
+    """What the pattern programs share: the attributes they load (only those the query names,
+    static or per instance as the store keeps them) and each sub-graph's view of the conditions."""
+
+    stop_when_quiet = False
+
+    def _declare(self, store, vertex: set, edge) -> None:
+        edge_names = set(self.pattern.edge_attributes()) | _label_column(store, edge)
+        dynamic_v, dynamic_e = set(store.instance_vertex_attributes), set(store.instance_edge_attributes)
+        self.edge = edge
+        self.instance_vertex_attributes = tuple(sorted((vertex - {"id"}) & dynamic_v))
+        self.vertex_attributes = tuple(sorted((vertex - {"id"}) - dynamic_v))
+        self.instance_edge_attributes = tuple(sorted(edge_names & dynamic_e))
+        self.edge_attributes = tuple(sorted(edge_names - dynamic_e))
+
+    def _rows(self, subgraph, local: np.ndarray, usable: np.ndarray):
+        """(vertex frame, kept local edges, kept remote edges): ``local``/``usable`` narrowed by
+        the WHERE edge condition."""
+        b = Bindings(self.pattern.params)
+        frame = pd.DataFrame({"id": subgraph.ids, **{a: subgraph.vertex_attribute(a) for a in
+                                                     self.vertex_attributes + self.instance_vertex_attributes}})
+        if self.edge is not None:
+            names = self.edge_attributes + self.instance_edge_attributes
+            remote = subgraph.remote_edges
+            local = local & edge_condition_mask(pd.DataFrame({a: subgraph.edge_attribute(a) for a in names}),
+                                                self.edge, b)
+            usable = usable & edge_condition_mask(pd.DataFrame({a: remote.attribute(a) for a in names}), self.edge, b)
+        return frame, local, usable
+
+
+class ClusterProgram(PatternProgram):
+    """One Cluster sub-query over a sequence of instances (see the module docstring)."""
+
+    message_dtype = "int64"
+    combiner = "min"
+    aggregators = {"changed": "sum", "summary": _CONCAT, "members": _CONCAT}
+
+    def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
+        self.pattern = pattern
+        (self.conditions,) = pattern._vertex_condition_groups()
+        self.columns = sorted({c.aggregate.attribute for c in pattern.aggregate_conditions()
+                               if c.aggregate.attribute})
+        self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
+        self.min_size = int(pattern.options.get("min_size", 2))
+        # driver side only (master): the pattern's state and the events, instance by instance
+        self._in_frame, self._keep_last = in_frame, keep_last
+        self.results: list = []
+        self._state = self._vids = None
+        self._inside = False
+        self._pending = None
+
+    # task side ----------------------------------------------------------------------------
+    def compute(self, subgraph, messages, ctx):
+        state = subgraph.state
+        if ctx.superstep == 0:
+            if "current" in state:
+                state["previous"] = state["current"]
+            self._select(subgraph)
+            ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
+                                                      state["usable"], start=True))
+        elif ctx.globals["phase"] == "label":
+            ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
+                                                      state["usable"]))
+        elif ctx.globals["phase"] == "summary":
+            ctx.aggregate("summary", [self._summary(subgraph)])
+        else:
+            ctx.aggregate("members", [self._members(subgraph, ctx.globals)])
+
+    def _select(self, subgraph) -> None:
+        """Members, kept edges and the pieces of the members over the kept local edges."""
+        src, dst = subgraph.edge_src, subgraph.edge_dst
+        remote = subgraph.remote_edges
+        frame, local, usable = self._rows(subgraph, np.ones(len(src), bool), np.ones(len(remote), bool))
+        members = vertex_conditions_mask(frame, self.conditions, Bindings(self.pattern.params))
+        local &= members[src] & members[dst]
+        usable &= members[remote.src]
+        size = subgraph.num_vertices
+        touched = np.zeros(size, bool)
+        touched[src[local]] = touched[dst[local]] = True
+        touched[remote.src[usable]] = True
+        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
+        _, piece = connected_components(graph, directed=True, connection="weak")
+        if self.min_size < 2:
+            touched = members
+        _, piece_of = np.unique(piece[touched], return_inverse=True)
+        piece = np.full(size, -1, np.int64)
+        piece[touched] = piece_of.reshape(-1)
+        state = subgraph.state
+        state["piece"], state["usable"] = piece, usable
+        state["count"] = int(piece.max()) + 1 if touched.any() else 0
+        state["columns"] = {a: frame[a].to_numpy() for a in self.columns}
+
+    def _summary(self, subgraph):
+        """(group label, partials, smallest id) per piece and the overlap with the previous labels."""
+        state = subgraph.state
+        piece, labels = state["piece"], state["labels"]
+        inside = piece >= 0
+        current = np.full(len(piece), NO_LABEL, np.int64)
+        current[inside] = labels[piece[inside]]
+        state["current"] = current
+        count = state["count"]
+        partials = aggregate_partials({a: v[inside] for a, v in state["columns"].items()}, piece[inside], count)
+        smallest = pd.Series(subgraph.ids[inside]).groupby(piece[inside]).min().to_numpy()
+        previous = state.get("previous")
+        overlap = np.empty((0, 3), np.int64)
+        if previous is not None:
+            both = inside & (previous != NO_LABEL)
+            pairs, weight = np.unique(np.column_stack([previous[both], current[both]]), axis=0, return_counts=True)
+            overlap = np.column_stack([pairs.reshape(-1, 2), weight])
+        return labels, partials, smallest, overlap
+
+    @staticmethod
+    def _members(subgraph, globals_: dict):
+        """(label, member id) pairs of the wanted groups now and before."""
+        state = subgraph.state
+        out = []
+        for key, labels in (("current", globals_["want_now"]), ("previous", globals_["want_before"])):
+            have = state.get(key)
+            if have is None or not len(labels):
+                out.append((np.empty(0, np.int64), subgraph.ids[:0]))
+                continue
+            hit = np.isin(have, labels)
+            out.append((have[hit], subgraph.ids[hit]))
+        return out
+
+    # driver side ----------------------------------------------------------------------------
+    def master(self, ctx):
+        phase = ctx.globals.get("phase", "label")
+        if phase == "label" and not ctx.aggregated["changed"]:
+            ctx.globals["phase"] = "summary"
+        elif phase == "summary" and self._conclude(ctx):
+            ctx.globals["phase"] = "members"
+        elif phase in ("summary", "members"):
+            self._publish(ctx)
+            ctx.globals["phase"] = "label"
+            ctx.halt()
+
+    def _conclude(self, ctx) -> bool:
+        """The pattern's rules on the reduced summaries; which groups' members to fetch (False:
+        none, the instance needs no members superstep)."""
+        parts = ctx.aggregated["summary"]
+        keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+        names = parts[0][1].keys() if parts else ["size"]
+        partials = {k: np.concatenate([p[1][k] for p in parts]) if parts else np.empty(0, np.int64) for k in names}
+        smallest = pd.Series(np.concatenate([p[2] for p in parts]) if parts else []).groupby(keys).min()
+        vids, partials = combine_partials(keys, partials)
+        keep = partials["size"] >= self.min_size
+        order = np.argsort(smallest.reindex(vids).to_numpy()[keep], kind="stable")
+        vids = vids[keep][order]
+        partials = {k: v[keep][order] for k, v in partials.items()}
+        k = len(vids)
+        overlap = np.concatenate([p[3] for p in parts]) if parts else np.empty((0, 3), np.int64)
+        previous = self._state
+        p = q = weight = np.empty(0, np.int64)
+        if previous is not None and len(overlap) and k:
+            before_at, now_at = _position(self._vids, overlap[:, 0]), _position(vids, overlap[:, 1])
+            both = (before_at >= 0) & (now_at >= 0)
+            keys_pq, at = np.unique(before_at[both] * k + now_at[both], return_inverse=True)
+            weight = np.bincount(at.reshape(-1), weights=overlap[both, 2], minlength=len(keys_pq)).astype(np.int64)
+            p, q = keys_pq // k, keys_pq % k
+        ids, overlap_frame, table, event_size, first_reported = self.pattern.conclude(
+            previous, float(ctx.instance["start"]), partials, p, q, weight, k, Bindings(self.pattern.params))
+        empty = np.empty(0, np.int64)
+        after = ClusterState(None, empty, empty, empty, empty, table, overlap_frame, event_size, first_reported,
+                             member_lists={})
+        inside = self._in_frame(float(ctx.instance["start"]))
+        before = previous if self._inside else None
+        changed, status, gone = self.pattern.changes(before, after) if inside else (empty, np.empty(0, object), empty)
+        last = ctx.instance["id"] == self._last["id"]
+        wanted = ids if (last and self._keep_last) else changed
+        ctx.globals["want_now"] = vids[np.isin(ids, wanted)]
+        ctx.globals["want_before"] = self._vids[np.isin(previous.table.index.to_numpy(), gone)] \
+            if len(gone) else empty
+        self._pending = (before, after, ids, vids, changed, status, gone, inside)
+        return bool(len(ctx.globals["want_now"]) or len(ctx.globals["want_before"]))
+
+    def _publish(self, ctx) -> None:
+        before, after, ids, vids, changed, status, gone, inside = self._pending
+        (now_labels, now_ids), (before_labels, before_ids) = _gathered(ctx.aggregated.get("members") or [])
+        after.member_lists = _lists(now_labels, now_ids, vids, ids)
+        if before is not None and len(gone):
+            before.member_lists.update(_lists(before_labels, before_ids, self._vids, before.table.index.to_numpy()))
+        events = self.pattern.events(before, after, changed, status, gone) if inside else []
+        if ctx.instance["id"] == self._last["id"] and self._keep_last:
+            _spell_out(after, ids)
+        self.results.append((ctx.instance, after, inside, events))
+        self._state, self._vids, self._inside, self._pending = after, vids, inside, None
+
+    def run(self, store, instances: list, **engine_options) -> list:
+        """Run over ``instances`` (manifest entries in time order); returns, per instance,
+        (instance, ClusterState, in frame, events)."""
+        self._last = instances[-1]
+        run_sequential(store, self, instances=[i["id"] for i in instances], globals_={"phase": "label"},
+                       **engine_options)
+        return self.results
+
+
+class ReachProgram(PatternProgram):
+    """One Reach sub-query over a sequence of instances: per instance, the sources are numbered
+    (``select``), every vertex gathers the set of sources that reach it as a bit set, spread
+    inside a sub-graph by :func:`spread_bits` and across sub-graphs over the kept remote edges
+    (``spread``), and the sinks report their (source, sink) pairs with the endpoints'
+    attributes (``summary``). Only the pairs reach the driver."""
+
+    aggregators = {"changed": "sum", "sources": _CONCAT, "pairs": _CONCAT}
+
+    def __init__(self, pattern: Reach, store, in_frame, records: list):
+        self.pattern = pattern
+        self.sources, self.sinks = pattern._vertex_condition_groups()
+        override = pattern.options.get("directed")
+        self.directed = bool(store.directed if override is None else override)
+        self.records = [a for a in records if a != "id"]
+        self._declare(store, {c.attribute for c in self.sources + self.sinks} | set(self.records), pattern.clause.edge)
+        self._in_frame = in_frame
+        self.results: list = []
+        self._state, self._inside = None, False
+
+    # task side ----------------------------------------------------------------------------
+    def compute(self, subgraph, messages, ctx):
+        state = subgraph.state
+        if ctx.superstep == 0:
+            self._select(subgraph)
+            ctx.aggregate("sources", [(subgraph.vertex_ids[state["is_source"]], subgraph.ids[state["is_source"]],
+                                       state["frame"][state["is_source"]])])
+        elif ctx.superstep == 1:
+            numbered = ctx.globals["sources"]
+            words = max(1, -(-len(numbered) // 64))
+            bits = np.zeros((subgraph.num_vertices, words), np.uint64)
+            local = np.flatnonzero(state["is_source"])
+            bit = np.searchsorted(numbered, subgraph.vertex_ids[local])
+            np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
+            state["bits"] = bits
+            ctx.aggregate("changed", self._spread(subgraph, ctx, local))
+        elif ctx.globals["phase"] == "spread":
+            ctx.aggregate("changed", self._spread(subgraph, ctx, self._receive(subgraph, messages)))
+        else:
+            ctx.aggregate("pairs", [self._pairs(subgraph, ctx.globals["sources"])])
+
+    def _select(self, subgraph) -> None:
+        b = Bindings(self.pattern.params)
+        src, dst = subgraph.edge_src, subgraph.edge_dst
+        remote = subgraph.remote_edges
+        frame, local, usable = self._rows(subgraph, np.ones(len(src), bool), remote.outgoing(self.directed))
+        if not self.directed:
+            src, dst, local = np.r_[src, dst], np.r_[dst, src], np.r_[local, local]
+        size = subgraph.num_vertices
+        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
+        state = subgraph.state
+        state["indptr"], state["indices"] = graph.indptr.astype(np.int64), graph.indices.astype(np.int64)
+        state["usable"] = np.flatnonzero(usable)
+        state["is_source"] = vertex_conditions_mask(frame, self.sources, b)
+        state["is_sink"] = vertex_conditions_mask(frame, self.sinks, b)
+        state["frame"] = frame[["id", *self.records]]
+
+    def _receive(self, subgraph, messages) -> np.ndarray:
+        """OR the bit sets that arrived into their vertices; the vertices that gained a source."""
+        bits = subgraph.state["bits"]
+        if not messages.payloads:
+            return np.empty(0, np.int64)
+        vids = np.concatenate([p[0] for p in messages.payloads])
+        rows = np.concatenate([p[1] for p in messages.payloads])
+        local = subgraph.local_index(vids)
+        before = bits[local].copy()
+        np.bitwise_or.at(bits, local, rows)
+        return np.unique(local[(bits[local] != before).any(axis=1)])
+
+    def _spread(self, subgraph, ctx, start: np.ndarray) -> int:
+        """Close the bit sets over the kept local edges from ``start``, then send every gain over
+        the kept remote edges (one payload per neighbouring sub-graph)."""
+        state = subgraph.state
+        if not len(start):
+            return 0
+        gained = spread_bits(state["indptr"], state["indices"], state["bits"], start.astype(np.int64))
+        remote = subgraph.remote_edges
+        rows = state["usable"][gained[remote.src[state["usable"]]]]
+        if len(rows):
+            targets = remote.dst_subgraph[rows]
+            order = np.argsort(targets, kind="stable")
+            rows, targets = rows[order], targets[order]
+            cut = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+            groups = np.split(rows, cut[1:])
+            ctx.send_to_subgraphs(targets[cut], [(remote.dst[g], state["bits"][remote.src[g]]) for g in groups])
+        return int(gained.sum())
+
+    def _pairs(self, subgraph, numbered: np.ndarray):
+        """(source vid, sink id) pairs at this sub-graph's sinks, and the sinks' attribute rows."""
+        state = subgraph.state
+        sinks = np.flatnonzero(state["is_sink"] & state["bits"].any(axis=1))
+        bits = state["bits"][sinks]
+        flags = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :len(numbered)]
+        row, bit = np.nonzero(flags)
+        return numbered[bit], subgraph.ids[sinks][row], state["frame"].iloc[sinks]
+
+    # driver side ----------------------------------------------------------------------------
+    def master(self, ctx):
+        if ctx.superstep == 0:
+            parts = ctx.aggregated["sources"]
+            vids = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+            order = np.argsort(vids)
+            ctx.globals["sources"] = vids[order]
+            self._source_ids = (np.concatenate([p[1] for p in parts]) if parts else np.empty(0))[order]
+            self._source_rows = pd.concat([p[2] for p in parts]) if parts else None
+            ctx.globals["phase"] = "spread"
+        elif ctx.globals["phase"] == "spread" and not ctx.aggregated["changed"]:
+            ctx.globals["phase"] = "summary"
+        elif ctx.globals["phase"] == "summary":
+            self._conclude(ctx)
+            ctx.globals["phase"] = "spread"
+            ctx.halt()
+
+    def _conclude(self, ctx) -> None:
+        parts = ctx.aggregated["pairs"]
+        source_vids = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+        sink_ids = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
+        numbered = ctx.globals["sources"]
+        source_ids = self._source_ids[np.searchsorted(numbered, source_vids)] if len(source_vids) else sink_ids[:0]
+        keep = source_ids != sink_ids
+        pairs = pd.MultiIndex.from_arrays([source_ids[keep], sink_ids[keep]], names=["source", "sink"])
+        frames = [f for f in [self._source_rows, *[p[2] for p in parts]] if f is not None and len(f)]
+        rows = pd.concat(frames).drop_duplicates("id").set_index("id") if frames else pd.DataFrame()
+        after = ReachState(pairs, _records(rows))
+        inside = self._in_frame(float(ctx.instance["start"]))
+        events = self.pattern.diff(self._state if self._inside else None, after) if inside else []
+        self.results.append((ctx.instance, after, inside, events))
+        self._state, self._inside = after, inside
+
+    def run(self, store, instances: list, **engine_options) -> list:
+        run_sequential(store, self, instances=[i["id"] for i in instances], globals_={"phase": "spread"},
+                       **engine_options)
+        return self.results
+
+
+@njit(cache=True, nogil=True)
+def spread_bits(indptr, indices, bits, start):
+    """Close the per-vertex bit sets over a CSR graph from the vertices in ``start`` (a worklist:
+    a vertex is revisited only when it gains a bit). Returns the mask of vertices that gained."""
+    n, words = bits.shape
+    gained = np.zeros(n, np.bool_)
+    queued = np.zeros(n, np.bool_)
+    queue = np.empty(n, np.int64)
+    head = tail = 0
+    for v in start:
+        gained[v] = True
+        if not queued[v]:
+            queued[v] = True
+            queue[tail % n] = v
+            tail += 1
+    while head < tail:
+        v = queue[head % n]
+        head += 1
+        queued[v] = False
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            grew = False
+            for w in range(words):
+                new = bits[v, w] & ~bits[u, w]
+                if new:
+                    bits[u, w] |= new
+                    grew = True
+            if grew:
+                gained[u] = True
+                if not queued[u]:
+                    queued[u] = True
+                    queue[tail % n] = u
+                    tail += 1
+    return gained
+
+
+def run_past(store, subquery, instances: list, keep_last: bool, records: list, **engine_options) -> list:
+    """A sub-query's past over ``instances`` on Gopher: [(instance, state, in frame, events)]."""
+    if isinstance(subquery.pattern, Reach):
+        program = ReachProgram(subquery.pattern, store, subquery.in_frame, records)
+    else:
+        program = ClusterProgram(subquery.pattern, store, subquery.in_frame, keep_last)
+    return program.run(store, instances, **engine_options)
+
+
+def _records(rows: pd.DataFrame):
+    """``records(ids)`` of a ReachState from an attribute table indexed by vertex id."""
+    def records(ids):
+        at = rows.reindex(np.asarray(ids))
+        columns = list(at.columns)
+        values = [at[c].to_numpy().tolist() for c in columns]
+        return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
+    return records
+
+
+def _label_column(store, edge) -> set:
+    if edge is None or not edge.labels:
+        return set()
+    known = set(store.edge_attributes) | set(store.instance_edge_attributes)
+    return {next((c for c in ("type", "label") if c in known), "type")}
+
+
+def _position(sorted_or_not: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Index of each value in ``sorted_or_not`` (an array of distinct values), -1 where absent."""
+    if sorted_or_not is None or not len(sorted_or_not):
+        return np.full(len(values), -1, np.int64)
+    order = np.argsort(sorted_or_not, kind="stable")
+    ranked = sorted_or_not[order]
+    at = np.minimum(np.searchsorted(ranked, values), len(ranked) - 1)
+    return np.where(ranked[at] == values, order[at], -1)
+
+
+def _gathered(parts: list):
+    """The (label, id) pairs of every sub-graph, now and before, concatenated."""
+    out = []
+    for side in (0, 1):
+        labels = [p[side][0] for p in parts]
+        ids = [p[side][1] for p in parts]
+        out.append((np.concatenate(labels) if labels else np.empty(0, np.int64),
+                    np.concatenate(ids) if ids else np.empty(0, np.int64)))
+    return out
+
+
+def _lists(labels, member_ids, vids, cluster_ids) -> dict:
+    """{cluster id: sorted member ids} from (group label, member id) pairs."""
+    at = _position(vids, labels)
+    frame = pd.DataFrame({"cluster": np.asarray(cluster_ids)[at], "id": member_ids}).sort_values(["cluster", "id"])
+    return {int(c): group.tolist() for c, group in frame.groupby("cluster", sort=False)["id"]}
+
+
+def _spell_out(state: ClusterState, ids: np.ndarray) -> None:
+    """Give the last past state the per-member arrays the live evaluation reads as ``previous``."""
+    lists = [np.asarray(state.member_lists.get(cid, [])) for cid in ids.tolist()]
+    member_ids = np.concatenate(lists) if lists else np.empty(0, np.int64)
+    label = np.repeat(np.arange(len(lists)), [len(m) for m in lists]).astype(np.int64)
+    order = np.argsort(member_ids, kind="stable")
+    state.member_ids, state.label = member_ids[order], label[order]
+    state.cluster = ids[state.label] if len(order) else np.empty(0, np.int64)

@@ -1,0 +1,107 @@
+"""Past frames on Gopher against the driver path: the same events for Reach and Cluster on the
+engine tests' history (the driver path is checked against the NetworkX oracles there), and a
+Cluster past frame with the Python driver capped (RLIMIT_AS) below what reading the instances
+into the driver needs: the Gopher run finishes, the driver path fails under the same cap, and
+the events equal the uncapped driver path's (the NetworkX oracle's identity tracking is
+quadratic in the groups: minutes at this size)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+import goffish
+from gofs.instances import Instance
+from gofs.ingest.read_local import from_pandas
+from hatrick.cgql import PandasView, query
+from hatrick.cgql.views import StoreInstanceView
+from test_cgql_engine import CLUSTER, REACH, stored  # noqa: F401 (stored: the engine tests' graph fixture)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N, STEPS = 120_000, 3
+QUERY = "DETECT Cluster(usage < 30, size > 12) WHERE edge: {type = power}"
+
+_CAPPED = textwrap.dedent("""
+    import json, resource, sys
+    import goffish
+    from hatrick.cgql import query
+    from hatrick.cgql.views import StoreInstanceView
+    spark = goffish.session(master="local[1]", conf={"spark.driver.memory": "512m", "spark.ui.enabled": "false"})
+    g = goffish.open(sys.argv[1])
+    warm = query(g, sys.argv[2] + " FROM 0 TO 1", spark=spark).read()      # imports and JIT before the cap
+
+    def vm():
+        return int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+
+    cap = vm() + int(sys.argv[4]) * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    events = query(g, sys.argv[2], spark=spark).read()
+    json.dump([[e["time"], e["status"], e["cluster"], e["members"], e.get("parents", [])] for e in events],
+              open(sys.argv[3], "w"))
+    print("GOPHER OK", flush=True)
+    try:
+        views = [StoreInstanceView(g, i, ["usage"], ["type"]) for i in g.instances]
+        query(views, sys.argv[2]).read()
+        print("DRIVER OK")
+    except Exception as exc:          # a MemoryError, or what a library makes of a failed allocation
+        print("DRIVER FAILED", type(exc).__name__, exc)
+""")
+
+
+def road_like(seed=3):
+    """A long ladder with random chords, ``usage`` per instance on vertices, ``type`` per instance
+    on edges (1% of edges change type each step)."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(N)
+    src = np.concatenate([ids[:-1], ids[:-2], rng.integers(0, N, N // 10)])
+    dst = np.concatenate([ids[1:], ids[2:], rng.integers(0, N, N // 10)])
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    kind = rng.choice(["power", "follow", "message"], len(src), p=[0.45, 0.35, 0.2])
+    views = []
+    for t in range(STEPS):
+        if t:
+            change = rng.random(len(src)) < 0.01
+            kind = np.where(change, rng.choice(["power", "follow"], len(src)), kind)
+        usage = rng.integers(0, 40, N)
+        views.append(PandasView(float(t), t, pd.DataFrame({"id": ids, "usage": usage}),
+                                pd.DataFrame({"src": src, "dst": dst, "type": kind}), False))
+    return views
+
+
+def test_cluster_past_runs_on_gopher_where_the_driver_path_cannot(tmp_path):
+    views = road_like()
+    first = views[0]
+    path = str(tmp_path / "g.gofs")
+    g = goffish.ingest(from_pandas(first.edges()[["src", "dst"]], first.vertices()[["id"]], directed=False),
+                       path, num_partitions=4)
+    g.append_instances([Instance(v.time, v.time + 1, vertex_values=v.vertices(), edge_values=v.edges())
+                        for v in views])
+    out = str(tmp_path / "events.json")
+    env = dict(os.environ, PYTHONPATH=ROOT, ARROW_DEFAULT_MEMORY_POOL="system", MALLOC_ARENA_MAX="2")
+    done = subprocess.run([sys.executable, "-c", _CAPPED, path, QUERY, out, "40"], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert "GOPHER OK" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "DRIVER FAILED" in done.stdout and "DRIVER OK" not in done.stdout, done.stdout + done.stderr[-3000:]
+    got = [(t, s, c, tuple(m), tuple(p)) for t, s, c, m, p in json.load(open(out))]
+    expected = [(e["time"], e["status"], e["cluster"], tuple(e["members"]), tuple(e.get("parents", ())))
+                for e in query(views, QUERY).read()]
+    assert expected and got == expected
+
+
+def test_past_frames_run_on_gopher_and_match_the_driver(stored, spark):
+    """Reach and Cluster past frames over the same stored graph: the Gopher run and the driver
+    run (the instances as views) publish the same events."""
+    g, _ = stored
+    views = [StoreInstanceView(g, i, ["name", "usage"], ["type"]) for i in g.instances]
+    for text in (REACH, CLUSTER):
+        on_gopher = query(g, text, spark=spark)
+        on_driver = query(views, text)
+        assert on_gopher.query.past_engine == "gopher" and on_driver.query.past_engine == "driver"
+        got, expected = on_gopher.read(), on_driver.read()
+        drop = ("detected", "seq", "topic")
+        assert [{k: v for k, v in e.items() if k not in drop} for e in got] == \
+            [{k: v for k, v in e.items() if k not in drop} for e in expected] and expected
