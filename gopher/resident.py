@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import pickle
 import queue
 import shutil
 import tempfile
@@ -53,7 +54,7 @@ from gofs import files, layout
 from gofs.errors import EngineError
 from gofs.spark_compat import spark_schema
 from gopher import codec
-from gopher.channel import Listener, RunKey, connect, frames_authenticated
+from gopher.channel import HANDSHAKE_SECONDS, Listener, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker
 
 
@@ -359,7 +360,9 @@ class ResidentTransport:
         self._close(failed=kind is not None)
 
     def _close(self, failed: bool) -> None:
-        if self.job is not None and not self.job.done():
+        if self.job is not None and not self.job.done() and not failed and self._broadcast(("end",)):
+            self.job.finished.wait(HANDSHAKE_SECONDS)   # a run without output: its tasks end as they should,
+        if self.job is not None and not self.job.done():  # so Spark keeps their Python workers for the next run
             self.spark.sparkContext.cancelJobGroup(self.group)
             self.job.finished.wait()
         self._drop_connections()
@@ -471,9 +474,11 @@ class ResidentTransport:
 
     # the protocol ------------------------------------------------------------------------
     def _broadcast(self, message) -> bool:
+        """Send every task ``message`` (pickled once); False if a connection has ended."""
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             for conn in self.conns.values():
-                conn.send(message)
+                conn.send_bytes(payload)
             return True
         except OSError:
             return False
