@@ -383,15 +383,15 @@ def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
     return pa.schema(fields), columns
 
 
-def _record_phases(metrics: RunMetrics, prepared: float, phases: dict) -> None:
-    """The transport's phases, plus the driver's own preparation as part of ``submit``; a
-    transport that times no phases has its whole set-up counted as ``submit`` and its output as
-    ``handoff``."""
-    metrics.add_phase("submit", prepared if phases else metrics.setup_seconds)
+def _record_phases(metrics: RunMetrics, at_start: dict, phases: dict) -> None:
+    """The phases the transport timed (``at_start``: those of its set-up; ``phases``: all of
+    them, restarts included); ``submit`` and ``handoff`` are the rest of the set-up and of the
+    output, so the phases add up to ``setup_seconds`` and ``output_seconds``."""
+    metrics.add_phase("submit", metrics.setup_seconds - sum(at_start.values()))
     for name, seconds in phases.items():
         metrics.add_phase(name, seconds)
-    if not phases:
-        metrics.add_phase("handoff", metrics.output_seconds - metrics.phases.get("merge", 0.0))
+    metrics.add_phase("handoff", metrics.output_seconds - metrics.phases.get("merge", 0.0)
+                      - metrics.phases.get("rows", 0.0))
 
 
 def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: int | None = None,
@@ -423,9 +423,9 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     schema, columns = _output_schema(store, wanted)
     driver = _Driver(program, lanes, window or len(lanes), max_supersteps, metrics, options)
     merged_aggregated: dict = {}
-    prepared = time.perf_counter() - clock
     with _open_transport(metrics.transport, spark, spec, options, schema) as session:
         metrics.setup_seconds = time.perf_counter() - clock
+        at_start = dict(getattr(session, "phases", {}))
         driver.run(session)
         clock = time.perf_counter()
         if merge:
@@ -439,7 +439,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
         cached = session.output(layouts, schema) if wanted else None
         release = getattr(session, "results", None) if wanted else None   # what frees the result rows
         metrics.output_seconds = time.perf_counter() - clock
-    _record_phases(metrics, prepared, getattr(session, "phases", {}))
+    _record_phases(metrics, at_start, getattr(session, "phases", {}))
     frames, number = [], 0
     for table in tables:
         if not table.columns:

@@ -335,7 +335,7 @@ class ResidentTransport:
         self.listener = None
         self.run_dir = None
         self.lost = False
-        self.phases: dict = {}               # {phase: seconds} (gopher.metrics.SETUP_PHASES, OUTPUT_PHASES)
+        self.phases: dict = {}               # {phase: seconds}: workers, rendezvous, topology, rows
 
     # lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> "ResidentTransport":
@@ -385,7 +385,6 @@ class ResidentTransport:
 
     # launching -----------------------------------------------------------------------
     def _launch(self, resume: int | None) -> None:
-        clock = time.perf_counter()
         self.launch += 1
         fn = task_function(self.spec, self.address, self.key, self.launch, self.schema, self.run_dir,
                            self.results.path, self.options.max_frame_bytes, self.local,
@@ -394,7 +393,6 @@ class ResidentTransport:
         stage = self.spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(fn)
         self.job = _Job(self.spark, stage, self.group,
                         f"gopher: {type(self.spec.program).__name__} on {self.spec.store.path}")
-        self._phase("submit", clock)
         self._rendezvous(resume)
 
     def _rendezvous(self, resume: int | None) -> None:
@@ -528,7 +526,6 @@ class ResidentTransport:
 
     def output(self, tables: list, schema) -> object:
         """The result rows: the tasks write them, the DataFrame reads them (:class:`ResultFiles`)."""
-        clock = time.perf_counter()
         self._broadcast(("output", tables))
         pending = list(self.conns.values())
         while not self.job.done():
@@ -539,9 +536,7 @@ class ResidentTransport:
         if self.job.error is not None:
             self._raise_job_error("while writing its results")
         self.phases["rows"] = max((seconds for _, seconds in self.job.result), default=0.0)
-        frame = self.spark.read.schema(spark_schema(schema)).parquet(self.results.uri)
-        self._phase("handoff", clock, minus=self.phases["rows"])
-        return frame
+        return self.spark.read.schema(spark_schema(schema)).parquet(self.results.uri)
 
     def _raise_job_error(self, when: str):
         self.job.finished.wait()
