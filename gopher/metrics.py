@@ -64,6 +64,12 @@ class RunMetrics:
     def seconds(self) -> float:
         return self.setup_seconds + sum(s.seconds for s in self.supersteps) + self.output_seconds
 
+    def stretches(self) -> list[tuple[str, float]]:
+        """The run in order as (name, seconds): its set-up phases, the supersteps, its output phases."""
+        return ([(name, self.phases.get(name, 0.0)) for name in SETUP_PHASES]
+                + [("supersteps", sum(s.seconds for s in self.supersteps))]
+                + [(name, self.phases.get(name, 0.0)) for name in OUTPUT_PHASES])
+
     def as_dict(self) -> dict:
         return {"program": self.program, "transport": self.transport, "supersteps": self.num_supersteps,
                 "messages": self.messages, "bytes": self.bytes, "seconds": round(self.seconds, 4),

@@ -16,7 +16,7 @@ from gofs import files
 #: colours shared by every goffish picture, so the same thing looks the same everywhere
 COLOURS = {"compute": "#4C72B0", "exchange": "#DD8452", "overhead": "#B0B0B0",
            "active": "#55A868", "messages": "#C44E52"}
-#: colours of a run's set-up and output phases (gopher.metrics.SETUP_PHASES, OUTPUT_PHASES)
+#: colours of a run's stretches (gopher.metrics.RunMetrics.stretches)
 PHASE_COLOURS = {"submit": "#8172B3", "workers": "#937860", "rendezvous": "#DA8BC3", "topology": "#8C8C8C",
                  "supersteps": "#4C72B0", "merge": "#CCB974", "rows": "#64B5CD", "handoff": "#C44E52"}
 
@@ -61,11 +61,7 @@ def _instance_runs(instances: list) -> list[tuple[int, int, object]]:
 
 def _phase_strip(axis, metrics) -> None:
     """The whole run as one bar: its set-up phases, the supersteps, its output phases."""
-    from gopher.metrics import OUTPUT_PHASES, SETUP_PHASES
-
-    pieces = [(name, metrics.phases.get(name, 0.0)) for name in SETUP_PHASES]
-    pieces.append(("supersteps", sum(s.seconds for s in metrics.supersteps)))
-    pieces += [(name, metrics.phases.get(name, 0.0)) for name in OUTPUT_PHASES]
+    pieces = metrics.stretches()
     total = sum(seconds for _, seconds in pieces) or 1.0
     left = 0.0
     for name, seconds in pieces:
