@@ -11,6 +11,8 @@ the cores Gopher would need to beat one igraph thread, extrapolated from a run
 on one task (core) and one on every core. ``--ping-supersteps N`` times N
 supersteps of :class:`Ping` (every sub-graph messages its neighbours): the
 engine's fixed cost per superstep.
+``--cold`` runs each algorithm in a fresh process instead: first run against
+warm run, each against igraph (:mod:`benchmarks.bench_cold`).
 """
 from __future__ import annotations
 
@@ -308,6 +310,9 @@ def _parser():
     p.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
     p.add_argument("--verbose", action="store_true", help="show Spark's own log output (default: its errors only)")
+    p.add_argument("--cold", action="store_true",
+                   help="each algorithm's first run in a fresh process (session start excluded) beside its warm "
+                        "run, both against igraph on one core, with where the first run's time went")
     return p
 
 
@@ -335,6 +340,10 @@ def main(argv=None) -> int:
     if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
         raise SystemExit(f"{args.plot}: cannot write the picture there, "
                          f"no directory {os.path.dirname(os.path.abspath(args.plot))}")
+    if args.cold:                       # every run in a process of its own: no session here
+        from benchmarks.bench_cold import main as cold
+
+        return cold(args)
     spark, ours = _session(args)
     try:
         return _run(spark, args)

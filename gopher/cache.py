@@ -10,15 +10,27 @@ entries go when the budget is exceeded. Keys start with the graph's identity
 
 Cached arrays are made read-only, so a program that writes into its topology
 fails at once instead of corrupting every later run.
+
+A new process starts with an empty cache, so partition bundles are also kept on
+the executor's local disk (:class:`DiskCache`): a ``spark-submit`` job's first
+run reads one file per partition instead of reading Parquet and sorting edges.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
+import pickle
+import stat
+import tempfile
 from collections import OrderedDict
 
 import numpy as np
 
+from gofs.files import write_atomic
+
 DEFAULT_BUDGET = 1 << 30
+DEFAULT_DISK_BUDGET = 4 << 30
 
 
 def nbytes(value) -> int:
@@ -106,3 +118,67 @@ def process_cache(budget: int) -> TaskCache:
         _PROCESS_CACHE = TaskCache(budget)
     _PROCESS_CACHE.budget = budget
     return _PROCESS_CACHE
+
+
+class DiskCache:
+    """Values kept on this machine's local disk, one file per key, across processes.
+
+    ``directory`` (default: ``goffish-bundles-<uid>`` in the temporary directory) is
+    made private to this user (mode 0700) and used only while it stays so: its files
+    are unpickled, so nobody else may be able to write them. Keys must name the
+    graph version (see :func:`gopher.worker.partition_view`), so a re-ingested graph
+    never reads another version's files. Files are written atomically (a torn file is
+    never read) and the least recently used go once the directory holds more than
+    ``budget`` bytes. A file that cannot be read is rebuilt, a directory that cannot
+    be used is skipped: the disk cache only ever saves work.
+    """
+
+    def __init__(self, directory: str | None = None, budget: int = DEFAULT_DISK_BUDGET):
+        self.given, self.budget = directory, budget
+
+    @property
+    def directory(self) -> str:
+        """Resolved where the cache is used (on the executor), not where it was configured."""
+        return self.given or os.path.join(tempfile.gettempdir(), f"goffish-bundles-{os.getuid()}")
+
+    def _private(self) -> bool:
+        try:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            info = os.lstat(self.directory)
+        except OSError:
+            return False
+        return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+
+    def get(self, key, build):
+        """The value stored under ``key``, else ``build()`` (stored for the next process)."""
+        if not self._private():
+            return build()
+        path = os.path.join(self.directory, hashlib.sha256(repr(key).encode()).hexdigest() + ".pickle")
+        try:
+            with open(path, "rb") as handle:
+                value = pickle.load(handle)
+            os.utime(path)
+            return value
+        except Exception:                  # missing, torn by a crash, or from another pickle format
+            pass
+        value = build()
+        try:
+            write_atomic(path, write=lambda out: pickle.dump(value, out, protocol=pickle.HIGHEST_PROTOCOL))
+            self._trim(keep=path)
+        except OSError:
+            pass
+        return value
+
+    def _trim(self, keep: str) -> None:
+        entries = []
+        for entry in os.scandir(self.directory):
+            if entry.name.endswith(".pickle") and entry.is_file():
+                info = entry.stat()
+                entries.append((info.st_mtime, info.st_size, entry.path))
+        used = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries):
+            if used <= self.budget:
+                break
+            if path != keep:
+                os.remove(path)
+                used -= size

@@ -17,6 +17,7 @@ are not encrypted: what the run sends (plans, messages, results) can be read on 
 """
 from __future__ import annotations
 
+import contextlib
 import hmac
 import pickle
 import secrets
@@ -238,8 +239,11 @@ class Listener:
         channel.close()
 
     def close(self) -> None:
-        """Stop accepting; once this returns, ``on_channel`` is never called again."""
+        """Stop accepting; once this returns, ``on_channel`` is never called again. Shutting the
+        socket down wakes a waiting ``accept`` at once (a run does not wait out its timeout)."""
         with self._lock:
             self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._thread.join()
         self._sock.close()

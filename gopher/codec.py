@@ -16,11 +16,23 @@ from __future__ import annotations
 import pickle
 
 
+#: buffers smaller than this travel inside the header: a frame of its own costs more than the copy
+OUT_OF_BAND_BYTES = 1 << 16
+
+
 def to_frames(value) -> list:
-    """``value`` as [header, buffer, buffer, ...] (buffers are zero-copy views)."""
+    """``value`` as [header, buffer, buffer, ...] (large buffers are zero-copy views)."""
     buffers: list = []
-    header = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-    return [header, *(b.raw() for b in buffers)]
+
+    def out_of_band(buffer) -> bool:           # pickle keeps a buffer in band when this is true
+        view = buffer.raw()
+        if view.nbytes < OUT_OF_BAND_BYTES:
+            return True
+        buffers.append(view)
+        return False
+
+    header = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
+    return [header, *buffers]
 
 
 def from_frames(frames: list):

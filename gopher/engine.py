@@ -24,7 +24,11 @@ their results are identical. Settings come from the Spark conf:
 ``spark.goffish.tasks``, ``spark.goffish.checkpointInterval`` (supersteps),
 ``spark.goffish.checkpointSeconds``, ``spark.goffish.maxAttempts``,
 ``spark.goffish.rendezvousTimeout``, ``spark.goffish.maxFrameBytes``,
-``spark.goffish.taskCacheBytes``, ``spark.goffish.runDir``.
+``spark.goffish.taskCacheBytes``, ``spark.goffish.bundleCacheDir`` (partition
+bundles on each executor's local disk, kept across processes; ``off`` to
+disable; default a private directory in the temporary directory),
+``spark.goffish.bundleCacheBytes``, ``spark.goffish.runDir`` (also where
+resident runs write their result rows).
 """
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ import pyarrow as pa
 from gofs.errors import InputError
 from gofs.store import as_store
 from gopher import aggregators as agg
-from gopher.cache import DEFAULT_BUDGET
+from gopher.cache import DEFAULT_BUDGET, DEFAULT_DISK_BUDGET, DiskCache
 from gopher.context import MasterContext
 from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics
@@ -91,10 +95,10 @@ class RunResult:
     dataframe: object
     metrics: RunMetrics
     aggregated: dict
-    _cached = None              # the cached frame behind ``dataframe`` (set by the engine, not a field)
+    _cached = None              # what holds the rows behind ``dataframe`` (set by the engine, not a field)
 
     def unpersist(self) -> None:
-        """Free the cached result rows (the DataFrame cannot be read afterwards)."""
+        """Free the result rows (the DataFrame cannot be read afterwards)."""
         if self._cached is not None:
             self._cached.unpersist()
 
@@ -167,6 +171,7 @@ class Options:
     rendezvous_timeout: float
     max_frame_bytes: int
     cache_bytes: int
+    disk_cache: DiskCache | None
     run_dir: str | None
     progress: object            # bool, or a callable given each superstep's progress line
 
@@ -189,6 +194,8 @@ class Options:
         return cls(transport, max(1, tasks), interval, seconds, setting("maxAttempts", 3, int),
                    setting("rendezvousTimeout", 120.0, float), setting("maxFrameBytes", 1 << 31, int),
                    setting("taskCacheBytes", DEFAULT_BUDGET, int),
+                   None if setting("bundleCacheDir", "") == "off" else
+                   DiskCache(setting("bundleCacheDir", None), setting("bundleCacheBytes", DEFAULT_DISK_BUDGET, int)),
                    setting("runDir", None) or sc.getCheckpointDir(),
                    sys.stderr.isatty() if progress is None else progress)
 
@@ -376,6 +383,17 @@ def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
     return pa.schema(fields), columns
 
 
+def _record_phases(metrics: RunMetrics, at_start: dict, phases: dict) -> None:
+    """The phases the transport timed (``at_start``: those of its set-up; ``phases``: all of
+    them, restarts included); ``submit`` and ``handoff`` are the rest of the set-up and of the
+    output, so the phases add up to ``setup_seconds`` and ``output_seconds``."""
+    metrics.add_phase("submit", metrics.setup_seconds - sum(at_start.values()))
+    for name, seconds in phases.items():
+        metrics.add_phase(name, seconds)
+    metrics.add_phase("handoff", metrics.output_seconds - metrics.phases.get("merge", 0.0)
+                      - metrics.phases.get("rows", 0.0))
+
+
 def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: int | None = None,
             max_supersteps: int = 1000, merge: bool = False, spark=None, transport: str | None = None,
             checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
@@ -384,7 +402,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
 
     At most ``window`` lanes run in the same superstep (default: all). Returns
     ([DataFrame per table, None for a table without columns], metrics, merged
-    aggregates, the cached result frame, files read).
+    aggregates, what holds the result rows (its ``unpersist()`` frees them), files read).
     """
     _check_program(program)
     if isinstance(max_supersteps, bool) or not isinstance(max_supersteps, (int, np.integer)) or max_supersteps < 1:
@@ -399,7 +417,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     spec = RunSpec(store, program, options.tasks,
                    np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices]),
                    np.array([p["subgraph_offset"] for p in store.partitions] + [store.num_subgraphs]),
-                   options.cache_bytes)
+                   options.cache_bytes, options.disk_cache)
     metrics.transport = _choose_transport(spark, options)
     wanted = [t for t in tables if t.columns]
     schema, columns = _output_schema(store, wanted)
@@ -407,17 +425,21 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     merged_aggregated: dict = {}
     with _open_transport(metrics.transport, spark, spec, options, schema) as session:
         metrics.setup_seconds = time.perf_counter() - clock
+        at_start = dict(getattr(session, "phases", {}))
         driver.run(session)
         clock = time.perf_counter()
         if merge:
             partials = session.merge({lane.key: lane.instance for lane in lanes})
             merged_aggregated = {name: driver.specs[name].reduce([p[name] for p in partials if name in p])
                                  for name in driver.specs}
+            metrics.add_phase("merge", time.perf_counter() - clock)
         layouts = [(number, {lane.key: lane.instance for lane in lanes} if table.lanes is None else table.lanes,
                     table.method, pairs, table.per_instance)
                    for number, (table, pairs) in enumerate(zip(wanted, columns))]
         cached = session.output(layouts, schema) if wanted else None
+        release = getattr(session, "results", None) if wanted else None   # what frees the result rows
         metrics.output_seconds = time.perf_counter() - clock
+    _record_phases(metrics, at_start, getattr(session, "phases", {}))
     frames, number = [], 0
     for table in tables:
         if not table.columns:
@@ -427,7 +449,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
         frames.append(cached.filter(cached["table"] == number).select(
             *keys, *[cached[physical].alias(name) for name, physical in columns[number]]))
         number += 1
-    return frames, metrics, merged_aggregated, cached, sorted(driver.files)
+    return frames, metrics, merged_aggregated, release or cached, sorted(driver.files)
 
 
 def run_program(store, program, max_supersteps: int = 1000, spark=None, transport: str | None = None,

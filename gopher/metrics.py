@@ -1,7 +1,22 @@
-"""Run metrics: what each superstep did and cost, and how the run executed."""
+"""Run metrics: what each superstep did and cost, and how the run executed.
+
+Besides the supersteps, a run spends time setting up and handing over its
+results; :attr:`RunMetrics.phases` names where (see :data:`SETUP_PHASES` and
+:data:`OUTPUT_PHASES`), so a first run's cold start is visible, not folded into
+one number.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+
+#: set-up phases, in order: the driver plans and submits the run's Spark stage; Spark starts the
+#: tasks (Python workers, imports, the program shipped) until every task has said hello; the tasks
+#: connect to their peers; the tasks load their partitions' topology (the slowest task's time)
+SETUP_PHASES = ("submit", "workers", "rendezvous", "topology")
+#: output phases, in order: the Merge step (time-series runs); the tasks make their result rows
+#: (the slowest task); Spark takes the rows in and the stage ends
+OUTPUT_PHASES = ("merge", "rows", "handoff")
 
 
 @dataclass
@@ -25,6 +40,13 @@ class RunMetrics:
     transport: str = ""          # "resident" (one barrier stage) or "jobs" (a Spark job per superstep)
     attempts: int = 0            # times the run's tasks were lost and the run resumed
     resumed_from: list = field(default_factory=list)   # the checkpoint superstep of each resumption (None: start)
+    phases: dict = field(default_factory=dict)         # {phase: seconds}, of SETUP_PHASES and OUTPUT_PHASES
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        """Account ``seconds`` more to phase ``name`` (a restarted run pays its set-up again)."""
+        if name not in SETUP_PHASES + OUTPUT_PHASES:
+            raise ValueError(f"unknown run phase {name!r}")
+        self.phases[name] = self.phases.get(name, 0.0) + max(0.0, seconds)
 
     @property
     def num_supersteps(self) -> int:
@@ -42,11 +64,18 @@ class RunMetrics:
     def seconds(self) -> float:
         return self.setup_seconds + sum(s.seconds for s in self.supersteps) + self.output_seconds
 
+    def stretches(self) -> list[tuple[str, float]]:
+        """The run in order as (name, seconds): its set-up phases, the supersteps, its output phases."""
+        return ([(name, self.phases.get(name, 0.0)) for name in SETUP_PHASES]
+                + [("supersteps", sum(s.seconds for s in self.supersteps))]
+                + [(name, self.phases.get(name, 0.0)) for name in OUTPUT_PHASES])
+
     def as_dict(self) -> dict:
         return {"program": self.program, "transport": self.transport, "supersteps": self.num_supersteps,
                 "messages": self.messages, "bytes": self.bytes, "seconds": round(self.seconds, 4),
                 "setup_seconds": round(self.setup_seconds, 4), "output_seconds": round(self.output_seconds, 4),
-                "attempts": self.attempts, "per_superstep": [vars(s) for s in self.supersteps]}
+                "attempts": self.attempts, "phases": {k: round(v, 4) for k, v in self.phases.items()},
+                "per_superstep": [vars(s) for s in self.supersteps]}
 
     def plot(self, path=None):
         """A timeline of the run (see :func:`gopher.plots.timeline_figure`).

@@ -16,6 +16,9 @@ from gofs import files
 #: colours shared by every goffish picture, so the same thing looks the same everywhere
 COLOURS = {"compute": "#4C72B0", "exchange": "#DD8452", "overhead": "#B0B0B0",
            "active": "#55A868", "messages": "#C44E52"}
+#: colours of a run's stretches (gopher.metrics.RunMetrics.stretches)
+PHASE_COLOURS = {"submit": "#8172B3", "workers": "#937860", "rendezvous": "#DA8BC3", "topology": "#8C8C8C",
+                 "supersteps": "#4C72B0", "merge": "#CCB974", "rows": "#64B5CD", "handoff": "#C44E52"}
 
 
 def new_figure(width: float, height: float):
@@ -56,9 +59,29 @@ def _instance_runs(instances: list) -> list[tuple[int, int, object]]:
     return runs
 
 
+def _phase_strip(axis, metrics) -> None:
+    """The whole run as one bar: its set-up phases, the supersteps, its output phases."""
+    pieces = metrics.stretches()
+    total = sum(seconds for _, seconds in pieces) or 1.0
+    left = 0.0
+    for name, seconds in pieces:
+        if seconds <= 0:
+            continue
+        axis.barh(0, seconds, left=left, color=PHASE_COLOURS[name], label=f"{name} {seconds:.2f} s", height=0.6)
+        if seconds / total > 0.06:
+            axis.text(left + seconds / 2, 0, name, ha="center", va="center", fontsize="x-small", color="white")
+        left += seconds
+    axis.set_yticks([])
+    axis.set_xlim(0, total)
+    axis.set_xlabel("wall seconds")
+    axis.set_title("the run: set-up, supersteps, output")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.2), fontsize="x-small")
+
+
 def timeline_figure(metrics):
-    """A run's timeline: per superstep, wall time split into compute, exchange and the rest,
-    and the active sub-graphs and messages; for time-series runs also per instance.
+    """A run's timeline: the whole run as phases (set-up, supersteps, output); per superstep,
+    wall time split into compute, exchange and the rest, and the active sub-graphs and
+    messages; for time-series runs also per instance.
 
     Parameters
     ----------
@@ -81,8 +104,11 @@ def timeline_figure(metrics):
     steps = metrics.supersteps
     instances = [s.instance for s in steps]
     per_instance = any(i is not None for i in instances)
-    figure = new_figure(10, 8.5 if per_instance else 6.5)
-    axes = figure.subplots(3 if per_instance else 2, 1)
+    figure = new_figure(10, 10 if per_instance else 8)
+    rows = 4 if per_instance else 3
+    axes = figure.subplots(rows, 1, height_ratios=[0.45] + [1] * (rows - 1))
+    _phase_strip(axes[0], metrics)
+    axes = axes[1:]
     time_axis, work_axis = axes[0], axes[1]
     x = np.arange(len(steps))
     compute, exchange, overhead = _time_split(steps)

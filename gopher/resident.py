@@ -12,9 +12,16 @@ gang-scheduled barrier stage of T tasks (``mapInArrow(..., barrier=True)``):
    cache), sends each peer one frame of messages (numpy buffers out of band,
    :mod:`gopher.codec`), receives one from each, and answers the driver with
    its summary;
-3. at the end the tasks yield the per-vertex results as Arrow batches: the
-   stage's output *is* the result DataFrame, cached (behind one shuffle, so
-   that ``show()`` and ``take()`` work on it), with no row-by-row Python.
+3. at the end each task writes its per-vertex results as one Parquet file
+   (Arrow batches, no row-by-row Python) into the run's result directory, and
+   the result DataFrame is a plain scan of those files: no shuffle and no
+   cache, and ``show()``/``take()`` work on it (Spark refuses jobs over some of
+   a barrier stage's partitions anywhere downstream of it without a shuffle).
+   :class:`ResultFiles` removes the files when the result is unpersisted, or at
+   the latest when the process exits.
+
+The stage is an RDD job (``barrier().mapPartitions``), not a DataFrame query:
+planning one costs seconds in a fresh JVM and the stage has no rows to plan.
 
 Sockets are :mod:`gopher.channel`'s: a handshake proving the run's random key
 both ways (with a deadline: a stray client is dropped, never waited on), a
@@ -27,8 +34,12 @@ its partitions' states and pending messages to the run directory every
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import pickle
 import queue
+import shutil
+import tempfile
 import threading
 import time
 import traceback
@@ -37,11 +48,13 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
 
-from gofs import layout
+import pyarrow as pa
+
+from gofs import files, layout
 from gofs.errors import EngineError
 from gofs.spark_compat import spark_schema
 from gopher import codec
-from gopher.channel import Listener, RunKey, connect, frames_authenticated
+from gopher.channel import HANDSHAKE_SECONDS, Listener, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker
 
 
@@ -88,15 +101,16 @@ def read_checkpoint(run_dir: str, step: int, p: int) -> bytes:
 LOOPBACK = "127.0.0.1"
 
 
-def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, frame_limit: int, local: bool,
-                  peer_timeout: float):
-    """The function each barrier task runs: serve the run, then yield the result batches.
+def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, results: str, frame_limit: int,
+                  local: bool, peer_timeout: float):
+    """The function each barrier task runs: serve the run, then write its result rows under
+    ``results`` and yield (task, seconds spent making them).
     ``local``: the master is local, so the task listens on the loopback address only."""
 
-    def run(batches):
+    def run(numbers):
         from pyspark import BarrierTaskContext
 
-        for _ in batches:
+        for _ in numbers:
             pass
         context = BarrierTaskContext.get()
         me = context.partitionId()
@@ -106,7 +120,7 @@ def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, fram
         except OSError as exc:
             raise RuntimeError(f"gopher: task {me} cannot reach this run's coordinator at {address} ({exc}); "
                                "the run has ended (a cached result recomputed after it ended?)") from exc
-        side = _TaskSide(spec, me, driver, schema, run_dir, frame_limit)
+        side = _TaskSide(spec, me, driver, schema, run_dir, results, frame_limit)
         try:
             side.connect(host, key, launch, context.attemptNumber(), peer_timeout)
             yield from side.serve()
@@ -127,10 +141,11 @@ def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, fram
 class _TaskSide:
     """One barrier task: its worker, its connections to the driver and to its peers."""
 
-    def __init__(self, spec, me: int, driver, schema, run_dir, frame_limit: int):
+    def __init__(self, spec, me: int, driver, schema, run_dir, results: str, frame_limit: int):
         self.spec, self.me, self.driver, self.schema = spec, me, driver, schema
-        self.run_dir, self.limit = run_dir, frame_limit
+        self.run_dir, self.results, self.limit = run_dir, results, frame_limit
         self.listener = None
+        self.worker: TaskWorker | None = None
         self.outbound: dict = {}
         self.inbound: list = []
         self.sender = ThreadPoolExecutor(1)
@@ -141,6 +156,10 @@ class _TaskSide:
         arrived: queue.Queue = queue.Queue()
         self.listener = Listener(host, key, arrived.put)
         self.driver.send(("hello", launch, attempt, self.me, self.listener.address))
+        clock = time.perf_counter()          # load the topology while the other tasks register
+        self.worker = TaskWorker(self.spec, self.spec.partitions_of(self.me))
+        self.worker.load_topology()
+        loaded = time.perf_counter() - clock
         _, table, self.resume = self.driver.recv()
         peers = [j for j in table if j != self.me]
         self.outbound = {j: connect(table[j], key) for j in peers}
@@ -154,9 +173,10 @@ class _TaskSide:
         self.listener.close()
         while not arrived.empty():
             arrived.get_nowait().close()
+        self.driver.send(("ready", loaded))
 
     def serve(self):
-        worker = TaskWorker(self.spec, self.spec.partitions_of(self.me))
+        worker = self.worker
         if self.resume is not None:
             for p in worker.partitions:
                 worker.import_partition(p, read_checkpoint(self.run_dir, self.resume, p))
@@ -176,7 +196,11 @@ class _TaskSide:
             elif command[0] == "merge":
                 self.driver.send(("merged", worker.merge(command[1])))
             elif command[0] == "output":
-                yield from worker.output(command[1], self.schema)
+                clock = time.perf_counter()
+                fs, root = layout.filesystem(self.results)
+                rows = pa.Table.from_batches(list(worker.output(command[1], self.schema)), self.schema)
+                files.put_table(fs, layout.join(root, layout.part_file(self.me)), rows)
+                yield self.me, time.perf_counter() - clock
                 return
             else:
                 return
@@ -219,14 +243,59 @@ class _TaskSide:
 
 # ------------------------------------------------------------------------------ the driver side
 
+_UNRELEASED: list = []          # result directories of this process not yet released
+
+
+def _release_all() -> None:
+    while _UNRELEASED:
+        _UNRELEASED[-1].unpersist()
+
+
+class ResultFiles:
+    """A run's result rows: one Parquet file per task under ``uri`` (as Spark names it).
+
+    ``unpersist`` removes them (the DataFrame cannot be read afterwards); results never
+    released are removed when the Python process exits, so no run leaves files behind."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self.path = _as_pyarrow_path(uri)
+        if not _UNRELEASED:
+            atexit.register(_release_all)
+        _UNRELEASED.append(self)
+
+    def unpersist(self) -> None:
+        if self in _UNRELEASED:
+            _UNRELEASED.remove(self)
+        fs, root = layout.filesystem(self.path)
+        if fs.get_file_info(root).type.name != "NotFound":
+            fs.delete_dir(root)
+
+
+_LOCAL_RESULTS: list = []        # this process's own directory for results, where Spark has no run dir
+
+
+def _results_root(options, local: bool) -> str:
+    """Where a run's results go: beside its run directory (``spark.goffish.runDir``, else the
+    checkpoint directory); on a local master without either, a temporary directory of this
+    process (removed at exit). A cluster needs a directory every executor can write."""
+    if options.run_dir:
+        return options.run_dir
+    if not local:
+        raise EngineError("gopher: a run on a cluster writes its results under spark.goffish.runDir or the "
+                           "checkpoint directory; set one that every executor can write "
+                           "(sc.setCheckpointDir or --conf spark.goffish.runDir=...)")
+    if not _LOCAL_RESULTS:
+        _LOCAL_RESULTS.append(tempfile.mkdtemp(prefix="goffish-results-"))
+        atexit.register(shutil.rmtree, _LOCAL_RESULTS[0], True)
+    return _LOCAL_RESULTS[0]
+
+
 class _Job:
-    """The barrier stage's Spark job, running in a thread of its own (its own job group).
+    """The barrier stage's Spark job, running in a thread of its own (its own job group);
+    its result is what the tasks yield."""
 
-    The job caches the stage's output behind a shuffle: Spark refuses jobs over some
-    of a barrier RDD's partitions (``show()``, ``take()``) anywhere downstream of it
-    without a shuffle in between, and marks an RDD barrier for good once asked."""
-
-    def __init__(self, spark, frame, group: str, description: str):
+    def __init__(self, spark, rdd, group: str, description: str):
         from pyspark import InheritableThread
 
         self.error: BaseException | None = None
@@ -236,8 +305,7 @@ class _Job:
         def run():
             try:
                 spark.sparkContext.setJobGroup(group, description, interruptOnCancel=True)
-                frame.count()
-                self.result = frame
+                self.result = rdd.collect()
             except BaseException as exc:       # handed to the driver loop
                 self.error = exc
             finally:
@@ -261,12 +329,13 @@ class ResidentTransport:
         self.group = f"gopher-{uuid.uuid4().hex[:12]}"
         self.launch = 0
         self.job: _Job | None = None
-        self.frame = None
+        self.results: ResultFiles | None = None
         self.conns: dict = {}
         self.arrivals: queue.Queue = queue.Queue()
         self.listener = None
         self.run_dir = None
-        self.cached = None
+        self.lost = False
+        self.phases: dict = {}               # {phase: seconds}: workers, rendezvous, topology, rows
 
     # lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> "ResidentTransport":
@@ -279,6 +348,8 @@ class ResidentTransport:
             if self.options.run_dir:
                 self.run_dir = layout.join(_as_pyarrow_path(self.options.run_dir),
                                            f"gopher-run-{uuid.uuid4().hex[:12]}")
+            self.results = ResultFiles(layout.join(_results_root(self.options, self.local),
+                                                   f"gopher-result-{uuid.uuid4().hex[:12]}"))
             self._launch(None)
         except BaseException:
             self._close(failed=True)
@@ -289,7 +360,9 @@ class ResidentTransport:
         self._close(failed=kind is not None)
 
     def _close(self, failed: bool) -> None:
-        if self.job is not None and not self.job.done():
+        if self.job is not None and not self.job.done() and not failed and self._broadcast(("end",)):
+            self.job.finished.wait(HANDSHAKE_SECONDS)   # a run without output: its tasks end as they should,
+        if self.job is not None and not self.job.done():  # so Spark keeps their Python workers for the next run
             self.spark.sparkContext.cancelJobGroup(self.group)
             self.job.finished.wait()
         self._drop_connections()
@@ -298,8 +371,8 @@ class ResidentTransport:
             self.listener = None
         while not self.arrivals.empty():
             self.arrivals.get_nowait().close()
-        if failed and self.frame is not None:
-            self.frame.unpersist()
+        if failed and self.results is not None:
+            self.results.unpersist()
         if self.run_dir is not None:
             fs, root = layout.filesystem(self.run_dir)
             if fs.get_file_info(root).type.name != "NotFound":
@@ -314,19 +387,18 @@ class ResidentTransport:
     def _launch(self, resume: int | None) -> None:
         self.launch += 1
         fn = task_function(self.spec, self.address, self.key, self.launch, self.schema, self.run_dir,
-                           self.options.max_frame_bytes, self.local, self.options.rendezvous_timeout)
-        stage = self.spark.range(0, self.spec.tasks, 1, self.spec.tasks).mapInArrow(
-            fn, spark_schema(self.schema), barrier=True)
-        if self.frame is not None:
-            self.frame.unpersist()
-        self.frame = stage.repartition(self.spec.tasks).persist()
-        self.job = _Job(self.spark, self.frame, self.group,
+                           self.results.path, self.options.max_frame_bytes, self.local,
+                           self.options.rendezvous_timeout)
+        tasks = self.spec.tasks
+        stage = self.spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(fn)
+        self.job = _Job(self.spark, stage, self.group,
                         f"gopher: {type(self.spec.program).__name__} on {self.spec.store.path}")
         self._rendezvous(resume)
 
     def _rendezvous(self, resume: int | None) -> None:
         """Wait for every task's hello (on connections that passed the handshake), then send each
         the table of peers."""
+        clock = time.perf_counter()
         deadline = time.monotonic() + self.options.rendezvous_timeout
         registered: dict = {}
         unregistered: list = []              # passed the handshake, no hello yet
@@ -367,14 +439,28 @@ class ResidentTransport:
         finally:
             for conn in unregistered:
                 conn.close()
+        self._phase("workers", clock)
         self._start(registered, resume)
 
     def _start(self, registered: dict, resume: int | None) -> None:
-        """Every task has registered its listener: send each the table of peers."""
+        """Every task has registered its listener: send each the table of peers, then wait until
+        each has connected to its peers and loaded its topology."""
+        clock = time.perf_counter()
         table = {task: address for task, (_, address) in registered.items()}
         self.conns = {task: conn for task, (conn, _) in sorted(registered.items())}
         for conn in self.conns.values():
             conn.send(("start", table, resume))
+        loaded = self._gather()
+        self.lost = loaded is None           # the first superstep starts the stage again
+        topology = max(loaded or [0.0])
+        self._phase("rendezvous", clock, minus=topology)
+        self.phases["topology"] = self.phases.get("topology", 0.0) + topology
+
+    def _phase(self, name: str, since: float, minus: float = 0.0) -> float:
+        """Account the time since ``since`` (less ``minus``) to phase ``name``; returns now."""
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + max(0.0, now - since - minus)
+        return now
 
     def restart(self, resume: int | None) -> None:
         """Tasks were lost: end this stage and start another that resumes from ``resume``."""
@@ -386,9 +472,11 @@ class ResidentTransport:
 
     # the protocol ------------------------------------------------------------------------
     def _broadcast(self, message) -> bool:
+        """Send every task ``message`` (pickled once); False if a connection has ended."""
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             for conn in self.conns.values():
-                conn.send(message)
+                conn.send_bytes(payload)
             return True
         except OSError:
             return False
@@ -420,6 +508,8 @@ class ResidentTransport:
         return None
 
     def superstep(self, step: int, plan: dict, checkpoint: int | None) -> list | None:
+        if self.lost:
+            return None
         if checkpoint is not None and self.run_dir is None:
             checkpoint = None
         if not self._broadcast(("step", step, plan, checkpoint)):
@@ -435,7 +525,7 @@ class ResidentTransport:
         return partials
 
     def output(self, tables: list, schema) -> object:
-        """The result rows: the stage's own output, cached."""
+        """The result rows: the tasks write them, the DataFrame reads them (:class:`ResultFiles`)."""
         self._broadcast(("output", tables))
         pending = list(self.conns.values())
         while not self.job.done():
@@ -445,8 +535,8 @@ class ResidentTransport:
             pending = _drain(pending, 0.2)
         if self.job.error is not None:
             self._raise_job_error("while writing its results")
-        self.cached = self.job.result
-        return self.cached
+        self.phases["rows"] = max((seconds for _, seconds in self.job.result), default=0.0)
+        return self.spark.read.schema(spark_schema(schema)).parquet(self.results.uri)
 
     def _raise_job_error(self, when: str):
         self.job.finished.wait()

@@ -131,15 +131,19 @@ class Subgraph:
         return int(b.piece_counts[self._k]), b.piece[self._v0:self._v1]
 
     def neighbors(self, direction: str = "both") -> np.ndarray:
-        """Ids of adjacent sub-graphs: "out", "in" or "both" (same for undirected graphs)."""
-        remote = self.remote_edges
-        if not self.directed or direction == "both":
-            mask = slice(None)
-        elif direction == "out":
-            mask = ~remote.incoming
-        else:
-            mask = remote.incoming
-        return np.unique(remote.dst_subgraph[mask])
+        """Ids of adjacent sub-graphs: "out", "in" or "both" (same for undirected graphs).
+        Read-only, worked out once per sub-graph: a program may ask every superstep."""
+        if not self.directed:
+            direction = "both"
+        cached = self.__dict__.setdefault("_neighbors", {})
+        if direction not in cached:
+            remote = self.remote_edges
+            mask = slice(None) if direction == "both" else ~remote.incoming if direction == "out" \
+                else remote.incoming
+            ids = np.unique(remote.dst_subgraph[mask])
+            ids.flags.writeable = False
+            cached[direction] = ids
+        return cached[direction]
 
     def adjacency(self, weight: str | None = None, symmetric: bool | None = None) -> sp.csr_matrix:
         """Local adjacency as CSR (row = source). Undirected graphs are symmetrised.

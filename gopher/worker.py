@@ -15,9 +15,12 @@ resident barrier stage and the job-per-superstep fallback) drive this class.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +30,7 @@ from gofs.bundle import instance_bundle, load_instance_attributes, load_partitio
 from gofs.errors import EngineError, InputError
 from gopher import aggregators as agg
 from gopher import codec
-from gopher.cache import freeze, process_cache
+from gopher.cache import DiskCache, freeze, process_cache
 from gopher.context import ComputeContext
 from gopher.messages import Inbox, Outbox, combiner_ufunc
 from gopher.subgraph import Subgraph
@@ -62,6 +65,7 @@ class RunSpec:
     vertex_offsets: np.ndarray
     subgraph_offsets: np.ndarray
     cache_bytes: int
+    disk_cache: DiskCache | None = None    # partition bundles kept on the executor's disk across processes
 
     def partitions_of(self, task: int) -> list[int]:
         return [p for p in range(self.store.num_partitions) if p % self.tasks == task]
@@ -133,16 +137,38 @@ class InstanceView:
 
 
 def _graph_key(store) -> tuple:
+    """The graph version: its manifest uuid and the version directory its files live in."""
     return (store.identity, store.root)
+
+
+def _template_bundle(spec: RunSpec, p: int) -> tuple:
+    """(key, bundle): partition ``p``'s template topology with the program's static attributes,
+    from the process cache."""
+    store, program = spec.store, spec.program
+    key = (*_graph_key(store), "bundle", p, tuple(program.vertex_attributes), tuple(program.edge_attributes))
+
+    def load():
+        return load_partition(store, p, program.vertex_attributes, program.edge_attributes)
+
+    disk = spec.disk_cache if "uuid" in store.manifest else None      # only a versioned graph
+    bundle = process_cache(spec.cache_bytes).get(key, lambda: freeze(
+        load() if disk is None else disk.get((*key, _bundle_code()), load)))
+    return key, bundle
+
+
+@functools.lru_cache(maxsize=1)
+def _bundle_code() -> str:
+    """A digest of the code that builds bundles: files another release wrote are not read."""
+    import gofs.bundle
+
+    return hashlib.sha256(Path(gofs.bundle.__file__).read_bytes()).hexdigest()[:16]
 
 
 def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView:
     """Partition ``p`` through ``instance``: topology and attributes from the process cache."""
     store, program = spec.store, spec.program
     cache = process_cache(spec.cache_bytes)
-    bundle_key = (*_graph_key(store), "bundle", p, tuple(program.vertex_attributes), tuple(program.edge_attributes))
-    bundle = cache.get(bundle_key, lambda: freeze(load_partition(store, p, program.vertex_attributes,
-                                                                 program.edge_attributes)))
+    bundle_key, bundle = _template_bundle(spec, p)
     if instance is not None and instance.get("topology"):
         template = bundle
         bundle_key = (*bundle_key, "topology", instance["id"])
@@ -190,6 +216,11 @@ class TaskWorker:
         self.partitions = {p: PartitionRun() for p in partitions}
         self.ufunc = combiner_ufunc(spec.program.combiner)
         self.specs = {name: agg.resolve(s) for name, s in spec.program.aggregators.items()}
+
+    def load_topology(self) -> None:
+        """Load every partition's template topology now (a run's set-up), not in its first superstep."""
+        for p in self.partitions:
+            _template_bundle(self.spec, p)
 
     # messages ------------------------------------------------------------------
     def deliver(self, p: int, payload: dict) -> None:

@@ -90,12 +90,21 @@ def test_run_timeline_and_metrics_plot(spark, road, tmp_path, capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out.strip().splitlines()[-1])["algorithm"] == "cc"   # stdout stays JSON
     assert f"wrote {out}" in captured.err
-    assert_picture(out, (1000, 650))
+    assert_picture(out, (1000, 800))
 
     metrics = goffish.open(str(path), spark=spark).connected_components(progress=False).metrics
     again = tmp_path / "cc-again.png"
     figure = metrics.plot(again)
-    assert_picture(again, (1000, 650))
+    assert_picture(again, (1000, 800))
+    # the whole run as one bar: set-up phases, the supersteps, output phases, in run order
+    from gopher.metrics import OUTPUT_PHASES, SETUP_PHASES
+
+    strip = _axis(figure, "the run")
+    expected = [metrics.phases.get(p, 0.0) for p in SETUP_PHASES] + [sum(s.seconds for s in metrics.supersteps)] \
+        + [metrics.phases.get(p, 0.0) for p in OUTPUT_PHASES]
+    assert np.allclose([p.get_width() for p in strip.patches], [x for x in expected if x > 0])
+    assert set(metrics.phases) == {"submit", "workers", "rendezvous", "topology", "rows", "handoff"}
+    assert np.isclose(sum(metrics.phases[p] for p in SETUP_PHASES), metrics.setup_seconds, rtol=0.05, atol=0.02)
     n = metrics.num_supersteps
     heights = np.array([p.get_height() for p in _axis(figure, "time per superstep").patches]).reshape(3, n)
     assert np.allclose(heights.sum(axis=0), [s.seconds for s in metrics.supersteps])

@@ -1,0 +1,158 @@
+"""``./run.sh bench --cold``: what a ``spark-submit`` job gets, the first run in a fresh process.
+
+Each algorithm runs in a Python process of its own (a new SparkSession, a new JVM,
+new Python workers). The session's start is timed apart and left out; the first
+run is timed from the call to the end of the caller's first job on its result (a
+checksum over every value), then the same run again in that process: the warm
+figure. Both stand beside igraph's build+solve on one core, measured here on the
+same edges, with the ratio; the first run's set-up and output phases
+(:attr:`gopher.metrics.RunMetrics.phases`) say where its time went. Each process
+also times the warm fixed cost: an empty program of one superstep (median of 3).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gofs.store import GraphStore
+from gopher.program import SubgraphProgram
+
+ALGORITHMS = ("cc", "sssp", "pagerank")
+
+
+class Empty(SubgraphProgram):
+    """Halts at once and outputs nothing: one superstep of nothing, the engine's fixed cost."""
+
+    def compute(self, subgraph, messages, ctx):
+        ctx.vote_to_halt()
+
+
+def _run(g, algorithm: str, source, pagerank_iterations: int):
+    if algorithm == "cc":
+        return g.connected_components(progress=False), "component"
+    if algorithm == "sssp":
+        return g.sssp(source, progress=False), "distance"
+    return g.pagerank(max_iter=pagerank_iterations, tol=0, progress=False), "pagerank"
+
+
+def child(argv: list[str]) -> None:
+    """In the fresh process: session (timed apart), first run + its first job, then a warm run."""
+    request = json.loads(argv[0])
+    clock = time.perf_counter()
+    import goffish
+    from benchmarks.bench_gopher import _checksum
+
+    spark = goffish.session(master=request["master"], conf=request["conf"])
+    session_seconds = time.perf_counter() - clock
+    g = goffish.open(request["graph"], spark=spark)
+    report = {"session_seconds": session_seconds}
+    for label in ("first", "warm"):
+        clock = time.perf_counter()
+        result, column = _run(g, request["algorithm"], request["source"], request["pagerank_iterations"])
+        ran = time.perf_counter() - clock
+        _checksum(result.dataframe, column)
+        total = time.perf_counter() - clock
+        result.unpersist()
+        report[label] = {"seconds": total, "run_seconds": ran, "first_job_seconds": total - ran,
+                         "supersteps": result.metrics.num_supersteps, "phases": result.metrics.phases,
+                         "superstep_seconds": sum(s.seconds for s in result.metrics.supersteps)}
+    report["fixed_seconds"] = float(np.median([g.run(Empty(), progress=False).metrics.seconds for _ in range(3)]))
+    spark.stop()
+    print("GOFFISH-COLD " + json.dumps(report), flush=True)
+
+
+def _fresh_process(request: dict) -> dict:
+    root = str(Path(__file__).resolve().parents[1])      # the checkout: benchmarks import from it
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_cold", json.dumps(request)],
+                          capture_output=True, text=True, env=env)
+    for line in done.stdout.splitlines():
+        if line.startswith("GOFFISH-COLD "):
+            return json.loads(line[len("GOFFISH-COLD "):])
+    raise RuntimeError(f"./run.sh bench --cold: the {request['algorithm']} process failed:\n{done.stderr[-3000:]}")
+
+
+def _igraph(algorithm: str, n, src, dst, length, source_vid, directed) -> float:
+    from algorithms import baselines
+
+    clock = time.perf_counter()
+    if algorithm == "cc":
+        baselines.igraph_components(n, src, dst)
+    elif algorithm == "sssp":
+        baselines.igraph_sssp(n, src, dst, None, source_vid, directed)
+    else:
+        baselines.igraph_pagerank(n, src, dst, directed)
+    return time.perf_counter() - clock
+
+
+def run_cold(path: str, algorithms, master: str, conf: dict, pagerank_iterations: int = 10, seed: int = 0,
+             log=print) -> dict:
+    """First-run and warm seconds per algorithm (each in a fresh process), igraph's, the ratios."""
+    from algorithms import baselines
+    from benchmarks.bench_gopher import _dense_edges
+
+    store = GraphStore(path)
+    edges = _dense_edges(store)
+    src, dst = edges.column("src").to_numpy(), edges.column("dst").to_numpy()
+    n = store.num_vertices
+    membership = baselines.igraph_components(n, src, dst)
+    rng = np.random.default_rng(seed)
+    source_vid = int(rng.choice(np.flatnonzero(membership == np.argmax(np.bincount(membership)))))
+    ids = store.vertex_ids.to_numpy(zero_copy_only=False)
+    source = ids[source_vid].item() if hasattr(ids[source_vid], "item") else ids[source_vid]
+    rows = []
+    for algorithm in algorithms:
+        request = {"graph": path, "algorithm": algorithm, "master": master, "conf": conf, "source": source,
+                   "pagerank_iterations": pagerank_iterations}
+        measured = _fresh_process(request)
+        reference = _igraph(algorithm, n, src, dst, None, source_vid, store.directed)
+        row = {"algorithm": algorithm, "igraph_seconds": reference, **measured}
+        row["first"]["x_igraph"] = measured["first"]["seconds"] / reference
+        row["warm"]["x_igraph"] = measured["warm"]["seconds"] / reference
+        rows.append(row)
+        log(format_row(row))
+    return {"graph": path, "vertices": n, "edges": store.num_edges, "partitions": store.num_partitions,
+            "master": master, "load": os.getloadavg(), "rows": rows}
+
+
+def format_row(row: dict) -> str:
+    first, warm = row["first"], row["warm"]
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in first["phases"].items())
+    return (f"{row['algorithm']:9s} first {first['seconds']:7.3f}s ({first['x_igraph']:5.2f}x igraph)  "
+            f"warm {warm['seconds']:7.3f}s ({warm['x_igraph']:5.2f}x)  igraph {row['igraph_seconds']:.3f}s  "
+            f"[first run: {phases}, supersteps {first['superstep_seconds']:.2f}, "
+            f"caller's first job {first['first_job_seconds']:.2f}; session start {row['session_seconds']:.2f} "
+            f"not counted; warm fixed cost {row['fixed_seconds']:.3f}s]")
+
+
+def main(args) -> int:
+    if args.graph:
+        path = args.graph
+    else:
+        from benchmarks.bench_gopher import ingest_report
+
+        path, _ = ingest_report(args.generator, args.size, args.partitions, args.seed,
+                                Path(tempfile.mkdtemp(prefix="goffish-bench-")))
+    conf = dict(kv.split("=", 1) for kv in (args.conf or []))
+    algorithms = [a for a in args.algorithms.split(",") if a]
+    unknown = sorted(set(algorithms) - set(ALGORITHMS))
+    if unknown:
+        raise SystemExit(f"./run.sh bench --cold: unknown algorithm {unknown[0]!r} (choose from {', '.join(ALGORITHMS)})")
+    print(f"load average {os.getloadavg()[0]:.2f} (over 4: loaded figures); one fresh process per algorithm")
+    report = run_cold(path, algorithms, args.master or "local[*]", conf, args.pagerank_iterations, args.seed)
+    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+    with open(args.json, "w") as out:
+        json.dump(report, out, indent=1, default=str)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    child(sys.argv[1:])
