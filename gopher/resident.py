@@ -291,8 +291,9 @@ def _results_root(options, local: bool) -> str:
     return _LOCAL_RESULTS[0]
 
 
-class _Job:
-    """The barrier stage's Spark job, running in a thread of its own (its own job group);
+class BackgroundJob:
+    """A Spark job running in a thread of its own (its own job group): the barrier stage of a run,
+    or a Hatrick stream worker's long-running task;
     its result is what the tasks yield."""
 
     def __init__(self, spark, rdd, group: str, description: str):
@@ -328,7 +329,7 @@ class ResidentTransport:
         self.local = (conf.get("spark.master") or "").startswith("local")
         self.group = f"gopher-{uuid.uuid4().hex[:12]}"
         self.launch = 0
-        self.job: _Job | None = None
+        self.job: BackgroundJob | None = None
         self.results: ResultFiles | None = None
         self.conns: dict = {}
         self.arrivals: queue.Queue = queue.Queue()
@@ -391,7 +392,7 @@ class ResidentTransport:
                            self.options.rendezvous_timeout)
         tasks = self.spec.tasks
         stage = self.spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(fn)
-        self.job = _Job(self.spark, stage, self.group,
+        self.job = BackgroundJob(self.spark, stage, self.group,
                         f"gopher: {type(self.spec.program).__name__} on {self.spec.store.path}")
         self._rendezvous(resume)
 

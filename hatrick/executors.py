@@ -35,7 +35,7 @@ import numpy as np
 
 from gofs.errors import InputError
 from gopher.channel import Listener, RunKey, connect, frames_authenticated
-from gopher.resident import LOOPBACK, _Job
+from gopher.resident import LOOPBACK, BackgroundJob
 from hatrick import datafile
 from hatrick.checkpoint import state_from_tree, state_to_tree
 from hatrick.partitioned import Worker
@@ -246,7 +246,7 @@ class WorkerTasks:
             fn = worker_task(index, self.launches, self.address, self.key, self.local)
             rdd = self.spark.sparkContext.parallelize([index], 1).mapPartitions(fn)
             group = f"{self.group}-{index}-{self.launches}"
-            jobs[self.launches] = (index, group, _Job(self.spark, rdd, group, f"hatrick: stream worker {index}"))
+            jobs[self.launches] = (index, group, BackgroundJob(self.spark, rdd, group, f"hatrick: stream worker {index}"))
         conns = self._rendezvous(jobs)
         handles = []
         for launch, (index, group, _) in jobs.items():
