@@ -249,6 +249,19 @@ def _scale(n: int, normalized: bool, directed: bool) -> float:
     return 1.0 if directed else 0.5
 
 
+def sample_scales(n: int, k: int, normalized: bool, directed: bool) -> tuple[float, float]:
+    """NetworkX's (>= 3.5) rescaling of ordered-pair sums from ``k`` chosen sources, endpoints
+    excluded: ``(for the sources, for the other vertices)``. A source lies on no path from
+    itself, so its sum covers ``k - 1`` sources (NaN for ``k = 1``, as in NetworkX)."""
+    pairs = n - 1                                   # targets other than the vertex itself
+    if pairs < 2:
+        return 1.0, 1.0
+    if normalized:
+        return (1 / ((k - 1) * (pairs - 1)) if k > 1 else np.nan), 1 / (k * (pairs - 1))
+    correction = 1 if directed else 2
+    return (pairs / ((k - 1) * correction) if k > 1 else np.nan), pairs / (k * correction)
+
+
 def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, normalized: bool = True,
                       compress: bool = True, sources=None) -> np.ndarray:
     """Exact betweenness of an in-memory edge list in one process: the same local graph and leaf
@@ -384,7 +397,7 @@ class MultiSourceBetweenness(SubgraphProgram):
     def __init__(self, num_vertices: int, num_sources: int, batch_size: int, weight: str | None = None,
                  compress: bool = True, top: int | None = None, seed: int = 0,
                  keep_arrays: bool = True, template_vertices: int | None = None,
-                 sampling: PairSampling | None = None):
+                 sampling: PairSampling | None = None, sources: np.ndarray | None = None):
         self.n = num_vertices
         self.template_vertices = num_vertices if template_vertices is None else template_vertices
         self.num_sources = num_sources
@@ -395,7 +408,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         self.top = top
         self.sampling = sampling
         self.keep_arrays = keep_arrays
-        self.order = SourceOrder(num_vertices, seed)
+        self.order = SourceOrder(num_vertices, seed) if sources is None else np.asarray(sources, np.int64).__getitem__
         self.edge_attributes = (weight,) if weight else ()
         self.aggregators = {"sent": "sum", "cc_sent": "sum", "reach": "sum", "stripped": "sum",
                             "sizes": Aggregator(_merge_sizes), "added": Aggregator(_merge_sizes)}
@@ -809,6 +822,18 @@ def _check_count(name: str, value, limit: int) -> None:
         raise InputError(f"betweenness: {name}={value!r} must be an integer in [1, {max(limit, 1)}]")
 
 
+def _source_ids(sources) -> list | None:
+    """The chosen source vertex ids as Python values (distinct, at least one)."""
+    if sources is None:
+        return None
+    ids = [v.item() if isinstance(v, np.generic) else v for v in sources]
+    if not ids:
+        raise InputError("betweenness: sources= names no vertex")
+    if len(set(ids)) != len(ids):
+        raise InputError("betweenness: sources= names a vertex twice")
+    return ids
+
+
 def _check_fraction(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 < value < 1:
         raise InputError(f"betweenness: {name}={value!r} must be a number in (0, 1)")
@@ -817,7 +842,7 @@ def _check_fraction(name: str, value) -> None:
 def betweenness(store, k: int | None = None, normalized: bool = True, weight: str | None = None,
                 top: int | None = None, seed: int = 0, batch_size: int | None = None, compress: bool = True,
                 epsilon: float | None = None, delta: float = 0.1, max_samples: int | None = None,
-                keep_arrays: bool = True, **engine_options) -> RunResult:
+                keep_arrays: bool = True, sources=None, **engine_options) -> RunResult:
     """Betweenness centrality of every vertex, as ``networkx.betweenness_centrality``.
 
     Parameters
@@ -838,6 +863,10 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     max_samples : stop sampling there whatever the intervals (default: Hoeffding's fixed size
         for ``epsilon``); the reported ``epsilon`` then says what was reached.
     seed : picks the source order or the sampled pairs.
+    sources : exactly these vertex ids as sources (a sample the caller drew, e.g. NetworkX's
+        ``k=`` sample from its ``seed``), scaled as NetworkX >= 3.5 scales a sample of
+        ``k = len(sources)``: sources by ``1 / (k - 1)``, the others by ``1 / k`` (see
+        :func:`sample_scales`). Runs without leaf compression, whose trees stand for all sources.
     instance : (engine option) run on this instance's topology, with the vertices it adds;
         traversed without leaf compression.
     batch_size : sources (or sampled pairs) per batch (columns of the per-sub-graph arrays);
@@ -871,6 +900,10 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"betweenness: seed must be an integer >= 0, got {seed!r}")
     sampling_pairs = top is not None or epsilon is not None
+    source_ids = _source_ids(sources)
+    chosen = np.asarray(store.vids_of(source_ids, instance), np.int64) if sources is not None else None
+    if chosen is not None and (k is not None or sampling_pairs):
+        raise InputError("betweenness: sources= excludes k= and top=/epsilon= (they sample sources themselves)")
     if sampling_pairs:
         epsilon = 0.01 if epsilon is None else epsilon
         _check_fraction("epsilon", epsilon)
@@ -887,16 +920,17 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         cap = int(max_samples or PairSampling.default_max_samples(n, batch_size, x_epsilon, delta))
         batch_size = min(batch_size, cap)
         sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed))
-    sources = sampling.max_samples if sampling else (n if k is None else int(k))
+    sources = sampling.max_samples if sampling else len(chosen) if chosen is not None else (n if k is None else int(k))
     if batch_size is None:
         batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))
     # an instance's removed edges may split a sub-graph, and leaf compression's component
     # sizes assume connected sub-graphs: instances are traversed uncompressed (still exact);
     # sampled pairs score every vertex itself, so they run uncompressed too
     compress = (bool(compress) and not store.directed and instance is None and sampling is None
-                and (weight is None or integral_weights(profile)))
+                and chosen is None and (weight is None or integral_weights(profile)))
     program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top, int(seed),
-                                     bool(keep_arrays), template_vertices=store.num_vertices, sampling=sampling)
+                                     bool(keep_arrays), template_vertices=store.num_vertices, sampling=sampling,
+                                     sources=chosen)
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)
     done = program.summary.get("sources", sources)
     if sampling:
@@ -904,8 +938,11 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     else:
         factor = n / done if 0 < done < n else 1.0
     scale = _scale(n, normalized, store.directed)
-    frame = result.dataframe.select(
-        "id", ((F.col("tree") + F.col("sampled") * factor) * scale).alias("betweenness"))
+    value = (F.col("tree") + F.col("sampled") * factor) * scale
+    if chosen is not None:
+        at_source, elsewhere = sample_scales(n, len(chosen), normalized, store.directed)
+        value = F.col("sampled") * F.when(F.col("id").isin(source_ids), float(at_source)).otherwise(elsewhere)
+    frame = result.dataframe.select("id", value.alias("betweenness"))
     if top:
         frame = frame.orderBy(F.desc("betweenness"), "id").limit(int(top))
     summary = {"sources": done, "batches": program.summary.get("batches", 0),
@@ -936,8 +973,8 @@ register(Algorithm(
            "seed": Flag("random seed (deterministic runs)"),
            "batch_size": Flag("sources per batch (default: from memory)")},
     report=_betweenness_report,
-    networkx=(NetworkX("betweenness_centrality", "values", params={"k": "k", "normalized": "normalized", "seed": "seed"},
-                       requires={"endpoints": False}, weight="weight"),),
+    networkx=(NetworkX("betweenness_centrality", "values", params={"normalized": "normalized"},
+                       requires={"endpoints": False}, weight="weight", sample="sources"),),
     graphframes=(GraphFramesMethod("betweenness", column="betweenness", ours="betweenness",
                                    params={"k": "k", "normalized": "normalized", "weight": "weight",
                                            "seed": "seed"}),),

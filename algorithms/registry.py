@@ -45,6 +45,8 @@ class NetworkX:
     ``graphs``: ``"undirected"``/``"directed"`` where NetworkX refuses the other kind, else ``"any"``;
     ``directed``: False where NetworkX takes directed graphs with semantics we do not implement
     (``can_run`` declines them). ``weight``: the NetworkX parameter naming the edge weight, if any.
+    ``sample``: our parameter that receives NetworkX's ``k=`` sample of nodes, drawn as NetworkX
+    draws it (``seed.sample(list(G), k)``; ``k = n`` is no sample), so a seed picks the same sources.
     """
 
     function: str
@@ -54,6 +56,7 @@ class NetworkX:
     graphs: str = "any"
     directed: bool = True
     weight: str | None = None
+    sample: str | None = None
 
     @property
     def name(self) -> str:

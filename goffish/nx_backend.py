@@ -60,6 +60,16 @@ class GoffishGraph:
 
     __len__ = number_of_nodes
 
+    def __iter__(self):
+        """The nodes in NetworkX's order: the converted graph's, or the stored ids in vertex order."""
+        if self.store is None:
+            return iter(())
+        if self.nodes is not None:
+            return iter(self.nodes.tolist())
+        from gofs.spark_compat import collect_arrow
+
+        return iter(self.nodes_of(collect_arrow(self.store.vertex_id_frame()).column("id").combine_chunks()))
+
     def id_of(self, node):
         """The stored vertex id of a NetworkX node (NodeNotFound if it has none)."""
         import networkx as nx
@@ -297,6 +307,20 @@ def _seed(value) -> int:
     return int(value)
 
 
+def _sample(handle, k, seed):
+    """Stored ids of NetworkX's ``k=`` sample of nodes, drawn as NetworkX draws it (the same
+    nodes for the same seed); None for no sample (``k`` None, or every node)."""
+    import networkx as nx
+
+    n = handle.number_of_nodes()
+    if k is None or k == n or (k == 0 and n <= 2):   # NetworkX: k = n is exact; nothing to scale below 3 nodes
+        return None
+    nodes = nx.utils.create_py_random_state(seed).sample(list(handle), k)
+    if not nodes:
+        raise ZeroDivisionError("betweenness_centrality: k=0 sources sample no paths to scale")
+    return [handle.id_of(node) for node in nodes]
+
+
 def _make(algorithm, declaration):
     import networkx as nx
 
@@ -315,6 +339,8 @@ def _make(algorithm, declaration):
             options["source"] = handle.id_of(options["source"])
         if "seed" in options:
             options["seed"] = _seed(options["seed"])
+        if declaration.sample is not None:
+            options[declaration.sample] = _sample(handle, arguments["k"], arguments["seed"])
         if declaration.weight is not None:
             name = arguments[declaration.weight]
             options["weight"] = name if handle.store is not None and name in handle.store.edge_attributes else None
@@ -379,6 +405,32 @@ def should_run(name, args, kwargs):
     return True
 
 
+_NETWORKX_OWN_PARTITION = ("compares with the partition NetworkX's sequential Louvain sweep finds for its seed; "
+                           "goffish's partitioned Louvain finds another of comparable modularity")
+IMPLEMENTATION_DEFINED_TESTS = {
+    "community/tests/test_louvain.py::test_karate_club_partition": _NETWORKX_OWN_PARTITION,
+    "community/tests/test_louvain.py::test_undirected_selfloops": _NETWORKX_OWN_PARTITION,
+    "community/tests/test_louvain.py::test_none_weight_param": _NETWORKX_OWN_PARTITION,
+    "community/tests/test_louvain.py::test_multigraph": "compares goffish's partition of a Graph with the one "
+                                                        "NetworkX finds on the same MultiGraph (multigraphs fall back)",
+    "community/tests/test_louvain.py::test_threshold": "compares the modularity of NetworkX's threshold=0.3 partition "
+                                                       "(which falls back) with goffish's: two heuristics, one seed",
+}
+"""NetworkX tests whose expected answer is what NetworkX's own sequential algorithm returns for
+a seed, not what the function's arguments define: marked xfail (with the reason) when NetworkX's
+suite runs through this backend, instead of passing them by running NetworkX."""
+
+
+def on_start_tests(items) -> None:
+    """NetworkX's test hook: mark the tests of :data:`IMPLEMENTATION_DEFINED_TESTS` xfail."""
+    import pytest
+
+    for item in items:
+        for test, reason in IMPLEMENTATION_DEFINED_TESTS.items():
+            if item.nodeid.endswith(test):
+                item.add_marker(pytest.mark.xfail(reason=f"goffish: {reason}", strict=False))
+
+
 class BackendInterface:
     """What the ``networkx.backends`` entry point loads: one attribute per dispatched function."""
 
@@ -386,6 +438,7 @@ class BackendInterface:
     convert_to_nx = staticmethod(convert_to_nx)
     can_run = staticmethod(can_run)
     should_run = staticmethod(should_run)
+    on_start_tests = staticmethod(on_start_tests)
 
 
 def _install() -> None:

@@ -61,6 +61,18 @@ def test_pagerank_and_betweenness_equal_networkx(graph):
         pytest.approx(nx.betweenness_centrality(graph, k=k, seed=1))
 
 
+@pytest.mark.parametrize("normalized", [True, False])
+def test_sampled_betweenness_draws_networkx_sources_from_the_seed(graph, normalized):
+    """k < n: the same sources as NetworkX for the seed, sources and the rest scaled apart (>= 3.5)."""
+    got = nx.betweenness_centrality(graph, k=7, seed=11, normalized=normalized, weight="weight", backend="goffish")
+    assert got == pytest.approx(nx.betweenness_centrality(graph, k=7, seed=11, normalized=normalized, weight="weight"))
+    star = nx.star_graph(4)              # k=1 draws leaf 1: NetworkX leaves its value undefined (NaN)
+    assert nx.betweenness_centrality(star, k=1, seed=1, backend="goffish") == \
+        pytest.approx({0: 1.0, 1: float("nan"), 2: 0.0, 3: 0.0, 4: 0.0}, nan_ok=True)
+    with pytest.raises(ValueError, match="larger"):
+        nx.betweenness_centrality(star, k=9, backend="goffish")
+
+
 def test_shortest_path_lengths_equal_networkx(graph):
     source = ("hub", 0)
     hops = nx.single_source_shortest_path_length(graph, source, backend="goffish")
