@@ -3,7 +3,7 @@
 
 A :class:`GraphFrame` is a pair of DataFrames, as in GraphFrames (directed,
 vertices with ``id``, edges with ``src`` and ``dst``). The first accelerated
-call ingests it into a temporary GoFS store (removed with the object) and runs
+call ingests it on Spark into a temporary GoFS store (removed with the object) and runs
 the sub-graph-centric algorithm there; results have GraphFrames' columns. The
 accelerated methods come from the algorithm registry (an algorithm's
 ``GraphFramesMethod`` declarations: ``connectedComponents``, ``louvain``,
@@ -127,16 +127,15 @@ class GraphFrame:
         return self._vertices.join(maps, "id", "left").withColumn("distances", F.coalesce("distances", empty))
 
     def _store(self, reversed_edges: bool = False):
-        """The graph (or its reverse) as a temporary GoFS store, ingested once."""
-        from gofs.ingest.read_local import from_dataframes
-
+        """The graph (or its reverse) as a temporary GoFS store, ingested once by the Spark ingest
+        engine: the DataFrames never come to the driver."""
         if reversed_edges not in self._stores:
             numeric = [f.name for f in self._edges.schema.fields
                        if f.name not in ("src", "dst") and isinstance(f.dataType, T.NumericType)]
             ends = (F.col("dst").alias("src"), F.col("src").alias("dst")) if reversed_edges else ("src", "dst")
-            source = from_dataframes(self._vertices.select("id"), self._edges.select(*ends, *numeric), directed=True)
-            n = source.vertices.num_rows if source.vertices is not None else 0
-            store, directory = temporary_store(source, partitions_for(n), self._vertices.sparkSession)
+            store, directory = temporary_store(self._edges.select(*ends, *numeric),
+                                               partitions_for(self._vertices.count()), self._vertices.sparkSession,
+                                               engine="spark", directed=True, vertices=self._vertices.select("id"))
             remove_with(self, directory)
             self._stores[reversed_edges] = store
         return self._stores[reversed_edges]

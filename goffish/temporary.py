@@ -12,15 +12,15 @@ import tempfile
 import weakref
 
 
-def temporary_store(source, num_partitions: int, spark):
-    """Ingest ``source`` (a ``gofs.graph_input.GraphInput``) into a new temporary directory;
-    returns ``(graph, directory)``. Nothing is left behind if the ingest fails."""
+def temporary_store(source, num_partitions: int, spark, **options):
+    """Ingest ``source`` (what ``goffish.ingest`` reads; ``options`` go with it) into a new
+    temporary directory; returns ``(graph, directory)``. Nothing is left behind if the ingest fails."""
     import goffish
 
     directory = tempfile.mkdtemp(prefix="goffish-tmp-")
     try:
         graph = goffish.ingest(source, os.path.join(directory, "graph.gofs"), num_partitions=num_partitions,
-                               spark=spark)
+                               spark=spark, **options)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise

@@ -57,7 +57,8 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
            overwrite: bool = False, name: str | None = None, seed: int = 0, format: str | None = None,
            directed: bool = False, weight: str | None = None, attribute_names: list[str] | None = None,
            id_type: str = "auto", schema: dict | None = None, src: str = "src", dst: str = "dst",
-           vertices_path=None, id_column: str = "id", timings: dict | None = None, jobs: dict | None = None,
+           vertices_path=None, id_column: str = "id", vertices=None, timings: dict | None = None,
+           jobs: dict | None = None,
            **partitioner_options) -> dict:
     """Ingest ``source`` into a GoFS graph at ``path`` with Spark doing the work.
 
@@ -73,6 +74,8 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
     vertices_path, id_column : a vertex file (or directory) of the same format (CSV or Parquet)
         whose ``id_column`` holds the vertex id and whose other columns become vertex
         attributes, as for :func:`gofs.ingest.read_local.read_csv` / :func:`gofs.ingest.read_local.read_parquet`.
+    vertices : with an edges DataFrame, a DataFrame of vertices (``id_column`` and attributes),
+        as a GraphFrame's: its vertices that no edge names are kept.
     timings : receives seconds per stage (read, ids, partition, subgraphs, write).
     jobs : receives the Spark work per stage: ``{stage: {"jobs", "stages", "skipped", "tasks"}}``
         (:class:`gofs.spark_jobs.JobProfile`).
@@ -103,7 +106,7 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
         with profile.stage("read"):
             edges = _read(run, source, format=format, directed=directed, weight=weight,
                           attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
-                          vertices_path=vertices_path, id_column=id_column)
+                          vertices_path=vertices_path, id_column=id_column, vertices=vertices)
             edges_frame = run.keep(edges.frame)
             run.materialise(edges_frame)
 
@@ -216,7 +219,7 @@ class _VertexRows:
 
 
 def _read(run, source, format, directed, weight, attribute_names, id_type, schema, src, dst,
-          vertices_path=None, id_column="id") -> _Edges:
+          vertices_path=None, id_column="id", vertices=None) -> _Edges:
     from pyspark.sql import functions as F
 
     spark = run.spark
@@ -226,9 +229,10 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     formats.check_type_names(schema)
     if formats.is_spark_frame(source):
         if vertices_path is not None:
-            raise InputError("vertices_path: with an edges DataFrame, pass the vertices as a DataFrame "
-                             "through engine='local' (goffish.ingest(GraphFrame))")
-        return _read_frame(run, source, src, dst, schema)
+            raise InputError("vertices_path: with an edges DataFrame, pass the vertices as a DataFrame (vertices=)")
+        return _read_frame(run, source, src, dst, schema, vertices, id_column)
+    if vertices is not None:
+        raise InputError("vertices= goes with an edges DataFrame; with files, name the vertex file (vertices_path=)")
     paths = formats.paths_of(source)
     directory = formats.is_directory(paths[0])
     format = format or formats.guess_format(paths[0], directory)
@@ -492,22 +496,34 @@ def _scan_parquet(spark, paths, id_columns, schema) -> _Scan:
     return _checked_frame(spark, data, id_columns, schema, lambda uri: spark.read.parquet(uri), paths[0])
 
 
-def _read_frame(run, frame, src, dst, schema) -> _Edges:
+def _read_frame(run, frame, src, dst, schema, vertices=None, id_column="id") -> _Edges:
     from pyspark.sql import functions as F
 
-    for column in (src, dst):
-        if column not in frame.columns:
-            raise InputError(f"edges DataFrame: no column {column!r} (columns: {', '.join(frame.columns)})")
-    unknown = [c for c in schema if c not in frame.columns]
+    inputs = [(frame, (src, dst), "edges DataFrame")]
+    if vertices is not None:
+        if not formats.is_spark_frame(vertices):
+            raise InputError(f"vertices= must be a Spark DataFrame, got {type(vertices).__name__}")
+        inputs.append((vertices, (id_column,), "vertices DataFrame"))
+    for data, ids, what in inputs:
+        for column in ids:
+            if column not in data.columns:
+                raise InputError(f"{what}: no column {column!r} (columns: {', '.join(data.columns)})")
+    unknown = [c for c in schema if not any(c in data.columns for data, _, _ in inputs)]
     if unknown:
-        raise InputError(f"schema names column {unknown[0]!r}, which the edges DataFrame does not have "
-                         f"(columns: {', '.join(frame.columns)})")
-    frame = run.keep(frame)     # row positions must not change between jobs
-    scan = _checked_frame(run.spark, frame, (src, dst), schema, None, "edges DataFrame")
-    id_kind = "str" if scan.text_ids else "int"
-    return _finish(scan.data, scan.counts,
-                   [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")],
-                   scan.attributes, TYPES[id_kind], None)
+        raise InputError(f"schema names column {unknown[0]!r}, which no DataFrame has "
+                         f"(columns: {'; '.join(', '.join(data.columns) for data, _, _ in inputs)})")
+    scans = []
+    for data, ids, what in inputs:
+        data = run.keep(data.withColumn("_file", F.lit(what)))     # row positions must not change between jobs
+        own = {c: t for c, t in schema.items() if c in data.columns}
+        scans.append(_checked_frame(run.spark, data, ids, own, None, what))
+    id_kind = "str" if any(scan.text_ids for scan in scans) else "int"
+    edges = _finish(scans[0].data, scans[0].counts,
+                    [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")],
+                    scans[0].attributes, TYPES[id_kind], None)
+    if vertices is not None:
+        edges.vertices = _vertex_rows(scans[1], id_column, id_kind)
+    return edges
 
 
 def _checked_frame(spark, data, id_columns, schema, reread, source: str) -> _Scan:
@@ -652,8 +668,10 @@ def _check_unique_ids(rows: _VertexRows) -> None:
     if not repeated.take(1):
         return
     second = frame.join(repeated, "id").where(F.col("vpos") > F.col("_first")).orderBy("vpos") \
-        .select("id", "_file", "_first").first()
+        .select("id", "_file", "_first", "vpos").first()
     value, uri = second["id"], second["_file"]
+    if rows.scan.reread is None:            # a DataFrame: its rows are numbered as read
+        raise formats.duplicate_id(f"{uri} row {second['vpos']}, column {rows.id_column!r}", value)
     first_file = frame.where(F.col("vpos") == second["_first"]).select("_file").first()[0]
     reread = _indexed(rows.scan.reread(uri), "_row")
     same = reread.where(_typed(F.col(rows.id_column).cast("string"), rows.id_kind) == F.lit(value)) \
