@@ -282,3 +282,29 @@ def test_spark_engine_runs_with_the_driver_capped_far_below_the_graph(tmp_path):
     assert "LOCAL FAILED" in done.stdout and "LOCAL OK" not in done.stdout, done.stdout + done.stderr[-3000:]
     manifest = json.loads(open(sorted(glob.glob(str(tmp_path / "spark.gofs" / "_log" / "*.json")))[-1]).read())
     assert manifest["graph"]["num_edges"] == graph.edges.num_rows
+
+
+def test_vertex_dataframe_beside_an_edge_dataframe_gives_the_local_engines_template(spark, tmp_path):
+    """A GraphFrame's pair of DataFrames (isolated vertices kept, vertex attributes typed) stores
+    as the local engine stores the same frames collected; a repeated id names its row."""
+    from gofs.ingest.read_local import from_dataframes
+
+    vertices = spark.createDataFrame([(i, f"v{i}", i / 2) for i in (9, 3, 12, 0, 7)], "id long, name string, x double")
+    edges = spark.createDataFrame([(0, 1, 2.0), (1, 2, 1.5), (3, 4, 1.0), (4, 3, 0.5)], "src long, dst long, w double")
+    spark_manifest = spark_ingest(spark, edges, str(tmp_path / "spark.gofs"), num_partitions=2, partitioner="hash",
+                                  directed=True, vertices=vertices)
+    local_manifest = local_ingest(from_dataframes(vertices, edges, directed=True), str(tmp_path / "local.gofs"),
+                                  num_partitions=2, partitioner="hash")
+    assert spark_manifest["num_vertices"] == 8
+    assert {k: v for k, v in spark_manifest.items() if k not in ("uuid", "name")} == \
+        {k: v for k, v in local_manifest.items() if k not in ("uuid", "name")}
+    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
+    assert sorted(ours) == sorted(theirs)
+    for name in ours:
+        assert ours[name].equals(theirs[name]), name
+
+    target = tmp_path / "bad.gofs"
+    repeated = vertices.unionByName(spark.createDataFrame([(3, "again", 0.0)], "id long, name string, x double"))
+    with pytest.raises(InputError, match=r"vertices DataFrame row 5, column 'id': duplicate vertex id '?3"):
+        spark_ingest(spark, edges, str(target), vertices=repeated, partitioner="hash")
+    assert not target.exists()
