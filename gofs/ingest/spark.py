@@ -220,8 +220,6 @@ class _VertexRows:
 
 def _read(run, source, format, directed, weight, attribute_names, id_type, schema, src, dst,
           vertices_path=None, id_column="id", vertices=None) -> _Edges:
-    from pyspark.sql import functions as F
-
     spark = run.spark
     if id_type not in ("auto", "int", "str"):
         raise InputError(f"id_type must be 'auto', 'int' or 'str', got {id_type!r}")
@@ -264,13 +262,7 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
         own = {c: t for c, t in schema.items() if c in present}
         scans.append(_scan_csv(spark, where, present, ids, own) if format == "csv"
                      else _scan_parquet(spark, where, ids, own))
-    id_kind = "str" if any(s.text_ids for s in scans) else "int"
-    edges = _finish(scans[0].data, scans[0].counts,
-                    [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")],
-                    scans[0].attributes, TYPES[id_kind], name)
-    if vertices_path is not None:
-        edges.vertices = _vertex_rows(scans[1], id_column, id_kind)
-    return edges
+    return _edges_of(scans, src, dst, name, id_column)
 
 
 def _valid(column, kind: str):
@@ -517,11 +509,19 @@ def _read_frame(run, frame, src, dst, schema, vertices=None, id_column="id") -> 
         data = run.keep(data.withColumn("_file", F.lit(what)))     # row positions must not change between jobs
         own = {c: t for c, t in schema.items() if c in data.columns}
         scans.append(_checked_frame(run.spark, data, ids, own, None, what))
+    return _edges_of(scans, src, dst, None, id_column)
+
+
+def _edges_of(scans: list, src: str, dst: str, name, id_column: str) -> _Edges:
+    """The read stage's result from the edges' scan and, if given, the vertices' one: ids typed
+    over both together (text if either has a text id), as the local readers type them."""
+    from pyspark.sql import functions as F
+
     id_kind = "str" if any(scan.text_ids for scan in scans) else "int"
     edges = _finish(scans[0].data, scans[0].counts,
                     [_typed(F.col(src), id_kind).alias("sid"), _typed(F.col(dst), id_kind).alias("did")],
-                    scans[0].attributes, TYPES[id_kind], None)
-    if vertices is not None:
+                    scans[0].attributes, TYPES[id_kind], name)
+    if len(scans) > 1:
         edges.vertices = _vertex_rows(scans[1], id_column, id_kind)
     return edges
 
