@@ -8,6 +8,12 @@ derived matrices). It is bounded by bytes, not entries: the least recently used
 entries go when the budget is exceeded. Keys start with the graph's identity
 (its manifest uuid and root), so a re-ingested graph never sees stale topology.
 
+The budget is a run's setting (``spark.goffish.taskCacheBytes``), not the
+process's: each run reaches the cache through :func:`process_cache` with its own
+budget, and an entry stays while the entries used since, with it, fit the budget
+of the run that last used it. So a run with a small budget neither raises nor
+lowers what another run keeps.
+
 Cached arrays are made read-only, so a program that writes into its topology
 fails at once instead of corrupting every later run.
 
@@ -66,20 +72,29 @@ def freeze(value):
 
 
 class TaskCache:
-    """A byte-budgeted LRU map; ``get(key, build)`` builds what is missing."""
+    """A byte-budgeted LRU map; ``get(key, build, budget)`` builds what is missing.
+
+    Each entry remembers the budget of the run that last asked for it: walking from the most
+    recently used entry back, an entry goes once the bytes of the entries kept so far plus its
+    own exceed its budget (with one budget for all, plain LRU eviction under that budget).
+    """
 
     def __init__(self, budget: int = DEFAULT_BUDGET):
-        self.budget = budget
+        self.budget = budget                  # for entries asked for without a budget of their own
         self._entries: OrderedDict = OrderedDict()
         self._sizes: dict = {}
+        self._budgets: dict = {}
         self.used = 0
 
-    def get(self, key, build):
+    def get(self, key, build, budget: int | None = None):
+        budget = self.budget if budget is None else budget
         if key in self._entries:
+            self._budgets[key] = budget
             self._entries.move_to_end(key)
             return self._entries[key]
         value = build()
         self._entries[key] = value
+        self._budgets[key] = budget
         self._sizes[key] = 0
         self.grow(key, nbytes(value))
         return value
@@ -93,13 +108,18 @@ class TaskCache:
         self._evict(keep=key)
 
     def _evict(self, keep) -> None:
-        while self.used > self.budget and len(self._entries) > 1:
-            oldest = next(iter(self._entries))
-            if oldest == keep:
-                self._entries.move_to_end(oldest)
-                oldest = next(iter(self._entries))
-            del self._entries[oldest]
-            self.used -= self._sizes.pop(oldest)
+        kept = 0
+        for key in reversed(list(self._entries)):
+            if key != keep and kept + self._sizes[key] > self._budgets[key]:
+                del self._entries[key]
+                del self._budgets[key]
+                self.used -= self._sizes.pop(key)
+            else:
+                kept += self._sizes[key]
+
+    def scoped(self, budget: int) -> "ScopedCache":
+        """This cache as one run sees it: everything it asks for is kept under ``budget``."""
+        return ScopedCache(self, budget)
 
     def __contains__(self, key) -> bool:
         return key in self._entries
@@ -108,16 +128,28 @@ class TaskCache:
         return len(self._entries)
 
 
-_PROCESS_CACHE: TaskCache | None = None
+class ScopedCache:
+    """One run's handle on a shared :class:`TaskCache`: the run's budget travels with it."""
+
+    def __init__(self, cache: TaskCache, budget: int):
+        self.cache, self.budget = cache, budget
+
+    def get(self, key, build):
+        return self.cache.get(key, build, self.budget)
+
+    def grow(self, key, size: int) -> None:
+        self.cache.grow(key, size)
+
+    def __contains__(self, key) -> bool:
+        return key in self.cache
 
 
-def process_cache(budget: int) -> TaskCache:
-    """The cache of this Python worker process, with ``budget`` bytes."""
-    global _PROCESS_CACHE
-    if _PROCESS_CACHE is None:
-        _PROCESS_CACHE = TaskCache(budget)
-    _PROCESS_CACHE.budget = budget
-    return _PROCESS_CACHE
+_PROCESS_CACHE = TaskCache()
+
+
+def process_cache(budget: int) -> ScopedCache:
+    """The cache of this Python worker process, as a run with ``budget`` bytes uses it."""
+    return _PROCESS_CACHE.scoped(budget)
 
 
 class DiskCache:
