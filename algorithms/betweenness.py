@@ -188,6 +188,11 @@ class ShortestPathDag:
         self.count = np.zeros(dist.shape[1], np.int64)
         kernels.distance_order(dist, graph.integral, self.order, self.count)
 
+    @property
+    def nbytes(self) -> int:
+        """What the DAG adds to its distances (counted in the task cache's budget)."""
+        return self.order.nbytes + self.count.nbytes
+
     def scatter(self, v: np.ndarray, col: np.ndarray, values: np.ndarray) -> np.ndarray:
         """An ``n x B`` array (Fortran order) with ``values`` summed at the (vertex, column) pairs."""
         x = np.zeros(self.shape, order="F")
@@ -231,15 +236,6 @@ class ShortestPathDag:
         csr = self.graph.csr
         kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x, bound)
         return columns, x
-
-
-#: per worker process: (run token, sub-graph id, batch) -> the batch's big arrays of one sub-graph
-_WORKING: dict = {}
-
-
-def _keep_only(token: str, batch: int) -> None:
-    for old in [k for k in _WORKING if k[0] != token or k[2] != batch]:
-        del _WORKING[old]
 
 
 def _scale(n: int, normalized: bool, directed: bool) -> float:
@@ -495,7 +491,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         phase = g["phase"]
         sent = 0
         if phase == "done":
-            _WORKING.pop(self._key(subgraph, g), None)
+            subgraph.working.discard(self.token)
         else:
             sent = getattr(self, f"_{phase}")(subgraph, graph, messages, ctx, g)
             self._release(subgraph, ctx, g)
@@ -542,33 +538,31 @@ class MultiSourceBetweenness(SubgraphProgram):
             st["tree"] = graph.leaves.tree_betweenness(g["sizes"][st["label"]])
 
     # The batch's big arrays (distances, path counts, dependencies, n x B each, and the DAG
-    # system) stay in the worker process between supersteps; the state keeps only what they
-    # were computed from (sources and the inputs each phase received), so only that is shipped
-    # between supersteps, and where the arrays are missing or possibly stale (another worker
-    # serves the partition, a retried task) they are recomputed from it.
-
-    def _key(self, sg, g):
-        return self.token, sg.id, g["batch"]
+    # system) stay in the worker process between supersteps, in the sub-graph's working space
+    # under the run's task-cache budget (one entry per run, replaced batch by batch); the state
+    # keeps only what they were computed from (sources and the inputs each phase received), so
+    # only that is shipped between supersteps, and where the arrays are missing or possibly
+    # stale (evicted, another worker serves the partition, a retried task) they are recomputed
+    # from it.
 
     def _work(self, sg, graph, ctx, g) -> dict:
         """This superstep's working arrays; marked in use until ``compute`` returns."""
-        key = self._key(sg, g)
-        work = _WORKING.get(key)
-        if work is None or work["superstep"] != ctx.superstep - 1:
-            _keep_only(self.token, g["batch"])
-            work = _WORKING[key] = self._rebuild(sg, graph, g)
+        work = sg.working.get(self.token)
+        if work is None or work["batch"] != g["batch"] or work["superstep"] != ctx.superstep - 1:
+            work = self._rebuild(sg, graph, g)
+            sg.working.put(self.token, work)
         work["superstep"] = None
         return work
 
     def _release(self, sg, ctx, g) -> None:
-        key = self._key(sg, g)
-        work = _WORKING.get(key)
+        work = sg.working.get(self.token)
         if work is None:
             return
-        if self.keep_arrays and work["superstep"] in (None, ctx.superstep - 1):
+        if self.keep_arrays and work["batch"] == g["batch"] and work["superstep"] in (None, ctx.superstep - 1):
             work["superstep"] = ctx.superstep
+            sg.working.put(self.token, work)            # accounted at what it holds now
         else:
-            del _WORKING[key]
+            sg.working.discard(self.token)
 
     def _rebuild(self, sg, graph, g) -> dict:
         """The working arrays recomputed from the state: every phase's result is a function of
@@ -578,7 +572,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         src_v, src_col = st["src_v"], st["src_col"]
         seeds = [(src_v, src_col, np.zeros(len(src_v))), *st["seeds"]]
         v, col, d = (np.concatenate([s[i] for s in seeds]) for i in range(3))
-        work = {"dist": empty_distances(n, self.batch_size)}
+        work = {"dist": empty_distances(n, self.batch_size), "batch": g["batch"]}
         graph.lower(work["dist"], v, col, d)
         if g["phase"] == "dist" or (g["phase"] == "sigma" and g["first"]):
             return work
@@ -648,8 +642,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         st.update(src_v=v, src_col=col, seeds=[], dag_in=[], dep_in=[])
         st.pop("dag_edges", None)
         dist = empty_distances(n, batch)
-        _keep_only(self.token, g["batch"])
-        _WORKING[self._key(sg, g)] = {"dist": dist, "superstep": None}
+        sg.working.put(self.token, {"dist": dist, "batch": g["batch"], "superstep": None})
         if not len(v):
             return 0
         reach = np.zeros(batch)

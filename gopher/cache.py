@@ -99,6 +99,23 @@ class TaskCache:
         self.grow(key, nbytes(value))
         return value
 
+    def peek(self, key, budget: int | None = None):
+        """The value under ``key`` (now the most recently used), or None."""
+        if key not in self._entries:
+            return None
+        return self.get(key, None, budget)
+
+    def put(self, key, value, budget: int | None = None) -> None:
+        """Keep ``value`` under ``key`` (replacing what was there), accounted at its size now."""
+        self.discard(key)
+        self.get(key, lambda: value, budget)
+
+    def discard(self, key) -> None:
+        if key in self._entries:
+            del self._entries[key]
+            del self._budgets[key]
+            self.used -= self._sizes.pop(key)
+
     def grow(self, key, size: int) -> None:
         """Account ``size`` more bytes to ``key`` (derived data built after insertion)."""
         if key not in self._entries:
@@ -111,9 +128,7 @@ class TaskCache:
         kept = 0
         for key in reversed(list(self._entries)):
             if key != keep and kept + self._sizes[key] > self._budgets[key]:
-                del self._entries[key]
-                del self._budgets[key]
-                self.used -= self._sizes.pop(key)
+                self.discard(key)
             else:
                 kept += self._sizes[key]
 
@@ -137,11 +152,42 @@ class ScopedCache:
     def get(self, key, build):
         return self.cache.get(key, build, self.budget)
 
+    def peek(self, key):
+        return self.cache.peek(key, self.budget)
+
+    def put(self, key, value) -> None:
+        self.cache.put(key, value, self.budget)
+
+    def discard(self, key) -> None:
+        self.cache.discard(key)
+
     def grow(self, key, size: int) -> None:
         self.cache.grow(key, size)
 
     def __contains__(self, key) -> bool:
         return key in self.cache
+
+
+class WorkingSpace:
+    """A run's working data for one sub-graph: big arrays a program keeps from one superstep to
+    the next but never ships. They are task-cache entries under the run's budget, so any may be
+    gone at the next superstep, and the program rebuilds what is missing from its state.
+
+    ``handle()`` gives the :class:`ScopedCache` of the run now computing on the sub-graph;
+    keys are the program's own (e.g. its run token) under ``prefix``.
+    """
+
+    def __init__(self, handle, prefix: tuple):
+        self._handle, self._prefix = handle, prefix
+
+    def get(self, key):
+        return self._handle().peek((*self._prefix, key))
+
+    def put(self, key, value) -> None:
+        self._handle().put((*self._prefix, key), value)
+
+    def discard(self, key) -> None:
+        self._handle().discard((*self._prefix, key))
 
 
 _PROCESS_CACHE = TaskCache()

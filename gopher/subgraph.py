@@ -6,7 +6,7 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
-from gopher.cache import nbytes
+from gopher.cache import DEFAULT_BUDGET, TaskCache, WorkingSpace, nbytes
 
 
 class RemoteEdges:
@@ -37,11 +37,14 @@ class Subgraph:
 
     Vertex arrays are indexed by *local* index 0..num_vertices-1; ``vertex_ids``
     maps them to global dense ids and ``ids`` to the user's original ids.
-    ``state`` is a dict that survives across supersteps.
+    ``state`` is a dict that survives across supersteps. ``working`` holds what a run keeps in
+    the worker between supersteps without shipping it (a :class:`gopher.cache.WorkingSpace`:
+    ``get(key)`` / ``put(key, value)`` / ``discard(key)``, under the run's cache budget, so
+    ``get`` may return None and the program rebuilds from ``state``).
     """
 
     def __init__(self, bundle, k: int, instance_vertex: dict | None = None, instance_edge: dict | None = None,
-                 account=None):
+                 account=None, working: WorkingSpace | None = None):
         self._bundle = bundle
         self._k = k
         self.id = bundle.subgraph_id(k)
@@ -54,6 +57,10 @@ class Subgraph:
         self._instance_vertex: dict = instance_vertex or {}
         self._instance_edge: dict = instance_edge or {}
         self._account = account or (lambda size: None)
+        if working is None:                    # a sub-graph outside a run keeps its own
+            own = TaskCache().scoped(DEFAULT_BUDGET)
+            working = WorkingSpace(lambda: own, ())
+        self.working = working
 
     @property
     def num_vertices(self) -> int:

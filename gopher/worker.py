@@ -30,7 +30,7 @@ from gofs.bundle import instance_bundle, load_instance_attributes, load_partitio
 from gofs.errors import EngineError, InputError
 from gopher import aggregators as agg
 from gopher import codec
-from gopher.cache import DiskCache, freeze, process_cache
+from gopher.cache import DiskCache, WorkingSpace, freeze, process_cache
 from gopher.context import ComputeContext
 from gopher.messages import Inbox, Outbox, combiner_ufunc
 from gopher.subgraph import Subgraph
@@ -120,19 +120,25 @@ class InstanceView:
     """One partition's sub-graphs as one program sees them through one instance's attributes.
 
     Views are cached per program class, so ``Subgraph.derived`` data built by one
-    program is never seen by another.
+    program is never seen by another. ``cache`` is the task cache as the run now computing
+    on the view sees it (:func:`partition_view` hands each run its own); ``key`` is the
+    view's entry in it.
     """
 
-    def __init__(self, bundle, vertex: dict, edge: dict, account):
+    def __init__(self, bundle, vertex: dict, edge: dict, cache, key):
         self.bundle, self.vertex, self.edge = bundle, vertex, edge
-        self._account = account
+        self.cache, self.key = cache, key
         self._subgraphs: dict[int, Subgraph] = {}
+
+    def _account(self, size: int) -> None:
+        self.cache.grow(self.key, size)
 
     def subgraph(self, k: int) -> Subgraph:
         k = int(k)
         sg = self._subgraphs.get(k)
         if sg is None:
-            sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account)
+            working = WorkingSpace(lambda: self.cache, (*self.key, "working", k))
+            sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account, working)
         return sg
 
 
@@ -182,12 +188,13 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
             vertex, edge = {}, {}
         else:
             vertex, edge = freeze(load_instance_attributes(store, bundle, instance, vattrs, eattrs))
-        return InstanceView(bundle, vertex, edge, lambda size: cache.grow(view_key, size))
+        return InstanceView(bundle, vertex, edge, cache, view_key)
 
     view = cache.get(view_key, build)
     if view.bundle is not bundle:            # the bundle was evicted and reloaded: rebuild the view
         cache.grow(view_key, 0)
-        view = InstanceView(bundle, view.vertex, view.edge, view._account)
+        view = InstanceView(bundle, view.vertex, view.edge, cache, view_key)
+    view.cache = cache
     return view
 
 

@@ -1,8 +1,16 @@
 """State that one run, one session or one query keeps is scoped to it: no process-wide
 setting or registry that the latest caller overwrites for everybody (issue 27, item 5)."""
+import networkx as nx
 import numpy as np
 
+import graphs
+from algorithms.betweenness import MESSAGE, MultiSourceBetweenness, local_graph
+from gofs.bundle import load_partition
 from gopher import cache
+from gopher.aggregators import resolve
+from gopher.context import ComputeContext
+from gopher.messages import Outbox
+from gopher.subgraph import Subgraph
 
 
 def _array(nbytes: int):
@@ -30,3 +38,30 @@ def test_one_budget_is_plain_lru():
     shared.get("b", _array(800))               # b is now the most recent: c goes before it
     shared.get("d", _array(800))
     assert [k for k in "abcd" if k in shared] == ["b", "d"] and shared.used == 1600
+
+
+def test_betweenness_working_arrays_are_task_cache_entries(spark, tmp_path):
+    """A batch's n x B arrays count against the run's task-cache budget (they may be evicted,
+    then are rebuilt from the state alone), instead of sitting in a module-level dict."""
+    store = graphs.ingest_nx(nx.cycle_graph(12), tmp_path / "cycle.gofs", spark, 1)
+    shared = cache.TaskCache()
+    run = shared.scoped(1000)                   # room for the run's topology, not for its arrays too
+    run.get("topology", _array(800))
+    sg = Subgraph(load_partition(store, 0), 0, working=cache.WorkingSpace(lambda: run, ("partition", 0)))
+    program = MultiSourceBetweenness(12, 12, 12, compress=False)
+    graph = local_graph(sg, None, False)
+    g = {"batch": 0, "phase": "dist", "first": True}
+    ctx = ComputeContext(1, Outbox(), {}, g, MESSAGE)
+    ctx._aggregators = {name: resolve(spec) for name, spec in program.aggregators.items()}
+    ctx._begin(sg)
+    program._start_distances(sg, graph, ctx, g)
+    program._release(sg, ctx, g)
+    work = sg.working.get(program.token)
+    kept = work["dist"]
+    assert shared.used == cache.nbytes(work) > kept.nbytes == 12 * 12 * kept.itemsize
+    assert "topology" not in shared             # the arrays pushed it out of the run's budget
+    sg.working.discard(program.token)           # evicted: the next superstep rebuilds the same arrays
+    ctx = ComputeContext(2, Outbox(), {}, g, MESSAGE)
+    ctx._begin(sg)
+    np.testing.assert_array_equal(program._work(sg, graph, ctx, g)["dist"], kept)
+
