@@ -2,7 +2,9 @@
 setting or registry that the latest caller overwrites for everybody (issue 27, item 5)."""
 import networkx as nx
 import numpy as np
+from pyspark.sql import SparkSession
 
+import goffish
 import graphs
 from algorithms.betweenness import MESSAGE, MultiSourceBetweenness, local_graph
 from gofs.bundle import load_partition
@@ -11,6 +13,7 @@ from gopher.aggregators import resolve
 from gopher.context import ComputeContext
 from gopher.messages import Outbox
 from gopher.subgraph import Subgraph
+from hatrick.cgql import active_queries
 
 
 def _array(nbytes: int):
@@ -65,3 +68,41 @@ def test_betweenness_working_arrays_are_task_cache_entries(spark, tmp_path):
     ctx._begin(sg)
     np.testing.assert_array_equal(program._work(sg, graph, ctx, g)["dist"], kept)
 
+
+class _Application:
+    """What the registry asks of the active SparkSession: its application's id."""
+
+    def __init__(self, application_id: str):
+        self.sparkContext = type("Context", (), {"applicationId": application_id})()
+
+
+class _Stream:
+    directed = True
+
+    def __init__(self):
+        self.callbacks = []
+
+    def now(self):
+        return 0.0
+
+    def on_batch(self, callback):
+        self.callbacks.append(callback)
+
+    def remove_callback(self, callback):
+        self.callbacks.remove(callback)
+
+
+def test_cgql_topics_belong_to_their_spark_application(monkeypatch):
+    active = {"session": _Application("app-1")}
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: active["session"]))
+    text = "DETECT Cluster(usage < 30) FOR 1h AS watched"
+    first = goffish.query(_Stream(), text)
+    active["session"] = _Application("app-2")              # another application in this process ...
+    assert "watched" not in active_queries()
+    second = goffish.query(_Stream(), text)                 # ... may use the same topic name
+    goffish.query(None, "CANCEL watched")                   # and cancels only its own query
+    assert second.closed and not first.closed
+    active["session"] = _Application("app-1")
+    assert active_queries() == {"watched": first.query}
+    goffish.query(None, "CANCEL watched")
+    assert first.closed and active_queries() == {}

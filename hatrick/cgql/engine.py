@@ -30,6 +30,10 @@ seen to hold), ``detected`` (wall clock when it was published), ``pattern``,
 ``status``, ``subquery`` (its alias, or ``Pattern#i``), ``topic`` and ``seq``.
 A query whose evaluation fails (say an attribute the live graph lacks) stops,
 records the error as ``query.error`` / ``topic.error`` and closes its topics.
+
+Running queries are registered by topic name per Spark application (:func:`registry`):
+``CANCEL name`` and :func:`active_queries` see the queries of the application active in
+the calling thread, never another application's.
 """
 from __future__ import annotations
 
@@ -48,15 +52,60 @@ from hatrick.cgql.views import Snapshot, StoreInstanceView
 
 __all__ = ["query", "Query", "active_queries"]
 
-_registry: dict = {}            # topic name -> Query, for the queries still running
-_registry_lock = threading.Lock()
 _numbers = itertools.count(1)
 
 
+class QueryRegistry:
+    """The running queries of one Spark application by topic name: where ``CANCEL name`` finds
+    them, and what keeps two running queries off one topic name."""
+
+    def __init__(self):
+        self._queries: dict = {}
+        self._lock = threading.Lock()
+
+    def register(self, topics: dict, make) -> "Query":
+        """``make()``, the query publishing to ``topics``, registered under their names."""
+        with self._lock:
+            taken = [name for name in topics if name in self._queries]
+            if taken:
+                raise CGQLError(f"topic {taken[0]!r} is already used by a running query (CANCEL {taken[0]} first)")
+            registered = make()
+            registered.registry = self
+            self._queries.update(dict.fromkeys(topics, registered))
+        return registered
+
+    def find(self, name: str) -> "Query | None":
+        with self._lock:
+            return self._queries.get(name)
+
+    def release(self, query: "Query") -> None:
+        with self._lock:
+            for name in [k for k, q in self._queries.items() if q is query]:
+                del self._queries[name]
+
+    def active(self) -> dict:
+        with self._lock:
+            return dict(self._queries)
+
+
+_registries: dict = {}          # Spark application id (None: no Spark) -> its QueryRegistry
+_registries_lock = threading.Lock()
+
+
+def registry() -> QueryRegistry:
+    """The query registry of the Spark application active in this thread (one more for
+    queries run without Spark): sessions of other applications never see its topics."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    application = None if session is None else session.sparkContext.applicationId
+    with _registries_lock:
+        return _registries.setdefault(application, QueryRegistry())
+
+
 def active_queries() -> dict:
-    """{topic name: Query} of the registered queries that are still running."""
-    with _registry_lock:
-        return dict(_registry)
+    """{topic name: Query} of the registered queries still running in this Spark application."""
+    return registry().active()
 
 
 class Query:
@@ -75,6 +124,7 @@ class Query:
         self._buffer: list | None = None
         self._last_seq = -math.inf
         self._last_time = -math.inf
+        self.registry: QueryRegistry | None = None      # set when registered
         for topic in topics.values():
             topic.query = self
 
@@ -193,9 +243,8 @@ class Query:
                 self._stream.remove_callback(self._on_batch)
             for topic in self.topics.values():
                 topic.close()
-        with _registry_lock:
-            for name in [k for k, q in _registry.items() if q is self]:
-                del _registry[name]
+        if self.registry is not None:
+            self.registry.release(self)
 
     def __repr__(self) -> str:
         return (f"Query({self.plan.kind}, topics={list(self.topics)}, snapshots={self.snapshots}, "
@@ -263,13 +312,8 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     if store is not None:
         _check_store_attributes(store, the_plan)
     topics = {name: Topic(name, time_ordered) for name in the_plan.topics}
-    with _registry_lock:
-        taken = [name for name in topics if name in _registry]
-        if taken:
-            raise CGQLError(f"topic {taken[0]!r} is already used by a running query (CANCEL {taken[0]} first)")
-        registered = Query(text, the_plan, topics, directed if directed is not None else _directed(store, live))
-        for name in topics:
-            _registry[name] = registered
+    registered = registry().register(topics, lambda: Query(
+        text, the_plan, topics, directed if directed is not None else _directed(store, live)))
     if live is not None and the_plan.has_live:
         registered.attach(live)
     try:
@@ -300,8 +344,7 @@ def _run_cancels(statements) -> list:
     closed = []
     for s in statements:
         if isinstance(s, n.Cancel):
-            with _registry_lock:
-                target = _registry.get(s.topic)
+            target = registry().find(s.topic)
             if target is None:
                 raise located(s, f"CANCEL {s.topic}: no running query publishes to topic {s.topic!r}")
             target.cancel()
