@@ -27,9 +27,9 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from gofs.checkpoints import ensure_checkpoint_dir
+from sparkshim.checkpoints import ensure_checkpoint_dir
 from gofs.errors import InputError
-from gofs.interop import require_graphframes
+from sparkshim.graphframes import require_graphframes
 
 _INF = float("inf")
 

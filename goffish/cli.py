@@ -450,6 +450,7 @@ def main(argv=None) -> int:
     import traceback
 
     from gofs.errors import GoffishError
+    from sparkshim.graphframes import GraphFramesUnavailable
 
     args = build_parser().parse_args(argv)
     args.status = StatusLine(sys.stderr)
@@ -458,7 +459,7 @@ def main(argv=None) -> int:
         sys.stdout = ClearingStream(stdout, args.status)   # results never share a line with the progress
     try:
         return args.fn(args)
-    except GoffishError as exc:
+    except (GoffishError, GraphFramesUnavailable) as exc:
         if getattr(args, "verbose", False):
             traceback.print_exc()
         print(f"goffish {args.command}: error: {exc}", file=sys.stderr)

@@ -60,7 +60,7 @@ def _process_properties_file() -> str:
 
 def jvm_running() -> bool:
     """True when this Python process already talks to a JVM (spark-submit started us, or a session exists)."""
-    from gofs.spark_compat import jvm_started
+    from sparkshim.compat import jvm_started
 
     return jvm_started() or "PYSPARK_GATEWAY_PORT" in os.environ
 

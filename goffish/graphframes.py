@@ -142,7 +142,7 @@ class GraphFrame:
 
     # ------------------------------------------------------------------ the real GraphFrames for the rest
     def _delegate(self, name: str):
-        from gofs.interop import require_graphframes
+        from sparkshim.graphframes import require_graphframes
 
         try:
             real = require_graphframes()

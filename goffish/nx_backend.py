@@ -67,7 +67,7 @@ class GoffishGraph:
             return iter(())
         if self.nodes is not None:
             return iter(self.nodes.tolist())
-        from gofs.spark_compat import collect_arrow
+        from sparkshim.compat import collect_arrow
 
         return iter(self.nodes_of(collect_arrow(self.store.vertex_id_frame()).column("id").combine_chunks()))
 
@@ -102,7 +102,7 @@ class GoffishGraph:
         """Collect the stored edges into a NetworkX graph (for functions this backend does not run)."""
         import networkx as nx
 
-        from gofs.spark_compat import collect_arrow
+        from sparkshim.compat import collect_arrow
 
         graph = nx.DiGraph() if self.directed else nx.Graph()
         graph.graph.update(self.graph)
@@ -188,7 +188,7 @@ def convert_to_nx(obj, *, name=None):
 
 def _column(handle: GoffishGraph, result, column: str):
     """(stored ids, values) of a result's column, as Arrow and numpy."""
-    from gofs.spark_compat import collect_arrow
+    from sparkshim.compat import collect_arrow
 
     table = collect_arrow(result.dataframe.select("id", column))
     result.unpersist()                       # the rows now live here; the cached frame is nobody's

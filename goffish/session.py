@@ -9,7 +9,7 @@ that neither SparkConf (spark-defaults.conf, spark-submit ``--conf``) nor the
 ``conf`` argument set: see :data:`DEFAULTS`. It never changes the log level or
 ``spark.sql.shuffle.partitions``. If no checkpoint directory is set it creates
 a temporary one, removed when the Python process exits
-(:mod:`gofs.checkpoints`).
+(:mod:`sparkshim.checkpoints`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import shutil
 import sys
 
 from goffish.jars import resolve_graphframes_jar
-from gofs.checkpoints import ensure_checkpoint_dir
+from sparkshim.checkpoints import ensure_checkpoint_dir
 from gofs.errors import SetupError
 
 _JAR_CONF = "spark.goffish.graphframes.jar"
@@ -89,7 +89,7 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Under spark-submit the JVM is already running with the submitted master and --conf;
         # connect to it first, or SparkConf() below is empty and local[*] and our defaults win.
-        from gofs.spark_compat import connect_to_submitted_jvm
+        from sparkshim.compat import connect_to_submitted_jvm
 
         connect_to_submitted_jvm()
     spark_conf = SparkConf()

@@ -32,7 +32,7 @@ def _archives_shipped() -> bool:
         return False
     from pyspark import SparkConf
 
-    from gofs.spark_compat import connect_to_submitted_jvm
+    from sparkshim.compat import connect_to_submitted_jvm
 
     connect_to_submitted_jvm()
     conf = SparkConf()

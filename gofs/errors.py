@@ -11,6 +11,10 @@ field, sub-graph, superstep). An error keeps the builtin base it always had (an
     ├── EngineError                      Gopher: GopherProgramError, GopherTaskError, RendezvousTimeout, ...
     ├── StreamError                      Hatrick: DataFileError
     └── SetupError (RuntimeError)        the environment: no Java, no GraphFrames jar
+
+The floor below GoFS (``sparkshim``) imports nothing of ours: its one error, a GraphFrames
+package that cannot be imported, is an ``ImportError`` (``GraphFramesUnavailable``) that the
+CLI catches beside the root.
 """
 
 

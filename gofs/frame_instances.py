@@ -14,7 +14,7 @@ import pyarrow as pa
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
 from gofs.instances import _check_schema, _entry, after_commit, open_for_append
-from gofs.spark_compat import arrow_schema, spark_schema
+from sparkshim.compat import arrow_schema, spark_schema
 
 _P, _VID = "_gofs_partition", "_gofs_vid"      # key columns, named apart from any user column
 

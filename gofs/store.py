@@ -383,7 +383,7 @@ class GraphStore:
         store = GraphStore.__new__(GraphStore)
         store.__setstate__(self.__getstate__())
         sample = getattr(self, method)(_smallest(self, parts), **kw).schema
-        from gofs.spark_compat import spark_schema
+        from sparkshim.compat import spark_schema
 
         def read(batches):
             for batch in batches:
@@ -434,7 +434,7 @@ class GraphStore:
                     row = _profile_partition(store, parts[i], attribute, entry)
                     yield pa.RecordBatch.from_pylist([row], schema=_PROFILE)
 
-        from gofs.spark_compat import collect_arrow, spark_schema
+        from sparkshim.compat import collect_arrow, spark_schema
 
         seeds = self.spark.range(0, len(parts), 1, max(len(parts), 1))        # one task per partition, no shuffle
         rows = collect_arrow(seeds.mapInArrow(profile, spark_schema(_PROFILE))).to_pylist()
@@ -442,7 +442,7 @@ class GraphStore:
 
     def to_graphframe(self, vertex_attributes=None, edge_attributes=None, instance=None, time=None):
         """A GraphFrame of the template (or of one instance); needs the GraphFrames jar."""
-        from gofs.interop import require_graphframes
+        from sparkshim.graphframes import require_graphframes
 
         return require_graphframes()(self.vertices(vertex_attributes, instance, time),
                           self.edges(edge_attributes, instance, time))

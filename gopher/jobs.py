@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from gofs.spark_compat import spark_schema
+from sparkshim.compat import spark_schema
 from gopher import codec
 from gopher.worker import GopherProgramError, TaskWorker
 

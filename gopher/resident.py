@@ -52,7 +52,7 @@ import pyarrow as pa
 
 from gofs import files, layout
 from gofs.errors import EngineError
-from gofs.spark_compat import spark_schema
+from sparkshim.compat import spark_schema
 from gopher import codec
 from gopher.channel import HANDSHAKE_SECONDS, Listener, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from gofs.errors import InputError
-from gofs.spark_compat import jvm_has_class
+from sparkshim.compat import jvm_has_class
 
 
 def update_schema(id_type: str) -> str:

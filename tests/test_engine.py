@@ -15,7 +15,7 @@ import pytest
 from pyspark import cloudpickle
 
 import graphs
-from gofs.spark_compat import persistent_rdd_ids
+from sparkshim.compat import persistent_rdd_ids
 from gopher.aggregators import Aggregator
 from gopher.program import SubgraphProgram
 from gopher.worker import GopherProgramError

@@ -14,7 +14,7 @@ EDGES = [(0, 1, 2.0), (1, 2, 1.5), (2, 0, 0.5), (2, 3, 4.0), (0, 3, 7.0), (3, 4,
 
 @pytest.fixture(scope="module")
 def graphs(spark):
-    from gofs.interop import require_graphframes
+    from sparkshim.graphframes import require_graphframes
 
     vertices = spark.createDataFrame([(i, f"v{i}") for i in range(N)], "id long, name string")
     edges = spark.createDataFrame(EDGES, "src long, dst long, length double")

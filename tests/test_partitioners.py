@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gofs.spark_compat import release_local_checkpoint
+from sparkshim.compat import release_local_checkpoint
 from gofs.partition import PARTITIONERS, balance, edge_cut, partition
 from gofs.partition.hashing import hash_partition
 from gofs.partition.metis import metis_partition
@@ -171,7 +171,7 @@ def _held(spark):
     """Cached RDDs (local checkpoints included) and files under the checkpoint directory."""
     import os
 
-    from gofs.spark_compat import persistent_rdd_ids
+    from sparkshim.compat import persistent_rdd_ids
 
     directory = spark.sparkContext.getCheckpointDir().removeprefix("file:")
     files = {os.path.join(d, f) for d, _, names in os.walk(directory) for f in names}
@@ -211,7 +211,7 @@ def test_spark_lp_releases_every_checkpoint_on_success_and_failure(spark, monkey
 def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
     import os
 
-    from gofs.checkpoints import ensure_checkpoint_dir, remove_created
+    from sparkshim.checkpoints import ensure_checkpoint_dir, remove_created
 
     class Context:
         def __init__(self, directory=None):

@@ -21,7 +21,7 @@ import pytest
 from pyspark import cloudpickle
 
 import goffish
-from gofs.spark_compat import persistent_rdd_ids
+from sparkshim.compat import persistent_rdd_ids
 from goffish.generators import road_network
 from goffish.temporal import road_with_travel_times
 from gopher.program import SubgraphProgram

@@ -1,4 +1,4 @@
-"""The private-PySpark shims in gofs.spark_compat: each still works, and no other module uses internals.
+"""The private-PySpark shims in sparkshim.compat: each still works, and no other module uses internals.
 
 A PySpark upgrade fails ``test_pyspark_version_is_one_the_shims_were_tested_on`` first: re-check
 every shim against the new version (Spark 4 has public replacements for some), then add it.
@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyspark
 
-from gofs import spark_compat
+from sparkshim import compat as spark_compat
 
 ROOT = Path(__file__).resolve().parents[1]
 PRIVATE = re.compile(r"\._jsc\b|\._jvm\b|\._jdf\b|_collect_as_arrow|_ensure_initialized|pyspark\.sql\.pandas\.types")
@@ -18,15 +18,15 @@ PRIVATE = re.compile(r"\._jsc\b|\._jvm\b|\._jdf\b|_collect_as_arrow|_ensure_init
 def test_pyspark_version_is_one_the_shims_were_tested_on():
     version = ".".join(pyspark.__version__.split(".")[:2])
     assert version in spark_compat.TESTED_SPARK, (
-        f"PySpark {pyspark.__version__}: gofs.spark_compat was tested on {spark_compat.TESTED_SPARK} only; "
+        f"PySpark {pyspark.__version__}: sparkshim.compat was tested on {spark_compat.TESTED_SPARK} only; "
         "check each shim against this version before adding it")
 
 
-def test_no_module_but_spark_compat_touches_spark_internals():
+def test_no_module_but_the_shim_touches_spark_internals():
     offenders = []
-    for package in ("gofs", "gopher", "algorithms", "hatrick", "goffish"):
+    for package in ("sparkshim", "gofs", "gopher", "algorithms", "hatrick", "goffish"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path.name == "spark_compat.py":
+            if path.relative_to(ROOT).as_posix() == "sparkshim/compat.py":
                 continue
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if PRIVATE.search(line):

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
 import gofs.ingest.formats as formats
-from gofs.spark_compat import collect_arrow
+from sparkshim.compat import collect_arrow
 
 __all__ = ["read_graph", "read_edge_list", "read_csv", "read_parquet", "from_pandas",
            "from_dataframes", "from_graphframe", "from_networkx"]

@@ -45,7 +45,7 @@ from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.spark_jobs import JobProfile
 from gofs.partition import check_partitioner, partition_frames
-from gofs.spark_compat import arrow_schema, release_local_checkpoint
+from sparkshim.compat import arrow_schema, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
 
 _INT_PATTERN = r"^[+-]?[0-9]+$"

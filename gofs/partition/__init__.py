@@ -82,7 +82,7 @@ def partition_frames(spark, method: str, edges, vertices, num_vertices: int, num
 
     ``edges`` has dense ``src``, ``dst``; ``vertices`` lists every ``vid`` once.
     "metis" collects the edges to the driver. Returns ``(vid, part)`` as a local
-    checkpoint (release it with ``gofs.spark_compat.release_local_checkpoint``).
+    checkpoint (release it with ``sparkshim.compat.release_local_checkpoint``).
     """
     import pandas as pd
     from pyspark.sql import functions as F

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gofs.errors import InputError
-from gofs.spark_compat import release_local_checkpoint
+from sparkshim.compat import release_local_checkpoint
 
 
 def edge_cut(parts, src, dst) -> int:

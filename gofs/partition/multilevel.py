@@ -54,12 +54,12 @@ import numpy as np
 import pyarrow as pa
 
 from gofs import layout
-from gofs.checkpoints import ensure_checkpoint_dir
+from sparkshim.checkpoints import ensure_checkpoint_dir
 from gofs.errors import InputError
 from gofs.partition.arrays import collect_labels
 from gofs.partition.metis import weighted_parts
 from gofs.partition.propagation import refine_partition
-from gofs.spark_compat import collect_arrow
+from sparkshim.compat import collect_arrow
 from gofs.spark_jobs import JobProfile
 
 DRIVER_BUDGET_BYTES = 48 << 20
@@ -143,7 +143,7 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     Returns
     -------
     DataFrame ``(vid long, part int)``, a local checkpoint: release it with
-    ``gofs.spark_compat.release_local_checkpoint`` when done.
+    ``sparkshim.compat.release_local_checkpoint`` when done.
     """
     from pyspark.sql import functions as F
 

@@ -13,7 +13,7 @@ from scipy.optimize import linprog
 from gofs.errors import InputError
 from gofs.partition.arrays import checked, collect_labels
 from gofs.partition.hashing import hash_labels
-from gofs.spark_compat import release_local_checkpoint
+from sparkshim.compat import release_local_checkpoint
 
 # Synchronous label propagation makes neighbours swap labels back and forth on
 # bipartite-like graphs (grids, meshes); letting only a random 70% of vertices
@@ -85,7 +85,7 @@ def spark_label_propagation(spark, edges_df, num_partitions: int, iterations: in
     Returns
     -------
     DataFrame ``(vid long, part int)`` with one row per vertex in ``edges_df``, a local
-    checkpoint: its blocks stay cached until ``gofs.spark_compat.release_local_checkpoint``
+    checkpoint: its blocks stay cached until ``sparkshim.compat.release_local_checkpoint``
     (every other checkpoint and cache made on the way is released, also on failure).
     """
     from pyspark.sql import functions as F
@@ -124,7 +124,7 @@ def refine_partition(spark, pairs, initial, num_partitions: int, iterations: int
     Returns
     -------
     DataFrame ``(vid long, part int)``, a local checkpoint (release it with
-    ``gofs.spark_compat.release_local_checkpoint``).
+    ``sparkshim.compat.release_local_checkpoint``).
     """
     from pyspark.sql import functions as F
 
