@@ -11,8 +11,7 @@ added vertices (each keeps its internal id from snapshot to snapshot, see
 :mod:`gofs.vids`), with the edges touching them as added edges. What an
 instance cannot carry (documented limits of the GoFS format, not worked around
 here): a removed template vertex loses its edges and values but stays listed;
-removing one of several parallel template edges between the same pair removes
-one copy only; static template attributes are read-only for streams.
+static template attributes are read-only for streams.
 """
 from __future__ import annotations
 
@@ -83,10 +82,10 @@ def build_instance(state: State, template: Template, start: float, end: float) -
     added_slots = np.repeat(live, extra)
     still = np.zeros(len(template.keys), np.int64)
     still[at_c[found]] = now[found]
-    gone = np.flatnonzero(still < template.counts)
+    gone = np.repeat(np.arange(len(template.keys)), template.counts - np.minimum(still, template.counts))
     shift, mask = np.int64(31), np.int64((1 << 31) - 1)
     removed = None
-    if len(gone):
+    if len(gone):                         # one row per removed copy: GoFS names the k-th copy by the k-th row
         u, v = template.keys[gone] >> shift, template.keys[gone] & mask
         removed = pa.table({"src": pa.array(ids[u]), "dst": pa.array(ids[v])})
     report.removed_edges = len(gone)
@@ -103,11 +102,11 @@ def build_instance(state: State, template: Template, start: float, end: float) -
 
     edge_values = None
     if dynamic_e:
-        kept = live[found]
+        kept, copies = live[found], np.minimum(now, have)[found]
         any_set = np.zeros(len(kept), bool)
         for name in dynamic_e:
             any_set |= state.eattrs[name].present[kept]
-        kept = kept[any_set]
+        kept = np.repeat(kept[any_set], copies[any_set])      # every template copy of a key has its values
         cols = {"src": pa.array(ids[state.src[kept]]), "dst": pa.array(ids[state.dst[kept]])}
         for name in dynamic_e:
             cols[name] = _arrow(state.eattrs[name], kept, state.ekinds[name])
