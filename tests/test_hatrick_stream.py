@@ -479,6 +479,42 @@ def test_a_removed_vertex_takes_every_copy_of_its_edges_out_of_the_snapshot(tmp_
         assert stored_edge_counts(graph, s.snapshot()) == networkx_edge_counts(ref), seed
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stream_changes_a_template_attribute_live_in_its_snapshot_and_after_a_restart(tmp_path, workers):
+    """A line cut, restored and re-typed keeps the new type; an add carries a static value; a
+    value of the wrong kind is refused naming the attribute and the update. The live edge table,
+    the snapshot and a stream started from that snapshot all hold the expected table."""
+    import networkx as nx
+
+    path = nx.path_graph(6)
+    edges = pd.DataFrame({"src": [u for u, _ in path.edges], "dst": [v for _, v in path.edges], "type": "line"})
+    g = goffish.ingest(from_pandas(edges, pd.DataFrame({"id": list(path.nodes)})), str(tmp_path / "p.gofs"),
+                       num_partitions=2, partitioner="hash")
+    s = g.stream(num_buckets=4, workers=workers)
+
+    def u(op, seq, src=2, dst=3, **kw):
+        return {"op": op, "src": src, "dst": dst, "producer": "p", "seq": seq, "time": float(seq), **kw}
+
+    s.push([u("remove_edge", 1), u("add_edge", 2), u("set_edge", 3, attribute="type", value="power"),
+            u("add_edge", 4, 0, 5, attribute="type", value="cable"), u("set_edge", 5, 4, 5, attribute="type", value=None)])
+    with pytest.warns(UserWarning, match="producer 'p' seq [67]: attribute 'type' holds string values"):
+        report = s.push([u("set_edge", 6, 1, 2, attribute="type", value=3.5), u("add_edge", 7, 0, 2, attribute="type", value=1)])
+    assert report.applied == 0 and sorted(report.rejected.seq) == [6, 7]
+    assert set(report.rejected.reason) == {"attribute 'type' holds string values"}
+    expected = [(0, 1, "line"), (0, 5, "cable"), (1, 2, "line"), (2, 3, "power"), (3, 4, "line"), (4, 5, None)]
+
+    def table(frame):
+        return sorted((min(a, b), max(a, b), None if pd.isna(t) else t) for a, b, t in
+                      zip(frame.src, frame.dst, frame.type))
+
+    assert table(s.edges()) == expected
+    instance = s.snapshot()
+    stored = pd.concat([g.refresh().read_edge_partition(p, attributes=["type"], instance=instance).to_pandas()
+                        for p in range(g.num_partitions)])
+    assert table(stored) == expected
+    assert table(g.stream(num_buckets=4, workers=workers).edges()) == expected     # starts from the snapshot
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_workers_hold_parts_of_the_live_graph_with_the_results_of_one(graph, tmp_path):
     """g.stream(workers=3): every worker holds state, rescaling sends bytes between them, and the
