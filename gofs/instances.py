@@ -80,14 +80,21 @@ class _Template:
         return pd.Index(values.to_numpy())
 
     @functools.cached_property
-    def edge_index(self) -> tuple[pd.MultiIndex, np.ndarray]:
-        """(src, dst) of every input edge -> its eid; parallel edges map to the first one."""
+    def edge_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted pair keys, eids in that order) of every input edge: parallel copies of a pair
+        sit side by side (in input order), so the k-th row naming a pair can name the k-th copy."""
         edges = pa.concat_tables([files.read_columns(self.fs, layout.template_edges(self.root, p),
                                                      ["eid", "src", "dst", "mirror"]) for p in range(self.k)])
         canon = edges.filter(pc.invert(edges.column("mirror")))
-        index = pd.MultiIndex.from_arrays([canon.column("src").to_numpy(), canon.column("dst").to_numpy()])
-        first = ~index.duplicated()
-        return index[first], canon.column("eid").to_numpy()[first]
+        eids = canon.column("eid").to_numpy()
+        keys = self._pair_keys(canon.column("src").to_numpy(), canon.column("dst").to_numpy())
+        order = np.lexsort((eids, keys))
+        return keys[order], eids[order]
+
+    def _pair_keys(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        if not self.directed:
+            src, dst = np.minimum(src, dst), np.maximum(src, dst)
+        return src.astype(np.int64) * np.int64(max(self.n, 1)) + dst.astype(np.int64)
 
     def vids(self, ids: pa.ChunkedArray, where: str, field: str, added: "AddedVertices | None" = None) -> np.ndarray:
         """Internal ids of ``ids``: template vertices, else the instance's ``added`` ones."""
@@ -108,24 +115,28 @@ class _Template:
         return ids
 
     def eids(self, table: pa.Table, where: str) -> np.ndarray:
+        """The eid each row names: the k-th row naming a pair names its k-th parallel copy
+        (an undirected pair in either orientation), so removing two copies takes two rows."""
         for column in ("src", "dst"):
             if column not in table.column_names:
                 raise InputError(f"{where}: no '{column}' column (columns: {table.column_names})")
-        src = self.vids(table.column("src"), where, "src")
-        dst = self.vids(table.column("dst"), where, "dst")
-        found = self._lookup(src, dst)
-        if not self.directed:
-            found = np.where(found < 0, self._lookup(dst, src), found)
-        if (found < 0).any():
-            row = int(np.flatnonzero(found < 0)[0])
-            raise InputError(f"{where} row {row + 1}: no edge {table.column('src')[row].as_py()!r} -> "
-                             f"{table.column('dst')[row].as_py()!r} in the graph")
-        return found
-
-    def _lookup(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        keys = self._pair_keys(self.vids(table.column("src"), where, "src"),
+                               self.vids(table.column("dst"), where, "dst"))
         index, eids = self.edge_index
-        pos = index.get_indexer(pd.MultiIndex.from_arrays([src, dst]))
-        return np.where(pos >= 0, eids[pos] if len(eids) else -1, -1)
+        first, end = np.searchsorted(index, keys, "left"), np.searchsorted(index, keys, "right")
+        order = np.argsort(keys, kind="stable")
+        starts = np.r_[0, np.flatnonzero(np.diff(keys[order])) + 1] if len(keys) else np.zeros(0, np.int64)
+        rank = np.empty(len(keys), np.int64)
+        rank[order] = np.arange(len(keys)) - np.repeat(starts, np.diff(np.r_[starts, len(keys)]))
+        bad = first + rank >= end
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            edge = f"{table.column('src')[row].as_py()!r} -> {table.column('dst')[row].as_py()!r}"
+            copies = int(end[row] - first[row])
+            raise InputError(f"{where} row {row + 1}: no edge {edge} in the graph" if not copies else
+                             f"{where} row {row + 1}: edge {edge} is named {int(rank[row]) + 1} times, "
+                             f"the graph has {copies} cop{'y' if copies == 1 else 'ies'}")
+        return eids[first + rank]
 
 
 class AddedVertices:

@@ -14,9 +14,11 @@ Semantics, in the order updates are applied (event time, then arrival):
   copy drops them); ``set_*`` needs the vertex/edge to exist; a null value unsets;
   ``add_edge`` may carry one attribute value (``attribute``/``value``), set as
   the edge is added (a value of the wrong kind refuses the whole add);
-- static (template) attributes are read-only; a template edge or vertex that is
-  removed and comes back gets its template values back; a new attribute takes
-  the kind of its first value and later values must be of that kind.
+- static (template) vertex attributes are read-only; a static edge attribute's
+  value can be set (or carried by an add) like any other, of the template's kind;
+  a template edge or vertex that is removed and comes back gets its template
+  values back; a new attribute takes the kind of its first value and later
+  values must be of that kind.
 A bad update is rejected whole, with its producer and seq.
 
 Connected components (weak, for directed graphs) are kept incrementally:
@@ -374,17 +376,13 @@ def _names_attribute(attribute: np.ndarray) -> np.ndarray:
 
 
 def _refuse_carried_values(d: _Draft, batch: UpdateBatch, rows, carried: np.ndarray) -> np.ndarray:
-    """Adds carrying a value the attribute cannot hold (static, or of another kind) are refused
-    whole, before anything is applied; returns which rows those are."""
+    """Adds carrying a value the attribute cannot hold (of another kind) are refused whole,
+    before anything is applied; returns which rows those are."""
     refused = np.zeros(len(rows), bool)
     at = np.flatnonzero(carried)
     names = batch.attribute[rows[at]].astype(str)
     for name in pd.unique(names):
         mine = at[names == name]
-        if name in d.s.static_edge:
-            refused[mine] = True
-            d.rejected.append(batch.rejected(rows[mine], f"attribute '{name}' is static (template) and read-only"))
-            continue
         values = batch.value[rows[mine]]
         kind = d.ekinds.get(name)
         if kind is None:
@@ -550,7 +548,7 @@ def _apply_vertex_sets(d: _Draft, batch: UpdateBatch, rows, vid, ok) -> None:
 def _set_values(d: _Draft, kind: str, batch: UpdateBatch, rows: np.ndarray, targets: np.ndarray) -> None:
     """Set attribute values (rows in apply order; the last per target and attribute wins)."""
     kinds = d.vkinds if kind == "v" else d.ekinds
-    static = d.s.static_vertex if kind == "v" else d.s.static_edge
+    static = d.s.static_vertex if kind == "v" else frozenset()
     table = d.vattrs if kind == "v" else d.eattrs
     size = len(d.ids) if kind == "v" else len(d.src)
     names = batch.attribute[rows].astype(str)

@@ -11,8 +11,9 @@ added vertices (each keeps its internal id from snapshot to snapshot, see
 :mod:`gofs.vids`), with the edges touching them as added edges. What an
 instance cannot carry (documented limits of the GoFS format, not worked around
 here): a removed template vertex loses its edges and values but stays listed;
-removing one of several parallel template edges between the same pair removes
-one copy only; static template attributes are read-only for streams.
+static vertex attributes are read-only for streams. A template edge whose static value the
+stream changed is written as removed and added again with its values (instance values
+cannot shadow a template column), so in that instance it is an added edge.
 """
 from __future__ import annotations
 
@@ -60,6 +61,26 @@ def _arrow(column: Column, rows: np.ndarray, kind: str) -> pa.Array:
     return pa.array(column.values[rows], type=_ARROW[kind], mask=~column.present[rows])
 
 
+def _static_values_changed(state: State, slots: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Which live edges (``slots`` with their sorted ``keys``) hold a static attribute value other
+    than their template value (an edge that is not a template edge compares with no value)."""
+    changed = np.zeros(len(slots), bool)
+    t = state.template
+    if t is None or not t.edge:
+        return changed
+    at = np.minimum(np.searchsorted(t.keys, keys), max(len(t.keys) - 1, 0))
+    hit = (t.keys[at] == keys) if len(t.keys) else np.zeros(len(keys), bool)
+    for name, original in t.edge.items():
+        live = state.eattrs[name]
+        was = hit & original.present[at] if len(t.keys) else hit
+        now = live.present[slots]
+        same_value = np.zeros(len(slots), bool)
+        both = np.flatnonzero(was & now)
+        same_value[both] = live.values[slots[both]] == original.values[at[both]]
+        changed |= (was != now) | (was & now & ~same_value)
+    return changed
+
+
 def build_instance(state: State, template: Template, start: float, end: float) -> tuple[Instance, SnapshotReport]:
     """The instance holding ``state`` (topology against ``template``, dynamic attribute values)."""
     n0 = template.num_vertices
@@ -79,14 +100,15 @@ def build_instance(state: State, template: Template, start: float, end: float) -
     have = np.where(found, template.counts[at_c] if len(template.keys) else 0, 0)
     now = state.mult[live]
 
-    extra = np.maximum(now - have, 0)
-    added_slots = np.repeat(live, extra)
+    changed = found & _static_values_changed(state, live, keys)
+    kept = np.where(changed, 0, np.minimum(now, have))   # template copies that stay as they are
+    added_slots = np.repeat(live, now - kept)
     still = np.zeros(len(template.keys), np.int64)
-    still[at_c[found]] = now[found]
-    gone = np.flatnonzero(still < template.counts)
+    still[at_c[found]] = kept[found]
+    gone = np.repeat(np.arange(len(template.keys)), template.counts - still)
     shift, mask = np.int64(31), np.int64((1 << 31) - 1)
     removed = None
-    if len(gone):
+    if len(gone):                         # one row per removed copy: GoFS names the k-th copy by the k-th row
         u, v = template.keys[gone] >> shift, template.keys[gone] & mask
         removed = pa.table({"src": pa.array(ids[u]), "dst": pa.array(ids[v])})
     report.removed_edges = len(gone)
@@ -96,23 +118,23 @@ def build_instance(state: State, template: Template, start: float, end: float) -
     added = None
     if len(added_slots):
         cols = {"src": pa.array(ids[state.src[added_slots]]), "dst": pa.array(ids[state.dst[added_slots]])}
-        for name in dynamic_e:
+        for name in state.eattrs:                       # static ones too: an added edge carries its own
             cols[name] = _arrow(state.eattrs[name], added_slots, state.ekinds[name])
         added = pa.table(cols)
     report.added_edges = len(added_slots)
 
     edge_values = None
     if dynamic_e:
-        kept = live[found]
-        any_set = np.zeros(len(kept), bool)
+        slots = live[kept > 0]
+        any_set = np.zeros(len(slots), bool)
         for name in dynamic_e:
-            any_set |= state.eattrs[name].present[kept]
-        kept = kept[any_set]
-        cols = {"src": pa.array(ids[state.src[kept]]), "dst": pa.array(ids[state.dst[kept]])}
+            any_set |= state.eattrs[name].present[slots]
+        slots = np.repeat(slots[any_set], kept[kept > 0][any_set])      # every template copy of a key has its values
+        cols = {"src": pa.array(ids[state.src[slots]]), "dst": pa.array(ids[state.dst[slots]])}
         for name in dynamic_e:
-            cols[name] = _arrow(state.eattrs[name], kept, state.ekinds[name])
+            cols[name] = _arrow(state.eattrs[name], slots, state.ekinds[name])
         edge_values = pa.table(cols)
-        report.edge_rows = len(kept)
+        report.edge_rows = len(slots)
 
     vertex_values = None
     if dynamic_v:

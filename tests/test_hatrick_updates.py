@@ -47,8 +47,9 @@ def test_batch_is_applied_in_event_time_order():
 
 def test_wrong_attribute_types_are_rejected_whole():
     state = build_state(np.arange(3), [0], [1], directed=False,
-                        edge_columns={"kind": ("string", np.array(["road"], dtype=object))})
-    state = state.__class__(**{**state.__dict__, "static_edge": frozenset({"kind"})})
+                        vertex_columns={"zone": ("string", np.array(["a", "b", "c"], dtype=object))},
+                        edge_columns={"kind": ("string", np.array(["road"], dtype=object))},
+                        static_vertex=["zone"], static_edge=["kind"])
     batch, _ = validate([u("set_vertex", 1, id=0, attribute="speed", value=3.5),
                          u("set_vertex", 2, id=1, attribute="speed", value="fast"),
                          u("set_vertex", 3, id=2, attribute="speed", value=True),
@@ -57,17 +58,21 @@ def test_wrong_attribute_types_are_rejected_whole():
                          u("set_edge", 6, src=0, dst=1, attribute="kind", value="rail"),
                          u("set_edge", 7, src=0, dst=1, attribute="hits", value=2),
                          u("set_edge", 8, src=0, dst=1, attribute="hits", value=2.5),
-                         u("set_vertex", 9, id=9, attribute="speed", value=1.0)], "int64")
+                         u("set_vertex", 9, id=9, attribute="speed", value=1.0),
+                         u("set_edge", 10, src=0, dst=1, attribute="kind", value=4),
+                         u("set_vertex", 11, id=0, attribute="zone", value="z")], "int64")
     after, outcome = apply_batch(state, batch)
     reasons = dict(zip(outcome.rejected.seq, outcome.rejected.reason))
     assert reasons == {2: "attribute 'speed' holds double values", 3: "attribute 'speed' holds double values",
                        5: "attribute 'name' holds string values",
-                       6: "attribute 'kind' is static (template) and read-only",
-                       8: "attribute 'hits' holds int64 values", 9: "unknown vertex 9"}
+                       8: "attribute 'hits' holds int64 values", 9: "unknown vertex 9",
+                       10: "attribute 'kind' holds string values",
+                       11: "attribute 'zone' is static (template) and read-only"}
     vertices = vertex_frame(after).set_index("id")
     assert vertices.loc[0, "speed"] == 3.5 and pd.isna(vertices.loc[1, "speed"]) and pd.isna(vertices.loc[2, "speed"])
     assert vertices.loc[2, "name"] == "x" and pd.isna(vertices.loc[1, "name"])
-    assert edge_frame(after).to_dict("records") == [{"src": 0, "dst": 1, "kind": "road", "hits": 2}]
+    assert vertices.loc[0, "zone"] == "a"
+    assert edge_frame(after).to_dict("records") == [{"src": 0, "dst": 1, "kind": "rail", "hits": 2}]
 
 
 def test_rejected_vertex_removal_changes_nothing():

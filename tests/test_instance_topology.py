@@ -248,3 +248,28 @@ def test_weights_of_an_instance_are_checked_on_its_own_edges(spark, tmp_path):
         with pytest.raises(InputError, match=f"negative edge weight -1.5 .* e.g. edge {u} -> {v}|"
                                              f"negative edge weight -1.5 in 'weight'"):
             run(instance=1, progress=False)
+
+
+
+def test_each_row_naming_a_parallel_edge_names_one_more_copy(tmp_path):
+    """Three copies of 0-1 (given both ways round): two removal rows leave one; three value rows
+    set all three; naming more copies than the graph has is refused, naming the edge."""
+    import goffish
+    from gofs.ingest.read_local import from_pandas
+
+    edges = pd.DataFrame({"src": [0, 1, 0, 1], "dst": [1, 0, 1, 2]})
+    g = goffish.ingest(from_pandas(edges, pd.DataFrame({"id": [0, 1, 2]})), str(tmp_path / "g.gofs"),
+                       num_partitions=2, partitioner="hash")
+    pair = pd.DataFrame({"src": [0, 1, 0], "dst": [1, 0, 1]})
+    cut, valued = g.append_instances([Instance(0.0, removed_edges=pair[:2]),
+                                      Instance(1.0, edge_values=pair.assign(w=[1.0, 2.0, 3.0]))])
+
+    def stored(iid):
+        frame = pd.concat([g.read_edge_partition(p, instance=iid).to_pandas() for p in range(g.num_partitions)])
+        return sorted((min(u, v), max(u, v), w) for u, v, w in
+                      zip(frame.src, frame.dst, frame.get("w", pd.Series(np.nan, frame.index)).fillna(-1)))
+
+    assert stored(cut) == [(0, 1, -1), (1, 2, -1)]
+    assert stored(valued) == [(0, 1, 1.0), (0, 1, 2.0), (0, 1, 3.0), (1, 2, -1)]
+    with pytest.raises(InputError, match="removed edges row 4: edge 1 -> 0 is named 4 times, the graph has 3 copies"):
+        g.append_instances([Instance(2.0, removed_edges=pd.DataFrame({"src": [0, 1, 0, 1], "dst": [1, 0, 1, 0]}))])
