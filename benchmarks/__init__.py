@@ -4,3 +4,15 @@ installed package. The library never imports them; they import the library.
 Run one with ``./run.sh bench NAME ARGS...`` (``python -m benchmarks NAME ARGS...`` from the
 repository root); ``./run.sh bench ARGS...`` runs ``gopher``. Figures are in README.md here.
 """
+
+import json
+import os
+
+
+def print_results(results: dict, json_path: str | None = None) -> None:
+    """Print a benchmark's results as JSON, and write them to ``json_path`` too when given."""
+    print(json.dumps(results, indent=1))
+    if json_path:
+        os.makedirs(os.path.dirname(json_path) or ".", exist_ok=True)
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=1)

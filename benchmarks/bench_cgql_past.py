@@ -21,13 +21,14 @@ beside the figures: on a shared machine the wall figures include waiting for a c
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import time
 
 import numpy as np
 import pandas as pd
+
+from benchmarks import print_results
 
 CLUSTER = "DETECT Cluster(usage < 30, sum(node.usage) > 400) WHERE edge: {type = power}"
 REACH = "DETECT Reach(source: {source = 1}, sink: {usage > 38}) WHERE edge: {type = power}"
@@ -107,11 +108,7 @@ def main(argv=None) -> dict:
         out[f"{name}_vs_cc"] = out[f"{name}_s"] / out["cc_independent_s"]
         out[f"{name}_rss_vs_idle"] = out[f"{name}_rss_mb"] / idle
     out["load"] = os.getloadavg()
-    print(json.dumps(out, indent=1))
-    if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    print_results(out, args.json)
     return out
 
 

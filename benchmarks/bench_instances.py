@@ -14,7 +14,6 @@ runs ("warm") do not.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -23,6 +22,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
+
+from benchmarks import print_results
 
 
 def _scipy_components(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[float, int]:
@@ -91,11 +92,7 @@ def main(argv=None) -> dict:
            "cc_template_cold_s": template_cold[0], "cc_template_warm_s": template_warm[0],
            "cc_instance_cold_s": instance_cold[0], "cc_instance_warm_s": instance_warm[0],
            "scipy_template_s": peer_template[0], "scipy_instance_s": peer_instance[0]}
-    print(json.dumps(out, indent=1))
-    if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    print_results(out, args.json)
     return out
 
 
