@@ -468,8 +468,9 @@ class Stream:
         return self.live.bucket_state()
 
     def rescale(self, workers: int, planner: str = "state") -> RescaleReport:
-        """Change the number of workers; ``planner`` "state" (moves least state under the load
-        bound) or "ring" (consistent hashing). Added workers are started first, while batches go
+        """Change the number of workers; ``planner`` "state" (moves least state while every worker
+        ends within ``tau`` of the mean in both recent load and live state) or "ring" (consistent
+        hashing). Added workers are started first, while batches go
         on; then, between two batches, the moved buckets' live state goes from their old worker
         to their new one (``moved_bytes``: what was sent; ``pause_seconds``: the cut-over)."""
         if workers < 1:
@@ -497,7 +498,8 @@ class Stream:
             state = self.bucket_state()
             load = self.buffer.load + 1e-9
             by_ring = ring_plan(load, state, ring.owners(self.num_buckets), self.owner, ring.workers, self.tau)
-            plan = by_ring if planner == "ring" else plan_migration(load, state, self.owner, ring.workers, self.tau)
+            plan = by_ring if planner == "ring" else \
+                plan_migration(load, state, self.owner, ring.workers, self.tau, state_tau=self.tau)
             moved_bytes = self.live.rescale(plan.owner, added)
             self.ring, self.owner = ring, plan.owner
             pause = _time.perf_counter() - clock
