@@ -635,6 +635,64 @@ def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, 
         bare.close()
 
 
+REACH_EVENTS = "DETECT Reach(source: {id IN (0, 1, 2, 3)}, sink: {id IN (20, 21, 22, 23)}) AS "
+
+
+def without_names(events):
+    """Events without the wall-clock ``detected`` and the query's names."""
+    return [{k: v for k, v in e.items() if k not in ("detected", "topic", "subquery")} for e in events]
+
+
+def faultless_events(graph, log, size, name):
+    """The Reach events of ``log`` pushed once, in batches of ``size``, to an in-driver stream
+    (while ``graph`` has no snapshot yet)."""
+    s = graph.stream()
+    topic = goffish.query(graph, REACH_EVENTS + name, stream=s)
+    push_all(s, log, size)
+    topic.cancel()
+    return without_names(topic.read())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_worker_lost_mid_rescale_is_recovered_and_moved_again_exactly_once(graph, tmp_path, spark, monkeypatch):
+    """The new worker's task ends after the old one extracted and sent its buckets (mid-move):
+    every worker is rebuilt from the checkpoint with the owners before the move, the move is done
+    again, and the graph, components, snapshot and every Reach event (to a subscriber that resumes
+    from its last seq) are those of every update applied once."""
+    from hatrick.executors import RemoteWorker
+
+    log, ref = log_and_reference(graph, 7, 200)
+    expected = faultless_events(graph, log, 20, "once")
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, executors=True, full_checkpoint_every=4)
+    topic = goffish.query(graph, REACH_EVENTS + "moved", stream=s)
+    received = []
+    subscription = topic.subscribe(received.append)
+    original, lost = RemoteWorker.request, []
+
+    def request(worker, name, *args):
+        if name == "absorb_from" and not lost:
+            lost.append(worker.index)
+            worker.abort()
+        return original(worker, name, *args)
+
+    try:
+        push_all(s, log[:120], 20)                             # a full state at batch 4, batches 5-6 logged
+        subscription.cancel()                                  # the subscriber goes away ...
+        monkeypatch.setattr(RemoteWorker, "request", request)
+        report = s.rescale(2)
+        monkeypatch.setattr(RemoteWorker, "request", original)
+        push_all(s, log[120:], 20)
+        topic.subscribe(received.append, from_seq=received[-1]["seq"] + 1)     # ... and resumes
+        assert lost == [1] and s.recoveries == 1 and report.workers_after == s.workers == 2
+        check_equal(s, ref)
+        assert stored_edge_counts(graph, s.snapshot()) == networkx_edge_counts(ref)
+    finally:
+        topic.cancel()
+        s.close()
+    assert without_names(received) == expected != []
+    assert [e["seq"] for e in received] == list(range(len(received)))
+
+
 @pytest.mark.slow
 def test_kill_9_of_a_workers_executor_on_local_cluster_loses_and_doubles_nothing(tmp_path):
     """On local-cluster[2,1,1024] each of the two workers is a task in its own executor JVM: one
