@@ -10,7 +10,9 @@ It is greedy and exact on the cases that matter: buckets of a removed worker
 are placed heaviest first on the least loaded worker; then, while a worker is
 over the bound, it sheds the bucket that covers its excess with the least
 state (or, if none covers it alone, the one with the most load per unit of
-state) to the least loaded worker that stays under the bound.
+state) to the least loaded worker that stays under the bound. With
+``state_tau`` the state each worker holds is a second bounded quantity, handled
+the same way (loads and states as shares of their totals).
 """
 from __future__ import annotations
 
@@ -114,9 +116,10 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: flo
         mine = mine[weight[mine, d] > 0]
         fits = mine[:0]
         for target in np.argsort(over.max(axis=1), kind="stable"):       # least used first
-            fits = mine[((use[target] + weight[mine]) <= limit + 1e-9).all(axis=1)] if target != source else fits
-            if len(fits):
-                break
+            if target != source:
+                fits = mine[((use[target] + weight[mine]) <= limit + 1e-9).all(axis=1)]
+                if len(fits):
+                    break
         if not len(fits):
             break
         covers = fits[weight[fits, d] >= excess - 1e-9]
