@@ -10,7 +10,9 @@ It is greedy and exact on the cases that matter: buckets of a removed worker
 are placed heaviest first on the least loaded worker; then, while a worker is
 over the bound, it sheds the bucket that covers its excess with the least
 state (or, if none covers it alone, the one with the most load per unit of
-state) to the least loaded worker that stays under the bound.
+state) to the least loaded worker that stays under the bound. With
+``state_tau`` the state each worker holds is a second bounded quantity, handled
+the same way (loads and states as shares of their totals).
 """
 from __future__ import annotations
 
@@ -42,15 +44,23 @@ class Plan:
         return max(self.loads.values()) if self.loads else 0.0
 
 
-def _plan(owner_before, owner, load, state, workers, tau) -> Plan:
+def _plan(owner_before, owner, load, state, workers, tau, state_tau=None) -> Plan:
     moved = np.flatnonzero(owner != owner_before)
     per = {w: float(load[owner == w].sum()) for w in workers}
     bound = (1.0 + tau) * float(load.sum()) / len(workers)
-    return Plan(owner, moved, float(state[moved].sum()), float(state.sum()), per, bound,
-                max(per.values()) <= bound + 1e-9)
+    feasible = max(per.values()) <= bound + 1e-9
+    if state_tau is not None:
+        held = max(float(state[owner == w].sum()) for w in workers)
+        feasible = feasible and held <= (1.0 + state_tau) * float(state.sum()) / len(workers) + 1e-9
+    return Plan(owner, moved, float(state[moved].sum()), float(state.sum()), per, bound, feasible)
 
 
-def plan_migration(load, state, owner, workers, tau: float = 0.1) -> Plan:
+def _shares(values: np.ndarray) -> np.ndarray:
+    total = float(values.sum())
+    return values / total if total > 0 else np.zeros_like(values)
+
+
+def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: float | None = None) -> Plan:
     """Choose which buckets move when the worker set becomes ``workers``.
 
     Parameters
@@ -60,6 +70,9 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1) -> Plan:
     owner : array of int, the current worker of each bucket
     workers : the worker ids after rescaling (added ones start empty, missing ones are drained)
     tau : allowed imbalance, the bound is ``(1 + tau) * total_load / len(workers)``
+    state_tau : if set, the state each worker holds is bounded too, by ``(1 + state_tau)`` times
+        its mean (a stream's buckets differ in state and in load, e.g. undirected edges belong to
+        the smaller of their endpoints' buckets, so balancing one alone leaves the other uneven)
 
     Returns
     -------
@@ -81,35 +94,44 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1) -> Plan:
     if not (len(load) == len(state) == len(before)):
         raise InputError(f"load, state and owner differ in length ({len(load)}, {len(state)}, {len(before)})")
     owner = before.copy()
+    # each balanced quantity as shares of its total, bounded by (1 + its tau) / n
+    weight = np.column_stack([_shares(load)] + ([_shares(state)] if state_tau is not None else []))
+    limit = (1.0 + np.array([tau] + ([state_tau] if state_tau is not None else []))) / len(workers)
     index = {w: i for i, w in enumerate(workers)}
-    wl = np.zeros(len(workers))
+    use = np.zeros((len(workers), weight.shape[1]))
     kept = np.isin(owner, workers)
-    np.add.at(wl, np.array([index[w] for w in owner[kept]], dtype=np.int64), load[kept])
-    bound = (1.0 + tau) * float(load.sum()) / len(workers)
-    for b in np.flatnonzero(~kept)[np.argsort(-load[~kept], kind="stable")]:
-        target = int(np.argmin(wl))
+    np.add.at(use, np.array([index[w] for w in owner[kept]], dtype=np.int64), weight[kept])
+    drained = np.flatnonzero(~kept)
+    for b in drained[np.argsort(-weight[drained].max(axis=1), kind="stable")]:
+        target = int(np.argmin(((use + weight[b]) / limit).max(axis=1)))
         owner[b] = workers[target]
-        wl[target] += load[b]
+        use[target] += weight[b]
     for _ in range(len(owner)):
-        source = int(np.argmax(wl))
-        excess = wl[source] - bound
+        over = use / limit
+        source, d = np.unravel_index(int(np.argmax(over)), over.shape)
+        excess = use[source, d] - limit[d]
         if excess <= 1e-9:
             break
-        target = int(np.argmin(wl))
         mine = np.flatnonzero(owner == workers[source])
-        fits = mine[(load[mine] > 0) & (wl[target] + load[mine] <= bound + 1e-9)]
-        if source == target or not len(fits):
+        mine = mine[weight[mine, d] > 0]
+        fits = mine[:0]
+        for target in np.argsort(over.max(axis=1), kind="stable"):       # least used first
+            if target != source:
+                fits = mine[((use[target] + weight[mine]) <= limit + 1e-9).all(axis=1)]
+                if len(fits):
+                    break
+        if not len(fits):
             break
-        covers = fits[load[fits] >= excess - 1e-9]
+        covers = fits[weight[fits, d] >= excess - 1e-9]
         if len(covers):
-            pick = covers[np.lexsort((load[covers], state[covers]))[0]]
+            pick = covers[np.lexsort((weight[covers, d], state[covers]))[0]]
         else:
-            ratio = load[fits] / np.maximum(state[fits], 1e-12)
-            pick = fits[int(np.argmax(ratio))]
+            ratio = weight[fits, d] / np.maximum(state[fits], 1e-12)
+            pick = fits[np.lexsort((-weight[fits, d], -ratio))[0]]
         owner[pick] = workers[target]
-        wl[source] -= load[pick]
-        wl[target] += load[pick]
-    return _plan(before, owner, load, state, workers, tau)
+        use[source] -= weight[pick]
+        use[target] += weight[pick]
+    return _plan(before, owner, load, state, workers, tau, state_tau)
 
 
 def ring_plan(load, state, owner_after, owner_before, workers, tau: float = 0.1) -> Plan:

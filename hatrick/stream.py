@@ -49,7 +49,7 @@ from gofs.instances import append_instances
 from gofs.store import as_store
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
-from hatrick.executors import WorkerLost, WorkerTasks, check_slots
+from hatrick.executors import WorkerFailed, WorkerLost, WorkerTasks, check_slots
 from hatrick.live import GraphView, State, build_state
 from hatrick.marks import ProducerMarks
 from hatrick.partitioned import PartitionedGraph, edge_buckets
@@ -467,11 +467,15 @@ class Stream:
         summed from the workers (O(buckets) on the driver)."""
         return self.live.bucket_state()
 
-    def rescale(self, workers: int, planner: str = "state") -> RescaleReport:
-        """Change the number of workers; ``planner`` "state" (moves least state under the load
-        bound) or "ring" (consistent hashing). Added workers are started first, while batches go
+    def rescale(self, workers: int, planner: str = "state", retries: int = 1) -> RescaleReport:
+        """Change the number of workers; ``planner`` "state" (moves least state while every worker
+        ends within ``tau`` of the mean in both recent load and live state) or "ring" (consistent
+        hashing). Added workers are started first, while batches go
         on; then, between two batches, the moved buckets' live state goes from their old worker
-        to their new one (``moved_bytes``: what was sent; ``pause_seconds``: the cut-over)."""
+        to their new one (``moved_bytes``: what was sent; ``pause_seconds``: the cut-over).
+        A worker lost mid-move leaves buckets half moved: the stream recovers every worker from
+        its checkpoint (the owners before the move, every committed batch) and moves again, up
+        to ``retries`` times."""
         if workers < 1:
             raise InputError(f"workers must be >= 1, got {workers}")
         if planner not in ("state", "ring"):
@@ -486,7 +490,7 @@ class Stream:
             if self.live is not live or len(self.ring.workers) != current:      # recovered or rescaled meanwhile
                 for w in added or []:
                     w.close()
-                return self.rescale(workers, planner)
+                return self.rescale(workers, planner, retries)
             clock = _time.perf_counter()
             before = len(self.ring.workers)
             ring = self.ring
@@ -497,8 +501,15 @@ class Stream:
             state = self.bucket_state()
             load = self.buffer.load + 1e-9
             by_ring = ring_plan(load, state, ring.owners(self.num_buckets), self.owner, ring.workers, self.tau)
-            plan = by_ring if planner == "ring" else plan_migration(load, state, self.owner, ring.workers, self.tau)
-            moved_bytes = self.live.rescale(plan.owner, added)
+            plan = by_ring if planner == "ring" else \
+                plan_migration(load, state, self.owner, ring.workers, self.tau, state_tau=self.tau)
+            try:
+                moved_bytes = self.live.rescale(plan.owner, added)
+            except (WorkerLost, WorkerFailed) as error:
+                if not retries:
+                    raise
+                self._recover(error if isinstance(error, WorkerLost) else WorkerLost(str(error)))
+                return self.rescale(workers, planner, retries - 1)
             self.ring, self.owner = ring, plan.owner
             pause = _time.perf_counter() - clock
             report = RescaleReport(before, workers, planner, len(plan.moved), plan.moved_fraction,

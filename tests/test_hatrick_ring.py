@@ -106,3 +106,30 @@ def test_policy_needs_persistent_overload_and_does_not_flap():
     assert [policy.observe([20, 20, 20]) for _ in range(3)] == [0, 0, -1]
     evened = RescalePolicy(capacity=100, patience=1, min_gain=0.5)
     assert evened.observe([101, 100]) == 0                   # adding one gains too little
+
+
+def test_planner_evens_out_state_and_load_when_they_differ_within_the_movement_bound():
+    """Undirected edges belong to the smaller of their endpoints' buckets, so a stream's buckets hold
+    very different state under an even update rate: balancing load alone leaves the added worker
+    with far less state (1.27x mean on the busiest here); with ``state_tau`` both end within the bound
+    and the moves stay under 1/(n+1) + 5% of the state."""
+    rng = np.random.default_rng(0)
+    n, m, b = 20_000, 40_000, 64
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    state = (np.bincount(np.minimum(bucket_of(src, b), bucket_of(dst, b)), minlength=b)
+             + np.bincount(bucket_of(np.arange(n), b), minlength=b)).astype(float)
+    load = np.bincount(bucket_of(rng.integers(0, n, 20_000), b), minlength=b).astype(float)
+    owner = plan_migration(state, state, HashRing([0, 1]).owners(b), [0, 1], tau=0.02).owner
+
+    def ratio(values, plan, workers):
+        per = np.bincount(plan.owner, weights=values, minlength=workers)
+        return per.max() / per.mean()
+
+    load_only = plan_migration(load, state, owner, [0, 1, 2], tau=0.1)
+    assert ratio(state, load_only, 3) > 1.2                      # what a load-only plan leaves
+    out = plan_migration(load, state, owner, [0, 1, 2], tau=0.1, state_tau=0.1)
+    back = plan_migration(load, state, out.owner, [0, 1], tau=0.1, state_tau=0.1)
+    for plan, workers in ((out, 3), (back, 2)):
+        assert plan.feasible and ratio(state, plan, workers) <= 1.1 + 1e-9 and ratio(load, plan, workers) <= 1.1 + 1e-9
+        assert plan.moved_fraction <= 1 / 3 + 0.05
+    assert set(out.owner[out.moved]) == {2} and set(owner[back.moved]) <= {0, 1}

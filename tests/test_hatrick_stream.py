@@ -635,35 +635,115 @@ def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, 
         bare.close()
 
 
-@pytest.mark.slow
-def test_kill_9_of_a_workers_executor_on_local_cluster_loses_and_doubles_nothing(tmp_path):
-    """On local-cluster[2,1,1024] each of the two workers is a task in its own executor JVM: one
-    executor is killed with SIGKILL mid-stream; the stream replaces the workers from its checkpoint
-    and the live graph, its components and its snapshot equal applying every update once (NetworkX)."""
+REACH_EVENTS = "DETECT Reach(source: {id IN (0, 1, 2, 3)}, sink: {id IN (20, 21, 22, 23)}) AS "
+
+
+def without_names(events):
+    """Events without the wall-clock ``detected`` and the query's names."""
+    return [{k: v for k, v in e.items() if k not in ("detected", "topic", "subquery")} for e in events]
+
+
+def faultless_events(graph, log, size, name):
+    """The Reach events of ``log`` pushed once, in batches of ``size``, to an in-driver stream
+    (while ``graph`` has no snapshot yet)."""
+    s = graph.stream()
+    topic = goffish.query(graph, REACH_EVENTS + name, stream=s)
+    push_all(s, log, size)
+    topic.cancel()
+    return without_names(topic.read())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_worker_lost_mid_rescale_is_recovered_and_moved_again_exactly_once(graph, tmp_path, spark, monkeypatch):
+    """The new worker's task ends after the old one extracted and sent its buckets (mid-move):
+    every worker is rebuilt from the checkpoint with the owners before the move, the move is done
+    again, and the graph, components, snapshot and every Reach event (to a subscriber that resumes
+    from its last seq) are those of every update applied once."""
+    from hatrick.executors import RemoteWorker
+
+    log, ref = log_and_reference(graph, 7, 200)
+    expected = faultless_events(graph, log, 20, "once")
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, executors=True, full_checkpoint_every=4)
+    topic = goffish.query(graph, REACH_EVENTS + "moved", stream=s)
+    received = []
+    subscription = topic.subscribe(received.append)
+    original, lost = RemoteWorker.request, []
+
+    def request(worker, name, *args):
+        if name == "absorb_from" and not lost:
+            lost.append(worker.index)
+            worker.abort()
+        return original(worker, name, *args)
+
+    try:
+        push_all(s, log[:120], 20)                             # a full state at batch 4, batches 5-6 logged
+        subscription.cancel()                                  # the subscriber goes away ...
+        monkeypatch.setattr(RemoteWorker, "request", request)
+        report = s.rescale(2)
+        monkeypatch.setattr(RemoteWorker, "request", original)
+        push_all(s, log[120:], 20)
+        topic.subscribe(received.append, from_seq=received[-1]["seq"] + 1)     # ... and resumes
+        assert lost == [1] and s.recoveries == 1 and report.workers_after == s.workers == 2
+        check_equal(s, ref)
+        assert stored_edge_counts(graph, s.snapshot()) == networkx_edge_counts(ref)
+    finally:
+        topic.cancel()
+        s.close()
+    assert without_names(received) == expected != []
+    assert [e["seq"] for e in received] == list(range(len(received)))
+
+
+def run_on_local_cluster(tmp_path, master: str, body: str, name: str = "job", dies: bool = False) -> dict:
+    """Run ``body`` (Python, after a prelude that imports this module as ``t``, starts the session as
+    ``spark`` and defines ``executor_pids()`` and ``die()``, a SIGKILL of the driver's Python process)
+    with spark-submit on ``master``; returns the JSON object its last output line prints (``dies``:
+    the job is expected to fail, having printed that line before it died)."""
     import os
     import subprocess
     import sys
     import textwrap
     from pathlib import Path
 
-    tests = Path(__file__).parent
-    script = tmp_path / "job.py"
+    script = tmp_path / f"{name}.py"
     script.write_text(textwrap.dedent(f"""
         import json, os, signal, sys
-        sys.path.insert(0, {str(tests)!r})
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
         import goffish
         import test_hatrick_stream as t
         from hatrick_reference import live_partition
-        spark = goffish.session(app_name="hatrick-kill")
+        spark = goffish.session(app_name="hatrick-faults")
+
+        def executor_pids():
+            app = spark.sparkContext.applicationId.encode()
+            return [int(p) for p in os.listdir("/proc") if p.isdigit() and
+                    b"CoarseGrainedExecutorBackend" in open(f"/proc/{{p}}/cmdline", "rb").read() and
+                    app in open(f"/proc/{{p}}/cmdline", "rb").read()]
+
+        def die(where):
+            print(json.dumps({{"died": where}}), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    """) + textwrap.dedent(body))
+    python = sys.executable
+    env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+    done = subprocess.run([str(Path(python).parent / "spark-submit"), "--master", master, str(script)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    error = done.stderr[done.stderr.find("Traceback"):][:3000] if "Traceback" in done.stderr else done.stderr[-3000:]
+    assert (done.returncode != 0) == dies, error
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_workers_executor_on_local_cluster_loses_and_doubles_nothing(tmp_path):
+    """On local-cluster[2,1,1024] each of the two workers is a task in its own executor JVM: one
+    executor is killed with SIGKILL mid-stream; the stream replaces the workers from its checkpoint
+    and the live graph, its components and its snapshot equal applying every update once (NetworkX)."""
+    report = run_on_local_cluster(tmp_path, "local-cluster[2,1,1024]", f"""
         g = t.sample_graph({str(tmp_path / 'g.gofs')!r})
         log, ref = t.log_and_reference(g, 3, 300)
         s = g.stream(checkpoint={str(tmp_path / 'ck')!r}, num_buckets=16, workers=2, full_checkpoint_every=4)
         remote = type(s.live.workers[0]).__name__
         t.push_all(s, log[:150], 25)
-        app = spark.sparkContext.applicationId
-        executors = [int(p) for p in os.listdir("/proc") if p.isdigit() and
-                     b"CoarseGrainedExecutorBackend" in open(f"/proc/{{p}}/cmdline", "rb").read() and
-                     app.encode() in open(f"/proc/{{p}}/cmdline", "rb").read()]
+        executors = executor_pids()
         os.kill(executors[0], signal.SIGKILL)
         t.push_all(s, log[150:], 25)
         t.check_equal(s, ref)
@@ -672,14 +752,92 @@ def test_kill_9_of_a_workers_executor_on_local_cluster_loses_and_doubles_nothing
         print(json.dumps({{"remote": remote, "executors": len(executors), "recoveries": s.recoveries,
                           "components_equal_networkx": same_cc, "snapshot_equal_networkx": same_snapshot}}))
         s.close()
-    """))
-    python = sys.executable
-    env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
-    done = subprocess.run([str(Path(python).parent / "spark-submit"), "--master", "local-cluster[2,1,1024]",
-                           str(script)], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    """)
     assert report == {"remote": "RemoteWorker", "executors": 2, "recoveries": 1, "components_equal_networkx": True,
+                      "snapshot_equal_networkx": True}
+
+
+# where the first job is killed: (what is patched, the request or step that kills, the push or rescale it happens in)
+DRIVER_KILLS = {
+    "mid_batch": """
+        from hatrick import checkpoint
+        def killed(*args, **kwargs):
+            die("mid_batch")                                   # the batch's log is being written
+        checkpoint._LogWrite.result = killed
+        t.push_all(s, log[150:], 25)
+    """,
+    "mid_move": """
+        from hatrick.executors import RemoteWorker
+        original = RemoteWorker.request
+        def request(worker, name, *args):
+            if name == "absorb_from":                          # buckets extracted and sent, not yet taken
+                die("mid_move")
+            return original(worker, name, *args)
+        RemoteWorker.request = request
+        s.rescale(3)
+    """,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", sorted(DRIVER_KILLS))
+def test_driver_killed_on_local_cluster_restarts_from_the_checkpoint_exactly_once(tmp_path, where):
+    """The driver of a 2-worker stream on local-cluster[3,1,1024] is killed with SIGKILL while a batch
+    is being logged, or while a scale-out to 3 workers has buckets in flight; a new driver restarts
+    the stream from the checkpoint, the producers replay their whole logs, and the live graph, its
+    components and its snapshot equal applying every update once (NetworkX)."""
+    path = str(tmp_path / "g.gofs")
+    prelude = f"""
+        g = goffish.open({path!r}) if os.path.exists({path!r}) else t.sample_graph({path!r})
+        log, ref = t.log_and_reference(g, 3, 300)
+        s = g.stream(checkpoint={str(tmp_path / 'ck')!r}, num_buckets=16, workers=2, full_checkpoint_every=4)
+    """
+    first = run_on_local_cluster(tmp_path, "local-cluster[3,1,1024]", prelude + """
+        t.push_all(s, log[:150], 25)
+    """ + DRIVER_KILLS[where] + """
+    """, name="killed", dies=True)
+    assert first == {"died": where}
+    second = run_on_local_cluster(tmp_path, "local-cluster[3,1,1024]", prelude + """
+        restored = s.live.batch
+        t.push_all(s, log, 40)                                 # the producers replay everything
+        t.check_equal(s, ref)
+        print(json.dumps({"restored_batch": restored, "workers": s.workers,
+                          "components_equal_networkx": live_partition(s.connected_components()) == ref.partition(),
+                          "snapshot_equal_networkx": t.stored_edge_counts(g, s.snapshot()) == t.networkx_edge_counts(ref)}))
+        s.close()
+    """, name="restarted")
+    assert second.pop("restored_batch") in ((6, 7) if where == "mid_batch" else (6,))  # 7: its log was durable
+    assert second == {"workers": 2, "components_equal_networkx": True, "snapshot_equal_networkx": True}
+
+
+@pytest.mark.slow
+def test_kill_9_of_an_executor_mid_rescale_on_local_cluster_loses_and_doubles_nothing(tmp_path):
+    """A scale-out 2 -> 3 on local-cluster[3,1,1024] (every executor then runs one worker) loses an
+    executor to SIGKILL while the moved buckets are in flight: the stream recovers from its checkpoint,
+    moves again, and its graph, components and snapshot equal NetworkX's for every update once."""
+    report = run_on_local_cluster(tmp_path, "local-cluster[3,1,1024]", f"""
+        from hatrick.executors import RemoteWorker
+        g = t.sample_graph({str(tmp_path / 'g.gofs')!r})
+        log, ref = t.log_and_reference(g, 3, 300)
+        s = g.stream(checkpoint={str(tmp_path / 'ck')!r}, num_buckets=16, workers=2, full_checkpoint_every=4)
+        t.push_all(s, log[:150], 25)
+        original, killed = RemoteWorker.request, []
+        def request(worker, name, *args):
+            if name == "absorb_from" and not killed:
+                killed.append(executor_pids()[0])
+                os.kill(killed[0], signal.SIGKILL)
+            return original(worker, name, *args)
+        RemoteWorker.request = request
+        moved = s.rescale(3)
+        RemoteWorker.request = original
+        t.push_all(s, log[150:], 25)
+        t.check_equal(s, ref)
+        print(json.dumps({{"killed": len(killed), "recoveries": s.recoveries, "workers": [moved.workers_after, s.workers],
+                          "components_equal_networkx": live_partition(s.connected_components()) == ref.partition(),
+                          "snapshot_equal_networkx": t.stored_edge_counts(g, s.snapshot()) == t.networkx_edge_counts(ref)}}))
+        s.close()
+    """)
+    assert report == {"killed": 1, "recoveries": 1, "workers": [3, 3], "components_equal_networkx": True,
                       "snapshot_equal_networkx": True}
 
 
