@@ -11,10 +11,11 @@ names and keeps its vertices' group labels from one instance to the next.
 Per instance, in supersteps:
 
 ``label``
-    each sub-graph evaluates the vertex and edge conditions on its own rows
-    (:func:`hatrick.cgql.views.vertex_conditions_mask` /
-    :func:`~hatrick.cgql.views.edge_condition_mask`, the live path's rules),
-    splits its members into pieces over the kept local edges and runs
+    the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
+    :func:`~hatrick.cgql.views.edge_condition_mask`, the live path's rules) and
+    the members' pieces over the kept local edges (one csgraph call) are worked
+    out once per partition and instance (:meth:`gopher.subgraph.Subgraph.partition_pass`),
+    not once per sub-graph; each sub-graph takes its rows and runs
     smallest-label propagation over the kept remote edges
     (:func:`algorithms.components.propagate_labels`, the components program's
     kernel) until no label changes.
@@ -28,7 +29,8 @@ Per instance, in supersteps:
     ``disappeared``), and at the last instance of a frame that goes live,
     every group's (the state handed to the live part); skipped when none.
 
-Only per-group summaries, overlap pairs and events' members reach the driver;
+Only per-group summaries, overlap pairs and events' members reach the driver,
+packed into a few arrays per task (:class:`gopher.aggregators.Aggregator` ``pack``);
 vertices and edges never do.
 """
 from __future__ import annotations
