@@ -12,7 +12,8 @@ follow / message), 1% of the edges changing type per hour. In one session:
 
 Per phase: wall seconds and the driver's peak Python RSS (the process's high-water
 mark, reset before each phase through ``/proc/self/clear_refs``), next to the idle
-session's (after start-up and opening the graph); where the queries' past ran
+session's (after start-up, importing the query modules and opening the graph, so a
+peak measures what a query holds, not what importing it costs); where the queries' past ran
 (``Query.past_engine``) and each run's set-up, supersteps (per instance too) and
 task compute time. The load average is printed
 beside the figures: on a shared machine the wall figures include waiting for a core.
@@ -99,6 +100,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
 
     import goffish
+    import hatrick.cgql.engine  # noqa: F401  the idle session has the query modules (lark, numba: ~115 MB)
     from algorithms.components import ConnectedComponents
     from gopher.timeseries import run_independent
 

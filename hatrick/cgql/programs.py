@@ -290,7 +290,7 @@ class ClusterProgram(PatternProgram):
         events = self.pattern.events(before, after, changed, status, gone) if inside else []
         if ctx.instance["id"] == self._last["id"] and self._keep_last:
             _spell_out(after, ids)
-        self.results.append((ctx.instance, after, inside, events))
+        self.results.append((ctx.instance, None, inside, events))     # states: only the last is kept
         self._state, self._vids, self._inside, self._pending = after, vids, inside, None
         ctx.globals.pop("want_now", None)
         ctx.globals.pop("want_before", None)
@@ -301,7 +301,7 @@ class ClusterProgram(PatternProgram):
         self._last = instances[-1]
         self.metrics = run_sequential(store, self, instances=[i["id"] for i in instances],
                                       globals_={"phase": "label"}, **engine_options).metrics
-        return self.results
+        return _with_last_state(self.results, self._state)
 
 
 class ReachProgram(PatternProgram):
@@ -437,13 +437,13 @@ class ReachProgram(PatternProgram):
         after = ReachState(pairs, _records(rows))
         inside = self._in_frame(float(ctx.instance["start"]))
         events = self.pattern.diff(self._state if self._inside else None, after) if inside else []
-        self.results.append((ctx.instance, after, inside, events))
+        self.results.append((ctx.instance, None, inside, events))     # states: only the last is kept
         self._state, self._inside = after, inside
 
     def run(self, store, instances: list, **engine_options) -> list:
         self.metrics = run_sequential(store, self, instances=[i["id"] for i in instances],
                                       globals_={"phase": "spread"}, **engine_options).metrics
-        return self.results
+        return _with_last_state(self.results, self._state)
 
 
 @njit(cache=True, nogil=True)
@@ -511,6 +511,15 @@ def _records(rows: pd.DataFrame):
         values = [at[c].to_numpy().tolist() for c in columns]
         return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
     return records
+
+
+def _with_last_state(results: list, state) -> list:
+    """Per-instance results with the last instance's state (the one the live part or a caller
+    reads); earlier states are dropped as the run goes, so the driver holds one at a time."""
+    if results:
+        instance, _, inside, events = results[-1]
+        results[-1] = (instance, state, inside, events)
+    return results
 
 
 def _pass_key(pattern, *settings) -> tuple:
