@@ -12,7 +12,10 @@ follow / message), 1% of the edges changing type per hour. In one session:
 
 Per phase: wall seconds and the driver's peak Python RSS (the process's high-water
 mark, reset before each phase through ``/proc/self/clear_refs``), next to the idle
-session's (after start-up and opening the graph). The load average is printed
+session's (after start-up, importing the query modules and opening the graph, so a
+peak measures what a query holds, not what importing it costs); where the queries' past ran
+(``Query.past_engine``) and each run's set-up, supersteps (per instance too) and
+task compute time. The load average is printed
 beside the figures: on a shared machine the wall figures include waiting for a core.
 
     python -m benchmarks cgql_past --size 1000000 --hours 24 --partitions 8 --workdir /tmp/cgql-past \\
@@ -42,6 +45,20 @@ def _rss_peak_mb() -> float:
 def _reset_peak() -> None:
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")
+
+
+def _run_profile(metrics) -> dict:
+    """Where a run's time went: set-up, supersteps (in all, per instance, the slowest task's
+    compute and exchange) and output, from its :class:`gopher.metrics.RunMetrics`."""
+    steps = metrics.supersteps
+    per_instance: dict = {}
+    for s in steps:
+        per_instance.setdefault(s.instance, []).append(s.seconds)
+    return {"setup_s": metrics.setup_seconds, "output_s": metrics.output_seconds, "supersteps": len(steps),
+            "superstep_s": sum(s.seconds for s in steps), "task_s": sum(s.task_seconds for s in steps),
+            "exchange_s": sum(s.exchange_seconds for s in steps),
+            "supersteps_per_instance": {str(k): len(v) for k, v in per_instance.items()},
+            "seconds_per_instance": {str(k): round(sum(v), 4) for k, v in per_instance.items()}}
 
 
 def build(path: str, size: int, hours: int, partitions: int, sources: int, seed: int, spark):
@@ -83,6 +100,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
 
     import goffish
+    import hatrick.cgql.engine  # noqa: F401  the idle session has the query modules (lark, numba: ~115 MB)
     from algorithms.components import ConnectedComponents
     from gopher.timeseries import run_independent
 
@@ -94,16 +112,22 @@ def main(argv=None) -> dict:
     idle = _rss_peak_mb()
     out = {"vertices": args.size, "hours": args.hours, "partitions": args.partitions, "sources": args.sources,
            "idle_rss_mb": idle}
-    phases = [("cc_independent", lambda: run_independent(g, ConnectedComponents(), progress=False).aggregated),
-              ("cluster", lambda: goffish.query(g, CLUSTER).read()),
-              ("reach", lambda: goffish.query(g, REACH).read())]
+    phases = [("cc_independent", lambda: run_independent(g, ConnectedComponents(), progress=False)),
+              ("cluster", lambda: goffish.query(g, CLUSTER)),
+              ("reach", lambda: goffish.query(g, REACH))]
     for name, run in phases:
         _reset_peak()
         clock = time.perf_counter()
         result = run()
+        events = None if name == "cc_independent" else result.read()
         out[f"{name}_s"] = time.perf_counter() - clock
         out[f"{name}_rss_mb"] = _rss_peak_mb()
-        out[f"{name}_events"] = len(result) if isinstance(result, list) else None
+        out[f"{name}_events"] = None if events is None else len(events)
+        if name == "cc_independent":
+            out[f"{name}_run"] = _run_profile(result.metrics)
+        else:
+            out[f"{name}_engine"] = result.query.past_engine
+            out[f"{name}_run"] = _run_profile(*result.query.past_metrics.values())
     for name in ("cluster", "reach"):
         out[f"{name}_vs_cc"] = out[f"{name}_s"] / out["cc_independent_s"]
         out[f"{name}_rss_vs_idle"] = out[f"{name}_rss_mb"] / idle

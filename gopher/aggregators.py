@@ -7,11 +7,14 @@ from gofs.errors import InputError
 
 
 class Aggregator:
-    """An associative reduction with an identity; subclass or build from a function."""
+    """An associative reduction with an identity; subclass or build from a function. ``pack``
+    (optional) rewrites a task's combined partial before it travels to the driver (say, many
+    small arrays into a few large ones); ``combine`` must accept packed values too."""
 
-    def __init__(self, combine, zero=None):
+    def __init__(self, combine, zero=None, pack=None):
         self.combine = combine
         self.zero = zero
+        self.pack = pack
 
     def reduce(self, values):
         out = self.zero

@@ -40,11 +40,12 @@ class Subgraph:
     ``state`` is a dict that survives across supersteps. ``working`` holds what a run keeps in
     the worker between supersteps without shipping it (a :class:`gopher.cache.WorkingSpace`:
     ``get(key)`` / ``put(key, value)`` / ``discard(key)``, under the run's cache budget, so
-    ``get`` may return None and the program rebuilds from ``state``).
+    ``get`` may return None and the program rebuilds from ``state``). ``partition_pass`` does
+    work once for all the sub-graphs of the partition (in this instance), each taking its rows.
     """
 
     def __init__(self, bundle, k: int, instance_vertex: dict | None = None, instance_edge: dict | None = None,
-                 account=None, working: WorkingSpace | None = None):
+                 account=None, working: WorkingSpace | None = None, shared: dict | None = None):
         self._bundle = bundle
         self._k = k
         self.id = bundle.subgraph_id(k)
@@ -61,6 +62,45 @@ class Subgraph:
             own = TaskCache().scoped(DEFAULT_BUDGET)
             working = WorkingSpace(lambda: own, ())
         self.working = working
+        self._shared = {} if shared is None else shared
+
+    @classmethod
+    def spanning(cls, bundle, instance_vertex: dict | None = None, instance_edge: dict | None = None) -> "Subgraph":
+        """The whole partition as one Subgraph: its local index is the position in the partition
+        and its local / remote edges are all the partition's (``id`` is None; ``pieces`` does not apply)."""
+        whole = cls(bundle, 0, instance_vertex, instance_edge)
+        whole.id = None
+        whole._v0, whole._v1 = int(bundle.sg_starts[0]), int(bundle.sg_starts[-1])
+        whole._e0, whole._e1 = int(bundle.local_bounds[0]), int(bundle.local_bounds[-1])
+        whole._r0, whole._r1 = int(bundle.remote_bounds[0]), int(bundle.remote_bounds[-1])
+        return whole
+
+    def partition_pass(self, key, build):
+        """``build(whole)`` run once for every sub-graph of this partition in this instance
+        (``whole``: :meth:`spanning`), its result kept with the instance's attributes: one
+        vectorised pass over the partition's arrays instead of one small pass per sub-graph. A
+        sub-graph takes its rows with :attr:`vertex_rows`, :attr:`edge_rows` and
+        :attr:`remote_rows`. ``key`` names everything the result depends on besides the
+        partition, the instance and the program class."""
+        if key not in self._shared:
+            self._shared[key] = build(Subgraph.spanning(self._bundle, self._instance_vertex, self._instance_edge))
+            self._account(nbytes(self._shared[key]))
+        return self._shared[key]
+
+    @property
+    def vertex_rows(self) -> slice:
+        """This sub-graph's vertices among the partition's (see :meth:`partition_pass`)."""
+        return slice(self._v0, self._v1)
+
+    @property
+    def edge_rows(self) -> slice:
+        """This sub-graph's local edges among the partition's."""
+        return slice(self._e0, self._e1)
+
+    @property
+    def remote_rows(self) -> slice:
+        """This sub-graph's remote edges among the partition's."""
+        return slice(self._r0, self._r1)
 
     @property
     def num_vertices(self) -> int:

@@ -129,6 +129,7 @@ class InstanceView:
         self.bundle, self.vertex, self.edge = bundle, vertex, edge
         self.cache, self.key = cache, key
         self._subgraphs: dict[int, Subgraph] = {}
+        self.shared: dict = {}                   # Subgraph.partition_pass results
 
     def _account(self, size: int) -> None:
         self.cache.grow(self.key, size)
@@ -138,7 +139,8 @@ class InstanceView:
         sg = self._subgraphs.get(k)
         if sg is None:
             working = WorkingSpace(lambda: self.cache, (*self.key, "working", k))
-            sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account, working)
+            sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account, working,
+                                               self.shared)
         return sg
 
 
@@ -260,6 +262,10 @@ class TaskWorker:
                     for name, value in report["partials"].items():
                         total["partials"][name] = value if name not in total["partials"] else \
                             self.specs[name].combine(total["partials"][name], value)
+        for total in lanes.values():
+            for name, value in total["partials"].items():
+                if self.specs[name].pack is not None:
+                    total["partials"][name] = self.specs[name].pack(value)
         return outgoing, {"lanes": lanes, "compute_seconds": time.perf_counter() - clock,
                           "files": sorted(set(reads))}
 

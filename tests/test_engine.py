@@ -181,6 +181,36 @@ class Aggregating(Recording):
             ctx.vote_to_halt()
 
 
+def _one_sum(parts):
+    return [sum(parts)]
+
+
+class PartitionWide(Recording):
+    """Superstep 0: every sub-graph takes its rows of one pass over its whole partition, and checks
+    them against its own view; ``vertices`` is packed to one number per task."""
+
+    aggregators = {"builds": "sum", "wrong": "sum", "vertices": Aggregator(lambda a, b: a + b, [], pack=_one_sum)}
+
+    def __init__(self, key):
+        self.key = key
+
+    def compute(self, subgraph, messages, ctx):
+        def build(whole):
+            ctx.aggregate("builds", 1)
+            return {"vids": whole.vertex_ids, "src": whole.edge_src, "dst": whole.edge_dst,
+                    "remote": whole.remote_edges.dst}
+
+        whole = subgraph.partition_pass(self.key, build)
+        rows = subgraph.vertex_rows
+        wrong = [not np.array_equal(whole["vids"][rows], subgraph.vertex_ids),
+                 not np.array_equal(whole["src"][subgraph.edge_rows] - rows.start, subgraph.edge_src),
+                 not np.array_equal(whole["dst"][subgraph.edge_rows] - rows.start, subgraph.edge_dst),
+                 not np.array_equal(whole["remote"][subgraph.remote_rows], subgraph.remote_edges.dst)]
+        ctx.aggregate("wrong", sum(wrong))
+        ctx.aggregate("vertices", [subgraph.num_vertices])
+        ctx.vote_to_halt()
+
+
 class MasterDriven(Recording):
     """Never votes to halt; the master passes globals on and halts after superstep 2."""
 
@@ -431,6 +461,15 @@ def test_master_sees_aggregates_sets_globals_and_halts(undirected):
     assert program.seen == [(0, n), (1, n), (2, n)]
     assert all(log == [[0, None], [1, "after-0"], [2, "after-1"]] for log in logs.values())
     assert result.metrics.num_supersteps == 3
+
+
+def test_partition_pass_runs_once_per_partition_and_packs_per_task(undirected):
+    G, store = undirected
+    result = store.run(PartitionWide(f"rows-{id(object())}"), progress=False, tasks=2)
+    assert result.aggregated["builds"] == store.num_partitions
+    assert result.aggregated["wrong"] == 0
+    assert len(result.aggregated["vertices"]) == 2                 # one packed partial per task
+    assert sum(result.aggregated["vertices"]) == G.number_of_nodes()
 
 
 def test_unknown_aggregator_is_rejected(undirected):

@@ -119,6 +119,7 @@ class Query:
         self.cancelled = False
         self.snapshots = 0
         self.past_engine = None         # "gopher" or "driver": where the past part ran
+        self.past_metrics: dict = {}    # {sub-query name: gopher.metrics.RunMetrics} of a Gopher past part
         self._stream = None
         self._lock = threading.RLock()
         self._buffer: list | None = None
@@ -169,8 +170,10 @@ class Query:
         if not chosen:
             return
         records = sorted(self.plan.vertex_attributes)
-        runs = {sq.name: run_past(store, sq, chosen, self.plan.has_live, records, spark=spark)
-                for sq in self.plan.subqueries}
+        runs = {}
+        for sq in self.plan.subqueries:
+            runs[sq.name], self.past_metrics[sq.name] = run_past(store, sq, chosen, self.plan.has_live, records,
+                                                                 spark=spark)
         for i, instance in enumerate(chosen):
             for sq in self.plan.subqueries:
                 _, state, inside, events = runs[sq.name][i]

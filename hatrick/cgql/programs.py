@@ -11,10 +11,11 @@ names and keeps its vertices' group labels from one instance to the next.
 Per instance, in supersteps:
 
 ``label``
-    each sub-graph evaluates the vertex and edge conditions on its own rows
-    (:func:`hatrick.cgql.views.vertex_conditions_mask` /
-    :func:`~hatrick.cgql.views.edge_condition_mask`, the live path's rules),
-    splits its members into pieces over the kept local edges and runs
+    the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
+    :func:`~hatrick.cgql.views.edge_condition_mask`, the live path's rules) and
+    the members' pieces over the kept local edges (one csgraph call) are worked
+    out once per partition and instance (:meth:`gopher.subgraph.Subgraph.partition_pass`),
+    not once per sub-graph; each sub-graph takes its rows and runs
     smallest-label propagation over the kept remote edges
     (:func:`algorithms.components.propagate_labels`, the components program's
     kernel) until no label changes.
@@ -28,7 +29,8 @@ Per instance, in supersteps:
     ``disappeared``), and at the last instance of a frame that goes live,
     every group's (the state handed to the live part); skipped when none.
 
-Only per-group summaries, overlap pairs and events' members reach the driver;
+Only per-group summaries, overlap pairs and events' members reach the driver,
+packed into a few arrays per task (:class:`gopher.aggregators.Aggregator` ``pack``);
 vertices and edges never do.
 """
 from __future__ import annotations
@@ -50,7 +52,20 @@ from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, vertex_con
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
 
-_CONCAT = Aggregator(operator.add, [])
+def _stacked(parts: list) -> list:
+    """A task's list of per-sub-graph parts as one part: arrays concatenated field by field
+    (through tuples, lists and dicts), so a few large arrays travel instead of many small ones."""
+    def stack(values):
+        first = values[0]
+        if isinstance(first, dict):
+            return {k: stack([v[k] for v in values]) for k in first}
+        if isinstance(first, (tuple, list)):
+            return type(first)(stack([v[i] for v in values]) for i in range(len(first)))
+        return np.concatenate(values)
+    return [stack(parts)] if len(parts) > 1 else parts
+
+
+_CONCAT = Aggregator(operator.add, [], pack=_stacked)
 
 
 def runs_on_gopher(the_plan) -> bool:
@@ -111,6 +126,7 @@ class ClusterProgram(PatternProgram):
                                if c.aggregate.attribute})
         self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
         self.min_size = int(pattern.options.get("min_size", 2))
+        self._pass_key = _pass_key(pattern, self.min_size)
         # driver side only (master): the pattern's state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
         self.results: list = []
@@ -131,51 +147,72 @@ class ClusterProgram(PatternProgram):
             ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
                                                       state["usable"]))
         elif ctx.globals["phase"] == "summary":
-            ctx.aggregate("summary", [self._summary(subgraph)])
+            summary = self._summary(subgraph)
+            if summary is not None:
+                ctx.aggregate("summary", [summary])
         else:
             ctx.aggregate("members", [self._members(subgraph, ctx.globals)])
 
     def _select(self, subgraph) -> None:
-        """Members, kept edges and the pieces of the members over the kept local edges."""
-        src, dst = subgraph.edge_src, subgraph.edge_dst
-        remote = subgraph.remote_edges
-        frame, local, usable = self._rows(subgraph, np.ones(len(src), bool), np.ones(len(remote), bool))
+        """This sub-graph's members' pieces, kept remote edges and aggregated columns, sliced from
+        the partition's pass (:meth:`_partition`)."""
+        whole = subgraph.partition_pass(self._pass_key, self._partition)
+        rows = subgraph.vertex_rows
+        piece = whole["piece"][rows]
+        inside = piece >= 0
+        first = int(piece[inside].min()) if inside.any() else 0
+        state = subgraph.state
+        state["piece"] = np.where(inside, piece - first, -1)
+        state["usable"] = whole["usable"][subgraph.remote_rows]
+        state["count"] = int(piece[inside].max()) + 1 - first if inside.any() else 0
+        state["columns"] = {a: v[rows] for a, v in whole["columns"].items()}
+
+    def _partition(self, whole) -> dict:
+        """Members, kept edges and their pieces over the whole partition in a few C passes (pieces
+        never cross sub-graphs: local edges do not), numbered so that each sub-graph's pieces are
+        consecutive: {"piece" (-1 outside), "usable" remote rows, "columns"}."""
+        src, dst = whole.edge_src, whole.edge_dst
+        remote = whole.remote_edges
+        frame, local, usable = self._rows(whole, np.ones(len(src), bool), np.ones(len(remote), bool))
         members = vertex_conditions_mask(frame, self.conditions, Bindings(self.pattern.params))
         local &= members[src] & members[dst]
         usable &= members[remote.src]
-        size = subgraph.num_vertices
+        size = whole.num_vertices
         touched = np.zeros(size, bool)
         touched[src[local]] = touched[dst[local]] = True
         touched[remote.src[usable]] = True
-        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
-        _, piece = connected_components(graph, directed=True, connection="weak")
         if self.min_size < 2:
             touched = members
-        _, piece_of = np.unique(piece[touched], return_inverse=True)
-        piece = np.full(size, -1, np.int64)
-        piece[touched] = piece_of.reshape(-1)
-        state = subgraph.state
-        state["piece"], state["usable"] = piece, usable
-        state["count"] = int(piece.max()) + 1 if touched.any() else 0
-        state["columns"] = {a: frame[a].to_numpy() for a in self.columns}
+        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
+        _, piece = connected_components(graph, directed=True, connection="weak")
+        _, number = np.unique(piece[touched], return_inverse=True)
+        number = number.reshape(-1)
+        first = np.full(int(number.max()) + 1 if len(number) else 0, size, np.int64)
+        np.minimum.at(first, number, np.flatnonzero(touched))        # sub-graphs are ranges of positions
+        rank = np.empty(len(first), np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        out = np.full(size, -1, np.int64)
+        out[touched] = rank[number]
+        return {"piece": out, "usable": usable, "columns": {a: frame[a].to_numpy() for a in self.columns}}
 
     def _summary(self, subgraph):
-        """(group label, partials, smallest id) per piece and the overlap with the previous labels."""
+        """(group label, partials, smallest id) per piece and the overlap with the previous labels;
+        None for a sub-graph without members now (then it overlaps nothing either)."""
         state = subgraph.state
-        piece, labels = state["piece"], state["labels"]
-        inside = piece >= 0
+        piece, labels, count = state["piece"], state["labels"], state["count"]
         current = np.full(len(piece), NO_LABEL, np.int64)
-        current[inside] = labels[piece[inside]]
         state["current"] = current
-        count = state["count"]
+        if not count:
+            return None
+        inside = piece >= 0
+        current[inside] = labels[piece[inside]]
         partials = aggregate_partials({a: v[inside] for a, v in state["columns"].items()}, piece[inside], count)
-        smallest = pd.Series(subgraph.ids[inside]).groupby(piece[inside]).min().to_numpy()
+        smallest = _smallest(subgraph.ids[inside], piece[inside], count)
         previous = state.get("previous")
         overlap = np.empty((0, 3), np.int64)
         if previous is not None:
             both = inside & (previous != NO_LABEL)
-            pairs, weight = np.unique(np.column_stack([previous[both], current[both]]), axis=0, return_counts=True)
-            overlap = np.column_stack([pairs.reshape(-1, 2), weight])
+            overlap = _pair_counts(previous[both], current[both])
         return labels, partials, smallest, overlap
 
     @staticmethod
@@ -188,7 +225,8 @@ class ClusterProgram(PatternProgram):
             if have is None or not len(labels):
                 out.append((np.empty(0, np.int64), subgraph.ids[:0]))
                 continue
-            hit = np.isin(have, labels)
+            at = np.minimum(np.searchsorted(labels, have), len(labels) - 1)     # labels come sorted
+            hit = labels[at] == have
             out.append((have[hit], subgraph.ids[hit]))
         return out
 
@@ -207,7 +245,7 @@ class ClusterProgram(PatternProgram):
     def _conclude(self, ctx) -> bool:
         """The pattern's rules on the reduced summaries; which groups' members to fetch (False:
         none, the instance needs no members superstep)."""
-        parts = ctx.aggregated["summary"]
+        parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
         keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
         names = parts[0][1].keys() if parts else ["size"]
         partials = {k: np.concatenate([p[1][k] for p in parts]) if parts else np.empty(0, np.int64) for k in names}
@@ -237,31 +275,33 @@ class ClusterProgram(PatternProgram):
         changed, status, gone = self.pattern.changes(before, after) if inside else (empty, np.empty(0, object), empty)
         last = ctx.instance["id"] == self._last["id"]
         wanted = ids if (last and self._keep_last) else changed
-        ctx.globals["want_now"] = vids[np.isin(ids, wanted)]
-        ctx.globals["want_before"] = self._vids[np.isin(previous.table.index.to_numpy(), gone)] \
+        ctx.globals["want_now"] = np.sort(vids[np.isin(ids, wanted)])
+        ctx.globals["want_before"] = np.sort(self._vids[np.isin(previous.table.index.to_numpy(), gone)]) \
             if len(gone) else empty
         self._pending = (before, after, ids, vids, changed, status, gone, inside)
         return bool(len(ctx.globals["want_now"]) or len(ctx.globals["want_before"]))
 
     def _publish(self, ctx) -> None:
         before, after, ids, vids, changed, status, gone, inside = self._pending
-        (now_labels, now_ids), (before_labels, before_ids) = _gathered(ctx.aggregated.get("members") or [])
+        (now_labels, now_ids), (before_labels, before_ids) = _gathered(ctx.aggregated.pop("members", None) or [])
         after.member_lists = _lists(now_labels, now_ids, vids, ids)
         if before is not None and len(gone):
             before.member_lists.update(_lists(before_labels, before_ids, self._vids, before.table.index.to_numpy()))
         events = self.pattern.events(before, after, changed, status, gone) if inside else []
         if ctx.instance["id"] == self._last["id"] and self._keep_last:
             _spell_out(after, ids)
-        self.results.append((ctx.instance, after, inside, events))
+        self.results.append((ctx.instance, None, inside, events))     # states: only the last is kept
         self._state, self._vids, self._inside, self._pending = after, vids, inside, None
+        ctx.globals.pop("want_now", None)
+        ctx.globals.pop("want_before", None)
 
     def run(self, store, instances: list, **engine_options) -> list:
         """Run over ``instances`` (manifest entries in time order); returns, per instance,
         (instance, ClusterState, in frame, events)."""
         self._last = instances[-1]
-        run_sequential(store, self, instances=[i["id"] for i in instances], globals_={"phase": "label"},
-                       **engine_options)
-        return self.results
+        self.metrics = run_sequential(store, self, instances=[i["id"] for i in instances],
+                                      globals_={"phase": "label"}, **engine_options).metrics
+        return _with_last_state(self.results, self._state)
 
 
 class ReachProgram(PatternProgram):
@@ -281,45 +321,48 @@ class ReachProgram(PatternProgram):
         self.records = [a for a in records if a != "id"]
         self._declare(store, {c.attribute for c in self.sources + self.sinks} | set(self.records), pattern.clause.edge)
         self._in_frame = in_frame
+        self._pass_key = _pass_key(pattern, self.directed, tuple(self.records))
         self.results: list = []
         self._state, self._inside = None, False
 
     # task side ----------------------------------------------------------------------------
     def compute(self, subgraph, messages, ctx):
         state = subgraph.state
+        whole = subgraph.partition_pass(self._pass_key, self._partition)
+        rows = subgraph.vertex_rows
         if ctx.superstep == 0:
-            self._select(subgraph)
-            ctx.aggregate("sources", [(subgraph.vertex_ids[state["is_source"]], subgraph.ids[state["is_source"]],
-                                       state["frame"][state["is_source"]])])
+            source = whole["is_source"][rows]
+            ctx.aggregate("sources", [(subgraph.vertex_ids[source], subgraph.ids[source],
+                                       {a: v[rows][source] for a, v in whole["records"].items()})])
         elif ctx.superstep == 1:
             numbered = ctx.globals["sources"]
             words = max(1, -(-len(numbered) // 64))
             bits = np.zeros((subgraph.num_vertices, words), np.uint64)
-            local = np.flatnonzero(state["is_source"])
+            local = np.flatnonzero(whole["is_source"][rows])
             bit = np.searchsorted(numbered, subgraph.vertex_ids[local])
             np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
             state["bits"] = bits
-            ctx.aggregate("changed", self._spread(subgraph, ctx, local))
+            ctx.aggregate("changed", self._spread(subgraph, whole, ctx, local))
         elif ctx.globals["phase"] == "spread":
-            ctx.aggregate("changed", self._spread(subgraph, ctx, self._receive(subgraph, messages)))
+            ctx.aggregate("changed", self._spread(subgraph, whole, ctx, self._receive(subgraph, messages)))
         else:
-            ctx.aggregate("pairs", [self._pairs(subgraph, ctx.globals["sources"])])
+            ctx.aggregate("pairs", [self._pairs(subgraph, whole, ctx.globals["sources"])])
 
-    def _select(self, subgraph) -> None:
+    def _partition(self, whole) -> dict:
+        """The kept local edges as one CSR over the partition, the kept remote rows, the sources,
+        the sinks and the attribute rows events carry: one pass for all the partition's sub-graphs."""
         b = Bindings(self.pattern.params)
-        src, dst = subgraph.edge_src, subgraph.edge_dst
-        remote = subgraph.remote_edges
-        frame, local, usable = self._rows(subgraph, np.ones(len(src), bool), remote.outgoing(self.directed))
+        src, dst = whole.edge_src, whole.edge_dst
+        remote = whole.remote_edges
+        frame, local, usable = self._rows(whole, np.ones(len(src), bool), remote.outgoing(self.directed))
         if not self.directed:
             src, dst, local = np.r_[src, dst], np.r_[dst, src], np.r_[local, local]
-        size = subgraph.num_vertices
+        size = whole.num_vertices
         graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
-        state = subgraph.state
-        state["indptr"], state["indices"] = graph.indptr.astype(np.int64), graph.indices.astype(np.int64)
-        state["usable"] = np.flatnonzero(usable)
-        state["is_source"] = vertex_conditions_mask(frame, self.sources, b)
-        state["is_sink"] = vertex_conditions_mask(frame, self.sinks, b)
-        state["frame"] = frame[["id", *self.records]]
+        return {"indptr": graph.indptr.astype(np.int64), "indices": graph.indices.astype(np.int64),
+                "usable": usable, "is_source": vertex_conditions_mask(frame, self.sources, b),
+                "is_sink": vertex_conditions_mask(frame, self.sinks, b),
+                "records": {a: frame[a].to_numpy() for a in ["id", *self.records]}}
 
     def _receive(self, subgraph, messages) -> np.ndarray:
         """OR the bit sets that arrived into their vertices; the vertices that gained a source."""
@@ -333,15 +376,18 @@ class ReachProgram(PatternProgram):
         np.bitwise_or.at(bits, local, rows)
         return np.unique(local[(bits[local] != before).any(axis=1)])
 
-    def _spread(self, subgraph, ctx, start: np.ndarray) -> int:
+    def _spread(self, subgraph, whole: dict, ctx, start: np.ndarray) -> int:
         """Close the bit sets over the kept local edges from ``start``, then send every gain over
         the kept remote edges (one payload per neighbouring sub-graph)."""
         state = subgraph.state
         if not len(start):
             return 0
-        gained = spread_bits(state["indptr"], state["indices"], state["bits"], start.astype(np.int64))
+        rows = subgraph.vertex_rows
+        gained = spread_bits(whole["indptr"][rows.start:rows.stop + 1], whole["indices"], state["bits"],
+                             start.astype(np.int64), rows.start)
         remote = subgraph.remote_edges
-        rows = state["usable"][gained[remote.src[state["usable"]]]]
+        usable = np.flatnonzero(whole["usable"][subgraph.remote_rows])
+        rows = usable[gained[remote.src[usable]]]
         if len(rows):
             targets = remote.dst_subgraph[rows]
             order = np.argsort(targets, kind="stable")
@@ -351,24 +397,26 @@ class ReachProgram(PatternProgram):
             ctx.send_to_subgraphs(targets[cut], [(remote.dst[g], state["bits"][remote.src[g]]) for g in groups])
         return int(gained.sum())
 
-    def _pairs(self, subgraph, numbered: np.ndarray):
+    def _pairs(self, subgraph, whole: dict, numbered: np.ndarray):
         """(source vid, sink id) pairs at this sub-graph's sinks, and the sinks' attribute rows."""
-        state = subgraph.state
-        sinks = np.flatnonzero(state["is_sink"] & state["bits"].any(axis=1))
-        bits = state["bits"][sinks]
-        flags = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :len(numbered)]
+        bits = subgraph.state.get("bits")
+        rows = subgraph.vertex_rows
+        if bits is None:                       # no source reached this sub-graph in this instance
+            return numbered[:0], subgraph.ids[:0], {a: v[:0] for a, v in whole["records"].items()}
+        sinks = np.flatnonzero(whole["is_sink"][rows] & bits.any(axis=1))
+        flags = np.unpackbits(bits[sinks].view(np.uint8), axis=1, bitorder="little")[:, :len(numbered)]
         row, bit = np.nonzero(flags)
-        return numbered[bit], subgraph.ids[sinks][row], state["frame"].iloc[sinks]
+        return numbered[bit], subgraph.ids[sinks][row], {a: v[rows][sinks] for a, v in whole["records"].items()}
 
     # driver side ----------------------------------------------------------------------------
     def master(self, ctx):
         if ctx.superstep == 0:
-            parts = ctx.aggregated["sources"]
+            parts = ctx.aggregated.pop("sources")    # popped: the next plan would carry it to the tasks
             vids = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
             order = np.argsort(vids)
             ctx.globals["sources"] = vids[order]
             self._source_ids = (np.concatenate([p[1] for p in parts]) if parts else np.empty(0))[order]
-            self._source_rows = pd.concat([p[2] for p in parts]) if parts else None
+            self._source_rows = [p[2] for p in parts]
             ctx.globals["phase"] = "spread"
         elif ctx.globals["phase"] == "spread" and not ctx.aggregated["changed"]:
             ctx.globals["phase"] = "summary"
@@ -378,31 +426,32 @@ class ReachProgram(PatternProgram):
             ctx.halt()
 
     def _conclude(self, ctx) -> None:
-        parts = ctx.aggregated["pairs"]
+        parts = ctx.aggregated.pop("pairs")
         source_vids = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
         sink_ids = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
         numbered = ctx.globals["sources"]
         source_ids = self._source_ids[np.searchsorted(numbered, source_vids)] if len(source_vids) else sink_ids[:0]
         keep = source_ids != sink_ids
         pairs = pd.MultiIndex.from_arrays([source_ids[keep], sink_ids[keep]], names=["source", "sink"])
-        frames = [f for f in [self._source_rows, *[p[2] for p in parts]] if f is not None and len(f)]
-        rows = pd.concat(frames).drop_duplicates("id").set_index("id") if frames else pd.DataFrame()
+        rows = _attribute_table(self._source_rows + [p[2] for p in parts])
         after = ReachState(pairs, _records(rows))
         inside = self._in_frame(float(ctx.instance["start"]))
         events = self.pattern.diff(self._state if self._inside else None, after) if inside else []
-        self.results.append((ctx.instance, after, inside, events))
+        self.results.append((ctx.instance, None, inside, events))     # states: only the last is kept
         self._state, self._inside = after, inside
 
     def run(self, store, instances: list, **engine_options) -> list:
-        run_sequential(store, self, instances=[i["id"] for i in instances], globals_={"phase": "spread"},
-                       **engine_options)
-        return self.results
+        self.metrics = run_sequential(store, self, instances=[i["id"] for i in instances],
+                                      globals_={"phase": "spread"}, **engine_options).metrics
+        return _with_last_state(self.results, self._state)
 
 
 @njit(cache=True, nogil=True)
-def spread_bits(indptr, indices, bits, start):
+def spread_bits(indptr, indices, bits, start, offset):
     """Close the per-vertex bit sets over a CSR graph from the vertices in ``start`` (a worklist:
-    a vertex is revisited only when it gains a bit). Returns the mask of vertices that gained."""
+    a vertex is revisited only when it gains a bit). Vertex ``v``'s edges are
+    ``indices[indptr[v]:indptr[v + 1]]``, numbered from ``offset`` (a sub-graph's rows of its
+    partition's CSR). Returns the mask of vertices that gained."""
     n, words = bits.shape
     gained = np.zeros(n, np.bool_)
     queued = np.zeros(n, np.bool_)
@@ -419,7 +468,7 @@ def spread_bits(indptr, indices, bits, start):
         head += 1
         queued[v] = False
         for e in range(indptr[v], indptr[v + 1]):
-            u = indices[e]
+            u = indices[e] - offset
             grew = False
             for w in range(words):
                 new = bits[v, w] & ~bits[u, w]
@@ -435,13 +484,23 @@ def spread_bits(indptr, indices, bits, start):
     return gained
 
 
-def run_past(store, subquery, instances: list, keep_last: bool, records: list, **engine_options) -> list:
-    """A sub-query's past over ``instances`` on Gopher: [(instance, state, in frame, events)]."""
+def run_past(store, subquery, instances: list, keep_last: bool, records: list, **engine_options):
+    """A sub-query's past over ``instances`` on Gopher: ([(instance, state, in frame, events)], the
+    run's metrics)."""
     if isinstance(subquery.pattern, Reach):
         program = ReachProgram(subquery.pattern, store, subquery.in_frame, records)
     else:
         program = ClusterProgram(subquery.pattern, store, subquery.in_frame, keep_last)
-    return program.run(store, instances, **engine_options)
+    return program.run(store, instances, **engine_options), program.metrics
+
+
+def _attribute_table(parts: list) -> pd.DataFrame:
+    """One attribute row per vertex id from the sub-graphs' {column: values} parts."""
+    parts = [p for p in parts if len(p["id"])]
+    if not parts:
+        return pd.DataFrame()
+    frame = pd.DataFrame({a: np.concatenate([p[a] for p in parts]) for a in parts[0]})
+    return frame.drop_duplicates("id").set_index("id")
 
 
 def _records(rows: pd.DataFrame):
@@ -452,6 +511,38 @@ def _records(rows: pd.DataFrame):
         values = [at[c].to_numpy().tolist() for c in columns]
         return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
     return records
+
+
+def _with_last_state(results: list, state) -> list:
+    """Per-instance results with the last instance's state (the one the live part or a caller
+    reads); earlier states are dropped as the run goes, so the driver holds one at a time."""
+    if results:
+        instance, _, inside, events = results[-1]
+        results[-1] = (instance, state, inside, events)
+    return results
+
+
+def _pass_key(pattern, *settings) -> tuple:
+    """What a partition pass depends on besides the partition, instance and program class: the
+    clause, the parameters and the program's settings."""
+    return (repr(pattern.clause), repr(sorted(pattern.params.items())), settings)
+
+
+def _smallest(ids: np.ndarray, piece: np.ndarray, count: int) -> np.ndarray:
+    """The smallest of ``ids`` in each of ``count`` pieces (every piece has one)."""
+    if ids.dtype.kind not in "iu":
+        return pd.Series(ids).groupby(piece).min().to_numpy()
+    out = np.full(count, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(out, piece, ids)
+    return out
+
+
+def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rows (a, b, how many times) of the distinct pairs of two aligned int64 arrays."""
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    start = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]) if len(a) else np.empty(0, np.int64)
+    return np.column_stack([a[start], b[start], np.diff(np.r_[start, len(a)])]).astype(np.int64)
 
 
 def _label_column(store, edge) -> set:
