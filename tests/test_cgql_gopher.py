@@ -21,7 +21,7 @@ from hatrick.cgql.views import StoreInstanceView
 from test_cgql_engine import CLUSTER, REACH, stored  # noqa: F401 (stored: the engine tests' graph fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-N, STEPS = 120_000, 3
+N, STEPS = 300_000, 3
 QUERY = "DETECT Cluster(usage < 30, size > 12) WHERE edge: {type = power}"
 
 _CAPPED = textwrap.dedent("""
@@ -82,7 +82,7 @@ def test_cluster_past_runs_on_gopher_where_the_driver_path_cannot(tmp_path):
                         for v in views])
     out = str(tmp_path / "events.json")
     env = dict(os.environ, PYTHONPATH=ROOT, ARROW_DEFAULT_MEMORY_POOL="system", MALLOC_ARENA_MAX="2")
-    done = subprocess.run([sys.executable, "-c", _CAPPED, path, QUERY, out, "40"], env=env,
+    done = subprocess.run([sys.executable, "-c", _CAPPED, path, QUERY, out, "56"], env=env,
                           capture_output=True, text=True, timeout=900)
     assert "GOPHER OK" in done.stdout, done.stdout + done.stderr[-3000:]
     assert "DRIVER FAILED" in done.stdout and "DRIVER OK" not in done.stdout, done.stdout + done.stderr[-3000:]
