@@ -2,7 +2,6 @@
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -84,16 +83,6 @@ def test_planner_respects_the_bound_and_drains_a_leaving_worker():
         scale_in = plan_migration(load, state, owner, [0, 1, 2], tau=0.2)
         assert not (scale_in.owner == 3).any() and scale_in.feasible
         assert set(np.flatnonzero(owner == 3)) <= set(scale_in.moved.tolist())
-
-
-def test_planner_takes_under_two_milliseconds_at_64_buckets():
-    rng = np.random.default_rng(0)
-    load, state, owner = rng.uniform(0.5, 2, 64), rng.uniform(1, 10, 64), rng.integers(0, 4, 64)
-    plan_migration(load, state, owner, range(5))
-    clock = time.perf_counter()
-    for _ in range(50):
-        plan_migration(load, state, owner, range(5))
-    assert (time.perf_counter() - clock) / 50 < 0.002
 
 
 def test_policy_needs_persistent_overload_and_does_not_flap():
