@@ -189,3 +189,18 @@ def test_partitions_go_to_tasks_so_that_tasks_finish_together():
     assert sorted(set(owners)) == [0, 1] and owners.count(0) == owners.count(1) == 4
     assert balance_partitions([0] * 4, [0] * 4, 4) == (0, 1, 2, 3)     # every task gets one
     assert balance_partitions([5, 1], [0, 0], 3) == (0, 1)
+
+
+def test_a_versioned_graphs_weight_profile_is_computed_once(road, monkeypatch):
+    """Weighted runs check their weights on Spark; a graph version never changes, so only the
+    first run in a process pays that job."""
+    import sparkshim.compat
+
+    first = road.store.edge_attribute_profile("length")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the profile ran a Spark job again")
+
+    monkeypatch.setattr(sparkshim.compat, "collect_arrow", refuse)
+    assert road.store.edge_attribute_profile("length") == first
+    assert len(first) == road.num_partitions and sum(row["rows"] for row in first) > 0
