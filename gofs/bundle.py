@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from gofs import files, layout, vids as vid_space
 
@@ -294,7 +292,11 @@ def _subgraph_starts(store) -> np.ndarray:
 
 def _pieces(bundle: PartitionBundle) -> tuple[np.ndarray, np.ndarray]:
     """Each vertex's weakly connected piece within its sub-graph (numbered by first vertex),
-    and the number of pieces per sub-graph."""
+    and the number of pieces per sub-graph. (scipy is imported here, not with the module: a task
+    whose bundle comes from the disk cache never builds one, and its worker starts faster.)"""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
     n = bundle.num_vertices
     graph = sp.coo_matrix((np.ones(len(bundle.local_src), np.int8), (bundle.local_src, bundle.local_dst)),
                           shape=(n, n)).tocsr()

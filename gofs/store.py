@@ -417,6 +417,8 @@ class GraphStore:
         id), the edges of that instance: the template's it keeps and the ones it adds.
 
         Algorithms validate weights with it before a run without reading a column on the driver.
+        A versioned graph never changes, so its profiles are kept in this process: only the first
+        run with a weight pays the Spark job.
         """
         if attribute not in self.edge_attributes:
             raise InputError(f"{self.path}: no edge attribute '{attribute}' (edge attributes: {self.edge_attributes})")
@@ -424,6 +426,9 @@ class GraphStore:
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
             raise InputError(f"{self.path}: edge attribute '{attribute}' is {kind}, not a number")
         parts = list(range(self.num_partitions)) if partitions is None else list(partitions)
+        key = (self.manifest["uuid"], self.root, attribute, instance, tuple(parts)) if "uuid" in self.manifest else None
+        if key in _PROFILES:
+            return [dict(row) for row in _PROFILES[key]]
         entry = self.instance_entry(instance)
         store = GraphStore.__new__(GraphStore)
         store.__setstate__(self.__getstate__())
@@ -437,8 +442,13 @@ class GraphStore:
         from sparkshim.compat import collect_arrow, spark_schema
 
         seeds = self.spark.range(0, len(parts), 1, max(len(parts), 1))        # one task per partition, no shuffle
-        rows = collect_arrow(seeds.mapInArrow(profile, spark_schema(_PROFILE))).to_pylist()
-        return sorted(rows, key=lambda r: r["partition"])
+        rows = sorted(collect_arrow(seeds.mapInArrow(profile, spark_schema(_PROFILE))).to_pylist(),
+                      key=lambda r: r["partition"])
+        if key is not None:
+            while len(_PROFILES) >= _PROFILES_KEPT:
+                del _PROFILES[next(iter(_PROFILES))]
+            _PROFILES[key] = [dict(row) for row in rows]
+        return rows
 
     def to_graphframe(self, vertex_attributes=None, edge_attributes=None, instance=None, time=None):
         """A GraphFrame of the template (or of one instance); needs the GraphFrames jar."""
@@ -472,6 +482,8 @@ def _first_foreign(values, id_type: pa.DataType):
 
 
 _PROBLEMS = ("null", "nan", "negative", "zero", "infinite", "fractional")
+_PROFILES: dict = {}            # (uuid, version root, attribute, instance, partitions) -> profile rows
+_PROFILES_KEPT = 256
 _PROFILE = pa.schema([("partition", pa.int32()), ("rows", pa.int64()), ("min", pa.string()), ("max", pa.string())]
                      + [(f"{k}s", pa.int64()) for k in _PROBLEMS] + [(f"{k}_example", pa.string()) for k in _PROBLEMS])
 

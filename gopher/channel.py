@@ -89,6 +89,10 @@ class Channel:
     def close(self) -> None:
         self._sock.close()
 
+    def send_buffer(self) -> int:
+        """Bytes the kernel takes from ``send_bytes`` without waiting for the other end to read."""
+        return self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
     def poll(self, timeout: float = 0.0) -> bool:
         return bool(wait([self], timeout))
 

@@ -40,9 +40,7 @@ class ComputeContext:
             self.outbox.vertex_values.append(np.ascontiguousarray(values))
 
     def send_to_subgraph(self, subgraph_id: int, payload) -> None:
-        self.outbox.subgraph_targets.append(int(subgraph_id))
-        self.outbox.subgraph_senders.append(self._subgraph.id if self._subgraph is not None else -1)
-        self.outbox.subgraph_payloads.append(payload)
+        self.send_to_subgraphs(np.array([subgraph_id], dtype=np.int64), [payload])
 
     def send_to_subgraphs(self, subgraph_ids, payloads) -> None:
         """Batched: one payload per sub-graph id, as a list, tuple or array of the same length;
@@ -52,9 +50,10 @@ class ComputeContext:
             payloads = [payloads] * len(subgraph_ids)
         elif len(payloads) != len(subgraph_ids):
             raise InputError(f"send_to_subgraphs: {len(subgraph_ids)} sub-graph ids but {len(payloads)} payloads")
-        sender = self._subgraph.id if self._subgraph is not None else -1
-        self.outbox.subgraph_targets.extend(subgraph_ids.tolist())
-        self.outbox.subgraph_senders.extend([sender] * len(subgraph_ids))
+        if not len(subgraph_ids):
+            return
+        self.outbox.subgraph_targets.append(subgraph_ids.copy() if subgraph_ids.flags.writeable else subgraph_ids)
+        self.outbox.subgraph_senders.append(self._subgraph.id if self._subgraph is not None else -1)
         self.outbox.subgraph_payloads.extend(payloads)
 
     def send_to_neighbors(self, payload, direction: str = "both") -> None:

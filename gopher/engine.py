@@ -159,9 +159,27 @@ class Table:
     lanes: dict | None = None
 
 
+#: the Spark settings a run reads besides its own ``spark.goffish.*`` ones
+SPARK_KEYS = ("spark.master", "spark.task.cpus", "spark.executor.instances", "spark.executor.cores",
+              "spark.dynamicAllocation.enabled", "spark.authenticate",
+              "spark.network.crypto.enabled", "spark.driver.host", "spark.driver.bindAddress")
+GOFFISH_KEYS = ("tasks", "checkpointInterval", "checkpointSeconds", "transport", "maxAttempts", "rendezvousTimeout",
+                "maxFrameBytes", "taskCacheBytes", "bundleCacheDir", "bundleCacheBytes", "runDir")
+
+
+def read_settings(spark) -> dict:
+    """The settings a run reads, one key at a time from the session's runtime conf: a
+    ``SparkContext.getConf()`` copies the whole conf over Py4J (hundreds of round trips), five
+    of which once cost a warm run more than its superstep."""
+    conf = spark.conf
+    keys = SPARK_KEYS + tuple(f"spark.goffish.{key}" for key in GOFFISH_KEYS)
+    return {key: value for key in keys if (value := conf.get(key, None)) not in (None, "")}
+
+
 @dataclass
 class Options:
-    """How a run executes (from arguments, else the Spark conf)."""
+    """How a run executes (from arguments, else the Spark conf); ``spark`` holds the Spark
+    settings it was resolved from (:func:`read_settings`), for the transports."""
 
     transport: str
     tasks: int
@@ -174,30 +192,39 @@ class Options:
     disk_cache: DiskCache | None
     run_dir: str | None
     progress: object            # bool, or a callable given each superstep's progress line
+    spark: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def local(self) -> bool:
+        """Whether the master is local: every task runs on this machine."""
+        return self.spark.get("spark.master", "").startswith("local")
 
     @classmethod
     def resolve(cls, spark, store, transport=None, checkpoint_interval=None, checkpoint_seconds=None,
                 progress=None, tasks=None) -> "Options":
-        conf = spark.conf
+        conf = read_settings(spark)
 
         def setting(key, default, kind=str):
-            value = conf.get(f"spark.goffish.{key}", None)
-            return default if value in (None, "") else kind(value)
+            value = conf.get(f"spark.goffish.{key}")
+            return default if value is None else kind(value)
 
         sc = spark.sparkContext
-        tasks = min(store.num_partitions, tasks or setting("tasks", task_slots(sc), int))
+        if not tasks:
+            tasks = setting("tasks", None, int)
+            tasks = task_slots(conf, sc) if tasks is None else tasks
+        tasks = min(store.num_partitions, tasks)
         interval = checkpoint_interval if checkpoint_interval is not None else setting("checkpointInterval", None, int)
         seconds = checkpoint_seconds if checkpoint_seconds is not None else setting("checkpointSeconds", 30.0, float)
         transport = transport or setting("transport", "auto")
         if transport not in ("auto", "resident", "jobs"):
             raise InputError(f"unknown Gopher transport {transport!r}: use 'auto', 'resident' or 'jobs'")
+        bundles = setting("bundleCacheDir", None)
         return cls(transport, max(1, tasks), interval, seconds, setting("maxAttempts", 3, int),
                    setting("rendezvousTimeout", 120.0, float), setting("maxFrameBytes", 1 << 31, int),
                    setting("taskCacheBytes", DEFAULT_BUDGET, int),
-                   None if setting("bundleCacheDir", "") == "off" else
-                   DiskCache(setting("bundleCacheDir", None), setting("bundleCacheBytes", DEFAULT_DISK_BUDGET, int)),
+                   None if bundles == "off" else DiskCache(bundles, setting("bundleCacheBytes", DEFAULT_DISK_BUDGET, int)),
                    setting("runDir", None) or sc.getCheckpointDir(),
-                   sys.stderr.isatty() if progress is None else progress)
+                   sys.stderr.isatty() if progress is None else progress, conf)
 
 
 def _check_program(program) -> None:
@@ -220,16 +247,15 @@ def _check_engine_arguments(tasks, checkpoint_interval, checkpoint_seconds) -> N
         raise InputError(f"checkpoint_seconds must be a finite number >= 0 (0: never), got {checkpoint_seconds!r}")
 
 
-def task_slots(sc) -> int:
+def task_slots(conf: dict, sc=None) -> int:
     """How many tasks the cluster runs at once: what a barrier stage may ask for.
 
-    From the master URL for local and local-cluster masters; on a cluster from
-    ``spark.executor.instances`` x ``spark.executor.cores`` where both are set,
-    else the default parallelism.
+    ``conf``: Spark settings (:func:`read_settings`). From the master URL for local and
+    local-cluster masters; on a cluster from ``spark.executor.instances`` x
+    ``spark.executor.cores`` where both are set, else the default parallelism (``sc``'s).
     """
-    conf = sc.getConf()
     per_task = int(conf.get("spark.task.cpus", "1"))
-    master = sc.master
+    master = conf.get("spark.master", "")
     local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master)
     if local:
         cores = 1 if local.group(1) is None else (os.cpu_count() or 1) if local.group(1) == "*" else int(local.group(1))
@@ -237,7 +263,7 @@ def task_slots(sc) -> int:
     cluster = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]", master)
     if cluster:
         return max(1, int(cluster.group(1)) * (int(cluster.group(2)) // per_task))
-    instances, cores = conf.get("spark.executor.instances", None), conf.get("spark.executor.cores", None)
+    instances, cores = conf.get("spark.executor.instances"), conf.get("spark.executor.cores")
     if instances and cores:
         return max(1, int(instances) * (int(cores) // per_task))
     return sc.defaultParallelism
@@ -247,12 +273,11 @@ def _choose_transport(spark, options: Options) -> str:
     """The resident barrier stage where it can run; otherwise the job-per-superstep fallback, saying why."""
     if options.transport != "auto":
         return options.transport
-    conf = spark.sparkContext.getConf()
-    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+    if options.spark.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
         log.warning("gopher: dynamic allocation is on, so a run cannot be one barrier stage; "
                     "running one Spark job per superstep instead")
         return "jobs"
-    slots = task_slots(spark.sparkContext)
+    slots = task_slots(options.spark, spark.sparkContext)
     if options.tasks > slots:
         log.warning("gopher: %d tasks need more slots than the %d the cluster has; running one Spark job per "
                     "superstep instead", options.tasks, slots)
@@ -372,9 +397,20 @@ class _Driver:
 
 
 def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
-    """One Arrow schema for every table's rows (``table``, ``instance``, ``id``, then each
-    table's columns as ``t<number>_<name>``), and each table's physical column pairs."""
-    fields = [pa.field("table", pa.int8()), pa.field("instance", pa.int64()), pa.field("id", store.id_type)]
+    """One Arrow schema for every table's rows, and each table's (name, physical column) pairs.
+
+    Several tables share the rows: ``table``, ``instance``, ``id``, then each table's columns
+    as ``t<number>_<name>``; the engine splits them with a filter. One table (a single run)
+    has its final shape already (``instance`` only if per instance, ``id``, its columns by
+    name), so its DataFrame is the plain scan of the files: nothing for Spark to plan or
+    generate code for before the caller's first job."""
+    keys = [pa.field("instance", pa.int64()), pa.field("id", store.id_type)]
+    if len(tables) == 1 and not {"table", "instance", "id"} & set(tables[0].columns):
+        table = tables[0]
+        fields = keys[0 if table.per_instance else 1:]
+        return pa.schema(fields + [pa.field(name, kind) for name, kind in table.columns.items()]), \
+            [[(name, name) for name in table.columns]]
+    fields = [pa.field("table", pa.int8()), *keys]
     columns = []
     for number, table in enumerate(tables):
         pairs = [(name, f"t{number}_{name}") for name in table.columns]
@@ -444,6 +480,9 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     for table in tables:
         if not table.columns:
             frames.append(None)
+            continue
+        if "table" not in schema.names:         # the one table: the rows as they are
+            frames.append(cached)
             continue
         keys = (["instance"] if table.per_instance else []) + ["id"]
         frames.append(cached.filter(cached["table"] == number).select(

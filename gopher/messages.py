@@ -35,18 +35,22 @@ def combine(targets: np.ndarray, values: np.ndarray, ufunc) -> tuple[np.ndarray,
 
 
 class Outbox:
-    """Everything one task sends during a superstep, before routing."""
+    """Everything one task sends during a superstep, before routing.
+
+    Sub-graph messages are kept as the batches the program sent (target arrays, one sender
+    and a count per batch), joined only when routed: a sub-graph that messages its
+    neighbours costs a few list appends, not a Python int per target."""
 
     def __init__(self):
         self.vertex_targets: list[np.ndarray] = []
         self.vertex_values: list[np.ndarray] = []
-        self.subgraph_targets: list[int] = []
-        self.subgraph_senders: list[int] = []
+        self.subgraph_targets: list[np.ndarray] = []
+        self.subgraph_senders: list[int] = []      # one per batch of subgraph_targets
         self.subgraph_payloads: list = []
         self.broadcasts: list = []
 
     def count(self) -> int:
-        return (sum(len(t) for t in self.vertex_targets) + len(self.subgraph_targets)
+        return (sum(len(t) for t in self.vertex_targets) + len(self.subgraph_payloads)
                 + len(self.broadcasts))
 
     def route(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc) -> dict[int, dict]:
@@ -62,14 +66,15 @@ class Outbox:
             bounds = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1], True])
             for a, b in zip(bounds[:-1], bounds[1:]):
                 batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
-        if self.subgraph_targets:
-            targets = np.asarray(self.subgraph_targets, dtype=np.int64)
+        if self.subgraph_payloads:
+            targets = np.concatenate(self.subgraph_targets)
+            senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
+                                [len(t) for t in self.subgraph_targets])
             parts = partition_of_subgraphs(subgraph_offsets, targets)
             for p in np.unique(parts):
                 rows = np.flatnonzero(parts == p)
                 batches.setdefault(int(p), {})["subgraph"] = (
-                    targets[rows], np.asarray(self.subgraph_senders, dtype=np.int64)[rows],
-                    [self.subgraph_payloads[i] for i in rows])
+                    targets[rows], senders[rows], [self.subgraph_payloads[i] for i in rows])
         if self.broadcasts:
             for p in range(len(vertex_offsets) - 1):
                 batches.setdefault(p, {})["broadcast"] = list(self.broadcasts)
@@ -140,8 +145,14 @@ class Inbox:
 
     def for_subgraph(self, k: int) -> Messages:
         a, b = self.vertex_bounds[k], self.vertex_bounds[k + 1]
-        senders, payloads = self.subgraph_messages.get(k, ([], []))
+        senders, payloads = self.subgraph_messages.get(k, _NO_PAYLOADS)
         if self.broadcasts:
-            senders, payloads = senders + [-1] * len(self.broadcasts), payloads + self.broadcasts
-        return Messages(self.local[a:b] - self.sg_starts[k], self.values[a:b],
-                        np.asarray(senders, dtype=np.int64), payloads)
+            senders, payloads = [*senders, *[-1] * len(self.broadcasts)], [*payloads, *self.broadcasts]
+        vertices = _NO_VERTICES if a == b else self.local[a:b] - self.sg_starts[k]
+        return Messages(vertices, self.values[a:b], np.array(senders, dtype=np.int64) if senders else _NO_VERTICES,
+                        payloads if payloads else [])
+
+
+_NO_VERTICES = np.empty(0, np.int64)          # shared by every empty message list: it cannot be changed
+_NO_VERTICES.flags.writeable = False
+_NO_PAYLOADS = ((), ())                # (senders, payloads) of a sub-graph nobody messaged

@@ -103,8 +103,8 @@ LOOPBACK = "127.0.0.1"
 
 def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, results: str, frame_limit: int,
                   local: bool, peer_timeout: float):
-    """The function each barrier task runs: serve the run, then write its result rows under
-    ``results`` and yield (task, seconds spent making them).
+    """The function each barrier task runs: serve the run (its result rows go into a file under
+    ``results``, and the driver hears of it over the task's connection); it yields nothing.
     ``local``: the master is local, so the task listens on the loopback address only."""
 
     def run(numbers):
@@ -123,7 +123,7 @@ def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, resu
         side = _TaskSide(spec, me, driver, schema, run_dir, results, frame_limit)
         try:
             side.connect(host, key, launch, context.attemptNumber(), peer_timeout)
-            yield from side.serve()
+            side.serve()
         except GopherProgramError as exc:
             side.report_error(str(exc))
             raise
@@ -134,6 +134,7 @@ def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, resu
             raise
         finally:
             side.close()
+        return iter(())
 
     return run
 
@@ -149,6 +150,7 @@ class _TaskSide:
         self.outbound: dict = {}
         self.inbound: list = []
         self.sender = ThreadPoolExecutor(1)
+        self.inline_bytes = 0
 
     def connect(self, host: str, key: RunKey, launch: int, attempt: int, timeout: float) -> None:
         """Register with the driver, then connect to every peer and take one connection from each
@@ -163,6 +165,9 @@ class _TaskSide:
         _, table, self.resume = self.driver.recv()
         peers = [j for j in table if j != self.me]
         self.outbound = {j: connect(table[j], key) for j in peers}
+        # a superstep's frames that fit in the kernel's buffer are sent inline: every frame of the
+        # last superstep was read before this one began, so such a send never waits for a reader
+        self.inline_bytes = min((conn.send_buffer() // 2 for conn in self.outbound.values()), default=0)
         deadline = time.monotonic() + timeout
         while len(self.inbound) < len(peers):
             try:
@@ -176,6 +181,7 @@ class _TaskSide:
         self.driver.send(("ready", loaded))
 
     def serve(self):
+        """Answer the driver until it ends the run or its rows are written."""
         worker = self.worker
         if self.resume is not None:
             for p in worker.partitions:
@@ -200,7 +206,7 @@ class _TaskSide:
                 fs, root = layout.filesystem(self.results)
                 rows = pa.Table.from_batches(list(worker.output(command[1], self.schema)), self.schema)
                 files.put_table(fs, layout.join(root, layout.part_file(self.me)), rows)
-                yield self.me, time.perf_counter() - clock
+                self.driver.send(("written", time.perf_counter() - clock))
                 return
             else:
                 return
@@ -212,7 +218,10 @@ class _TaskSide:
         for dst, payload in outgoing.items():
             by_task[self.spec.task_of(dst)][dst] = payload
         frames = {j: codec.to_frames(by_task.get(j, {})) for j in self.outbound}
-        sending = self.sender.submit(lambda: [send_frames(self.outbound[j], f) for j, f in frames.items()])
+        inline = all(codec.frames_size(f) <= self.inline_bytes for f in frames.values())
+        sending = None if inline else self.sender.submit(self._send, frames)
+        if inline:                           # a thread's hand-off would cost more than these sends
+            self._send(frames)
         local = codec.dumps(by_task.get(self.me, {}))      # a private copy, as a peer would get
         for p, payload in codec.loads(local).items():
             worker.deliver(p, payload)
@@ -222,8 +231,13 @@ class _TaskSide:
                 for p, payload in codec.from_frames(recv_frames(conn, self.limit)).items():
                     worker.deliver(p, payload)
                 pending.remove(conn)
-        sending.result()
+        if sending is not None:
+            sending.result()
         return sum(len(local) if j == self.me else codec.frames_size(frames[j]) for j in by_task)
+
+    def _send(self, frames: dict) -> None:
+        for j, task_frames in frames.items():
+            send_frames(self.outbound[j], task_frames)
 
     def report_error(self, message: str, program: bool = True) -> None:
         """Tell the driver why this task fails, so the run ends with that error instead of
@@ -244,6 +258,13 @@ class _TaskSide:
 # ------------------------------------------------------------------------------ the driver side
 
 _UNRELEASED: list = []          # result directories of this process not yet released
+_ENDING: set = set()            # stages of finished runs that Spark has not ended yet
+
+
+@atexit.register
+def _await_ending() -> None:
+    for job in list(_ENDING):
+        job.finished.wait(HANDSHAKE_SECONDS)
 
 
 def _release_all() -> None:
@@ -324,9 +345,8 @@ class ResidentTransport:
 
     def __init__(self, spark, spec, options, schema=None):
         self.spark, self.spec, self.options, self.schema = spark, spec, options, schema
-        conf = spark.sparkContext.getConf()
-        self.key = RunKey.fresh(frames=frames_authenticated(conf))
-        self.local = (conf.get("spark.master") or "").startswith("local")
+        self.key = RunKey.fresh(frames=frames_authenticated(options.spark))
+        self.local = options.local
         self.group = f"gopher-{uuid.uuid4().hex[:12]}"
         self.launch = 0
         self.job: BackgroundJob | None = None
@@ -336,12 +356,13 @@ class ResidentTransport:
         self.listener = None
         self.run_dir = None
         self.lost = False
+        self.written = False                 # every task has written its result rows and ended its side
         self.phases: dict = {}               # {phase: seconds}: workers, rendezvous, topology, rows
 
     # lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> "ResidentTransport":
         try:
-            conf = self.spark.sparkContext.getConf()
+            conf = self.options.spark
             advertised = LOOPBACK if self.local else conf.get("spark.driver.host")
             bind = LOOPBACK if self.local else conf.get("spark.driver.bindAddress", advertised)
             self.listener = Listener(bind, self.key, self.arrivals.put)
@@ -361,11 +382,12 @@ class ResidentTransport:
         self._close(failed=kind is not None)
 
     def _close(self, failed: bool) -> None:
-        if self.job is not None and not self.job.done() and not failed and self._broadcast(("end",)):
-            self.job.finished.wait(HANDSHAKE_SECONDS)   # a run without output: its tasks end as they should,
-        if self.job is not None and not self.job.done():  # so Spark keeps their Python workers for the next run
-            self.spark.sparkContext.cancelJobGroup(self.group)
-            self.job.finished.wait()
+        if self.job is not None and not self.job.done():
+            if not failed and (self.written or self._broadcast(("end",))):
+                self._reap(self.job)             # the tasks end as they should (Spark keeps their Python
+            else:                                # workers for the next run); the caller need not wait for it
+                self.spark.sparkContext.cancelJobGroup(self.group)
+                self.job.finished.wait()
         self._drop_connections()
         if self.listener is not None:
             self.listener.close()
@@ -378,6 +400,22 @@ class ResidentTransport:
             fs, root = layout.filesystem(self.run_dir)
             if fs.get_file_info(root).type.name != "NotFound":
                 fs.delete_dir(root)
+
+    def _reap(self, job: BackgroundJob) -> None:
+        """Let a finished run's stage end on its own, off the caller's time: every task has been
+        told to end (or has written its rows); a stage still running after
+        :data:`HANDSHAKE_SECONDS` is cancelled, so none outlives its run for long, and the
+        process waits for its stages before it exits (Spark would log their end as errors)."""
+        spark, group = self.spark, self.group
+        _ENDING.add(job)
+
+        def reap():
+            if not job.finished.wait(HANDSHAKE_SECONDS):
+                spark.sparkContext.cancelJobGroup(group)
+                job.finished.wait()
+            _ENDING.discard(job)
+
+        threading.Thread(target=reap, daemon=True, name="gopher-reaper").start()
 
     def _drop_connections(self) -> None:
         for conn in self.conns.values():
@@ -526,23 +564,19 @@ class ResidentTransport:
         return partials
 
     def output(self, tables: list, schema) -> object:
-        """The result rows: the tasks write them, the DataFrame reads them (:class:`ResultFiles`)."""
-        self._broadcast(("output", tables))
-        pending = list(self.conns.values())
-        while not self.job.done():
-            if not pending:                  # every task has finished its side: only Spark is left
-                self.job.finished.wait()
-                break
-            pending = _drain(pending, 0.2)
-        if self.job.error is not None:
+        """The result rows: the tasks write them, the DataFrame reads them (:class:`ResultFiles`).
+        It is made once every task has said its file is written, while Spark ends the stage."""
+        written = self._gather() if self._broadcast(("output", tables)) else None
+        if written is None:
             self._raise_job_error("while writing its results")
-        self.phases["rows"] = max((seconds for _, seconds in self.job.result), default=0.0)
+        self.written = True
+        self.phases["rows"] = max(written, default=0.0)
         return self.spark.read.schema(spark_schema(schema)).parquet(self.results.uri)
 
     def _raise_job_error(self, when: str):
         self.job.finished.wait()
-        error = self.job.error
-        raise RuntimeError(f"gopher: the run's Spark stage ended {when}: {error}") from error
+        error = self.job.error or "a task's connection ended"
+        raise RuntimeError(f"gopher: the run's Spark stage ended {when}: {error}") from self.job.error
 
 
 class GopherTaskError(EngineError, RuntimeError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import scipy.sparse as sp
 
 from gopher.cache import DEFAULT_BUDGET, TaskCache, WorkingSpace, nbytes
 
@@ -192,11 +191,15 @@ class Subgraph:
             cached[direction] = ids
         return cached[direction]
 
-    def adjacency(self, weight: str | None = None, symmetric: bool | None = None) -> sp.csr_matrix:
+    def adjacency(self, weight: str | None = None, symmetric: bool | None = None):
         """Local adjacency as CSR (row = source). Undirected graphs are symmetrised.
         Parallel edges keep the smallest weight (what shortest paths need). The sort behind
         it depends only on the topology, so it is kept with the partition and reused for
-        every weight and every instance (time-series runs build one matrix per instance)."""
+        every weight and every instance (time-series runs build one matrix per instance).
+        Returns a ``scipy.sparse.csr_matrix`` (scipy is imported on first use: a program that
+        never asks for a matrix does not pay for it when its worker starts)."""
+        import scipy.sparse as sp
+
         symmetric = (not self.directed) if symmetric is None else symmetric
         key = ("adj", weight, symmetric)
         cached = self.__dict__.setdefault("_matrices", {})

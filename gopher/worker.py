@@ -66,12 +66,37 @@ class RunSpec:
     subgraph_offsets: np.ndarray
     cache_bytes: int
     disk_cache: DiskCache | None = None    # partition bundles kept on the executor's disk across processes
+    owners: tuple = ()                     # the task of each partition (default: :func:`balance_partitions`)
+
+    def __post_init__(self):
+        if not self.owners:
+            object.__setattr__(self, "owners", balance_partitions(np.diff(self.vertex_offsets),
+                                                                  np.diff(self.subgraph_offsets), self.tasks))
 
     def partitions_of(self, task: int) -> list[int]:
-        return [p for p in range(self.store.num_partitions) if p % self.tasks == task]
+        return [p for p, owner in enumerate(self.owners) if owner == task]
 
     def task_of(self, partition: int) -> int:
-        return partition % self.tasks
+        return self.owners[partition]
+
+
+#: a sub-graph's ``compute`` call costs about as much as this many vertices of vectorised work
+SUBGRAPH_COST_IN_VERTICES = 100
+
+
+def balance_partitions(vertices, subgraphs, tasks: int) -> tuple:
+    """The task of each partition, so that tasks finish a superstep together: a superstep lasts
+    as long as its slowest task. Largest estimated cost first (vertices, plus a Python call per
+    sub-graph), each to the task with the least so far (ties: fewer partitions, lower
+    number), so every task gets a partition while there are enough."""
+    costs = np.asarray(vertices, np.int64) + SUBGRAPH_COST_IN_VERTICES * np.asarray(subgraphs, np.int64)
+    load = [(0, 0, task) for task in range(tasks)]
+    owners = [0] * len(costs)
+    for p in np.argsort(-costs, kind="stable").tolist():
+        cost, count, task = min(load)
+        owners[p] = task
+        load[task] = (cost + int(costs[p]), count + 1, task)
+    return tuple(owners)
 
 
 class TimeSeriesContext(ComputeContext):
@@ -288,7 +313,7 @@ class TaskWorker:
         active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted[:n]), inbox.receivers())
         out, ahead = Outbox(), Outbox()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
-        for k in active:
+        for k in active.tolist():               # Python ints: list indexing below is faster with them
             sg = view.subgraph(k)
             sg.state = state.states[k]
             ctx._begin(sg)

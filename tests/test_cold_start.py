@@ -10,6 +10,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ import goffish
 from goffish.generators import road_network
 from gopher.cache import DiskCache
 from gopher.metrics import OUTPUT_PHASES, SETUP_PHASES
+from gopher.program import SubgraphProgram
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,8 @@ def test_disk_cache_keeps_to_its_budget_dropping_the_least_recently_used(tmp_pat
 
 def test_a_task_imports_only_what_its_program_needs(road, tmp_path):
     """A run's task function, unpickled in a fresh interpreter, pulls in neither the
-    goffish front end nor igraph, numba, matplotlib or pandas."""
+    goffish front end nor igraph, numba, matplotlib or pandas; connected components needs no scipy
+    (its bundle comes from the disk cache, and it asks for no matrix)."""
     from algorithms.components import ConnectedComponents
     from gopher.channel import RunKey
     from gofs.store import as_store
@@ -94,7 +97,7 @@ def test_a_task_imports_only_what_its_program_needs(road, tmp_path):
                                                      str(tmp_path), 1 << 20, True, 1.0)))
     script = ("import pickle, sys; pickle.loads(open(sys.argv[1], 'rb').read()); "
               "print(sorted({m.split('.')[0] for m in sys.modules} & "
-              "{'goffish', 'igraph', 'numba', 'matplotlib', 'pandas', 'networkx', 'pymetis'}))")
+              "{'goffish', 'igraph', 'numba', 'matplotlib', 'pandas', 'networkx', 'pymetis', 'scipy'}))")
     done = subprocess.run([sys.executable, "-c", script, str(blob)], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -133,3 +136,71 @@ def test_a_run_names_its_set_up_and_output_phases(road):
     assert setup == pytest.approx(metrics.setup_seconds, rel=0.05, abs=0.02)
     assert output == pytest.approx(metrics.output_seconds, rel=0.05, abs=0.02)
     assert metrics.as_dict()["phases"] == {k: round(v, 4) for k, v in metrics.phases.items()}
+
+
+# ------------------------------------------------------------------ what a warm run no longer pays
+
+def test_a_run_reads_its_settings_without_copying_the_spark_conf(road, monkeypatch):
+    """SparkContext.getConf copies the whole conf over Py4J: a run reads its keys one by one."""
+    from pyspark import SparkContext
+
+    def refuse(self):
+        raise AssertionError("a run called SparkContext.getConf")
+
+    monkeypatch.setattr(SparkContext, "getConf", refuse)
+    assert road.connected_components(progress=False).dataframe.count() == road.num_vertices
+
+
+def test_a_single_run_hands_over_its_files_as_they_are(spark, road):
+    """The result files hold exactly the result's columns: the DataFrame is a plain scan,
+    with no filter or renaming for Spark to plan before the caller's first job."""
+    result = road.connected_components(progress=False)
+    files = spark.read.parquet(*result.dataframe.inputFiles())
+    assert files.columns == result.dataframe.columns == ["id", "component"]
+    result.unpersist()
+
+
+def test_a_finished_runs_stage_ends_on_its_own(spark, road):
+    """The caller gets the result while Spark ends the stage; it ends without being cancelled."""
+    road.run(Halts(), progress=False)
+    deadline = time.monotonic() + 10
+    while spark.sparkContext.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+    assert road.connected_components(progress=False).dataframe.count() == road.num_vertices
+
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])      # Halts travels to the workers by value
+
+
+class Halts(SubgraphProgram):
+    def compute(self, subgraph, messages, ctx):
+        ctx.vote_to_halt()
+
+
+def test_partitions_go_to_tasks_so_that_tasks_finish_together():
+    from gopher.worker import balance_partitions
+
+    subgraphs = [1, 1, 36, 121, 27, 1, 59, 45]       # the 100k road grid's 8 METIS partitions
+    owners = balance_partitions([12_500] * 8, subgraphs, 2)
+    cost = [sum(12_500 + 100 * s for s, o in zip(subgraphs, owners) if o == task) for task in (0, 1)]
+    by_number = [sum(12_500 + 100 * s for p, s in enumerate(subgraphs) if p % 2 == task) for task in (0, 1)]
+    assert max(cost) < max(by_number)
+    assert sorted(set(owners)) == [0, 1] and owners.count(0) == owners.count(1) == 4
+    assert balance_partitions([0] * 4, [0] * 4, 4) == (0, 1, 2, 3)     # every task gets one
+    assert balance_partitions([5, 1], [0, 0], 3) == (0, 1)
+
+
+def test_a_versioned_graphs_weight_profile_is_computed_once(road, monkeypatch):
+    """Weighted runs check their weights on Spark; a graph version never changes, so only the
+    first run in a process pays that job."""
+    import sparkshim.compat
+
+    first = road.store.edge_attribute_profile("length")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the profile ran a Spark job again")
+
+    monkeypatch.setattr(sparkshim.compat, "collect_arrow", refuse)
+    assert road.store.edge_attribute_profile("length") == first
+    assert len(first) == road.num_partitions and sum(row["rows"] for row in first) > 0
