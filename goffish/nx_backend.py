@@ -188,10 +188,8 @@ def convert_to_nx(obj, *, name=None):
 
 def _column(handle: GoffishGraph, result, column: str):
     """(stored ids, values) of a result's column, as Arrow and numpy."""
-    from sparkshim.compat import collect_arrow
-
-    table = collect_arrow(result.dataframe.select("id", column))
-    result.unpersist()                       # the rows now live here; the cached frame is nobody's
+    table = result.to_arrow(["id", column])
+    result.unpersist()                       # the rows now live here; the result files are nobody's
     return table.column("id").combine_chunks(), table.column(column).to_numpy()
 
 

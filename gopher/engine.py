@@ -96,11 +96,27 @@ class RunResult:
     metrics: RunMetrics
     aggregated: dict
     _cached = None              # what holds the rows behind ``dataframe`` (set by the engine, not a field)
+    _direct = None              # (the frame, a reader of its rows from the run's result files), set by the engine
 
     def unpersist(self) -> None:
         """Free the result rows (the DataFrame cannot be read afterwards)."""
         if self._cached is not None:
             self._cached.unpersist()
+
+    def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
+        """The result rows in this process as an Arrow table: ``columns`` of ``dataframe`` (default
+        all), with its types.
+
+        A caller that wants the rows here anyway (NetworkX's dicts and sets, a plot) gets the
+        run's result files read straight by pyarrow, one scan and no Spark job; a result
+        whose rows are elsewhere (a cached frame, a frame made from the result) is collected.
+        """
+        from sparkshim.compat import arrow_schema, collect_arrow
+
+        frame = self.dataframe.select(*columns) if columns else self.dataframe
+        if self._direct is not None and self._direct[0] is self.dataframe:
+            return self._direct[1](frame.columns).cast(arrow_schema(frame.schema))
+        return collect_arrow(frame)
 
 
 class Lane:
@@ -396,6 +412,11 @@ class _Driver:
         transport.restart(step)
 
 
+def _in_final_shape(tables: list[Table]) -> bool:
+    """Whether the result files hold the tables' rows in their final shape (see :func:`_output_schema`)."""
+    return len(tables) == 1 and not {"table", "instance", "id"} & set(tables[0].columns)
+
+
 def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
     """One Arrow schema for every table's rows, and each table's (name, physical column) pairs.
 
@@ -405,7 +426,7 @@ def _output_schema(store, tables: list[Table]) -> tuple[pa.Schema, list]:
     name), so its DataFrame is the plain scan of the files: nothing for Spark to plan or
     generate code for before the caller's first job."""
     keys = [pa.field("instance", pa.int64()), pa.field("id", store.id_type)]
-    if len(tables) == 1 and not {"table", "instance", "id"} & set(tables[0].columns):
+    if _in_final_shape(tables):
         table = tables[0]
         fields = keys[0 if table.per_instance else 1:]
         return pa.schema(fields + [pa.field(name, kind) for name, kind in table.columns.items()]), \
@@ -513,10 +534,15 @@ def run_program(store, program, max_supersteps: int = 1000, spark=None, transpor
         raise InputError(f"instance must be one instance id (an int), got {instance!r}")
     selected = None if instance is None else store.select_instances(instance=instance)[0]
     lane = Lane(0, [selected], 0, 1, False, {})
+    table = Table("output", dict(program.output_schema), False)
     frames, metrics, _, cached, _ = execute(
-        store, program, [lane], [Table("output", dict(program.output_schema), False)],
+        store, program, [lane], [table],
         max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
         checkpoint_seconds=checkpoint_seconds, progress=progress, tasks=tasks)
     result = RunResult(frames[0], metrics, lane.final.get(None, lane.aggregated))
     result._cached = cached
+    from gopher.resident import ResultFiles
+
+    if isinstance(cached, ResultFiles) and _in_final_shape([table]):
+        result._direct = (frames[0], cached.read)
     return result

@@ -285,6 +285,13 @@ class ResultFiles:
             atexit.register(_release_all)
         _UNRELEASED.append(self)
 
+    def read(self, columns: list[str]) -> pa.Table:
+        """``columns`` of rows written in their final shape, read straight from the files by this process."""
+        import pyarrow.dataset as ds
+
+        fs, root = layout.filesystem(self.path)
+        return ds.dataset(root, format="parquet", filesystem=fs).to_table(columns=columns)
+
     def unpersist(self) -> None:
         if self in _UNRELEASED:
             _UNRELEASED.remove(self)

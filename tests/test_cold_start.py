@@ -127,6 +127,23 @@ def test_results_are_files_that_unpersist_removes_and_a_failed_run_leaves_none(s
     assert _result_dirs(spark) == before
 
 
+def test_a_result_read_into_the_driver_comes_straight_from_its_files(spark, road):
+    from sparkshim.compat import collect_arrow
+
+    jobs = spark.sparkContext.statusTracker()
+    result = road.pagerank(max_iter=3, tol=0, progress=False)
+    before = set(jobs.getJobIdsForGroup(None))
+    direct = result.to_arrow(["pagerank", "id"])
+    assert set(jobs.getJobIdsForGroup(None)) == before              # no Spark job
+    collected = collect_arrow(result.dataframe.select("pagerank", "id"))
+    assert set(jobs.getJobIdsForGroup(None)) != before              # (a collect is one)
+    assert direct.schema == collected.schema
+    assert direct.sort_by("id").equals(collected.sort_by("id"))
+    result.dataframe = result.dataframe.limit(5)                     # a frame made from the result: collected
+    assert result.to_arrow().num_rows == 5
+    result.unpersist()
+
+
 def test_a_run_names_its_set_up_and_output_phases(road):
     metrics = road.pagerank(max_iter=3, tol=0, progress=False).metrics
     assert set(metrics.phases) == set(SETUP_PHASES + OUTPUT_PHASES) - {"merge"}
