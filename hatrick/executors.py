@@ -21,6 +21,7 @@ more slot for its own micro-batch jobs (N + 1), which :meth:`Stream.start` check
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import queue
@@ -144,22 +145,30 @@ def _state_of(payload: bytes):
 # ------------------------------------------------------------------------------ the driver side
 
 class _Answer:
-    """One request's answer, read from the worker's connection when asked for (answers come in
-    request order)."""
+    """One request's answer, read from the worker's connection when asked for. Answers come in
+    request order, so reading one first reads (and keeps) those of earlier requests not read yet."""
 
     def __init__(self, worker: "RemoteWorker", name: str):
         self.worker, self.name = worker, name
+        self._read = None
 
     def result(self):
-        try:
-            kind, value = self.worker.conn.recv()
-        except (EOFError, OSError) as exc:
-            raise self.worker.lost(exc) from exc
+        unread = self.worker.unread
+        while self._read is None:
+            unread[0]._receive()
+        kind, value = self._read
         if kind == "error":
             raise WorkerFailed(value)
         if self.name in ("state", "staged_state", "empty_state"):
             return _state_of(value)
         return value
+
+    def _receive(self) -> None:
+        try:
+            self._read = self.worker.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise self.worker.lost(exc) from exc
+        self.worker.unread.popleft()
 
 
 class RemoteWorker:
@@ -169,6 +178,7 @@ class RemoteWorker:
     def __init__(self, index: int, owner: np.ndarray, conn, group: str, tasks: "WorkerTasks"):
         self.index, self._owner, self.conn, self.group, self.tasks = index, owner, conn, group, tasks
         self.peer_address = None
+        self.unread: collections.deque = collections.deque()     # answers not read yet, in request order
 
     def request(self, name: str, *args) -> _Answer:
         """Send request ``name``; its answer is read by ``.result()`` (so several workers'
@@ -177,7 +187,9 @@ class RemoteWorker:
             self.conn.send((name, args))
         except OSError as exc:
             raise self.lost(exc) from exc
-        return _Answer(self, name)
+        answer = _Answer(self, name)
+        self.unread.append(answer)
+        return answer
 
     def lost(self, cause) -> WorkerLost:
         return WorkerLost(f"hatrick: worker {self.index}'s Spark task ended ({cause!r}); its executor died or its "
@@ -214,8 +226,8 @@ class RemoteWorker:
 
 
 SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
-                    "vertex_frame", "part", "owned", "ghosts", "labels_of", "num_labels", "edge_frame",
-                    "owned_labels", "components_frame", "reachable", "reach_summary", "vertex_attributes", "extract", "absorb", "extract_to", "absorb_from",
+                    "vertex_frame", "part", "owned", "ghosts", "boundary", "labels_of", "num_labels", "edge_frame",
+                    "owned_labels", "components_frame", "reachable", "reach_summary", "extract", "absorb", "extract_to", "absorb_from",
                     "set_owner", "state", "empty_state"})
 
 
@@ -253,7 +265,8 @@ class WorkerTasks:
             conns[launch].send(("init", _state_bytes(states[index]), owner))
             handles.append(RemoteWorker(index, owner, conns[launch], group, self))
         for worker in handles:
-            worker.peer_address = tuple(_Answer(worker, "init").result())
+            worker.unread.append(_Answer(worker, "init"))
+            worker.peer_address = tuple(worker.unread[0].result())
         return handles
 
     def _rendezvous(self, jobs: dict) -> dict:

@@ -7,7 +7,7 @@ bucket is exactly the single-state graph (no ghosts, so the merges below are the
 skipped).
 
 Ownership: a vertex belongs to the worker owning ``bucket_of(id)``; an edge to the owner of its
-source's bucket (undirected: the smaller of its endpoints' buckets), where its endpoints are
+source's bucket (undirected: its smaller endpoint id's bucket), where its endpoints are
 also kept as *ghosts* (vertices without attributes). Routing a batch (:func:`route`) is O(batch)
 numpy work: edge ops go to the edge's owner, vertex ops to the vertex's owner, an ``add_edge``
 also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes to every worker
@@ -71,7 +71,8 @@ def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[n
     is_vertex = np.isin(batch.op, VERTEX_OPS)
     bucket_a = bucket_of(batch.a, num_buckets)
     bucket_b = np.where(is_vertex, bucket_a, bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets))
-    target = owner[np.where(is_vertex | directed, bucket_a, np.minimum(bucket_a, bucket_b))]
+    home_a = is_vertex | directed | (batch.a <= np.where(is_vertex, batch.a, batch.b))
+    target = owner[np.where(home_a, bucket_a, bucket_b)]
     rows, where, why = [np.arange(n)], [target], [np.full(n, OWN)]
     adds = np.flatnonzero(batch.op == ADD_EDGE)
     for code, end_bucket in ((END_A, bucket_a[adds]), (END_B, bucket_b[adds])):
@@ -224,6 +225,11 @@ class Worker:
         vids = vids[~self._owned_mask(vids)]
         return self.state.ids.to_numpy()[vids], self.state.comp[vids]
 
+    def boundary(self) -> tuple[int, np.ndarray, np.ndarray, list]:
+        """What the driver's merge needs from this worker, in one answer: the size of its label
+        space, its :meth:`ghosts` (ids, local labels) and the vertex attributes it knows."""
+        return (self.num_labels(), *self.ghosts(), sorted(self.state.vattrs))
+
     def labels_of(self, ids: np.ndarray) -> np.ndarray:
         """Local label of vertices ``ids`` (-1: not alive here)."""
         vids = self.state.vids_of(ids)
@@ -267,9 +273,6 @@ class Worker:
     def reachable(self, sources, sinks) -> pd.DataFrame:
         """Pairs joined by a path within this worker's state (for one worker: the graph's pairs)."""
         return reachable_frame(self.state, sources, sinks)
-
-    def vertex_attributes(self) -> set:
-        return set(self.state.vattrs)
 
     def _edge_buckets(self) -> tuple[np.ndarray, np.ndarray]:
         return edge_buckets(self.state, len(self.owner))
@@ -347,14 +350,13 @@ class _Done:
 
 
 def edge_buckets(s: State, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
-    """Live edge slots of ``s`` and the bucket each belongs to (its source's; undirected: the
-    smaller of its endpoints' buckets)."""
+    """Live edge slots of ``s`` and the bucket each belongs to (its source's; undirected: its
+    smaller endpoint id's, so that no worker's buckets hold more than their share of the
+    boundary, as they would by the smaller bucket number)."""
     slots = s.live_slots()
     ids = s.ids.to_numpy()
-    bs = bucket_of(ids[s.src[slots]], num_buckets)
-    if s.directed:
-        return slots, bs
-    return slots, np.minimum(bs, bucket_of(ids[s.dst[slots]], num_buckets))
+    src, dst = ids[s.src[slots]], ids[s.dst[slots]]
+    return slots, bucket_of(src if s.directed else np.where(src <= dst, src, dst), num_buckets)
 
 
 def _part(s: State, slots: np.ndarray, vids: np.ndarray) -> dict:
@@ -448,25 +450,29 @@ class MergedLabels:
         return number
 
 
-def merge_components(workers: list[Worker]) -> MergedLabels:
-    """Local labels joined through ghosts only: the driver sees each worker's (ghost id, label)
-    pairs and the owners' labels of those ids, and joins only the labels among them, so its work
-    follows the boundary, not the graph."""
+def merge_components(workers: list, boundaries: list, extra: list | None = None) -> tuple[MergedLabels, list]:
+    """Local labels joined through ghosts only: from each worker's :meth:`Worker.boundary` the
+    driver asks the ghosts' owners for their labels of those ids and joins only the labels among
+    them, so its work follows the boundary, not the graph. ``extra`` (per worker, a list of
+    ``(request, args)``) go out in the same wave as those questions; their answers are returned
+    (per worker, in order), so a merge and the selections it labels cost one round trip."""
     owner = workers[0].owner
-    offsets = np.cumsum([0] + _all(workers, "num_labels"))
+    offsets = np.cumsum([0] + [b[0] for b in boundaries])
     left, right, asked = [], [], []
-    for w, (ids, labels) in zip(workers, _all(workers, "ghosts")):
+    for w, (_, ids, labels, _) in zip(workers, boundaries):
         owners = owner[bucket_of(ids, len(owner))]
         for o in np.unique(owners):
             mine = owners == o
             asked.append((w.index, labels[mine], o, workers[o].request("labels_of", ids[mine])))
+    pending = [[w.request(name, *args) for name, args in (extra[i] if extra else ())] for i, w in enumerate(workers)]
     for index, labels, o, answer in asked:                   # every worker's questions are out: read the answers
         theirs = answer.result()
         known = theirs >= 0
         left.append(offsets[index] + labels[known])
         right.append(offsets[o] + theirs[known])
+    answers = [[a.result() for a in mine] for mine in pending]
     if not left:
-        return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64)), answers
     total = int(offsets[-1])
     joined = pd.unique(np.concatenate(left) * total + np.concatenate(right))    # most pairs repeat (hash, no sort)
     u, v = np.divmod(joined, total)
@@ -476,7 +482,7 @@ def merge_components(workers: list[Worker]) -> MergedLabels:
     rank[order] = np.arange(len(keys))
     keys, pairs, size = keys[order], rank[codes], len(keys)
     edges = sp.csr_matrix((np.ones(len(u)), (pairs[:len(u)], pairs[len(u):])), shape=(size, size))
-    return MergedLabels(offsets, keys, connected_components(edges, directed=False)[1])
+    return MergedLabels(offsets, keys, connected_components(edges, directed=False)[1]), answers
 
 
 class PartitionedGraph:
@@ -489,6 +495,7 @@ class PartitionedGraph:
         count = int(owner.max()) + 1
         self.tasks = None
         self._clock = (int(state.batch), float(state.time))
+        self._summary = None
         if count == 1:
             self.workers = [Worker(0, state, owner)]
             return
@@ -508,6 +515,7 @@ class PartitionedGraph:
         graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
         graph.tasks = None
         graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
+        graph._summary = None
         return graph
 
     def place_on(self, tasks) -> None:
@@ -515,6 +523,7 @@ class PartitionedGraph:
         from now on each one's state lives in its task and the driver only sends it requests."""
         self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner)
         self.tasks = tasks
+        self._summary = None
 
     def blank_state(self) -> State:
         """The state of a worker with no buckets yet (worker 0's attribute kinds and template)."""
@@ -587,9 +596,37 @@ class PartitionedGraph:
         """Each worker's current (immutable) state, in worker order: what a full checkpoint holds."""
         return self._each("state")
 
-    def commit(self) -> None:
-        self._each("commit")
+    def commit(self, summarise: bool = False) -> None:
+        """Show the staged batch on every worker; ``summarise``: ask each worker for its
+        :meth:`Worker.boundary` in the same wave (for live results read right after)."""
+        answers = [w.request("commit") for w in self.workers]
+        boundaries = [w.request("boundary") for w in self.workers] if summarise and len(self.workers) > 1 else None
+        for answer in answers:
+            answer.result()
         self._clock = self._staged_clock
+        self._summary = (boundaries, None)
+
+    def _boundaries(self) -> list:
+        """Each worker's :meth:`Worker.boundary` now (asked for with the commit, or now), kept until
+        the graph changes; reading it also clears the answers :meth:`commit` asked for from the
+        workers' connections."""
+        boundaries, merged = self._summary or (None, None)
+        boundaries = [b.result() for b in boundaries] if boundaries else self._each("boundary")
+        self._summary = ([_Done(b) for b in boundaries], merged)
+        return boundaries
+
+    def _merged(self, extra: list | None = None) -> tuple[list, MergedLabels, list]:
+        """(each worker's :meth:`Worker.boundary`, the merged labels, the answers of ``extra``):
+        one merge per committed batch, however many live results and frames read it."""
+        boundaries, merged = self._boundaries(), self._summary[1]
+        if merged is None:
+            merged, answers = merge_components(self.workers, boundaries, extra)
+        else:
+            answers = [[a.result() for a in mine] for mine in
+                       [[w.request(name, *args) for name, args in (extra[i] if extra else ())]
+                        for i, w in enumerate(self.workers)]]
+        self._summary = ([_Done(b) for b in boundaries], merged)
+        return boundaries, merged, answers
 
     def abandon(self) -> None:
         self._each("abandon")
@@ -661,14 +698,14 @@ class PartitionedGraph:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
         if len(self.workers) == 1:
             return self.workers[0].components_frame()
-        ids, group, rep = self._labelled(None, merge_components(self.workers))
+        _, merged, answers = self._merged([[("owned_labels", (None,))]] * len(self.workers))
+        ids, group, rep = self._labelled([mine[0] for mine in answers], merged)
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
-    def _labelled(self, selector, merged: MergedLabels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(id, global component number, id of the local label's vertex) of the owned alive vertices
-        ``selector`` picks (None: all), worker by worker."""
-        out = self._each("owned_labels", selector)
+    def _labelled(self, out: list, merged: MergedLabels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(id, global component number, id of the local label's vertex) from each worker's
+        :meth:`Worker.owned_labels` answer ``out``, worker by worker."""
         return (np.concatenate([ids for ids, _, _ in out]),
                 np.concatenate([merged.of(w.index, labels) for w, (_, labels, _) in zip(self.workers, out)]),
                 np.concatenate([rep for _, _, rep in out]))
@@ -679,26 +716,28 @@ class PartitionedGraph:
         :meth:`hatrick.stream.Stream.reachable`."""
         if len(self.workers) == 1:
             return self.workers[0].reachable(sources, sinks)
-        known = set().union(*self._each("vertex_attributes")) | {"id"}
+        boundaries = self._boundaries()
+        known = set().union(*[attributes for *_, attributes in boundaries]) | {"id"}
         for selector in (sources, sinks):
             if isinstance(selector, dict) and set(selector) - known:
                 missing = sorted(set(selector) - known)[0]
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
-            return self._directed_reach(sources, sinks)
-        merged = merge_components(self.workers)
-        s_ids, s_group, _ = self._labelled(sources, merged)
-        t_ids, t_group, _ = self._labelled(sinks, merged)
+            return self._directed_reach(sources, sinks, boundaries)
+        _, merged, answers = self._merged([[("owned_labels", (sources,)), ("owned_labels", (sinks,))]]
+                                          * len(self.workers))
+        s_ids, s_group, _ = self._labelled([mine[0] for mine in answers], merged)
+        t_ids, t_group, _ = self._labelled([mine[1] for mine in answers], merged)
         pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
                                                                     on="g")
         return pairs[["source", "sink"]].reset_index(drop=True)
 
-    def _directed_reach(self, sources, sinks) -> pd.DataFrame:
+    def _directed_reach(self, sources, sinks, boundaries: list) -> pd.DataFrame:
         """Directed reachability over workers: each worker sends its local pairs from (sources,
         entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`); a path leaves a worker only
         through a ghost and goes on at that vertex's owner, so the driver joins the summaries
         and follows them (its work grows with the boundary and the selection, not with V)."""
-        ghost_ids = [ids for ids, _ in self._each("ghosts")]
+        ghost_ids = [ids for _, ids, _, _ in boundaries]
         boundary = np.unique(np.concatenate(ghost_ids)) if ghost_ids else np.zeros(0, np.int64)
         boundary_owner = self.owner[bucket_of(boundary, len(self.owner))]
         answers = [w.request("reach_summary", sources, sinks, boundary[boundary_owner == w.index])
@@ -719,6 +758,9 @@ class PartitionedGraph:
         if len(self.workers) < count:
             self.workers += added or self.new_workers(range(len(self.workers), count))
         moves = np.flatnonzero(owner_after != self.owner)
+        if self._summary:
+            self._boundaries()                          # read what the last commit asked for
+        self._summary = None
         answers = []
         for w in self.workers:                          # every source extracts (and sends) first
             out = moves[self.owner[moves] == w.index]

@@ -311,7 +311,7 @@ class Stream:
                     self.live.abandon()
                     raise
             try:
-                self.live.commit()
+                self.live.commit(summarise=bool(self._live_queries))
             except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
                 self._recover(error)
             self.marks = marks
