@@ -7,15 +7,18 @@ bucket is exactly the single-state graph (no ghosts, so the merges below are the
 skipped).
 
 Ownership: a vertex belongs to the worker owning ``bucket_of(id)``; an edge to the owner of its
-source's bucket (undirected: its smaller endpoint id's bucket), where its endpoints are
+source's bucket (undirected: one of its endpoints', :func:`undirected_bucket`), where its endpoints are
 also kept as *ghosts* (vertices without attributes). Routing a batch (:func:`route`) is O(batch)
 numpy work: edge ops go to the edge's owner, vertex ops to the vertex's owner, an ``add_edge``
 also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes to every worker
 (each drops the vertex's edges it holds); the owner's verdict is the update's outcome.
 
-Components: each worker labels its own vertices (ghosts included) with local components; the
-driver joins labels only through ghosts (:func:`merge_components`), so what it handles grows with
-the boundary between workers, not with the graph. Labels are original ids of one member (for
+Components: each worker labels its own vertices (ghosts included) with local components. The
+workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`),
+each owner answers the distinct pairs of labels they join (:meth:`Worker.join_ghosts`), and the
+driver joins only those (:func:`merge_components`): what it receives and holds grows with the
+distinct label pairs on the boundary, not with the graph. The exchange starts with the commit
+of a batch that live results will read, and its merge is kept until the graph changes. Labels are original ids of one member (for
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
 between selected vertices follows from the merged components; directed reachability from each
 worker's pairs between its selected vertices and its boundary (entries and ghosts), followed
@@ -71,8 +74,7 @@ def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[n
     is_vertex = np.isin(batch.op, VERTEX_OPS)
     bucket_a = bucket_of(batch.a, num_buckets)
     bucket_b = np.where(is_vertex, bucket_a, bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets))
-    home_a = is_vertex | directed | (batch.a <= np.where(is_vertex, batch.a, batch.b))
-    target = owner[np.where(home_a, bucket_a, bucket_b)]
+    target = owner[bucket_a if directed else undirected_bucket(bucket_a, bucket_b)]
     rows, where, why = [np.arange(n)], [target], [np.full(n, OWN)]
     adds = np.flatnonzero(batch.op == ADD_EDGE)
     for code, end_bucket in ((END_A, bucket_a[adds]), (END_B, bucket_b[adds])):
@@ -119,6 +121,7 @@ class Worker:
         self.peer_address = None        # where other workers send it buckets (None: through the caller)
         self._listener = self._inbox = self._key = None
         self._sending: list[threading.Thread] = []
+        self._entries = np.zeros(0, np.int64)
 
     def listen(self, host: str, key) -> tuple:
         """Take buckets straight from other workers on ``host`` (connections proving ``key``, a
@@ -168,6 +171,10 @@ class Worker:
     def abandon(self) -> None:
         self._staged = None
 
+    def loaded_clock(self) -> tuple[bool, int, float]:
+        """(directed, batches applied, latest event time) of the loaded graph."""
+        return bool(self.state.directed), int(self.state.batch), float(self.state.time)
+
     def clock(self) -> tuple[int, float]:
         """(batches applied, latest event time applied here)."""
         return int(self.state.batch), float(self.state.time)
@@ -175,6 +182,22 @@ class Worker:
     def sizes(self) -> tuple[int, int]:
         """(owned alive vertices, live edge copies held here)."""
         return len(self.owned()), int(self.state.mult.sum())
+
+    def held_edges(self) -> np.ndarray:
+        """Live edge copies held here per bucket (what the planner evens out)."""
+        slots, edge_bucket = self._edge_buckets()
+        return np.bincount(edge_bucket, weights=self.state.mult[slots], minlength=len(self.owner))
+
+    def keep(self, owner: np.ndarray) -> None:
+        """Take ``owner`` and drop from the state every bucket it gives another worker (a worker
+        that loaded the whole graph keeps its part; one owning every bucket keeps everything)."""
+        self.owner = owner = np.asarray(owner, np.int64)
+        if (owner == self.index).all():
+            return
+        s = self.state
+        slots, edge_bucket = self._edge_buckets()
+        alive = np.flatnonzero(s.alive)
+        self.state = _rebuild(s, [_part(s, slots[owner[edge_bucket] == self.index], alive[self._owned_mask(alive)])])
 
     def bucket_state(self) -> np.ndarray:
         """Live state per bucket held here: edge copies by edge bucket plus owned alive vertices."""
@@ -225,10 +248,45 @@ class Worker:
         vids = vids[~self._owned_mask(vids)]
         return self.state.ids.to_numpy()[vids], self.state.comp[vids]
 
-    def boundary(self) -> tuple[int, np.ndarray, np.ndarray, list]:
-        """What the driver's merge needs from this worker, in one answer: the size of its label
-        space, its :meth:`ghosts` (ids, local labels) and the vertex attributes it knows."""
-        return (self.num_labels(), *self.ghosts(), sorted(self.state.vattrs))
+    def send_ghosts(self, peers: list) -> tuple[int, list, dict | None]:
+        """First half of the boundary exchange: its :meth:`ghosts` (id, local label) go to their
+        owners, worker ``o`` at ``peers[o]`` (one message to every other worker, empty ones
+        too, on threads); with ``peers[o]`` None they are returned for the caller to hand over.
+        Answers (size of its label space, the vertex attributes it knows, those payloads)."""
+        ids, labels = self.ghosts()
+        owners = self.owner[bucket_of(ids, len(self.owner))]
+        handed = {}
+        for o, peer in enumerate(peers):
+            if o != self.index:
+                mine = owners == o
+                payload = datafile.dumps({"sender": self.index, "ids": ids[mine], "labels": labels[mine]})
+                if peer is None:
+                    handed[o] = payload
+                else:
+                    self._send(peer, payload)
+        return self.num_labels(), sorted(self.state.vattrs), handed or None
+
+    def join_ghosts(self, arriving: int, handed: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Second half: from the ghosts other workers hold of vertices owned here (``arriving``
+        messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads), the distinct
+        (sender, sender's label, label here) they join, so the driver's merge follows the
+        distinct label pairs, not the boundary's vertices. Those vertices are kept as this
+        worker's entries (where paths come in, for :meth:`reach_summary`)."""
+        messages = [datafile.loads(p) for p in handed] + [datafile.loads(self._receive()) for _ in range(arriving)]
+        senders, theirs, mine, entries = [], [], [], []
+        size = self.num_labels() + 1
+        for m in messages:
+            here = self.labels_of(m["ids"])
+            known = here >= 0
+            pairs = pd.unique(m["labels"][known].astype(np.int64) * size + here[known])
+            senders.append(np.full(len(pairs), m["sender"], np.int64))
+            theirs.append(pairs // size)
+            mine.append(pairs % size)
+            entries.append(m["ids"][known])
+        self._entries = np.unique(np.concatenate(entries)) if entries else np.zeros(0, np.int64)
+        if not messages:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(senders), np.concatenate(theirs), np.concatenate(mine)
 
     def labels_of(self, ids: np.ndarray) -> np.ndarray:
         """Local label of vertices ``ids`` (-1: not alive here)."""
@@ -252,14 +310,14 @@ class Worker:
         ids = self.state.ids.to_numpy()
         return ids[vids], self.state.comp[vids], ids[self.state.comp[vids]]
 
-    def reach_summary(self, sources, sinks, entries: np.ndarray) -> tuple[np.ndarray, ...]:
+    def reach_summary(self, sources, sinks) -> tuple[np.ndarray, ...]:
         """This worker's part of a directed reachability query, as ids: pairs (u, v) with a path
-        here from a selected source it owns or an entry (``entries``: its vertices held as ghosts
-        elsewhere, where paths come in) to a selected sink it owns or a ghost (where paths leave),
-        then the selected sources and sinks it owns."""
+        here from a selected source it owns or an entry (its vertices held as ghosts elsewhere,
+        where paths come in, as the last :meth:`join_ghosts` found them) to a selected sink it
+        owns or a ghost (where paths leave), then the selected sources and sinks it owns."""
         s = self.state
         picked = [self._picked(sel) for sel in (sources, sinks)]
-        entry = s.vids_of(np.asarray(entries, dtype=s.ids.dtype))
+        entry = s.vids_of(np.asarray(self._entries, dtype=s.ids.dtype))
         alive = np.flatnonzero(s.alive)
         ghosts = alive[~self._owned_mask(alive)]
         u, v = reachable_pairs(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], ghosts))
@@ -298,25 +356,32 @@ class Worker:
         payload = self.extract(buckets)
         if peer is None:
             return payload
+        self._send(peer, payload)
+        return len(payload)
+
+    def _send(self, peer, payload: bytes) -> None:
+        """Send ``payload`` to the worker listening at ``peer``, on a thread (so two workers
+        sending each other never wait on one another)."""
         thread = threading.Thread(target=_send_payload, args=(peer, self._key, payload), daemon=True,
-                                  name=f"hatrick-move-{self.index}")
+                                  name=f"hatrick-send-{self.index}")
         thread.start()
         self._sending = [t for t in self._sending if t.is_alive()] + [thread]
-        return len(payload)
+
+    def _receive(self) -> bytes:
+        """The next payload another worker sent here."""
+        try:
+            channel = self._inbox.get(timeout=MOVE_SECONDS)
+        except queue.Empty:
+            raise TimeoutError(f"hatrick worker {self.index}: a payload from another worker did not arrive "
+                               f"within {MOVE_SECONDS:g} s") from None
+        try:
+            return bytes(channel.recv_bytes())
+        finally:
+            channel.close()
 
     def absorb_from(self, payload: bytes | None) -> None:
         """:meth:`absorb` ``payload``, or (None) the next one another worker sends here."""
-        if payload is None:
-            try:
-                channel = self._inbox.get(timeout=MOVE_SECONDS)
-            except queue.Empty:
-                raise TimeoutError(f"hatrick worker {self.index}: moved buckets did not arrive within "
-                                   f"{MOVE_SECONDS:g} s") from None
-            try:
-                payload = bytes(channel.recv_bytes())
-            finally:
-                channel.close()
-        self.absorb(payload)
+        self.absorb(self._receive() if payload is None else payload)
 
     def absorb(self, payload: bytes) -> None:
         """Take over buckets extracted by another worker."""
@@ -349,14 +414,25 @@ class _Done:
         return self.value
 
 
+def undirected_bucket(bucket_a: np.ndarray, bucket_b: np.ndarray) -> np.ndarray:
+    """The bucket of an undirected edge between vertices of buckets ``bucket_a`` and ``bucket_b``:
+    one of the two (so at most one end is a ghost), the smaller where their sum is even and the
+    larger where it is odd. Every bucket gets about half of its vertices' edges, however its
+    number ranks (always the smaller would pile the boundary on the low buckets' worker) and
+    however ids rank (always the smaller id's would put all of a low-id hub's edges in one bucket)."""
+    low, high = np.minimum(bucket_a, bucket_b), np.maximum(bucket_a, bucket_b)
+    return np.where((low + high) % 2 == 0, low, high)
+
+
 def edge_buckets(s: State, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
-    """Live edge slots of ``s`` and the bucket each belongs to (its source's; undirected: its
-    smaller endpoint id's, so that no worker's buckets hold more than their share of the
-    boundary, as they would by the smaller bucket number)."""
+    """Live edge slots of ``s`` and the bucket each belongs to (its source's; undirected:
+    :func:`undirected_bucket`)."""
     slots = s.live_slots()
     ids = s.ids.to_numpy()
-    src, dst = ids[s.src[slots]], ids[s.dst[slots]]
-    return slots, bucket_of(src if s.directed else np.where(src <= dst, src, dst), num_buckets)
+    bs = bucket_of(ids[s.src[slots]], num_buckets)
+    if s.directed:
+        return slots, bs
+    return slots, undirected_bucket(bs, bucket_of(ids[s.dst[slots]], num_buckets))
 
 
 def _part(s: State, slots: np.ndarray, vids: np.ndarray) -> dict:
@@ -450,39 +526,22 @@ class MergedLabels:
         return number
 
 
-def merge_components(workers: list, boundaries: list, extra: list | None = None) -> tuple[MergedLabels, list]:
-    """Local labels joined through ghosts only: from each worker's :meth:`Worker.boundary` the
-    driver asks the ghosts' owners for their labels of those ids and joins only the labels among
-    them, so its work follows the boundary, not the graph. ``extra`` (per worker, a list of
-    ``(request, args)``) go out in the same wave as those questions; their answers are returned
-    (per worker, in order), so a merge and the selections it labels cost one round trip."""
-    owner = workers[0].owner
-    offsets = np.cumsum([0] + [b[0] for b in boundaries])
-    left, right, asked = [], [], []
-    for w, (_, ids, labels, _) in zip(workers, boundaries):
-        owners = owner[bucket_of(ids, len(owner))]
-        for o in np.unique(owners):
-            mine = owners == o
-            asked.append((w.index, labels[mine], o, workers[o].request("labels_of", ids[mine])))
-    pending = [[w.request(name, *args) for name, args in (extra[i] if extra else ())] for i, w in enumerate(workers)]
-    for index, labels, o, answer in asked:                   # every worker's questions are out: read the answers
-        theirs = answer.result()
-        known = theirs >= 0
-        left.append(offsets[index] + labels[known])
-        right.append(offsets[o] + theirs[known])
-    answers = [[a.result() for a in mine] for mine in pending]
-    if not left:
-        return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64)), answers
-    total = int(offsets[-1])
-    joined = pd.unique(np.concatenate(left) * total + np.concatenate(right))    # most pairs repeat (hash, no sort)
-    u, v = np.divmod(joined, total)
+def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
+    """Local labels joined through ghosts: ``joins`` holds, per owner worker, the distinct
+    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the driver joins
+    only those labels, so its work follows the distinct label pairs on the boundary, not V."""
+    left = [offsets[senders] + theirs for senders, theirs, _ in joins]
+    right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
+    if not sum(len(part) for part in left):
+        return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    u, v = np.concatenate(left), np.concatenate(right)
     codes, keys = pd.factorize(np.concatenate([u, v]))
     order = np.argsort(keys)
     rank = np.empty(len(keys), np.int64)
     rank[order] = np.arange(len(keys))
     keys, pairs, size = keys[order], rank[codes], len(keys)
     edges = sp.csr_matrix((np.ones(len(u)), (pairs[:len(u)], pairs[len(u):])), shape=(size, size))
-    return MergedLabels(offsets, keys, connected_components(edges, directed=False)[1]), answers
+    return MergedLabels(offsets, keys, connected_components(edges, directed=False)[1])
 
 
 class PartitionedGraph:
@@ -496,15 +555,19 @@ class PartitionedGraph:
         self.tasks = None
         self._clock = (int(state.batch), float(state.time))
         self._summary = None
-        if count == 1:
-            self.workers = [Worker(0, state, owner)]
-            return
-        slots, edge_bucket = edge_buckets(state, len(owner))
-        alive = np.flatnonzero(state.alive)
-        vertex_owner = owner[bucket_of(state.ids.to_numpy()[alive], len(owner))]
-        self.workers = [Worker(i, _rebuild(state, [_part(state, slots[owner[edge_bucket] == i],
-                                                         alive[vertex_owner == i])]), owner)
-                        for i in range(count)]
+        self.workers = [Worker(i, state, owner) for i in range(count)]
+        self._each("keep", owner)
+
+    @classmethod
+    def loaded(cls, workers: list, owner: np.ndarray) -> "PartitionedGraph":
+        """The live graph of ``workers`` that each hold the whole loaded graph (in Spark tasks:
+        each loaded it from GoFS itself), once each has kept its part under ``owner``."""
+        graph = cls.__new__(cls)
+        graph.workers, graph.tasks, graph._summary = workers, getattr(workers[0], "tasks", None), None
+        graph.directed, batch, time = workers[0].request("loaded_clock").result()
+        graph._clock = (batch, time)
+        graph._each("keep", np.asarray(owner, np.int64))
+        return graph
 
     @classmethod
     def restore(cls, states: list[State], owner: np.ndarray) -> "PartitionedGraph":
@@ -600,33 +663,41 @@ class PartitionedGraph:
         """Show the staged batch on every worker; ``summarise``: ask each worker for its
         :meth:`Worker.boundary` in the same wave (for live results read right after)."""
         answers = [w.request("commit") for w in self.workers]
-        boundaries = [w.request("boundary") for w in self.workers] if summarise and len(self.workers) > 1 else None
+        exchange = self._exchange() if summarise and len(self.workers) > 1 else None
         for answer in answers:
             answer.result()
         self._clock = self._staged_clock
-        self._summary = (boundaries, None)
+        self._summary = (exchange, None)
 
-    def _boundaries(self) -> list:
-        """Each worker's :meth:`Worker.boundary` now (asked for with the commit, or now), kept until
-        the graph changes; reading it also clears the answers :meth:`commit` asked for from the
-        workers' connections."""
-        boundaries, merged = self._summary or (None, None)
-        boundaries = [b.result() for b in boundaries] if boundaries else self._each("boundary")
-        self._summary = ([_Done(b) for b in boundaries], merged)
-        return boundaries
+    def _exchange(self) -> tuple[list, list]:
+        """Start the boundary exchange (:meth:`Worker.send_ghosts`, then :meth:`Worker.join_ghosts`):
+        workers in Spark tasks send their ghosts to each other, so both requests go out at once;
+        in-process ones hand theirs over through this caller. Returns the pending answers."""
+        peers = [w.peer_address for w in self.workers]
+        sent = [w.request("send_ghosts", peers) for w in self.workers]
+        if all(peer is not None for peer in peers):
+            return sent, [w.request("join_ghosts", len(self.workers) - 1, []) for w in self.workers]
+        handed = [answer.result()[2] or {} for answer in sent]
+        return sent, [w.request("join_ghosts", 0, [h[w.index] for h in handed if w.index in h]) for w in self.workers]
 
-    def _merged(self, extra: list | None = None) -> tuple[list, MergedLabels, list]:
-        """(each worker's :meth:`Worker.boundary`, the merged labels, the answers of ``extra``):
-        one merge per committed batch, however many live results and frames read it."""
-        boundaries, merged = self._boundaries(), self._summary[1]
-        if merged is None:
-            merged, answers = merge_components(self.workers, boundaries, extra)
-        else:
-            answers = [[a.result() for a in mine] for mine in
-                       [[w.request(name, *args) for name, args in (extra[i] if extra else ())]
-                        for i, w in enumerate(self.workers)]]
-        self._summary = ([_Done(b) for b in boundaries], merged)
-        return boundaries, merged, answers
+    def _boundaries(self) -> tuple[list, list]:
+        """(each worker's :meth:`Worker.send_ghosts` answer, each one's :meth:`Worker.join_ghosts`
+        answer) for the graph now (started with the commit, or now), kept until the graph changes;
+        reading it also clears those answers from the workers' connections."""
+        exchange, merged = self._summary or (None, None)
+        sent, joined = exchange or self._exchange()
+        exchange = ([_Done(a.result()) for a in sent], [_Done(a.result()) for a in joined])
+        self._summary = (exchange, merged)
+        return [a.result() for a in exchange[0]], [a.result() for a in exchange[1]]
+
+    def _merged(self) -> MergedLabels:
+        """The merged labels: one merge per committed batch, however many live results and frames
+        read it."""
+        sent, joined = self._boundaries()
+        if self._summary[1] is None:
+            offsets = np.cumsum([0] + [size for size, _, _ in sent])
+            self._summary = (self._summary[0], merge_components(offsets, joined))
+        return self._summary[1]
 
     def abandon(self) -> None:
         self._each("abandon")
@@ -698,8 +769,8 @@ class PartitionedGraph:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
         if len(self.workers) == 1:
             return self.workers[0].components_frame()
-        _, merged, answers = self._merged([[("owned_labels", (None,))]] * len(self.workers))
-        ids, group, rep = self._labelled([mine[0] for mine in answers], merged)
+        labels = [w.request("owned_labels", None) for w in self.workers]
+        ids, group, rep = self._labelled([a.result() for a in labels], self._merged())
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
@@ -716,32 +787,30 @@ class PartitionedGraph:
         :meth:`hatrick.stream.Stream.reachable`."""
         if len(self.workers) == 1:
             return self.workers[0].reachable(sources, sinks)
-        boundaries = self._boundaries()
-        known = set().union(*[attributes for *_, attributes in boundaries]) | {"id"}
+        sent, _ = self._boundaries()
+        known = set().union(*[attributes for _, attributes, _ in sent]) | {"id"}
         for selector in (sources, sinks):
             if isinstance(selector, dict) and set(selector) - known:
                 missing = sorted(set(selector) - known)[0]
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
-            return self._directed_reach(sources, sinks, boundaries)
-        _, merged, answers = self._merged([[("owned_labels", (sources,)), ("owned_labels", (sinks,))]]
-                                          * len(self.workers))
-        s_ids, s_group, _ = self._labelled([mine[0] for mine in answers], merged)
-        t_ids, t_group, _ = self._labelled([mine[1] for mine in answers], merged)
+            return self._directed_reach(sources, sinks)
+        answers = [(w.request("owned_labels", sources), w.request("owned_labels", sinks)) for w in self.workers]
+        answers = [(s.result(), t.result()) for s, t in answers]
+        merged = self._merged()
+        s_ids, s_group, _ = self._labelled([s for s, _ in answers], merged)
+        t_ids, t_group, _ = self._labelled([t for _, t in answers], merged)
         pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
                                                                     on="g")
         return pairs[["source", "sink"]].reset_index(drop=True)
 
-    def _directed_reach(self, sources, sinks, boundaries: list) -> pd.DataFrame:
+    def _directed_reach(self, sources, sinks) -> pd.DataFrame:
         """Directed reachability over workers: each worker sends its local pairs from (sources,
         entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`); a path leaves a worker only
         through a ghost and goes on at that vertex's owner, so the driver joins the summaries
-        and follows them (its work grows with the boundary and the selection, not with V)."""
-        ghost_ids = [ids for _, ids, _, _ in boundaries]
-        boundary = np.unique(np.concatenate(ghost_ids)) if ghost_ids else np.zeros(0, np.int64)
-        boundary_owner = self.owner[bucket_of(boundary, len(self.owner))]
-        answers = [w.request("reach_summary", sources, sinks, boundary[boundary_owner == w.index])
-                   for w in self.workers]
+        and follows them (its work grows with those pairs and the selection, not with V)."""
+        self._boundaries()                              # the workers' entries are the graph's now
+        answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
         u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
         nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
         s, t = directed_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
