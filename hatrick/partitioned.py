@@ -283,7 +283,7 @@ class Worker:
             theirs.append(pairs // size)
             mine.append(pairs % size)
             entries.append(m["ids"][known])
-        self._entries = np.unique(np.concatenate(entries)) if entries else np.zeros(0, np.int64)
+        self._entries = np.concatenate(entries) if entries else np.zeros(0, np.int64)     # distinct per sender
         if not messages:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(senders), np.concatenate(theirs), np.concatenate(mine)
