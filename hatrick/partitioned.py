@@ -554,7 +554,7 @@ class PartitionedGraph:
         count = int(owner.max()) + 1
         self.tasks = None
         self._clock = (int(state.batch), float(state.time))
-        self._summary = None
+        self._summary, self._selected = None, []
         self.workers = [Worker(i, state, owner) for i in range(count)]
         self._each("keep", owner)
 
@@ -563,7 +563,8 @@ class PartitionedGraph:
         """The live graph of ``workers`` that each hold the whole loaded graph (in Spark tasks:
         each loaded it from GoFS itself), once each has kept its part under ``owner``."""
         graph = cls.__new__(cls)
-        graph.workers, graph.tasks, graph._summary = workers, getattr(workers[0], "tasks", None), None
+        graph.workers, graph.tasks = workers, getattr(workers[0], "tasks", None)
+        graph._summary, graph._selected = None, []
         graph.directed, batch, time = workers[0].request("loaded_clock").result()
         graph._clock = (batch, time)
         graph._each("keep", np.asarray(owner, np.int64))
@@ -578,7 +579,7 @@ class PartitionedGraph:
         graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
         graph.tasks = None
         graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
-        graph._summary = None
+        graph._summary, graph._selected = None, []
         return graph
 
     def place_on(self, tasks) -> None:
@@ -586,7 +587,7 @@ class PartitionedGraph:
         from now on each one's state lives in its task and the driver only sends it requests."""
         self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner)
         self.tasks = tasks
-        self._summary = None
+        self._summary, self._selected = None, []
 
     def blank_state(self) -> State:
         """The state of a worker with no buckets yet (worker 0's attribute kinds and template)."""
@@ -659,15 +660,28 @@ class PartitionedGraph:
         """Each worker's current (immutable) state, in worker order: what a full checkpoint holds."""
         return self._each("state")
 
-    def commit(self, summarise: bool = False) -> None:
-        """Show the staged batch on every worker; ``summarise``: ask each worker for its
-        :meth:`Worker.boundary` in the same wave (for live results read right after)."""
+    def commit(self, selections: list | None = None) -> None:
+        """Show the staged batch on every worker. ``selections`` (a list of selectors, for live
+        results read right after): start the boundary exchange and ask for those selectors'
+        :meth:`Worker.owned_labels` in the same wave, so a live result costs no more round trips."""
         answers = [w.request("commit") for w in self.workers]
-        exchange = self._exchange() if summarise and len(self.workers) > 1 else None
+        exchange, self._selected = None, []
+        if selections is not None and len(self.workers) > 1:
+            exchange = self._exchange()
+            if not self.directed:
+                self._selected = [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections]
         for answer in answers:
             answer.result()
         self._clock = self._staged_clock
         self._summary = (exchange, None)
+
+    def _owned_labels(self, selector) -> list:
+        """Each worker's :meth:`Worker.owned_labels` of ``selector`` (asked with the commit if it
+        is one of its selections, the same object)."""
+        for asked, answers in self._selected:
+            if asked is selector:
+                return [a.result() for a in answers]
+        return [a.result() for a in [w.request("owned_labels", selector) for w in self.workers]]
 
     def _exchange(self) -> tuple[list, list]:
         """Start the boundary exchange (:meth:`Worker.send_ghosts`, then :meth:`Worker.join_ghosts`):
@@ -769,8 +783,7 @@ class PartitionedGraph:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
         if len(self.workers) == 1:
             return self.workers[0].components_frame()
-        labels = [w.request("owned_labels", None) for w in self.workers]
-        ids, group, rep = self._labelled([a.result() for a in labels], self._merged())
+        ids, group, rep = self._labelled(self._owned_labels(None), self._merged())
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
@@ -795,11 +808,9 @@ class PartitionedGraph:
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
             return self._directed_reach(sources, sinks)
-        answers = [(w.request("owned_labels", sources), w.request("owned_labels", sinks)) for w in self.workers]
-        answers = [(s.result(), t.result()) for s, t in answers]
         merged = self._merged()
-        s_ids, s_group, _ = self._labelled([s for s, _ in answers], merged)
-        t_ids, t_group, _ = self._labelled([t for _, t in answers], merged)
+        s_ids, s_group, _ = self._labelled(self._owned_labels(sources), merged)
+        t_ids, t_group, _ = self._labelled(self._owned_labels(sinks), merged)
         pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
                                                                     on="g")
         return pairs[["source", "sink"]].reset_index(drop=True)
@@ -829,7 +840,7 @@ class PartitionedGraph:
         moves = np.flatnonzero(owner_after != self.owner)
         if self._summary:
             self._boundaries()                          # read what the last commit asked for
-        self._summary = None
+        self._summary, self._selected = None, []
         answers = []
         for w in self.workers:                          # every source extracts (and sends) first
             out = moves[self.owner[moves] == w.index]

@@ -288,7 +288,8 @@ class Stream:
                     self.live.abandon()
                     raise
             try:
-                self.live.commit(summarise=bool(self._live_queries))
+                self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
+                                 if self._live_queries else None)
             except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
                 self._recover(error)
             self.marks = marks
