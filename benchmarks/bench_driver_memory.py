@@ -75,12 +75,12 @@ def build_graph(kind: str, edges: int, path: str, partitions: int, seed: int = 0
 
 # --------------------------------------------------------------------------- the measured driver
 
-def _high_water_mark_kb() -> int:
+def high_water_mark_kb() -> int:
     with open("/proc/self/status") as status:
         return int(re.search(r"VmHWM:\s+(\d+) kB", status.read()).group(1))
 
 
-def _reset_high_water_mark() -> None:
+def reset_high_water_mark() -> None:
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")
 
@@ -92,7 +92,7 @@ def measured_driver(info: dict, executor_mb: int, driver_heap: str) -> None:
     from pyspark.sql import functions as F
 
     def phase(name, run):
-        _reset_high_water_mark()
+        reset_high_water_mark()
         print(f"PHASE {name} start", flush=True)
         clock = time.perf_counter()
         extra = run()
@@ -100,7 +100,7 @@ def measured_driver(info: dict, executor_mb: int, driver_heap: str) -> None:
         print(f"PHASE {name} end", flush=True)
         time.sleep(_SETTLE_SECONDS)            # the parent forces a full GC meanwhile, then reads the live heap
         print("RESULT " + json.dumps({"phase": name, "seconds": round(seconds, 2),
-                                      "python_peak_mb": round(_high_water_mark_kb() / 1024, 1), **(extra or {})}),
+                                      "python_peak_mb": round(high_water_mark_kb() / 1024, 1), **(extra or {})}),
               flush=True)
 
     def consumed(result, column):

@@ -23,6 +23,14 @@ runs only the closed loop with the workers in Spark tasks (:mod:`hatrick.executo
     ./run.sh bench hatrick --master 'local-cluster[2,1,2048]' --scaling 1 2 \\
         --vertices 200000 --edges 400000 --batch 50000 --seconds 20
 
+Each N also gets an open loop at ``--rate`` (no rescale): p50/p99 latency from arrival to result.
+
+``--driver-memory EDGES [EDGES ...]`` instead measures the driver's Python peak for a stream of
+``--workers`` workers in Spark tasks on ``--master``, per graph size (see driver_memory()):
+
+    ./run.sh bench hatrick --master 'local-cluster[2,1,4096]' --workers 2 \\
+        --driver-memory 1000000 10000000 --batch 50000 --memory-batches 3
+
 ``--partitioned BATCHES`` instead runs the partitioned live
 graph alone, without the stream around it, for 1, 2 and 3 workers, with a scale-out and a
 scale-in during the 2-worker run.
@@ -194,6 +202,9 @@ def scaling(g, edges, n, args) -> dict:
                          "latency_p50_s": percentile(pushes, 50), "latency_p99_s": percentile(pushes, 99),
                          "reach_pairs": len(stream.live_results["reach"]),
                          "live_edges_per_worker": stream.live.sizes()[:, 1].tolist()}
+            loop = open_loop(stream, work, args.rate, args.seconds, args.max_batch)
+            out[name]["open_loop"] = {k: loop[k] for k in ("rate", "achieved_per_s", "latency_ms_p50",
+                                                           "latency_ms_p99", "latency_ms_max")}
             if executors and args.rescale:
                 out[name]["rescale"] = rescale_round_trip(stream, work, args.batch)
         finally:
@@ -202,6 +213,53 @@ def scaling(g, edges, n, args) -> dict:
     for run in out.values():
         run["vs_first_executor_run"] = run["updates_per_s"] / base
     return out
+
+
+def driver_memory(g_for, args) -> list:
+    """Driver memory of a stream whose ``--workers`` workers run in Spark tasks on ``--master``, for each
+    live-edge count of ``--driver-memory``: ``g_for(edges)`` builds the graph (in this process,
+    before measuring), then the measured part: the stream's start (its workers load GoFS on their
+    executors), ``--memory-batches`` pushes of ``--batch`` updates (half removals) with the
+    incremental components and the live Reach on (not ``connected_components()``: its frame has a
+    row per vertex, on the driver by definition). Reported: the
+    driver's Python peak by tracemalloc (Python objects and numpy buffers; not pyarrow's or the
+    JVM's) and the process's peak RSS over the same span (reset through /proc/self/clear_refs)."""
+    import gc
+    import tracemalloc
+
+    from benchmarks.bench_driver_memory import high_water_mark_kb, reset_high_water_mark
+
+    rows = []
+    for count in args.driver_memory:
+        n = count // 2
+        g, edges = g_for(count)
+        window = args.batch * args.memory_batches       # the removals come from this prefix, then from the adds
+        work = EdgeWorkload(edges.src.to_numpy()[:window], edges.dst.to_numpy()[:window], n, args.seed)
+        frames = [work.batch(args.batch) for _ in range(args.memory_batches)]
+        del edges
+        gc.collect()
+        reset_high_water_mark()
+        rss_before = high_water_mark_kb()
+        tracemalloc.start()
+        clock = time.perf_counter()
+        stream = Stream(g, workers=args.workers, executors=True)
+        try:
+            start_s = time.perf_counter() - clock
+            mark_query_sets(stream, n, args.seed)
+            for frame in frames:
+                stream.push(frame)
+            reach = len(stream.live_results["reach"])
+            live = int(stream.live.sizes()[:, 1].sum())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            stream.close()
+        rows.append({"live_edges": live, "graph_edges": count, "pushes": len(frames), "start_s": start_s,
+                     "reach_pairs": reach, "python_peak_mb": peak / 2**20,
+                     "rss_peak_mb": high_water_mark_kb() / 1024, "rss_before_mb": rss_before / 1024})
+    for row in rows:
+        row["python_peak_vs_first"] = row["python_peak_mb"] / rows[0]["python_peak_mb"]
+    return rows
 
 
 def rescale_round_trip(stream, work, batch: int) -> list:
@@ -390,16 +448,27 @@ def main(argv=None) -> int:
                    help="only the closed loop with the workers in Spark tasks, for each N (see scaling())")
     p.add_argument("--rescale", action="store_true",
                    help="with --scaling: after each closed loop, scale out by one worker and back in")
+    p.add_argument("--driver-memory", type=int, nargs="+", default=None, metavar="EDGES",
+                   help="only the driver's memory for graphs of EDGES edges (workers in Spark tasks on --master)")
+    p.add_argument("--memory-batches", type=int, default=3, help="with --driver-memory: batches pushed")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
-    if args.master or args.scaling:
+    if args.master or args.scaling or args.driver_memory:
         from goffish.session import session
 
         session(master=args.master or "local[*]", app_name="hatrick-bench",
                 conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     with tempfile.TemporaryDirectory(prefix="hatrick-bench-") as tmp:
+        if args.driver_memory:
+            def g_for(count):
+                return build_graph(os.path.join(tmp, f"g{count}.gofs"), count // 2, count, args.seed)
+
+            result = {"master": args.master, "batch": args.batch, "load_average": os.getloadavg(),
+                      "driver_memory": driver_memory(g_for, args)}
+            print(json.dumps(result, indent=1, default=float))
+            return 0
         n = args.vertices
         g, edges = build_graph(os.path.join(tmp, "g.gofs"), n, args.edges, args.seed)
         if args.scaling:

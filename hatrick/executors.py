@@ -21,6 +21,7 @@ more slot for its own micro-batch jobs (N + 1), which :meth:`Stream.start` check
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import queue
@@ -38,6 +39,7 @@ from gopher.channel import Listener, RunKey, connect, frames_authenticated
 from gopher.resident import LOOPBACK, BackgroundJob
 from hatrick import datafile
 from hatrick.checkpoint import state_from_tree, state_to_tree
+from hatrick.loading import load_graph_state
 from hatrick.partitioned import Worker
 
 RENDEZVOUS_SECONDS = 120.0
@@ -106,10 +108,17 @@ def worker_task(index: int, launch: int, address, key: RunKey, local: bool):
 
 def serve(index: int, driver, key: RunKey, host: str) -> None:
     """Answer the driver's requests on one worker: ``(method, args)`` -> ``("ok", value)`` or
-    ``("error", traceback)``; states travel as data files. The worker also listens on ``host``
-    for buckets other workers send it (its address is the answer to the initial state)."""
-    _, payload, owner = driver.recv()
-    worker = Worker(index, _state_of(payload), owner)
+    ``("error", traceback)``; states travel as data files. The first message gives the initial
+    state (``"init"``: a state; ``"load"``: a GoFS store this task reads the whole graph from,
+    its part kept on a later :meth:`~hatrick.partitioned.Worker.keep`). The worker also listens
+    on ``host`` for buckets other workers send it (its address is the answer to the first message)."""
+    kind, payload, owner = driver.recv()
+    try:
+        state = _state_of(payload) if kind == "init" else load_graph_state(payload)[0]
+    except Exception as exc:
+        driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
+        return
+    worker = Worker(index, state, owner)
     try:
         driver.send(("ok", worker.listen(host, key)))
         _answer(worker, driver)
@@ -144,22 +153,30 @@ def _state_of(payload: bytes):
 # ------------------------------------------------------------------------------ the driver side
 
 class _Answer:
-    """One request's answer, read from the worker's connection when asked for (answers come in
-    request order)."""
+    """One request's answer, read from the worker's connection when asked for. Answers come in
+    request order, so reading one first reads (and keeps) those of earlier requests not read yet."""
 
     def __init__(self, worker: "RemoteWorker", name: str):
         self.worker, self.name = worker, name
+        self._read = None
 
     def result(self):
-        try:
-            kind, value = self.worker.conn.recv()
-        except (EOFError, OSError) as exc:
-            raise self.worker.lost(exc) from exc
+        unread = self.worker.unread
+        while self._read is None:
+            unread[0]._receive()
+        kind, value = self._read
         if kind == "error":
             raise WorkerFailed(value)
         if self.name in ("state", "staged_state", "empty_state"):
             return _state_of(value)
         return value
+
+    def _receive(self) -> None:
+        try:
+            self._read = self.worker.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise self.worker.lost(exc) from exc
+        self.worker.unread.popleft()
 
 
 class RemoteWorker:
@@ -169,6 +186,7 @@ class RemoteWorker:
     def __init__(self, index: int, owner: np.ndarray, conn, group: str, tasks: "WorkerTasks"):
         self.index, self._owner, self.conn, self.group, self.tasks = index, owner, conn, group, tasks
         self.peer_address = None
+        self.unread: collections.deque = collections.deque()     # answers not read yet, in request order
 
     def request(self, name: str, *args) -> _Answer:
         """Send request ``name``; its answer is read by ``.result()`` (so several workers'
@@ -177,7 +195,11 @@ class RemoteWorker:
             self.conn.send((name, args))
         except OSError as exc:
             raise self.lost(exc) from exc
-        return _Answer(self, name)
+        if name in ("set_owner", "keep"):             # requests that replace the worker's owner map
+            self._owner = np.asarray(args[0], np.int64)
+        answer = _Answer(self, name)
+        self.unread.append(answer)
+        return answer
 
     def lost(self, cause) -> WorkerLost:
         return WorkerLost(f"hatrick: worker {self.index}'s Spark task ended ({cause!r}); its executor died or its "
@@ -190,7 +212,6 @@ class RemoteWorker:
     @owner.setter
     def owner(self, owner: np.ndarray) -> None:
         self.request("set_owner", owner).result()
-        self._owner = owner
 
     @property
     def state(self):
@@ -214,9 +235,9 @@ class RemoteWorker:
 
 
 SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
-                    "vertex_frame", "part", "owned", "ghosts", "labels_of", "num_labels", "edge_frame",
-                    "owned_labels", "components_frame", "reachable", "reach_summary", "vertex_attributes", "extract", "absorb", "extract_to", "absorb_from",
-                    "set_owner", "state", "empty_state"})
+                    "vertex_frame", "part", "owned", "send_ghosts", "join_ghosts", "edge_frame", "owned_labels",
+                    "components_frame", "reachable", "reach_summary", "held_edges", "keep", "loaded_clock",
+                    "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state"})
 
 
 class WorkerTasks:
@@ -240,8 +261,18 @@ class WorkerTasks:
     def start(self, states: dict, owner: np.ndarray) -> list[RemoteWorker]:
         """Start one task per ``{worker index: State}`` and give each its state; returns their handles
         (in the order of ``states``) once every one holds its state."""
+        return self._launch({i: ("init", _state_bytes(state)) for i, state in states.items()}, owner)
+
+    def load(self, store, indices, owner: np.ndarray) -> list[RemoteWorker]:
+        """Start one task per worker of ``indices``, each loading the whole latest graph from GoFS
+        ``store`` on its executor (:func:`hatrick.loading.load_graph_state`): nothing of it
+        passes through the driver. Each keeps its part on :meth:`Worker.keep`."""
+        return self._launch({i: ("load", store) for i in indices}, owner)
+
+    def _launch(self, first: dict, owner: np.ndarray) -> list[RemoteWorker]:
+        """Start one task per ``{worker index: (kind, payload)}`` and send it that first message."""
         jobs = {}
-        for index in states:
+        for index in first:
             self.launches += 1
             fn = worker_task(index, self.launches, self.address, self.key, self.local)
             rdd = self.spark.sparkContext.parallelize([index], 1).mapPartitions(fn)
@@ -250,10 +281,11 @@ class WorkerTasks:
         conns = self._rendezvous(jobs)
         handles = []
         for launch, (index, group, _) in jobs.items():
-            conns[launch].send(("init", _state_bytes(states[index]), owner))
+            conns[launch].send((*first[index], owner))
             handles.append(RemoteWorker(index, owner, conns[launch], group, self))
         for worker in handles:
-            worker.peer_address = tuple(_Answer(worker, "init").result())
+            worker.unread.append(_Answer(worker, "init"))
+            worker.peer_address = tuple(worker.unread[0].result())
         return handles
 
     def _rendezvous(self, jobs: dict) -> dict:

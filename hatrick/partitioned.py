@@ -7,15 +7,18 @@ bucket is exactly the single-state graph (no ghosts, so the merges below are the
 skipped).
 
 Ownership: a vertex belongs to the worker owning ``bucket_of(id)``; an edge to the owner of its
-source's bucket (undirected: the smaller of its endpoints' buckets), where its endpoints are
+source's bucket (undirected: one of its endpoints', :func:`undirected_bucket`), where its endpoints are
 also kept as *ghosts* (vertices without attributes). Routing a batch (:func:`route`) is O(batch)
 numpy work: edge ops go to the edge's owner, vertex ops to the vertex's owner, an ``add_edge``
 also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes to every worker
 (each drops the vertex's edges it holds); the owner's verdict is the update's outcome.
 
-Components: each worker labels its own vertices (ghosts included) with local components; the
-driver joins labels only through ghosts (:func:`merge_components`), so what it handles grows with
-the boundary between workers, not with the graph. Labels are original ids of one member (for
+Components: each worker labels its own vertices (ghosts included) with local components. The
+workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`),
+each owner answers the distinct pairs of labels they join (:meth:`Worker.join_ghosts`), and the
+driver joins only those (:func:`merge_components`): what it receives and holds grows with the
+distinct label pairs on the boundary, not with the graph. The exchange starts with the commit
+of a batch that live results will read, and its merge is kept until the graph changes. Labels are original ids of one member (for
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
 between selected vertices follows from the merged components; directed reachability from each
 worker's pairs between its selected vertices and its boundary (entries and ghosts), followed
@@ -71,7 +74,7 @@ def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[n
     is_vertex = np.isin(batch.op, VERTEX_OPS)
     bucket_a = bucket_of(batch.a, num_buckets)
     bucket_b = np.where(is_vertex, bucket_a, bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets))
-    target = owner[np.where(is_vertex | directed, bucket_a, np.minimum(bucket_a, bucket_b))]
+    target = owner[bucket_a if directed else undirected_bucket(bucket_a, bucket_b)]
     rows, where, why = [np.arange(n)], [target], [np.full(n, OWN)]
     adds = np.flatnonzero(batch.op == ADD_EDGE)
     for code, end_bucket in ((END_A, bucket_a[adds]), (END_B, bucket_b[adds])):
@@ -118,6 +121,7 @@ class Worker:
         self.peer_address = None        # where other workers send it buckets (None: through the caller)
         self._listener = self._inbox = self._key = None
         self._sending: list[threading.Thread] = []
+        self._entries = np.zeros(0, np.int64)
 
     def listen(self, host: str, key) -> tuple:
         """Take buckets straight from other workers on ``host`` (connections proving ``key``, a
@@ -167,6 +171,10 @@ class Worker:
     def abandon(self) -> None:
         self._staged = None
 
+    def loaded_clock(self) -> tuple[bool, int, float]:
+        """(directed, batches applied, latest event time) of the loaded graph."""
+        return bool(self.state.directed), int(self.state.batch), float(self.state.time)
+
     def clock(self) -> tuple[int, float]:
         """(batches applied, latest event time applied here)."""
         return int(self.state.batch), float(self.state.time)
@@ -174,6 +182,22 @@ class Worker:
     def sizes(self) -> tuple[int, int]:
         """(owned alive vertices, live edge copies held here)."""
         return len(self.owned()), int(self.state.mult.sum())
+
+    def held_edges(self) -> np.ndarray:
+        """Live edge copies held here per bucket (what the planner evens out)."""
+        slots, edge_bucket = self._edge_buckets()
+        return np.bincount(edge_bucket, weights=self.state.mult[slots], minlength=len(self.owner))
+
+    def keep(self, owner: np.ndarray) -> None:
+        """Take ``owner`` and drop from the state every bucket it gives another worker (a worker
+        that loaded the whole graph keeps its part; one owning every bucket keeps everything)."""
+        self.owner = owner = np.asarray(owner, np.int64)
+        if (owner == self.index).all():
+            return
+        s = self.state
+        slots, edge_bucket = self._edge_buckets()
+        alive = np.flatnonzero(s.alive)
+        self.state = _rebuild(s, [_part(s, slots[owner[edge_bucket] == self.index], alive[self._owned_mask(alive)])])
 
     def bucket_state(self) -> np.ndarray:
         """Live state per bucket held here: edge copies by edge bucket plus owned alive vertices."""
@@ -224,6 +248,46 @@ class Worker:
         vids = vids[~self._owned_mask(vids)]
         return self.state.ids.to_numpy()[vids], self.state.comp[vids]
 
+    def send_ghosts(self, peers: list) -> tuple[int, list, dict | None]:
+        """First half of the boundary exchange: its :meth:`ghosts` (id, local label) go to their
+        owners, worker ``o`` at ``peers[o]`` (one message to every other worker, empty ones
+        too, on threads); with ``peers[o]`` None they are returned for the caller to hand over.
+        Answers (size of its label space, the vertex attributes it knows, those payloads)."""
+        ids, labels = self.ghosts()
+        owners = self.owner[bucket_of(ids, len(self.owner))]
+        handed = {}
+        for o, peer in enumerate(peers):
+            if o != self.index:
+                mine = owners == o
+                payload = datafile.dumps({"sender": self.index, "ids": ids[mine], "labels": labels[mine]})
+                if peer is None:
+                    handed[o] = payload
+                else:
+                    self._send(peer, payload)
+        return self.num_labels(), sorted(self.state.vattrs), handed or None
+
+    def join_ghosts(self, arriving: int, handed: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Second half: from the ghosts other workers hold of vertices owned here (``arriving``
+        messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads), the distinct
+        (sender, sender's label, label here) they join, so the driver's merge follows the
+        distinct label pairs, not the boundary's vertices. Those vertices are kept as this
+        worker's entries (where paths come in, for :meth:`reach_summary`)."""
+        messages = [datafile.loads(p) for p in handed] + [datafile.loads(self._receive()) for _ in range(arriving)]
+        senders, theirs, mine, entries = [], [], [], []
+        size = self.num_labels() + 1
+        for m in messages:
+            here = self.labels_of(m["ids"])
+            known = here >= 0
+            pairs = pd.unique(m["labels"][known].astype(np.int64) * size + here[known])
+            senders.append(np.full(len(pairs), m["sender"], np.int64))
+            theirs.append(pairs // size)
+            mine.append(pairs % size)
+            entries.append(m["ids"][known])
+        self._entries = np.concatenate(entries) if entries else np.zeros(0, np.int64)     # distinct per sender
+        if not messages:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(senders), np.concatenate(theirs), np.concatenate(mine)
+
     def labels_of(self, ids: np.ndarray) -> np.ndarray:
         """Local label of vertices ``ids`` (-1: not alive here)."""
         vids = self.state.vids_of(ids)
@@ -246,14 +310,14 @@ class Worker:
         ids = self.state.ids.to_numpy()
         return ids[vids], self.state.comp[vids], ids[self.state.comp[vids]]
 
-    def reach_summary(self, sources, sinks, entries: np.ndarray) -> tuple[np.ndarray, ...]:
+    def reach_summary(self, sources, sinks) -> tuple[np.ndarray, ...]:
         """This worker's part of a directed reachability query, as ids: pairs (u, v) with a path
-        here from a selected source it owns or an entry (``entries``: its vertices held as ghosts
-        elsewhere, where paths come in) to a selected sink it owns or a ghost (where paths leave),
-        then the selected sources and sinks it owns."""
+        here from a selected source it owns or an entry (its vertices held as ghosts elsewhere,
+        where paths come in, as the last :meth:`join_ghosts` found them) to a selected sink it
+        owns or a ghost (where paths leave), then the selected sources and sinks it owns."""
         s = self.state
         picked = [self._picked(sel) for sel in (sources, sinks)]
-        entry = s.vids_of(np.asarray(entries, dtype=s.ids.dtype))
+        entry = s.vids_of(np.asarray(self._entries, dtype=s.ids.dtype))
         alive = np.flatnonzero(s.alive)
         ghosts = alive[~self._owned_mask(alive)]
         u, v = reachable_pairs(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], ghosts))
@@ -267,9 +331,6 @@ class Worker:
     def reachable(self, sources, sinks) -> pd.DataFrame:
         """Pairs joined by a path within this worker's state (for one worker: the graph's pairs)."""
         return reachable_frame(self.state, sources, sinks)
-
-    def vertex_attributes(self) -> set:
-        return set(self.state.vattrs)
 
     def _edge_buckets(self) -> tuple[np.ndarray, np.ndarray]:
         return edge_buckets(self.state, len(self.owner))
@@ -295,25 +356,32 @@ class Worker:
         payload = self.extract(buckets)
         if peer is None:
             return payload
+        self._send(peer, payload)
+        return len(payload)
+
+    def _send(self, peer, payload: bytes) -> None:
+        """Send ``payload`` to the worker listening at ``peer``, on a thread (so two workers
+        sending each other never wait on one another)."""
         thread = threading.Thread(target=_send_payload, args=(peer, self._key, payload), daemon=True,
-                                  name=f"hatrick-move-{self.index}")
+                                  name=f"hatrick-send-{self.index}")
         thread.start()
         self._sending = [t for t in self._sending if t.is_alive()] + [thread]
-        return len(payload)
+
+    def _receive(self) -> bytes:
+        """The next payload another worker sent here."""
+        try:
+            channel = self._inbox.get(timeout=MOVE_SECONDS)
+        except queue.Empty:
+            raise TimeoutError(f"hatrick worker {self.index}: a payload from another worker did not arrive "
+                               f"within {MOVE_SECONDS:g} s") from None
+        try:
+            return bytes(channel.recv_bytes())
+        finally:
+            channel.close()
 
     def absorb_from(self, payload: bytes | None) -> None:
         """:meth:`absorb` ``payload``, or (None) the next one another worker sends here."""
-        if payload is None:
-            try:
-                channel = self._inbox.get(timeout=MOVE_SECONDS)
-            except queue.Empty:
-                raise TimeoutError(f"hatrick worker {self.index}: moved buckets did not arrive within "
-                                   f"{MOVE_SECONDS:g} s") from None
-            try:
-                payload = bytes(channel.recv_bytes())
-            finally:
-                channel.close()
-        self.absorb(payload)
+        self.absorb(self._receive() if payload is None else payload)
 
     def absorb(self, payload: bytes) -> None:
         """Take over buckets extracted by another worker."""
@@ -346,15 +414,25 @@ class _Done:
         return self.value
 
 
+def undirected_bucket(bucket_a: np.ndarray, bucket_b: np.ndarray) -> np.ndarray:
+    """The bucket of an undirected edge between vertices of buckets ``bucket_a`` and ``bucket_b``:
+    one of the two (so at most one end is a ghost), the smaller where their sum is even and the
+    larger where it is odd. Every bucket gets about half of its vertices' edges, however its
+    number ranks (always the smaller would pile the boundary on the low buckets' worker) and
+    however ids rank (always the smaller id's would put all of a low-id hub's edges in one bucket)."""
+    low, high = np.minimum(bucket_a, bucket_b), np.maximum(bucket_a, bucket_b)
+    return np.where((low + high) % 2 == 0, low, high)
+
+
 def edge_buckets(s: State, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
-    """Live edge slots of ``s`` and the bucket each belongs to (its source's; undirected: the
-    smaller of its endpoints' buckets)."""
+    """Live edge slots of ``s`` and the bucket each belongs to (its source's; undirected:
+    :func:`undirected_bucket`)."""
     slots = s.live_slots()
     ids = s.ids.to_numpy()
     bs = bucket_of(ids[s.src[slots]], num_buckets)
     if s.directed:
         return slots, bs
-    return slots, np.minimum(bs, bucket_of(ids[s.dst[slots]], num_buckets))
+    return slots, undirected_bucket(bs, bucket_of(ids[s.dst[slots]], num_buckets))
 
 
 def _part(s: State, slots: np.ndarray, vids: np.ndarray) -> dict:
@@ -448,28 +526,15 @@ class MergedLabels:
         return number
 
 
-def merge_components(workers: list[Worker]) -> MergedLabels:
-    """Local labels joined through ghosts only: the driver sees each worker's (ghost id, label)
-    pairs and the owners' labels of those ids, and joins only the labels among them, so its work
-    follows the boundary, not the graph."""
-    owner = workers[0].owner
-    offsets = np.cumsum([0] + _all(workers, "num_labels"))
-    left, right, asked = [], [], []
-    for w, (ids, labels) in zip(workers, _all(workers, "ghosts")):
-        owners = owner[bucket_of(ids, len(owner))]
-        for o in np.unique(owners):
-            mine = owners == o
-            asked.append((w.index, labels[mine], o, workers[o].request("labels_of", ids[mine])))
-    for index, labels, o, answer in asked:                   # every worker's questions are out: read the answers
-        theirs = answer.result()
-        known = theirs >= 0
-        left.append(offsets[index] + labels[known])
-        right.append(offsets[o] + theirs[known])
-    if not left:
+def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
+    """Local labels joined through ghosts: ``joins`` holds, per owner worker, the distinct
+    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the driver joins
+    only those labels, so its work follows the distinct label pairs on the boundary, not V."""
+    left = [offsets[senders] + theirs for senders, theirs, _ in joins]
+    right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
+    if not sum(len(part) for part in left):
         return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    total = int(offsets[-1])
-    joined = pd.unique(np.concatenate(left) * total + np.concatenate(right))    # most pairs repeat (hash, no sort)
-    u, v = np.divmod(joined, total)
+    u, v = np.concatenate(left), np.concatenate(right)
     codes, keys = pd.factorize(np.concatenate([u, v]))
     order = np.argsort(keys)
     rank = np.empty(len(keys), np.int64)
@@ -489,15 +554,21 @@ class PartitionedGraph:
         count = int(owner.max()) + 1
         self.tasks = None
         self._clock = (int(state.batch), float(state.time))
-        if count == 1:
-            self.workers = [Worker(0, state, owner)]
-            return
-        slots, edge_bucket = edge_buckets(state, len(owner))
-        alive = np.flatnonzero(state.alive)
-        vertex_owner = owner[bucket_of(state.ids.to_numpy()[alive], len(owner))]
-        self.workers = [Worker(i, _rebuild(state, [_part(state, slots[owner[edge_bucket] == i],
-                                                         alive[vertex_owner == i])]), owner)
-                        for i in range(count)]
+        self._summary, self._selected = None, []
+        self.workers = [Worker(i, state, owner) for i in range(count)]
+        self._each("keep", owner)
+
+    @classmethod
+    def loaded(cls, workers: list, owner: np.ndarray) -> "PartitionedGraph":
+        """The live graph of ``workers`` that each hold the whole loaded graph (in Spark tasks:
+        each loaded it from GoFS itself), once each has kept its part under ``owner``."""
+        graph = cls.__new__(cls)
+        graph.workers, graph.tasks = workers, getattr(workers[0], "tasks", None)
+        graph._summary, graph._selected = None, []
+        graph.directed, batch, time = workers[0].request("loaded_clock").result()
+        graph._clock = (batch, time)
+        graph._each("keep", np.asarray(owner, np.int64))
+        return graph
 
     @classmethod
     def restore(cls, states: list[State], owner: np.ndarray) -> "PartitionedGraph":
@@ -508,6 +579,7 @@ class PartitionedGraph:
         graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
         graph.tasks = None
         graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
+        graph._summary, graph._selected = None, []
         return graph
 
     def place_on(self, tasks) -> None:
@@ -515,6 +587,7 @@ class PartitionedGraph:
         from now on each one's state lives in its task and the driver only sends it requests."""
         self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner)
         self.tasks = tasks
+        self._summary, self._selected = None, []
 
     def blank_state(self) -> State:
         """The state of a worker with no buckets yet (worker 0's attribute kinds and template)."""
@@ -587,9 +660,58 @@ class PartitionedGraph:
         """Each worker's current (immutable) state, in worker order: what a full checkpoint holds."""
         return self._each("state")
 
-    def commit(self) -> None:
-        self._each("commit")
+    def commit(self, selections: list | None = None) -> None:
+        """Show the staged batch on every worker. ``selections`` (a list of selectors, for live
+        results read right after): start the boundary exchange and ask for those selectors'
+        :meth:`Worker.owned_labels` in the same wave, so a live result costs no more round trips."""
+        answers = [w.request("commit") for w in self.workers]
+        exchange, self._selected = None, []
+        if selections is not None and len(self.workers) > 1:
+            exchange = self._exchange()
+            if not self.directed:
+                self._selected = [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections]
+        for answer in answers:
+            answer.result()
         self._clock = self._staged_clock
+        self._summary = (exchange, None)
+
+    def _owned_labels(self, selector) -> list:
+        """Each worker's :meth:`Worker.owned_labels` of ``selector`` (asked with the commit if it
+        is one of its selections, the same object)."""
+        for asked, answers in self._selected:
+            if asked is selector:
+                return [a.result() for a in answers]
+        return [a.result() for a in [w.request("owned_labels", selector) for w in self.workers]]
+
+    def _exchange(self) -> tuple[list, list]:
+        """Start the boundary exchange (:meth:`Worker.send_ghosts`, then :meth:`Worker.join_ghosts`):
+        workers in Spark tasks send their ghosts to each other, so both requests go out at once;
+        in-process ones hand theirs over through this caller. Returns the pending answers."""
+        peers = [w.peer_address for w in self.workers]
+        sent = [w.request("send_ghosts", peers) for w in self.workers]
+        if all(peer is not None for peer in peers):
+            return sent, [w.request("join_ghosts", len(self.workers) - 1, []) for w in self.workers]
+        handed = [answer.result()[2] or {} for answer in sent]
+        return sent, [w.request("join_ghosts", 0, [h[w.index] for h in handed if w.index in h]) for w in self.workers]
+
+    def _boundaries(self) -> tuple[list, list]:
+        """(each worker's :meth:`Worker.send_ghosts` answer, each one's :meth:`Worker.join_ghosts`
+        answer) for the graph now (started with the commit, or now), kept until the graph changes;
+        reading it also clears those answers from the workers' connections."""
+        exchange, merged = self._summary or (None, None)
+        sent, joined = exchange or self._exchange()
+        exchange = ([_Done(a.result()) for a in sent], [_Done(a.result()) for a in joined])
+        self._summary = (exchange, merged)
+        return [a.result() for a in exchange[0]], [a.result() for a in exchange[1]]
+
+    def _merged(self) -> MergedLabels:
+        """The merged labels: one merge per committed batch, however many live results and frames
+        read it."""
+        sent, joined = self._boundaries()
+        if self._summary[1] is None:
+            offsets = np.cumsum([0] + [size for size, _, _ in sent])
+            self._summary = (self._summary[0], merge_components(offsets, joined))
+        return self._summary[1]
 
     def abandon(self) -> None:
         self._each("abandon")
@@ -661,14 +783,13 @@ class PartitionedGraph:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
         if len(self.workers) == 1:
             return self.workers[0].components_frame()
-        ids, group, rep = self._labelled(None, merge_components(self.workers))
+        ids, group, rep = self._labelled(self._owned_labels(None), self._merged())
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
-    def _labelled(self, selector, merged: MergedLabels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(id, global component number, id of the local label's vertex) of the owned alive vertices
-        ``selector`` picks (None: all), worker by worker."""
-        out = self._each("owned_labels", selector)
+    def _labelled(self, out: list, merged: MergedLabels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(id, global component number, id of the local label's vertex) from each worker's
+        :meth:`Worker.owned_labels` answer ``out``, worker by worker."""
         return (np.concatenate([ids for ids, _, _ in out]),
                 np.concatenate([merged.of(w.index, labels) for w, (_, labels, _) in zip(self.workers, out)]),
                 np.concatenate([rep for _, _, rep in out]))
@@ -679,16 +800,17 @@ class PartitionedGraph:
         :meth:`hatrick.stream.Stream.reachable`."""
         if len(self.workers) == 1:
             return self.workers[0].reachable(sources, sinks)
-        known = set().union(*self._each("vertex_attributes")) | {"id"}
+        sent, _ = self._boundaries()
+        known = set().union(*[attributes for _, attributes, _ in sent]) | {"id"}
         for selector in (sources, sinks):
             if isinstance(selector, dict) and set(selector) - known:
                 missing = sorted(set(selector) - known)[0]
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
             return self._directed_reach(sources, sinks)
-        merged = merge_components(self.workers)
-        s_ids, s_group, _ = self._labelled(sources, merged)
-        t_ids, t_group, _ = self._labelled(sinks, merged)
+        merged = self._merged()
+        s_ids, s_group, _ = self._labelled(self._owned_labels(sources), merged)
+        t_ids, t_group, _ = self._labelled(self._owned_labels(sinks), merged)
         pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
                                                                     on="g")
         return pairs[["source", "sink"]].reset_index(drop=True)
@@ -697,12 +819,9 @@ class PartitionedGraph:
         """Directed reachability over workers: each worker sends its local pairs from (sources,
         entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`); a path leaves a worker only
         through a ghost and goes on at that vertex's owner, so the driver joins the summaries
-        and follows them (its work grows with the boundary and the selection, not with V)."""
-        ghost_ids = [ids for ids, _ in self._each("ghosts")]
-        boundary = np.unique(np.concatenate(ghost_ids)) if ghost_ids else np.zeros(0, np.int64)
-        boundary_owner = self.owner[bucket_of(boundary, len(self.owner))]
-        answers = [w.request("reach_summary", sources, sinks, boundary[boundary_owner == w.index])
-                   for w in self.workers]
+        and follows them (its work grows with those pairs and the selection, not with V)."""
+        self._boundaries()                              # the workers' entries are the graph's now
+        answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
         u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
         nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
         s, t = directed_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
@@ -719,6 +838,9 @@ class PartitionedGraph:
         if len(self.workers) < count:
             self.workers += added or self.new_workers(range(len(self.workers), count))
         moves = np.flatnonzero(owner_after != self.owner)
+        if self._summary:
+            self._boundaries()                          # read what the last commit asked for
+        self._summary, self._selected = None, []
         answers = []
         for w in self.workers:                          # every source extracts (and sends) first
             out = moves[self.owner[moves] == w.index]

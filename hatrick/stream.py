@@ -2,7 +2,8 @@
 
 ``s = g.stream(workers=N)`` loads the graph's latest state (its last instance, else
 the template) into a :mod:`hatrick.partitioned` live graph of N workers owning
-buckets (the embedded default is N = 1 of the same code). Every batch (``s.push(...)`` or a
+buckets (the embedded default is N = 1 of the same code); workers in Spark tasks each load it
+from GoFS on their executor and keep their buckets (:mod:`hatrick.loading`). Every batch (``s.push(...)`` or a
 Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
 
 1. row checks (:func:`hatrick.updates.validate`);
@@ -50,13 +51,14 @@ from gofs.store import as_store
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
 from hatrick.executors import WorkerFailed, WorkerLost, WorkerTasks, check_slots
-from hatrick.live import GraphView, State, build_state
+from hatrick.live import GraphView
+from hatrick.loading import load_graph_state
 from hatrick.marks import ProducerMarks
-from hatrick.partitioned import PartitionedGraph, edge_buckets
+from hatrick.partitioned import PartitionedGraph, Worker
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
-from hatrick.snapshot import SnapshotReport, Template, build_instance
-from hatrick.updates import UpdateError, empty_rejected, kind_of_type, validate
+from hatrick.snapshot import SnapshotReport, build_instance
+from hatrick.updates import UpdateError, empty_rejected, validate
 
 
 @dataclass
@@ -87,44 +89,6 @@ class RescaleReport:
     max_load_ratio: float           # busiest worker's load / mean load after the move (by the plan)
     feasible: bool
     worker_state: list | None = None    # per worker after the move: live edge copies + owned vertices
-
-
-def load_graph_state(graph) -> tuple[State, Template]:
-    """The graph's latest state (last instance, else template) and its template, as live-graph objects."""
-    import pyarrow as pa
-
-    template_ids = graph.vertex_ids.to_numpy(zero_copy_only=False)
-    latest = graph.instances[-1]["id"] if graph.instances else None
-    added = graph.added_vertices(graph.instances[-1]) if graph.instances else None
-    ids = template_ids if added is None else \
-        np.concatenate([template_ids, added.column("id").to_numpy(zero_copy_only=False)])
-    index = pd.Index(ids)
-    vkind, ekind, dyn_v, dyn_e = ({name: kind_of_type(t) for name, t in graph.attribute_types(kind, instance).items()}
-                                  for instance in (False, True) for kind in ("vertex", "edge"))
-    vattrs = [n for n, k in {**vkind, **dyn_v}.items() if k]
-    eattrs = [n for n, k in {**ekind, **dyn_e}.items() if k]
-    parts = range(graph.num_partitions)
-    vt = pa.concat_tables([graph.read_vertex_partition(p, attributes=vattrs, instance=latest) for p in parts])
-    et = pa.concat_tables([graph.read_edge_partition(p, attributes=eattrs, instance=latest) for p in parts])
-    static_e = [n for n in ekind if ekind[n]]
-    tt = pa.concat_tables([graph.read_edge_partition(p, attributes=static_e) for p in parts])
-    rows = index.get_indexer(vt.column("id").to_numpy(zero_copy_only=False))
-    vcols = {}
-    for name in vattrs:
-        values = np.full(len(ids), None, dtype=object)
-        values[rows] = vt.column(name).to_numpy(zero_copy_only=False)
-        vcols[name] = ({**vkind, **dyn_v}[name], values)
-    ecols = {n: ({**ekind, **dyn_e}[n], et.column(n).to_numpy(zero_copy_only=False)) for n in eattrs}
-    state = build_state(ids, et.column("src").to_numpy(zero_copy_only=False),
-                        et.column("dst").to_numpy(zero_copy_only=False), graph.directed, vcols, ecols,
-                        static_vertex=[n for n in vkind if vkind[n]], static_edge=static_e,
-                        time=graph.instances[-1]["end"] if graph.instances else float("-inf"),
-                        template_edges=(tt.column("src").to_numpy(zero_copy_only=False),
-                                        tt.column("dst").to_numpy(zero_copy_only=False),
-                                        {n: tt.column(n).to_numpy(zero_copy_only=False) for n in static_e}))
-    template = Template.of(state, index.get_indexer(tt.column("src").to_numpy(zero_copy_only=False)),
-                           index.get_indexer(tt.column("dst").to_numpy(zero_copy_only=False)), len(template_ids))
-    return state, template
 
 
 class Stream:
@@ -174,31 +138,29 @@ class Stream:
         self.owner = self.ring.owners(num_buckets)
         self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
         restored = self._checkpoint.load() if self._checkpoint else None
-        state, self._template = load_graph_state(graph)
-        if restored:
-            self.live = self._adopt(restored["graph"])
-            self.marks = ProducerMarks(restored["hwm"], restored["gaps"])
-            self.snapshots, self._covered = restored["snapshots"], restored["covered"]
-            if restored["pending"]:
-                self._finish_interrupted_snapshot(restored["pending"])
-            if self.live.batch > self._covered:
-                self.buffer.restore(restored["buffer"])
-        else:
-            if workers > 1:      # the ring's split evened out by live edges (moves are free before any batch)
-                slots, edge_bucket = edge_buckets(state, num_buckets)
-                held = np.bincount(edge_bucket, weights=state.mult[slots], minlength=num_buckets)
-                self.owner = plan_migration(held + 1e-9, held, self.owner, self.ring.workers, 0.02).owner
-            self.live = PartitionedGraph(state, self.owner)
+        self._template = None           # the snapshots' template, read when the first one is written
         self._tasks = None
         self.recoveries = 0             # times lost worker tasks were replaced (from the checkpoint)
         if _on_executors(executors, graph):
             check_slots(self.graph.spark, workers, fed_by_query=False)
             self._tasks = WorkerTasks(self.graph.spark)
-            try:
-                self.live.place_on(self._tasks)
-            except BaseException:
+        try:
+            if restored:
+                self.live = self._adopt(restored["graph"])
+                self.marks = ProducerMarks(restored["hwm"], restored["gaps"])
+                self.snapshots, self._covered = restored["snapshots"], restored["covered"]
+                if restored["pending"]:
+                    self._finish_interrupted_snapshot(restored["pending"])
+                if self.live.batch > self._covered:
+                    self.buffer.restore(restored["buffer"])
+                if self._tasks:
+                    self.live.place_on(self._tasks)
+            else:
+                self.live = self._load(workers)
+        except BaseException:
+            if self._tasks:
                 self._tasks.close()
-                raise
+            raise
         self.auto_snapshot = snapshot_policy is not None
         self.aging_ttl = aging_ttl
         self.autoscale = autoscale
@@ -208,6 +170,21 @@ class Stream:
         self._live_queries: dict = {}
         self.live_results: dict = {}
         self._query = None
+
+    def _load(self, workers: int) -> PartitionedGraph:
+        """The live graph loaded from the store: every worker loads the whole graph (in Spark
+        tasks each on its executor, so the driver holds none of it; in this process one load
+        they share), the ring's split is evened out by live edges (moves are free before any
+        batch), then each worker keeps its part."""
+        if self._tasks:
+            loaded = self._tasks.load(self.graph, range(workers), self.owner)
+        else:
+            state = load_graph_state(self.graph)[0]
+            loaded = [Worker(i, state, self.owner) for i in range(workers)]
+        if workers > 1:
+            held = loaded[0].request("held_edges").result()
+            self.owner = plan_migration(held + 1e-9, held, self.owner, self.ring.workers, 0.02).owner
+        return PartitionedGraph.loaded(loaded, self.owner)
 
     def _adopt(self, live: PartitionedGraph) -> PartitionedGraph:
         """A restored live graph, its buckets moved to this stream's owners (kept if it has as many
@@ -311,7 +288,8 @@ class Stream:
                     self.live.abandon()
                     raise
             try:
-                self.live.commit()
+                self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
+                                 if self._live_queries else None)
             except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
                 self._recover(error)
             self.marks = marks
@@ -437,6 +415,8 @@ class Stream:
         end = max(end, start)
         if self._checkpoint:
             self._checkpoint.snapshot_started(self.snapshots, self._covered, self.live.batch, start, end)
+        if self._template is None:
+            self._template = load_graph_state(self.graph)[1]
         instance, report = build_instance(self.live.gather(), self._template, start, end)   # the gather
         report.instance = append_instances(self.graph.path, [instance])[0]
         self.graph.refresh()
