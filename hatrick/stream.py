@@ -208,6 +208,28 @@ class Stream:
         self._live_queries: dict = {}
         self.live_results: dict = {}
         self._query = None
+        self.queries: dict = {}         # {topic name: Topic} of the CGQL queries restored from the checkpoint
+        if restored:
+            self._restore_queries(restored["queries"])
+
+    def _query_records(self) -> list:
+        """The live CGQL queries subscribed to this stream, as the checkpoint keeps them (taken
+        before a batch is applied: the pattern states that decide what that batch emits)."""
+        owners = (getattr(callback, "__self__", None) for callback in self._callbacks)
+        records = (owner.checkpoint_record() for owner in owners if hasattr(owner, "checkpoint_record"))
+        return [record for record in records if record is not None]
+
+    def _restore_queries(self, records: list) -> None:
+        """Register the checkpoint's CGQL queries again and evaluate the restored batch on them: it is
+        the batch their records were taken before, whose events a crash may have kept from being
+        published (a subscriber resuming from its last seq gets them once, with the same seqs)."""
+        if not records:
+            return
+        from hatrick.cgql.engine import restore_query
+
+        view = self.live.view()
+        for record in records:
+            self.queries.update(restore_query(record, self, view).topics)
 
     def _adopt(self, live: PartitionedGraph) -> PartitionedGraph:
         """A restored live graph, its buckets moved to this stream's owners (kept if it has as many
@@ -291,9 +313,10 @@ class Stream:
             marks = self.marks.advanced(batch)
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
+            queries = self._query_records() if self._checkpoint else []
             for attempt in (0, 1):                 # a lost worker: recover, then apply the batch again
                 pending = self._checkpoint.begin(self.live.batch + 1, batch, marks.hwm, buffered,
-                                                 marks.gaps) if self._checkpoint else None
+                                                 marks.gaps, queries) if self._checkpoint else None
                 try:
                     applied, refused = self.live.stage(batch)
                     break
@@ -306,7 +329,7 @@ class Stream:
             if self._checkpoint:
                 try:
                     self._checkpoint.commit(pending, self.live.staged_states, marks.hwm, buffered, marks.gaps,
-                                            owner=self.live.owner)
+                                            owner=self.live.owner, queries=queries)
                 except BaseException:
                     self.live.abandon()
                     raise
