@@ -23,6 +23,10 @@ Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
    applies every update exactly once;
 5. the elastic buffer records the batch by bucket; callbacks and live queries
    run; a snapshot is written when the buffer's policy says so.
+The checkpoint also keeps the live CGQL queries subscribed to the stream as they
+stand before each batch (topic seqs, pattern states; Reach only so far): a
+restart registers them again (``s.queries``) and evaluates the restored batch, so
+its events are published once, with the seqs a faultless run gives them.
 Buckets are owned by workers through a consistent-hash ring or the
 state-aware planner (``s.rescale``): at a batch boundary the moved buckets' state
 travels from its old worker to its new one. Workers run in Spark tasks

@@ -5,6 +5,9 @@ from 0) and is kept, so a subscriber that saw up to ``seq = s`` resumes with
 ``from_seq=s + 1`` and gets every later event exactly once. Events are
 delivered in publication order; a query publishes the events of one snapshot
 at a time, in snapshot order, so a topic is time-ordered by construction.
+A topic restored from a stream's checkpoint (see
+:func:`hatrick.cgql.engine.restore_query`) numbers on from ``first_seq``; the
+events before it were delivered by the process that crashed and are not kept.
 ``time_ordered=True`` further sorts the events of each publication by
 (time, status, cluster/source/sink) so that equal runs give equal logs.
 
