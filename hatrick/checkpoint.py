@@ -198,9 +198,10 @@ class Checkpoint:
             self._failure = error
 
     def begin(self, number: int, batch: UpdateBatch, hwm: dict, buffer: dict,
-              gaps: dict | None = None) -> "_LogWrite | None":
+              gaps: dict | None = None, queries: list | None = None) -> "_LogWrite | None":
         """Start making batch ``number`` durable: its log file (the batch, the marks and the buffer
-        summary after it) is written on a thread while the caller applies the batch; :meth:`commit`
+        summary after it, and the live CGQL queries as they stand before it: see
+        :meth:`hatrick.cgql.engine.Query.checkpoint_record`) is written on a thread while the caller applies the batch; :meth:`commit`
         waits for it, :meth:`abandon` undoes it. Returns None for the first batch, whose commit writes
         the full state instead (the base every log replays on). Raises the error of a failed
         background full-state write, if any (nothing is lost: the log files it would have replaced
@@ -211,11 +212,12 @@ class Checkpoint:
         if not os.path.exists(self.path):
             return None
         path = self._log(number)
-        payload = {"batch": batch_to_tree(batch), "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer}
+        payload = {"batch": batch_to_tree(batch), "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer,
+                   "queries": list(queries or [])}
         return _LogWrite(path, self._log_writer.submit(self._write, path, payload))
 
     def commit(self, pending: "_LogWrite | None", state, hwm: dict, buffer: dict,
-               gaps: dict | None = None, owner: np.ndarray | None = None) -> None:
+               gaps: dict | None = None, owner: np.ndarray | None = None, queries: list | None = None) -> None:
         """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
         start writing the full state in the background. ``state``: one :class:`State`, or the
         states of a partitioned graph's workers (in worker order) with ``owner`` (bucket -> worker), or
@@ -227,7 +229,7 @@ class Checkpoint:
             states = state() if callable(state) else state
             states = [states] if isinstance(states, State) else list(states)
             return {"states": [state_to_tree(s) for s in states], "owner": owner, "hwm": dict(hwm),
-                    "gaps": dict(gaps or {}), "buffer": buffer}
+                    "gaps": dict(gaps or {}), "buffer": buffer, "queries": list(queries or [])}
 
         if pending is None:
             self.wait()
@@ -286,7 +288,7 @@ class Checkpoint:
 
     # loading ---------------------------------------------------------------------------------------
     def load(self) -> dict | None:
-        """The committed state, hwm, buffer summary, snapshots and the batch the last snapshot covers
+        """The committed state, hwm, buffer summary, live queries, snapshots and the batch the last snapshot covers
         (None without a checkpoint). A full write that lands while we read (from a writer still
         running in this process) removes the logs it covers; then we read again from the new one."""
         if not os.path.exists(self.path):
@@ -311,7 +313,7 @@ class Checkpoint:
         now = os.stat(self.path)
         if (now.st_ino, now.st_mtime_ns) != (base.st_ino, base.st_mtime_ns):
             raise _LogGap(f"{self.path}: replaced while being read (its logs may be gone)")
-        hwm, gaps, buffer = payload["hwm"], payload["gaps"], payload["buffer"]
+        hwm, gaps, buffer, queries = payload["hwm"], payload["gaps"], payload["buffer"], payload.get("queries", [])
         for i, (number, path) in enumerate(logged):
             if number != graph.batch + 1:
                 raise _LogGap(f"{path}: checkpoint log skips from batch {graph.batch} to {number}")
@@ -323,9 +325,9 @@ class Checkpoint:
                     raise
                 os.remove(path)     # the last batch failed to apply when pushed too: it never committed
                 break
-            hwm, gaps, buffer = entry["hwm"], entry["gaps"], entry["buffer"]
+            hwm, gaps, buffer, queries = entry["hwm"], entry["gaps"], entry["buffer"], entry.get("queries", [])
         return {"graph": graph, "state": graph.gather() if len(graph.workers) == 1 else None, "hwm": hwm,
-                "gaps": gaps, "buffer": buffer}
+                "gaps": gaps, "buffer": buffer, "queries": queries}
 
     @staticmethod
     def _read(path: str) -> dict:

@@ -24,6 +24,10 @@ Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
    applies every update exactly once;
 5. the elastic buffer records the batch by bucket; callbacks and live queries
    run; a snapshot is written when the buffer's policy says so.
+The checkpoint also keeps the live CGQL queries subscribed to the stream as they
+stand before each batch (topic seqs, pattern states; Reach only so far): a
+restart registers them again (``s.queries``) and evaluates the restored batch, so
+its events are published once, with the seqs a faultless run gives them.
 Buckets are owned by workers through a consistent-hash ring or the
 state-aware planner (``s.rescale``): at a batch boundary the moved buckets' state
 travels from its old worker to its new one. Workers run in Spark tasks
@@ -170,6 +174,28 @@ class Stream:
         self._live_queries: dict = {}
         self.live_results: dict = {}
         self._query = None
+        self.queries: dict = {}         # {topic name: Topic} of the CGQL queries restored from the checkpoint
+        if restored:
+            self._restore_queries(restored["queries"])
+
+    def _query_records(self) -> list:
+        """The live CGQL queries subscribed to this stream, as the checkpoint keeps them (taken
+        before a batch is applied: the pattern states that decide what that batch emits)."""
+        owners = (getattr(callback, "__self__", None) for callback in self._callbacks)
+        records = (owner.checkpoint_record() for owner in owners if hasattr(owner, "checkpoint_record"))
+        return [record for record in records if record is not None]
+
+    def _restore_queries(self, records: list) -> None:
+        """Register the checkpoint's CGQL queries again and evaluate the restored batch on them: it is
+        the batch their records were taken before, whose events a crash may have kept from being
+        published (a subscriber resuming from its last seq gets them once, with the same seqs)."""
+        if not records:
+            return
+        from hatrick.cgql.engine import restore_query
+
+        view = self.live.view()
+        for record in records:
+            self.queries.update(restore_query(record, self, view).topics)
 
     def _load(self, workers: int) -> PartitionedGraph:
         """The live graph loaded from the store: every worker loads the whole graph (in Spark
@@ -268,9 +294,10 @@ class Stream:
             marks = self.marks.advanced(batch)
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
+            queries = self._query_records() if self._checkpoint else []
             for attempt in (0, 1):                 # a lost worker: recover, then apply the batch again
                 pending = self._checkpoint.begin(self.live.batch + 1, batch, marks.hwm, buffered,
-                                                 marks.gaps) if self._checkpoint else None
+                                                 marks.gaps, queries) if self._checkpoint else None
                 try:
                     applied, refused = self.live.stage(batch)
                     break
@@ -283,7 +310,7 @@ class Stream:
             if self._checkpoint:
                 try:
                     self._checkpoint.commit(pending, self.live.staged_states, marks.hwm, buffered, marks.gaps,
-                                            owner=self.live.owner)
+                                            owner=self.live.owner, queries=queries)
                 except BaseException:
                     self.live.abandon()
                     raise

@@ -693,6 +693,48 @@ def test_a_worker_lost_mid_rescale_is_recovered_and_moved_again_exactly_once(gra
     assert [e["seq"] for e in received] == list(range(len(received)))
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("where,call", [("after_commit", 7), ("commit", 6), ("next_batch", 8)])
+def test_a_restarted_driver_delivers_every_cgql_event_once_to_a_resuming_subscriber(graph, tmp_path, monkeypatch,
+                                                                                  where, call):
+    """The driver dies after a batch committed but before its events were published, while waiting
+    for a batch's log (which may or may not be durable), or after the events went out; a new Stream on the checkpoint registers the
+    Reach query again with its topic's next seq and pattern state, and a subscriber resuming from
+    its last seq gets the events of a faultless run, same seqs, none twice. The kill is at batch 7,
+    which makes Reach events (so does the one before and after the restart)."""
+    log = random_log(11, 200)
+    expected = faultless_events(graph, log, 20, "once")
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), full_checkpoint_every=3)
+    topic = goffish.query(graph, REACH_EVENTS + "kept", stream=s)
+    received = []
+    topic.subscribe(received.append)
+    target = {"after_commit": (stream_module.Stream, "_after_batch"), "commit": (checkpoint_module._LogWrite, "result"),
+              "next_batch": (stream_module.Checkpoint, "begin")}[where]
+    original, calls = getattr(*target), []
+
+    def dies_at_batch_7(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt("driver killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(*target, dies_at_batch_7)
+    with pytest.raises(KeyboardInterrupt):
+        push_all(s, log, 20)
+    monkeypatch.setattr(*target, original)
+    topic.cancel()                                  # the dead driver's query and topic are gone with it
+    assert {e["snapshot"] for e in received} == ({1, 2, 4, 7} if where == "next_batch" else {1, 2, 4})
+    restarted = graph.stream(checkpoint=str(tmp_path / "ck"), full_checkpoint_every=3)
+    resumed = restarted.queries["kept"]
+    resumed.subscribe(received.append, from_seq=received[-1]["seq"] + 1)
+    try:
+        push_all(restarted, log, 20)                # the producers replay their whole logs
+    finally:
+        resumed.cancel()
+    assert without_names(received) == without_names(expected)
+    assert [e["seq"] for e in received] == list(range(len(expected)))
+
+
 def run_on_local_cluster(tmp_path, master: str, body: str, name: str = "job", dies: bool = False) -> dict:
     """Run ``body`` (Python, after a prelude that imports this module as ``t``, starts the session as
     ``spark`` and defines ``executor_pids()`` and ``die()``, a SIGKILL of the driver's Python process)

@@ -126,6 +126,7 @@ class Query:
         self._last_seq = -math.inf
         self._last_time = -math.inf
         self.registry: QueryRegistry | None = None      # set when registered
+        self.settings: dict | None = None               # how it was planned (what a restart plans it again with)
         for topic in topics.values():
             topic.query = self
 
@@ -236,6 +237,26 @@ class Query:
             if reraise:
                 raise
 
+    # restart ----------------------------------------------------------------------
+    def checkpoint_record(self) -> dict | None:
+        """What a stream's checkpoint keeps of this live query (taken before a batch is evaluated):
+        how to plan it again, each topic's next seq, the pattern states that decide what the next
+        batch emits. None while it cannot be restored: its past part is still running, it is not
+        live, or a sub-query's pattern keeps no state across a restart (Reach does; Cluster and
+        Evolved do not yet)."""
+        with self._lock:
+            if self.cancelled or self._buffer is not None or self.settings is None:
+                return None
+            if not all(sq.pattern.keeps_state for sq in self.plan.subqueries):
+                return None
+            states = {sq.name: sq.pattern.state_to_tree(self.states[sq.name])
+                      for sq in self.plan.subqueries if sq.name in self.states}
+            return {"text": self.text, "settings": dict(self.settings),
+                    "topics": {name: t.next_seq for name, t in self.topics.items()}, "states": states,
+                    "in_frame": {k: bool(v) for k, v in self.in_frame.items()},
+                    "last_seq": float(self._last_seq), "last_time": float(self._last_time),
+                    "snapshots": self.snapshots, "past_engine": self.past_engine}
+
     def cancel(self) -> None:
         """Stop: unsubscribe from the stream, close every topic, leave the registry."""
         with self._lock:
@@ -317,6 +338,9 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     topics = {name: Topic(name, time_ordered) for name in the_plan.topics}
     registered = registry().register(topics, lambda: Query(
         text, the_plan, topics, directed if directed is not None else _directed(store, live)))
+    registered.settings = {"params": dict(params or {}), "now": the_plan.now, "time_unit": time_unit,
+                           "default": default, "directed": registered.directed, "grow_factor": grow_factor,
+                           "min_size": min_size, "time_ordered": time_ordered}
     if live is not None and the_plan.has_live:
         registered.attach(live)
     try:
@@ -335,6 +359,31 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     else:
         registered.cancel()          # past only: every event is published; topics close
     return registered.topic
+
+
+def restore_query(record: dict, stream, view) -> Query:
+    """A live query as a stream's checkpoint kept it (:meth:`Query.checkpoint_record`), registered
+    again and subscribed to ``stream``: its topics number on from where they stopped and its
+    patterns start from the states the record holds. ``view`` (the stream's graph at the batch the
+    record was taken before, whose events a crash may have kept from being published) is
+    evaluated first, so a subscriber resuming from its last seq gets every event once."""
+    settings = record["settings"]
+    the_plan = plan(parse(record["text"]), settings["params"], settings["now"], settings["time_unit"],
+                    settings["default"], {"directed": settings["directed"], "grow_factor": settings["grow_factor"],
+                                          "min_size": settings["min_size"]})
+    topics = {name: Topic(name, bool(settings["time_ordered"]), int(record["topics"][name]))
+              for name in the_plan.topics}
+    restored = registry().register(topics, lambda: Query(record["text"], the_plan, topics, settings["directed"]))
+    restored.settings = dict(settings)
+    by_name = {sq.name: sq for sq in the_plan.subqueries}
+    restored.states = {name: by_name[name].pattern.state_from_tree(tree) for name, tree in record["states"].items()}
+    restored.in_frame = dict(record["in_frame"])
+    restored._last_seq, restored._last_time = record["last_seq"], record["last_time"]
+    restored.snapshots, restored.past_engine = int(record["snapshots"]), record["past_engine"]
+    restored.attach(stream)
+    restored._buffer = None
+    restored._on_batch(view)
+    return restored
 
 
 def _active_session():

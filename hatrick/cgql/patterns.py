@@ -50,6 +50,7 @@ Semantics (each decided here; the tests' brute-force oracles re-derive them):
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,6 +140,15 @@ class Pattern:
     def diff(self, before, after) -> list:
         raise NotImplementedError
 
+    keeps_state = False     # whether its states survive a restart (state_to_tree / state_from_tree)
+
+    def state_to_tree(self, state):
+        """``state`` as checkpoint data (:mod:`hatrick.datafile`)."""
+        raise NotImplementedError(f"{self.name} states are not kept in a checkpoint")
+
+    def state_from_tree(self, tree):
+        raise NotImplementedError(f"{self.name} states are not restored from a checkpoint")
+
 
 # Reach ---------------------------------------------------------------------------------
 @dataclass
@@ -152,6 +162,7 @@ class ReachState:
 @register_pattern
 class Reach(Pattern):
     name = "Reach"
+    keeps_state = True
 
     @classmethod
     def check(cls, clause):
@@ -194,6 +205,18 @@ class Reach(Pattern):
         if before is not None:
             events += self._events(old.difference(after.pairs, sort=False), before.records, "unreachable")
         return events
+
+    def state_to_tree(self, state):
+        """The pairs and the attribute records of their vertices (an ``unreachable`` event names them)."""
+        ids = pd.unique(np.concatenate([state.pairs.get_level_values(0).to_numpy(),
+                                        state.pairs.get_level_values(1).to_numpy()]))
+        return {"source": state.pairs.get_level_values(0).to_numpy(), "sink": state.pairs.get_level_values(1).to_numpy(),
+                "ids": np.asarray(ids), "records": json.dumps(state.records(ids) if len(ids) else [])}
+
+    def state_from_tree(self, tree):
+        index, records = pd.Index(tree["ids"]), json.loads(tree["records"])
+        pairs = pd.MultiIndex.from_arrays([tree["source"], tree["sink"]], names=["source", "sink"])
+        return ReachState(pairs, lambda ids: [records[i] for i in index.get_indexer(ids)])
 
     def _events(self, pairs: pd.MultiIndex, records, status: str) -> list:
         if len(pairs) == 0:

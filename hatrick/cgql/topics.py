@@ -5,6 +5,9 @@ from 0) and is kept, so a subscriber that saw up to ``seq = s`` resumes with
 ``from_seq=s + 1`` and gets every later event exactly once. Events are
 delivered in publication order; a query publishes the events of one snapshot
 at a time, in snapshot order, so a topic is time-ordered by construction.
+A topic restored from a stream's checkpoint (see
+:func:`hatrick.cgql.engine.restore_query`) numbers on from ``first_seq``; the
+events before it were delivered by the process that crashed and are not kept.
 ``time_ordered=True`` further sorts the events of each publication by
 (time, status, cluster/source/sink) so that equal runs give equal logs.
 
@@ -49,8 +52,9 @@ class Subscription:
 class Topic:
     """An ordered event log with sequence numbers; iterate it, subscribe to it, or sink it."""
 
-    def __init__(self, name: str, time_ordered: bool = False):
+    def __init__(self, name: str, time_ordered: bool = False, first_seq: int = 0):
         self.name, self.time_ordered = name, time_ordered
+        self.first_seq = first_seq  # seqs before it were published before a restart (not kept here)
         self._events: list = []
         self._subscribers: list = []
         self._cond = threading.Condition()
@@ -67,7 +71,7 @@ class Topic:
 
     @property
     def next_seq(self) -> int:
-        return len(self._events)
+        return self.first_seq + len(self._events)
 
     def publish(self, events: list) -> list:
         """Number ``events`` (dicts) and deliver them; returns them with ``seq`` and ``topic`` set."""
@@ -79,7 +83,7 @@ class Topic:
             with self._cond:
                 if self.closed:
                     raise RuntimeError(f"topic {self.name!r} is closed")
-                first = len(self._events)
+                first = self.next_seq
                 for i, e in enumerate(events):
                     e["seq"], e["topic"] = first + i, self.name
                 self._events.extend(events)
@@ -105,8 +109,9 @@ class Topic:
     def read(self, from_seq: int = 0, limit: int | None = None) -> list:
         """Events with ``seq >= from_seq`` (at most ``limit``), without waiting."""
         with self._cond:
-            end = len(self._events) if limit is None else min(len(self._events), from_seq + limit)
-            return list(self._events[from_seq:end])
+            start = max(from_seq - self.first_seq, 0)
+            end = len(self._events) if limit is None else min(len(self._events), start + limit)
+            return list(self._events[start:end])
 
     def __iter__(self) -> Iterator[dict]:
         return self.iterate()
@@ -114,7 +119,7 @@ class Topic:
     def iterate(self, from_seq: int = 0, timeout: float | None = None) -> Iterator[dict]:
         """Every event from ``from_seq`` on, waiting for new ones until the topic closes
         (or, with ``timeout``, until no event came for that many seconds)."""
-        seq = from_seq
+        seq = max(from_seq - self.first_seq, 0)        # position in this process's events
         while True:
             with self._cond:
                 if seq >= len(self._events) and not self.closed:
@@ -134,8 +139,9 @@ class Topic:
         return sub
 
     def _catch_up(self, sub: Subscription) -> None:
-        while sub.active and sub.next_seq < len(self._events):
-            event = self._events[sub.next_seq]
+        sub.next_seq = max(sub.next_seq, self.first_seq)
+        while sub.active and sub.next_seq < self.next_seq:
+            event = self._events[sub.next_seq - self.first_seq]
             sub.callback(event)
             sub.next_seq += 1
 
@@ -169,7 +175,7 @@ class Topic:
 
         def write(event):
             pending.append(event)
-            if event["seq"] == len(self._events) - 1 or len(pending) >= 10_000:
+            if event["seq"] == self.next_seq - 1 or len(pending) >= 10_000:
                 batch = list(pending)
                 pending.clear()
                 name = os.path.join(directory, f"part-{batch[0]['seq']:012d}-{batch[-1]['seq']:012d}.{ext}")
