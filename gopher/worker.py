@@ -288,14 +288,24 @@ class TaskWorker:
         active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted[:n]), inbox.receivers())
         out, ahead = Outbox(), Outbox()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
-        for k in active:
-            sg = view.subgraph(k)
+        where = "" if step.instance is None else f"instance {step.instance['id']}, "
+        subgraphs = [view.subgraph(k) for k in active]
+        for k, sg in zip(active, subgraphs):
             sg.state = state.states[k]
+        try:
+            whole = not inbox.count and program.compute_partition(subgraphs, ctx)
+        except Exception as exc:
+            raise GopherProgramError(
+                f"{type(program).__name__}.compute_partition failed on partition {p} in "
+                f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+        for k, sg in zip(active, subgraphs):
+            if whole:
+                state.halted[k] = False
+                continue
             ctx._begin(sg)
             try:
                 program.compute(sg, inbox.for_subgraph(k), ctx)
             except Exception as exc:
-                where = "" if step.instance is None else f"instance {step.instance['id']}, "
                 raise GopherProgramError(
                     f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
                     f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
