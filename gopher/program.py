@@ -27,6 +27,13 @@ class SubgraphProgram:
         send with ``ctx.send_*``, and ``ctx.vote_to_halt()`` when done."""
         raise NotImplementedError
 
+    def compute_partition(self, subgraphs: list, ctx) -> bool:
+        """Optional: run this superstep once for all of a partition's active sub-graphs (in
+        sub-graph order, each with its ``state``), vectorised over the partition, instead of
+        ``compute`` per sub-graph. Called only when the partition received no messages in this
+        superstep; return True when done (then ``compute`` is not called and none halts)."""
+        return False
+
     def master(self, ctx) -> None:
         """Runs on the driver after every superstep; may read aggregates, set globals, halt."""
 

@@ -313,14 +313,25 @@ class TaskWorker:
         active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted[:n]), inbox.receivers())
         out, ahead = Outbox(), Outbox()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
-        for k in active.tolist():               # Python ints: list indexing below is faster with them
-            sg = view.subgraph(k)
+        where = "" if step.instance is None else f"instance {step.instance['id']}, "
+        ks = active.tolist()                    # Python ints: list indexing below is faster with them
+        subgraphs = [view.subgraph(k) for k in ks]
+        for k, sg in zip(ks, subgraphs):
             sg.state = state.states[k]
+        try:
+            whole = not inbox.count and program.compute_partition(subgraphs, ctx)
+        except Exception as exc:
+            raise GopherProgramError(
+                f"{type(program).__name__}.compute_partition failed on partition {p} in "
+                f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+        for k, sg in zip(ks, subgraphs):
+            if whole:
+                state.halted[k] = False
+                continue
             ctx._begin(sg)
             try:
                 program.compute(sg, inbox.for_subgraph(k), ctx)
             except Exception as exc:
-                where = "" if step.instance is None else f"instance {step.instance['id']}, "
                 raise GopherProgramError(
                     f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
                     f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc

@@ -211,6 +211,46 @@ class PartitionWide(Recording):
         ctx.vote_to_halt()
 
 
+class PartitionStep(SubgraphProgram):
+    """Superstep 0 once per partition (``compute_partition``): every remote edge carries one
+    message; superstep 1, where messages arrived, runs ``compute`` per sub-graph."""
+
+    aggregators = {"hook_calls": "sum", "hook_subgraphs": "sum", "computed": "sum", "sent": "sum",
+                   "received": "sum"}
+
+    def __init__(self):
+        self.totals = []
+
+    def compute_partition(self, subgraphs, ctx):
+        if ctx.superstep != 0:
+            return False
+        remote = subgraphs[0].partition_pass(f"remote-{id(self)}", lambda whole: whole.remote_edges.dst)
+        ctx.aggregate("hook_calls", 1)
+        ctx.aggregate("hook_subgraphs", len(subgraphs))
+        ctx.aggregate("sent", len(remote))
+        ctx.send_to_vertices(remote, 1.0)
+        return True
+
+    def compute(self, subgraph, messages, ctx):
+        ctx.aggregate("computed", 1)
+        ctx.aggregate("received", len(messages.vertices))
+
+    def master(self, ctx):
+        self.totals.append({k: ctx.aggregated.get(k, 0) for k in self.aggregators})
+        if ctx.superstep == 1:
+            ctx.halt()
+
+
+def test_compute_partition_runs_once_per_partition_when_no_messages_came(undirected):
+    G, store = undirected
+    program = PartitionStep()
+    store.run(program, progress=False)
+    first, second = program.totals
+    assert first["hook_calls"] == store.num_partitions and first["hook_subgraphs"] == count(store)
+    assert first["computed"] == 0 and first["sent"] > 0
+    assert second["received"] == first["sent"]
+
+
 class MasterDriven(Recording):
     """Never votes to halt; the master passes globals on and halts after superstep 2."""
 

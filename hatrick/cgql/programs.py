@@ -2,25 +2,27 @@
 
 Cluster is described below; Reach (:class:`ReachProgram`) numbers the sources,
 spreads bit sets of them over the kept edges and returns the (source, sink)
-pairs with the endpoints' attributes.
+pairs with the endpoints' attributes (numbering and pairs once per partition).
 
 A past frame (or the past part of a straddling one) runs as the sequentially
 dependent time-series pattern (:func:`gopher.timeseries.run_sequential`) over
 the instances it covers; each sub-graph reads only the attributes the query
 names and keeps its vertices' group labels from one instance to the next.
-Per instance, in supersteps:
+The supersteps that read no messages run once per partition
+(:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
+its sub-graphs, each of which only takes its slices. Per instance, in supersteps:
 
 ``label``
-    the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
+    superstep 0: the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
     :func:`~hatrick.cgql.views.edge_condition_mask`, the live path's rules) and
     the members' pieces over the kept local edges (one csgraph call) are worked
-    out once per partition and instance (:meth:`gopher.subgraph.Subgraph.partition_pass`),
-    not once per sub-graph; each sub-graph takes its rows and runs
-    smallest-label propagation over the kept remote edges
-    (:func:`algorithms.components.propagate_labels`, the components program's
-    kernel) until no label changes.
+    out once per partition and instance (:meth:`gopher.subgraph.Subgraph.partition_pass`);
+    every piece starts with its smallest vertex id and tells it over the kept
+    remote edges. Later label supersteps (those that received labels) run per
+    sub-graph: smallest-label propagation (:func:`algorithms.components.propagate_labels`,
+    the components program's kernel) until no label changes.
 ``summary``
-    per group: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
+    per group of the partition: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
     the smallest member id, and the overlap counts with the previous
     instance's groups; the driver's ``master`` reduces them and applies the
     pattern's rules (:meth:`hatrick.cgql.patterns.Cluster.conclude` / ``changes``).
@@ -136,36 +138,52 @@ class ClusterProgram(PatternProgram):
 
     # task side ----------------------------------------------------------------------------
     def compute(self, subgraph, messages, ctx):
+        """A label superstep after the first (which :meth:`compute_partition` runs: nothing is
+        sent forward, so superstep 0 receives nothing)."""
         state = subgraph.state
+        ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
+                                                  state["usable"]))
+
+    def compute_partition(self, subgraphs, ctx) -> bool:
+        """The first label superstep and the summary and members ones, once for the whole partition."""
+        phase = ctx.globals["phase"]
+        if (ctx.superstep != 0 and phase == "label") or not subgraphs:
+            return False
+        whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
         if ctx.superstep == 0:
-            if "current" in state:
-                state["previous"] = state["current"]
-            self._select(subgraph)
-            ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
-                                                      state["usable"], start=True))
-        elif ctx.globals["phase"] == "label":
-            ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
-                                                      state["usable"]))
-        elif ctx.globals["phase"] == "summary":
-            summary = self._summary(subgraph)
+            ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
+        elif phase == "summary":
+            summary = self._summary(subgraphs, whole)
             if summary is not None:
                 ctx.aggregate("summary", [summary])
         else:
-            ctx.aggregate("members", [self._members(subgraph, ctx.globals)])
+            ctx.aggregate("members", [self._members(subgraphs, whole, ctx.globals)])
+        return True
 
-    def _select(self, subgraph) -> None:
-        """This sub-graph's members' pieces, kept remote edges and aggregated columns, sliced from
-        the partition's pass (:meth:`_partition`)."""
-        whole = subgraph.partition_pass(self._pass_key, self._partition)
-        rows = subgraph.vertex_rows
-        piece = whole["piece"][rows]
+    @staticmethod
+    def _start(subgraphs: list, whole: dict, ctx) -> int:
+        """Superstep 0 over the partition: each sub-graph takes its pieces' rows of the partition
+        pass, every piece starts with its smallest vertex id and tells it over the kept remote
+        edges (what :func:`algorithms.components.propagate_labels` does with ``start``). Returns
+        the number of pieces (all changed)."""
+        piece, starts, usable = whole["piece"], whole["starts"], whole["usable"]
         inside = piece >= 0
-        first = int(piece[inside].min()) if inside.any() else 0
-        state = subgraph.state
-        state["piece"] = np.where(inside, piece - first, -1)
-        state["usable"] = whole["usable"][subgraph.remote_rows]
-        state["count"] = int(piece[inside].max()) + 1 - first if inside.any() else 0
-        state["columns"] = {a: v[rows] for a, v in whole["columns"].items()}
+        labels = np.full(len(starts), NO_LABEL, np.int64)
+        np.minimum.at(labels, piece[inside], whole["vertex_ids"][inside])
+        for sg in subgraphs:
+            state = sg.state
+            if "current" in state:
+                state["previous"] = state["current"]
+            rows = sg.vertex_rows
+            first, end = np.searchsorted(starts, (rows.start, rows.stop)).tolist()
+            state["piece"] = np.where(piece[rows] >= 0, piece[rows] - first, -1)
+            state["first"], state["count"] = first, end - first
+            state["usable"] = usable[sg.remote_rows]
+            state["labels"] = labels[first:end].copy()
+        at = piece[whole["remote_src"]]
+        tell = (at >= 0) & usable
+        ctx.send_to_vertices(whole["remote_dst"][tell], labels[at[tell]])
+        return len(starts)
 
     def _partition(self, whole) -> dict:
         """Members, kept edges and their pieces over the whole partition in a few C passes (pieces
@@ -193,22 +211,29 @@ class ClusterProgram(PatternProgram):
         rank[np.argsort(first, kind="stable")] = np.arange(len(first))
         out = np.full(size, -1, np.int64)
         out[touched] = rank[number]
-        return {"piece": out, "usable": usable, "columns": {a: frame[a].to_numpy() for a in self.columns}}
+        return {"piece": out, "usable": usable, "starts": np.sort(first), "ids": whole.ids,
+                "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
+                "columns": {a: frame[a].to_numpy() for a in self.columns}}
 
-    def _summary(self, subgraph):
-        """(group label, partials, smallest id) per piece and the overlap with the previous labels;
-        None for a sub-graph without members now (then it overlaps nothing either)."""
-        state = subgraph.state
-        piece, labels, count = state["piece"], state["labels"], state["count"]
+    @staticmethod
+    def _summary(subgraphs: list, whole: dict):
+        """(group label, partials, smallest id) per piece of the partition and the overlap with the
+        previous labels; None for a partition without members now (then it overlaps nothing)."""
+        piece, count = whole["piece"], len(whole["starts"])
+        labels = np.full(count, NO_LABEL, np.int64)
+        for sg in subgraphs:
+            first = sg.state["first"]
+            labels[first:first + sg.state["count"]] = sg.state["labels"]
+        inside = piece >= 0
         current = np.full(len(piece), NO_LABEL, np.int64)
-        state["current"] = current
+        current[inside] = labels[piece[inside]]
+        for sg in subgraphs:
+            sg.state["current"] = current[sg.vertex_rows]
         if not count:
             return None
-        inside = piece >= 0
-        current[inside] = labels[piece[inside]]
-        partials = aggregate_partials({a: v[inside] for a, v in state["columns"].items()}, piece[inside], count)
-        smallest = _smallest(subgraph.ids[inside], piece[inside], count)
-        previous = state.get("previous")
+        partials = aggregate_partials({a: v[inside] for a, v in whole["columns"].items()}, piece[inside], count)
+        smallest = _smallest(whole["ids"][inside], piece[inside], count)
+        previous = _gathered_labels(subgraphs, "previous", len(piece))
         overlap = np.empty((0, 3), np.int64)
         if previous is not None:
             both = inside & (previous != NO_LABEL)
@@ -216,18 +241,18 @@ class ClusterProgram(PatternProgram):
         return labels, partials, smallest, overlap
 
     @staticmethod
-    def _members(subgraph, globals_: dict):
+    def _members(subgraphs: list, whole: dict, globals_: dict):
         """(label, member id) pairs of the wanted groups now and before."""
-        state = subgraph.state
+        ids = whole["ids"]
         out = []
         for key, labels in (("current", globals_["want_now"]), ("previous", globals_["want_before"])):
-            have = state.get(key)
-            if have is None or not len(labels):
-                out.append((np.empty(0, np.int64), subgraph.ids[:0]))
+            have = _gathered_labels(subgraphs, key, len(ids)) if len(labels) else None
+            if have is None:
+                out.append((np.empty(0, np.int64), ids[:0]))
                 continue
             at = np.minimum(np.searchsorted(labels, have), len(labels) - 1)     # labels come sorted
             hit = labels[at] == have
-            out.append((have[hit], subgraph.ids[hit]))
+            out.append((have[hit], ids[hit]))
         return out
 
     # driver side ----------------------------------------------------------------------------
@@ -329,24 +354,28 @@ class ReachProgram(PatternProgram):
     def compute(self, subgraph, messages, ctx):
         state = subgraph.state
         whole = subgraph.partition_pass(self._pass_key, self._partition)
-        rows = subgraph.vertex_rows
-        if ctx.superstep == 0:
-            source = whole["is_source"][rows]
-            ctx.aggregate("sources", [(subgraph.vertex_ids[source], subgraph.ids[source],
-                                       {a: v[rows][source] for a, v in whole["records"].items()})])
-        elif ctx.superstep == 1:
-            numbered = ctx.globals["sources"]
-            words = max(1, -(-len(numbered) // 64))
-            bits = np.zeros((subgraph.num_vertices, words), np.uint64)
-            local = np.flatnonzero(whole["is_source"][rows])
-            bit = np.searchsorted(numbered, subgraph.vertex_ids[local])
-            np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
-            state["bits"] = bits
-            ctx.aggregate("changed", self._spread(subgraph, whole, ctx, local))
-        elif ctx.globals["phase"] == "spread":
-            ctx.aggregate("changed", self._spread(subgraph, whole, ctx, self._receive(subgraph, messages)))
+        rows, remote = subgraph.vertex_rows, subgraph.remote_edges
+        ctx.aggregate("changed", _spread(ctx, whole["indptr"][rows.start:rows.stop + 1], whole["indices"], rows.start,
+                                         state["bits"], self._receive(subgraph, messages),
+                                         (remote.src, remote.dst, remote.dst_subgraph,
+                                          whole["usable"][subgraph.remote_rows])))
+
+    def compute_partition(self, subgraphs, ctx) -> bool:
+        """Numbering the sources (superstep 0), the first spread (1) and reporting the pairs
+        (summary), once for the whole partition; the spread supersteps that received bit sets
+        run per sub-graph (:meth:`compute`)."""
+        if not subgraphs or (ctx.superstep > 1 and ctx.globals["phase"] != "summary"):
+            return False
+        whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
+        if ctx.superstep == 1:
+            ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
+        elif ctx.superstep == 0:
+            source = whole["is_source"]
+            ctx.aggregate("sources", [(whole["vertex_ids"][source], whole["records"]["id"][source],
+                                       {a: v[source] for a, v in whole["records"].items()})])
         else:
-            ctx.aggregate("pairs", [self._pairs(subgraph, whole, ctx.globals["sources"])])
+            ctx.aggregate("pairs", [self._pairs(subgraphs, whole, ctx.globals["sources"])])
+        return True
 
     def _partition(self, whole) -> dict:
         """The kept local edges as one CSR over the partition, the kept remote rows, the sources,
@@ -362,7 +391,9 @@ class ReachProgram(PatternProgram):
         return {"indptr": graph.indptr.astype(np.int64), "indices": graph.indices.astype(np.int64),
                 "usable": usable, "is_source": vertex_conditions_mask(frame, self.sources, b),
                 "is_sink": vertex_conditions_mask(frame, self.sinks, b),
-                "records": {a: frame[a].to_numpy() for a in ["id", *self.records]}}
+                "records": {a: frame[a].to_numpy() for a in ["id", *self.records]},
+                "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
+                "remote_dst_subgraph": remote.dst_subgraph}
 
     def _receive(self, subgraph, messages) -> np.ndarray:
         """OR the bit sets that arrived into their vertices; the vertices that gained a source."""
@@ -376,37 +407,33 @@ class ReachProgram(PatternProgram):
         np.bitwise_or.at(bits, local, rows)
         return np.unique(local[(bits[local] != before).any(axis=1)])
 
-    def _spread(self, subgraph, whole: dict, ctx, start: np.ndarray) -> int:
-        """Close the bit sets over the kept local edges from ``start``, then send every gain over
-        the kept remote edges (one payload per neighbouring sub-graph)."""
-        state = subgraph.state
-        if not len(start):
-            return 0
-        rows = subgraph.vertex_rows
-        gained = spread_bits(whole["indptr"][rows.start:rows.stop + 1], whole["indices"], state["bits"],
-                             start.astype(np.int64), rows.start)
-        remote = subgraph.remote_edges
-        usable = np.flatnonzero(whole["usable"][subgraph.remote_rows])
-        rows = usable[gained[remote.src[usable]]]
-        if len(rows):
-            targets = remote.dst_subgraph[rows]
-            order = np.argsort(targets, kind="stable")
-            rows, targets = rows[order], targets[order]
-            cut = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
-            groups = np.split(rows, cut[1:])
-            ctx.send_to_subgraphs(targets[cut], [(remote.dst[g], state["bits"][remote.src[g]]) for g in groups])
-        return int(gained.sum())
+    @staticmethod
+    def _start(subgraphs: list, whole: dict, ctx) -> int:
+        """Superstep 1 over the partition: each source gets its bit, the bit sets are closed over
+        the partition's kept local edges and sent on; each sub-graph keeps a view of its rows."""
+        numbered = ctx.globals["sources"]
+        bits = np.zeros((len(whole["is_source"]), max(1, -(-len(numbered) // 64))), np.uint64)
+        local = np.flatnonzero(whole["is_source"])
+        bit = np.searchsorted(numbered, whole["vertex_ids"][local])
+        np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
+        for sg in subgraphs:
+            sg.state["bits"] = bits[sg.vertex_rows]
+        return _spread(ctx, whole["indptr"], whole["indices"], 0, bits, local,
+                       (whole["remote_src"], whole["remote_dst"], whole["remote_dst_subgraph"], whole["usable"]))
 
-    def _pairs(self, subgraph, whole: dict, numbered: np.ndarray):
-        """(source vid, sink id) pairs at this sub-graph's sinks, and the sinks' attribute rows."""
-        bits = subgraph.state.get("bits")
-        rows = subgraph.vertex_rows
-        if bits is None:                       # no source reached this sub-graph in this instance
-            return numbered[:0], subgraph.ids[:0], {a: v[:0] for a, v in whole["records"].items()}
-        sinks = np.flatnonzero(whole["is_sink"][rows] & bits.any(axis=1))
+    @staticmethod
+    def _pairs(subgraphs: list, whole: dict, numbered: np.ndarray):
+        """(source vid, sink id) pairs at the partition's sinks, and the sinks' attribute rows."""
+        bits = np.zeros((len(whole["is_sink"]), max(1, -(-len(numbered) // 64))), np.uint64)
+        for sg in subgraphs:
+            have = sg.state.get("bits")        # None: no source reached this sub-graph in this instance
+            if have is not None:
+                bits[sg.vertex_rows] = have
+        sinks = np.flatnonzero(whole["is_sink"] & bits.any(axis=1))
         flags = np.unpackbits(bits[sinks].view(np.uint8), axis=1, bitorder="little")[:, :len(numbered)]
         row, bit = np.nonzero(flags)
-        return numbered[bit], subgraph.ids[sinks][row], {a: v[rows][sinks] for a, v in whole["records"].items()}
+        records = {a: v[sinks] for a, v in whole["records"].items()}
+        return numbered[bit], records["id"][row], records
 
     # driver side ----------------------------------------------------------------------------
     def master(self, ctx):
@@ -444,6 +471,26 @@ class ReachProgram(PatternProgram):
         self.metrics = run_sequential(store, self, instances=[i["id"] for i in instances],
                                       globals_={"phase": "spread"}, **engine_options).metrics
         return _with_last_state(self.results, self._state)
+
+
+def _spread(ctx, indptr, indices, offset: int, bits, start: np.ndarray, remote: tuple) -> int:
+    """Close ``bits`` over a CSR of kept local edges (rows numbered from ``offset``) from
+    ``start``, then send every gain over the kept remote edges, one payload per neighbouring
+    sub-graph. ``remote``: (src rows of ``bits``, dst vertex ids, dst sub-graphs, kept mask)."""
+    if not len(start):
+        return 0
+    src, dst, dst_subgraph, usable = remote
+    gained = spread_bits(indptr, indices, bits, start.astype(np.int64), offset)
+    usable = np.flatnonzero(usable)
+    rows = usable[gained[src[usable]]]
+    if len(rows):
+        targets = dst_subgraph[rows]
+        order = np.argsort(targets, kind="stable")
+        rows, targets = rows[order], targets[order]
+        cut = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+        groups = np.split(rows, cut[1:])
+        ctx.send_to_subgraphs(targets[cut], [(dst[g], bits[src[g]]) for g in groups])
+    return int(gained.sum())
 
 
 @njit(cache=True, nogil=True)
@@ -535,6 +582,18 @@ def _smallest(ids: np.ndarray, piece: np.ndarray, count: int) -> np.ndarray:
     out = np.full(count, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(out, piece, ids)
     return out
+
+
+def _gathered_labels(subgraphs: list, key: str, size: int):
+    """The partition's array of the sub-graphs' per-vertex ``state[key]`` (NO_LABEL where a
+    sub-graph has none); None when none has it."""
+    out, found = np.full(size, NO_LABEL, np.int64), False
+    for sg in subgraphs:
+        have = sg.state.get(key)
+        if have is not None:
+            out[sg.vertex_rows] = have
+            found = True
+    return out if found else None
 
 
 def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
