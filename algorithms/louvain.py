@@ -4,23 +4,26 @@ Wickramaarachchi, Frincu, Small and Prasanna, "Fast Parallel Algorithm for
 Unfolding of Communities in Large Graphs", IEEE HPEC 2014, after Blondel et
 al., "Fast unfolding of communities in large networks", J. Stat. Mech. (2008):
 
+All of it runs as one resident Gopher run (:class:`LouvainProgram`) while the collapsed
+graph fits one task:
+
 1. *Level 1, in parallel.* Every sub-graph (a weakly connected piece of its
    GoFS partition's local edges, so this is "each partition, ignoring cut
-   edges") runs one full Louvain level with igraph's C kernel
-   (``community_multilevel``'s first level), in one Gopher superstep. Its
+   edges") runs one Louvain level, local moving to convergence, with a numba
+   kernel (``algorithms/louvain_kernels.py``), in one Gopher superstep. Its
    communities get global ids: the sub-graph's first vertex id plus the local
    community index (unique, because a sub-graph owns a contiguous id range).
-2. *Collapse.* Spark joins map every edge to its two level-1 communities and
-   sums the weights per community pair: a community's internal weight becomes
-   its self-loop, and the cut edges between partitions become the edges
-   between communities. Collapsing keeps modularity exactly, so every later
-   level's modularity is also that of the original graph.
-3. *Further levels.* While the collapsed graph is larger than
-   ``driver_budget_edges`` it is partitioned again: partitions are merged in
-   pairs along their heaviest cut (a greedy matching), each merged group runs
-   Louvain on Spark, and the result is collapsed again. Once it fits, it is
-   collected to the driver, renumbered densely, and igraph's multilevel runs
-   the remaining levels there.
+2. *Collapse.* Sub-graphs send their neighbours the level-1 communities of their
+   boundary vertices; each maps its edges (a cut edge on the side that stores it)
+   to pairs of communities and sums them: a community's internal weight becomes its
+   self-loop, the cut edges the edges between communities. Collapsing keeps
+   modularity exactly, so every later level's modularity is that of the original graph.
+3. *Further levels.* If the collapsed graph has at most ``driver_budget_edges``
+   edges, the sub-graphs send it to one task, which runs igraph's multilevel for
+   the remaining levels and broadcasts the result. Otherwise the run stops after
+   level 1 and the levels go on on Spark: collapsed with Spark joins, partitioned
+   again (partitions merged in pairs along their heaviest cut, each merged group
+   running Louvain) until the graph fits, then collected to the driver.
 4. *Refinement* (``refine=True``). Every vertex with a cut edge moves once to
    the neighbouring final community with the best modularity gain; the moves
    are kept only if the whole graph's modularity rises. Measured on LFR 100k,
@@ -48,6 +51,7 @@ import pyarrow as pa
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from algorithms.louvain_kernels import local_moving
 from algorithms.registry import Algorithm, Flag, GraphFramesMethod, NetworkX, register
 from algorithms.weights import reject_bad_weights
 from gofs.errors import InputError
@@ -294,10 +298,8 @@ class LouvainProgram(SubgraphProgram):
             state["community"] = ctx.globals["renumber"][state["moved"]]
 
     def _level_1(self, subgraph, ctx):
-        w = self._weights(subgraph)[0]
-        levels = louvain_membership(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst, w,
-                                    self.resolution, subgraph_seed(self.seed, subgraph.id), all_levels=True)
-        membership = levels[0] if levels else np.arange(subgraph.num_vertices)
+        membership = local_moving(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst,
+                                  self._weights(subgraph)[0], self.resolution, subgraph_seed(self.seed, subgraph.id))
         if self.method == "leiden":
             membership = connected_pieces(membership, subgraph.edge_src, subgraph.edge_dst)
         subgraph.state["c1"] = subgraph.state["community"] = subgraph.first_vertex_id + membership
