@@ -4,23 +4,26 @@ Wickramaarachchi, Frincu, Small and Prasanna, "Fast Parallel Algorithm for
 Unfolding of Communities in Large Graphs", IEEE HPEC 2014, after Blondel et
 al., "Fast unfolding of communities in large networks", J. Stat. Mech. (2008):
 
+All of it runs as one resident Gopher run (:class:`LouvainProgram`) while the collapsed
+graph fits one task:
+
 1. *Level 1, in parallel.* Every sub-graph (a weakly connected piece of its
    GoFS partition's local edges, so this is "each partition, ignoring cut
-   edges") runs one full Louvain level with igraph's C kernel
-   (``community_multilevel``'s first level), in one Gopher superstep. Its
+   edges") runs one Louvain level, local moving to convergence, with a numba
+   kernel (``algorithms/louvain_kernels.py``), in one Gopher superstep. Its
    communities get global ids: the sub-graph's first vertex id plus the local
    community index (unique, because a sub-graph owns a contiguous id range).
-2. *Collapse.* Spark joins map every edge to its two level-1 communities and
-   sums the weights per community pair: a community's internal weight becomes
-   its self-loop, and the cut edges between partitions become the edges
-   between communities. Collapsing keeps modularity exactly, so every later
-   level's modularity is also that of the original graph.
-3. *Further levels.* While the collapsed graph is larger than
-   ``driver_budget_edges`` it is partitioned again: partitions are merged in
-   pairs along their heaviest cut (a greedy matching), each merged group runs
-   Louvain on Spark, and the result is collapsed again. Once it fits, it is
-   collected to the driver, renumbered densely, and igraph's multilevel runs
-   the remaining levels there.
+2. *Collapse.* Sub-graphs send their neighbours the level-1 communities of their
+   boundary vertices; each maps its edges (a cut edge on the side that stores it)
+   to pairs of communities and sums them: a community's internal weight becomes its
+   self-loop, the cut edges the edges between communities. Collapsing keeps
+   modularity exactly, so every later level's modularity is that of the original graph.
+3. *Further levels.* If the collapsed graph has at most ``driver_budget_edges``
+   edges, the sub-graphs send it to one task, which runs igraph's multilevel for
+   the remaining levels and broadcasts the result. Otherwise the run stops after
+   level 1 and the levels go on on Spark: collapsed with Spark joins, partitioned
+   again (partitions merged in pairs along their heaviest cut, each merged group
+   running Louvain) until the graph fits, then collected to the driver.
 4. *Refinement* (``refine=True``). Every vertex with a cut edge moves once to
    the neighbouring final community with the best modularity gain; the moves
    are kept only if the whole graph's modularity rises. Measured on LFR 100k,
@@ -48,13 +51,14 @@ import pyarrow as pa
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from algorithms.louvain_kernels import local_moving
 from algorithms.registry import Algorithm, Flag, GraphFramesMethod, NetworkX, register
 from algorithms.weights import reject_bad_weights
 from gofs.errors import InputError
 from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
-__all__ = ["LouvainLevel", "LouvainResult", "connected_pieces", "leiden", "louvain", "louvain_membership",
+__all__ = ["LouvainProgram", "LouvainResult", "connected_pieces", "leiden", "louvain", "louvain_membership",
            "modularity", "nmi", "seeded_igraph_random", "subgraph_seed"]
 
 _NUMERIC_TYPES = {"double", "float", "halffloat", "int8", "int16", "int32", "int64",
@@ -164,43 +168,220 @@ def modularity(membership: np.ndarray, src: np.ndarray, dst: np.ndarray, weight:
     return float(weight[ca == cb].sum() / m - resolution * np.dot(degree, degree) / (4.0 * m * m))
 
 
-# --------------------------------------------------------------------------- level 1 on Gopher
+# --------------------------------------------------------------------------- one resident Gopher run
 
-class LouvainLevel(SubgraphProgram):
-    """Level 1: one Louvain level (local moving to convergence) on every sub-graph, cut edges
-    ignored, in one superstep. Committing to more local levels here costs quality, because a
-    vertex's cut edges are invisible to its partition (LFR 100k, mu 0.5, 8 partitions: 2.5%
-    below igraph when every sub-graph runs Louvain to the end, 0.8% with one level). With
-    ``method="leiden"`` each level-1 community is then split into its connected pieces
-    (which never lowers modularity), so that every later community is connected.
+def _group_sum(a: np.ndarray, b: np.ndarray, w: np.ndarray):
+    """The distinct (a, b) pairs in (a, b) order with their weights summed (sort + reduceat)."""
+    if len(a) == 0:
+        return a, b, w
+    order = np.lexsort((b, a))
+    a, b, w = a[order], b[order], w[order]
+    starts = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
+    return a[starts], b[starts], np.add.reduceat(w, starts)
 
-    Outputs each vertex's ``community`` (global id: the sub-graph's first vertex id plus
-    the local community index) and its GoFS ``partition``.
+
+def _send_boundary_labels(subgraph, ctx, labels: np.ndarray, only: np.ndarray | None = None) -> None:
+    """Send every neighbouring sub-graph (global vertex id, label) of this sub-graph's vertices
+    that have an edge to it (``only``: a mask of the local vertices worth sending)."""
+    remote = subgraph.remote_edges
+    rows = np.arange(len(remote)) if only is None else np.flatnonzero(only[remote.src])
+    if len(rows) == 0:
+        return
+    target, local = _group_sum(remote.dst_subgraph[rows], remote.src[rows], np.zeros(len(rows)))[:2]
+    bounds = np.flatnonzero(np.r_[True, target[1:] != target[:-1], True])
+    payloads = [(subgraph.vertex_ids[local[i:j]], labels[local[i:j]]) for i, j in zip(bounds[:-1], bounds[1:])]
+    ctx.send_to_subgraphs(target[bounds[:-1]], payloads)
+
+
+def _received_labels(messages, wanted: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:
+    """Labels of the global vertex ids ``wanted`` from the (ids, labels) payloads received; ids not
+    received keep their entry of ``labels`` (all must be received when ``labels`` is None)."""
+    pairs = [p for p, sender in zip(messages.payloads, messages.senders) if sender >= 0]
+    ids = np.concatenate([p[0] for p in pairs]) if pairs else np.empty(0, np.int64)
+    values = np.concatenate([p[1] for p in pairs]) if pairs else np.empty(0, np.int64)
+    order = np.argsort(ids)
+    ids, values = ids[order], values[order]
+    at = np.minimum(np.searchsorted(ids, wanted), max(len(ids) - 1, 0))
+    found = ids[at] == wanted if len(ids) else np.zeros(len(wanted), bool)
+    out = np.empty(len(wanted), np.int64) if labels is None else labels.copy()
+    out[found] = values[at[found]]
+    return out
+
+
+def _best_moves(labels, remote_labels, subgraph, w, remote_w, sigma, m: float, resolution: float):
+    """Refinement moves of one sub-graph, all at once: every vertex with a cut edge goes to the
+    neighbouring community with the best positive modularity gain (Blondel et al.'s
+    ``(k_vC - k_vA) / m - gamma * k_v * (S_C - S_A + k_v) / (2 m^2)``: ``S`` total degrees,
+    ``k_vA`` the weight to its own community without it; ties: the smallest id).
+    Returns (new labels, degree of every local vertex)."""
+    n, src, dst, remote = subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst, subgraph.remote_edges
+    degree = np.bincount(src, w, n) + np.bincount(dst, w, n) + np.bincount(remote.src, remote_w, n)
+    mover = np.bincount(remote.src, minlength=n) > 0
+    keep_a, keep_b = mover[src] & (src != dst), mover[dst] & (src != dst)
+    v, to, k_to = _group_sum(np.concatenate([src[keep_a], dst[keep_b], remote.src]),
+                             np.concatenate([labels[dst[keep_a]], labels[src[keep_b]], remote_labels]),
+                             np.concatenate([w[keep_a], w[keep_b], remote_w]))
+    own = labels[v]
+    k_own = np.bincount(v[to == own], k_to[to == own], n)[v]
+    gain = (k_to - k_own) / m - resolution * degree[v] * (sigma[to] - sigma[own] + degree[v]) / (2 * m * m)
+    better = (to != own) & (gain > 0)
+    v, to, gain = v[better], to[better], gain[better]
+    order = np.lexsort((to, -gain, v))
+    first = order[np.r_[True, v[order][1:] != v[order][:-1]]] if len(order) else order
+    moved = labels.copy()
+    moved[v[first]] = to[first]
+    return moved, degree
+
+
+def _first_value():
+    from gopher.aggregators import Aggregator
+
+    return Aggregator(lambda a, b: a if a is not None else b)
+
+
+class LouvainProgram(SubgraphProgram):
+    """Partitioned Louvain (or Leiden) as one resident Gopher run, no Spark join in it:
+
+    0. level 1 on every sub-graph (cut edges ignored); each sends its neighbours the level-1
+       communities of its boundary vertices;
+    1. each sub-graph collapses its edges, cut ones included (each counted on its own side),
+       to weighted edges between level-1 communities;
+    2. if the collapsed graph fits ``budget`` edges, every sub-graph sends its part to one
+       sub-graph (the smallest id) ...
+    3. ... which runs the remaining levels and broadcasts each level-1 community's final one
+       with the final communities' total degrees;
+    4-6. with ``refine``: every vertex with a cut edge moves once to its best neighbouring
+       community (all at once); the neighbours learn the moves, the sub-graphs sum the new
+       internal weight, and the master keeps the moves only if modularity rises.
+
+    When the collapsed graph does not fit, the run stops after step 1 and :func:`louvain`
+    goes on from ``c1`` on Spark. ``summary`` (on the driver) holds what the master learned.
     """
 
-    output_schema = {"community": pa.int64(), "partition": pa.int32()}
-    aggregators = {"communities": "sum"}
+    output_schema = {"community": pa.int64(), "c1": pa.int64(), "partition": pa.int32()}
 
-    def __init__(self, weight: str | None, resolution: float, seed: int, method: str = "louvain"):
+    def __init__(self, weight: str | None, resolution: float, seed: int, method: str, budget: int, refine: bool):
         self.weight, self.resolution, self.seed, self.method = weight, resolution, seed, method
+        self.budget, self.refine = budget, refine
         self.edge_attributes = (weight,) if weight else ()
+        self.aggregators = {"communities": "sum", "gatherer": "min", "collapsed": "sum", "levels": _first_value(),
+                            "moved": "sum", "sigma_change": "sum", "members": "sum", "internal": "sum"}
+        self.summary: dict = {}
+
+    def _weights(self, subgraph):
+        if self.weight is None:
+            return np.ones(subgraph.num_edges), np.ones(len(subgraph.remote_edges))
+        return (subgraph.edge_attribute(self.weight).astype(np.float64),
+                subgraph.remote_edges.attribute(self.weight).astype(np.float64))
 
     def compute(self, subgraph, messages, ctx):
-        if self.weight is None:
-            w = np.ones(subgraph.num_edges)
-        else:
-            w = subgraph.edge_attribute(self.weight).astype(np.float64)
-        levels = louvain_membership(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst, w,
-                                    self.resolution, subgraph_seed(self.seed, subgraph.id), all_levels=True)
-        membership = levels[0] if levels else np.arange(subgraph.num_vertices)
+        step, state = ctx.superstep, subgraph.state
+        if step == 0:
+            self._level_1(subgraph, ctx)
+        elif step == 1:
+            state["remote_c1"] = _received_labels(messages, subgraph.remote_edges.dst)
+            self._collapse(subgraph, ctx)
+        elif step == 2:
+            ctx.send_to_subgraph(ctx.globals["gatherer"], state.pop("collapsed"))
+        elif step == 3 and messages.payloads:
+            self._further_levels(messages.payloads, ctx)
+        elif step == 4:
+            self._final_labels(subgraph, next(p for p, s in zip(messages.payloads, messages.senders) if s < 0), ctx)
+        elif step == 5:
+            moved = _received_labels(messages, subgraph.remote_edges.dst, state["remote_community"])
+            labels, (w, remote_w) = state["moved"], self._weights(subgraph)
+            outgoing = ~subgraph.remote_edges.incoming
+            same = labels[subgraph.remote_edges.src] == moved
+            ctx.aggregate("internal", float(w[labels[subgraph.edge_src] == labels[subgraph.edge_dst]].sum()
+                                            + remote_w[outgoing & same].sum()))
+        elif step == 6 and ctx.globals["keep"]:
+            state["community"] = ctx.globals["renumber"][state["moved"]]
+
+    def _level_1(self, subgraph, ctx):
+        membership = local_moving(subgraph.num_vertices, subgraph.edge_src, subgraph.edge_dst,
+                                  self._weights(subgraph)[0], self.resolution, subgraph_seed(self.seed, subgraph.id))
         if self.method == "leiden":
             membership = connected_pieces(membership, subgraph.edge_src, subgraph.edge_dst)
-        subgraph.state["community"] = subgraph.first_vertex_id + membership
+        subgraph.state["c1"] = subgraph.state["community"] = subgraph.first_vertex_id + membership
         ctx.aggregate("communities", int(membership.max()) + 1 if len(membership) else 0)
-        ctx.vote_to_halt()
+        ctx.aggregate("gatherer", subgraph.id)
+        _send_boundary_labels(subgraph, ctx, subgraph.state["c1"])
+
+    def _collapse(self, subgraph, ctx):
+        c1, remote = subgraph.state["c1"], subgraph.remote_edges
+        w, remote_w = self._weights(subgraph)
+        out = ~remote.incoming
+        a = np.concatenate([c1[subgraph.edge_src], c1[remote.src[out]]])
+        b = np.concatenate([c1[subgraph.edge_dst], subgraph.state["remote_c1"][out]])
+        a, b, w = _group_sum(np.minimum(a, b), np.maximum(a, b), np.concatenate([w, remote_w[out]]))
+        count = int(c1.max() - subgraph.first_vertex_id) + 1 if len(c1) else 0
+        subgraph.state["collapsed"] = (subgraph.first_vertex_id, count, a, b, w)
+        ctx.aggregate("collapsed", len(a))
+
+    def _further_levels(self, parts, ctx):
+        nodes = np.sort(np.concatenate([first + np.arange(count, dtype=np.int64) for first, count, *_ in parts]))
+        a, b, w = _group_sum(*(np.concatenate([p[k] for p in parts]) for k in (2, 3, 4)))
+        memberships, ia, ib, w = _driver_levels(nodes, a, b, w, self.resolution, self.seed, 1, self.method)
+        final = memberships[-1] if memberships else np.arange(len(nodes))
+        total = float(w.sum())
+        sigma = np.bincount(final[ia], w, len(nodes)) + np.bincount(final[ib], w, len(nodes))
+        sigma = sigma[:int(final.max()) + 1 if len(final) else 0]
+        levels = [np.arange(len(nodes)), *memberships]
+        ctx.aggregate("levels", {"nodes": nodes, "memberships": memberships, "sigma": sigma, "total": total,
+                                 "modularity": [modularity(mb, ia, ib, w, self.resolution) for mb in levels],
+                                 "level_sizes": [len(nodes)] + [int(mb.max()) + 1 for mb in memberships]})
+        ctx.send_to_all((nodes, final, sigma, total))
+
+    def _final_labels(self, subgraph, broadcast, ctx):
+        nodes, final, sigma, total = broadcast
+        state = subgraph.state
+        state["community"] = final[np.searchsorted(nodes, state["c1"])]
+        if not (self.refine and total > 0):
+            ctx.aggregate("moved", 0)
+            return
+        state["remote_community"] = final[np.searchsorted(nodes, state["remote_c1"])]
+        moved, degree = _best_moves(state["community"], state["remote_community"], subgraph,
+                                    *self._weights(subgraph), sigma, total, self.resolution)
+        changed = moved != state["community"]
+        state["moved"] = moved
+        k = len(sigma)
+        ctx.aggregate("moved", int(changed.sum()))
+        ctx.aggregate("sigma_change", np.bincount(moved[changed], degree[changed], k)
+                      - np.bincount(state["community"][changed], degree[changed], k))
+        ctx.aggregate("members", np.bincount(moved, minlength=k))
+        _send_boundary_labels(subgraph, ctx, moved, only=changed)
+
+    def master(self, ctx):
+        step, agg, summary = ctx.superstep, ctx.aggregated, self.summary
+        if step == 0:
+            ctx.globals["gatherer"] = agg["gatherer"]
+            summary["communities"] = agg["communities"]
+        elif step == 1:
+            summary["gathered"] = max(agg["collapsed"], summary["communities"]) <= self.budget
+            if not summary["gathered"]:
+                ctx.halt()
+        elif step == 3:
+            summary.update(agg["levels"])
+        elif step == 4:
+            summary["moved"] = agg["moved"]
+            self._moves = (agg["sigma_change"], agg["members"]) if agg["moved"] else None
+            if not agg["moved"]:
+                ctx.halt()
+        elif step == 5:
+            sigma_change, members = self._moves
+            m, sigma = summary["total"], summary["sigma"] + sigma_change
+            q = agg["internal"] / m - self.resolution * float(np.dot(sigma, sigma)) / (4 * m * m)
+            keep = q > summary["modularity"][-1]
+            ctx.globals["keep"] = keep
+            if keep:
+                ctx.globals["renumber"] = np.cumsum(members > 0) - 1
+                summary["modularity"][-1] = q
+                summary["level_sizes"][-1] = int(np.count_nonzero(members))
+        elif step == 6:
+            ctx.halt()
 
     def output(self, subgraph):
-        return {"community": subgraph.state["community"],
+        return {"community": subgraph.state["community"], "c1": subgraph.state["c1"],
                 "partition": np.full(subgraph.num_vertices, subgraph.partition, dtype=np.int32)}
 
 
@@ -520,16 +701,48 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     refine = refine and method == "louvain"      # moving single vertices could disconnect a Leiden community
     if weight is not None:
         reject_bad_weights(store, weight, _WEIGHT_PROBLEMS, engine_options.get("instance"))
-    spark = store.spark
-    seconds = {}
+    program = LouvainProgram(weight, resolution, int(seed), method, driver_budget_edges,
+                             refine and store.num_partitions > 1)
     clock = time.perf_counter()
-    level1 = run_program(store, LouvainLevel(weight, resolution, int(seed), method), max_supersteps=1,
-                         **engine_options)
-    seconds["level_1"] = time.perf_counter() - clock
+    run = run_program(store, program, max_supersteps=7, **engine_options)
+    steps = [step.seconds for step in run.metrics.supersteps]
+    seconds = {"level_1": steps[0], "collapse": sum(steps[1:3]), "further_levels": sum(steps[3:4]),
+               "refine": sum(steps[4:]), "engine": time.perf_counter() - clock - sum(steps)}
+    if program.summary["gathered"]:
+        clock = time.perf_counter()
+        frame = _gathered_frame(store.spark, run.dataframe, program.summary, per_level)
+        seconds["output"] = time.perf_counter() - clock
+        summary = program.summary
+        return LouvainResult(frame, run.metrics, run.aggregated, summary["modularity"], seconds,
+                             summary["level_sizes"], 0)
+    return _spark_levels(store, run, program.summary["communities"], weight, resolution, int(seed), per_level,
+                         driver_budget_edges, refine, method, seconds, engine_options.get("instance"))
 
+
+def _gathered_frame(spark, frame, summary: dict, per_level):
+    """The run's output with the level columns asked for (a small table of the level-1
+    communities' later labels joined in only when asked), materialised."""
+    num_levels = len(summary["modularity"])
+    wanted = list(range(1, num_levels + 1)) if per_level is True else list(per_level or ())
+    columns = ["id", "community"]
+    inner = sorted({k for k in wanted if k < num_levels})
+    if inner:
+        levels = [np.arange(len(summary["nodes"])), *summary["memberships"]]
+        table = pd.DataFrame({"c1": summary["nodes"], **{f"d{k}": levels[k - 1] for k in inner}})
+        frame = frame.join(F.broadcast(spark.createDataFrame(table)), "c1")
+    for k in wanted:
+        columns.append(F.col(f"d{k}" if k < num_levels else "community").alias(f"level_{k}"))
+    return frame.select(*columns).localCheckpoint(eager=True)
+
+
+def _spark_levels(store, run, communities: int, weight, resolution, seed, per_level, driver_budget_edges, refine, method, seconds,
+                  instance):
+    """The levels after level 1 (``communities`` of them) when the collapsed graph does not fit a
+    task: collapsed with Spark joins, partitioned again while over ``driver_budget_edges``, then on the driver."""
+    spark = store.spark
     clock = time.perf_counter()
-    vertices = level1.dataframe.select("id", F.col("community").alias("c1"), F.col("partition").alias("part"))
-    raw = store.edges(attributes=[weight] if weight else [], instance=engine_options.get("instance"))
+    vertices = run.dataframe.select("id", "c1", F.col("partition").alias("part"))
+    raw = store.edges(attributes=[weight] if weight else [], instance=instance)
     raw = raw.select("src", "dst", (F.col(weight).cast("double") if weight else F.lit(1.0)).alias("w"))
     if refine:      # read once for collapse and refinement; a checkpoint also lets Spark self-join it
         raw = raw.localCheckpoint(eager=True)
@@ -540,8 +753,8 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
              .groupBy("a", "b").agg(F.sum("w").alias("w"))).localCheckpoint(eager=True)
     nodes = vertices.groupBy(F.col("c1").alias("c")).agg(F.min("part").alias("part"))
     sizes = edges.agg(F.count(F.lit(1)).alias("n"), F.sum("w").alias("w")).first()
-    num_edges, num_nodes, total = sizes["n"], level1.aggregated["communities"], float(sizes["w"] or 0.0)
-    seconds["collapse"] = time.perf_counter() - clock
+    num_edges, num_nodes, total = sizes["n"], communities, float(sizes["w"] or 0.0)
+    seconds["collapse"] += time.perf_counter() - clock
 
     clock = time.perf_counter()
     level_sizes, mappings, modularities = [num_nodes], [], []
@@ -551,7 +764,7 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
         cached.append(nodes)
     while max(num_edges, num_nodes) > driver_budget_edges:
         current_q = _modularity_spark(edges, total, resolution)
-        mapping, groups_after = _partitioned_level(nodes, edges, groups, resolution, int(seed), len(mappings) + 2,
+        mapping, groups_after = _partitioned_level(nodes, edges, groups, resolution, seed, len(mappings) + 2,
                                                    method)
         mapping = mapping.localCheckpoint(eager=True)
         nodes = mapping.select(F.col("next").alias("c"), "part").distinct().localCheckpoint(eager=True)
@@ -576,7 +789,7 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
         node_ids = np.sort(_numpy_columns(nodes, ["c"])[0].astype(np.int64))
         a, b, w = _numpy_columns(edges, ["a", "b", "w"])
         driver, ia, ib, w = _driver_levels(node_ids, a.astype(np.int64), b.astype(np.int64),
-                                           w.astype(np.float64), resolution, int(seed), len(mappings) + 1, method)
+                                           w.astype(np.float64), resolution, seed, len(mappings) + 1, method)
         first = len(mappings) + 1
         table = {"cur": node_ids}
         for j, membership in enumerate([np.arange(len(node_ids)), *driver]):
@@ -598,8 +811,7 @@ def louvain(store, weight: str | None = None, resolution: float = 1.0, seed: int
     seconds["output"] = time.perf_counter() - clock
     for df in cached:
         df.unpersist()
-    return LouvainResult(frame, level1.metrics, level1.aggregated, modularities, seconds, level_sizes,
-                         len(mappings))
+    return LouvainResult(frame, run.metrics, run.aggregated, modularities, seconds, level_sizes, len(mappings))
 
 
 def leiden(store, weight: str | None = None, resolution: float = 1.0, seed: int = 0, levels=None,

@@ -13,7 +13,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from algorithms.louvain import connected_pieces, louvain_membership, modularity, nmi, subgraph_seed
+from algorithms.louvain import connected_pieces, modularity, nmi, subgraph_seed
+from algorithms.louvain_kernels import local_moving
 from gofs.bundle import load_partition
 from gofs.errors import InputError
 from gofs.ingest.read_local import from_networkx
@@ -65,13 +66,34 @@ def test_one_partition_is_sequential_louvain(spark, tmp_path):
     bundle = load_partition(g, 0, (), ("weight",))
     assert bundle.num_subgraphs == 1
     sg = Subgraph(bundle, 0)
-    sequential = louvain_membership(sg.num_vertices, sg.edge_src, sg.edge_dst, sg.edge_attribute("weight"),
-                                    1.0, subgraph_seed(3, sg.id), all_levels=True)
-    expected = as_partition(dict(zip(sg.ids.tolist(), sequential[0].tolist())))
+    sequential = local_moving(sg.num_vertices, sg.edge_src, sg.edge_dst, sg.edge_attribute("weight"),
+                              1.0, subgraph_seed(3, sg.id))
+    expected = as_partition(dict(zip(sg.ids.tolist(), sequential.tolist())))
     assert {frozenset(c) for c in _communities(result.dataframe, "level_1")} == expected
     got = _communities(result.dataframe)
     assert result.modularity[-1] == pytest.approx(nx.community.modularity(G, got, weight="weight"), abs=1e-12)
     assert result.modularity[-1] >= _igraph_modularity(G) * (1 - QUALITY_TOLERANCE)
+
+
+@pytest.mark.parametrize("graph", [nx.karate_club_graph(), _planted(n_groups=4, size=12, seed=8)])
+def test_local_moving_kernel_reaches_a_local_optimum(graph):
+    """Level 1's numba kernel: no single vertex can move to a neighbour's community and raise
+    NetworkX's modularity (self-loops added to check their 2w degree)."""
+    G = nx.Graph(graph)
+    G.add_edge(0, 0, weight=3.0)
+    src, dst = (np.array(x, dtype=np.int64) for x in zip(*G.edges()))
+    w = np.array([G.edges[u, v].get("weight", 1.0) for u, v in zip(src, dst)])
+    labels = local_moving(G.number_of_nodes(), src, dst, w, 1.0, seed=2)
+    assert sorted(set(labels.tolist())) == list(range(labels.max() + 1))
+    best = nx.community.modularity(G, as_partition(dict(enumerate(labels.tolist()))), weight="weight")
+    assert best == pytest.approx(modularity(labels, src, dst, w), abs=1e-12)
+    for v in G:
+        for u in G[v]:
+            moved = labels.copy()
+            moved[v] = labels[u]
+            q = nx.community.modularity(G, as_partition(dict(enumerate(moved.tolist()))), weight="weight")
+            assert q <= best + 1e-12, (v, u)
+    assert best > nx.community.modularity(G, [{v} for v in G], weight="weight")
 
 
 @pytest.fixture(scope="module")
