@@ -210,40 +210,40 @@ class ShortestPathDag:
     def counts(self, injected: np.ndarray) -> np.ndarray:
         """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, swept upwards over
         every column. Returns ``x`` (``injected`` itself when it is Fortran-ordered)."""
-        return self._sweep(kernels.sweep_counts, self.graph.csr, np.asfortranarray(injected), -np.inf)
+        return self._sweep(self.graph.csr, np.asfortranarray(injected), upward=True)
 
     def accumulate(self, injected: np.ndarray) -> np.ndarray:
         """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, swept downwards."""
-        return self._sweep(kernels.sweep_dependencies, self.graph.reverse, np.asfortranarray(injected), np.inf)
+        return self._sweep(self.graph.reverse, np.asfortranarray(injected), upward=False)
 
     def count_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`counts` of an increment injected at the (vertex, column) pairs only: returns the
         columns it touches and their ``n x len(columns)`` swept values (zero elsewhere). Each
         column is swept from the lowest distance where the increment enters, so a late
         increment costs what it changes, not the batch's width."""
-        return self._increment(kernels.sweep_counts, self.graph.csr, v, col, values, lowest=True)
+        return self._increment(self.graph.csr, v, col, values, upward=True)
 
     def dependency_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`accumulate` of an increment, as :meth:`count_increment` (swept down from the
         highest distance where it enters)."""
-        return self._increment(kernels.sweep_dependencies, self.graph.reverse, v, col, values, lowest=False)
+        return self._increment(self.graph.reverse, v, col, values, upward=False)
 
-    def _sweep(self, kernel, csr, x, bound):
+    def _sweep(self, csr, x, upward: bool):
         columns = np.arange(self.shape[1])
-        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x,
-               np.full(len(columns), bound))
+        kernels.sweep(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x,
+                      np.full(len(columns), -np.inf if upward else np.inf), upward)
         return x
 
-    def _increment(self, kernel, csr, v, col, values, lowest: bool):
+    def _increment(self, csr, v, col, values, upward: bool):
         present = np.zeros(self.shape[1], bool)
         present[col] = True
         columns = np.flatnonzero(present)
         position = np.cumsum(present) - 1
         x = np.zeros((self.shape[0], len(columns)), order="F")
-        bound = np.full(len(columns), np.inf if lowest else -np.inf)
+        bound = np.full(len(columns), np.inf if upward else -np.inf)
         kernels.inject(np.asarray(v, np.int64), position[col], np.asarray(values, np.float64), self.dist[v, col],
-                       x, bound, lowest)
-        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x, bound)
+                       x, bound, upward)
+        kernels.sweep(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x, bound, upward)
         return columns, x
 
 

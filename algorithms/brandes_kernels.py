@@ -200,15 +200,23 @@ def _first_above(dist, order, c, m, bound):
 
 
 @njit(cache=True, nogil=True)
-def sweep_counts(indptr, indices, weights, dist, order, count, cols, x, low):
-    """Path counts: ``x(v) += sum of x(u) over v's DAG tails``, in place, in increasing
-    distance (pushed along the arcs of vertices with a non-zero value). ``x``'s column ``j``
-    belongs to the batch's column ``cols[j]`` and is swept from distance ``low[j]`` up
-    (``-inf``: all of it): below where an increment enters nothing changes."""
+def sweep(indptr, indices, weights, dist, order, count, cols, x, bound, upward):
+    """One sweep of ``x`` along the DAG, in place, pushed from each vertex holding a non-zero
+    value, so an increment costs the vertices it reaches, not the column. ``upward`` (path
+    counts): in increasing distance, ``x(v) += x(u)`` over each DAG arc ``u -> v``, the arcs
+    ``(indptr, indices, weights)`` forwards, from distance ``bound[j]`` up (``-inf``: all).
+    Else (dependencies): in decreasing distance, ``x(u) += x(v)`` over each DAG arc ``u -> v``,
+    the arcs given *reversed* (the transposed CSR), from distance ``bound[j]`` down (``inf``:
+    all). ``x``'s column ``j`` belongs to the batch's column ``cols[j]``; beyond where an
+    increment enters nothing changes."""
     for j in range(len(cols)):
         c = cols[j]
         m = count[c]
-        for p in range(_first_at_least(dist, order, c, m, low[j]), m):
+        if upward:
+            first, stop, step = _first_at_least(dist, order, c, m, bound[j]), m, 1
+        else:
+            first, stop, step = _first_above(dist, order, c, m, bound[j]) - 1, -1, -1
+        for p in range(first, stop, step):
             u = order[p, c]
             xu = x[u, j]
             if xu == 0.0:
@@ -216,31 +224,8 @@ def sweep_counts(indptr, indices, weights, dist, order, count, cols, x, low):
             du = dist[u, c]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
-                if du + weights[e] == dist[v, c]:
+                if (du + weights[e] == dist[v, c]) if upward else (dist[v, c] + weights[e] == du):
                     x[v, j] += xu
-
-
-@njit(cache=True, nogil=True)
-def sweep_dependencies(r_indptr, r_indices, r_weights, dist, order, count, cols, z, high):
-    """Dependencies: ``z(u) += sum of z(v) over u's DAG heads``, in place, in decreasing
-    distance, pushed from each vertex with a non-zero value to its DAG tails over the
-    *reversed* arcs ``(r_indptr, r_indices, r_weights)`` (the transposed CSR), so an increment
-    costs the vertices it reaches, not the column. ``z``'s column ``j`` belongs to the batch's
-    column ``cols[j]`` and is swept from distance ``high[j]`` down (``inf``: all of it)."""
-    for j in range(len(cols)):
-        c = cols[j]
-        m = count[c]
-        end = _first_above(dist, order, c, m, high[j])
-        for p in range(end - 1, -1, -1):
-            v = order[p, c]
-            zv = z[v, j]
-            if zv == 0.0:
-                continue
-            dv = dist[v, c]
-            for e in range(r_indptr[v], r_indptr[v + 1]):
-                u = r_indices[e]
-                if dist[u, c] + r_weights[e] == dv:
-                    z[u, j] += zv
 
 
 @njit(cache=True, nogil=True)
