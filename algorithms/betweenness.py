@@ -109,6 +109,13 @@ class LocalGraph:
         return bool(np.all(self.w == 1) and np.all(self.r_w == 1))
 
     @functools.cached_property
+    def reverse(self) -> sp.csr_matrix:
+        """The transposed CSR (each vertex's incoming arcs), for pushing dependencies to DAG tails."""
+        reverse = self.csr.T.tocsr()
+        reverse.sort_indices()
+        return reverse
+
+    @functools.cached_property
     def integral(self) -> bool:
         """Whether every local length is a whole number >= 1 (hop counts included): then
         distances are exact integers and sort by counting."""
@@ -178,7 +185,8 @@ class ShortestPathDag:
     arcs are not stored: each column's reached vertices are kept sorted by distance,
     and a sweep walks them in that order (upwards for path counts, downwards for
     dependencies), testing each vertex's arcs as it goes, in compiled code
-    (:mod:`algorithms.brandes_kernels`). An increment that enters at some vertices
+    (:mod:`algorithms.brandes_kernels`); both push only from vertices holding a value
+    (dependencies over the reversed arcs). An increment that enters at some vertices
     only sweeps its columns from (or up to) the distance where it enters.
     """
 
@@ -202,39 +210,40 @@ class ShortestPathDag:
     def counts(self, injected: np.ndarray) -> np.ndarray:
         """Path counts: ``x(v) = injected(v) + sum of x over v's DAG tails``, swept upwards over
         every column. Returns ``x`` (``injected`` itself when it is Fortran-ordered)."""
-        return self._sweep(kernels.sweep_counts, np.asfortranarray(injected), -np.inf)
+        return self._sweep(self.graph.csr, np.asfortranarray(injected), upward=True)
 
     def accumulate(self, injected: np.ndarray) -> np.ndarray:
         """Dependencies: ``z(u) = injected(u) + sum of z over u's DAG heads``, swept downwards."""
-        return self._sweep(kernels.sweep_dependencies, np.asfortranarray(injected), np.inf)
+        return self._sweep(self.graph.reverse, np.asfortranarray(injected), upward=False)
 
     def count_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`counts` of an increment injected at the (vertex, column) pairs only: returns the
         columns it touches and their ``n x len(columns)`` swept values (zero elsewhere). Each
         column is swept from the lowest distance where the increment enters, so a late
         increment costs what it changes, not the batch's width."""
-        return self._increment(kernels.sweep_counts, v, col, values, np.minimum)
+        return self._increment(self.graph.csr, v, col, values, upward=True)
 
     def dependency_increment(self, v, col, values) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`accumulate` of an increment, as :meth:`count_increment` (swept down from the
         highest distance where it enters)."""
-        return self._increment(kernels.sweep_dependencies, v, col, values, np.maximum)
+        return self._increment(self.graph.reverse, v, col, values, upward=False)
 
-    def _sweep(self, kernel, x, bound):
-        csr = self.graph.csr
+    def _sweep(self, csr, x, upward: bool):
         columns = np.arange(self.shape[1])
-        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x,
-               np.full(len(columns), bound))
+        kernels.sweep(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x,
+                      np.full(len(columns), -np.inf if upward else np.inf), upward)
         return x
 
-    def _increment(self, kernel, v, col, values, extreme):
-        columns, j = np.unique(col, return_inverse=True)
+    def _increment(self, csr, v, col, values, upward: bool):
+        present = np.zeros(self.shape[1], bool)
+        present[col] = True
+        columns = np.flatnonzero(present)
+        position = np.cumsum(present) - 1
         x = np.zeros((self.shape[0], len(columns)), order="F")
-        np.add.at(x, (v, j), values)
-        bound = np.full(len(columns), np.inf if extreme is np.minimum else -np.inf)
-        extreme.at(bound, j, self.dist[v, col])
-        csr = self.graph.csr
-        kernel(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x, bound)
+        bound = np.full(len(columns), np.inf if upward else -np.inf)
+        kernels.inject(np.asarray(v, np.int64), position[col], np.asarray(values, np.float64), self.dist[v, col],
+                       x, bound, upward)
+        kernels.sweep(csr.indptr, csr.indices, csr.data, self.dist, self.order, self.count, columns, x, bound, upward)
         return columns, x
 
 
@@ -299,6 +308,17 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
     csr = graph.csr
     kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources, leaves.reach, raw)
     return raw * _scale(n, normalized, directed)
+
+
+def _distinct_columns(pieces: list) -> np.ndarray:
+    """The distinct columns of the ``3 x k`` int arrays ``pieces`` side by side, sorted (a lexsort:
+    ``np.unique(axis=1)`` sorts a structured view, many times slower)."""
+    if not pieces:
+        return np.empty((3, 0), dtype=np.int64)
+    edges = np.concatenate(pieces, axis=1)
+    edges = edges[:, np.lexsort(edges[::-1])]
+    first = np.r_[True, (edges[:, 1:] != edges[:, :-1]).any(axis=0)] if edges.shape[1] else np.zeros(0, bool)
+    return edges[:, first]
 
 
 # --------------------------------------------------------------------------- aggregators
@@ -582,11 +602,10 @@ class MultiSourceBetweenness(SubgraphProgram):
             rhs += dag.scatter(v, col, val)
         work["sigma"] = dag.counts(rhs)
         if g["phase"] == "delta" and not g["first"]:
-            share = self._share(sg, graph, work["sigma"])
-            rhs = share.copy()
+            work["y"] = np.zeros(work["dist"].shape, order="F")
             for v, col, val in st["dep_in"]:
-                rhs += dag.scatter(v, col, val)
-            work["y"] = dag.accumulate(rhs) - share
+                np.add.at(work["y"], (v, col), val)
+            self._pull_dependencies(sg, graph, work)
         return work
 
     @staticmethod
@@ -595,16 +614,31 @@ class MultiSourceBetweenness(SubgraphProgram):
             work["dag"] = ShortestPathDag(graph, work["dist"])
         return work["dag"]
 
-    def _share(self, sg, graph, sigma):
-        """``reach(w) / sigma(w)``: what a vertex passes to each DAG predecessor besides its own y;
-        when sampling pairs, ``1 / sigma(t)`` at each column's target only (the pair dependency)."""
+    def _target_row(self, sg) -> np.ndarray:
+        """Per batch column, the local row of its sampled pair's target (-1 where it lies
+        elsewhere); empty in exact runs, where every vertex is a target."""
         if not self.sampling:
-            return np.divide(graph.leaves.reach[:, None], sigma, out=np.zeros_like(sigma), where=sigma > 0)
-        share = np.zeros_like(sigma)
-        v, col = sg.state["tgt_v"], sg.state["tgt_col"]
+            return np.empty(0, np.int64)
+        row = np.full(self.batch_size, -1, np.int64)
+        row[sg.state["tgt_col"]] = sg.state["tgt_v"]
+        return row
+
+    def _pull_dependencies(self, sg, graph, work) -> None:
+        """``y`` (holding what was injected) swept down every column of the batch:
+        :func:`algorithms.brandes_kernels.sweep_pull`."""
+        dag, csr = self._dag(graph, work), graph.csr
+        kernels.sweep_pull(csr.indptr, csr.indices, csr.data, dag.dist, dag.order, dag.count, work["sigma"],
+                           graph.leaves.reach, self._target_row(sg), work["y"])
+
+    def _shares_at(self, sg, graph, sigma, v, col) -> np.ndarray:
+        """What vertex ``v`` passes to each DAG predecessor in column ``col`` besides its own y:
+        ``reach(v) / sigma(v)``; when sampling pairs ``1 / sigma(t)`` at the column's target only
+        (the pair dependency)."""
         at = sigma[v, col]
-        share[v, col] = np.divide(1.0, at, out=np.zeros_like(at), where=at > 0)
-        return share
+        if self.sampling:
+            mine = self._target_row(sg)[col] == v
+            return np.divide(1.0, at, out=np.zeros_like(at), where=(at > 0) & mine)
+        return np.divide(graph.leaves.reach[v], at, out=np.zeros_like(at), where=at > 0)
 
     def _dist(self, sg, graph, messages, ctx, g):
         st = sg.state
@@ -684,12 +718,12 @@ class MultiSourceBetweenness(SubgraphProgram):
         if g["first"]:
             work = self._work(sg, graph, ctx, g)
             if not len(st["src_v"]):
-                work["sigma"] = np.zeros_like(work["dist"])
+                work["sigma"] = np.zeros(work["dist"].shape, order="F")
                 return 0
             dag = self._dag(graph, work)               # only this sub-graph's sources' columns have paths yet
             cols, counts = dag.count_increment(st["src_v"], st["src_col"], np.ones(len(st["src_v"])))
-            work["sigma"] = np.zeros_like(work["dist"])
-            work["sigma"][:, cols] = counts
+            work["sigma"] = np.zeros(work["dist"].shape, order="F")
+            kernels.add_columns(work["sigma"], counts, cols)
             return self._send_counts(sg, ctx, graph, work, counts, cols)
         if not len(messages.vertices):
             return 0
@@ -703,7 +737,7 @@ class MultiSourceBetweenness(SubgraphProgram):
         st["dag_in"].append((v, col, src, val))
         dag = self._dag(graph, work)
         cols, increment = dag.count_increment(v, col, val)
-        work["sigma"][:, cols] += increment
+        kernels.add_columns(work["sigma"], increment, cols)
         return self._send_counts(sg, ctx, graph, work, increment, cols)
 
     def _position(self, cols: np.ndarray) -> np.ndarray:
@@ -712,31 +746,24 @@ class MultiSourceBetweenness(SubgraphProgram):
         position[cols] = np.arange(len(cols))
         return position
 
-    def _credit(self, sg, work, increment, cols, g):
+    def _credit(self, sg, work, increment, cols, g, add: bool) -> None:
         """Add ``reach(s) * sigma * y-increment`` (``increment``: ``n x len(cols)``, the batch's
-        columns ``cols``) to the sampled betweenness, sources excluded."""
+        columns ``cols``) to the sampled betweenness and its squares, sources excluded; ``add``:
+        also add the increment into ``y`` (:func:`algorithms.brandes_kernels.credit`)."""
         st = sg.state
-        j = self._position(cols)[st["src_col"]]
-        at_source = (st["src_v"][j >= 0], j[j >= 0])
-        sigma = work["sigma"][:, cols]
-        delta = sigma * increment
-        delta[at_source] = 0.0
-        reach = g["reach"][cols]
-        st["sampled"] += delta @ reach
-        if self.sampling:               # squares of each sample's score: (after)^2 - (after - delta)^2
-            after = sigma * work["y"][:, cols]
-            after[at_source] = 0.0
-            st["squares"] += (delta * (2 * after - delta)) @ reach
+        source_row = np.full(self.batch_size, -1, np.int64)
+        source_row[st["src_col"]] = st["src_v"]
+        kernels.credit(work["y"], increment, np.asarray(cols, np.int64), add, work["sigma"], g["reach"],
+                       source_row, st["sampled"], st["squares"])
 
-    def _send_dependencies(self, ctx, st, values, cols):
-        """Send each DAG predecessor across a cut edge its successor's ``values`` (``n x len(cols)``,
-        the batch's columns ``cols``; non-zero only)."""
+    def _send_dependencies(self, ctx, st, values) -> int:
+        """Send each DAG predecessor across a cut edge its successor's value (``values(v, col)``
+        of the cut edges' local ends and columns; non-zero only)."""
         edges = st["dag_edges"]
         if not edges.shape[1]:
             return 0
         v, col, src = edges
-        j = self._position(cols)[col]
-        val = np.where(j >= 0, values[v, np.maximum(j, 0)], 0.0)
+        val = values(v, col)
         nonzero = val != 0
         if not nonzero.any():
             return 0
@@ -749,24 +776,23 @@ class MultiSourceBetweenness(SubgraphProgram):
         st = sg.state
         sent = 0
         if g["first"]:
-            found = [np.stack([v, col, src]) for v, col, src, _ in st["dag_in"]]
-            st["dag_edges"] = (np.unique(np.concatenate(found, axis=1), axis=1) if found
-                               else np.empty((3, 0), dtype=np.int64))
+            st["dag_edges"] = _distinct_columns([np.stack([v, col, src]) for v, col, src, _ in st["dag_in"]])
             work = self._work(sg, graph, ctx, g)
-            share = self._share(sg, graph, work["sigma"])
-            work["y"] = self._dag(graph, work).accumulate(share.copy()) - share
-            every = np.arange(self.batch_size)
-            self._credit(sg, work, work["y"], every, g)
-            sent = self._send_dependencies(ctx, st, share + work["y"], every)
+            work["y"] = np.zeros(work["dist"].shape, order="F")
+            self._pull_dependencies(sg, graph, work)
+            self._credit(sg, work, work["y"], np.arange(self.batch_size), g, add=False)
+            sent = self._send_dependencies(
+                ctx, st, lambda v, col: work["y"][v, col] + self._shares_at(sg, graph, work["sigma"], v, col))
         elif len(messages.vertices):
             work = self._work(sg, graph, ctx, g)
             u, col, val = messages.vertices, messages.values["col"].astype(np.int64), messages.values["val"]
             st["dep_in"].append((u, col, val))
             dag = self._dag(graph, work)
             cols, increment = dag.dependency_increment(u, col, val)
-            work["y"][:, cols] += increment
-            self._credit(sg, work, increment, cols, g)
-            sent = self._send_dependencies(ctx, st, increment, cols)
+            self._credit(sg, work, increment, cols, g, add=True)
+            j = self._position(cols)
+            sent = self._send_dependencies(
+                ctx, st, lambda v, col: np.where(j[col] >= 0, increment[v, np.maximum(j[col], 0)], 0.0))
         if self.sampling and self.sampling.is_check(g["batch"]):
             m = self._sources_done(g["batch"])
             radius = self.sampling.radius(st["sampled"], st["squares"], m)

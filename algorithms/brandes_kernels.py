@@ -200,15 +200,23 @@ def _first_above(dist, order, c, m, bound):
 
 
 @njit(cache=True, nogil=True)
-def sweep_counts(indptr, indices, weights, dist, order, count, cols, x, low):
-    """Path counts: ``x(v) += sum of x(u) over v's DAG tails``, in place, in increasing
-    distance (pushed along the arcs of vertices with a non-zero value). ``x``'s column ``j``
-    belongs to the batch's column ``cols[j]`` and is swept from distance ``low[j]`` up
-    (``-inf``: all of it): below where an increment enters nothing changes."""
+def sweep(indptr, indices, weights, dist, order, count, cols, x, bound, upward):
+    """One sweep of ``x`` along the DAG, in place, pushed from each vertex holding a non-zero
+    value, so an increment costs the vertices it reaches, not the column. ``upward`` (path
+    counts): in increasing distance, ``x(v) += x(u)`` over each DAG arc ``u -> v``, the arcs
+    ``(indptr, indices, weights)`` forwards, from distance ``bound[j]`` up (``-inf``: all).
+    Else (dependencies): in decreasing distance, ``x(u) += x(v)`` over each DAG arc ``u -> v``,
+    the arcs given *reversed* (the transposed CSR), from distance ``bound[j]`` down (``inf``:
+    all). ``x``'s column ``j`` belongs to the batch's column ``cols[j]``; beyond where an
+    increment enters nothing changes."""
     for j in range(len(cols)):
         c = cols[j]
         m = count[c]
-        for p in range(_first_at_least(dist, order, c, m, low[j]), m):
+        if upward:
+            first, stop, step = _first_at_least(dist, order, c, m, bound[j]), m, 1
+        else:
+            first, stop, step = _first_above(dist, order, c, m, bound[j]) - 1, -1, -1
+        for p in range(first, stop, step):
             u = order[p, c]
             xu = x[u, j]
             if xu == 0.0:
@@ -216,28 +224,78 @@ def sweep_counts(indptr, indices, weights, dist, order, count, cols, x, low):
             du = dist[u, c]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
-                if du + weights[e] == dist[v, c]:
+                if (du + weights[e] == dist[v, c]) if upward else (dist[v, c] + weights[e] == du):
                     x[v, j] += xu
 
 
 @njit(cache=True, nogil=True)
-def sweep_dependencies(indptr, indices, weights, dist, order, count, cols, z, high):
-    """Dependencies: ``z(u) += sum of z(v) over u's DAG heads``, in place, in decreasing
-    distance (pulled over each vertex's arcs). ``z``'s column ``j`` belongs to the batch's
-    column ``cols[j]`` and is swept from distance ``high[j]`` down (``inf``: all of it)."""
-    for j in range(len(cols)):
-        c = cols[j]
-        m = count[c]
-        end = _first_above(dist, order, c, m, high[j])
-        for p in range(end - 1, -1, -1):
+def sweep_pull(indptr, indices, weights, dist, order, count, sigma, reach, target_row, y):
+    """Dependencies of every column in one downward sweep: ``y(u) += sum over u's DAG heads v of
+    share(v) + y(v)``, in place, with each head's share computed where it is read rather than
+    stored: ``reach(v) / sigma(v)`` (every vertex a target, exact runs), or where
+    ``target_row[c] >= 0`` (a sampled pair's column) ``1 / sigma(t)`` at that target only and
+    nothing elsewhere. ``y`` enters holding what was injected (zeros, or increments received)."""
+    pairs = len(target_row) > 0
+    for c in range(dist.shape[1]):
+        target = target_row[c] if pairs else -1
+        for p in range(count[c] - 1, -1, -1):
             u = order[p, c]
             du = dist[u, c]
-            total = z[u, j]
+            total = y[u, c]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
                 if du + weights[e] == dist[v, c]:
-                    total += z[v, j]
-            z[u, j] = total
+                    share = 0.0
+                    if sigma[v, c] > 0.0 and (not pairs or v == target):
+                        share = (1.0 if pairs else reach[v]) / sigma[v, c]
+                    total += share + y[v, c]
+            y[u, c] = total
+
+
+@njit(cache=True, nogil=True)
+def credit(y, increment, cols, add, sigma, col_reach, source_row, sampled, squares):
+    """Credit a dependency increment (``increment``'s column ``j`` belongs to the batch's column
+    ``cols[j]``): ``sampled(u) += reach(s) * sigma(u) * increment(u)`` and, for the sampler's
+    variance, ``squares(u) += reach(s) * (after^2 - before^2)`` of the sample's score
+    ``sigma(u) * y(u)``, skipping each column's source row. ``add``: also add the increment
+    into ``y`` (else ``y`` already holds it, as after a whole first sweep)."""
+    for j in range(len(cols)):
+        c = cols[j]
+        weight = col_reach[c]
+        skip = source_row[c]
+        for u in range(y.shape[0]):
+            step = increment[u, j]
+            if step == 0.0:
+                continue
+            if add:
+                y[u, c] += step
+            if u == skip:
+                continue
+            change = sigma[u, c] * step
+            after = sigma[u, c] * y[u, c]
+            sampled[u] += weight * change
+            squares[u] += weight * change * (2.0 * after - change)
+
+
+@njit(cache=True, nogil=True)
+def inject(v, j, values, entry, x, bound, lowest):
+    """``x[v[i], j[i]] += values[i]`` and, per column ``j``, the lowest (``lowest``) or highest
+    ``entry`` distance into ``bound``: where an increment's sweep starts."""
+    for i in range(len(v)):
+        x[v[i], j[i]] += values[i]
+        if lowest:
+            bound[j[i]] = min(bound[j[i]], entry[i])
+        else:
+            bound[j[i]] = max(bound[j[i]], entry[i])
+
+
+@njit(cache=True, nogil=True)
+def add_columns(x, increment, cols):
+    """``x[:, cols[j]] += increment[:, j]`` in place, without numpy's fancy-index copies."""
+    for j in range(len(cols)):
+        c = cols[j]
+        for u in range(x.shape[0]):
+            x[u, c] += increment[u, j]
 
 
 @njit(cache=True, nogil=True)

@@ -141,10 +141,35 @@ def _kernel_report(n: int, src, dst, lengths, exact_bc: np.ndarray, chunks: int 
             "max_relative_difference": float(np.abs(ours - exact_bc).max() / scale)}
 
 
+def sampler_budget(n: int, src, dst, top: int, epsilon: float, delta: float, sources: int = 400, seed: int = 1) -> dict:
+    """How many sampled pairs the top-``top`` sampler's rule needs on this graph, without an exact
+    reference: the top normalised values estimated from ``sources`` random sources (the fused
+    one-process pass), then the fewest samples at which the sampler's own interval
+    (:meth:`algorithms.betweenness_sampling.PairSampling.radius`, with the largest variance a
+    score in [0, 1] of that mean can have) of the highest vertex is narrower than ``epsilon``."""
+    from algorithms.betweenness import local_betweenness
+    from algorithms.betweenness_sampling import PairSampling
+
+    chosen = np.random.default_rng(seed).choice(n, min(sources, n), replace=False)
+    clock = time.process_time()
+    raw = local_betweenness(n, src, dst, normalized=False, compress=False, sources=chosen)
+    cpu = time.process_time() - clock
+    values = np.sort(2 * raw * n / len(chosen) / ((n - 1) * (n - 2)))[::-1]     # unordered pairs -> normalised
+    x_epsilon = epsilon * (n - 2) / n
+    sampling = PairSampling(n, 64, x_epsilon, delta, PairSampling.default_max_samples(n, 64, x_epsilon, delta), 0)
+    mean = values[0] * (n - 2) / n
+    m = 1024
+    while m < sampling.max_samples and 2 * sampling.radius(np.array([mean * m]), np.array([mean * m]), m)[0] > x_epsilon:
+        m = int(m * 1.05) + 1
+    return {"sources": len(chosen), "cpu_seconds": cpu, "top_values": values[:3].tolist(),
+            "kth_value": float(values[top - 1]), "next_value": float(values[top]), "log_term": sampling.log_term,
+            "cap": sampling.max_samples, "samples_needed": min(m, sampling.max_samples)}
+
+
 def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_size: int | None,
         top_batch_size: int | None, epsilon: float, delta: float, seed: int, exact: bool, workdir: str, log=print,
         reference: str | None = None, with_igraph: bool = True, with_top: bool = True,
-        kernels: bool = False, source_seeds: list[int] | None = None) -> dict:
+        kernels: bool = False, source_seeds: list[int] | None = None, budget: bool = False) -> dict:
     import igraph as ig
 
     import goffish
@@ -163,6 +188,9 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
               "leaf_compression": leaf_compression_share(n, src, dst)}
     log(f"leaf compression: {json.dumps(report['leaf_compression'])}; kernel start {report['kernel_start_seconds']:.2f}s")
 
+    if budget:
+        report["sampler_budget"] = sampler_budget(n, src, dst, top, epsilon, delta)
+        log(f"sampler budget: {json.dumps(report['sampler_budget'])}")
     exact_bc = None
     if not with_igraph:
         log("igraph exact: not computed (--no-igraph); no precision@k")
@@ -252,6 +280,8 @@ def main(argv=None) -> int:
                         help="no igraph reference (where its exact O(n m) run would take hours): no precision@k")
     parser.add_argument("--kernels", action="store_true",
                         help="also time the fused compiled Brandes pass in one process on the whole graph, exact")
+    parser.add_argument("--budget", action="store_true",
+                        help="estimate the samples the top-k sampler needs here (from 400 sampled sources)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated graph, its partitioning and the "
                                                              "top-k run's source order")
     parser.add_argument("--source-seeds", type=int, nargs="+",
@@ -267,7 +297,7 @@ def main(argv=None) -> int:
         report = run(spark, args.size, args.partitions, args.weight, args.top, args.batch_size,
                      args.top_batch_size, args.epsilon, args.delta, args.seed, not args.skip_exact, workdir,
                      reference=args.reference, with_igraph=not args.no_igraph, with_top=not args.skip_top,
-                     kernels=args.kernels, source_seeds=args.source_seeds)
+                     kernels=args.kernels, source_seeds=args.source_seeds, budget=args.budget)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)
