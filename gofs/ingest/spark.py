@@ -823,9 +823,8 @@ def _edge_writer(path: str, data: str, attributes: pa.Schema):
             ends, rows = rows.filter(is_end), rows.filter(pc.invert(is_end))
             if rows.num_rows == 0:
                 continue        # written empty by the driver (_write_empty_partitions)
-            order = np.argsort(ends.column("v").to_numpy(), kind="stable")
-            v = ends.column("v").to_numpy()[order]
-            vid, sg = ends.column("vid").to_numpy()[order], ends.column("sg").to_numpy()[order]
+            v, first = np.unique(ends.column("v").to_numpy(), return_index=True)    # a far end comes once per cut edge
+            vid, sg = ends.column("vid").to_numpy()[first], ends.column("sg").to_numpy()[first]
             s = np.searchsorted(v, rows.column("src").to_numpy())
             d = np.searchsorted(v, rows.column("dst").to_numpy())
             dst_part = rows.column("dst_part").to_numpy()
@@ -845,7 +844,8 @@ def _edge_rows(edges, mapping, attributes: pa.Schema):
     """What the edge writers get, by ``part``: each labelled edge at its source's partition, a cut
     edge also mirrored at its destination's (``src``/``dst`` as the writer stores them, in dense
     ids), and the ``(v, vid, sg)`` of every vertex such a partition's edges name: its own and
-    the far ends of its cut edges (the only rows joined with the mapping)."""
+    the far ends of its cut edges (the only rows joined with the mapping; one per cut edge, not
+    deduplicated here, which would cost a shuffle)."""
     from pyspark.sql import functions as F
 
     attrs = ["attrs"] if len(attributes) else []
@@ -855,7 +855,7 @@ def _edge_rows(edges, mapping, attributes: pa.Schema):
     mirrored = cut.select(F.col("pd").alias("part"), "eid", F.col("dst").alias("src"), F.col("src").alias("dst"),
                           F.lit(True).alias("mirror"), F.col("ps").alias("dst_part"), *attrs)
     far = cut.select(F.col("ps").alias("part"), F.col("dst").alias("v")) \
-        .unionByName(cut.select(F.col("pd").alias("part"), F.col("src").alias("v"))).distinct()
+        .unionByName(cut.select(F.col("pd").alias("part"), F.col("src").alias("v")))
     ends = mapping.select("part", "v", "vid", "sg") \
         .unionByName(far.join(mapping.select("v", "vid", "sg"), "v"))
     return canonical.unionByName(mirrored).unionByName(ends, allowMissingColumns=True)
