@@ -37,6 +37,7 @@ import urllib.parse
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
@@ -120,13 +121,13 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
                                                       seed, **partitioner_options))
 
         with profile.stage("subgraphs"):
-            mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
+            labelled, mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
             run.materialise(mapping)
 
         vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
         def write_files(data: str) -> dict:
-            stats = _write_template(run, path, fs, data, vertices, dense_edges, mapping, offsets, edges,
+            stats = _write_template(run, path, fs, data, vertices, labelled, mapping, offsets, edges,
                                     num_partitions)
             sizes = np.array([p["num_vertices"] for p in stats["partitions"]])
             return {
@@ -733,14 +734,18 @@ def _discover_partitions(batches):
 
 
 def _subgraphs(run, edges, parts, k):
-    """``(v, part, vid, sg)`` in the final numbering, and the per-partition offsets."""
+    """The edges labelled with their endpoints' partitions ``(eid, src, dst, ps, pd[, attrs])``,
+    ``(v, part, vid, sg)`` in the final numbering, and the per-partition offsets.
+
+    The edges meet the partition labels here, once: discovery takes the local ones and the
+    write all of them (:func:`_edge_rows`), so no later stage joins the edges again."""
     from pyspark.sql import functions as F
 
     owner = parts.select("vid", "part")
-    local = edges.select("src", "dst") \
-        .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src") \
-        .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst") \
-        .where(F.col("ps") == F.col("pd")) \
+    labelled = run.keep(edges
+                        .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src")
+                        .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst"))
+    local = labelled.where(F.col("ps") == F.col("pd")) \
         .select(F.col("ps").alias("part"), F.col("src").alias("a"), F.col("dst").alias("b"))
     members = owner.select("part", F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"))
     found = run.keep(members.unionByName(local).repartitionByRange(k, "part")
@@ -758,7 +763,7 @@ def _subgraphs(run, edges, parts, k):
 
     mapping = run.keep(found.select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
                                     (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg")))
-    return mapping, offsets
+    return labelled, mapping, offsets
 
 
 # --------------------------------------------------------------------------- write
@@ -809,16 +814,51 @@ def _vertex_table(rows: pa.Table, id_type: pa.DataType, attributes: pa.Schema) -
 
 
 def _edge_writer(path: str, data: str, attributes: pa.Schema):
+    """Task: partition p's edge rows (:func:`_edge_rows`) renumbered by the ends it was sent
+    (its own vertices and the far ends of its cut edges), written as p's edge file."""
     def write(batches):
         fs, _ = layout.filesystem(path)
         for p, rows in _by_partition(batches):
-            src, dst = rows.column("src").to_numpy(), rows.column("dst").to_numpy()
-            mirror, eid = rows.column("mirror").to_numpy(zero_copy_only=False), rows.column("eid").to_numpy()
+            is_end = pc.is_valid(rows.column("v"))
+            ends, rows = rows.filter(is_end), rows.filter(pc.invert(is_end))
+            if rows.num_rows == 0:
+                continue        # written empty by the driver (_write_empty_partitions)
+            v, first = np.unique(ends.column("v").to_numpy(), return_index=True)    # a far end comes once per cut edge
+            vid, sg = ends.column("vid").to_numpy()[first], ends.column("sg").to_numpy()[first]
+            s = np.searchsorted(v, rows.column("src").to_numpy())
+            d = np.searchsorted(v, rows.column("dst").to_numpy())
+            dst_part = rows.column("dst_part").to_numpy()
+            src, dst, eid = vid[s], vid[d], rows.column("eid").to_numpy()
+            mirror = rows.column("mirror").to_numpy(zero_copy_only=False)
             order = np.lexsort((eid, mirror, dst, src))
-            rows = rows.take(pa.array(order))
-            files.put_table(fs, layout.template_edges(data, p), _edge_table(rows, attributes))
-            yield from _edge_statistics(p, rows)
+            table = pa.table({"eid": eid[order], "src": src[order], "dst": dst[order],
+                              "remote": dst_part[order] != p, "mirror": mirror[order],
+                              "dst_part": dst_part[order], "dst_sg": sg[d][order], "src_sg": sg[s][order],
+                              **({"attrs": rows.column("attrs").take(pa.array(order))} if len(attributes) else {})})
+            files.put_table(fs, layout.template_edges(data, p), _edge_table(table, attributes))
+            yield from _edge_statistics(p, table)
     return write
+
+
+def _edge_rows(edges, mapping, attributes: pa.Schema):
+    """What the edge writers get, by ``part``: each labelled edge at its source's partition, a cut
+    edge also mirrored at its destination's (``src``/``dst`` as the writer stores them, in dense
+    ids), and the ``(v, vid, sg)`` of every vertex such a partition's edges name: its own and
+    the far ends of its cut edges (the only rows joined with the mapping; one per cut edge, not
+    deduplicated here, which would cost a shuffle)."""
+    from pyspark.sql import functions as F
+
+    attrs = ["attrs"] if len(attributes) else []
+    cut = edges.where(F.col("ps") != F.col("pd"))
+    canonical = edges.select(F.col("ps").alias("part"), "eid", "src", "dst", F.lit(False).alias("mirror"),
+                             F.col("pd").alias("dst_part"), *attrs)
+    mirrored = cut.select(F.col("pd").alias("part"), "eid", F.col("dst").alias("src"), F.col("src").alias("dst"),
+                          F.lit(True).alias("mirror"), F.col("ps").alias("dst_part"), *attrs)
+    far = cut.select(F.col("ps").alias("part"), F.col("dst").alias("v")) \
+        .unionByName(cut.select(F.col("pd").alias("part"), F.col("src").alias("v")))
+    ends = mapping.select("part", "v", "vid", "sg") \
+        .unionByName(far.join(mapping.select("v", "vid", "sg"), "v"))
+    return canonical.unionByName(mirrored).unionByName(ends, allowMissingColumns=True)
 
 
 def _edge_table(rows: pa.Table, attributes: pa.Schema) -> pa.Table:
@@ -896,7 +936,8 @@ def _metagraph_file(table):
 
 
 def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, described: _Edges, k) -> dict:
-    """Tasks write the per-partition files and the two tables; returns the manifest's statistics."""
+    """Tasks write the per-partition files and the two tables; returns the manifest's statistics.
+    ``edges``: labelled by their endpoints' partitions (:func:`_subgraphs`)."""
     from pyspark.sql import functions as F
 
     vertex_attributes = described.vertices.attributes if described.vertices is not None else pa.schema([])
@@ -907,23 +948,7 @@ def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, desc
                                         _VERTEX_STATS))
     vertex_stats.count()
 
-    ends = mapping.select("v", "vid", "part", "sg")
-    joined = edges.join(ends.select(F.col("v").alias("src"), F.col("vid").alias("s_vid"),
-                                    F.col("part").alias("s_part"), F.col("sg").alias("s_sg")), "src") \
-        .join(ends.select(F.col("v").alias("dst"), F.col("vid").alias("d_vid"),
-                          F.col("part").alias("d_part"), F.col("sg").alias("d_sg")), "dst")
-    attrs = [F.col("attrs")] if len(described.attributes) else []
-
-    def row(part, s, d, remote, mirror, dst_part, dst_sg, src_sg):
-        return F.struct(F.col(part).alias("part"), F.col("eid"), F.col(s).alias("src"), F.col(d).alias("dst"),
-                        remote.alias("remote"), F.lit(mirror).alias("mirror"), F.col(dst_part).alias("dst_part"),
-                        F.col(dst_sg).alias("dst_sg"), F.col(src_sg).alias("src_sg"), *attrs)
-
-    remote = F.col("s_part") != F.col("d_part")
-    canonical = row("s_part", "s_vid", "d_vid", remote, False, "d_part", "d_sg", "s_sg")
-    mirrored = row("d_part", "d_vid", "s_vid", F.lit(True), True, "s_part", "s_sg", "d_sg")
-    edge_rows = joined.select(F.explode(F.when(remote, F.array(canonical, mirrored))
-                                        .otherwise(F.array(canonical))).alias("r")).select("r.*")
+    edge_rows = _edge_rows(edges, mapping, described.attributes)
     edge_stats = run.keep(edge_rows.repartitionByRange(k, "part")
                           .mapInArrow(_edge_writer(path, data, described.attributes), _EDGE_STATS))
     edge_stats.count()
