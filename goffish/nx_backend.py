@@ -421,8 +421,6 @@ IMPLEMENTATION_DEFINED_TESTS = {
     "community/tests/test_louvain.py::test_none_weight_param": _NETWORKX_OWN_PARTITION,
     "community/tests/test_louvain.py::test_multigraph": "compares goffish's partition of a Graph with the one "
                                                         "NetworkX finds on the same MultiGraph (multigraphs fall back)",
-    "community/tests/test_louvain.py::test_threshold": "compares the modularity of NetworkX's threshold=0.3 partition "
-                                                       "(which falls back) with goffish's: two heuristics, one seed",
 }
 """NetworkX tests whose expected answer is what NetworkX's own sequential algorithm returns for
 a seed, not what the function's arguments define: marked xfail (with the reason) when NetworkX's
