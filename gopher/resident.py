@@ -2,7 +2,7 @@
 
 A Spark job costs ~0.2 s here while a superstep's compute takes milliseconds,
 so a run does not start a job per superstep. Instead it starts one
-gang-scheduled barrier stage of T tasks (``mapInArrow(..., barrier=True)``):
+gang-scheduled barrier stage of T tasks (an RDD job, see below):
 
 1. the driver opens a listener with a fresh random key for the run; each task
    opens its own listener on its executor's address, registers it with the

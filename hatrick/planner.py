@@ -71,8 +71,9 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: flo
     workers : the worker ids after rescaling (added ones start empty, missing ones are drained)
     tau : allowed imbalance, the bound is ``(1 + tau) * total_load / len(workers)``
     state_tau : if set, the state each worker holds is bounded too, by ``(1 + state_tau)`` times
-        its mean (a stream's buckets differ in state and in load, e.g. undirected edges belong to
-        the smaller of their endpoints' buckets, so balancing one alone leaves the other uneven)
+        its mean (a stream's buckets can differ in state and in load, e.g. a skewed degree
+        distribution or a rule that puts edges in one endpoint's bucket, so balancing one alone
+        can leave the other uneven)
 
     Returns
     -------

@@ -98,8 +98,8 @@ def test_policy_needs_persistent_overload_and_does_not_flap():
 
 
 def test_planner_evens_out_state_and_load_when_they_differ_within_the_movement_bound():
-    """Undirected edges belong to the smaller of their endpoints' buckets, so a stream's buckets hold
-    very different state under an even update rate: balancing load alone leaves the added worker
+    """With undirected edges in the smaller of their endpoints' buckets, buckets hold very different
+    state under an even update rate: balancing load alone leaves the added worker
     with far less state (1.27x mean on the busiest here); with ``state_tau`` both end within the bound
     and the moves stay under 1/(n+1) + 5% of the state."""
     rng = np.random.default_rng(0)
