@@ -275,7 +275,8 @@ class LouvainProgram(SubgraphProgram):
        neighbours' vertices held fixed, so the cut edges level 1 ignored now count; splits
        each community into refined units (local moving inside it, then connected pieces);
        steps 1-3 run again on those units, igraph's Leiden starting from each unit's community;
-       the gatherer keeps the result only if modularity rises, and step 8 applies it.
+       the gatherer keeps the result only if modularity rises, and step 8 applies it (the
+       master stops after step 4 when no vertex moved).
 
     When the collapsed graph does not fit, the run stops after step 1 and :func:`louvain`
     goes on from ``c1`` on Spark (Leiden's second iteration is then left out, as it is
@@ -441,7 +442,6 @@ class LouvainProgram(SubgraphProgram):
             if not agg["moved"]:
                 ctx.halt()
         elif leiden and step == 5:
-            summary["units"] = agg["communities"]
             if max(agg["collapsed"], agg["communities"]) > self.budget:
                 ctx.halt()               # the units do not fit one task: the first iteration's result stands
         elif leiden and step == 7 and agg["levels"] is not None:
