@@ -457,7 +457,7 @@ class LouvainProgram(SubgraphProgram):
                 ctx.globals["renumber"] = np.cumsum(members > 0) - 1
                 summary["modularity"][-1] = q
                 summary["level_sizes"][-1] = int(np.count_nonzero(members))
-        elif step == 6 and not leiden or step == 8:
+        elif (step == 6 and not leiden) or step == 8:
             ctx.halt()
 
     def output(self, subgraph):

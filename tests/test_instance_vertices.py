@@ -121,9 +121,10 @@ def test_time_series_lanes_see_each_instance_vertex_set(grown):
         assert graphs.as_partition(labels) == graphs.weak_components(H)
 
 
-def test_louvain_on_an_instance_with_added_vertices(grown):
+@pytest.mark.parametrize("method", ["louvain", "leiden"])
+def test_louvain_on_an_instance_with_added_vertices(grown, method):
     g, (H0, *_) = grown
-    result = g.louvain(instance=0, progress=False)
+    result = g.louvain(instance=0, progress=False, method=method)
     labels = graphs.column(result, "community")
     assert set(labels) == set(H0)
     U = nx.Graph()                                   # directed: u->v and v->u add up on {u, v}
