@@ -314,4 +314,8 @@ def _pieces(bundle: PartitionBundle) -> tuple[np.ndarray, np.ndarray]:
 def _null_to_nan(column):
     if column.null_count and pa.types.is_floating(column.type):
         return pc.fill_null(column, float("nan")).to_numpy()
+    if (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) and not column.null_count:
+        # one Python string per distinct value, shared by its rows (``to_numpy`` makes one per row)
+        encoded = column.combine_chunks().dictionary_encode()
+        return encoded.dictionary.to_numpy(zero_copy_only=False)[encoded.indices.to_numpy()]
     return column.to_numpy(zero_copy_only=False)
