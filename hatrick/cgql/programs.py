@@ -213,8 +213,8 @@ class ClusterProgram(PatternProgram):
         touched[remote.src[usable]] = True
         if self.min_size < 2:
             touched = members
-        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
-        _, piece = connected_components(graph, directed=True, connection="weak")
+        graph = csr_matrix((np.ones(int(local.sum())), (src[local], dst[local])), shape=(size, size))
+        _, piece = connected_components(graph, directed=True, connection="weak")       # float data: used as is
         # scipy numbers the pieces in the order of their first vertex, and a piece is touched
         # whole: the touched pieces, renumbered in that order, are ranges of sub-graphs' positions
         kept = np.zeros(int(piece.max()) + 1 if size else 0, bool)
