@@ -4,13 +4,22 @@ Cluster is described below; Reach (:class:`ReachProgram`) numbers the sources,
 spreads bit sets of them over the kept edges and returns the (source, sink)
 pairs with the endpoints' attributes (numbering and pairs once per partition).
 
-A past frame (or the past part of a straddling one) runs as the sequentially
-dependent time-series pattern (:func:`gopher.timeseries.run_sequential`) over
-the instances it covers; each sub-graph reads only the attributes the query
-names and keeps its vertices' group labels from one instance to the next.
-The supersteps that read no messages run once per partition
+A past frame (or the past part of a straddling one) is a sequentially dependent
+analysis whose dependent part is small: what one instance's groups or pairs are
+does not depend on the instance before, only the identities and events do. So
+every instance it covers is a lane of the same supersteps
+(:func:`gopher.timeseries.run_independent`): the lanes label or spread side by
+side, and Cluster's summary of an instance reads the previous instance's
+settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
+the summaries follow each other one superstep apart, so the driver applies the
+pattern's rules in time order holding one instance's summaries at a time. Reach
+compares the instances' pairs in time order on the driver. Each sub-graph reads
+only the attributes the query names. The supersteps of a partition that received
+no messages run once per partition
 (:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
-its sub-graphs, each of which only takes its slices. Per instance, in supersteps:
+its sub-graphs, each of which only takes its slices; a sub-graph sleeps until
+messages arrive (the partition's first stays awake to run the partition-wide
+phases). Cluster per instance, in supersteps:
 
 ``label``
     superstep 0: the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
@@ -20,7 +29,8 @@ its sub-graphs, each of which only takes its slices. Per instance, in supersteps
     every piece starts with its smallest vertex id and tells it over the kept
     remote edges. Later label supersteps (those that received labels) run per
     sub-graph: smallest-label propagation (:func:`algorithms.components.propagate_labels`,
-    the components program's kernel) until no label changes.
+    the components program's kernel) until no label changes; then the lane
+    waits until the previous instance's lane has been concluded.
 ``summary``
     per group of the partition: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
     the smallest member id, and the overlap counts with the previous
