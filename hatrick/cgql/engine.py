@@ -9,8 +9,8 @@ to a stream. Sources:
   whose start lies in the past part of the frame, in time order, reading only
   the columns the query needs. With a Spark session, a past part whose
   sub-queries are Reach and Cluster (no ``alias.*`` wildcard, no diameter) runs
-  as Gopher programs, the instances as lanes of shared supersteps (:mod:`hatrick.cgql.programs`): only summaries,
-  pairs and events' members reach the driver. Others are evaluated per instance
+  as Gopher programs, the instances as lanes of shared supersteps
+  (:mod:`hatrick.cgql.programs`): only summaries, pairs and events' members reach the driver. Others are evaluated per instance
   in the driver process (one csgraph call per pattern and instance);
   ``Query.past_engine`` says which ran.
 - a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
