@@ -98,8 +98,6 @@ class PatternProgram(TimeSeriesProgram):
     """What the pattern programs share: the attributes they load (only those the query names,
     static or per instance as the store keeps them) and each sub-graph's view of the conditions."""
 
-    stop_when_quiet = False
-
     def _declare(self, store, vertex: set, edge) -> None:
         edge_names = set(self.pattern.edge_attributes()) | _label_column(store, edge)
         dynamic_v, dynamic_e = set(store.instance_vertex_attributes), set(store.instance_edge_attributes)
@@ -174,14 +172,14 @@ class ClusterProgram(PatternProgram):
             ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
             return True
         before = ctx.state_before(subgraphs[0])
-        previous = None if before is None or "lane" not in before else _vertex_labels(before["lane"])
+        previous = None if before is None else before.get("lane")
         if phase == "summary":
-            summary = self._summary(whole, _vertex_labels(subgraphs[0].state["lane"]), previous)
+            summary = self._summary(whole, subgraphs[0].state["lane"], previous)
             if summary is not None:
                 ctx.aggregate("summary", [summary])
         else:
-            ctx.aggregate("members", [self._members(whole["ids"], _vertex_labels(subgraphs[0].state["lane"]),
-                                                    previous, ctx.globals)])
+            ctx.aggregate("members", [self._members(whole["ids"], subgraphs[0].state["lane"], previous,
+                                                    ctx.globals)])
         return True
 
     @staticmethod
@@ -236,34 +234,37 @@ class ClusterProgram(PatternProgram):
                 "columns": {a: frame[a].to_numpy() for a in self.columns}}
 
     @staticmethod
-    def _summary(whole: dict, current: np.ndarray, previous):
-        """(group label, partials, smallest id) per piece of the partition and the overlap with the
-        previous instance's labels; None for a partition without members now (then it overlaps nothing)."""
-        piece, count = whole["piece"], len(whole["starts"])
-        if not count:
+    def _summary(whole: dict, lane: dict, previous):
+        """(group label, partials, smallest id) per piece of the partition and the overlap counts
+        with the previous instance's groups (``previous``: that lane's pieces and labels); None
+        for a partition without members now (then it overlaps nothing)."""
+        piece, labels = lane["piece"], lane["labels"]
+        if not len(labels):
             return None
         inside = piece >= 0
-        partials = aggregate_partials({a: v[inside] for a, v in whole["columns"].items()}, piece[inside], count)
-        smallest = _smallest(whole["ids"][inside], piece[inside], count)
-        labels = np.full(count, NO_LABEL, np.int64)
-        labels[piece[inside]] = current[inside]
+        partials = aggregate_partials({a: v[inside] for a, v in whole["columns"].items()}, piece[inside], len(labels))
+        smallest = _smallest(whole["ids"][inside], piece[inside], len(labels))
         overlap = np.empty((0, 3), np.int64)
-        if previous is not None:
-            both = inside & (previous != NO_LABEL)
-            overlap = _pair_counts(previous[both], current[both])
-        return labels, partials, smallest, overlap
+        if previous is not None and len(previous["labels"]):
+            both = inside & (previous["piece"] >= 0)
+            shared = csr_matrix((np.ones(int(both.sum()), np.int64), (previous["piece"][both], piece[both])),
+                                shape=(len(previous["labels"]), len(labels))).tocoo()    # duplicates summed
+            overlap = np.column_stack([previous["labels"][shared.row], labels[shared.col], shared.data])
+        return labels.copy(), partials, smallest, overlap
 
     @staticmethod
-    def _members(ids: np.ndarray, current: np.ndarray, previous, globals_: dict):
+    def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
         """(label, member id) pairs of the wanted groups now and before."""
         out = []
-        for have, labels in ((current, globals_["want_now"]), (previous, globals_["want_before"])):
-            if have is None or not len(labels):
+        for have, wanted in ((lane, globals_["want_now"]), (previous, globals_["want_before"])):
+            if have is None or not len(wanted):
                 out.append((np.empty(0, np.int64), ids[:0]))
                 continue
-            at = np.minimum(np.searchsorted(labels, have), len(labels) - 1)     # labels come sorted
-            hit = labels[at] == have
-            out.append((have[hit], ids[hit]))
+            piece, labels = have["piece"], have["labels"]
+            hit = np.isin(labels, wanted)
+            at = np.flatnonzero(piece >= 0)
+            at = at[hit[piece[at]]]
+            out.append((labels[piece[at]], ids[at]))
         return out
 
     # driver side ----------------------------------------------------------------------------
@@ -635,24 +636,6 @@ def _frame(columns: dict) -> pd.DataFrame:
                 values = pd.array(distinct, dtype="str").take(codes, allow_fill=True)
         out[name] = values
     return pd.DataFrame(out)
-
-
-def _vertex_labels(lane: dict) -> np.ndarray:
-    """Each vertex's group label from a lane's partition-wide pieces and their labels
-    (NO_LABEL outside every group)."""
-    piece, labels = lane["piece"], lane["labels"]
-    out = np.full(len(piece), NO_LABEL, np.int64)
-    inside = piece >= 0
-    out[inside] = labels[piece[inside]]
-    return out
-
-
-def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rows (a, b, how many times) of the distinct pairs of two aligned int64 arrays."""
-    order = np.lexsort((b, a))
-    a, b = a[order], b[order]
-    start = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]) if len(a) else np.empty(0, np.int64)
-    return np.column_stack([a[start], b[start], np.diff(np.r_[start, len(a)])]).astype(np.int64)
 
 
 def _label_column(store, edge) -> set:
