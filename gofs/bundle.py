@@ -162,7 +162,8 @@ def load_instance_attributes(store, bundle: PartitionBundle, instance: dict,
         t = files.read_columns(store.fs, layout.instance_vertices(store.root, instance["id"], p), have_v)
         vertex = {a: _column(t, a) for a in have_v}
     if have_e:
-        t = files.read_columns(store.fs, layout.instance_edges(store.root, instance["id"], p), have_e)
+        t = files.read_columns(store.fs, layout.instance_edges(store.root, instance["id"], p), have_e,
+                               read_dictionary=have_e)
         for a in have_e:
             edge[a] = _edge_values(bundle, _null_to_nan(t.column(a)), a)
     return vertex, edge
@@ -314,4 +315,10 @@ def _pieces(bundle: PartitionBundle) -> tuple[np.ndarray, np.ndarray]:
 def _null_to_nan(column):
     if column.null_count and pa.types.is_floating(column.type):
         return pc.fill_null(column, float("nan")).to_numpy()
+    if pa.types.is_dictionary(column.type):
+        if column.null_count or not column.num_chunks:
+            return _null_to_nan(column.cast(column.type.value_type))
+        # one Python object per distinct value, shared by its rows (``to_numpy`` makes one per row)
+        return np.concatenate([chunk.dictionary.to_numpy(zero_copy_only=False)[chunk.indices.to_numpy()]
+                               for chunk in column.chunks])
     return column.to_numpy(zero_copy_only=False)

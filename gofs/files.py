@@ -43,14 +43,15 @@ def traced():
         _trace.reset(token)
 
 
-def read_columns(fs, path: str, columns: list[str] | None):
-    """Read ``columns`` (all if None) of one Parquet file."""
+def read_columns(fs, path: str, columns: list[str] | None, read_dictionary: list[str] | None = None):
+    """Read ``columns`` (all if None) of one Parquet file; those in ``read_dictionary`` that hold
+    text come back dictionary-encoded (as stored: no string is decoded per row)."""
     reads = _trace.get()
     if reads is not None:
         reads.append((path, tuple(columns) if columns is not None else ("*",)))
     try:
         with fs.open_input_file(path) as handle:
-            return pq.read_table(handle, columns=columns)
+            return pq.read_table(handle, columns=columns, read_dictionary=read_dictionary)
     except FileNotFoundError:
         raise DataError(f"{path}: missing; the graph was replaced while this job ran (open it again) "
                         "or the file was deleted") from None

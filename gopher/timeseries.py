@@ -10,7 +10,10 @@ Graphs", IPDPS 2015):
 
 ``run_independent``
     every instance analysed on its own; the result is the union of the
-    per-instance results (an ``instance`` column).
+    per-instance results (an ``instance`` column). A lane may read the state its
+    sub-graph has in the previous instance's lane (``ctx.state_before``): a
+    sequential analysis whose dependent part is small runs its independent part
+    this way, in shared supersteps (CGQL's past frames).
 ``run_eventually_dependent``
     the same, then :meth:`TimeSeriesProgram.merge` runs once per sub-graph with
     its final state in every instance (each exactly once, in time order);

@@ -116,6 +116,7 @@ class TimeSeriesContext(ComputeContext):
         self.num_instances = step.count
         self._aggregators = aggregators
         self._forward = ComputeContext(step.superstep, forward, {}, {}, message_dtype) if step.sequential else None
+        self._before: LaneState | None = None       # the previous instance's lane here (lanes side by side)
 
     def _begin(self, subgraph) -> None:
         super()._begin(subgraph)
@@ -126,6 +127,19 @@ class TimeSeriesContext(ComputeContext):
         if self._forward is None:
             raise RuntimeError("send_forward_* is for sequentially dependent runs (run_sequential)")
         return self._forward
+
+    def state_before(self, subgraph) -> dict | None:
+        """``subgraph``'s state in the lane of the previous instance of the selection, where
+        instances run side by side as lanes (the independent patterns); None for the first
+        instance, in a sequential run, or before that lane ran here. Read it, never write it.
+
+        This is how a sequentially dependent analysis runs its independent part in shared
+        supersteps: each lane works out its instance on its own, then reads its predecessor's
+        settled state; the program's ``master`` decides when that state is settled."""
+        if self._before is None:
+            return None
+        k = subgraph._k
+        return self._before.states[k] if k < len(self._before.states) else None
 
     def send_forward_to_vertex(self, vertex_id: int, value) -> None:
         self._forwarding().send_to_vertex(vertex_id, value)
@@ -313,6 +327,8 @@ class TaskWorker:
         active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted[:n]), inbox.receivers())
         out, ahead = Outbox(), Outbox()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
+        if not step.sequential and isinstance(lane, int) and lane > 0:
+            ctx._before = run.lanes.get(lane - 1)
         where = "" if step.instance is None else f"instance {step.instance['id']}, "
         ks = active.tolist()                    # Python ints: list indexing below is faster with them
         subgraphs = [view.subgraph(k) for k in ks]

@@ -182,6 +182,28 @@ def test_independent_instances_share_supersteps_and_combine_separately(graph):
         assert logs[(instance, 0)] == [[instance, 1, [count * (instance + 1.0)]]]
 
 
+class SeeBefore(Logging):
+    """Superstep 0 keeps the instance's levels; superstep 1 logs what the previous instance's
+    lane kept for the same sub-graph (None for the first instance)."""
+
+    def compute(self, subgraph, messages, ctx):
+        if ctx.superstep == 0:
+            subgraph.state["levels"] = (subgraph.vertex_attribute("level") - subgraph.ids).tolist()
+            return
+        before = ctx.state_before(subgraph)
+        subgraph.state["log"] = [ctx.instance["id"], None if before is None else sorted(set(before["levels"]))]
+        ctx.vote_to_halt()
+
+
+def test_independent_lanes_read_the_previous_instance_state(graph):
+    result = run_independent(graph, SeeBefore(), instances=[1, 3, 4])
+    assert result.metrics.num_supersteps == 2
+    logs = _logs(result.dataframe)
+    assert len(logs) == 3 * graph.num_vertices
+    assert {(instance, json.dumps(log)) for (instance, _), log in logs.items()} == \
+        {(1, json.dumps([1, None])), (3, json.dumps([3, [1000.0]])), (4, json.dumps([4, [3000.0]]))}
+
+
 class MergeSeen(Logging):
     aggregators = {"seen": "sum"}
     merge_schema = {"merged": pa.string()}

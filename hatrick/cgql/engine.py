@@ -9,8 +9,8 @@ to a stream. Sources:
   whose start lies in the past part of the frame, in time order, reading only
   the columns the query needs. With a Spark session, a past part whose
   sub-queries are Reach and Cluster (no ``alias.*`` wildcard, no diameter) runs
-  as sequential Gopher programs (:mod:`hatrick.cgql.programs`): only summaries,
-  pairs and events' members reach the driver. Others are evaluated per instance
+  as Gopher programs, the instances as lanes of shared supersteps
+  (:mod:`hatrick.cgql.programs`): only summaries, pairs and events' members reach the driver. Others are evaluated per instance
   in the driver process (one csgraph call per pattern and instance);
   ``Query.past_engine`` says which ran.
 - a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
@@ -164,7 +164,7 @@ class Query:
         return len(self.topics[sq.topic].publish([{**head, **e, **tail} for e in events]))
 
     def run_past_on_gopher(self, store, spark) -> None:
-        """The past part as Gopher programs (:mod:`hatrick.cgql.programs`): one sequential run per
+        """The past part as Gopher programs (:mod:`hatrick.cgql.programs`): one run per
         sub-query over the stored instances, then the events published instance by instance."""
         self.past_engine = "gopher"
         chosen = _past_instances(store, self.plan)

@@ -4,13 +4,22 @@ Cluster is described below; Reach (:class:`ReachProgram`) numbers the sources,
 spreads bit sets of them over the kept edges and returns the (source, sink)
 pairs with the endpoints' attributes (numbering and pairs once per partition).
 
-A past frame (or the past part of a straddling one) runs as the sequentially
-dependent time-series pattern (:func:`gopher.timeseries.run_sequential`) over
-the instances it covers; each sub-graph reads only the attributes the query
-names and keeps its vertices' group labels from one instance to the next.
-The supersteps that read no messages run once per partition
+A past frame (or the past part of a straddling one) is a sequentially dependent
+analysis whose dependent part is small: what one instance's groups or pairs are
+does not depend on the instance before, only the identities and events do. So
+every instance it covers is a lane of the same supersteps
+(:func:`gopher.timeseries.run_independent`): the lanes label or spread side by
+side, and Cluster's summary of an instance reads the previous instance's
+settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
+the summaries follow each other one superstep apart, so the driver applies the
+pattern's rules in time order holding one instance's summaries at a time. Reach
+compares the instances' pairs in time order on the driver. Each sub-graph reads
+only the attributes the query names. The supersteps of a partition that received
+no messages run once per partition
 (:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
-its sub-graphs, each of which only takes its slices. Per instance, in supersteps:
+its sub-graphs, each of which only takes its slices; a sub-graph sleeps until
+messages arrive (the partition's first stays awake to run the partition-wide
+phases). Cluster per instance, in supersteps:
 
 ``label``
     superstep 0: the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
@@ -20,7 +29,8 @@ its sub-graphs, each of which only takes its slices. Per instance, in supersteps
     every piece starts with its smallest vertex id and tells it over the kept
     remote edges. Later label supersteps (those that received labels) run per
     sub-graph: smallest-label propagation (:func:`algorithms.components.propagate_labels`,
-    the components program's kernel) until no label changes.
+    the components program's kernel) until no label changes; then the lane
+    waits until the previous instance's lane has been concluded.
 ``summary``
     per group of the partition: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
     the smallest member id, and the overlap counts with the previous
@@ -47,7 +57,7 @@ from scipy.sparse.csgraph import connected_components
 
 from algorithms.components import NO_LABEL, propagate_labels
 from gopher.aggregators import Aggregator
-from gopher.timeseries import TimeSeriesProgram, run_sequential
+from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
 from hatrick.cgql.patterns import Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, vertex_conditions_mask
@@ -88,8 +98,6 @@ class PatternProgram(TimeSeriesProgram):
     """What the pattern programs share: the attributes they load (only those the query names,
     static or per instance as the store keeps them) and each sub-graph's view of the conditions."""
 
-    stop_when_quiet = False
-
     def _declare(self, store, vertex: set, edge) -> None:
         edge_names = set(self.pattern.edge_attributes()) | _label_column(store, edge)
         dynamic_v, dynamic_e = set(store.instance_vertex_attributes), set(store.instance_edge_attributes)
@@ -103,14 +111,13 @@ class PatternProgram(TimeSeriesProgram):
         """(vertex frame, kept local edges, kept remote edges): ``local``/``usable`` narrowed by
         the WHERE edge condition."""
         b = Bindings(self.pattern.params)
-        frame = pd.DataFrame({"id": subgraph.ids, **{a: subgraph.vertex_attribute(a) for a in
-                                                     self.vertex_attributes + self.instance_vertex_attributes}})
+        frame = _frame({"id": subgraph.ids, **{a: subgraph.vertex_attribute(a) for a in
+                                               self.vertex_attributes + self.instance_vertex_attributes}})
         if self.edge is not None:
             names = self.edge_attributes + self.instance_edge_attributes
             remote = subgraph.remote_edges
-            local = local & edge_condition_mask(pd.DataFrame({a: subgraph.edge_attribute(a) for a in names}),
-                                                self.edge, b)
-            usable = usable & edge_condition_mask(pd.DataFrame({a: remote.attribute(a) for a in names}), self.edge, b)
+            local = local & edge_condition_mask(_frame({a: subgraph.edge_attribute(a) for a in names}), self.edge, b)
+            usable = usable & edge_condition_mask(_frame({a: remote.attribute(a) for a in names}), self.edge, b)
         return frame, local, usable
 
 
@@ -131,55 +138,68 @@ class ClusterProgram(PatternProgram):
         self._pass_key = _pass_key(pattern, self.min_size)
         # driver side only (master): the pattern's state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
-        self.results: list = []
+        self.results: dict = {}
         self._state = self._vids = None
         self._inside = False
-        self._pending = None
 
     # task side ----------------------------------------------------------------------------
     def compute(self, subgraph, messages, ctx):
-        """A label superstep after the first (which :meth:`compute_partition` runs: nothing is
-        sent forward, so superstep 0 receives nothing)."""
+        """A label superstep after the first, for a sub-graph that received labels: its pieces'
+        labels go back into the partition's labels (what the later phases read), then it sleeps
+        until the next labels arrive (the partition's first sub-graph stays awake so that the
+        partition-wide phases run)."""
         state = subgraph.state
-        ctx.aggregate("changed", propagate_labels(subgraph, messages, ctx, state["count"], state["piece"],
-                                                  state["usable"]))
+        changed = propagate_labels(subgraph, messages, ctx, state["count"], state["piece"], state["usable"])
+        first = state["first"]
+        state["lane"]["labels"][first:first + state["count"]] = state["labels"]
+        ctx.aggregate("changed", changed)
+        if not state["keeper"]:
+            ctx.vote_to_halt()
 
     def compute_partition(self, subgraphs, ctx) -> bool:
-        """The first label superstep and the summary and members ones, once for the whole partition."""
+        """Every superstep of a partition that received nothing: the first label superstep, the
+        quiet ones (nothing can change), the summary and the members."""
         phase = ctx.globals["phase"]
-        if (ctx.superstep != 0 and phase == "label") or not subgraphs:
+        if not subgraphs:
             return False
+        if phase == "label" and ctx.superstep:
+            ctx.aggregate("changed", 0)
+            return True
+        if phase == "wait":
+            return True
         whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
         if ctx.superstep == 0:
             ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
-        elif phase == "summary":
-            summary = self._summary(subgraphs, whole)
+            return True
+        before = ctx.state_before(subgraphs[0])
+        previous = None if before is None else before.get("lane")
+        if phase == "summary":
+            summary = self._summary(whole, subgraphs[0].state["lane"], previous)
             if summary is not None:
                 ctx.aggregate("summary", [summary])
         else:
-            ctx.aggregate("members", [self._members(subgraphs, whole, ctx.globals)])
+            ctx.aggregate("members", [self._members(whole["ids"], subgraphs[0].state["lane"], previous,
+                                                    ctx.globals)])
         return True
 
     @staticmethod
     def _start(subgraphs: list, whole: dict, ctx) -> int:
         """Superstep 0 over the partition: each sub-graph takes its pieces' rows of the partition
         pass, every piece starts with its smallest vertex id and tells it over the kept remote
-        edges (what :func:`algorithms.components.propagate_labels` does with ``start``). Returns
-        the number of pieces (all changed)."""
+        edges (what :func:`algorithms.components.propagate_labels` does with ``start``); the
+        partition's labels are one array that every sub-graph's state shares (``lane``).
+        Returns the number of pieces (all changed)."""
         piece, starts, usable = whole["piece"], whole["starts"], whole["usable"]
         inside = piece >= 0
         labels = np.full(len(starts), NO_LABEL, np.int64)
         np.minimum.at(labels, piece[inside], whole["vertex_ids"][inside])
-        for sg in subgraphs:
-            state = sg.state
-            if "current" in state:
-                state["previous"] = state["current"]
+        lane = {"piece": piece, "labels": labels}
+        for i, sg in enumerate(subgraphs):
             rows = sg.vertex_rows
             first, end = np.searchsorted(starts, (rows.start, rows.stop)).tolist()
-            state["piece"] = np.where(piece[rows] >= 0, piece[rows] - first, -1)
-            state["first"], state["count"] = first, end - first
-            state["usable"] = usable[sg.remote_rows]
-            state["labels"] = labels[first:end].copy()
+            sg.state.update({"piece": np.where(piece[rows] >= 0, piece[rows] - first, -1), "first": first,
+                        "count": end - first, "usable": usable[sg.remote_rows], "labels": labels[first:end].copy(),
+                        "lane": lane, "keeper": i == 0})
         at = piece[whole["remote_src"]]
         tell = (at >= 0) & usable
         ctx.send_to_vertices(whole["remote_dst"][tell], labels[at[tell]])
@@ -201,70 +221,71 @@ class ClusterProgram(PatternProgram):
         touched[remote.src[usable]] = True
         if self.min_size < 2:
             touched = members
-        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
-        _, piece = connected_components(graph, directed=True, connection="weak")
-        _, number = np.unique(piece[touched], return_inverse=True)
-        number = number.reshape(-1)
-        first = np.full(int(number.max()) + 1 if len(number) else 0, size, np.int64)
-        np.minimum.at(first, number, np.flatnonzero(touched))        # sub-graphs are ranges of positions
-        rank = np.empty(len(first), np.int64)
-        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-        out = np.full(size, -1, np.int64)
-        out[touched] = rank[number]
-        return {"piece": out, "usable": usable, "starts": np.sort(first), "ids": whole.ids,
+        graph = csr_matrix((np.ones(int(local.sum())), (src[local], dst[local])), shape=(size, size))
+        _, piece = connected_components(graph, directed=True, connection="weak")       # float data: used as is
+        # scipy numbers the pieces in the order of their first vertex, and a piece is touched
+        # whole: the touched pieces, renumbered in that order, are ranges of sub-graphs' positions
+        kept = np.zeros(int(piece.max()) + 1 if size else 0, bool)
+        kept[piece[touched]] = True
+        out = np.where(touched, np.cumsum(kept)[piece] - 1, -1)
+        first = np.flatnonzero(touched & (piece > np.maximum.accumulate(np.r_[-1, piece])[:-1]))
+        return {"piece": out, "usable": usable, "starts": first, "ids": whole.ids,
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "columns": {a: frame[a].to_numpy() for a in self.columns}}
 
     @staticmethod
-    def _summary(subgraphs: list, whole: dict):
-        """(group label, partials, smallest id) per piece of the partition and the overlap with the
-        previous labels; None for a partition without members now (then it overlaps nothing)."""
-        piece, count = whole["piece"], len(whole["starts"])
-        labels = np.full(count, NO_LABEL, np.int64)
-        for sg in subgraphs:
-            first = sg.state["first"]
-            labels[first:first + sg.state["count"]] = sg.state["labels"]
-        inside = piece >= 0
-        current = np.full(len(piece), NO_LABEL, np.int64)
-        current[inside] = labels[piece[inside]]
-        for sg in subgraphs:
-            sg.state["current"] = current[sg.vertex_rows]
-        if not count:
+    def _summary(whole: dict, lane: dict, previous):
+        """(group label, partials, smallest id) per piece of the partition and the overlap counts
+        with the previous instance's groups (``previous``: that lane's pieces and labels); None
+        for a partition without members now (then it overlaps nothing)."""
+        piece, labels = lane["piece"], lane["labels"]
+        if not len(labels):
             return None
-        partials = aggregate_partials({a: v[inside] for a, v in whole["columns"].items()}, piece[inside], count)
-        smallest = _smallest(whole["ids"][inside], piece[inside], count)
-        previous = _gathered_labels(subgraphs, "previous", len(piece))
+        inside = piece >= 0
+        partials = aggregate_partials({a: v[inside] for a, v in whole["columns"].items()}, piece[inside], len(labels))
+        smallest = _smallest(whole["ids"][inside], piece[inside], len(labels))
         overlap = np.empty((0, 3), np.int64)
-        if previous is not None:
-            both = inside & (previous != NO_LABEL)
-            overlap = _pair_counts(previous[both], current[both])
-        return labels, partials, smallest, overlap
+        if previous is not None and len(previous["labels"]):
+            both = inside & (previous["piece"] >= 0)
+            shared = csr_matrix((np.ones(int(both.sum()), np.int64), (previous["piece"][both], piece[both])),
+                                shape=(len(previous["labels"]), len(labels))).tocoo()    # duplicates summed
+            overlap = np.column_stack([previous["labels"][shared.row], labels[shared.col], shared.data])
+        return labels.copy(), partials, smallest, overlap
 
     @staticmethod
-    def _members(subgraphs: list, whole: dict, globals_: dict):
+    def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
         """(label, member id) pairs of the wanted groups now and before."""
-        ids = whole["ids"]
         out = []
-        for key, labels in (("current", globals_["want_now"]), ("previous", globals_["want_before"])):
-            have = _gathered_labels(subgraphs, key, len(ids)) if len(labels) else None
-            if have is None:
+        for have, wanted in ((lane, globals_["want_now"]), (previous, globals_["want_before"])):
+            if have is None or not len(wanted):
                 out.append((np.empty(0, np.int64), ids[:0]))
                 continue
-            at = np.minimum(np.searchsorted(labels, have), len(labels) - 1)     # labels come sorted
-            hit = labels[at] == have
-            out.append((have[hit], ids[hit]))
+            piece, labels = have["piece"], have["labels"]
+            hit = np.isin(labels, wanted)
+            at = np.flatnonzero(piece >= 0)
+            at = at[hit[piece[at]]]
+            out.append((labels[piece[at]], ids[at]))
         return out
 
     # driver side ----------------------------------------------------------------------------
     def master(self, ctx):
-        phase = ctx.globals.get("phase", "label")
+        """Per lane: label until nothing changes, wait until the previous instance's lane has
+        been concluded (this lane reads its settled labels, and the pattern's rules need its
+        state), then summary and, where groups have events, members. The summaries follow each
+        other one superstep apart while the later lanes still label, so the driver holds one
+        instance's summaries at a time and sees the instances in time order."""
+        phase = ctx.globals["phase"]
+        position = self._positions[ctx.instance["id"]]
         if phase == "label" and not ctx.aggregated["changed"]:
+            phase = ctx.globals["phase"] = "wait"
+        if phase == "wait" and (position == 0 or position - 1 in self._concluded):
             ctx.globals["phase"] = "summary"
         elif phase == "summary" and self._conclude(ctx):
+            self._concluded.add(position)
             ctx.globals["phase"] = "members"
         elif phase in ("summary", "members"):
+            self._concluded.add(position)
             self._publish(ctx)
-            ctx.globals["phase"] = "label"
             ctx.halt()
 
     def _conclude(self, ctx) -> bool:
@@ -299,34 +320,36 @@ class ClusterProgram(PatternProgram):
         before = previous if self._inside else None
         changed, status, gone = self.pattern.changes(before, after) if inside else (empty, np.empty(0, object), empty)
         last = ctx.instance["id"] == self._last["id"]
+        before_vids = self._vids
         wanted = ids if (last and self._keep_last) else changed
         ctx.globals["want_now"] = np.sort(vids[np.isin(ids, wanted)])
-        ctx.globals["want_before"] = np.sort(self._vids[np.isin(previous.table.index.to_numpy(), gone)]) \
+        ctx.globals["want_before"] = np.sort(before_vids[np.isin(previous.table.index.to_numpy(), gone)]) \
             if len(gone) else empty
-        self._pending = (before, after, ids, vids, changed, status, gone, inside)
+        self._pending[ctx.instance["id"]] = (before, before_vids, after, ids, vids, changed, status, gone, inside)
+        self._state, self._vids, self._inside = after, vids, inside
         return bool(len(ctx.globals["want_now"]) or len(ctx.globals["want_before"]))
 
     def _publish(self, ctx) -> None:
-        before, after, ids, vids, changed, status, gone, inside = self._pending
+        before, before_vids, after, ids, vids, changed, status, gone, inside = self._pending.pop(ctx.instance["id"])
         (now_labels, now_ids), (before_labels, before_ids) = _gathered(ctx.aggregated.pop("members", None) or [])
         after.member_lists = _lists(now_labels, now_ids, vids, ids)
         if before is not None and len(gone):
-            before.member_lists.update(_lists(before_labels, before_ids, self._vids, before.table.index.to_numpy()))
+            before.member_lists.update(_lists(before_labels, before_ids, before_vids, before.table.index.to_numpy()))
         events = self.pattern.events(before, after, changed, status, gone) if inside else []
         if ctx.instance["id"] == self._last["id"] and self._keep_last:
             _spell_out(after, ids)
-        self.results.append((ctx.instance, None, inside, events))     # states: only the last is kept
-        self._state, self._vids, self._inside, self._pending = after, vids, inside, None
+        self.results[ctx.instance["id"]] = (ctx.instance, None, inside, events)   # states: only the last is kept
         ctx.globals.pop("want_now", None)
         ctx.globals.pop("want_before", None)
 
     def run(self, store, instances: list, **engine_options) -> list:
-        """Run over ``instances`` (manifest entries in time order); returns, per instance,
-        (instance, ClusterState, in frame, events)."""
-        self._last = instances[-1]
-        self.metrics = run_sequential(store, self, instances=[i["id"] for i in instances],
-                                      globals_={"phase": "label"}, **engine_options).metrics
-        return _with_last_state(self.results, self._state)
+        """Run over ``instances`` (manifest entries in time order), each a lane of the same
+        supersteps; returns, per instance, (instance, ClusterState, in frame, events)."""
+        self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
+        self._concluded, self._pending = set(), {}
+        self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
+                                       globals_={"phase": "label"}, **engine_options).metrics
+        return _with_last_state([self.results[i["id"]] for i in instances], self._state)
 
 
 class ReachProgram(PatternProgram):
@@ -352,6 +375,9 @@ class ReachProgram(PatternProgram):
 
     # task side ----------------------------------------------------------------------------
     def compute(self, subgraph, messages, ctx):
+        """A spread superstep for a sub-graph that received bit sets (its rows of the partition's
+        bit sets are a view, so the partition sees the gains); then it sleeps until more arrive
+        (the partition's first sub-graph stays awake so that the partition-wide phases run)."""
         state = subgraph.state
         whole = subgraph.partition_pass(self._pass_key, self._partition)
         rows, remote = subgraph.vertex_rows, subgraph.remote_edges
@@ -359,13 +385,19 @@ class ReachProgram(PatternProgram):
                                          state["bits"], self._receive(subgraph, messages),
                                          (remote.src, remote.dst, remote.dst_subgraph,
                                           whole["usable"][subgraph.remote_rows])))
+        if not state["keeper"]:
+            ctx.vote_to_halt()
 
     def compute_partition(self, subgraphs, ctx) -> bool:
-        """Numbering the sources (superstep 0), the first spread (1) and reporting the pairs
-        (summary), once for the whole partition; the spread supersteps that received bit sets
-        run per sub-graph (:meth:`compute`)."""
-        if not subgraphs or (ctx.superstep > 1 and ctx.globals["phase"] != "summary"):
+        """Every superstep of a partition that received nothing: numbering the sources (superstep
+        0), the first spread (1), the quiet spread supersteps (nothing can change) and reporting
+        the pairs (summary); the spread supersteps that received bit sets run per sub-graph
+        (:meth:`compute`)."""
+        if not subgraphs:
             return False
+        if ctx.superstep > 1 and ctx.globals["phase"] != "summary":
+            ctx.aggregate("changed", 0)
+            return True
         whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
         if ctx.superstep == 1:
             ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
@@ -374,7 +406,7 @@ class ReachProgram(PatternProgram):
             ctx.aggregate("sources", [(whole["vertex_ids"][source], whole["records"]["id"][source],
                                        {a: v[source] for a, v in whole["records"].items()})])
         else:
-            ctx.aggregate("pairs", [self._pairs(subgraphs, whole, ctx.globals["sources"])])
+            ctx.aggregate("pairs", [self._pairs(subgraphs[0].state["all_bits"], whole, ctx.globals["sources"])])
         return True
 
     def _partition(self, whole) -> dict:
@@ -416,19 +448,14 @@ class ReachProgram(PatternProgram):
         local = np.flatnonzero(whole["is_source"])
         bit = np.searchsorted(numbered, whole["vertex_ids"][local])
         np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
-        for sg in subgraphs:
-            sg.state["bits"] = bits[sg.vertex_rows]
+        for i, sg in enumerate(subgraphs):
+            sg.state.update({"bits": bits[sg.vertex_rows], "all_bits": bits, "keeper": i == 0})
         return _spread(ctx, whole["indptr"], whole["indices"], 0, bits, local,
                        (whole["remote_src"], whole["remote_dst"], whole["remote_dst_subgraph"], whole["usable"]))
 
     @staticmethod
-    def _pairs(subgraphs: list, whole: dict, numbered: np.ndarray):
+    def _pairs(bits: np.ndarray, whole: dict, numbered: np.ndarray):
         """(source vid, sink id) pairs at the partition's sinks, and the sinks' attribute rows."""
-        bits = np.zeros((len(whole["is_sink"]), max(1, -(-len(numbered) // 64))), np.uint64)
-        for sg in subgraphs:
-            have = sg.state.get("bits")        # None: no source reached this sub-graph in this instance
-            if have is not None:
-                bits[sg.vertex_rows] = have
         sinks = np.flatnonzero(whole["is_sink"] & bits.any(axis=1))
         flags = np.unpackbits(bits[sinks].view(np.uint8), axis=1, bitorder="little")[:, :len(numbered)]
         row, bit = np.nonzero(flags)
@@ -437,39 +464,53 @@ class ReachProgram(PatternProgram):
 
     # driver side ----------------------------------------------------------------------------
     def master(self, ctx):
+        """Per lane: number the sources, spread until nothing changes, report the pairs; the
+        instances' states are compared in time order as they become available."""
+        key = ctx.instance["id"]
         if ctx.superstep == 0:
             parts = ctx.aggregated.pop("sources")    # popped: the next plan would carry it to the tasks
             vids = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
             order = np.argsort(vids)
             ctx.globals["sources"] = vids[order]
-            self._source_ids = (np.concatenate([p[1] for p in parts]) if parts else np.empty(0))[order]
-            self._source_rows = [p[2] for p in parts]
+            self._sources[key] = ((np.concatenate([p[1] for p in parts]) if parts else np.empty(0))[order],
+                                  [p[2] for p in parts])
             ctx.globals["phase"] = "spread"
         elif ctx.globals["phase"] == "spread" and not ctx.aggregated["changed"]:
             ctx.globals["phase"] = "summary"
         elif ctx.globals["phase"] == "summary":
-            self._conclude(ctx)
-            ctx.globals["phase"] = "spread"
+            self._reached[key] = self._reach_state(ctx, *self._sources.pop(key))
+            ctx.globals.pop("sources")
             ctx.halt()
+            self._compare_in_order()
 
-    def _conclude(self, ctx) -> None:
+    def _reach_state(self, ctx, source_ids: np.ndarray, source_rows: list) -> ReachState:
+        """The lane's instance as a :class:`ReachState` from its reported pairs."""
         parts = ctx.aggregated.pop("pairs")
         source_vids = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
         sink_ids = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
         numbered = ctx.globals["sources"]
-        source_ids = self._source_ids[np.searchsorted(numbered, source_vids)] if len(source_vids) else sink_ids[:0]
+        source_ids = source_ids[np.searchsorted(numbered, source_vids)] if len(source_vids) else sink_ids[:0]
         keep = source_ids != sink_ids
         pairs = pd.MultiIndex.from_arrays([source_ids[keep], sink_ids[keep]], names=["source", "sink"])
-        rows = _attribute_table(self._source_rows + [p[2] for p in parts])
-        after = ReachState(pairs, _records(rows))
-        inside = self._in_frame(float(ctx.instance["start"]))
-        events = self.pattern.diff(self._state if self._inside else None, after) if inside else []
-        self.results.append((ctx.instance, None, inside, events))     # states: only the last is kept
-        self._state, self._inside = after, inside
+        return ReachState(pairs, _records(_attribute_table(source_rows + [p[2] for p in parts])))
+
+    def _compare_in_order(self) -> None:
+        """The pattern's diff for every instance whose predecessor's state is known, in time
+        order; a state is dropped once its successor has been compared with it."""
+        while len(self.results) < len(self._instances) and self._instances[len(self.results)]["id"] in self._reached:
+            instance = self._instances[len(self.results)]
+            after = self._reached.pop(instance["id"])
+            inside = self._in_frame(float(instance["start"]))
+            events = self.pattern.diff(self._state if self._inside else None, after) if inside else []
+            self.results.append((instance, None, inside, events))     # states: only the last is kept
+            self._state, self._inside = after, inside
 
     def run(self, store, instances: list, **engine_options) -> list:
-        self.metrics = run_sequential(store, self, instances=[i["id"] for i in instances],
-                                      globals_={"phase": "spread"}, **engine_options).metrics
+        """Run over ``instances`` (manifest entries in time order), each a lane of the same
+        supersteps; returns, per instance, (instance, ReachState, in frame, events)."""
+        self._instances, self._sources, self._reached = instances, {}, {}
+        self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
+                                       globals_={"phase": "spread"}, **engine_options).metrics
         return _with_last_state(self.results, self._state)
 
 
@@ -584,24 +625,17 @@ def _smallest(ids: np.ndarray, piece: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-def _gathered_labels(subgraphs: list, key: str, size: int):
-    """The partition's array of the sub-graphs' per-vertex ``state[key]`` (NO_LABEL where a
-    sub-graph has none); None when none has it."""
-    out, found = np.full(size, NO_LABEL, np.int64), False
-    for sg in subgraphs:
-        have = sg.state.get(key)
-        if have is not None:
-            out[sg.vertex_rows] = have
-            found = True
-    return out if found else None
-
-
-def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rows (a, b, how many times) of the distinct pairs of two aligned int64 arrays."""
-    order = np.lexsort((b, a))
-    a, b = a[order], b[order]
-    start = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]) if len(a) else np.empty(0, np.int64)
-    return np.column_stack([a[start], b[start], np.diff(np.r_[start, len(a)])]).astype(np.int64)
+def _frame(columns: dict) -> pd.DataFrame:
+    """The frame pandas makes of these arrays, text columns built from their distinct values:
+    pandas would otherwise copy every row's string into its text array one by one."""
+    out = {}
+    for name, values in columns.items():
+        if values.dtype == object:
+            codes, distinct = pd.factorize(values)
+            if pd.api.types.infer_dtype(distinct, skipna=True) == "string":
+                values = pd.array(distinct, dtype="str").take(codes, allow_fill=True)
+        out[name] = values
+    return pd.DataFrame(out)
 
 
 def _label_column(store, edge) -> set:
