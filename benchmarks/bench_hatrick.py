@@ -322,6 +322,7 @@ def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(
             time.sleep(min(arrival[done] - now, 0.01))
             continue
         stream.push(frame.iloc[done:ready])
+        len(stream.live_results)        # the batch's live results (workers in Spark tasks compute them lazily)
         finished = time.perf_counter()
         latencies[done:ready] = finished - arrival[done:ready]
         done = ready
