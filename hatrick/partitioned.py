@@ -583,7 +583,7 @@ class MergedLabels:
 
 def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     """Local labels joined through ghosts: ``joins`` holds, per owner worker, the distinct
-    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the driver joins
+    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the merger joins
     only those labels, so its work follows the distinct label pairs on the boundary, not V."""
     left = [offsets[senders] + theirs for senders, theirs, _ in joins]
     right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
