@@ -191,17 +191,21 @@ def scaling(g, edges, n, args) -> dict:
             work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
             stream.push(work.batch(args.batch))                      # warm-up: the tasks' first batch
             pushes = []
-            clock = time.perf_counter()
+            busy = [dict(w.request("busy").result()) for w in stream.live.workers]
+            clock, driver_cpu = time.perf_counter(), time.process_time()
             while time.perf_counter() - clock < args.seconds:
                 frame = work.batch(args.batch)
                 t = time.perf_counter()
                 stream.push(frame)
                 pushes.append(time.perf_counter() - t)
+            driver_cpu = time.process_time() - driver_cpu
+            reach = len(stream.live_results["reach"])
             out[name] = {"workers": workers, "batches": len(pushes),
                          "updates_per_s": args.batch * len(pushes) / sum(pushes),
                          "latency_p50_s": percentile(pushes, 50), "latency_p99_s": percentile(pushes, 99),
-                         "reach_pairs": len(stream.live_results["reach"]),
-                         "live_edges_per_worker": stream.live.sizes()[:, 1].tolist()}
+                         "driver_cpu_ms_per_batch": 1e3 * driver_cpu / len(pushes),
+                         "worker_busy_ms_per_batch": busy_per_batch(stream, busy, len(pushes)),
+                         "reach_pairs": reach, "live_edges_per_worker": stream.live.sizes()[:, 1].tolist()}
             loop = open_loop(stream, work, args.rate, args.seconds, args.max_batch)
             out[name]["open_loop"] = {k: loop[k] for k in ("rate", "achieved_per_s", "latency_ms_p50",
                                                            "latency_ms_p99", "latency_ms_max")}
@@ -213,6 +217,18 @@ def scaling(g, edges, n, args) -> dict:
     for run in out.values():
         run["vs_first_executor_run"] = run["updates_per_s"] / base
     return out
+
+
+def busy_per_batch(stream, before: list, batches: int) -> list:
+    """Per worker, milliseconds per batch since ``before`` (each worker's ``busy`` then) spent
+    answering requests (wall, with the requests' (un)pickling) and of those the requests' CPU
+    (thread time): beside the driver's CPU per batch, where a batch's time goes."""
+    rows = []
+    for w, start in zip(stream.live.workers, before):
+        now = w.request("busy").result()
+        rows.append({k: round(1e3 * (now.get(k, 0.0) - start.get(k, 0.0)) / batches, 1)
+                     for k in ("answering", "cpu")})
+    return rows
 
 
 def driver_memory(g_for, args) -> list:
@@ -306,6 +322,7 @@ def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(
             time.sleep(min(arrival[done] - now, 0.01))
             continue
         stream.push(frame.iloc[done:ready])
+        len(stream.live_results)        # the batch's live results (workers in Spark tasks compute them lazily)
         finished = time.perf_counter()
         latencies[done:ready] = finished - arrival[done:ready]
         done = ready

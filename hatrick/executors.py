@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import pickle
 import queue
 import re
 import socket
@@ -130,16 +131,19 @@ def _answer(worker: Worker, driver) -> None:
     index = worker.index
     while True:
         try:
-            name, args = driver.recv()
+            frame = driver.recv_bytes()
         except (EOFError, OSError):
             return
+        clock = time.perf_counter()
         try:
+            name, args = pickle.loads(frame)
             value = worker.request(name, *args).result()
             if name in ("state", "staged_state", "empty_state"):
                 value = _state_bytes(value)
             driver.send(("ok", value))
         except Exception as exc:
             driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
+        worker.busy["answering"] = worker.busy.get("answering", 0.0) + time.perf_counter() - clock
 
 
 def _state_bytes(state) -> bytes:
@@ -237,7 +241,8 @@ class RemoteWorker:
 SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
                     "vertex_frame", "part", "owned", "send_ghosts", "join_ghosts", "edge_frame", "owned_labels",
                     "components_frame", "reachable", "reach_summary", "held_edges", "keep", "loaded_clock",
-                    "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state"})
+                    "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state", "busy",
+                    "merge_labels", "global_labels"})
 
 
 class WorkerTasks:

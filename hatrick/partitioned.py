@@ -15,9 +15,11 @@ also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes t
 
 Components: each worker labels its own vertices (ghosts included) with local components. The
 workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`),
-each owner answers the distinct pairs of labels they join (:meth:`Worker.join_ghosts`), and the
-driver joins only those (:func:`merge_components`): what it receives and holds grows with the
-distinct label pairs on the boundary, not with the graph. The exchange starts with the commit
+each owner sends the distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one
+worker, the merger, which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`)
+and answers global numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
+the boundary (on a graph without locality, a fixed share of V) never reaches the driver, which
+holds only the labels of the vertices a result names. The exchange starts with the commit
 of a batch that live results will read, and its merge is kept until the graph changes. Labels are original ids of one member (for
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
 between selected vertices follows from the merged components; directed reachability from each
@@ -46,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -61,6 +64,8 @@ from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, Upd
 
 
 OWN, END_A, END_B, BROADCAST = range(4)     # why a worker gets a row
+GHOSTS, JOINS, BUCKETS = b"g", b"j", b"b"    # what a payload between workers holds (its first byte)
+MERGER = 0                                   # the worker that merges the boundary's label pairs
 MOVE_SECONDS = 120.0                         # how long a worker waits for buckets sent to it
 
 
@@ -122,6 +127,11 @@ class Worker:
         self._listener = self._inbox = self._key = None
         self._sending: list[threading.Thread] = []
         self._entries = np.zeros(0, np.int64)
+        self._early: dict = {}          # payloads that arrived before they were asked for, by kind
+        self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
+        self._merged = None             # on the merger: the last merge_labels result
+        self.busy: dict = {}            # seconds in requests by name, "cpu": their thread CPU time, "answering"
+                                        # (in a Spark task): wall time answering, (un)pickling included
 
     def listen(self, host: str, key) -> tuple:
         """Take buckets straight from other workers on ``host`` (connections proving ``key``, a
@@ -136,8 +146,12 @@ class Worker:
         its value. The driver reaches every worker this way, so one in a Spark task
         (:class:`hatrick.executors.RemoteWorker`, the same requests over a socket) can stand in
         for this one."""
+        clock, cpu = time.perf_counter(), time.thread_time()
         found = getattr(self, name)
-        return _Done(found(*args) if callable(found) else found)
+        value = found(*args) if callable(found) else found
+        self.busy[name] = self.busy.get(name, 0.0) + time.perf_counter() - clock
+        self.busy["cpu"] = self.busy.get("cpu", 0.0) + time.thread_time() - cpu
+        return _Done(value)
 
     def set_owner(self, owner: np.ndarray) -> None:
         self.owner = owner
@@ -263,16 +277,19 @@ class Worker:
                 if peer is None:
                     handed[o] = payload
                 else:
-                    self._send(peer, payload)
+                    self._send(peer, GHOSTS, payload)
         return self.num_labels(), sorted(self.state.vattrs), handed or None
 
-    def join_ghosts(self, arriving: int, handed: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def join_ghosts(self, arriving: int, handed: list, merger=None) -> bytes | None:
         """Second half: from the ghosts other workers hold of vertices owned here (``arriving``
         messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads), the distinct
-        (sender, sender's label, label here) they join, so the driver's merge follows the
-        distinct label pairs, not the boundary's vertices. Those vertices are kept as this
-        worker's entries (where paths come in, for :meth:`reach_summary`)."""
-        messages = [datafile.loads(p) for p in handed] + [datafile.loads(self._receive()) for _ in range(arriving)]
+        (sender, sender's label, label here) they join, so the merge follows the distinct label
+        pairs, not the boundary's vertices. They go to the merger (worker :data:`MERGER`, at
+        ``merger``; kept if this is it), so the driver never holds the boundary; with
+        ``merger`` None they are returned for the caller to hand over. Those vertices are kept
+        as this worker's entries (where paths come in, for :meth:`reach_summary`)."""
+        messages = [datafile.loads(p) for p in handed] + [datafile.loads(self._receive(GHOSTS))
+                                                          for _ in range(arriving)]
         senders, theirs, mine, entries = [], [], [], []
         size = self.num_labels() + 1
         for m in messages:
@@ -284,9 +301,34 @@ class Worker:
             mine.append(pairs % size)
             entries.append(m["ids"][known])
         self._entries = np.concatenate(entries) if entries else np.zeros(0, np.int64)     # distinct per sender
-        if not messages:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(senders), np.concatenate(theirs), np.concatenate(mine)
+        joins = {"owner": self.index, "size": self.num_labels(), "senders": _joined(senders),
+                 "theirs": _joined(theirs), "mine": _joined(mine)}
+        if self.index == MERGER:
+            self._joins = [joins]
+            return None
+        payload = datafile.dumps(joins)
+        if merger is None:
+            return payload
+        self._send(merger, JOINS, payload)
+        return None
+
+    def merge_labels(self, arriving: int, handed: list) -> int:
+        """On the merger, after its own :meth:`join_ghosts`: the other workers' label pairs
+        (``arriving`` sent here, plus ``handed`` payloads) joined into global component numbers
+        (:func:`merge_components`), kept for :meth:`global_labels`. Answers the number of
+        boundary label pairs merged."""
+        joins = self._joins + [datafile.loads(p) for p in handed] + [datafile.loads(self._receive(JOINS))
+                                                                     for _ in range(arriving)]
+        joins.sort(key=lambda j: j["owner"])
+        offsets = np.cumsum([0] + [int(j["size"]) for j in joins])
+        self._merged = merge_components(offsets, [(j["senders"], j["theirs"], j["mine"]) for j in joins])
+        self._joins = []
+        return int(sum(len(j["mine"]) for j in joins))
+
+    def global_labels(self, parts: list) -> list:
+        """On the merger: the global component numbers of ``parts``, each (worker index, that
+        worker's local labels), by the last :meth:`merge_labels`."""
+        return [self._merged.of(index, labels) for index, labels in parts]
 
     def labels_of(self, ids: np.ndarray) -> np.ndarray:
         """Local label of vertices ``ids`` (-1: not alive here)."""
@@ -356,32 +398,41 @@ class Worker:
         payload = self.extract(buckets)
         if peer is None:
             return payload
-        self._send(peer, payload)
+        self._send(peer, BUCKETS, payload)
         return len(payload)
 
-    def _send(self, peer, payload: bytes) -> None:
-        """Send ``payload`` to the worker listening at ``peer``, on a thread (so two workers
+    def _send(self, peer, kind: bytes, payload: bytes) -> None:
+        """Send ``payload`` (what it holds: ``kind``, one of :data:`GHOSTS`, :data:`JOINS`,
+        :data:`BUCKETS`) to the worker listening at ``peer``, on a thread (so two workers
         sending each other never wait on one another)."""
-        thread = threading.Thread(target=_send_payload, args=(peer, self._key, payload), daemon=True,
+        thread = threading.Thread(target=_send_payload, args=(peer, self._key, kind + payload), daemon=True,
                                   name=f"hatrick-send-{self.index}")
         thread.start()
         self._sending = [t for t in self._sending if t.is_alive()] + [thread]
 
-    def _receive(self) -> bytes:
-        """The next payload another worker sent here."""
-        try:
-            channel = self._inbox.get(timeout=MOVE_SECONDS)
-        except queue.Empty:
-            raise TimeoutError(f"hatrick worker {self.index}: a payload from another worker did not arrive "
-                               f"within {MOVE_SECONDS:g} s") from None
-        try:
-            return bytes(channel.recv_bytes())
-        finally:
-            channel.close()
+    def _receive(self, kind: bytes) -> memoryview:
+        """The next payload of ``kind`` another worker sent here (payloads of other kinds that
+        arrive first, e.g. a faster worker's label pairs before the last ghosts, are kept)."""
+        early = self._early.get(kind)
+        if early:
+            return early.pop(0)
+        while True:
+            try:
+                channel = self._inbox.get(timeout=MOVE_SECONDS)
+            except queue.Empty:
+                raise TimeoutError(f"hatrick worker {self.index}: a payload from another worker did not arrive "
+                                   f"within {MOVE_SECONDS:g} s") from None
+            try:
+                data = memoryview(channel.recv_bytes())
+            finally:
+                channel.close()
+            if data[:1] == kind:
+                return data[1:]
+            self._early.setdefault(bytes(data[:1]), []).append(data[1:])
 
     def absorb_from(self, payload: bytes | None) -> None:
         """:meth:`absorb` ``payload``, or (None) the next one another worker sends here."""
-        self.absorb(self._receive() if payload is None else payload)
+        self.absorb(self._receive(BUCKETS) if payload is None else payload)
 
     def absorb(self, payload: bytes) -> None:
         """Take over buckets extracted by another worker."""
@@ -394,6 +445,10 @@ class Worker:
 def _unknown(s: State, selector) -> bool:
     """Whether ``selector`` names an attribute none of this state's vertices ever had."""
     return isinstance(selector, dict) and bool(set(selector) - {"id"} - set(s.vattrs))
+
+
+def _joined(parts: list) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _send_payload(peer, key, payload: bytes) -> None:
@@ -528,7 +583,7 @@ class MergedLabels:
 
 def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     """Local labels joined through ghosts: ``joins`` holds, per owner worker, the distinct
-    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the driver joins
+    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the merger joins
     only those labels, so its work follows the distinct label pairs on the boundary, not V."""
     left = [offsets[senders] + theirs for senders, theirs, _ in joins]
     right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
@@ -627,18 +682,25 @@ class PartitionedGraph:
         """The latest event time applied on any worker (every update reaches its owner)."""
         return self._clock[1]
 
-    def stage(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
+    def stage(self, batch: UpdateBatch, meanwhile=None) -> tuple[int, pd.DataFrame]:
         """Apply ``batch`` on every worker, shown only after :meth:`commit`; returns (updates
-        applied, rejected ones) by the owners' verdicts. Raises (with nothing staged) if any worker fails."""
+        applied, rejected ones) by the owners' verdicts. Raises (with nothing staged) if any worker fails.
+        ``meanwhile()`` is called once the requests are out, while the workers apply the batch
+        (what it asks them about their committed state is answered as before the batch)."""
         batches, time = self._clock
         self._staged_clock = (batches + 1, max(time, float(batch.time.max())) if len(batch) else time)
         try:
             if len(self.workers) == 1:                   # every row is the only worker's own
-                outcome = self.workers[0].stage(batch)
+                answer = self.workers[0].request("stage", batch)
+                if meanwhile is not None:
+                    meanwhile()
+                outcome = answer.result()
                 return outcome.applied, outcome.rejected
             applied, rejected = 0, []
             routed = route(batch, self.owner, self.directed)
             answers = [w.request("stage", rows_for(batch, rows, why)) for w, (rows, why) in zip(self.workers, routed)]
+            if meanwhile is not None:
+                meanwhile()
             for answer, (rows, why) in zip(answers, routed):
                 mine = answer.result().rejected
                 own = rows[why == OWN]
@@ -673,7 +735,7 @@ class PartitionedGraph:
         for answer in answers:
             answer.result()
         self._clock = self._staged_clock
-        self._summary = (exchange, None)
+        self._summary = exchange
 
     def _owned_labels(self, selector) -> list:
         """Each worker's :meth:`Worker.owned_labels` of ``selector`` (asked with the commit if it
@@ -683,35 +745,37 @@ class PartitionedGraph:
                 return [a.result() for a in answers]
         return [a.result() for a in [w.request("owned_labels", selector) for w in self.workers]]
 
-    def _exchange(self) -> tuple[list, list]:
-        """Start the boundary exchange (:meth:`Worker.send_ghosts`, then :meth:`Worker.join_ghosts`):
-        workers in Spark tasks send their ghosts to each other, so both requests go out at once;
-        in-process ones hand theirs over through this caller. Returns the pending answers."""
+    def _exchange(self) -> tuple[list, list, list]:
+        """Start the boundary exchange and merge (:meth:`Worker.send_ghosts`, :meth:`Worker.join_ghosts`,
+        then :meth:`Worker.merge_labels` on the merger): workers in Spark tasks send ghosts and
+        label pairs to each other, so every request goes out at once and nothing of the boundary
+        passes through the driver; in-process ones hand theirs over through this caller.
+        Returns the pending answers."""
         peers = [w.peer_address for w in self.workers]
         sent = [w.request("send_ghosts", peers) for w in self.workers]
+        merger = self.workers[MERGER]
         if all(peer is not None for peer in peers):
-            return sent, [w.request("join_ghosts", len(self.workers) - 1, []) for w in self.workers]
+            others = len(self.workers) - 1
+            joined = [w.request("join_ghosts", others, [], merger.peer_address) for w in self.workers]
+            return sent, joined, [merger.request("merge_labels", others, [])]
         handed = [answer.result()[2] or {} for answer in sent]
-        return sent, [w.request("join_ghosts", 0, [h[w.index] for h in handed if w.index in h]) for w in self.workers]
+        joined = [w.request("join_ghosts", 0, [h[w.index] for h in handed if w.index in h]) for w in self.workers]
+        pairs = [payload for payload in (answer.result() for answer in joined) if payload is not None]
+        return sent, joined, [merger.request("merge_labels", 0, pairs)]
 
-    def _boundaries(self) -> tuple[list, list]:
-        """(each worker's :meth:`Worker.send_ghosts` answer, each one's :meth:`Worker.join_ghosts`
-        answer) for the graph now (started with the commit, or now), kept until the graph changes;
-        reading it also clears those answers from the workers' connections."""
-        exchange, merged = self._summary or (None, None)
-        sent, joined = exchange or self._exchange()
-        exchange = ([_Done(a.result()) for a in sent], [_Done(a.result()) for a in joined])
-        self._summary = (exchange, merged)
-        return [a.result() for a in exchange[0]], [a.result() for a in exchange[1]]
+    def _boundaries(self) -> list:
+        """Each worker's :meth:`Worker.send_ghosts` answer for the graph now, once the merger holds
+        the merged labels (the exchange started with the commit, or now); kept until the graph
+        changes. Reading it also clears the exchange's answers from the workers' connections."""
+        sent, joined, merged = self._summary or self._exchange()
+        self._summary = tuple([_Done(a.result()) for a in answers] for answers in (sent, joined, merged))
+        return [a.result() for a in self._summary[0]]
 
-    def _merged(self) -> MergedLabels:
-        """The merged labels: one merge per committed batch, however many live results and frames
-        read it."""
-        sent, joined = self._boundaries()
-        if self._summary[1] is None:
-            offsets = np.cumsum([0] + [size for size, _, _ in sent])
-            self._summary = (self._summary[0], merge_components(offsets, joined))
-        return self._summary[1]
+    def _global(self, parts: list) -> list:
+        """Global component numbers of ``parts`` (each (worker index, its local labels)), asked
+        of the merger (one merge per committed batch, however many results read it)."""
+        self._boundaries()
+        return self.workers[MERGER].request("global_labels", parts).result()
 
     def abandon(self) -> None:
         self._each("abandon")
@@ -783,16 +847,19 @@ class PartitionedGraph:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
         if len(self.workers) == 1:
             return self.workers[0].components_frame()
-        ids, group, rep = self._labelled(self._owned_labels(None), self._merged())
+        (ids, group, rep), = self._labelled(self._owned_labels(None))
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
-    def _labelled(self, out: list, merged: MergedLabels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(id, global component number, id of the local label's vertex) from each worker's
-        :meth:`Worker.owned_labels` answer ``out``, worker by worker."""
-        return (np.concatenate([ids for ids, _, _ in out]),
-                np.concatenate([merged.of(w.index, labels) for w, (_, labels, _) in zip(self.workers, out)]),
-                np.concatenate([rep for _, _, rep in out]))
+    def _labelled(self, *outs: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per :meth:`Worker.owned_labels` answer list ``out`` (one answer per worker): (id, global
+        component number, id of the local label's vertex), worker by worker; one request to the
+        merger for all of them."""
+        numbers = iter(self._global([(w.index, labels) for out in outs
+                                     for w, (_, labels, _) in zip(self.workers, out)]))
+        return [(np.concatenate([ids for ids, _, _ in out]),
+                 np.concatenate([next(numbers) for _ in out]),
+                 np.concatenate([rep for _, _, rep in out])) for out in outs]
 
     def reachable(self, sources, sinks) -> pd.DataFrame:
         """Pairs (``source``, ``sink``) joined by a path. Undirected: both in one component after
@@ -800,7 +867,7 @@ class PartitionedGraph:
         :meth:`hatrick.stream.Stream.reachable`."""
         if len(self.workers) == 1:
             return self.workers[0].reachable(sources, sinks)
-        sent, _ = self._boundaries()
+        sent = self._boundaries()
         known = set().union(*[attributes for _, attributes, _ in sent]) | {"id"}
         for selector in (sources, sinks):
             if isinstance(selector, dict) and set(selector) - known:
@@ -808,9 +875,8 @@ class PartitionedGraph:
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
             return self._directed_reach(sources, sinks)
-        merged = self._merged()
-        s_ids, s_group, _ = self._labelled(self._owned_labels(sources), merged)
-        t_ids, t_group, _ = self._labelled(self._owned_labels(sinks), merged)
+        (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(self._owned_labels(sources),
+                                                                  self._owned_labels(sinks))
         pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
                                                                     on="g")
         return pairs[["source", "sink"]].reset_index(drop=True)

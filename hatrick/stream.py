@@ -38,6 +38,7 @@ travels from its old worker to its new one. Workers run in Spark tasks
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -172,7 +173,8 @@ class Stream:
         self.rescales: list[RescaleReport] = []
         self._callbacks: list = []
         self._live_queries: dict = {}
-        self.live_results: dict = {}
+        self._live_results: dict = {}
+        self._live_due = False          # the live results lag the last batch (see _after_batch)
         self._query = None
         self.queries: dict = {}         # {topic name: Topic} of the CGQL queries restored from the checkpoint
         if restored:
@@ -299,7 +301,7 @@ class Stream:
                 pending = self._checkpoint.begin(self.live.batch + 1, batch, marks.hwm, buffered,
                                                  marks.gaps, queries) if self._checkpoint else None
                 try:
-                    applied, refused = self.live.stage(batch)
+                    applied, refused = self.live.stage(batch, meanwhile=self._settle)
                     break
                 except BaseException as error:
                     if self._checkpoint:
@@ -364,15 +366,36 @@ class Stream:
         return self.marks.hwm
 
     def _after_batch(self) -> None:
+        """Live queries and callbacks after a batch. With workers in Spark tasks, the live queries'
+        results are computed when first read, or while the workers apply the next batch (their
+        boundary exchange and merge then overlap the driver's checks and routing of that batch,
+        and the driver's join of the selections overlaps the workers' next batch); every batch's
+        result is still computed from that batch's state."""
         if self._live_queries:
-            for name, (sources, sinks) in self._live_queries.items():
-                self.live_results[name] = self.live.reachable(sources, sinks)
+            self._live_due = True
+            if self._tasks is None:
+                self._settle()
         if self._callbacks:
             view = self.live.view()
             for callback in list(self._callbacks):
                 callback(view)
 
     # callbacks and live results ----------------------------------------------------------------------
+    @property
+    def live_results(self) -> dict:
+        """``{name: pairs}`` of every live query (see :meth:`reachable`) as of the last applied batch."""
+        with self._lock:
+            self._settle()
+            return self._live_results
+
+    def _settle(self) -> None:
+        """Compute the live queries' results of the last applied batch, if they are due."""
+        if self._live_due:
+            results = {name: self.live.reachable(sources, sinks)
+                       for name, (sources, sinks) in self._live_queries.items()}
+            self._live_results.update(results)
+            self._live_due = False
+
     def now(self) -> float:
         """The stream's current event time: the latest applied update's ``time`` (before any,
         the end of the graph's last instance). CGQL splits past and live frames here."""
@@ -414,10 +437,11 @@ class Stream:
         direction). ``sources``/``sinks``: a list of ids or a dict ``{attribute: value(s)}``.
         ``live="name"`` keeps the query: ``s.live_results[name]`` is refreshed after every batch."""
         with self._lock:
+            self._settle()
             result = self.live.reachable(sources, sinks)
             if live is not None:
                 self._live_queries[live] = (sources, sinks)
-                self.live_results[live] = result
+                self._live_results[live] = result
             return result
 
     # snapshots ---------------------------------------------------------------------------------------
@@ -488,6 +512,7 @@ class Stream:
         if planner not in ("state", "ring"):
             raise InputError(f"planner must be 'state' or 'ring', got {planner!r}")
         with self._lock:
+            self._settle()                          # the live results of the batch before the move
             if self._tasks is not None:
                 check_slots(self.graph.spark, workers, fed_by_query=self._query is not None and self._query.isActive)
             live, current = self.live, len(self.ring.workers)
@@ -574,6 +599,8 @@ class Stream:
         with self._lock:
             self.stop()
             if self._tasks is not None:
+                with contextlib.suppress(WorkerLost):   # a lost worker's results stay as they were
+                    self._settle()
                 self.live.close()
                 self._tasks.close()
                 self._tasks = None
