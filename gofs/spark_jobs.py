@@ -7,12 +7,19 @@ while it ran, and each job's stages say whether they ran (a shuffle's map side
 computed) or were skipped (its output reused). Every job costs a fixed
 scheduling overhead and every run stage a round of task launches (through a
 Python worker where the stage runs Python), so these counts explain a stage's
-time where its data volume does not.
+time where its data volume does not. :class:`ScratchFrames` holds a computation's
+intermediate frames without their plans' history.
 """
 from __future__ import annotations
 
 import contextlib
 import time
+import uuid
+
+import pyarrow as pa
+
+from gofs import layout
+from sparkshim.checkpoints import ensure_checkpoint_dir
 
 _JOB_GROUP = "spark.jobGroup.id"
 
@@ -67,3 +74,43 @@ class JobProfile:
                         skipped += 1
             out[name] = {"jobs": len(ids), "stages": run, "skipped": skipped, "tasks": tasks}
         return out
+
+
+class ScratchFrames:
+    """Intermediate frames written as Parquet under the session's checkpoint directory.
+
+    A frame handed to an instance is written (one job) and read back, not
+    persisted or checkpointed: a persisted frame keeps its whole plan, and
+    every later query re-analyses that history (and compares it with every
+    other cached plan), which costs seconds per job once an ingest's plans
+    hold a few joins; Spark 3.5 gives a local checkpoint the size estimate
+    of the plan it came from, and a join's estimate is the product of its
+    inputs', so over rounds and levels the estimates grow to numbers with
+    millions of digits. Files read back have their real size and no history.
+    The directory is made by the first write (a run refused before any job makes none) and
+    removed by :meth:`remove`.
+    """
+
+    def __init__(self, spark, purpose: str):
+        self.spark, self.purpose = spark, purpose
+        self.root = None
+        self.count = 0
+
+    def __call__(self, frame):
+        if self.root is None:
+            base = ensure_checkpoint_dir(self.spark.sparkContext)
+            self.root = f"{base.rstrip('/')}/goffish-{self.purpose}-{uuid.uuid4().hex[:12]}"
+        path = f"{self.root}/{self.count:04d}"
+        self.count += 1
+        frame.write.parquet(path)
+        return self.spark.read.parquet(path)
+
+    def remove(self) -> None:
+        if self.root is None:
+            return
+        root = self.root[len("file:"):] if self.root.startswith("file:") else self.root
+        try:
+            fs, path = layout.filesystem(root)
+            layout.remove(fs, path)
+        except (OSError, pa.ArrowException):
+            pass        # a filesystem pyarrow cannot reach: Spark's own checkpoint clean-up applies

@@ -4,7 +4,9 @@ The same stages as :mod:`gofs.ingest.local`, each a Spark job, writing the same
 on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`):
 
 - **read**: Spark reads the edges (SNAP text, CSV, Parquet, gz; any filesystem
-  Spark reaches) and one aggregation validates every row. Bad input raises
+  Spark reaches) once: one pass parses and checks every row and writes it, with
+  its place in the read order, as a scratch file that the checks' counts, the row
+  numbering and the later stages read (:func:`_scanned`). Bad input raises
   :class:`InputError` naming the file and the line within it (found by
   re-reading only that file). Edge ids (``eid``) are positions in Spark's read
   order (for one file, its line order), numbered with per-partition offsets.
@@ -21,6 +23,9 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   (pyarrow, staged under a temporary name); one task each writes the
   sub-graph and meta-graph tables; the driver assembles the manifest from
   per-partition statistics and commits.
+
+Each stage hands its result on as a scratch file (:class:`gofs.spark_jobs.ScratchFrames`),
+so a later stage's queries start from files, not from the plans of every join before them.
 
 Given the same input file, partitioner and seed, both engines write the same
 template, row for row. The driver only ever holds O(partitions) rows, plus
@@ -44,7 +49,7 @@ from gofs.errors import InputError
 import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
-from gofs.spark_jobs import JobProfile
+from gofs.spark_jobs import JobProfile, ScratchFrames
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -108,12 +113,10 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
             edges = _read(run, source, format=format, directed=directed, weight=weight,
                           attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
                           vertices_path=vertices_path, id_column=id_column, vertices=vertices)
-            edges_frame = run.keep(edges.frame)
-            run.materialise(edges_frame)
+            edges_frame = run.scratch(edges.frame)
 
         with profile.stage("ids"):
             vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
-            run.materialise(vertices, dense_edges)
 
         with profile.stage("partition"):
             parts = run.checkpointed(partition_frames(spark, partitioner, dense_edges,
@@ -122,7 +125,6 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
 
         with profile.stage("subgraphs"):
             labelled, mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
-            run.materialise(mapping)
 
         vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
@@ -157,22 +159,23 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
 
 
 class _Run:
-    """The frames one ingest persisted (to disk: the driver's JVM stays small) or checkpointed."""
+    """The frames one ingest wrote as scratch files, persisted (to disk: the driver's JVM stays
+    small) or checkpointed.
+
+    A stage's result goes to :meth:`scratch` (written now, in the stage that asked for it, and
+    read back without its plan's history); :meth:`keep` is for frames whose partitions must
+    keep their order and contents between jobs (row numbering), which a file scan does not keep.
+    """
 
     def __init__(self, spark, level):
         self.spark, self.level = spark, level
         self.persisted, self.checkpoints = [], []
+        self.scratch = ScratchFrames(spark, "ingest")
 
     def keep(self, frame):
         frame = frame.persist(self.level)
         self.persisted.append(frame)
         return frame
-
-    def materialise(self, *frames) -> None:
-        """Compute persisted frames now (one small job each), so that each stage's time and
-        jobs (:class:`gofs.spark_jobs.JobProfile`) hold the work it asked for, not the next one's."""
-        for frame in frames:
-            frame.count()
 
     def checkpointed(self, frame):
         self.checkpoints.append(frame)
@@ -183,6 +186,7 @@ class _Run:
             frame.unpersist()
         for frame in self.checkpoints:
             release_local_checkpoint(frame)
+        self.scratch.remove()
 
 
 # --------------------------------------------------------------------------- read
@@ -243,7 +247,7 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     if format == "edgelist":
         if weight is not None and attribute_names is not None:
             raise InputError("give weight or attribute_names, not both")
-        return _read_edge_list(spark, paths, [*([weight] if weight else attribute_names or [])],
+        return _read_edge_list(run, paths, [*([weight] if weight else attribute_names or [])],
                                id_type, schema, name)
     if src == dst:
         raise InputError(f"src and dst must be different columns, both are {src!r}")
@@ -261,8 +265,8 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     scans = []
     for (where, ids), present in zip(inputs, columns):
         own = {c: t for c, t in schema.items() if c in present}
-        scans.append(_scan_csv(spark, where, present, ids, own) if format == "csv"
-                     else _scan_parquet(spark, where, ids, own))
+        scans.append(_scan_csv(run, where, present, ids, own) if format == "csv"
+                     else _scan_parquet(run, where, ids, own))
     return _edges_of(scans, src, dst, name, id_column)
 
 
@@ -294,9 +298,10 @@ def _source_name(uri: str) -> str:
     return uri
 
 
-def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
+def _read_edge_list(run, paths, attributes, id_type, schema, name) -> _Edges:
     from pyspark.sql import functions as F
 
+    spark = run.spark
     names = ["src", "dst", *attributes]
     if len(set(names)) != len(names):
         raise InputError(f"column names must be distinct and not src/dst, got {names}")
@@ -331,10 +336,11 @@ def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
     bad_count, bad_value = problems(data)
     fields = F.col("_fields")
     text_ids = ~(_valid(fields.getItem(0), "int") & _valid(fields.getItem(1), "int"))
-    counts, totals = _partition_counts(data, {"bad": (bad_count | bad_value), "text_ids": text_ids})
+    data, counts, totals, stored = _scanned(run, data.drop("_line"),
+                                            {"bad": (bad_count | bad_value), "text_ids": text_ids})
     if totals["bad"]:
         bad = bad_count | bad_value
-        first = data.where(bad).agg(F.min("_file")).first()[0]
+        first = data.where(stored["bad"]).agg(F.min("_file")).first()[0]
         lines = _indexed(_spark_read(spark, [first], lambda reader: reader.text(first)), "_number")
         row = parsed(lines).where(bad).orderBy("_number").select("_number", "_line", "_utf8").first()
         where = f"{_source_name(first)} line {int(row['_number']) + 1}"
@@ -389,12 +395,13 @@ def _csv_header(spark, paths) -> list[str]:
     return _spark_read(spark, paths, lambda reader: reader.option("header", True).csv(paths)).columns
 
 
-def _scan_csv(spark, paths, header, id_columns, schema) -> _Scan:
-    """Every row checked in one job (corrupt records, missing ids, ``schema`` casts) and every
+def _scan_csv(run, paths, header, id_columns, schema) -> _Scan:
+    """Every row checked in one pass (corrupt records, missing ids, ``schema`` casts) and every
     other column's type inferred over the whole column: int, else float, else bool, else str."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
+    spark = run.spark
     layout_ = StructType([StructField(c, StringType()) for c in header] + [StructField("_corrupt", StringType())])
 
     def read(reader, where):
@@ -419,11 +426,11 @@ def _scan_csv(spark, paths, header, id_columns, schema) -> _Scan:
     checks["replaced"] = F.lit(False)
     for column in header:
         checks["replaced"] = checks["replaced"] | F.col(column).contains("\ufffd")
-    counts, totals = _partition_counts(data, checks)
+    data, counts, totals, stored = _scanned(run, data, checks)
     if totals["replaced"]:
-        _check_utf8(spark, _first_file(data, checks["replaced"], header))
+        _check_utf8(spark, _first_file(data, stored["replaced"], header))
     if totals["bad"]:
-        first = _first_file(data, checks["bad"], header)
+        first = _first_file(data, stored["bad"], header)
         rows = _indexed(_spark_read(spark, [first], lambda reader: read(reader, first)), "_row")
         row = rows.where(checks["bad"]).orderBy("_row").first()
         raise _csv_error(spark, _source_name(first), first, int(row["_row"]), row, header, id_columns, schema)
@@ -482,11 +489,12 @@ def _parquet_columns(spark, paths) -> list[str]:
     return _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).columns
 
 
-def _scan_parquet(spark, paths, id_columns, schema) -> _Scan:
+def _scan_parquet(run, paths, id_columns, schema) -> _Scan:
     from pyspark.sql import functions as F
 
+    spark = run.spark
     data = _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).withColumn("_file", F.input_file_name())
-    return _checked_frame(spark, data, id_columns, schema, lambda uri: spark.read.parquet(uri), paths[0])
+    return _checked_frame(run, data, id_columns, schema, lambda uri: spark.read.parquet(uri), paths[0])
 
 
 def _read_frame(run, frame, src, dst, schema, vertices=None, id_column="id") -> _Edges:
@@ -507,9 +515,9 @@ def _read_frame(run, frame, src, dst, schema, vertices=None, id_column="id") -> 
                          f"(columns: {'; '.join(', '.join(data.columns) for data, _, _ in inputs)})")
     scans = []
     for data, ids, what in inputs:
-        data = run.keep(data.withColumn("_file", F.lit(what)))     # row positions must not change between jobs
+        data = data.withColumn("_file", F.lit(what))
         own = {c: t for c, t in schema.items() if c in data.columns}
-        scans.append(_checked_frame(run.spark, data, ids, own, None, what))
+        scans.append(_checked_frame(run, data, ids, own, None, what))
     return _edges_of(scans, src, dst, None, id_column)
 
 
@@ -527,7 +535,7 @@ def _edges_of(scans: list, src: str, dst: str, name, id_column: str) -> _Edges:
     return edges
 
 
-def _checked_frame(spark, data, id_columns, schema, reread, source: str) -> _Scan:
+def _checked_frame(run, data, id_columns, schema, reread, source: str) -> _Scan:
     """Typed columns (Parquet, DataFrames): check the ids' types, nulls and schema casts."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType, StringType
@@ -545,13 +553,13 @@ def _checked_frame(spark, data, id_columns, schema, reread, source: str) -> _Sca
     for column, kind in schema.items():
         cast = _typed(F.col(column).cast("string"), kind)
         checks["bad"] = checks["bad"] | (F.col(column).isNotNull() & cast.isNull())
-    counts, totals = _partition_counts(data, checks)
+    data, counts, totals, stored = _scanned(run, data, checks)
     if totals["bad"]:
         if reread is None:
-            rows = _indexed(data, "_row")
+            rows = _indexed(data, "_row", counts)
             where = source
         else:
-            first = data.where(checks["bad"]).agg(F.min("_file")).first()[0]
+            first = data.where(stored["bad"]).agg(F.min("_file")).first()[0]
             rows, where = _indexed(reread(first), "_row"), _source_name(first)
         row = rows.where(checks["bad"]).orderBy("_row").first()
         for column in id_columns:
@@ -602,13 +610,40 @@ def _named_read_errors():
         raise
 
 
-def _partition_counts(frame, checks: dict) -> tuple[dict, dict]:
-    """One job: rows per Spark partition (for row numbering) and how many rows fail each check."""
+_READ_PART, _READ_ROW = "_read_part", "_read_row"
+"""Columns of a scanned input (:func:`_scanned`): each row's Spark partition when read and its
+position in that partition."""
+
+
+def _scanned(run, data, checks: dict):
+    """One pass over an input: its rows with their place in Spark's read order and the result of
+    each check, written as a scratch file, so that numbering the rows, counting the failed checks
+    and the later stages read that file instead of parsing the input again.
+
+    Returns the scratch frame, the rows per read partition, how many rows fail each check, and
+    each check as the column that holds its result there."""
     from pyspark.sql import functions as F
 
+    pid = F.spark_partition_id()
+    stored = {name: F.col(f"_check{i}") for i, name in enumerate(checks)}
+    with _named_read_errors():
+        frame = run.scratch(data.select(
+            "*", pid.alias(_READ_PART),
+            (F.monotonically_increasing_id() - F.shiftleft(pid.cast("long"), 33)).alias(_READ_ROW),
+            *[F.coalesce(check, F.lit(False)).alias(f"_check{i}") for i, check in enumerate(checks.values())]))
+    counts, totals = _partition_counts(frame, stored)
+    return frame, counts, totals, stored
+
+
+def _partition_counts(frame, checks: dict) -> tuple[dict, dict]:
+    """One job: rows per Spark partition (for row numbering) and how many rows fail each check.
+    A scanned input (:func:`_scanned`) is counted by the partitions it was read in."""
+    from pyspark.sql import functions as F
+
+    part = F.col(_READ_PART) if _READ_PART in frame.columns else F.spark_partition_id()
     sums = [F.sum(F.coalesce(check, F.lit(False)).cast("long")).alias(f"c{i}") for i, check in enumerate(checks.values())]
     with _named_read_errors():
-        rows = frame.groupBy(F.spark_partition_id().alias("_p")).agg(F.count(F.lit(1)).alias("_n"), *sums).collect()
+        rows = frame.groupBy(part.alias("_p")).agg(F.count(F.lit(1)).alias("_n"), *sums).collect()
     counts = {int(r["_p"]): int(r["_n"]) for r in rows}
     totals = {name: sum(int(r[f"c{i}"] or 0) for r in rows) for i, name in enumerate(checks)}
     return counts, totals
@@ -617,9 +652,9 @@ def _partition_counts(frame, checks: dict) -> tuple[dict, dict]:
 def _indexed(frame, name: str, counts: dict | None = None):
     """``frame`` with a consecutive 0-based row number in partition order.
 
-    ``frame`` must yield the same rows in the same partitions every time it is
-    computed (a file scan, or a persisted frame). ``counts`` (rows per Spark
-    partition) saves the counting job when already known.
+    ``frame`` must be a scanned input (:func:`_scanned`: numbered in the order it was read), or
+    yield the same rows in the same partitions every time it is computed (a file scan, or a
+    persisted frame). ``counts`` (rows per partition) saves the counting job when already known.
     """
     from pyspark.sql import functions as F
 
@@ -627,9 +662,12 @@ def _indexed(frame, name: str, counts: dict | None = None):
         counts, _ = _partition_counts(frame, {})
     size = max(counts, default=-1) + 1
     offsets = np.concatenate([[0], np.cumsum([counts.get(p, 0) for p in range(size)])])[:-1] if size else np.zeros(1)
-    pid = F.spark_partition_id()
+    if _READ_PART in frame.columns:
+        pid, within = F.col(_READ_PART), F.col(_READ_ROW)
+    else:
+        pid = F.spark_partition_id()
+        within = F.monotonically_increasing_id() - F.shiftleft(pid.cast("long"), 33)
     start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), pid + 1)
-    within = F.monotonically_increasing_id() - F.shiftleft(pid.cast("long"), 33)
     return frame.withColumn(name, start + within)
 
 
@@ -703,11 +741,11 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     vertices = _indexed(ordered, "v", counts).select("id", "v")
     if vertex_rows is not None and len(vertex_rows.attributes):
         vertices = vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left")
-    vertices = run.keep(vertices)
+    vertices = run.scratch(vertices)
     dense = edges.join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
         .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
-    return vertices, run.keep(dense), sum(counts.values())
+    return vertices, run.scratch(dense), sum(counts.values())
 
 
 # --------------------------------------------------------------------------- sub-graphs
@@ -742,14 +780,14 @@ def _subgraphs(run, edges, parts, k):
     from pyspark.sql import functions as F
 
     owner = parts.select("vid", "part")
-    labelled = run.keep(edges
-                        .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src")
-                        .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst"))
+    labelled = run.scratch(edges
+                           .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src")
+                           .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst"))
     local = labelled.where(F.col("ps") == F.col("pd")) \
         .select(F.col("ps").alias("part"), F.col("src").alias("a"), F.col("dst").alias("b"))
     members = owner.select("part", F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"))
-    found = run.keep(members.unionByName(local).repartitionByRange(k, "part")
-                     .mapInArrow(_discover_partitions, _DISCOVERED))
+    found = run.scratch(members.unionByName(local).repartitionByRange(k, "part")
+                        .mapInArrow(_discover_partitions, _DISCOVERED))
     sizes = found.groupBy("part").agg(F.count(F.lit(1)).alias("n"), (F.max("lsg") + 1).alias("sgs")).collect()
     num_vertices = np.zeros(k, np.int64)
     num_subgraphs = np.zeros(k, np.int64)
@@ -761,8 +799,8 @@ def _subgraphs(run, edges, parts, k):
     def lookup(values):
         return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
 
-    mapping = run.keep(found.select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
-                                    (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg")))
+    mapping = run.scratch(found.select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
+                                       (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg")))
     return labelled, mapping, offsets
 
 
@@ -943,15 +981,13 @@ def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, desc
     vertex_attributes = described.vertices.attributes if described.vertices is not None else pa.schema([])
     vertex_rows = mapping.join(vertices, "v") \
         .select("part", "vid", "id", "sg", *(["vattrs"] if len(vertex_attributes) else []))
-    vertex_stats = run.keep(vertex_rows.repartitionByRange(k, "part")
-                            .mapInArrow(_vertex_writer(path, data, described.id_type, vertex_attributes),
-                                        _VERTEX_STATS))
-    vertex_stats.count()
+    vertex_stats = run.scratch(vertex_rows.repartitionByRange(k, "part")
+                               .mapInArrow(_vertex_writer(path, data, described.id_type, vertex_attributes),
+                                           _VERTEX_STATS))
 
     edge_rows = _edge_rows(edges, mapping, described.attributes)
-    edge_stats = run.keep(edge_rows.repartitionByRange(k, "part")
-                          .mapInArrow(_edge_writer(path, data, described.attributes), _EDGE_STATS))
-    edge_stats.count()
+    edge_stats = run.scratch(edge_rows.repartitionByRange(k, "part")
+                             .mapInArrow(_edge_writer(path, data, described.attributes), _EDGE_STATS))
 
     size_bin = F.floor(F.log2(F.col("num_vertices"))).cast("int").alias("bin")
     per_bin = vertex_stats.groupBy("partition", size_bin) \

@@ -48,19 +48,16 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 
 import numpy as np
 import pyarrow as pa
 
-from gofs import layout
-from sparkshim.checkpoints import ensure_checkpoint_dir
 from gofs.errors import InputError
 from gofs.partition.arrays import collect_labels
 from gofs.partition.metis import weighted_parts
 from gofs.partition.propagation import refine_partition
 from sparkshim.compat import collect_arrow
-from gofs.spark_jobs import JobProfile
+from gofs.spark_jobs import JobProfile, ScratchFrames
 
 DRIVER_BUDGET_BYTES = 48 << 20
 """Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
@@ -165,7 +162,7 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     if vertices is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
     vertices = vertices.select(F.col("vid").cast("long").alias("vid"))
-    held = _Scratch(spark)
+    held = ScratchFrames(spark, "multilevel")
     try:
         with profile.stage("prelude"):
             weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
@@ -247,39 +244,6 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
     return weights, pairs, mappings, levels
 
 
-class _Scratch:
-    """Intermediate frames written as Parquet under the session's checkpoint directory.
-
-    Each round's labels and each level's graph are written and read back, not
-    checkpointed or cached: Spark 3.5 gives a local checkpoint the size
-    estimate of the plan it came from, and a join's estimate is the product of
-    its inputs', so over rounds and levels the estimates grow to numbers with
-    millions of digits and planning takes minutes; a chain of cached frames
-    instead prints (and plans) the whole history in every query. Files read
-    back have their real size and no history. Removed when partitioning ends.
-    """
-
-    def __init__(self, spark):
-        self.spark = spark
-        base = ensure_checkpoint_dir(spark.sparkContext)
-        self.root = f"{base.rstrip('/')}/goffish-multilevel-{uuid.uuid4().hex[:12]}"
-        self.count = 0
-
-    def __call__(self, frame):
-        path = f"{self.root}/{self.count:04d}"
-        self.count += 1
-        frame.write.parquet(path)
-        return self.spark.read.parquet(path)
-
-    def remove(self) -> None:
-        root = self.root[len("file:"):] if self.root.startswith("file:") else self.root
-        try:
-            fs, path = layout.filesystem(root)
-            layout.remove(fs, path)
-        except (OSError, pa.ArrowException):
-            pass        # a filesystem pyarrow cannot reach: Spark's own checkpoint clean-up applies
-
-
 def _both_ways(pairs):
     """Undirected weighted pairs (a < b) as a symmetric adjacency ``(src, dst, w)``."""
     from pyspark.sql import functions as F
@@ -288,7 +252,7 @@ def _both_ways(pairs):
         .unionByName(pairs.select(F.col("b").alias("src"), F.col("a").alias("dst"), "w"))
 
 
-def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int, held: _Scratch):
+def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int, held: ScratchFrames):
     """Size-constrained label propagation: ``(vid, c)``, c the id of a vertex of the same cluster.
 
     Each round, a random half of the vertices (hash of seed, level, round, id)
