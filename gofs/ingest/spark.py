@@ -4,9 +4,7 @@ The same stages as :mod:`gofs.ingest.local`, each a Spark job, writing the same
 on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`):
 
 - **read**: Spark reads the edges (SNAP text, CSV, Parquet, gz; any filesystem
-  Spark reaches) once: one pass parses and checks every row and writes it, with
-  its place in the read order, as a scratch file that the checks' counts, the row
-  numbering and the later stages read (:func:`_scanned`). Bad input raises
+  Spark reaches) and one aggregation validates every row. Bad input raises
   :class:`InputError` naming the file and the line within it (found by
   re-reading only that file). Edge ids (``eid``) are positions in Spark's read
   order (for one file, its line order), numbered with per-partition offsets.
@@ -247,7 +245,7 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     if format == "edgelist":
         if weight is not None and attribute_names is not None:
             raise InputError("give weight or attribute_names, not both")
-        return _read_edge_list(run, paths, [*([weight] if weight else attribute_names or [])],
+        return _read_edge_list(spark, paths, [*([weight] if weight else attribute_names or [])],
                                id_type, schema, name)
     if src == dst:
         raise InputError(f"src and dst must be different columns, both are {src!r}")
@@ -265,8 +263,8 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     scans = []
     for (where, ids), present in zip(inputs, columns):
         own = {c: t for c, t in schema.items() if c in present}
-        scans.append(_scan_csv(run, where, present, ids, own) if format == "csv"
-                     else _scan_parquet(run, where, ids, own))
+        scans.append(_scan_csv(spark, where, present, ids, own) if format == "csv"
+                     else _scan_parquet(spark, where, ids, own))
     return _edges_of(scans, src, dst, name, id_column)
 
 
@@ -298,10 +296,9 @@ def _source_name(uri: str) -> str:
     return uri
 
 
-def _read_edge_list(run, paths, attributes, id_type, schema, name) -> _Edges:
+def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
     from pyspark.sql import functions as F
 
-    spark = run.spark
     names = ["src", "dst", *attributes]
     if len(set(names)) != len(names):
         raise InputError(f"column names must be distinct and not src/dst, got {names}")
@@ -336,11 +333,10 @@ def _read_edge_list(run, paths, attributes, id_type, schema, name) -> _Edges:
     bad_count, bad_value = problems(data)
     fields = F.col("_fields")
     text_ids = ~(_valid(fields.getItem(0), "int") & _valid(fields.getItem(1), "int"))
-    data, counts, totals, stored = _scanned(run, data.drop("_line"),
-                                            {"bad": (bad_count | bad_value), "text_ids": text_ids})
+    counts, totals = _partition_counts(data, {"bad": (bad_count | bad_value), "text_ids": text_ids})
     if totals["bad"]:
         bad = bad_count | bad_value
-        first = data.where(stored["bad"]).agg(F.min("_file")).first()[0]
+        first = data.where(bad).agg(F.min("_file")).first()[0]
         lines = _indexed(_spark_read(spark, [first], lambda reader: reader.text(first)), "_number")
         row = parsed(lines).where(bad).orderBy("_number").select("_number", "_line", "_utf8").first()
         where = f"{_source_name(first)} line {int(row['_number']) + 1}"
@@ -395,13 +391,12 @@ def _csv_header(spark, paths) -> list[str]:
     return _spark_read(spark, paths, lambda reader: reader.option("header", True).csv(paths)).columns
 
 
-def _scan_csv(run, paths, header, id_columns, schema) -> _Scan:
-    """Every row checked in one pass (corrupt records, missing ids, ``schema`` casts) and every
+def _scan_csv(spark, paths, header, id_columns, schema) -> _Scan:
+    """Every row checked in one job (corrupt records, missing ids, ``schema`` casts) and every
     other column's type inferred over the whole column: int, else float, else bool, else str."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    spark = run.spark
     layout_ = StructType([StructField(c, StringType()) for c in header] + [StructField("_corrupt", StringType())])
 
     def read(reader, where):
@@ -426,11 +421,11 @@ def _scan_csv(run, paths, header, id_columns, schema) -> _Scan:
     checks["replaced"] = F.lit(False)
     for column in header:
         checks["replaced"] = checks["replaced"] | F.col(column).contains("\ufffd")
-    data, counts, totals, stored = _scanned(run, data, checks)
+    counts, totals = _partition_counts(data, checks)
     if totals["replaced"]:
-        _check_utf8(spark, _first_file(data, stored["replaced"], header))
+        _check_utf8(spark, _first_file(data, checks["replaced"], header))
     if totals["bad"]:
-        first = _first_file(data, stored["bad"], header)
+        first = _first_file(data, checks["bad"], header)
         rows = _indexed(_spark_read(spark, [first], lambda reader: read(reader, first)), "_row")
         row = rows.where(checks["bad"]).orderBy("_row").first()
         raise _csv_error(spark, _source_name(first), first, int(row["_row"]), row, header, id_columns, schema)
@@ -489,12 +484,11 @@ def _parquet_columns(spark, paths) -> list[str]:
     return _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).columns
 
 
-def _scan_parquet(run, paths, id_columns, schema) -> _Scan:
+def _scan_parquet(spark, paths, id_columns, schema) -> _Scan:
     from pyspark.sql import functions as F
 
-    spark = run.spark
     data = _spark_read(spark, paths, lambda reader: reader.parquet(*paths)).withColumn("_file", F.input_file_name())
-    return _checked_frame(run, data, id_columns, schema, lambda uri: spark.read.parquet(uri), paths[0])
+    return _checked_frame(spark, data, id_columns, schema, lambda uri: spark.read.parquet(uri), paths[0])
 
 
 def _read_frame(run, frame, src, dst, schema, vertices=None, id_column="id") -> _Edges:
@@ -515,9 +509,9 @@ def _read_frame(run, frame, src, dst, schema, vertices=None, id_column="id") -> 
                          f"(columns: {'; '.join(', '.join(data.columns) for data, _, _ in inputs)})")
     scans = []
     for data, ids, what in inputs:
-        data = data.withColumn("_file", F.lit(what))
+        data = run.keep(data.withColumn("_file", F.lit(what)))     # row positions must not change between jobs
         own = {c: t for c, t in schema.items() if c in data.columns}
-        scans.append(_checked_frame(run, data, ids, own, None, what))
+        scans.append(_checked_frame(run.spark, data, ids, own, None, what))
     return _edges_of(scans, src, dst, None, id_column)
 
 
@@ -535,7 +529,7 @@ def _edges_of(scans: list, src: str, dst: str, name, id_column: str) -> _Edges:
     return edges
 
 
-def _checked_frame(run, data, id_columns, schema, reread, source: str) -> _Scan:
+def _checked_frame(spark, data, id_columns, schema, reread, source: str) -> _Scan:
     """Typed columns (Parquet, DataFrames): check the ids' types, nulls and schema casts."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType, StringType
@@ -553,13 +547,13 @@ def _checked_frame(run, data, id_columns, schema, reread, source: str) -> _Scan:
     for column, kind in schema.items():
         cast = _typed(F.col(column).cast("string"), kind)
         checks["bad"] = checks["bad"] | (F.col(column).isNotNull() & cast.isNull())
-    data, counts, totals, stored = _scanned(run, data, checks)
+    counts, totals = _partition_counts(data, checks)
     if totals["bad"]:
         if reread is None:
-            rows = _indexed(data, "_row", counts)
+            rows = _indexed(data, "_row")
             where = source
         else:
-            first = data.where(stored["bad"]).agg(F.min("_file")).first()[0]
+            first = data.where(checks["bad"]).agg(F.min("_file")).first()[0]
             rows, where = _indexed(reread(first), "_row"), _source_name(first)
         row = rows.where(checks["bad"]).orderBy("_row").first()
         for column in id_columns:
@@ -610,40 +604,13 @@ def _named_read_errors():
         raise
 
 
-_READ_PART, _READ_ROW = "_read_part", "_read_row"
-"""Columns of a scanned input (:func:`_scanned`): each row's Spark partition when read and its
-position in that partition."""
-
-
-def _scanned(run, data, checks: dict):
-    """One pass over an input: its rows with their place in Spark's read order and the result of
-    each check, written as a scratch file, so that numbering the rows, counting the failed checks
-    and the later stages read that file instead of parsing the input again.
-
-    Returns the scratch frame, the rows per read partition, how many rows fail each check, and
-    each check as the column that holds its result there."""
-    from pyspark.sql import functions as F
-
-    pid = F.spark_partition_id()
-    stored = {name: F.col(f"_check{i}") for i, name in enumerate(checks)}
-    with _named_read_errors():
-        frame = run.scratch(data.select(
-            "*", pid.alias(_READ_PART),
-            (F.monotonically_increasing_id() - F.shiftleft(pid.cast("long"), 33)).alias(_READ_ROW),
-            *[F.coalesce(check, F.lit(False)).alias(f"_check{i}") for i, check in enumerate(checks.values())]))
-    counts, totals = _partition_counts(frame, stored)
-    return frame, counts, totals, stored
-
-
 def _partition_counts(frame, checks: dict) -> tuple[dict, dict]:
-    """One job: rows per Spark partition (for row numbering) and how many rows fail each check.
-    A scanned input (:func:`_scanned`) is counted by the partitions it was read in."""
+    """One job: rows per Spark partition (for row numbering) and how many rows fail each check."""
     from pyspark.sql import functions as F
 
-    part = F.col(_READ_PART) if _READ_PART in frame.columns else F.spark_partition_id()
     sums = [F.sum(F.coalesce(check, F.lit(False)).cast("long")).alias(f"c{i}") for i, check in enumerate(checks.values())]
     with _named_read_errors():
-        rows = frame.groupBy(part.alias("_p")).agg(F.count(F.lit(1)).alias("_n"), *sums).collect()
+        rows = frame.groupBy(F.spark_partition_id().alias("_p")).agg(F.count(F.lit(1)).alias("_n"), *sums).collect()
     counts = {int(r["_p"]): int(r["_n"]) for r in rows}
     totals = {name: sum(int(r[f"c{i}"] or 0) for r in rows) for i, name in enumerate(checks)}
     return counts, totals
@@ -652,9 +619,9 @@ def _partition_counts(frame, checks: dict) -> tuple[dict, dict]:
 def _indexed(frame, name: str, counts: dict | None = None):
     """``frame`` with a consecutive 0-based row number in partition order.
 
-    ``frame`` must be a scanned input (:func:`_scanned`: numbered in the order it was read), or
-    yield the same rows in the same partitions every time it is computed (a file scan, or a
-    persisted frame). ``counts`` (rows per partition) saves the counting job when already known.
+    ``frame`` must yield the same rows in the same partitions every time it is
+    computed (a file scan, or a persisted frame). ``counts`` (rows per Spark
+    partition) saves the counting job when already known.
     """
     from pyspark.sql import functions as F
 
@@ -662,12 +629,9 @@ def _indexed(frame, name: str, counts: dict | None = None):
         counts, _ = _partition_counts(frame, {})
     size = max(counts, default=-1) + 1
     offsets = np.concatenate([[0], np.cumsum([counts.get(p, 0) for p in range(size)])])[:-1] if size else np.zeros(1)
-    if _READ_PART in frame.columns:
-        pid, within = F.col(_READ_PART), F.col(_READ_ROW)
-    else:
-        pid = F.spark_partition_id()
-        within = F.monotonically_increasing_id() - F.shiftleft(pid.cast("long"), 33)
+    pid = F.spark_partition_id()
     start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), pid + 1)
+    within = F.monotonically_increasing_id() - F.shiftleft(pid.cast("long"), 33)
     return frame.withColumn(name, start + within)
 
 
