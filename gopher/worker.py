@@ -420,10 +420,10 @@ class TaskWorker:
                                 f"{type(program).__name__}.{method} failed on sub-graph {sg.id} (partition {p}): "
                                 f"{exc!r}\n{traceback.format_exc()}") from exc
                     rows = view.bundle.num_vertices
-                    arrays = {"table": pa.array(np.full(rows, number, np.int8)),
-                              "instance": pa.array(np.full(rows, instance["id"], np.int64)) if per_instance
+                    arrays = {"table": files.arrow_array(np.full(rows, number, np.int8)),
+                              "instance": files.arrow_array(np.full(rows, instance["id"], np.int64)) if per_instance
                               else pa.nulls(rows, pa.int64()),
-                              "id": pa.array(view.bundle.ids, type=schema.field("id").type)}
+                              "id": files.arrow_array(view.bundle.ids, schema.field("id").type)}
                     for name, physical in columns:
                         arrays[physical] = _concat(pieces[name], schema.field(physical).type)
                     yield pa.RecordBatch.from_arrays(
@@ -447,4 +447,4 @@ def _concat(pieces: list, type_: pa.DataType) -> pa.Array:
     if isinstance(pieces[0], (pa.Array, pa.ChunkedArray)):
         return pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
                                  for p in pieces]).cast(type_)
-    return pa.array(np.concatenate([np.asarray(p) for p in pieces]), type=type_)
+    return files.arrow_array(np.concatenate([np.asarray(p) for p in pieces]), type_)
