@@ -340,19 +340,20 @@ class TaskWorker:
             raise GopherProgramError(
                 f"{type(program).__name__}.compute_partition failed on partition {p} in "
                 f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-        for k, sg in zip(ks, subgraphs):
-            if whole:
-                state.halted[k] = False
-                continue
-            ctx._begin(sg)
-            try:
-                program.compute(sg, inbox.for_subgraph(k), ctx)
-            except Exception as exc:
-                raise GopherProgramError(
-                    f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
-                    f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-            state.halted[k] = ctx._halt
-            state.states[k] = sg.state
+        halts = [False] * len(ks)
+        if not whole:
+            begin, compute, messages, states = ctx._begin, program.compute, inbox.for_subgraph, state.states
+            for i, (k, sg) in enumerate(zip(ks, subgraphs)):
+                begin(sg)
+                try:
+                    compute(sg, messages(k), ctx)
+                except Exception as exc:
+                    raise GopherProgramError(
+                        f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
+                        f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+                halts[i] = ctx._halt
+                states[k] = sg.state
+        state.halted[active] = halts
         offsets = (self.spec.vertex_offsets, self.spec.subgraph_offsets)
         for kind, box in (("messages", out), ("forward", ahead)):
             for dst, batch in box.route(*offsets, self.ufunc).items():
