@@ -128,7 +128,7 @@ class RunResult:
         DataFrame, if not made yet); a result whose rows are elsewhere (a cached frame, a frame
         made from the result) is collected.
         """
-        from sparkshim.compat import arrow_schema, collect_arrow
+        from sparkshim.compat import collect_arrow
 
         if self._direct is not None and self._direct[0] is self.__dict__["_dataframe"]:
             _, read, schema = self._direct
