@@ -3,8 +3,9 @@
 Each algorithm runs in a Python process of its own (a new SparkSession, a new JVM,
 new Python workers). The session's start is timed apart and left out; the first
 run is timed from the call to the end of the caller's first job on its result (a
-checksum over every value), then the same run again in that process: the warm
-figure. Both stand beside igraph's build+solve on one core, measured here on the
+checksum over every value; a run's DataFrame is made when first read, so that job
+includes Spark's first read of the result files), then the same run again in that
+process: the warm figure. Both stand beside igraph's build+solve on one core, measured here on the
 same edges, with the ratio; the first run's set-up and output phases
 (:attr:`gopher.metrics.RunMetrics.phases`) say where its time went. Each process
 also times the warm fixed cost: an empty program of one superstep (median of 3).

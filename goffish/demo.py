@@ -19,6 +19,17 @@ def _check(name: str, ok: bool) -> str:
     return f"{name}: {'agrees with igraph' if ok else 'DIFFERS from igraph'}"
 
 
+def _by_id(result, column: str, ids: np.ndarray) -> np.ndarray:
+    """``column`` of a run's result in the order of ``ids``, read from the run's files (no Spark job)."""
+    rows = result.to_arrow(["id", column])
+    got = rows.column("id").to_numpy()
+    order = np.argsort(got)
+    found = order[np.searchsorted(got, ids, sorter=order).clip(0, len(got) - 1)]
+    if not np.array_equal(got[found], ids):
+        raise RuntimeError(f"the {column} result misses vertices of the graph")
+    return rows.column(column).to_numpy()[found]
+
+
 def main(spark, workdir: str | None = None) -> int:
     import goffish
     from algorithms.baselines import canonical_components, igraph_components, igraph_pagerank, igraph_sssp
@@ -40,7 +51,7 @@ def main(spark, workdir: str | None = None) -> int:
     lines, ok = [], True
 
     cc = g.connected_components(progress=False)
-    comp = cc.dataframe.toPandas().set_index("id").loc[ids, "component"].to_numpy()
+    comp = _by_id(cc, "component", ids)
     reference = igraph_components(n, src, dst)
     same = np.array_equal(canonical_components(comp), canonical_components(reference))
     sizes = np.bincount(canonical_components(comp))
@@ -51,7 +62,7 @@ def main(spark, workdir: str | None = None) -> int:
     source_vid = int(np.argmax(sizes[canonical_components(comp)]))
     source = ids[source_vid]
     sp = g.sssp(source, weight="length", progress=False)
-    dist = sp.dataframe.toPandas().set_index("id").loc[ids, "distance"].to_numpy()
+    dist = _by_id(sp, "distance", ids)
     ref = igraph_sssp(n, src, dst, length, source_vid, directed=False)
     same = bool(np.allclose(dist, ref, rtol=0, atol=1e-9, equal_nan=False) and np.array_equal(np.isinf(dist), np.isinf(ref)))
     ok &= same
@@ -60,7 +71,7 @@ def main(spark, workdir: str | None = None) -> int:
                  f"{sp.metrics.num_supersteps} supersteps, {sp.metrics.seconds:.2f}s; {_check('SSSP', same)}")
 
     pr = g.pagerank(tol=1e-9, progress=False)
-    rank = pr.dataframe.toPandas().set_index("id").loc[ids, "pagerank"].to_numpy()
+    rank = _by_id(pr, "pagerank", ids)
     ref = igraph_pagerank(n, src, dst, directed=False)
     gap = float(np.abs(rank - ref).max())
     ok &= gap < 1e-6

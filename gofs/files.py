@@ -8,6 +8,8 @@ which record (path, columns) inside a :func:`traced` block of the same thread. T
 batch at a time, so what they hold is their answer, not the file. Tests use the trace to prove that a
 time-range, attribute-subset read touches only the matching files and columns.
 
+Arrays: :func:`arrow_array` turns a task's numpy results into Arrow without importing pandas.
+
 Writes: :func:`write_table` writes a data file (:func:`put_table` from a Spark task),
 :func:`sync` flushes what a commit is about to publish; :func:`write_atomic`
 is the project's one way to replace a local file atomically.
@@ -134,6 +136,26 @@ def find_rows(fs, path: str, column: str, values: pa.Array) -> tuple[np.ndarray,
 # --------------------------------------------------------------------------- writes
 
 PARQUET_OPTIONS = {"compression": "zstd"}
+
+
+def arrow_array(values, type_: pa.DataType | None = None) -> pa.Array:
+    """``values`` (a 1-d numpy array) as an Arrow array of ``type_`` (default: the dtype's own).
+
+    ``pa.array`` asks pyarrow's pandas shim whether ``values`` is a pandas object, which
+    imports pandas: ~0.3 s of a fresh Python worker's first run that never uses pandas. Numbers
+    and booleans go through their buffers instead (numbers zero-copy; a safe cast where
+    ``type_`` differs, as ``pa.array`` does); anything else through ``pa.array``."""
+    values = np.asarray(values)
+    kind = values.dtype.kind
+    if values.ndim != 1 or kind not in "biuf" or not values.dtype.isnative:
+        return pa.array(values, type=type_)
+    if kind == "b":
+        array = pa.Array.from_buffers(pa.bool_(), len(values),
+                                      [None, pa.py_buffer(np.packbits(values, bitorder="little"))])
+    else:
+        values = np.ascontiguousarray(values)
+        array = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+    return array if type_ is None or array.type == type_ else array.cast(type_)
 
 
 def write_table(fs, path: str, table: pa.Table) -> None:

@@ -50,16 +50,19 @@ class ComputeContext:
             payloads = [payloads] * len(subgraph_ids)
         elif len(payloads) != len(subgraph_ids):
             raise InputError(f"send_to_subgraphs: {len(subgraph_ids)} sub-graph ids but {len(payloads)} payloads")
-        if not len(subgraph_ids):
-            return
-        self.outbox.subgraph_targets.append(subgraph_ids.copy() if subgraph_ids.flags.writeable else subgraph_ids)
-        self.outbox.subgraph_senders.append(self._subgraph.id if self._subgraph is not None else -1)
-        self.outbox.subgraph_payloads.extend(payloads)
+        self._post(subgraph_ids.copy() if subgraph_ids.flags.writeable else subgraph_ids, payloads)
+
+    def _post(self, subgraph_ids: np.ndarray, payloads) -> None:
+        """Queue one batch: ``subgraph_ids`` (int64, never changed afterwards), a payload each."""
+        if len(subgraph_ids):
+            self.outbox.subgraph_targets.append(subgraph_ids)
+            self.outbox.subgraph_senders.append(self._subgraph.id if self._subgraph is not None else -1)
+            self.outbox.subgraph_payloads.extend(payloads)
 
     def send_to_neighbors(self, payload, direction: str = "both") -> None:
         """Send ``payload`` (any picklable value, a tuple or list included) to every adjacent sub-graph."""
-        neighbors = self._subgraph.neighbors(direction)
-        self.send_to_subgraphs(neighbors, [payload] * len(neighbors))
+        neighbors = self._subgraph.neighbors(direction)          # read-only int64: queued as it is
+        self._post(neighbors, [payload] * len(neighbors))
 
     def send_to_all(self, payload) -> None:
         """Send ``payload`` to every sub-graph of the graph (delivered once per partition)."""

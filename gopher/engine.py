@@ -52,6 +52,7 @@ from gopher.context import MasterContext
 from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics
 from gopher.program import SubgraphProgram
+from gopher.resident import LazyFrame, ResultFiles
 from gopher.worker import MERGED, GopherProgramError, LaneStep, RunSpec
 
 log = logging.getLogger("gopher")
@@ -88,15 +89,30 @@ class EngineOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
 
+class _Frame:
+    """``RunResult.dataframe``: a DataFrame, or a run's :class:`gopher.resident.LazyFrame`,
+    made into its DataFrame when first read (a required dataclass field all the same)."""
+
+    def __get__(self, result, owner=None):
+        if result is None:
+            raise AttributeError("dataframe")          # no class-level default
+        frame = result.__dict__["_dataframe"]
+        return frame.get() if isinstance(frame, LazyFrame) else frame
+
+    def __set__(self, result, frame) -> None:
+        result.__dict__["_dataframe"] = frame
+
+
 @dataclass
 class RunResult:
     """Per-vertex results (a DataFrame keyed by original ``id``), metrics, final aggregates."""
 
-    dataframe: object
+    dataframe: object = _Frame()   # a descriptor, not a default: the field is required
     metrics: RunMetrics
     aggregated: dict
     _cached = None              # what holds the rows behind ``dataframe`` (set by the engine, not a field)
-    _direct = None              # (the frame, a reader of its rows from the run's result files), set by the engine
+    _direct = None              # (what ``dataframe`` was set to, a reader of its rows from the run's result
+                                # files, their Arrow schema), set by the engine
 
     def unpersist(self) -> None:
         """Free the result rows (the DataFrame cannot be read afterwards)."""
@@ -108,14 +124,18 @@ class RunResult:
         all), with its types.
 
         A caller that wants the rows here anyway (NetworkX's dicts and sets, a plot) gets the
-        run's result files read straight by pyarrow, one scan and no Spark job; a result
-        whose rows are elsewhere (a cached frame, a frame made from the result) is collected.
+        run's result files read straight by pyarrow, one scan and no Spark job (nor the
+        DataFrame, if not made yet); a result whose rows are elsewhere (a cached frame, a frame
+        made from the result) is collected.
         """
-        from sparkshim.compat import arrow_schema, collect_arrow
+        from sparkshim.compat import collect_arrow
 
+        if self._direct is not None and self._direct[0] is self.__dict__["_dataframe"]:
+            _, read, schema = self._direct
+            names = list(columns or schema.names)
+            if set(names) <= set(schema.names):
+                return read(names).cast(pa.schema([schema.field(name) for name in names]))
         frame = self.dataframe.select(*columns) if columns else self.dataframe
-        if self._direct is not None and self._direct[0] is self.dataframe:
-            return self._direct[1](frame.columns).cast(arrow_schema(frame.schema))
         return collect_arrow(frame)
 
 
@@ -454,12 +474,14 @@ def _record_phases(metrics: RunMetrics, at_start: dict, phases: dict) -> None:
 def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: int | None = None,
             max_supersteps: int = 1000, merge: bool = False, spark=None, transport: str | None = None,
             checkpoint_interval: int | None = None, checkpoint_seconds: float | None = None,
-            progress: bool | None = None, tasks: int | None = None):
+            progress: bool | None = None, tasks: int | None = None, lazy: bool = False):
     """Run ``lanes`` of ``program`` to the end, then the Merge step if asked, then the result tables.
 
     At most ``window`` lanes run in the same superstep (default: all). Returns
     ([DataFrame per table, None for a table without columns], metrics, merged
     aggregates, what holds the result rows (its ``unpersist()`` frees them), files read).
+    ``lazy``: a table whose rows are the result files as written may come back as the
+    :class:`gopher.resident.LazyFrame` that makes its DataFrame.
     """
     _check_program(program)
     if isinstance(max_supersteps, bool) or not isinstance(max_supersteps, (int, np.integer)) or max_supersteps < 1:
@@ -502,6 +524,8 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
         if not table.columns:
             frames.append(None)
             continue
+        if isinstance(cached, LazyFrame) and not (lazy and "table" not in schema.names):
+            cached = cached.get()
         if "table" not in schema.names:         # the one table: the rows as they are
             frames.append(cached)
             continue
@@ -538,11 +562,11 @@ def run_program(store, program, max_supersteps: int = 1000, spark=None, transpor
     frames, metrics, _, cached, _ = execute(
         store, program, [lane], [table],
         max_supersteps=max_supersteps, spark=spark, transport=transport, checkpoint_interval=checkpoint_interval,
-        checkpoint_seconds=checkpoint_seconds, progress=progress, tasks=tasks)
+        checkpoint_seconds=checkpoint_seconds, progress=progress, tasks=tasks, lazy=True)
     result = RunResult(frames[0], metrics, lane.final.get(None, lane.aggregated))
     result._cached = cached
-    from gopher.resident import ResultFiles
-
     if isinstance(cached, ResultFiles) and _in_final_shape([table]):
-        result._direct = (frames[0], cached.read)
+        from sparkshim.compat import arrow_schema, spark_schema
+
+        result._direct = (frames[0], cached.read, arrow_schema(spark_schema(cached.schema)))
     return result

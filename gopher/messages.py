@@ -120,6 +120,8 @@ class Inbox:
         order = np.argsort(local, kind="stable")
         self.local, self.values = local[order], values[order]
         self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
+        self._bounds = self.vertex_bounds.tolist()     # Python ints: for_subgraph runs once per sub-graph
+        self._starts = self.sg_starts.tolist()
         self.subgraph_messages: dict[int, tuple[list, list]] = {}
         for b in batches:
             if "subgraph" in b:
@@ -144,11 +146,11 @@ class Inbox:
         return np.flatnonzero(mask)
 
     def for_subgraph(self, k: int) -> Messages:
-        a, b = self.vertex_bounds[k], self.vertex_bounds[k + 1]
+        a, b = self._bounds[k], self._bounds[k + 1]
         senders, payloads = self.subgraph_messages.get(k, _NO_PAYLOADS)
         if self.broadcasts:
             senders, payloads = [*senders, *[-1] * len(self.broadcasts)], [*payloads, *self.broadcasts]
-        vertices = _NO_VERTICES if a == b else self.local[a:b] - self.sg_starts[k]
+        vertices = _NO_VERTICES if a == b else self.local[a:b] - self._starts[k]
         return Messages(vertices, self.values[a:b], np.array(senders, dtype=np.int64) if senders else _NO_VERTICES,
                         payloads if payloads else [])
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 #: connect to their peers; the tasks load their partitions' topology (the slowest task's time)
 SETUP_PHASES = ("submit", "workers", "rendezvous", "topology")
 #: output phases, in order: the Merge step (time-series runs); the tasks make their result rows
-#: (the slowest task); Spark takes the rows in and the stage ends
+#: (the slowest task); the rows are handed over (a single run's DataFrame over the tasks' files is
+#: made when first read, by the caller; other runs' here)
 OUTPUT_PHASES = ("merge", "rows", "handoff")
 
 

@@ -14,9 +14,10 @@ gang-scheduled barrier stage of T tasks (an RDD job, see below):
    its summary;
 3. at the end each task writes its per-vertex results as one Parquet file
    (Arrow batches, no row-by-row Python) into the run's result directory, and
-   the result DataFrame is a plain scan of those files: no shuffle and no
-   cache, and ``show()``/``take()`` work on it (Spark refuses jobs over some of
-   a barrier stage's partitions anywhere downstream of it without a shuffle).
+   the result DataFrame is a plain scan of those files, made when first asked
+   for (:class:`LazyFrame`): no shuffle and no cache, and ``show()``/``take()``
+   work on it (Spark refuses jobs over some of a barrier stage's partitions
+   anywhere downstream of it without a shuffle).
    :class:`ResultFiles` removes the files when the result is unpersisted, or at
    the latest when the process exits.
 
@@ -281,9 +282,15 @@ class ResultFiles:
     def __init__(self, uri: str):
         self.uri = uri
         self.path = _as_pyarrow_path(uri)
+        self.schema: pa.Schema | None = None     # the rows' schema, once written
         if not _UNRELEASED:
             atexit.register(_release_all)
         _UNRELEASED.append(self)
+
+    def frame(self, spark, schema: pa.Schema) -> "LazyFrame":
+        """The rows (written with ``schema``) as a DataFrame, a plain scan of the files, made on first use."""
+        self.schema = schema
+        return LazyFrame(lambda: spark.read.schema(spark_schema(schema)).parquet(self.uri))
 
     def read(self, columns: list[str]) -> pa.Table:
         """``columns`` of rows written in their final shape, read straight from the files by this process."""
@@ -298,6 +305,20 @@ class ResultFiles:
         fs, root = layout.filesystem(self.path)
         if fs.get_file_info(root).type.name != "NotFound":
             fs.delete_dir(root)
+
+
+class LazyFrame:
+    """A result DataFrame made when first asked for (:meth:`get`). Spark's first read of a run's
+    result files costs ~0.7 s in a fresh JVM (the data source and analyzer load); a caller that
+    reads the rows with ``RunResult.to_arrow`` or uses only the metrics never pays it."""
+
+    def __init__(self, make):
+        self._make, self._frame = make, None
+
+    def get(self):
+        if self._frame is None:
+            self._frame = self._make()
+        return self._frame
 
 
 _LOCAL_RESULTS: list = []        # this process's own directory for results, where Spark has no run dir
@@ -570,15 +591,15 @@ class ResidentTransport:
             raise RuntimeError("gopher: a task was lost during the Merge step")
         return partials
 
-    def output(self, tables: list, schema) -> object:
-        """The result rows: the tasks write them, the DataFrame reads them (:class:`ResultFiles`).
-        It is made once every task has said its file is written, while Spark ends the stage."""
+    def output(self, tables: list, schema) -> LazyFrame:
+        """The result rows: the tasks write them, the DataFrame reads them (:class:`ResultFiles`),
+        made when first asked for, once every task has said its file is written."""
         written = self._gather() if self._broadcast(("output", tables)) else None
         if written is None:
             self._raise_job_error("while writing its results")
         self.written = True
         self.phases["rows"] = max(written, default=0.0)
-        return self.spark.read.schema(spark_schema(schema)).parquet(self.results.uri)
+        return self.results.frame(self.spark, schema)
 
     def _raise_job_error(self, when: str):
         self.job.finished.wait()

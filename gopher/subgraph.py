@@ -181,7 +181,9 @@ class Subgraph:
         Read-only, worked out once per sub-graph: a program may ask every superstep."""
         if not self.directed:
             direction = "both"
-        cached = self.__dict__.setdefault("_neighbors", {})
+        cached = self.__dict__.get("_neighbors")
+        if cached is None:
+            cached = self.__dict__["_neighbors"] = {}
         if direction not in cached:
             remote = self.remote_edges
             mask = slice(None) if direction == "both" else ~remote.incoming if direction == "out" \

@@ -340,19 +340,20 @@ class TaskWorker:
             raise GopherProgramError(
                 f"{type(program).__name__}.compute_partition failed on partition {p} in "
                 f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-        for k, sg in zip(ks, subgraphs):
-            if whole:
-                state.halted[k] = False
-                continue
-            ctx._begin(sg)
-            try:
-                program.compute(sg, inbox.for_subgraph(k), ctx)
-            except Exception as exc:
-                raise GopherProgramError(
-                    f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
-                    f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-            state.halted[k] = ctx._halt
-            state.states[k] = sg.state
+        halts = [False] * len(ks)
+        if not whole:
+            begin, compute, messages, states = ctx._begin, program.compute, inbox.for_subgraph, state.states
+            for i, (k, sg) in enumerate(zip(ks, subgraphs)):
+                begin(sg)
+                try:
+                    compute(sg, messages(k), ctx)
+                except Exception as exc:
+                    raise GopherProgramError(
+                        f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
+                        f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+                halts[i] = ctx._halt
+                states[k] = sg.state
+        state.halted[active] = halts
         offsets = (self.spec.vertex_offsets, self.spec.subgraph_offsets)
         for kind, box in (("messages", out), ("forward", ahead)):
             for dst, batch in box.route(*offsets, self.ufunc).items():
@@ -420,10 +421,10 @@ class TaskWorker:
                                 f"{type(program).__name__}.{method} failed on sub-graph {sg.id} (partition {p}): "
                                 f"{exc!r}\n{traceback.format_exc()}") from exc
                     rows = view.bundle.num_vertices
-                    arrays = {"table": pa.array(np.full(rows, number, np.int8)),
-                              "instance": pa.array(np.full(rows, instance["id"], np.int64)) if per_instance
+                    arrays = {"table": files.arrow_array(np.full(rows, number, np.int8)),
+                              "instance": files.arrow_array(np.full(rows, instance["id"], np.int64)) if per_instance
                               else pa.nulls(rows, pa.int64()),
-                              "id": pa.array(view.bundle.ids, type=schema.field("id").type)}
+                              "id": files.arrow_array(view.bundle.ids, schema.field("id").type)}
                     for name, physical in columns:
                         arrays[physical] = _concat(pieces[name], schema.field(physical).type)
                     yield pa.RecordBatch.from_arrays(
@@ -447,4 +448,4 @@ def _concat(pieces: list, type_: pa.DataType) -> pa.Array:
     if isinstance(pieces[0], (pa.Array, pa.ChunkedArray)):
         return pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
                                  for p in pieces]).cast(type_)
-    return pa.array(np.concatenate([np.asarray(p) for p in pieces]), type=type_)
+    return files.arrow_array(np.concatenate([np.asarray(p) for p in pieces]), type_)

@@ -102,6 +102,30 @@ def test_a_task_imports_only_what_its_program_needs(road, tmp_path):
     assert done.stdout.strip() == "[]"
 
 
+def test_a_tasks_result_rows_go_to_arrow_without_pandas():
+    """pyarrow's pa.array imports pandas to ask whether its argument is a pandas object: a fresh
+    worker's rows go through files.arrow_array, the same arrays without that import."""
+    script = """
+import sys, numpy as np, pyarrow as pa
+from gofs.files import arrow_array
+cases = [(np.arange(5), None), (np.arange(5, dtype=np.int32), pa.int64()), (np.arange(10.0)[::3], None),
+         (np.array([1.5, np.nan, np.inf]), pa.float64()), (np.array([True, False] * 7), None),
+         (np.array([], np.int64), pa.int64()), (np.full(3, 7, np.int8), None)]
+made = [arrow_array(values, kind) for values, kind in cases]
+print('pandas' in sys.modules)
+for (values, kind), array in zip(cases, made):
+    expected = pa.array(values, type=kind)
+    same = [str(a) == str(b) for a, b in zip(array.to_pylist(), expected.to_pylist())]   # nan == nan
+    assert array.type == expected.type and len(array) == len(expected) and all(same), (array, expected)
+try:
+    arrow_array(np.array([300]), pa.int8())
+except pa.ArrowInvalid:
+    print('refused')
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "refused"]
+
+
 # ------------------------------------------------------------------ results and phases
 
 def _result_dirs(spark) -> set:
@@ -141,6 +165,20 @@ def test_a_result_read_into_the_driver_comes_straight_from_its_files(spark, road
     assert direct.sort_by("id").equals(collected.sort_by("id"))
     result.dataframe = result.dataframe.limit(5)                     # a frame made from the result: collected
     assert result.to_arrow().num_rows == 5
+    result.unpersist()
+
+
+def test_a_result_read_into_the_driver_makes_no_dataframe(spark, road):
+    """Spark's first read of the result files costs ~0.7 s in a fresh JVM: a result read with
+    to_arrow (or not read) never makes its DataFrame; one asked for is made once."""
+    from gopher.resident import LazyFrame
+
+    result = road.connected_components(progress=False)
+    lazy = result.__dict__["_dataframe"]
+    assert isinstance(lazy, LazyFrame) and lazy._frame is None
+    assert result.to_arrow(["id", "component"]).num_rows == road.num_vertices
+    assert lazy._frame is None
+    assert result.dataframe is result.dataframe and result.dataframe.count() == road.num_vertices
     result.unpersist()
 
 
