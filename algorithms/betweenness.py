@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components
 
 from algorithms import brandes_kernels as kernels
+from algorithms.betweenness_gathered import GATHER_ARCS, PILOT_SAMPLES, GatheredBetweenness
 from algorithms.betweenness_sampling import PairSampling, stop_reason
 from algorithms.leaf_compression import LeafCompression, strip_leaves
 from algorithms.weights import reject_bad_weights
@@ -79,6 +80,8 @@ DEFAULT_BATCH_ELEMENTS = 1 << 21
 #: the same for sampled pairs: narrower batches, so the sampler checks its intervals often
 #: enough to stop near the fewest samples it needs
 SAMPLE_BATCH_ELEMENTS = 1 << 19
+#: sampled pairs per superstep with the topology gathered (a superstep costs little; checks stay frequent)
+GATHERED_SAMPLE_BATCH = 1024
 #: fewest sources per batch by default (a batch costs a few supersteps however small)
 MIN_DEFAULT_BATCH = 16
 #: fewest sampled pairs per batch by default (tens of thousands of samples, a few supersteps a batch)
@@ -295,19 +298,26 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
     w = np.ones(len(src)) if weight is None else np.asarray(weight, np.float64)
     if not directed:
         src, dst, w = np.concatenate([src, dst]), np.concatenate([dst, src]), np.concatenate([w, w])
+    compress = compress and not directed and (weight is None or bool(np.all(w == np.floor(w))))
+    graph, raw = arc_graph(n, src, dst, w, compress)
+    sources = np.flatnonzero(graph.leaves.alive) if sources is None else np.asarray(sources, np.int64)
+    csr = graph.csr
+    kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources, graph.leaves.reach, raw)
+    return raw * _scale(n, normalized, directed)
+
+
+def arc_graph(n: int, src, dst, w, compress: bool) -> tuple[LocalGraph, np.ndarray]:
+    """A whole graph from its arcs (both directions of an undirected edge; parallel arcs
+    and self-loops allowed, parallel ones kept at their smallest length): the
+    :class:`LocalGraph` (leaf-compressed when ``compress``) and its stripped trees'
+    ordered-pair betweenness, their components' sizes known."""
     order = np.lexsort((w, dst, src))
     src, dst, w = src[order], dst[order], w[order]
     first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])] if len(src) else np.zeros(0, bool)
-    compress = compress and not directed and (weight is None or bool(np.all(w == np.floor(w))))
     graph = compressed_graph(n, src[first], dst[first], w[first], compress)
-    leaves = graph.leaves
     _, label = connected_components(sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n)),
                                     directed=True, connection="weak")
-    raw = leaves.tree_betweenness(np.bincount(label, minlength=n)[label])
-    sources = np.flatnonzero(leaves.alive) if sources is None else np.asarray(sources, np.int64)
-    csr = graph.csr
-    kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources, leaves.reach, raw)
-    return raw * _scale(n, normalized, directed)
+    return graph, graph.leaves.tree_betweenness(np.bincount(label, minlength=n)[label])
 
 
 def _distinct_columns(pieces: list) -> np.ndarray:
@@ -861,7 +871,7 @@ def _check_fraction(name: str, value) -> None:
 def betweenness(store, k: int | None = None, normalized: bool = True, weight: str | None = None,
                 top: int | None = None, seed: int = 0, batch_size: int | None = None, compress: bool = True,
                 epsilon: float | None = None, delta: float = 0.1, max_samples: int | None = None,
-                keep_arrays: bool = True, sources=None, **engine_options) -> RunResult:
+                keep_arrays: bool = True, sources=None, gather: bool | None = None, **engine_options) -> RunResult:
     """Betweenness centrality of every vertex, as ``networkx.betweenness_centrality``.
 
     Parameters
@@ -892,6 +902,10 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         default from memory.
     keep_arrays : keep each batch's ``n_local x batch`` arrays in the workers between supersteps
         (only their inputs travel as state); False recomputes them every superstep (less memory).
+    gather : gather the whole topology into every partition once and split the sources (or
+        sampled pairs) between sub-graphs (:mod:`algorithms.betweenness_gathered`) instead of
+        following paths across cuts (MS-BC); default: where the graph has at most
+        ``GATHER_ARCS`` arcs and no ``instance`` is given.
     compress : strip hanging trees first and add their share exactly (MSL-BC): on undirected
         graphs, unweighted or with whole-number weights (see :func:`integral_weights`), exact
         and ``k`` modes.
@@ -934,11 +948,18 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     if sampling_pairs and n > 2:
         x_epsilon = epsilon * (n - 2) / n      # the sampled score's mean is the normalised value x (n - 2) / n
     largest = max((p["num_vertices"] for p in store.partitions), default=1)
+    if gather is None:
+        gather = instance is None and 2 * store.num_edges <= GATHER_ARCS
+    elif gather and instance is not None:
+        raise InputError("betweenness: gather=True runs on the template's topology, not on an instance")
     if sampling_pairs and n > 2:
-        batch_size = batch_size or max(MIN_SAMPLE_BATCH, SAMPLE_BATCH_ELEMENTS // max(largest, 1))
-        cap = int(max_samples or PairSampling.default_max_samples(n, batch_size, x_epsilon, delta))
+        batch_size = batch_size or (GATHERED_SAMPLE_BATCH if gather else
+                                    max(MIN_SAMPLE_BATCH, SAMPLE_BATCH_ELEMENTS // max(largest, 1)))
+        pilot = -(-PILOT_SAMPLES // batch_size) if gather and top else 0
+        cap = int(max_samples or pilot * batch_size + PairSampling.default_max_samples(n, batch_size, x_epsilon, delta))
         batch_size = min(batch_size, cap)
-        sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed))
+        pilot = pilot if pilot * batch_size < cap else 0
+        sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed), pilot)
     sources = sampling.max_samples if sampling else len(chosen) if chosen is not None else (n if k is None else int(k))
     if batch_size is None:
         batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))
@@ -947,9 +968,13 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     # sampled pairs score every vertex itself, so they run uncompressed too
     compress = (bool(compress) and not store.directed and instance is None and sampling is None
                 and chosen is None and (weight is None or integral_weights(profile)))
-    program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top, int(seed),
-                                     bool(keep_arrays), template_vertices=store.num_vertices, sampling=sampling,
-                                     sources=chosen)
+    if gather:
+        order = SourceOrder(n, int(seed)) if chosen is None else chosen.__getitem__
+        program = GatheredBetweenness(n, order, max(sources, 1), weight, compress, top, sampling)
+    else:
+        program = MultiSourceBetweenness(n, max(sources, 1), int(batch_size), weight, compress, top, int(seed),
+                                         bool(keep_arrays), template_vertices=store.num_vertices,
+                                         sampling=sampling, sources=chosen)
     result = run_program(store, program, max_supersteps=1 << 40, **engine_options)
     done = program.summary.get("sources", sources)
     if sampling:
@@ -968,7 +993,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
                "stripped": program.summary.get("stripped", 0), "exact": done >= n and sampling is None,
                "batch_size": int(batch_size)}
     if sampling:
-        summary.update(samples=done, epsilon=2 * program.summary.get("radius", np.inf) * n / (n - 2),
+        reached = program.summary.get("reached", 2 * program.summary.get("radius", np.inf))
+        summary.update(samples=program.summary.get("samples", done), epsilon=reached * n / (n - 2),
                        delta=float(delta), stop=program.summary.get("stop", "max_samples"))
     return RunResult(frame, result.metrics, summary)
 

@@ -37,6 +37,8 @@ class PairSampling:
     delta: float
     max_samples: int
     seed: int
+    #: batches of the pilot (their samples only choose the candidates; not in any interval)
+    pilot: int = 0
 
     @classmethod
     def default_max_samples(cls, n: int, batch: int, epsilon: float, delta: float) -> int:
@@ -65,9 +67,27 @@ class PairSampling:
         yield self.max_samples
 
     def is_check(self, batch: int) -> bool:
-        """Whether the batch ends at or past a checkpoint it is the first to reach."""
-        before, after = batch * self.batch, self.samples_after(batch)
-        return any(before < point <= after for point in self._checkpoints())
+        """Whether the batch ends at or past a checkpoint it is the first to reach (counted in
+        the samples after the pilot)."""
+        before, after = self.measured(batch - 1), self.measured(batch)
+        return batch >= self.pilot and any(before < point <= after for point in self._checkpoints())
+
+    def measured(self, batch: int) -> int:
+        """Samples after the pilot, once ``batch`` is done."""
+        return max(0, self.samples_after(batch) - self.pilot * self.batch) if batch >= 0 else 0
+
+    def log_terms(self, candidates: np.ndarray | None) -> np.ndarray | float:
+        """Per vertex ``ln(4 R / delta_v)``: each vertex's share ``delta_v`` of ``delta`` (two bounds,
+        two sides, ``R`` checks). Without candidates ``delta / n`` each (:attr:`log_term`); with
+        them (KADABRA's unequal split) half of ``delta`` goes to the few candidates the pilot
+        ranked highest, whose intervals decide the top-k, half to all the others, whose small
+        values keep their intervals narrow even with a tiny share."""
+        if candidates is None or not 0 < len(candidates) < self.n:
+            return self.log_term
+        base = 4 * self.checks / self.delta
+        log = np.full(self.n, math.log(base * 2 * (self.n - len(candidates))))
+        log[candidates] = math.log(base * 2 * len(candidates))
+        return log
 
     @property
     def log_term(self) -> float:
@@ -87,16 +107,34 @@ class PairSampling:
         t = rng.integers(0, max(self.n - 1, 1), size)
         return s, t + (t >= s)
 
-    def radius(self, total: np.ndarray, squares: np.ndarray, m: int) -> np.ndarray:
+    def radius(self, total: np.ndarray, squares: np.ndarray, m: int, log=None) -> np.ndarray:
         """Per vertex, the half-width of its interval after ``m`` samples whose scores (in
         [0, 1]) sum to ``total`` and whose squares sum to ``squares``: the smaller of the
-        empirical Bernstein and the Hoeffding radius."""
+        empirical Bernstein and the Hoeffding radius (``log``: :meth:`log_terms`, default
+        the equal split)."""
         if m < 2:
             return np.full(len(total), np.inf)
         variance = np.maximum(squares - total * total / m, 0.0) / (m - 1)
-        log = self.log_term
+        log = self.log_term if log is None else log
         bernstein = np.sqrt(2 * variance * (log + math.log(2)) / m) + 7 * (log + math.log(2)) / (3 * (m - 1))
-        return np.minimum(bernstein, math.sqrt(log / (2 * m)))
+        return np.minimum(bernstein, np.sqrt(log / (2 * m)))
+
+
+def top_k_guarantee(mean: np.ndarray, radius: np.ndarray, k: int) -> tuple[float, bool]:
+    """(epsilon reached, separated) for reporting the ``k`` highest means, every interval holding.
+
+    The true ``k``-th value is at most the ``k``-th highest upper bound (the true top ``k`` all
+    have upper bounds above it), and each reported vertex's true value is at least its lower
+    bound, so each is at least the true ``k``-th minus ``max(0, k-th upper - lowest reported
+    lower)``. Separated: that lowest lower bound is at least every upper bound outside."""
+    k = min(k, len(mean))
+    reported = np.argpartition(-mean, k - 1)[:k]
+    lowest = float((mean[reported] - radius[reported]).min())
+    upper = mean + radius
+    kth_upper = float(np.partition(-upper, k - 1)[k - 1]) * -1
+    outside = np.ones(len(mean), bool)
+    outside[reported] = False
+    return max(0.0, kth_upper - lowest), not outside.any() or lowest >= float(upper[outside].max())
 
 
 def stop_reason(top: tuple, by_upper: tuple, widest: float, k: int | None, epsilon: float) -> str | None:

@@ -366,3 +366,89 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
         for p in range(done):
             v = stack[p]
             dist[v], sigma[v], z[v] = np.inf, 0.0, 0.0
+
+
+@njit(cache=True, nogil=True)
+def pair_dependencies(indptr, indices, weights, unit, sources, targets, total, squares):
+    """For each sampled pair ``(s, t)``, add every vertex's pair dependency
+    ``X_v = sigma_sv * sigma_vt / sigma_st`` (the share of the s-t shortest paths through
+    ``v``; 0 at ``s`` and ``t``) to ``total`` and its square to ``squares``.
+
+    The search from ``s`` (breadth-first on hop counts, else Dijkstra) stops once ``t`` is
+    final, so a pair costs the ball of radius ``d(s, t)``, not the graph; ``sigma_vt`` is
+    then pulled back from ``t`` over the settled vertices in reverse order. Work arrays
+    are allocated once per call and only touched entries are reset."""
+    n = len(total)
+    dist = np.full(n, np.inf)
+    sigma = np.zeros(n)
+    back = np.zeros(n)
+    stack = np.empty(n, np.int64)
+    touched = np.empty(n, np.int64)
+    heap_d = np.empty(len(indices) + 1, np.float64)
+    heap_v = np.empty(len(indices) + 1, np.int64)
+    for i in range(len(sources)):
+        s, t = sources[i], targets[i]
+        dist[s], sigma[s] = 0.0, 1.0
+        touched[0] = s
+        seen = 1
+        done = 0
+        if unit:
+            stack[0] = s
+            tail = 1
+            while done < tail:
+                v = stack[done]
+                if dist[v] >= dist[t]:
+                    break
+                done += 1
+                step, count = dist[v] + 1.0, sigma[v]
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    if dist[u] == np.inf:
+                        dist[u], sigma[u] = step, count
+                        stack[tail] = u
+                        tail += 1
+                        touched[seen] = u
+                        seen += 1
+                    elif dist[u] == step:
+                        sigma[u] += count
+        else:
+            size = _heap_push(heap_d, heap_v, 0, 0.0, s)
+            while size > 0:
+                d, v, size = _heap_pop(heap_d, heap_v, size)
+                if d > dist[v]:
+                    continue
+                if d >= dist[t]:
+                    break
+                stack[done] = v
+                done += 1
+                count = sigma[v]
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    step = d + weights[e]
+                    if step < dist[u]:
+                        if dist[u] == np.inf:
+                            touched[seen] = u
+                            seen += 1
+                        dist[u], sigma[u] = step, count
+                        size = _heap_push(heap_d, heap_v, size, step, u)
+                    elif step == dist[u]:
+                        sigma[u] += count
+        if dist[t] < np.inf:
+            back[t] = 1.0
+            through = 1.0 / sigma[t]
+            for p in range(done - 1, 0, -1):        # stack[0] is s, whose dependency is not scored
+                v = stack[p]
+                dv = dist[v]
+                paths = 0.0
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    if dv + (1.0 if unit else weights[e]) == dist[u]:
+                        paths += back[u]
+                if paths > 0.0:
+                    back[v] = paths
+                    x = sigma[v] * paths * through
+                    total[v] += x
+                    squares[v] += x * x
+        for p in range(seen):
+            v = touched[p]
+            dist[v], sigma[v], back[v] = np.inf, 0.0, 0.0

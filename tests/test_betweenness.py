@@ -21,6 +21,7 @@ from scipy.sparse.csgraph import dijkstra
 import graphs
 from algorithms.betweenness import (ShortestPathDag, SourceOrder, compressed_graph, empty_distances,
                                     integral_weights, local_betweenness)
+from algorithms.betweenness_gathered import PILOT_SAMPLES
 from algorithms.betweenness_sampling import PairSampling
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
@@ -85,18 +86,19 @@ def assert_matches(got: dict, expected: dict):
     assert worst <= 1e-9, worst
 
 
+@pytest.mark.parametrize("gather", [False, True], ids=["paths-across-cuts", "gathered"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_exact_equals_networkx(stored, name):
+def test_exact_equals_networkx(stored, name, gather):
     _, weight, normalized, _, _, batch = CASES[name]
     G, store = stored(name)
     keep = name != "forest-7"                        # recompute the working arrays every superstep
     result = store.betweenness(weight=weight, normalized=normalized, batch_size=batch, keep_arrays=keep,
-                               progress=False)
+                               gather=gather, progress=False)
     expected = nx.betweenness_centrality(G, weight=weight, normalized=normalized)
     assert_matches(graphs.column(result, "betweenness"), expected)
     assert result.aggregated["exact"] and result.aggregated["sources"] == len(G)
     if batch:
-        assert result.aggregated["batches"] == -(-len(G) // batch)
+        assert result.aggregated["batches"] == (1 if gather else -(-len(G) // batch))
     assert result.aggregated["stripped"] >= STRIPPED.get(name, 0)
     if name not in STRIPPED:
         assert result.aggregated["stripped"] == 0       # directed, or fractional weights: not compressed
@@ -128,7 +130,7 @@ def test_top_k_holds_its_guarantee(spark, tmp_path):
     kth = sorted(exact.values(), reverse=True)[top - 1]
     info = result.aggregated
     assert info["stop"] in ("separated", "epsilon") and info["delta"] == 0.1
-    assert info["samples"] < info["sources"] + 1 and not info["exact"]
+    assert info["samples"] == info["sources"] + PILOT_SAMPLES and not info["exact"]   # the pilot's set aside
     if info["stop"] == "epsilon":
         assert info["epsilon"] <= epsilon
     assert all(exact[r["id"]] >= kth - info["epsilon"] for r in rows)
@@ -147,15 +149,16 @@ def _pair_dependencies(G, s, t, weight):
     return {v: c / len(paths) for v, c in through.items()}
 
 
+@pytest.mark.parametrize("gather", [False, True], ids=["paths-across-cuts", "gathered"])
 @pytest.mark.parametrize("name", ["undirected-weighted-7", "directed-weighted-2"])
-def test_sampled_pairs_score_their_pair_dependencies(stored, name):
+def test_sampled_pairs_score_their_pair_dependencies(stored, name, gather):
     """With sampling capped before any stop, the estimate is the sum of the sampled pairs'
     dependencies (paths crossing partitions included), scaled by n (n - 1) / samples."""
     _, weight, *_ = CASES[name]
     G, store = stored(name)
     samples = 40
     result = store.betweenness(epsilon=1e-6, max_samples=samples, batch_size=16, normalized=False,
-                               weight=weight, seed=3, progress=False)
+                               weight=weight, seed=3, gather=gather, progress=False)
     assert result.aggregated["samples"] == samples and result.aggregated["stop"] == "max_samples"
     ids, n = store.vertex_ids.to_pylist(), len(G)
     sampler = PairSampling(n, 16, 1e-6, 0.1, samples, 3)

@@ -1,0 +1,157 @@
+"""Betweenness on Gopher with the topology gathered: sources (or sampled pairs) split by sub-graph.
+
+Where the whole graph fits a task, paths need not be followed across cuts superstep by
+superstep (:class:`algorithms.betweenness.MultiSourceBetweenness`, whose columns are
+traversed again in every sub-graph a path re-enters). Instead every sub-graph
+broadcasts its arcs once (superstep 0); each partition assembles the whole graph once
+(:meth:`gopher.subgraph.Subgraph.partition_pass`, leaf-compressed over the whole graph,
+not only inside sub-graphs), and each sub-graph runs the sources it owns through the
+fused compiled Brandes pass (:func:`algorithms.brandes_kernels.brandes_sources`), or,
+sampling, the pairs whose source it owns through
+:func:`algorithms.brandes_kernels.pair_dependencies`, one batch per superstep. The
+partial sums meet in a sum aggregator; the master hands the total back for one
+superstep, in which each sub-graph keeps its rows.
+
+Sampling (:mod:`algorithms.betweenness_sampling`): in top-k mode a pilot of a few
+batches picks the candidates that get half of ``delta`` (KADABRA's unequal split); its
+samples are then set aside. At each checkpoint the master computes every vertex's
+interval and stops when the reported top-k are within ``epsilon`` of the true k-th
+(:func:`algorithms.betweenness_sampling.top_k_guarantee`), or, without ``top``, when every
+interval is narrower than ``epsilon``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from algorithms import brandes_kernels as kernels
+from algorithms.betweenness_sampling import PairSampling, top_k_guarantee
+from gofs.errors import EngineError
+from gopher.program import SubgraphProgram
+
+#: gather the topology where the whole graph has at most this many arcs (each partition keeps a copy)
+GATHER_ARCS = 1 << 23
+#: pilot samples (top-k): enough to rank the candidates, few against the tens of thousands that follow
+PILOT_SAMPLES = 2048
+#: candidates per reported vertex that the pilot picks
+CANDIDATES_PER_TOP = 4
+
+
+def topology_piece(sg, weight: str | None) -> tuple:
+    """A sub-graph's arcs in global vertex ids: local ones (both directions when undirected)
+    and its cut edges leaving it, with their lengths."""
+    adj = sg.adjacency(weight).tocoo()
+    remote = sg.remote_edges
+    use = remote.outgoing(sg.directed)
+    r_w = remote.attribute(weight)[use] if weight else np.ones(int(use.sum()))
+    vids = sg.vertex_ids
+    return (np.concatenate([vids[adj.row], vids[remote.src[use]]]), np.concatenate([vids[adj.col], remote.dst[use]]),
+            np.concatenate([adj.data, np.asarray(r_w, np.float64)]))
+
+
+def assemble(payloads: list, n: int, compress: bool):
+    """The whole graph from every sub-graph's :func:`topology_piece`: (graph, tree betweenness)."""
+    from algorithms.betweenness import arc_graph
+
+    if not payloads:
+        raise EngineError("betweenness: the gathered topology is missing (evicted from the task cache mid-run)")
+    src, dst, w = (np.concatenate([p[i] for p in payloads]) for i in range(3))
+    if len(src) and max(int(src.max()), int(dst.max())) >= n:
+        raise EngineError(f"betweenness: vertex id {max(int(src.max()), int(dst.max()))} beyond the {n} vertices")
+    return arc_graph(n, src.astype(np.int64), dst.astype(np.int64), w.astype(np.float64), compress)
+
+
+class GatheredBetweenness(SubgraphProgram):
+    """Exact, source-sampled (``k``) or pair-sampled betweenness on the gathered topology; see
+    the module docstring. Outputs ``tree`` and ``sampled`` as
+    :class:`algorithms.betweenness.MultiSourceBetweenness` does, and fills ``summary``."""
+
+    output_schema = {"tree": pa.float64(), "sampled": pa.float64()}
+
+    def __init__(self, num_vertices: int, order, num_sources: int, weight: str | None, compress: bool,
+                 top: int | None = None, sampling: PairSampling | None = None):
+        self.n, self.order, self.num_sources = num_vertices, order, num_sources
+        self.weight, self.compress, self.top, self.sampling = weight, compress, top, sampling
+        self.edge_attributes = (weight,) if weight else ()
+        self.aggregators = {"raw": "sum", "squares": "sum", "stripped": "max"}
+        self.candidates = None
+        self.summary: dict = {}
+
+    # ------------------------------------------------------------------ driver side
+    def master(self, ctx):
+        g, agg = ctx.globals, ctx.aggregated
+        if "raw" in g:                                  # every sub-graph has kept its rows
+            ctx.halt()
+        elif ctx.superstep == 0:
+            g["batch"] = 0
+        elif not self.sampling:
+            self.summary.update(sources=self.num_sources, batches=1, stripped=int(agg.get("stripped", 0)))
+            g["raw"] = np.asarray(agg.get("raw", 0.0), np.float64) + np.zeros(self.n)
+        else:
+            self._sampling_master(g, agg)
+
+    def _sampling_master(self, g, agg):
+        s, batch = self.sampling, g["batch"]
+        if batch == s.pilot - 1:
+            self.candidates = np.argsort(-np.asarray(agg["raw"]), kind="stable")[:CANDIDATES_PER_TOP * (self.top or 1)]
+        stop = None
+        if s.is_check(batch):
+            m = s.measured(batch)
+            total, squares = np.asarray(agg["raw"], np.float64), np.asarray(agg["squares"], np.float64)
+            radius = s.radius(total, squares, m, s.log_terms(self.candidates))
+            if self.top:
+                reached, separated = top_k_guarantee(total / m, radius, self.top)
+                stop = ("separated" if separated else "epsilon") if reached <= s.epsilon else None
+            else:
+                reached = 2 * float(radius.max(initial=0.0))
+                stop = "epsilon" if reached <= s.epsilon else None
+            if stop is None and s.samples_after(batch) >= s.max_samples:
+                stop = "max_samples"
+            if stop:
+                self.summary.update(sources=m, samples=s.samples_after(batch), batches=batch + 1, stripped=0,
+                                    reached=reached, stop=stop)
+                g["raw"] = total
+        g["batch"] = batch + 1
+
+    # ------------------------------------------------------------------ sub-graph side
+    def compute(self, subgraph, messages, ctx):
+        g, st = ctx.globals, subgraph.state
+        if ctx.superstep == 0:
+            ctx.send_to_all(topology_piece(subgraph, self.weight))
+            return
+        graph, tree = subgraph.partition_pass(("betweenness gathered", self.weight, self.compress),
+                                              lambda _: assemble(messages.payloads, self.n, self.compress))
+        vids = subgraph.vertex_ids
+        if "raw" in g:
+            st["sampled"], st["tree"] = g["raw"][vids], tree[vids]
+            ctx.vote_to_halt()
+        elif self.sampling:
+            self._sample(subgraph, graph, ctx, g)
+        else:
+            numbers = self.order(np.arange(self.num_sources, dtype=np.int64))
+            mine = numbers[np.isin(numbers, vids)]
+            mine = mine[graph.leaves.alive[mine]]
+            raw = np.zeros(self.n)
+            csr = graph.csr
+            kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, mine, graph.leaves.reach, raw)
+            ctx.aggregate("raw", raw)
+            ctx.aggregate("stripped", graph.leaves.stripped)
+
+    def _sample(self, sg, graph, ctx, g):
+        s, st, batch = self.sampling, sg.state, g["batch"]
+        if "total" not in st:
+            st["total"], st["squares"] = np.zeros(self.n), np.zeros(self.n)
+        sources, targets = s.pairs(batch)
+        mine = np.isin(sources, sg.vertex_ids)
+        csr = graph.csr
+        kernels.pair_dependencies(csr.indptr, csr.indices, csr.data, graph.unit, sources[mine], targets[mine],
+                                  st["total"], st["squares"])
+        if batch == s.pilot - 1 or s.is_check(batch):
+            ctx.aggregate("raw", st["total"])
+            ctx.aggregate("squares", st["squares"])
+        if batch == s.pilot - 1:                    # the pilot's samples only choose the candidates
+            st["total"], st["squares"] = np.zeros(self.n), np.zeros(self.n)
+
+    def output(self, subgraph):
+        st, n = subgraph.state, subgraph.num_vertices
+        return {"tree": st.get("tree", np.zeros(n)), "sampled": st.get("sampled", np.zeros(n))}
