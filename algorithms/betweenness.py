@@ -18,6 +18,9 @@ Extraction of High Centrality Vertices in Distributed Graphs", 2014; Brandes,
    reach(w) / sigma(w) + y(w)``, one sweep down, again incremental;
    ``bc(v) += reach(s) * sigma(v) * y(v)`` as the increments arrive.
 
+Where the whole graph fits a task, :mod:`algorithms.betweenness_gathered` runs instead
+(topology gathered once, sources split by sub-graph, no paths followed across cuts).
+
 The three passes are compiled (numba, :mod:`algorithms.brandes_kernels`): one
 pass per column over the sub-graph's arcs each; an increment arriving late is swept
 over only the columns it touches. :func:`local_betweenness` (one process, no cut)

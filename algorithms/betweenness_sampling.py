@@ -12,12 +12,13 @@ less variance, computed by the Brandes sweeps with the target as the only sink.
 At checkpoints spaced geometrically in the number of samples (each 25% past the
 last, and ``max_samples``) each vertex's interval is its mean plus or minus the
 empirical Bernstein radius (Maurer & Pontil 2009, two-sided), with ``delta`` split
-over the ``n`` vertices and the checkpoints, so all intervals of all checks hold
-together with probability at least ``1 - delta``. The run stops when the top-``k`` are separated from the
-rest (the smallest lower bound among the ``k`` highest means is at least the
-largest upper bound outside them), or when every interval is narrower than
-``epsilon``; then every reported vertex's value is at least the true ``k``-th
-value minus ``epsilon``.
+over the vertices and the checkpoints, so all intervals of all checks hold together
+with probability at least ``1 - delta``. The split is even, or (:meth:`PairSampling.log_terms`,
+top-k on the gathered topology) KADABRA's unequal one: a pilot whose samples are then
+set aside picks the candidates, which share half of ``delta``. The gathered run stops
+when :func:`top_k_guarantee` reaches ``epsilon`` (the reported top-k are each at least
+the true k-th minus it); the run across cuts when the top-``k`` are separated from the
+rest (:func:`stop_reason`). Either stops when every interval is narrower than ``epsilon``.
 """
 from __future__ import annotations
 

@@ -299,58 +299,79 @@ def add_columns(x, increment, cols):
 
 
 @njit(cache=True, nogil=True)
+def _search(indptr, indices, weights, unit, s, target, dist, sigma, stack, touched, heap_d, heap_v):
+    """Shortest paths from ``s``: distances and path counts, with ``stack`` the vertices in the
+    order they became final (a breadth-first search on hop counts, else Dijkstra with a binary
+    heap). With ``target >= 0`` it stops once the target is final and only vertices nearer than
+    it are on the stack. ``dist``/``sigma`` enter unreached (inf, 0); returns (vertices on the
+    stack, vertices touched), ``touched`` listing every entry to reset."""
+    dist[s], sigma[s] = 0.0, 1.0
+    touched[0] = s
+    seen, done = 1, 0
+    if unit:
+        stack[0] = s
+        tail = 1
+        while done < tail:
+            v = stack[done]
+            if target >= 0 and dist[v] >= dist[target]:
+                break
+            done += 1
+            step, count = dist[v] + 1.0, sigma[v]
+            for e in range(indptr[v], indptr[v + 1]):
+                u = indices[e]
+                if dist[u] == np.inf:
+                    dist[u], sigma[u] = step, count
+                    stack[tail] = u
+                    tail += 1
+                    touched[seen] = u
+                    seen += 1
+                elif dist[u] == step:
+                    sigma[u] += count
+        return done, seen
+    size = _heap_push(heap_d, heap_v, 0, 0.0, s)
+    while size > 0:
+        d, v, size = _heap_pop(heap_d, heap_v, size)
+        if d > dist[v]:
+            continue
+        if target >= 0 and d >= dist[target]:
+            break
+        stack[done] = v
+        done += 1
+        count = sigma[v]
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            step = d + weights[e]
+            if step < dist[u]:
+                if dist[u] == np.inf:
+                    touched[seen] = u
+                    seen += 1
+                dist[u], sigma[u] = step, count
+                size = _heap_push(heap_d, heap_v, size, step, u)
+            elif step == dist[u]:
+                sigma[u] += count
+    return done, seen
+
+
+@njit(cache=True, nogil=True)
 def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
     """Whole-graph Brandes from each of ``sources`` in one compiled pass per source, adding
     ``reach(s) * sigma(v) * y(v)`` (``y`` as in :mod:`algorithms.betweenness`) to ``raw``.
 
-    The forward pass (a breadth-first search on hop counts, else Dijkstra with a binary
-    heap) sets distances and path counts together and records the vertices in the order
-    they become final; the backward pass pulls dependencies over that stack in reverse.
-    The work arrays are allocated once per call and only the entries a source touched
-    are reset, so a source costs what its traversal costs (igraph's C Brandes, with the
-    leaf-compression weights ``reach``)."""
+    The forward pass (:func:`_search`) sets distances and path counts together and records
+    the vertices in the order they become final; the backward pass pulls dependencies over
+    that stack in reverse. The work arrays are allocated once per call and only the entries
+    a source touched are reset, so a source costs what its traversal costs (igraph's C
+    Brandes, with the leaf-compression weights ``reach``)."""
     n = len(reach)
     dist = np.full(n, np.inf)
     sigma = np.zeros(n)
     z = np.zeros(n)
     stack = np.empty(n, np.int64)
+    touched = np.empty(n, np.int64)
     heap_d = np.empty(len(indices) + 1, np.float64)
     heap_v = np.empty(len(indices) + 1, np.int64)
     for s in sources:
-        dist[s], sigma[s] = 0.0, 1.0
-        done = 0
-        if unit:
-            stack[0] = s
-            tail = 1
-            while done < tail:
-                v = stack[done]
-                done += 1
-                step, count = dist[v] + 1.0, sigma[v]
-                for e in range(indptr[v], indptr[v + 1]):
-                    u = indices[e]
-                    if dist[u] == np.inf:
-                        dist[u], sigma[u] = step, count
-                        stack[tail] = u
-                        tail += 1
-                    elif dist[u] == step:
-                        sigma[u] += count
-        else:
-            size = _heap_push(heap_d, heap_v, 0, 0.0, s)
-            while size > 0:
-                d, v, size = _heap_pop(heap_d, heap_v, size)
-                if d > dist[v]:
-                    continue
-                stack[done] = v
-                done += 1
-                count = sigma[v]
-                for e in range(indptr[v], indptr[v + 1]):
-                    u = indices[e]
-                    step = d + weights[e]
-                    if step < dist[u]:
-                        dist[u], sigma[u] = step, count
-                        size = _heap_push(heap_d, heap_v, size, step, u)
-                    elif step == dist[u]:
-                        sigma[u] += count
+        done, seen = _search(indptr, indices, weights, unit, s, -1, dist, sigma, stack, touched, heap_d, heap_v)
         weight = reach[s]
         for p in range(done - 1, -1, -1):
             v = stack[p]
@@ -363,8 +384,8 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
             if v != s:
                 raw[v] += weight * sigma[v] * total
             z[v] = total + reach[v] / sigma[v]
-        for p in range(done):
-            v = stack[p]
+        for p in range(seen):
+            v = touched[p]
             dist[v], sigma[v], z[v] = np.inf, 0.0, 0.0
 
 
@@ -374,10 +395,10 @@ def pair_dependencies(indptr, indices, weights, unit, sources, targets, total, s
     ``X_v = sigma_sv * sigma_vt / sigma_st`` (the share of the s-t shortest paths through
     ``v``; 0 at ``s`` and ``t``) to ``total`` and its square to ``squares``.
 
-    The search from ``s`` (breadth-first on hop counts, else Dijkstra) stops once ``t`` is
-    final, so a pair costs the ball of radius ``d(s, t)``, not the graph; ``sigma_vt`` is
-    then pulled back from ``t`` over the settled vertices in reverse order. Work arrays
-    are allocated once per call and only touched entries are reset."""
+    The search from ``s`` (:func:`_search`) stops once ``t`` is final, so a pair costs the
+    ball of radius ``d(s, t)``, not the graph; ``sigma_vt`` is then pulled back from ``t``
+    over the settled vertices in reverse order. Work arrays are allocated once per call and
+    only touched entries are reset."""
     n = len(total)
     dist = np.full(n, np.inf)
     sigma = np.zeros(n)
@@ -388,51 +409,7 @@ def pair_dependencies(indptr, indices, weights, unit, sources, targets, total, s
     heap_v = np.empty(len(indices) + 1, np.int64)
     for i in range(len(sources)):
         s, t = sources[i], targets[i]
-        dist[s], sigma[s] = 0.0, 1.0
-        touched[0] = s
-        seen = 1
-        done = 0
-        if unit:
-            stack[0] = s
-            tail = 1
-            while done < tail:
-                v = stack[done]
-                if dist[v] >= dist[t]:
-                    break
-                done += 1
-                step, count = dist[v] + 1.0, sigma[v]
-                for e in range(indptr[v], indptr[v + 1]):
-                    u = indices[e]
-                    if dist[u] == np.inf:
-                        dist[u], sigma[u] = step, count
-                        stack[tail] = u
-                        tail += 1
-                        touched[seen] = u
-                        seen += 1
-                    elif dist[u] == step:
-                        sigma[u] += count
-        else:
-            size = _heap_push(heap_d, heap_v, 0, 0.0, s)
-            while size > 0:
-                d, v, size = _heap_pop(heap_d, heap_v, size)
-                if d > dist[v]:
-                    continue
-                if d >= dist[t]:
-                    break
-                stack[done] = v
-                done += 1
-                count = sigma[v]
-                for e in range(indptr[v], indptr[v + 1]):
-                    u = indices[e]
-                    step = d + weights[e]
-                    if step < dist[u]:
-                        if dist[u] == np.inf:
-                            touched[seen] = u
-                            seen += 1
-                        dist[u], sigma[u] = step, count
-                        size = _heap_push(heap_d, heap_v, size, step, u)
-                    elif step == dist[u]:
-                        sigma[u] += count
+        done, seen = _search(indptr, indices, weights, unit, s, t, dist, sigma, stack, touched, heap_d, heap_v)
         if dist[t] < np.inf:
             back[t] = 1.0
             through = 1.0 / sigma[t]
