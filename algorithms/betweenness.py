@@ -59,7 +59,8 @@ from pyspark.sql import functions as F
 from scipy.sparse.csgraph import connected_components
 
 from algorithms import brandes_kernels as kernels
-from algorithms.betweenness_gathered import GATHER_ARCS, PILOT_SAMPLES, GatheredBetweenness
+from algorithms.betweenness_gathered import (CANDIDATES_PER_TOP, GATHER_ARCS, PILOT_SAMPLES,
+                                             GatheredBetweenness)
 from algorithms.betweenness_sampling import PairSampling, stop_reason
 from algorithms.leaf_compression import LeafCompression, strip_leaves
 from algorithms.weights import reject_bad_weights
@@ -962,7 +963,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         cap = int(max_samples or pilot * batch_size + PairSampling.default_max_samples(n, batch_size, x_epsilon, delta))
         batch_size = min(batch_size, cap)
         pilot = pilot if pilot * batch_size < cap else 0
-        sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed), pilot)
+        sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed), pilot,
+                                min(CANDIDATES_PER_TOP * top, n - 1) if pilot else 0)
     sources = sampling.max_samples if sampling else len(chosen) if chosen is not None else (n if k is None else int(k))
     if batch_size is None:
         batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))

@@ -13,7 +13,7 @@ partial sums meet in a sum aggregator; the master hands the total back for one
 superstep, in which each sub-graph keeps its rows.
 
 Sampling (:mod:`algorithms.betweenness_sampling`): in top-k mode a pilot of a few
-batches picks the candidates that get half of ``delta`` (KADABRA's unequal split); its
+batches picks the candidates that get 90% of ``delta`` (KADABRA's unequal split); its
 samples are then set aside. At each checkpoint the master computes every vertex's
 interval and stops when the reported top-k are within ``epsilon`` of the true k-th
 (:func:`algorithms.betweenness_sampling.top_k_guarantee`), or, without ``top``, when every
@@ -32,7 +32,7 @@ from gopher.program import SubgraphProgram
 #: gather the topology where the whole graph has at most this many arcs (each partition keeps a copy)
 GATHER_ARCS = 1 << 23
 #: pilot samples (top-k): enough to rank the candidates, few against the tens of thousands that follow
-PILOT_SAMPLES = 2048
+PILOT_SAMPLES = 1024
 #: candidates per reported vertex that the pilot picks
 CANDIDATES_PER_TOP = 4
 
@@ -93,7 +93,7 @@ class GatheredBetweenness(SubgraphProgram):
     def _sampling_master(self, g, agg):
         s, batch = self.sampling, g["batch"]
         if batch == s.pilot - 1:
-            self.candidates = np.argsort(-np.asarray(agg["raw"]), kind="stable")[:CANDIDATES_PER_TOP * (self.top or 1)]
+            self.candidates = np.argsort(-np.asarray(agg["raw"]), kind="stable")[:s.candidates]
         stop = None
         if s.is_check(batch):
             m = s.measured(batch)

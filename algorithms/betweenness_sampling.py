@@ -9,13 +9,13 @@ through ``v``, in [0, 1]) rather than 0/1 for one sampled path: the same mean,
 ``E[X_v] = sum over ordered pairs s != t of delta_st(v) / (n (n - 1))``, with
 less variance, computed by the Brandes sweeps with the target as the only sink.
 
-At checkpoints spaced geometrically in the number of samples (each 25% past the
+At checkpoints spaced geometrically in the number of samples (each 15% past the
 last, and ``max_samples``) each vertex's interval is its mean plus or minus the
 empirical Bernstein radius (Maurer & Pontil 2009, two-sided), with ``delta`` split
 over the vertices and the checkpoints, so all intervals of all checks hold together
 with probability at least ``1 - delta``. The split is even, or (:meth:`PairSampling.log_terms`,
 top-k on the gathered topology) KADABRA's unequal one: a pilot whose samples are then
-set aside picks the candidates, which share half of ``delta``. The gathered run stops
+set aside picks the candidates, which share 90% of ``delta``; checks start where they could stop. The gathered run stops
 when :func:`top_k_guarantee` reaches ``epsilon`` (the reported top-k are each at least
 the true k-th minus it); the run across cuts when the top-``k`` are separated from the
 rest (:func:`stop_reason`). Either stops when every interval is narrower than ``epsilon``.
@@ -40,6 +40,8 @@ class PairSampling:
     seed: int
     #: batches of the pilot (their samples only choose the candidates; not in any interval)
     pilot: int = 0
+    #: how many candidates the pilot picks (0: ``delta`` split evenly, no pilot needed)
+    candidates: int = 0
 
     @classmethod
     def default_max_samples(cls, n: int, batch: int, epsilon: float, delta: float) -> int:
@@ -53,15 +55,30 @@ class PairSampling:
 
     #: samples at the first checkpoint, and the growth from one checkpoint to the next
     FIRST_CHECK = 256
-    GROWTH = 1.25
+    GROWTH = 1.15
+    #: the candidates' share of ``delta`` in the unequal split
+    CANDIDATE_SHARE = 0.9
 
     @property
     def checks(self) -> int:
         """How many checkpoints a run can pass (the last at ``max_samples``)."""
-        return sum(1 for _ in self._checkpoints())
+        return sum(1 for _ in self._checkpoints(self.first_check))
 
-    def _checkpoints(self):
-        point = float(self.FIRST_CHECK)
+    @property
+    def first_check(self) -> int:
+        """Samples at the first checkpoint. With candidates, none before the empirical Bernstein
+        radius's range term ``7 L / (3 m)`` alone is below ``epsilon / 2`` at the candidates'
+        log term (taken with the checks counted from :attr:`FIRST_CHECK`, which only makes it
+        larger): earlier checks could not stop, and each one costs every interval a share of
+        ``delta``."""
+        if not 0 < self.candidates < self.n:
+            return self.FIRST_CHECK
+        checks = sum(1 for _ in self._checkpoints(self.FIRST_CHECK))
+        log = math.log(4 * checks * self.candidates / (self.CANDIDATE_SHARE * self.delta)) + math.log(2)
+        return max(self.FIRST_CHECK, math.ceil(14 * log / (3 * self.epsilon)))
+
+    def _checkpoints(self, first: int | None = None):
+        point = float(self.first_check if first is None else first)
         while point < self.max_samples:
             yield math.ceil(point)
             point *= self.GROWTH
@@ -80,14 +97,15 @@ class PairSampling:
     def log_terms(self, candidates: np.ndarray | None) -> np.ndarray | float:
         """Per vertex ``ln(4 R / delta_v)``: each vertex's share ``delta_v`` of ``delta`` (two bounds,
         two sides, ``R`` checks). Without candidates ``delta / n`` each (:attr:`log_term`); with
-        them (KADABRA's unequal split) half of ``delta`` goes to the few candidates the pilot
-        ranked highest, whose intervals decide the top-k, half to all the others, whose small
-        values keep their intervals narrow even with a tiny share."""
-        if candidates is None or not 0 < len(candidates) < self.n:
+        them (KADABRA's unequal split) :attr:`CANDIDATE_SHARE` of ``delta`` goes to the
+        :attr:`candidates` the pilot ranked highest, whose intervals decide the top-k, the rest
+        to all the others, whose small values keep their intervals narrow even with a tiny
+        share."""
+        if candidates is None or not 0 < self.candidates < self.n:
             return self.log_term
         base = 4 * self.checks / self.delta
-        log = np.full(self.n, math.log(base * 2 * (self.n - len(candidates))))
-        log[candidates] = math.log(base * 2 * len(candidates))
+        log = np.full(self.n, math.log(base * (self.n - self.candidates) / (1 - self.CANDIDATE_SHARE)))
+        log[candidates[:self.candidates]] = math.log(base * self.candidates / self.CANDIDATE_SHARE)
         return log
 
     @property
