@@ -353,6 +353,27 @@ def _search(indptr, indices, weights, unit, s, target, dist, sigma, stack, touch
 
 
 @njit(cache=True, nogil=True)
+def _search_arrays(n, arcs):
+    """The work arrays of :func:`_search` plus one accumulator, all entries unset (distances
+    infinite, counts zero): allocated once per kernel call, reset per source by what it touched."""
+    return (np.full(n, np.inf), np.zeros(n), np.zeros(n), np.empty(n, np.int64), np.empty(n, np.int64),
+            np.empty(arcs + 1, np.float64), np.empty(arcs + 1, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _successor_sum(indptr, indices, weights, unit, dist, values, v):
+    """The sum of ``values`` over ``v``'s successors on shortest paths (the arcs ``v -> u`` with
+    ``dist[v] + w == dist[u]``): the backward step both Brandes and the pair search take."""
+    dv = dist[v]
+    total = 0.0
+    for e in range(indptr[v], indptr[v + 1]):
+        u = indices[e]
+        if dv + (1.0 if unit else weights[e]) == dist[u]:
+            total += values[u]
+    return total
+
+
+@njit(cache=True, nogil=True)
 def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
     """Whole-graph Brandes from each of ``sources`` in one compiled pass per source, adding
     ``reach(s) * sigma(v) * y(v)`` (``y`` as in :mod:`algorithms.betweenness`) to ``raw``.
@@ -362,25 +383,13 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
     that stack in reverse. The work arrays are allocated once per call and only the entries
     a source touched are reset, so a source costs what its traversal costs (igraph's C
     Brandes, with the leaf-compression weights ``reach``)."""
-    n = len(reach)
-    dist = np.full(n, np.inf)
-    sigma = np.zeros(n)
-    z = np.zeros(n)
-    stack = np.empty(n, np.int64)
-    touched = np.empty(n, np.int64)
-    heap_d = np.empty(len(indices) + 1, np.float64)
-    heap_v = np.empty(len(indices) + 1, np.int64)
+    dist, sigma, z, stack, touched, heap_d, heap_v = _search_arrays(len(reach), len(indices))
     for s in sources:
         done, seen = _search(indptr, indices, weights, unit, s, -1, dist, sigma, stack, touched, heap_d, heap_v)
         weight = reach[s]
         for p in range(done - 1, -1, -1):
             v = stack[p]
-            dv = dist[v]
-            total = 0.0
-            for e in range(indptr[v], indptr[v + 1]):
-                u = indices[e]
-                if dv + (1.0 if unit else weights[e]) == dist[u]:
-                    total += z[u]
+            total = _successor_sum(indptr, indices, weights, unit, dist, z, v)
             if v != s:
                 raw[v] += weight * sigma[v] * total
             z[v] = total + reach[v] / sigma[v]
@@ -399,14 +408,7 @@ def pair_dependencies(indptr, indices, weights, unit, sources, targets, total, s
     ball of radius ``d(s, t)``, not the graph; ``sigma_vt`` is then pulled back from ``t``
     over the settled vertices in reverse order. Work arrays are allocated once per call and
     only touched entries are reset."""
-    n = len(total)
-    dist = np.full(n, np.inf)
-    sigma = np.zeros(n)
-    back = np.zeros(n)
-    stack = np.empty(n, np.int64)
-    touched = np.empty(n, np.int64)
-    heap_d = np.empty(len(indices) + 1, np.float64)
-    heap_v = np.empty(len(indices) + 1, np.int64)
+    dist, sigma, back, stack, touched, heap_d, heap_v = _search_arrays(len(total), len(indices))
     for i in range(len(sources)):
         s, t = sources[i], targets[i]
         done, seen = _search(indptr, indices, weights, unit, s, t, dist, sigma, stack, touched, heap_d, heap_v)
@@ -415,12 +417,7 @@ def pair_dependencies(indptr, indices, weights, unit, sources, targets, total, s
             through = 1.0 / sigma[t]
             for p in range(done - 1, 0, -1):        # stack[0] is s, whose dependency is not scored
                 v = stack[p]
-                dv = dist[v]
-                paths = 0.0
-                for e in range(indptr[v], indptr[v + 1]):
-                    u = indices[e]
-                    if dv + (1.0 if unit else weights[e]) == dist[u]:
-                        paths += back[u]
+                paths = _successor_sum(indptr, indices, weights, unit, dist, back, v)
                 if paths > 0.0:
                     back[v] = paths
                     x = sigma[v] * paths * through
