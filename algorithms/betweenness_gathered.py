@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from algorithms import brandes_kernels as kernels
+from algorithms.betweenness_graph import arc_graph
 from algorithms.betweenness_sampling import PairSampling, top_k_guarantee
 from gofs.errors import EngineError
 from gopher.program import SubgraphProgram
@@ -51,8 +52,6 @@ def topology_piece(sg, weight: str | None) -> tuple:
 
 def assemble(payloads: list, n: int, compress: bool):
     """The whole graph from every sub-graph's :func:`topology_piece`: (graph, tree betweenness)."""
-    from algorithms.betweenness import arc_graph
-
     if not payloads:
         raise EngineError("betweenness: the gathered topology is missing (evicted from the task cache mid-run)")
     src, dst, w = (np.concatenate([p[i] for p in payloads]) for i in range(3))

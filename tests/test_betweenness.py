@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import dijkstra
 
 import graphs
-from algorithms.betweenness import (ShortestPathDag, SourceOrder, compressed_graph, empty_distances,
-                                    integral_weights, local_betweenness)
+from algorithms.betweenness import (ShortestPathDag, SourceOrder, empty_distances, integral_weights,
+                                    local_betweenness)
 from algorithms.betweenness_gathered import PILOT_SAMPLES
+from algorithms.betweenness_graph import compressed_graph
 from algorithms.betweenness_sampling import PairSampling
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
