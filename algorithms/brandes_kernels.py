@@ -360,10 +360,11 @@ def _search_arrays(n, arcs):
             np.empty(arcs + 1, np.float64), np.empty(arcs + 1, np.int64))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _successor_sum(indptr, indices, weights, unit, dist, values, v):
     """The sum of ``values`` over ``v``'s successors on shortest paths (the arcs ``v -> u`` with
-    ``dist[v] + w == dist[u]``): the backward step both Brandes and the pair search take."""
+    ``dist[v] + w == dist[u]``): the backward step both Brandes and the pair search take. Inlined
+    into both (as a call it cost the exact pass 19% more CPU at 20k)."""
     dv = dist[v]
     total = 0.0
     for e in range(indptr[v], indptr[v + 1]):
