@@ -42,8 +42,10 @@ as milliseconds per push for each step (cProfile inflates Python-heavy steps som
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -52,6 +54,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gofs.store import GraphStore
 from hatrick.buffer import SnapshotPolicy
 from hatrick.live import components_from_scratch
 from hatrick.stream import Stream
@@ -133,7 +136,6 @@ def percentile(values, q):
 def build_graph(path, n, m, seed):
     from gofs.ingest import ingest
     from gofs.ingest.read_local import from_pandas
-    from gofs.store import GraphStore
 
     rng = np.random.default_rng(seed)
     edges = pd.DataFrame({"src": rng.integers(0, n, m), "dst": rng.integers(0, n, m)})
@@ -181,11 +183,18 @@ def scaling(g, edges, n, args) -> dict:
     """The same closed loop (``--batch`` updates, half removals, incremental components and the
     live Reach on, no checkpoint, no from-scratch peer) through ``g.stream(workers=N)`` with the
     workers in Spark tasks for each N of ``--scaling``, and in this process (``in_driver``, one
-    worker: the mechanism before issue 21) for comparison: updates/s and per-push latency."""
+    worker: the mechanism before issue 21) for comparison: updates/s and per-push latency.
+    Each run streams into its own copy of the graph as built: a stream starts from the graph's
+    last instance, and a run whose buffer overflows ``--capacity`` snapshots one.
+    ``live_edges``, ``lost`` and ``duplicated`` compare each run's live graph with the workload
+    applied once."""
     out = {}
     runs = [(f"{w}_workers", w, True) for w in args.scaling] + [("in_driver", 1, False)]
     for name, workers, executors in runs:
-        stream = Stream(g, workers=workers, executors=executors)
+        copy = f"{g.path.rstrip(os.sep)}-{name}"
+        shutil.copytree(g.path, copy)
+        stream = Stream(GraphStore(copy), workers=workers, executors=executors)
+        stream.buffer.policy = dataclasses.replace(stream.buffer.policy, capacity=args.capacity)
         try:
             mark_query_sets(stream, n, args.seed)
             work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
@@ -211,8 +220,12 @@ def scaling(g, edges, n, args) -> dict:
                                                            "latency_ms_p99", "latency_ms_max")}
             if executors and args.rescale:
                 out[name]["rescale"] = rescale_round_trip(stream, work, args.batch)
+            lost, duplicated = lost_and_duplicated(stream, work, n)
+            out[name].update({"live_edges": stream.num_edges, "snapshots": len(stream.snapshots),
+                              "rejected": len(stream.rejected), "lost": lost, "duplicated": duplicated})
         finally:
             stream.close()
+            shutil.rmtree(copy)
     base = out[f"{args.scaling[0]}_workers"]["updates_per_s"]
     for run in out.values():
         run["vs_first_executor_run"] = run["updates_per_s"] / base
@@ -455,6 +468,8 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=float, default=100_000, help="open-loop arrival rate (updates/s)")
     p.add_argument("--max-batch", type=int, default=100_000, help="largest batch the open loop takes at once")
     p.add_argument("--no-checkpoint", action="store_true")
+    p.add_argument("--capacity", type=int, default=SnapshotPolicy().capacity,
+                   help="with --scaling: the buffer's capacity (a batch that would overflow it forces a snapshot)")
     p.add_argument("--breakdown", action="store_true", help="only time the steps of a push (see above)")
     p.add_argument("--workers", type=int, default=1, help="the stream's workers (phases 1-4)")
     p.add_argument("--partitioned", type=int, default=0, metavar="BATCHES",

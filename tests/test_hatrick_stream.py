@@ -612,6 +612,36 @@ def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph,
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_snapshots_forced_by_a_full_buffer_hold_each_edge_once_with_workers_in_spark_tasks(graph, workers, spark):
+    """A buffer of 60 updates overflows every few batches of 25, each time forcing a snapshot of
+    the workers' gathered state before the batch: every instance equals NetworkX at that point,
+    the live graph equals it after every batch, and a stream opened on the graph afterwards
+    loads the last instance with each edge once (no template's worth added)."""
+    from hatrick.buffer import SnapshotPolicy
+
+    log, ref = random_log(21, 300), template_reference(graph)
+    never_due = SnapshotPolicy(min_volume=10**9, max_volume=10**9, max_age=float("inf"), capacity=60)
+    s = graph.stream(num_buckets=16, workers=workers, executors=True, snapshot_policy=never_due)
+    try:
+        for i in range(0, len(log), 25):
+            before, snapshots = networkx_edge_counts(ref), len(s.snapshots)
+            s.push(log[i:i + 25], errors="report")
+            for update in log[i:i + 25]:
+                ref.apply(update)
+            if len(s.snapshots) > snapshots:
+                assert stored_edge_counts(graph, s.snapshots[-1].instance) == before, i
+            check_equal(s, ref)
+        assert len(s.snapshots) >= 3
+        last = s.snapshot()
+    finally:
+        s.close()
+    assert stored_edge_counts(graph, last) == networkx_edge_counts(ref)
+    reopened = graph.refresh().stream(num_buckets=16, workers=workers)
+    assert live_edge_counts(reopened.edges(), False) == ref.edge_counts()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, tmp_path, spark):
     """A worker's Spark task ends under the stream (its job cancelled, its connection gone): the
     next push recovers every worker from the full checkpoint plus the logged batches and applies
