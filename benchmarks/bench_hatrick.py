@@ -420,7 +420,7 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
     state-aware planner with each bucket's live edges as its load: bytes sent between workers
     against the whole live state's, pause (planning included), busiest worker's edges / mean."""
     from hatrick import datafile
-    from hatrick.partitioned import PartitionedGraph, edge_buckets
+    from hatrick.partitioned import PartitionedGraph
     from hatrick.planner import plan_migration
     from hatrick.ring import HashRing
     from hatrick.updates import validate
@@ -429,7 +429,7 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
         return sum(len(datafile.dumps(w.part())) for w in graph.workers)
 
     def load_ratio(graph):
-        edges = np.array([len(edge_buckets(w.state, buckets)[0]) for w in graph.workers], float)
+        edges = np.array([w.held_edges().sum() for w in graph.workers], float)
         return float(edges.max() / edges.mean())
 
     out = {}
@@ -442,8 +442,7 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
                 target = 3 if i == batches // 3 else 2
                 total = state_bytes(graph)
                 clock = time.perf_counter()
-                per_bucket = sum(np.bincount(edge_buckets(w.state, buckets)[1], minlength=buckets)
-                                 for w in graph.workers).astype(float)
+                per_bucket = sum(w.held_edges() for w in graph.workers)
                 plan = plan_migration(per_bucket + 1e-9, per_bucket, graph.owner, list(range(target)), tau=0.1)
                 sent = graph.rescale(plan.owner)
                 moves.append({"to": target, "sent_bytes": sent, "state_bytes": total, "fraction": sent / total,

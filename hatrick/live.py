@@ -194,11 +194,13 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
 
 
 def _column_from(kind: str, values) -> tuple[np.ndarray, np.ndarray]:
-    series = pd.Series(np.asarray(values, dtype=object))
-    null = series.isna().to_numpy()
+    """(values, missing) of one attribute column. Kept as a numpy object array throughout: a
+    pandas Series of text would be converted to Arrow strings and back (most of a rebuild)."""
+    values = np.asarray(values, dtype=object)
+    null = pd.isna(values)
     if DTYPES[kind] is object:
-        return np.where(null, None, series.to_numpy()).astype(object), null
-    return series.where(~null, 0).to_numpy().astype(DTYPES[kind]), null
+        return np.where(null, None, values), null
+    return np.where(null, 0, values).astype(DTYPES[kind]), null
 
 
 def components_from_scratch(state: State) -> np.ndarray:
@@ -790,17 +792,22 @@ def reachable_pairs(state: State, sources: np.ndarray, sinks: np.ndarray) -> tup
     if not len(sources) or not len(sinks):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if not state.directed:
-        s_lab, t_lab = state.comp[sources], state.comp[sinks]
-        order = np.argsort(t_lab, kind="stable")
-        t_sorted, t_lab_sorted = sinks[order], t_lab[order]
-        lo = np.searchsorted(t_lab_sorted, s_lab, "left")
-        hi = np.searchsorted(t_lab_sorted, s_lab, "right")
-        count = hi - lo
-        src = np.repeat(sources, count)
-        starts = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
-        return src, t_sorted[starts]
+        return same_label_pairs(sources, state.comp[sources], sinks, state.comp[sinks])
     live = state.live_slots()
     return directed_pairs(len(state.alive), state.src[live], state.dst[live], sources, sinks)
+
+
+def same_label_pairs(sources: np.ndarray, s_lab: np.ndarray, sinks: np.ndarray,
+                     t_lab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (source, sink) whose labels (``s_lab``, ``t_lab``: components) are equal, by
+    source then sink order (a sorted join: no pandas merge per live result)."""
+    order = np.argsort(t_lab, kind="stable")
+    t_sorted, t_lab_sorted = sinks[order], t_lab[order]
+    lo = np.searchsorted(t_lab_sorted, s_lab, "left")
+    count = np.searchsorted(t_lab_sorted, s_lab, "right") - lo
+    src = np.repeat(sources, count)
+    starts = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    return src, t_sorted[starts]
 
 
 def directed_pairs(n: int, src: np.ndarray, dst: np.ndarray, sources: np.ndarray,

@@ -58,7 +58,8 @@ from scipy.sparse.csgraph import connected_components
 from gopher.channel import Listener, connect
 from hatrick import datafile
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
-                          reachable_frame, reachable_pairs, select_vertices, vertex_frame)
+                          reachable_frame, reachable_pairs, same_label_pairs, select_vertices,
+                          vertex_frame)
 from hatrick.ring import bucket_of
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
 
@@ -130,6 +131,7 @@ class Worker:
         self._early: dict = {}          # payloads that arrived before they were asked for, by kind
         self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
         self._merged = None             # on the merger: the last merge_labels result
+        self._bucket_cache = (None, np.zeros(0, np.int64))     # (ids hashed, their buckets)
         self.busy: dict = {}            # seconds in requests by name, "cpu": their thread CPU time, "answering"
                                         # (in a Spark task): wall time answering, (un)pickling included
 
@@ -219,7 +221,7 @@ class Worker:
         slots, edge_bucket = self._edge_buckets()
         owned = self.owned()
         return (np.bincount(edge_bucket, weights=self.state.mult[slots], minlength=b)
-                + np.bincount(bucket_of(self.state.ids.to_numpy()[owned], b), minlength=b))
+                + np.bincount(self._vid_buckets()[owned], minlength=b))
 
     def stale_edges(self, ttl: float, now: float) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) ids of every edge copy held here not added or set within ``ttl`` of ``now``."""
@@ -241,7 +243,19 @@ class Worker:
     def _owned_mask(self, vids: np.ndarray) -> np.ndarray:
         if (self.owner == self.index).all():                 # one worker: it owns everything
             return np.ones(len(vids), bool)
-        return self.owner[bucket_of(self.state.ids.to_numpy()[vids], len(self.owner))] == self.index
+        return self.owner[self._vid_buckets()[vids]] == self.index
+
+    def _vid_buckets(self) -> np.ndarray:
+        """The bucket of every vid of the state. Hashed once per vertex, not per batch: a batch
+        only appends ids (a state rebuilt by a move is checked against the ids hashed before)."""
+        ids = self.state.ids
+        hashed, buckets = self._bucket_cache
+        if ids is not hashed:
+            known = len(hashed) if hashed is not None and len(hashed) <= len(ids) and \
+                len(buckets) == len(hashed) and ids[:len(hashed)].equals(hashed) else 0
+            buckets = np.concatenate([buckets[:known], bucket_of(ids.to_numpy()[known:], len(self.owner))])
+            self._bucket_cache = (ids, buckets)
+        return buckets
 
     def _picked(self, selector) -> np.ndarray:
         """Owned alive vids ``selector`` picks (as :func:`hatrick.live.select_vertices`; none for an
@@ -256,24 +270,28 @@ class Worker:
         vids = np.flatnonzero(self.state.alive)
         return vids[self._owned_mask(vids)]
 
-    def ghosts(self) -> tuple[np.ndarray, np.ndarray]:
-        """(id, local label) of alive vertices held here that another worker owns: the boundary."""
+    def ghosts(self) -> np.ndarray:
+        """Vids of the alive vertices held here that another worker owns: the boundary."""
         vids = np.flatnonzero(self.state.alive)
-        vids = vids[~self._owned_mask(vids)]
-        return self.state.ids.to_numpy()[vids], self.state.comp[vids]
+        return vids[~self._owned_mask(vids)]
+
+    def _template_size(self) -> int:
+        """Vids below this are the loaded graph's ids in the same order on every worker."""
+        return self.state.template.size if self.state.template is not None else 0
 
     def send_ghosts(self, peers: list) -> tuple[int, list, dict | None]:
-        """First half of the boundary exchange: its :meth:`ghosts` (id, local label) go to their
-        owners, worker ``o`` at ``peers[o]`` (one message to every other worker, empty ones
+        """First half of the boundary exchange: its :meth:`ghosts` (id, vid, local label) go to
+        their owners, worker ``o`` at ``peers[o]`` (one message to every other worker, empty ones
         too, on threads); with ``peers[o]`` None they are returned for the caller to hand over.
         Answers (size of its label space, the vertex attributes it knows, those payloads)."""
-        ids, labels = self.ghosts()
-        owners = self.owner[bucket_of(ids, len(self.owner))]
+        vids = self.ghosts()
+        ids, labels, owners = self.state.ids.to_numpy()[vids], self.state.comp[vids], self.owner[self._vid_buckets()[vids]]
         handed = {}
         for o, peer in enumerate(peers):
             if o != self.index:
                 mine = owners == o
-                payload = datafile.dumps({"sender": self.index, "ids": ids[mine], "labels": labels[mine]})
+                payload = datafile.dumps({"sender": self.index, "ids": ids[mine], "vids": vids[mine],
+                                          "template_size": self._template_size(), "labels": labels[mine]})
                 if peer is None:
                     handed[o] = payload
                 else:
@@ -293,7 +311,7 @@ class Worker:
         senders, theirs, mine, entries = [], [], [], []
         size = self.num_labels() + 1
         for m in messages:
-            here = self.labels_of(m["ids"])
+            here = self._ghost_labels(m)
             known = here >= 0
             pairs = pd.unique(m["labels"][known].astype(np.int64) * size + here[known])
             senders.append(np.full(len(pairs), m["sender"], np.int64))
@@ -330,10 +348,20 @@ class Worker:
         worker's local labels), by the last :meth:`merge_labels`."""
         return [self._merged.of(index, labels) for index, labels in parts]
 
-    def labels_of(self, ids: np.ndarray) -> np.ndarray:
-        """Local label of vertices ``ids`` (-1: not alive here)."""
-        vids = self.state.vids_of(ids)
-        return np.where(vids >= 0, self.state.comp[np.maximum(vids, 0)], -1)
+    def _ghost_labels(self, message: dict) -> np.ndarray:
+        """Local label of each ghost of a :meth:`send_ghosts` message (-1: not alive here). A vid
+        below both workers' template size names the same vertex on both, so only the others
+        are looked up by id (the boundary of a graph that kept its template costs no hashing)."""
+        s = self.state
+        vids = np.asarray(message["vids"], np.int64).copy()
+        shared = vids < min(int(message["template_size"]), self._template_size())
+        rest = np.flatnonzero(~shared)
+        if len(rest):
+            vids[rest] = s.ids.get_indexer(np.asarray(message["ids"])[rest])
+        known = vids >= 0
+        alive = np.zeros(len(vids), bool)
+        alive[known] = s.alive[vids[known]]
+        return np.where(alive, s.comp[np.maximum(vids, 0)], -1)
 
     def num_labels(self) -> int:
         """Size of the local label space (labels are vids)."""
@@ -375,31 +403,39 @@ class Worker:
         return reachable_frame(self.state, sources, sinks)
 
     def _edge_buckets(self) -> tuple[np.ndarray, np.ndarray]:
-        return edge_buckets(self.state, len(self.owner))
+        return edge_buckets(self.state, self._vid_buckets())
 
     def extract(self, buckets: np.ndarray) -> bytes:
         """Remove buckets ``buckets`` from this worker and return them as a payload for their new
         owner: edges (with multiplicity and attributes) and owned vertices (with attributes)."""
+        payload, staying = self._split(buckets)
+        self.state = _rebuild(self.state, [staying])
+        return datafile.dumps(payload)
+
+    def _split(self, buckets: np.ndarray) -> tuple[dict, dict]:
+        """(the part of buckets ``buckets``, the part of the others) of this worker's state."""
         s = self.state
         moving = np.zeros(len(self.owner), bool)
         moving[buckets] = True
         slots, edge_bucket = self._edge_buckets()
         alive = np.flatnonzero(s.alive)
         alive = alive[self._owned_mask(alive)]
-        vertex_moving = moving[bucket_of(s.ids.to_numpy()[alive], len(self.owner))]
-        payload = _part(s, slots[moving[edge_bucket]], alive[vertex_moving])
-        self.state = _rebuild(s, [_part(s, slots[~moving[edge_bucket]], alive[~vertex_moving])])
-        return datafile.dumps(payload)
+        vertex_moving = moving[self._vid_buckets()[alive]]
+        return (_part(s, slots[moving[edge_bucket]], alive[vertex_moving]),
+                _part(s, slots[~moving[edge_bucket]], alive[~vertex_moving]))
 
     def extract_to(self, buckets: np.ndarray, peer):
         """:meth:`extract` for the worker listening at ``peer``: the payload goes straight there
-        (on a thread, so two workers sending each other never wait on one another) and its size
-        is returned; ``peer`` None returns the payload itself for the caller to hand over."""
-        payload = self.extract(buckets)
+        (on a thread, so two workers sending each other never wait on one another) before this
+        worker rebuilds what stays, so the new owner takes it in meanwhile; its size is
+        returned. ``peer`` None returns the payload itself for the caller to hand over."""
         if peer is None:
-            return payload
-        self._send(peer, BUCKETS, payload)
-        return len(payload)
+            return self.extract(buckets)
+        payload, staying = self._split(buckets)
+        data = datafile.dumps(payload)
+        self._send(peer, BUCKETS, data)
+        self.state = _rebuild(self.state, [staying])
+        return len(data)
 
     def _send(self, peer, kind: bytes, payload: bytes) -> None:
         """Send ``payload`` (what it holds: ``kind``, one of :data:`GHOSTS`, :data:`JOINS`,
@@ -479,15 +515,14 @@ def undirected_bucket(bucket_a: np.ndarray, bucket_b: np.ndarray) -> np.ndarray:
     return np.where((low + high) % 2 == 0, low, high)
 
 
-def edge_buckets(s: State, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
+def edge_buckets(s: State, vid_buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Live edge slots of ``s`` and the bucket each belongs to (its source's; undirected:
-    :func:`undirected_bucket`)."""
+    :func:`undirected_bucket`), given the bucket of each vid."""
     slots = s.live_slots()
-    ids = s.ids.to_numpy()
-    bs = bucket_of(ids[s.src[slots]], num_buckets)
+    bs = vid_buckets[s.src[slots]]
     if s.directed:
         return slots, bs
-    return slots, undirected_bucket(bs, bucket_of(ids[s.dst[slots]], num_buckets))
+    return slots, undirected_bucket(bs, vid_buckets[s.dst[slots]])
 
 
 def _part(s: State, slots: np.ndarray, vids: np.ndarray) -> dict:
@@ -877,9 +912,8 @@ class PartitionedGraph:
             return self._directed_reach(sources, sinks)
         (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(self._owned_labels(sources),
                                                                   self._owned_labels(sinks))
-        pairs = pd.DataFrame({"source": s_ids, "g": s_group}).merge(pd.DataFrame({"sink": t_ids, "g": t_group}),
-                                                                    on="g")
-        return pairs[["source", "sink"]].reset_index(drop=True)
+        source, sink = same_label_pairs(s_ids, s_group, t_ids, t_group)
+        return pd.DataFrame({"source": source, "sink": sink})
 
     def _directed_reach(self, sources, sinks) -> pd.DataFrame:
         """Directed reachability over workers: each worker sends its local pairs from (sources,
@@ -913,6 +947,8 @@ class PartitionedGraph:
             for target in np.unique(owner_after[out]):
                 peer = self.workers[target].peer_address
                 answers.append((int(target), w.request("extract_to", out[owner_after[out] == target], peer)))
+        if all(w.peer_address is not None for w in self.workers[:count]):
+            return self._move_directly(answers, owner_after, count)
         sent, deliveries = 0, []
         for target, answer in answers:
             value = answer.result()                     # a payload (through the caller) or its size (sent)
@@ -925,6 +961,22 @@ class PartitionedGraph:
             w.owner = owner_after
         for answer in [self.workers[target].request("absorb_from", payload) for target, payload in deliveries]:
             answer.result()
+        return sent
+
+    def _move_directly(self, extracted: list, owner_after: np.ndarray, count: int) -> int:
+        """The rest of :meth:`rescale` for workers that send buckets to each other: every kept
+        worker takes the new owners and its payloads as soon as its own extracts are done (a
+        worker answers requests in order), so receivers take buckets in while senders rebuild
+        what stays; returns the bytes sent."""
+        kept = self.workers[:count]
+        owners = [w.request("set_owner", owner_after) for w in kept]
+        absorbed = [self.workers[target].request("absorb_from", None) for target, _ in extracted]
+        sent = sum(answer.result() for _, answer in extracted)
+        for answer in owners + absorbed:
+            answer.result()
+        for w in self.workers[count:]:
+            w.close()
+        self.workers = kept
         return sent
 
 
