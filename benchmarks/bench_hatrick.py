@@ -183,7 +183,9 @@ def scaling(g, edges, n, args) -> dict:
     """The same closed loop (``--batch`` updates, half removals, incremental components and the
     live Reach on, no checkpoint, no from-scratch peer) through ``g.stream(workers=N)`` with the
     workers in Spark tasks for each N of ``--scaling``, and in this process (``in_driver``, one
-    worker: the mechanism before issue 21) for comparison: updates/s and per-push latency.
+    worker: the mechanism before issue 21) for comparison: updates/s and per-push latency, and
+    the CPU an update costs on every core (``core_us_per_update``: the driver's CPU plus, in
+    Spark tasks, the workers' thread CPU), the fair measure where the cores are shared.
     Each run streams into its own copy of the graph as built: a stream starts from the graph's
     last instance, and a run whose buffer overflows ``--capacity`` snapshots one.
     ``live_edges``, ``lost`` and ``duplicated`` compare each run's live graph with the workload
@@ -215,6 +217,8 @@ def scaling(g, edges, n, args) -> dict:
                          "driver_cpu_ms_per_batch": 1e3 * driver_cpu / len(pushes),
                          "worker_busy_ms_per_batch": busy_per_batch(stream, busy, len(pushes)),
                          "reach_pairs": reach, "live_edges_per_worker": stream.live.sizes()[:, 1].tolist()}
+            worker_cpu = sum(w["cpu"] for w in out[name]["worker_busy_ms_per_batch"]) if executors else 0.0
+            out[name]["core_us_per_update"] = 1e3 * (out[name]["driver_cpu_ms_per_batch"] + worker_cpu) / args.batch
             loop = open_loop(stream, work, args.rate, args.seconds, args.max_batch)
             out[name]["open_loop"] = {k: loop[k] for k in ("rate", "achieved_per_s", "latency_ms_p50",
                                                            "latency_ms_p99", "latency_ms_max")}
