@@ -131,7 +131,7 @@ class Worker:
         self._early: dict = {}          # payloads that arrived before they were asked for, by kind
         self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
         self._merged = None             # on the merger: the last merge_labels result
-        self._bucket_cache = (None, np.zeros(0, np.int64))     # (ids hashed, their buckets)
+        self._bucket_cache = (None, 0, np.zeros(0, np.int64))     # (ids hashed, bucket count, their buckets)
         self.busy: dict = {}            # seconds in requests by name, "cpu": their thread CPU time, "answering"
                                         # (in a Spark task): wall time answering, (un)pickling included
 
@@ -248,13 +248,13 @@ class Worker:
     def _vid_buckets(self) -> np.ndarray:
         """The bucket of every vid of the state. Hashed once per vertex, not per batch: a batch
         only appends ids (a state rebuilt by a move is checked against the ids hashed before)."""
-        ids = self.state.ids
-        hashed, buckets = self._bucket_cache
-        if ids is not hashed:
-            known = len(hashed) if hashed is not None and len(hashed) <= len(ids) and \
-                len(buckets) == len(hashed) and ids[:len(hashed)].equals(hashed) else 0
-            buckets = np.concatenate([buckets[:known], bucket_of(ids.to_numpy()[known:], len(self.owner))])
-            self._bucket_cache = (ids, buckets)
+        ids, count = self.state.ids, len(self.owner)
+        hashed, hashed_count, buckets = self._bucket_cache
+        if ids is not hashed or count != hashed_count:
+            known = len(hashed) if hashed is not None and count == hashed_count and len(hashed) <= len(ids) \
+                and ids[:len(hashed)].equals(hashed) else 0
+            buckets = np.concatenate([buckets[:known], bucket_of(ids.to_numpy()[known:], count)])
+            self._bucket_cache = (ids, count, buckets)
         return buckets
 
     def _picked(self, selector) -> np.ndarray:

@@ -126,3 +126,25 @@ def test_reachability_over_workers_equals_one_state(workers, directed):
             expected = reachable_frame(single, sources, sinks)
             got = graph.reachable(sources, sinks)
             assert sorted(zip(got.source, got.sink)) == sorted(zip(expected.source, expected.sink))
+
+
+def test_a_worker_owns_by_the_buckets_of_its_ids_as_they_grow_and_as_the_bucket_count_changes():
+    """Each worker hashes a vid once (the cache follows ids a batch appends, a move's rebuilt
+    state and a new bucket count): what it owns is always what bucket_of of its ids says."""
+    from hatrick.partitioned import Worker
+    from hatrick.ring import bucket_of
+
+    state, _ = start(False)
+    worker = Worker(0, state, HashRing(range(2), 128).owners(BUCKETS))
+
+    def owned_by_hash():
+        vids = np.flatnonzero(worker.state.alive)
+        return vids[worker.owner[bucket_of(worker.state.ids.to_numpy()[vids], len(worker.owner))] == 0]
+
+    assert np.array_equal(worker.owned(), owned_by_hash())
+    for rows in batches(5, 3, 40, False):                   # adds vertices N..N+4: ids appended
+        worker.state = apply_batch(worker.state, validate(pd.DataFrame(rows), "int64", False)[0])[0]
+        assert np.array_equal(worker.owned(), owned_by_hash())
+    assert len(worker.state.ids) > N
+    worker.owner = HashRing(range(2), 128).owners(BUCKETS // 2)
+    assert np.array_equal(worker.owned(), owned_by_hash())
