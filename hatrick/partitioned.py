@@ -285,7 +285,8 @@ class Worker:
         too, on threads); with ``peers[o]`` None they are returned for the caller to hand over.
         Answers (size of its label space, the vertex attributes it knows, those payloads)."""
         vids = self.ghosts()
-        ids, labels, owners = self.state.ids.to_numpy()[vids], self.state.comp[vids], self.owner[self._vid_buckets()[vids]]
+        ids, labels = self.state.ids.to_numpy()[vids], self.state.comp[vids]
+        owners = self.owner[self._vid_buckets()[vids]]
         handed = {}
         for o, peer in enumerate(peers):
             if o != self.index:
