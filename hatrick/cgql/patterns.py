@@ -501,12 +501,8 @@ def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict
     ids = np.full(k, -1, np.int64)
     if previous is not None and k and len(p):
         parent_id = previous.table.index.to_numpy()[p]
-        best_parent = np.zeros(len(p), bool)               # most overlap, then the smaller id
-        order = np.lexsort((parent_id, -weight, q))
-        best_parent[order[np.r_[True, q[order][1:] != q[order][:-1]]]] = True
-        best_child = np.zeros(len(p), bool)                # most overlap, then the smaller label
-        order = np.lexsort((q, -weight, p))
-        best_child[order[np.r_[True, p[order][1:] != p[order][:-1]]]] = True
+        best_parent = _best_pairs(q, k, weight, parent_id)           # most overlap, then the smaller id
+        best_child = _best_pairs(p, len(previous.table), weight, q)  # most overlap, then the smaller label
         heir = best_parent & best_child
         ids[q[heir]] = parent_id[heir]
     fresh = np.flatnonzero(ids < 0)
@@ -515,6 +511,17 @@ def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict
     parent_ids = previous.table.index.to_numpy()[p] if len(p) else np.empty(0, np.int64)
     overlap = pd.DataFrame({"parent": parent_ids, "child": ids[q], "parent_label": p, "child_label": q})
     return ids, overlap
+
+
+def _best_pairs(group: np.ndarray, count: int, weight: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """Mask of the pair each of ``count`` groups picks among its pairs: the most ``weight``, then
+    the smallest ``tie`` (distinct within a group), by two scatter reductions instead of a sort."""
+    most = np.zeros(count, weight.dtype)
+    np.maximum.at(most, group, weight)
+    top = weight == most[group]
+    least = np.full(count, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(least, group[top], tie[top])
+    return top & (tie == least[group])
 
 
 def snap_columns(snap: Snapshot, positions, conditions) -> dict:
@@ -549,10 +556,10 @@ def aggregate_partials(columns: dict, label: np.ndarray, k: int) -> dict:
     return out
 
 
-def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict]:
-    """Partials given per (key, piece) rows, reduced to one row per distinct key (sorted)."""
-    unique, at = np.unique(keys, return_inverse=True)
-    at = at.reshape(-1)
+def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict, np.ndarray]:
+    """Partials given per (key, piece) rows, reduced to one row per distinct key (in order of
+    first appearance, found by hashing): (distinct keys, reduced partials, row of each input)."""
+    at, unique = pd.factorize(keys)
     out = {}
     for name, values in partials.items():
         kind = name[1] if isinstance(name, tuple) else "sum"
@@ -560,10 +567,10 @@ def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict
             reduced = np.full(len(unique), np.inf if kind == "min" else -np.inf)
             (np.fmin if kind == "min" else np.fmax).at(reduced, at, values)
         else:
-            reduced = np.zeros(len(unique), dtype=np.asarray(values).dtype)
-            np.add.at(reduced, at, values)
+            values = np.asarray(values)
+            reduced = np.bincount(at, weights=values, minlength=len(unique)).astype(values.dtype)
         out[name] = reduced
-    return unique, out
+    return unique, out, at
 
 
 def derive_aggregates(partials: dict, conditions, k: int) -> dict:
