@@ -418,10 +418,8 @@ class Cluster(Pattern):
             satisfied &= satisfies(values, all_conditions, b, k)
         table = pd.DataFrame({"size": partials["size"], **values, "reported": satisfied},
                              index=pd.Index(ids, name="cluster"))
-        current = set(ids.tolist())
-        event_size = {c: v for c, v in previous.event_size.items() if c in current} if previous is not None else {}
-        first_reported = ({c: v for c, v in previous.first_reported.items() if c in current}
-                          if previous is not None else {})
+        event_size = _still(previous.event_size, ids) if previous is not None else {}
+        first_reported = _still(previous.first_reported, ids) if previous is not None else {}
         for cid in ids[satisfied].tolist():
             first_reported.setdefault(cid, time)
         return ids, overlap, table, event_size, first_reported
@@ -475,6 +473,12 @@ class Cluster(Pattern):
             events += [{"status": "disappeared", "cluster": cid, "members": members, **row}
                        for cid, members, row in zip(gone.tolist(), before.members(gone), before.rows(gone))]
         return events
+
+
+def _still(by_cluster: dict, ids: np.ndarray) -> dict:
+    """The entries of ``by_cluster`` whose cluster id is among ``ids``."""
+    keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
+    return {c: by_cluster[c] for c in keys[np.isin(keys, ids)].tolist()}
 
 
 def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
@@ -537,22 +541,38 @@ def snap_columns(snap: Snapshot, positions, conditions) -> dict:
     return out
 
 
-def aggregate_partials(columns: dict, label: np.ndarray, k: int) -> dict:
+def aggregate_partials(columns: dict, label: np.ndarray, k: int, kinds: dict | None = None) -> dict:
     """Per-group partial aggregates that combine across sub-graphs (:func:`combine_partials`):
     ``size`` and, per attribute, (a, "count") of present values and, for numeric ones,
-    (a, "sum"), (a, "min"), (a, "max") (min/max +-inf where no value)."""
+    (a, "sum"), (a, "min"), (a, "max") (min/max +-inf where no value); with ``kinds``
+    ({attribute: partials}, :func:`partial_kinds`) only those numeric partials."""
     out = {"size": np.bincount(label, minlength=k).astype(np.int64)}
     for name, column in columns.items():
         out[(name, "count")] = np.bincount(label, weights=~pd.isna(column), minlength=k).astype(np.int64)
+        wanted = ("sum", "min", "max") if kinds is None else kinds.get(name, ())
+        if not wanted:
+            continue
         try:
             values = np.asarray(column).astype(np.float64)
         except (TypeError, ValueError):
             continue
-        out[(name, "sum")] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
-        low, high = np.full(k, np.inf), np.full(k, -np.inf)
-        np.fmin.at(low, label, values)
-        np.fmax.at(high, label, values)
-        out[(name, "min")], out[(name, "max")] = low, high
+        if "sum" in wanted:
+            out[(name, "sum")] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
+        for kind, reduce, empty in (("min", np.fmin, np.inf), ("max", np.fmax, -np.inf)):
+            if kind in wanted:
+                out[(name, kind)] = np.full(k, empty)
+                reduce.at(out[(name, kind)], label, values)
+    return out
+
+
+def partial_kinds(conditions) -> dict:
+    """{attribute: the numeric partials its aggregates in ``conditions`` need} (count is always kept)."""
+    need = {"sum": ("sum",), "avg": ("sum",), "min": ("min",), "max": ("max",)}
+    out: dict = {}
+    for c in conditions:
+        agg = c.aggregate
+        if agg.attribute is not None:
+            out.setdefault(agg.attribute, set()).update(need.get(agg.function, ()))
     return out
 
 

@@ -59,7 +59,8 @@ from algorithms.components import NO_LABEL, propagate_labels
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
-from hatrick.cgql.patterns import Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials
+from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials,
+                                   partial_kinds)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
@@ -225,9 +226,7 @@ class ClusterProgram(PatternProgram):
         touched = members.copy() if self.min_size < 2 else np.zeros(size, bool)
         touched[src[kept]] = touched[dst[kept]] = True
         touched[remote.src[usable]] = True
-        # local edges come sorted by source: their CSR needs no sort
-        indptr = np.r_[0, np.cumsum(np.bincount(src[kept], minlength=size))]
-        graph = csr_matrix((np.ones(len(kept)), dst[kept], indptr), shape=(size, size))
+        graph = csr_matrix((np.ones(len(kept)), *_adjacency(src[kept], dst[kept], size, False)), shape=(size, size))
         count, piece = connected_components(graph, directed=True, connection="weak")   # float data: used as is
         # scipy numbers the pieces in the order of their first vertex and a piece is touched whole,
         # so in row order each touched piece's first row is where its number exceeds all before
@@ -240,7 +239,8 @@ class ClusterProgram(PatternProgram):
         out[rows] = renumbered[numbers]
         return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": whole.ids,
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
-                "columns": {a: frame[a].to_numpy()[rows] for a in self.columns}}
+                "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
+                "kinds": partial_kinds(self.pattern.aggregate_conditions())}
 
     @staticmethod
     def _summary(whole: dict, lane: dict, previous):
@@ -252,7 +252,7 @@ class ClusterProgram(PatternProgram):
             return None
         rows = whole["members"]
         at = piece[rows]
-        partials = aggregate_partials(whole["columns"], at, len(labels))
+        partials = aggregate_partials(whole["columns"], at, len(labels), whole["kinds"])
         smallest = _smallest(whole["ids"][rows], at, len(labels))
         overlap = np.empty((0, 3), np.int64)
         if previous is not None and len(previous["labels"]):
@@ -306,14 +306,16 @@ class ClusterProgram(PatternProgram):
         keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
         names = parts[0][1].keys() if parts else ["size"]
         partials = {k: np.concatenate([p[1][k] for p in parts]) if parts else np.empty(0, np.int64) for k in names}
+        smallest = np.concatenate([p[2] for p in parts]) if parts else keys
+        overlap = np.concatenate([p[3] for p in parts]) if parts else np.empty((0, 3), np.int64)
         vids, partials, at = combine_partials(keys, partials)
-        smallest = _smallest(np.concatenate([p[2] for p in parts]) if parts else keys, at, len(vids))
+        smallest = _smallest(smallest, at, len(vids))
+        del keys, at                                 # the concatenated rows: freed before the rules run
         keep = np.flatnonzero(partials["size"] >= self.min_size)
         keep = keep[np.argsort(smallest[keep], kind="stable")]
         vids = vids[keep]
         partials = {k: v[keep] for k, v in partials.items()}
         k = len(vids)
-        overlap = np.concatenate([p[3] for p in parts]) if parts else np.empty((0, 3), np.int64)
         previous = self._state
         p = q = weight = np.empty(0, np.int64)
         index = pd.Index(vids)
@@ -428,11 +430,8 @@ class ReachProgram(PatternProgram):
         src, dst = whole.edge_src, whole.edge_dst
         remote = whole.remote_edges
         frame, local, usable = self._rows(whole, np.ones(len(src), bool), remote.outgoing(self.directed))
-        if not self.directed:
-            src, dst, local = np.r_[src, dst], np.r_[dst, src], np.r_[local, local]
-        size = whole.num_vertices
-        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
-        return {"indptr": graph.indptr.astype(np.int64), "indices": graph.indices.astype(np.int64),
+        indices, indptr = _adjacency(src[local], dst[local], whole.num_vertices, not self.directed)
+        return {"indptr": indptr, "indices": indices,
                 "usable": usable, "is_source": vertex_conditions_mask(frame, self.sources, b),
                 "is_sink": vertex_conditions_mask(frame, self.sinks, b),
                 "records": {"id": whole.ids, **{a: frame[a].to_numpy() for a in self.records}},
@@ -524,6 +523,24 @@ class ReachProgram(PatternProgram):
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "spread"}, **engine_options).metrics
         return _with_last_state(self.results, self._state)
+
+
+def _adjacency(src: np.ndarray, dst: np.ndarray, size: int, symmetric: bool) -> tuple:
+    """(indices, indptr) of the CSR of edges ``src`` -> ``dst`` (and back when ``symmetric``)
+    over ``size`` vertices, in linear time: a partition's local edges come sorted by source, and
+    the way back is scipy's transpose, so no sort is needed (duplicates are kept)."""
+    indptr = np.zeros(size + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=size), out=indptr[1:])
+    indices = dst.astype(np.int64)
+    if not symmetric:
+        return indices, indptr
+    back = csr_matrix((np.ones(len(src), bool), indices, indptr), shape=(size, size)).T.tocsr()
+    ahead, behind = np.diff(indptr), np.diff(back.indptr)
+    merged = indptr + back.indptr                                 # each row: its edges out, then in
+    out = np.empty(len(indices) + len(back.indices), np.int64)
+    out[np.repeat(merged[:-1] - indptr[:-1], ahead) + np.arange(len(indices))] = indices
+    out[np.repeat(merged[:-1] + ahead - back.indptr[:-1], behind) + np.arange(len(back.indices))] = back.indices
+    return out, merged
 
 
 def _spread(ctx, indptr, indices, offset: int, bits, start: np.ndarray, remote: tuple) -> int:
