@@ -14,7 +14,8 @@ settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_befo
 the summaries follow each other one superstep apart, so the driver applies the
 pattern's rules in time order holding one instance's summaries at a time. Reach
 compares the instances' pairs in time order on the driver. Each sub-graph reads
-only the attributes the query names. The supersteps of a partition that received
+only the attributes the query names, text edge values as their stored dictionary
+codes (``text_as_categorical``: a condition is decided once per distinct value). The supersteps of a partition that received
 no messages run once per partition
 (:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
 its sub-graphs, each of which only takes its slices; a sub-graph sleeps until
