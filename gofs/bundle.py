@@ -151,8 +151,11 @@ def load_partition(store, p: int, vertex_attributes=(), edge_attributes=()) -> P
 
 
 def load_instance_attributes(store, bundle: PartitionBundle, instance: dict,
-                             vertex_attributes=(), edge_attributes=()) -> tuple[dict, dict]:
-    """Instance values aligned with ``bundle``: ({name: per-vertex}, {name: (local, remote)})."""
+                             vertex_attributes=(), edge_attributes=(), categorical: bool = False) -> tuple[dict, dict]:
+    """Instance values aligned with ``bundle``: ({name: per-vertex}, {name: (local, remote)}).
+
+    ``categorical``: text edge values come as ``pandas.Categorical`` (the stored dictionary codes
+    over the distinct values), so a reader can decide a condition once per distinct value."""
     p = bundle.partition
     vertex = {}
     edge = {}
@@ -165,7 +168,9 @@ def load_instance_attributes(store, bundle: PartitionBundle, instance: dict,
         t = files.read_columns(store.fs, layout.instance_edges(store.root, instance["id"], p), have_e,
                                read_dictionary=have_e)
         for a in have_e:
-            edge[a] = _edge_values(bundle, _null_to_nan(t.column(a)), a)
+            column = t.column(a)
+            coded = categorical and pa.types.is_dictionary(column.type) and _is_text(column.type.value_type)
+            edge[a] = _edge_values(bundle, column.to_pandas().array if coded else _null_to_nan(column), a)
     return vertex, edge
 
 
@@ -310,6 +315,10 @@ def _pieces(bundle: PartitionBundle) -> tuple[np.ndarray, np.ndarray]:
     counts = np.diff(first_piece)
     sg = np.repeat(np.arange(bundle.num_subgraphs), np.diff(bundle.sg_starts))
     return (piece - first_piece[:-1][sg]).astype(np.int64), counts.astype(np.int64)
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def _null_to_nan(column):

@@ -19,6 +19,9 @@ class SubgraphProgram:
     #: per-instance attributes to load (time-series runs)
     instance_vertex_attributes: tuple = ()
     instance_edge_attributes: tuple = ()
+    #: text instance edge attributes as ``pandas.Categorical`` (the stored codes over the distinct
+    #: values) instead of object arrays: for programs that test values, once per distinct value
+    text_as_categorical: bool = False
     #: output columns of :meth:`output` besides ``id``: {name: pyarrow type}
     output_schema: dict = {}
 

@@ -221,14 +221,16 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
         bundle_key = (*bundle_key, "topology", instance["id"])
         bundle = cache.get(bundle_key, lambda: freeze(instance_bundle(store, template, instance)))
     vattrs, eattrs = tuple(program.instance_vertex_attributes), tuple(program.instance_edge_attributes)
+    categorical = bool(program.text_as_categorical)
     program_class = (type(program).__module__, type(program).__qualname__)
-    view_key = (*bundle_key, "view", None if instance is None else instance["id"], vattrs, eattrs, program_class)
+    view_key = (*bundle_key, "view", None if instance is None else instance["id"], vattrs, eattrs, categorical,
+                program_class)
 
     def build():
         if instance is None or not (vattrs or eattrs):
             vertex, edge = {}, {}
         else:
-            vertex, edge = freeze(load_instance_attributes(store, bundle, instance, vattrs, eattrs))
+            vertex, edge = freeze(load_instance_attributes(store, bundle, instance, vattrs, eattrs, categorical))
         return InstanceView(bundle, vertex, edge, cache, view_key)
 
     view = cache.get(view_key, build)

@@ -105,3 +105,23 @@ def test_past_frames_run_on_gopher_and_match_the_driver(stored, spark):
         drop = ("detected", "seq", "topic")
         assert [{k: v for k, v in e.items() if k not in drop} for e in got] == \
             [{k: v for k, v in e.items() if k not in drop} for e in expected] and expected
+
+
+def test_text_edge_values_come_as_stored_codes_when_a_program_asks(stored):
+    """``text_as_categorical``: GoFS hands a text edge attribute over as a Categorical whose values
+    are the object array it gives otherwise, row for row (template and instance topology alike)."""
+    from gofs.bundle import instance_bundle, load_instance_attributes, load_partition
+    from gofs.store import as_store
+
+    g, _ = stored
+    store = as_store(g)
+    for p in range(store.num_partitions):
+        template = load_partition(store, p)
+        for instance in store.instances:
+            for bundle in (template, instance_bundle(store, template, instance)):
+                _, plain = load_instance_attributes(store, bundle, instance, (), ("type",))
+                _, coded = load_instance_attributes(store, bundle, instance, (), ("type",), categorical=True)
+                for side in (0, 1):
+                    assert np.asarray(coded["type"][side], dtype=object).tolist() == plain["type"][side].tolist()
+                if bundle is template:
+                    assert isinstance(coded["type"][0], pd.Categorical)

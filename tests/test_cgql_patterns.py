@@ -190,3 +190,21 @@ def test_cluster_and_reach_random(seed, n, m, threshold):
     assert by_time(got) == by_time(expected)
     got = reach_tuples(query(views, f"DETECT Reach(source: {{usage < {threshold}}}, sink: {{}})"))
     assert by_time(got) == by_time(oracle.reach_events(views, [("usage", "<", threshold)], [], None))
+
+
+@pytest.mark.parametrize("edge", ["type = power", "type != power", "type < message", "type >= follow",
+                                  "type IN (power, message)", "power, message"])
+def test_conditions_on_stored_codes_select_what_the_values_do(edge):
+    """An edge condition on a categorical column (what a Gopher past frame reads: the stored
+    dictionary codes over the distinct values, a missing value among them) keeps the same edges
+    as on the plain text values."""
+    import numpy as np
+    from hatrick.cgql.parser import parse
+    from hatrick.cgql.planner import plan
+    from hatrick.cgql.views import Bindings, edge_condition_mask, text_frame
+
+    (sq,) = plan(parse(f"DETECT Reach(source: {{usage > 1}}, sink: {{usage > 2}}) WHERE edge: {{{edge}}}")).subqueries
+    values = np.array(["power", None, "follow", "message", "power", None, "follow", "power"], dtype=object)
+    coded = edge_condition_mask(pd.DataFrame({"type": pd.Categorical(values)}), sq.pattern.clause.edge, Bindings({}))
+    plain = edge_condition_mask(text_frame({"type": values}), sq.pattern.clause.edge, Bindings({}))
+    assert coded.dtype == bool and coded.tolist() == plain.tolist() and 0 < coded.sum() < len(values)

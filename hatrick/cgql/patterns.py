@@ -418,10 +418,8 @@ class Cluster(Pattern):
             satisfied &= satisfies(values, all_conditions, b, k)
         table = pd.DataFrame({"size": partials["size"], **values, "reported": satisfied},
                              index=pd.Index(ids, name="cluster"))
-        current = set(ids.tolist())
-        event_size = {c: v for c, v in previous.event_size.items() if c in current} if previous is not None else {}
-        first_reported = ({c: v for c, v in previous.first_reported.items() if c in current}
-                          if previous is not None else {})
+        event_size = _still(previous.event_size, ids) if previous is not None else {}
+        first_reported = _still(previous.first_reported, ids) if previous is not None else {}
         for cid in ids[satisfied].tolist():
             first_reported.setdefault(cid, time)
         return ids, overlap, table, event_size, first_reported
@@ -477,6 +475,12 @@ class Cluster(Pattern):
         return events
 
 
+def _still(by_cluster: dict, ids: np.ndarray) -> dict:
+    """The entries of ``by_cluster`` whose cluster id is among ``ids``."""
+    keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
+    return {c: by_cluster[c] for c in keys[np.isin(keys, ids)].tolist()}
+
+
 def _check_aggregate(c: n.AggregateCondition, pattern: str) -> None:
     if isinstance(c.value, n.Wildcard):
         raise _bad_argument(c.value, pattern, "an aggregate compares with a number or a parameter",
@@ -501,12 +505,8 @@ def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict
     ids = np.full(k, -1, np.int64)
     if previous is not None and k and len(p):
         parent_id = previous.table.index.to_numpy()[p]
-        best_parent = np.zeros(len(p), bool)               # most overlap, then the smaller id
-        order = np.lexsort((parent_id, -weight, q))
-        best_parent[order[np.r_[True, q[order][1:] != q[order][:-1]]]] = True
-        best_child = np.zeros(len(p), bool)                # most overlap, then the smaller label
-        order = np.lexsort((q, -weight, p))
-        best_child[order[np.r_[True, p[order][1:] != p[order][:-1]]]] = True
+        best_parent = _best_pairs(q, k, weight, parent_id)           # most overlap, then the smaller id
+        best_child = _best_pairs(p, len(previous.table), weight, q)  # most overlap, then the smaller label
         heir = best_parent & best_child
         ids[q[heir]] = parent_id[heir]
     fresh = np.flatnonzero(ids < 0)
@@ -515,6 +515,17 @@ def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict
     parent_ids = previous.table.index.to_numpy()[p] if len(p) else np.empty(0, np.int64)
     overlap = pd.DataFrame({"parent": parent_ids, "child": ids[q], "parent_label": p, "child_label": q})
     return ids, overlap
+
+
+def _best_pairs(group: np.ndarray, count: int, weight: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """Mask of the pair each of ``count`` groups picks among its pairs: the most ``weight``, then
+    the smallest ``tie`` (distinct within a group), by two scatter reductions instead of a sort."""
+    most = np.zeros(count, weight.dtype)
+    np.maximum.at(most, group, weight)
+    top = weight == most[group]
+    least = np.full(count, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(least, group[top], tie[top])
+    return top & (tie == least[group])
 
 
 def snap_columns(snap: Snapshot, positions, conditions) -> dict:
@@ -530,29 +541,45 @@ def snap_columns(snap: Snapshot, positions, conditions) -> dict:
     return out
 
 
-def aggregate_partials(columns: dict, label: np.ndarray, k: int) -> dict:
+def aggregate_partials(columns: dict, label: np.ndarray, k: int, kinds: dict | None = None) -> dict:
     """Per-group partial aggregates that combine across sub-graphs (:func:`combine_partials`):
     ``size`` and, per attribute, (a, "count") of present values and, for numeric ones,
-    (a, "sum"), (a, "min"), (a, "max") (min/max +-inf where no value)."""
+    (a, "sum"), (a, "min"), (a, "max") (min/max +-inf where no value); with ``kinds``
+    ({attribute: partials}, :func:`partial_kinds`) only those numeric partials."""
     out = {"size": np.bincount(label, minlength=k).astype(np.int64)}
     for name, column in columns.items():
         out[(name, "count")] = np.bincount(label, weights=~pd.isna(column), minlength=k).astype(np.int64)
+        wanted = ("sum", "min", "max") if kinds is None else kinds.get(name, ())
+        if not wanted:
+            continue
         try:
             values = np.asarray(column).astype(np.float64)
         except (TypeError, ValueError):
             continue
-        out[(name, "sum")] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
-        low, high = np.full(k, np.inf), np.full(k, -np.inf)
-        np.fmin.at(low, label, values)
-        np.fmax.at(high, label, values)
-        out[(name, "min")], out[(name, "max")] = low, high
+        if "sum" in wanted:
+            out[(name, "sum")] = np.bincount(label, weights=np.nan_to_num(values), minlength=k)
+        for kind, reduce, empty in (("min", np.fmin, np.inf), ("max", np.fmax, -np.inf)):
+            if kind in wanted:
+                out[(name, kind)] = np.full(k, empty)
+                reduce.at(out[(name, kind)], label, values)
     return out
 
 
-def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict]:
-    """Partials given per (key, piece) rows, reduced to one row per distinct key (sorted)."""
-    unique, at = np.unique(keys, return_inverse=True)
-    at = at.reshape(-1)
+def partial_kinds(conditions) -> dict:
+    """{attribute: the numeric partials its aggregates in ``conditions`` need} (count is always kept)."""
+    need = {"sum": ("sum",), "avg": ("sum",), "min": ("min",), "max": ("max",)}
+    out: dict = {}
+    for c in conditions:
+        agg = c.aggregate
+        if agg.attribute is not None:
+            out.setdefault(agg.attribute, set()).update(need.get(agg.function, ()))
+    return out
+
+
+def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict, np.ndarray]:
+    """Partials given per (key, piece) rows, reduced to one row per distinct key (in order of
+    first appearance, found by hashing): (distinct keys, reduced partials, row of each input)."""
+    at, unique = pd.factorize(keys)
     out = {}
     for name, values in partials.items():
         kind = name[1] if isinstance(name, tuple) else "sum"
@@ -560,10 +587,10 @@ def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict
             reduced = np.full(len(unique), np.inf if kind == "min" else -np.inf)
             (np.fmin if kind == "min" else np.fmax).at(reduced, at, values)
         else:
-            reduced = np.zeros(len(unique), dtype=np.asarray(values).dtype)
-            np.add.at(reduced, at, values)
+            values = np.asarray(values)
+            reduced = np.bincount(at, weights=values, minlength=len(unique)).astype(values.dtype)
         out[name] = reduced
-    return unique, out
+    return unique, out, at
 
 
 def derive_aggregates(partials: dict, conditions, k: int) -> dict:

@@ -14,7 +14,8 @@ settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_befo
 the summaries follow each other one superstep apart, so the driver applies the
 pattern's rules in time order holding one instance's summaries at a time. Reach
 compares the instances' pairs in time order on the driver. Each sub-graph reads
-only the attributes the query names. The supersteps of a partition that received
+only the attributes the query names, text edge values as their stored dictionary
+codes (``text_as_categorical``: a condition is decided once per distinct value). The supersteps of a partition that received
 no messages run once per partition
 (:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
 its sub-graphs, each of which only takes its slices; a sub-graph sleeps until
@@ -59,8 +60,9 @@ from algorithms.components import NO_LABEL, propagate_labels
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
-from hatrick.cgql.patterns import Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials
-from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, vertex_conditions_mask
+from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials,
+                                   partial_kinds)
+from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
 
@@ -96,12 +98,16 @@ def runs_on_gopher(the_plan) -> bool:
 
 class PatternProgram(TimeSeriesProgram):
     """What the pattern programs share: the attributes they load (only those the query names,
-    static or per instance as the store keeps them) and each sub-graph's view of the conditions."""
+    static or per instance as the store keeps them, text edge values as their stored codes) and
+    each sub-graph's view of the conditions."""
+
+    text_as_categorical = True
 
     def _declare(self, store, vertex: set, edge) -> None:
         edge_names = set(self.pattern.edge_attributes()) | _label_column(store, edge)
         dynamic_v, dynamic_e = set(store.instance_vertex_attributes), set(store.instance_edge_attributes)
         self.edge = edge
+        self.vertex_columns = tuple(sorted(vertex)) or ("id",)    # a frame has a column: it has a length
         self.instance_vertex_attributes = tuple(sorted((vertex - {"id"}) & dynamic_v))
         self.vertex_attributes = tuple(sorted((vertex - {"id"}) - dynamic_v))
         self.instance_edge_attributes = tuple(sorted(edge_names & dynamic_e))
@@ -111,13 +117,13 @@ class PatternProgram(TimeSeriesProgram):
         """(vertex frame, kept local edges, kept remote edges): ``local``/``usable`` narrowed by
         the WHERE edge condition."""
         b = Bindings(self.pattern.params)
-        frame = _frame({"id": subgraph.ids, **{a: subgraph.vertex_attribute(a) for a in
-                                               self.vertex_attributes + self.instance_vertex_attributes}})
+        frame = text_frame({a: subgraph.ids if a == "id" else subgraph.vertex_attribute(a)
+                            for a in self.vertex_columns})
         if self.edge is not None:
             names = self.edge_attributes + self.instance_edge_attributes
             remote = subgraph.remote_edges
-            local = local & edge_condition_mask(_frame({a: subgraph.edge_attribute(a) for a in names}), self.edge, b)
-            usable = usable & edge_condition_mask(_frame({a: remote.attribute(a) for a in names}), self.edge, b)
+            local = local & edge_condition_mask(text_frame({a: subgraph.edge_attribute(a) for a in names}), self.edge, b)
+            usable = usable & edge_condition_mask(text_frame({a: remote.attribute(a) for a in names}), self.edge, b)
         return frame, local, usable
 
 
@@ -149,9 +155,14 @@ class ClusterProgram(PatternProgram):
         until the next labels arrive (the partition's first sub-graph stays awake so that the
         partition-wide phases run)."""
         state = subgraph.state
-        changed = propagate_labels(subgraph, messages, ctx, state["count"], state["piece"], state["usable"])
-        first = state["first"]
-        state["lane"]["labels"][first:first + state["count"]] = state["labels"]
+        first, count, lane = state["first"], state["count"], state["lane"]
+        if "piece" not in state:            # its first labels: its rows of the partition's pieces
+            piece = lane["piece"][subgraph.vertex_rows]
+            state.update({"piece": np.where(piece >= 0, piece - first, -1),
+                          "usable": lane["usable"][subgraph.remote_rows],
+                          "labels": lane["labels"][first:first + count].copy()})
+        changed = propagate_labels(subgraph, messages, ctx, count, state["piece"], state["usable"])
+        lane["labels"][first:first + count] = state["labels"]
         ctx.aggregate("changed", changed)
         if not state["keeper"]:
             ctx.vote_to_halt()
@@ -184,22 +195,18 @@ class ClusterProgram(PatternProgram):
 
     @staticmethod
     def _start(subgraphs: list, whole: dict, ctx) -> int:
-        """Superstep 0 over the partition: each sub-graph takes its pieces' rows of the partition
-        pass, every piece starts with its smallest vertex id and tells it over the kept remote
-        edges (what :func:`algorithms.components.propagate_labels` does with ``start``); the
-        partition's labels are one array that every sub-graph's state shares (``lane``).
-        Returns the number of pieces (all changed)."""
+        """Superstep 0 over the partition: every piece starts with its smallest vertex id and tells
+        it over the kept remote edges (what :func:`algorithms.components.propagate_labels` does
+        with ``start``); the partition's pieces and labels are one ``lane`` that every sub-graph's
+        state shares, each sub-graph knowing where its pieces are in it (it takes its rows when
+        labels first reach it, :meth:`compute`). Returns the number of pieces (all changed)."""
         piece, starts, usable = whole["piece"], whole["starts"], whole["usable"]
-        inside = piece >= 0
-        labels = np.full(len(starts), NO_LABEL, np.int64)
-        np.minimum.at(labels, piece[inside], whole["vertex_ids"][inside])
-        lane = {"piece": piece, "labels": labels}
+        labels = whole["vertex_ids"][starts]       # vids grow with the row: a piece's first is its smallest
+        lane = {"piece": piece, "labels": labels, "usable": usable}
+        bounds = np.searchsorted(starts, [sg.vertex_rows.start for sg in subgraphs]
+                                 + [subgraphs[-1].vertex_rows.stop]).tolist()
         for i, sg in enumerate(subgraphs):
-            rows = sg.vertex_rows
-            first, end = np.searchsorted(starts, (rows.start, rows.stop)).tolist()
-            sg.state.update({"piece": np.where(piece[rows] >= 0, piece[rows] - first, -1), "first": first,
-                        "count": end - first, "usable": usable[sg.remote_rows], "labels": labels[first:end].copy(),
-                        "lane": lane, "keeper": i == 0})
+            sg.state.update({"first": bounds[i], "count": bounds[i + 1] - bounds[i], "lane": lane, "keeper": i == 0})
         at = piece[whole["remote_src"]]
         tell = (at >= 0) & usable
         ctx.send_to_vertices(whole["remote_dst"][tell], labels[at[tell]])
@@ -208,30 +215,33 @@ class ClusterProgram(PatternProgram):
     def _partition(self, whole) -> dict:
         """Members, kept edges and their pieces over the whole partition in a few C passes (pieces
         never cross sub-graphs: local edges do not), numbered so that each sub-graph's pieces are
-        consecutive: {"piece" (-1 outside), "usable" remote rows, "columns"}."""
+        consecutive: {"piece" (-1 outside), "members" (rows in a piece), "starts" (each piece's
+        first row), "usable" remote rows, "columns" (aggregated attributes at the members)}."""
         src, dst = whole.edge_src, whole.edge_dst
         remote = whole.remote_edges
         frame, local, usable = self._rows(whole, np.ones(len(src), bool), np.ones(len(remote), bool))
         members = vertex_conditions_mask(frame, self.conditions, Bindings(self.pattern.params))
-        local &= members[src] & members[dst]
+        kept = np.flatnonzero(local & members[src] & members[dst])
         usable &= members[remote.src]
         size = whole.num_vertices
-        touched = np.zeros(size, bool)
-        touched[src[local]] = touched[dst[local]] = True
+        touched = members.copy() if self.min_size < 2 else np.zeros(size, bool)
+        touched[src[kept]] = touched[dst[kept]] = True
         touched[remote.src[usable]] = True
-        if self.min_size < 2:
-            touched = members
-        graph = csr_matrix((np.ones(int(local.sum())), (src[local], dst[local])), shape=(size, size))
-        _, piece = connected_components(graph, directed=True, connection="weak")       # float data: used as is
-        # scipy numbers the pieces in the order of their first vertex, and a piece is touched
-        # whole: the touched pieces, renumbered in that order, are ranges of sub-graphs' positions
-        kept = np.zeros(int(piece.max()) + 1 if size else 0, bool)
-        kept[piece[touched]] = True
-        out = np.where(touched, np.cumsum(kept)[piece] - 1, -1)
-        first = np.flatnonzero(touched & (piece > np.maximum.accumulate(np.r_[-1, piece])[:-1]))
-        return {"piece": out, "usable": usable, "starts": first, "ids": whole.ids,
+        graph = csr_matrix((np.ones(len(kept)), *_adjacency(src[kept], dst[kept], size, False)), shape=(size, size))
+        count, piece = connected_components(graph, directed=True, connection="weak")   # float data: used as is
+        # scipy numbers the pieces in the order of their first vertex and a piece is touched whole,
+        # so in row order each touched piece's first row is where its number exceeds all before
+        rows = np.flatnonzero(touched)
+        numbers = piece[rows]
+        fresh = numbers > np.maximum.accumulate(np.r_[-1, numbers[:-1]])
+        renumbered = np.full(count, -1, np.int64)
+        renumbered[numbers[fresh]] = np.arange(int(fresh.sum()))
+        out = np.full(size, -1, np.int64)
+        out[rows] = renumbered[numbers]
+        return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": whole.ids,
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
-                "columns": {a: frame[a].to_numpy() for a in self.columns}}
+                "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
+                "kinds": partial_kinds(self.pattern.aggregate_conditions())}
 
     @staticmethod
     def _summary(whole: dict, lane: dict, previous):
@@ -241,13 +251,15 @@ class ClusterProgram(PatternProgram):
         piece, labels = lane["piece"], lane["labels"]
         if not len(labels):
             return None
-        inside = piece >= 0
-        partials = aggregate_partials({a: v[inside] for a, v in whole["columns"].items()}, piece[inside], len(labels))
-        smallest = _smallest(whole["ids"][inside], piece[inside], len(labels))
+        rows = whole["members"]
+        at = piece[rows]
+        partials = aggregate_partials(whole["columns"], at, len(labels), whole["kinds"])
+        smallest = _smallest(whole["ids"][rows], at, len(labels))
         overlap = np.empty((0, 3), np.int64)
         if previous is not None and len(previous["labels"]):
-            both = inside & (previous["piece"] >= 0)
-            shared = csr_matrix((np.ones(int(both.sum()), np.int64), (previous["piece"][both], piece[both])),
+            before = previous["piece"][rows]
+            both = before >= 0
+            shared = csr_matrix((np.ones(int(both.sum()), np.int64), (before[both], at[both])),
                                 shape=(len(previous["labels"]), len(labels))).tocoo()    # duplicates summed
             overlap = np.column_stack([previous["labels"][shared.row], labels[shared.col], shared.data])
         return labels.copy(), partials, smallest, overlap
@@ -295,21 +307,24 @@ class ClusterProgram(PatternProgram):
         keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
         names = parts[0][1].keys() if parts else ["size"]
         partials = {k: np.concatenate([p[1][k] for p in parts]) if parts else np.empty(0, np.int64) for k in names}
-        smallest = pd.Series(np.concatenate([p[2] for p in parts]) if parts else []).groupby(keys).min()
-        vids, partials = combine_partials(keys, partials)
-        keep = partials["size"] >= self.min_size
-        order = np.argsort(smallest.reindex(vids).to_numpy()[keep], kind="stable")
-        vids = vids[keep][order]
-        partials = {k: v[keep][order] for k, v in partials.items()}
-        k = len(vids)
+        smallest = np.concatenate([p[2] for p in parts]) if parts else keys
         overlap = np.concatenate([p[3] for p in parts]) if parts else np.empty((0, 3), np.int64)
+        vids, partials, at = combine_partials(keys, partials)
+        smallest = _smallest(smallest, at, len(vids))
+        del keys, at                                 # the concatenated rows: freed before the rules run
+        keep = np.flatnonzero(partials["size"] >= self.min_size)
+        keep = keep[np.argsort(smallest[keep], kind="stable")]
+        vids = vids[keep]
+        partials = {k: v[keep] for k, v in partials.items()}
+        k = len(vids)
         previous = self._state
         p = q = weight = np.empty(0, np.int64)
+        index = pd.Index(vids)
         if previous is not None and len(overlap) and k:
-            before_at, now_at = _position(self._vids, overlap[:, 0]), _position(vids, overlap[:, 1])
+            before_at, now_at = self._vids.get_indexer(overlap[:, 0]), index.get_indexer(overlap[:, 1])
             both = (before_at >= 0) & (now_at >= 0)
-            keys_pq, at = np.unique(before_at[both] * k + now_at[both], return_inverse=True)
-            weight = np.bincount(at.reshape(-1), weights=overlap[both, 2], minlength=len(keys_pq)).astype(np.int64)
+            at, keys_pq = pd.factorize(before_at[both] * k + now_at[both])
+            weight = np.bincount(at, weights=overlap[both, 2], minlength=len(keys_pq)).astype(np.int64)
             p, q = keys_pq // k, keys_pq % k
         ids, overlap_frame, table, event_size, first_reported = self.pattern.conclude(
             previous, float(ctx.instance["start"]), partials, p, q, weight, k, Bindings(self.pattern.params))
@@ -323,10 +338,10 @@ class ClusterProgram(PatternProgram):
         before_vids = self._vids
         wanted = ids if (last and self._keep_last) else changed
         ctx.globals["want_now"] = np.sort(vids[np.isin(ids, wanted)])
-        ctx.globals["want_before"] = np.sort(before_vids[np.isin(previous.table.index.to_numpy(), gone)]) \
+        ctx.globals["want_before"] = np.sort(before_vids.to_numpy()[np.isin(previous.table.index.to_numpy(), gone)]) \
             if len(gone) else empty
-        self._pending[ctx.instance["id"]] = (before, before_vids, after, ids, vids, changed, status, gone, inside)
-        self._state, self._vids, self._inside = after, vids, inside
+        self._pending[ctx.instance["id"]] = (before, before_vids, after, ids, index, changed, status, gone, inside)
+        self._state, self._vids, self._inside = after, index, inside
         return bool(len(ctx.globals["want_now"]) or len(ctx.globals["want_before"]))
 
     def _publish(self, ctx) -> None:
@@ -416,14 +431,11 @@ class ReachProgram(PatternProgram):
         src, dst = whole.edge_src, whole.edge_dst
         remote = whole.remote_edges
         frame, local, usable = self._rows(whole, np.ones(len(src), bool), remote.outgoing(self.directed))
-        if not self.directed:
-            src, dst, local = np.r_[src, dst], np.r_[dst, src], np.r_[local, local]
-        size = whole.num_vertices
-        graph = csr_matrix((np.ones(int(local.sum()), bool), (src[local], dst[local])), shape=(size, size))
-        return {"indptr": graph.indptr.astype(np.int64), "indices": graph.indices.astype(np.int64),
+        indices, indptr = _adjacency(src[local], dst[local], whole.num_vertices, not self.directed)
+        return {"indptr": indptr, "indices": indices,
                 "usable": usable, "is_source": vertex_conditions_mask(frame, self.sources, b),
                 "is_sink": vertex_conditions_mask(frame, self.sinks, b),
-                "records": {a: frame[a].to_numpy() for a in ["id", *self.records]},
+                "records": {"id": whole.ids, **{a: frame[a].to_numpy() for a in self.records}},
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "remote_dst_subgraph": remote.dst_subgraph}
 
@@ -512,6 +524,24 @@ class ReachProgram(PatternProgram):
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "spread"}, **engine_options).metrics
         return _with_last_state(self.results, self._state)
+
+
+def _adjacency(src: np.ndarray, dst: np.ndarray, size: int, symmetric: bool) -> tuple:
+    """(indices, indptr) of the CSR of edges ``src`` -> ``dst`` (and back when ``symmetric``)
+    over ``size`` vertices, in linear time: a partition's local edges come sorted by source, and
+    the way back is scipy's transpose, so no sort is needed (duplicates are kept)."""
+    indptr = np.zeros(size + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=size), out=indptr[1:])
+    indices = dst.astype(np.int64)
+    if not symmetric:
+        return indices, indptr
+    back = csr_matrix((np.ones(len(src), bool), indices, indptr), shape=(size, size)).T.tocsr()
+    ahead, behind = np.diff(indptr), np.diff(back.indptr)
+    merged = indptr + back.indptr                                 # each row: its edges out, then in
+    out = np.empty(len(indices) + len(back.indices), np.int64)
+    out[np.repeat(merged[:-1] - indptr[:-1], ahead) + np.arange(len(indices))] = indices
+    out[np.repeat(merged[:-1] + ahead - back.indptr[:-1], behind) + np.arange(len(back.indices))] = back.indices
+    return out, merged
 
 
 def _spread(ctx, indptr, indices, offset: int, bits, start: np.ndarray, remote: tuple) -> int:
@@ -625,34 +655,11 @@ def _smallest(ids: np.ndarray, piece: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-def _frame(columns: dict) -> pd.DataFrame:
-    """The frame pandas makes of these arrays, text columns built from their distinct values:
-    pandas would otherwise copy every row's string into its text array one by one."""
-    out = {}
-    for name, values in columns.items():
-        if values.dtype == object:
-            codes, distinct = pd.factorize(values)
-            if pd.api.types.infer_dtype(distinct, skipna=True) == "string":
-                values = pd.array(distinct, dtype="str").take(codes, allow_fill=True)
-        out[name] = values
-    return pd.DataFrame(out)
-
-
 def _label_column(store, edge) -> set:
     if edge is None or not edge.labels:
         return set()
     known = set(store.edge_attributes) | set(store.instance_edge_attributes)
     return {next((c for c in ("type", "label") if c in known), "type")}
-
-
-def _position(sorted_or_not: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Index of each value in ``sorted_or_not`` (an array of distinct values), -1 where absent."""
-    if sorted_or_not is None or not len(sorted_or_not):
-        return np.full(len(values), -1, np.int64)
-    order = np.argsort(sorted_or_not, kind="stable")
-    ranked = sorted_or_not[order]
-    at = np.minimum(np.searchsorted(ranked, values), len(ranked) - 1)
-    return np.where(ranked[at] == values, order[at], -1)
 
 
 def _gathered(parts: list):
@@ -666,9 +673,9 @@ def _gathered(parts: list):
     return out
 
 
-def _lists(labels, member_ids, vids, cluster_ids) -> dict:
+def _lists(labels, member_ids, vids: pd.Index, cluster_ids) -> dict:
     """{cluster id: sorted member ids} from (group label, member id) pairs."""
-    at = _position(vids, labels)
+    at = vids.get_indexer(labels)
     frame = pd.DataFrame({"cluster": np.asarray(cluster_ids)[at], "id": member_ids}).sort_values(["cluster", "id"])
     return {int(c): group.tolist() for c, group in frame.groupby("cluster", sort=False)["id"]}
 

@@ -30,7 +30,7 @@ from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import located
 
 __all__ = ["GraphView", "PandasView", "StoreInstanceView", "Snapshot", "Bindings", "vertex_conditions_mask",
-           "edge_condition_mask"]
+           "edge_condition_mask", "text_frame"]
 
 
 @runtime_checkable
@@ -271,6 +271,8 @@ def _condition_mask(frame: pd.DataFrame, c: n.VertexCondition, bindings: Binding
         raise located(c, f"{kind} attribute {c.attribute!r} is not in the graph "
                          f"({kind} attributes: {_attributes(frame, kind)})")
     column = frame[c.attribute]
+    if isinstance(column.dtype, pd.CategoricalDtype) and not isinstance(c.value, n.Wildcard):
+        return _coded_mask(column, c, bindings, kind)
     if isinstance(c.value, n.Wildcard) and kind == "vertex" and not _is_list_column(column):
         # same value as a member of the alias's reported clusters: compare integer codes
         codes = _codes(snap, c.attribute)
@@ -300,6 +302,30 @@ def _condition_mask(frame: pd.DataFrame, c: n.VertexCondition, bindings: Binding
     except TypeError:
         raise located(c, f"cannot compare {kind} attribute {c.attribute!r} ({column.dtype}) with {value!r}") from None
     return np.asarray(result.fillna(False) if isinstance(result, pd.Series) else result, dtype=bool)
+
+
+def _coded_mask(column: pd.Series, c: n.VertexCondition, bindings: Bindings, kind: str) -> np.ndarray:
+    """A condition on a categorical column, decided once per distinct value (the same rule as
+    on plain values; a missing value is one more distinct value) and gathered by code."""
+    codes = column.cat.codes.to_numpy()
+    distinct = column.cat.categories.to_numpy(dtype=object)
+    if (codes < 0).any():
+        distinct = np.append(distinct, None)         # code -1 picks the last: the missing value
+    hit = _condition_mask(text_frame({c.attribute: distinct}), c, bindings, kind, None)
+    return hit[codes]
+
+
+def text_frame(columns: dict) -> pd.DataFrame:
+    """The frame pandas makes of these arrays, text columns built from their distinct values:
+    pandas would otherwise copy every row's string into its text array one by one."""
+    out = {}
+    for name, values in columns.items():
+        if isinstance(values, np.ndarray) and values.dtype == object:
+            codes, distinct = pd.factorize(values)
+            if pd.api.types.infer_dtype(distinct, skipna=True) == "string":
+                values = pd.array(distinct, dtype="str").take(codes, allow_fill=True)
+        out[name] = values
+    return pd.DataFrame(out, copy=False)
 
 
 def _compare(column: pd.Series, op: str, value):
