@@ -14,18 +14,73 @@ TESTED_SPARK = ("3.5",)
 
 
 def spark_schema(schema: pa.Schema):
-    """Arrow schema -> Spark StructType (for ``mapInArrow``). PySpark 3.5 has this only in
-    the internal ``pyspark.sql.pandas.types``."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    """Arrow schema -> Spark StructType (for ``mapInArrow`` and reading result files), the
+    mapping of PySpark 3.5's internal ``from_arrow_type`` made from public types: that one
+    imports ``distutils`` on every call, 0.1 s of a first run's driver time."""
+    from pyspark.sql.types import StructField, StructType
 
-    return from_arrow_schema(schema)
+    return StructType([StructField(f.name, _spark_type(f.type), nullable=f.nullable) for f in schema])
 
 
 def arrow_schema(struct) -> pa.Schema:
-    """Spark StructType -> Arrow schema (internal ``pyspark.sql.pandas.types`` in 3.5)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    """Spark StructType -> Arrow schema (PySpark 3.5's ``to_arrow_type`` from public types, as above)."""
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), nullable=f.nullable) for f in struct.fields])
 
-    return to_arrow_schema(struct)
+
+def _plain_types() -> list:
+    """(Arrow type test, Spark type, Arrow type Spark writes) for the types without parameters."""
+    from pyspark.sql import types as T
+
+    t = pa.types
+    return [(t.is_boolean, T.BooleanType(), pa.bool_()), (t.is_int8, T.ByteType(), pa.int8()),
+            (t.is_int16, T.ShortType(), pa.int16()), (t.is_int32, T.IntegerType(), pa.int32()),
+            (t.is_int64, T.LongType(), pa.int64()), (t.is_float32, T.FloatType(), pa.float32()),
+            (t.is_float64, T.DoubleType(), pa.float64()), (t.is_string, T.StringType(), pa.string()),
+            (t.is_large_string, T.StringType(), pa.string()), (t.is_binary, T.BinaryType(), pa.binary()),
+            (t.is_large_binary, T.BinaryType(), pa.binary()), (t.is_date32, T.DateType(), pa.date32()),
+            (t.is_timestamp, T.TimestampType(), pa.timestamp("us", tz="UTC")),
+            (t.is_duration, T.DayTimeIntervalType(), pa.duration("us")), (t.is_null, T.NullType(), pa.null())]
+
+
+def _spark_type(at: pa.DataType):
+    from pyspark.sql import types as T
+
+    for test, spark_type, _ in _plain_types():
+        if test(at):
+            return spark_type
+    if pa.types.is_decimal(at):
+        return T.DecimalType(precision=at.precision, scale=at.scale)
+    if pa.types.is_list(at):
+        return T.ArrayType(_spark_type(at.value_type))
+    if pa.types.is_map(at):
+        return T.MapType(_spark_type(at.key_type), _spark_type(at.item_type))
+    if pa.types.is_struct(at):
+        return spark_schema(pa.schema(list(at)))
+    if pa.types.is_dictionary(at):
+        return _spark_type(at.value_type)
+    raise TypeError(f"no Spark type for the Arrow type {at}")
+
+
+def _arrow_type(dt) -> pa.DataType:
+    from pyspark.sql import types as T
+
+    for _, spark_type, arrow_type in _plain_types():
+        if type(dt) is type(spark_type) and not isinstance(dt, T.TimestampNTZType):
+            return arrow_type
+    if isinstance(dt, T.TimestampNTZType):
+        return pa.timestamp("us")
+    if isinstance(dt, T.DecimalType):
+        return pa.decimal128(dt.precision, dt.scale)
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(pa.field("element", _arrow_type(dt.elementType), nullable=dt.containsNull))
+    if isinstance(dt, T.MapType):
+        return pa.map_(pa.field("key", _arrow_type(dt.keyType), nullable=False),
+                       pa.field("value", _arrow_type(dt.valueType), nullable=dt.valueContainsNull))
+    if isinstance(dt, T.StructType):
+        return pa.struct(list(arrow_schema(dt)))
+    if isinstance(dt, T.UserDefinedType):
+        return _arrow_type(dt.sqlType())
+    raise TypeError(f"no Arrow type for the Spark type {dt}")
 
 
 def collect_arrow(df) -> pa.Table:
