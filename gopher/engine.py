@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -52,8 +53,9 @@ from gopher.context import MasterContext
 from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics
 from gopher.program import SubgraphProgram
-from gopher.resident import LazyFrame, ResultFiles
+from gopher.resident import LazyFrame, ResultFiles, prepare_result_reads
 from gopher.worker import MERGED, GopherProgramError, LaneStep, RunSpec
+from sparkshim.compat import settings_before_sql_state
 
 log = logging.getLogger("gopher")
 
@@ -206,10 +208,18 @@ GOFFISH_KEYS = ("tasks", "checkpointInterval", "checkpointSeconds", "transport",
 def read_settings(spark) -> dict:
     """The settings a run reads, one key at a time from the session's runtime conf: a
     ``SparkContext.getConf()`` copies the whole conf over Py4J (hundreds of round trips), five
-    of which once cost a warm run more than its superstep."""
-    conf = spark.conf
+    of which once cost a warm run more than its superstep. Where the session has not built its
+    SQL state yet (a fresh process's first run), they are read without it, and what the
+    caller's first read of the results needs is prepared on a thread of its own while the
+    run's stage starts (:func:`gopher.resident.prepare_result_reads`)."""
     keys = SPARK_KEYS + tuple(f"spark.goffish.{key}" for key in GOFFISH_KEYS)
-    return {key: value for key in keys if (value := conf.get(key, None)) not in (None, "")}
+    values = settings_before_sql_state(spark, keys)
+    if values is None:
+        conf = spark.conf
+        values = {key: conf.get(key, None) for key in keys}
+    else:
+        threading.Thread(target=prepare_result_reads, args=(spark,), daemon=True, name="goffish-prepare-reads").start()
+    return {key: value for key, value in values.items() if value not in (None, "")}
 
 
 @dataclass

@@ -115,6 +115,28 @@ def persistent_rdd_ids(spark) -> set[int]:
     return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
 
 
+def settings_before_sql_state(spark, keys) -> dict | None:
+    """``{key: value or None}`` as ``spark.conf.get`` would give them, read without building the
+    session's SQL state, or None once that state exists (then ``spark.conf`` is cheap and holds
+    any runtime change). ``spark.conf`` builds the state (Spark's ``SessionState``: ~0.5 s of a
+    fresh JVM, 2.8 s loaded), and no public API reads a setting without it. Until it exists the
+    runtime conf is the session's initial options over the SparkContext's conf, read here."""
+    try:
+        session = spark._jsparkSession
+        state = session.getClass().getDeclaredField("sessionState")
+        state.setAccessible(True)
+        if state.get(session) is not None or session.parentSessionState().isDefined():
+            return None
+        options, conf = session.initialSessionOptions(), spark.sparkContext._jsc.sc().conf()
+    except Exception:                    # another Spark build: the public way
+        return None
+    values = {}
+    for key in keys:
+        option = options.get(key)
+        values[key] = option.get() if option.isDefined() else conf.get(key, None)
+    return values
+
+
 def jvm_started() -> bool:
     """Whether this Python process already has a Spark JVM (a session, or spark-submit's)."""
     from pyspark import SparkContext
