@@ -8,6 +8,9 @@ public ``DataFrame.toArrow()`` (replaces :func:`collect_arrow`) and
 """
 from __future__ import annotations
 
+import functools
+import weakref
+
 import pyarrow as pa
 
 TESTED_SPARK = ("3.5",)
@@ -27,19 +30,20 @@ def arrow_schema(struct) -> pa.Schema:
     return pa.schema([pa.field(f.name, _arrow_type(f.dataType), nullable=f.nullable) for f in struct.fields])
 
 
-def _plain_types() -> list:
+@functools.cache
+def _plain_types() -> tuple:
     """(Arrow type test, Spark type, Arrow type Spark writes) for the types without parameters."""
     from pyspark.sql import types as T
 
     t = pa.types
-    return [(t.is_boolean, T.BooleanType(), pa.bool_()), (t.is_int8, T.ByteType(), pa.int8()),
+    return ((t.is_boolean, T.BooleanType(), pa.bool_()), (t.is_int8, T.ByteType(), pa.int8()),
             (t.is_int16, T.ShortType(), pa.int16()), (t.is_int32, T.IntegerType(), pa.int32()),
             (t.is_int64, T.LongType(), pa.int64()), (t.is_float32, T.FloatType(), pa.float32()),
             (t.is_float64, T.DoubleType(), pa.float64()), (t.is_string, T.StringType(), pa.string()),
             (t.is_large_string, T.StringType(), pa.string()), (t.is_binary, T.BinaryType(), pa.binary()),
             (t.is_large_binary, T.BinaryType(), pa.binary()), (t.is_date32, T.DateType(), pa.date32()),
             (t.is_timestamp, T.TimestampType(), pa.timestamp("us", tz="UTC")),
-            (t.is_duration, T.DayTimeIntervalType(), pa.duration("us")), (t.is_null, T.NullType(), pa.null())]
+            (t.is_duration, T.DayTimeIntervalType(), pa.duration("us")), (t.is_null, T.NullType(), pa.null()))
 
 
 def _spark_type(at: pa.DataType):
@@ -65,7 +69,7 @@ def _arrow_type(dt) -> pa.DataType:
     from pyspark.sql import types as T
 
     for _, spark_type, arrow_type in _plain_types():
-        if type(dt) is type(spark_type) and not isinstance(dt, T.TimestampNTZType):
+        if type(dt) is type(spark_type):
             return arrow_type
     if isinstance(dt, T.TimestampNTZType):
         return pa.timestamp("us")
@@ -115,17 +119,23 @@ def persistent_rdd_ids(spark) -> set[int]:
     return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
 
 
+_WITH_SQL_STATE: weakref.WeakSet = weakref.WeakSet()     # sessions seen with their SQL state built
+
+
 def settings_before_sql_state(spark, keys) -> dict | None:
     """``{key: value or None}`` as ``spark.conf.get`` would give them, read without building the
     session's SQL state, or None once that state exists (then ``spark.conf`` is cheap and holds
     any runtime change). ``spark.conf`` builds the state (Spark's ``SessionState``: ~0.5 s of a
     fresh JVM, 2.8 s loaded), and no public API reads a setting without it. Until it exists the
     runtime conf is the session's initial options over the SparkContext's conf, read here."""
+    if spark in _WITH_SQL_STATE:
+        return None
     try:
         session = spark._jsparkSession
         state = session.getClass().getDeclaredField("sessionState")
         state.setAccessible(True)
         if state.get(session) is not None or session.parentSessionState().isDefined():
+            _WITH_SQL_STATE.add(spark)       # a state is never unbuilt: later runs need not ask
             return None
         options, conf = session.initialSessionOptions(), spark.sparkContext._jsc.sc().conf()
     except Exception:                    # another Spark build: the public way

@@ -72,6 +72,14 @@ def test_schema_conversions_match_pysparks_own_without_importing_distutils():
                           cwd=ROOT).stdout.strip() == "False"
 
 
+def test_settings_before_sql_state_are_what_the_runtime_conf_says(spark):
+    fresh = spark.newSession()                     # its SQL state is built on first use
+    keys = ("spark.master", "spark.app.name", "spark.sql.shuffle.partitions", "spark.goffish.unset")
+    early = spark_compat.settings_before_sql_state(fresh, keys)
+    assert early == {key: fresh.conf.get(key, None) for key in keys} and early["spark.goffish.unset"] is None
+    assert spark_compat.settings_before_sql_state(fresh, keys) is None      # built by fresh.conf
+
+
 def test_collect_arrow_keeps_nullable_integers_exact(spark):
     df = spark.createDataFrame([(1, 2**60 + 1), (2, None)], "id long, big long")
     table = spark_compat.collect_arrow(df)
