@@ -89,13 +89,21 @@ class Messages:
     appended to ``payloads`` with sender -1.
     """
 
-    __slots__ = ("vertices", "values", "senders", "payloads")
+    __slots__ = ("vertices", "values", "payloads", "_senders")
 
     def __init__(self, vertices=None, values=None, senders=None, payloads=None):
         self.vertices = np.empty(0, np.int64) if vertices is None else vertices
         self.values = np.empty(0) if values is None else values
-        self.senders = np.empty(0, np.int64) if senders is None else senders
+        self._senders = senders           # int64 array, or a list of ints made one when first read
         self.payloads = [] if payloads is None else payloads
+
+    @property
+    def senders(self) -> np.ndarray:
+        """The sender of each payload (int64; -1 for a broadcast). Made an array only when read:
+        a program that reads only its payloads does not pay a conversion per sub-graph."""
+        if not isinstance(self._senders, np.ndarray):
+            self._senders = np.array(self._senders or (), dtype=np.int64)
+        return self._senders
 
     def __len__(self) -> int:
         return len(self.vertices) + len(self.payloads)
@@ -151,8 +159,7 @@ class Inbox:
         if self.broadcasts:
             senders, payloads = [*senders, *[-1] * len(self.broadcasts)], [*payloads, *self.broadcasts]
         vertices = _NO_VERTICES if a == b else self.local[a:b] - self._starts[k]
-        return Messages(vertices, self.values[a:b], np.array(senders, dtype=np.int64) if senders else _NO_VERTICES,
-                        payloads if payloads else [])
+        return Messages(vertices, self.values[a:b], senders if senders else _NO_VERTICES, payloads if payloads else [])
 
 
 _NO_VERTICES = np.empty(0, np.int64)          # shared by every empty message list: it cannot be changed
