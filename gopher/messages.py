@@ -71,10 +71,12 @@ class Outbox:
             senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
                                 [len(t) for t in self.subgraph_targets])
             parts = partition_of_subgraphs(subgraph_offsets, targets)
-            for p in np.unique(parts):
-                rows = np.flatnonzero(parts == p)
-                batches.setdefault(int(p), {})["subgraph"] = (
-                    targets[rows], senders[rows], [self.subgraph_payloads[i] for i in rows])
+            order = np.argsort(parts, kind="stable")       # by destination, each in the order sent
+            parts, rows = parts[order], order.tolist()
+            bounds = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1], True]).tolist()
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                batches.setdefault(int(parts[a]), {})["subgraph"] = (
+                    targets[order[a:b]], senders[order[a:b]], [self.subgraph_payloads[i] for i in rows[a:b]])
         if self.broadcasts:
             for p in range(len(vertex_offsets) - 1):
                 batches.setdefault(p, {})["broadcast"] = list(self.broadcasts)
@@ -134,24 +136,23 @@ class Inbox:
         for b in batches:
             if "subgraph" in b:
                 targets, senders, payloads = b["subgraph"]
-                for target, sender, payload in zip(bundle.local_subgraph(targets), senders, payloads):
+                for target, sender, payload in zip(bundle.local_subgraph(targets).tolist(),
+                                                   np.asarray(senders).tolist(), payloads):
                     if target < 0:        # the sub-graph of added vertices, absent in this instance
                         continue
-                    entry = self.subgraph_messages.setdefault(int(target), ([], []))
-                    entry[0].append(int(sender))
+                    entry = self.subgraph_messages.setdefault(target, ([], []))
+                    entry[0].append(sender)
                     entry[1].append(payload)
         self.broadcasts = [m for b in batches for m in b.get("broadcast", [])]
         self.count = len(self.local) + sum(len(v[1]) for v in self.subgraph_messages.values()) + len(self.broadcasts)
 
-    def receivers(self) -> np.ndarray:
-        """Local sub-graph indices with at least one message."""
-        n = len(self.sg_starts) - 1
+    def receiving(self) -> np.ndarray:
+        """Over the local sub-graphs: True where at least one message arrived."""
         if self.broadcasts:
-            return np.arange(n)
+            return np.ones(len(self.sg_starts) - 1, dtype=bool)
         mask = np.diff(self.vertex_bounds) > 0
-        for k in self.subgraph_messages:
-            mask[k] = True
-        return np.flatnonzero(mask)
+        mask[list(self.subgraph_messages)] = True
+        return mask
 
     def for_subgraph(self, k: int) -> Messages:
         a, b = self._bounds[k], self._bounds[k + 1]

@@ -324,7 +324,7 @@ class TaskWorker:
         batches += run.inbox.pop(lane, [])
         inbox = Inbox(batches, view.bundle, self.ufunc)
         wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
-        active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted[:n]), inbox.receivers())
+        active = np.arange(n) if wake else np.flatnonzero(~state.halted[:n] | inbox.receiving())
         out, ahead = Outbox(), Outbox()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
         if not step.sequential and isinstance(lane, int) and lane > 0:
