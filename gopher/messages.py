@@ -30,8 +30,13 @@ def combine(targets: np.ndarray, values: np.ndarray, ufunc) -> tuple[np.ndarray,
         return targets, values
     order = np.argsort(targets, kind="stable")
     targets, values = targets[order], values[order]
-    starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+    starts = np.flatnonzero(np.concatenate(([True], targets[1:] != targets[:-1])))
     return targets[starts], ufunc.reduceat(values, starts, axis=0)
+
+
+def _run_bounds(sorted_keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal keys starts, and the end (``np.r_`` would cost more than the pass)."""
+    return np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1], [True])))
 
 
 class Outbox:
@@ -63,7 +68,7 @@ class Outbox:
             parts = partition_of_vids(vertex_offsets, targets)
             order = np.argsort(parts, kind="stable")
             parts, targets, values = parts[order], targets[order], values[order]
-            bounds = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1], True])
+            bounds = _run_bounds(parts)
             for a, b in zip(bounds[:-1], bounds[1:]):
                 batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
         if self.subgraph_payloads:
@@ -73,7 +78,7 @@ class Outbox:
             parts = partition_of_subgraphs(subgraph_offsets, targets)
             order = np.argsort(parts, kind="stable")       # by destination, each in the order sent
             parts, rows = parts[order], order.tolist()
-            bounds = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1], True]).tolist()
+            bounds = _run_bounds(parts).tolist()
             for a, b in zip(bounds[:-1], bounds[1:]):
                 batches.setdefault(int(parts[a]), {})["subgraph"] = (
                     targets[order[a:b]], senders[order[a:b]], [self.subgraph_payloads[i] for i in rows[a:b]])
