@@ -500,9 +500,9 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     combiner_ufunc(program.combiner)              # bad settings fail here, before any work
     store = as_store(store)                       # what tasks get: the store, never a user's handle
     spark = spark or store.spark
-    clock = time.perf_counter()                   # set-up: reading the settings is the driver's too
     options = Options.resolve(spark, store, transport, checkpoint_interval, checkpoint_seconds, progress, tasks)
     metrics = RunMetrics(type(program).__name__)
+    clock = time.perf_counter()
     spec = RunSpec(store, program, options.tasks,
                    np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices]),
                    np.array([p["subgraph_offset"] for p in store.partitions] + [store.num_subgraphs]),

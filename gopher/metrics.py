@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-#: set-up phases, in order: the driver reads its settings, plans and submits the run's Spark
-#: stage; Spark starts the tasks (Python workers, imports, the program shipped) until every task
-#: has said hello; the tasks connect to their peers; the tasks load their partitions' topology
-#: (the slowest task's time)
+#: set-up phases, in order: the driver plans and submits the run's Spark stage; Spark starts the
+#: tasks (Python workers, imports, the program shipped) until every task has said hello; the tasks
+#: connect to their peers; the tasks load their partitions' topology (the slowest task's time)
 SETUP_PHASES = ("submit", "workers", "rendezvous", "topology")
 #: output phases, in order: the Merge step (time-series runs); the tasks make their result rows
 #: (the slowest task); the rows are handed over (a single run's DataFrame over the tasks' files is
