@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -52,8 +53,9 @@ from gopher.context import MasterContext
 from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics
 from gopher.program import SubgraphProgram
-from gopher.resident import LazyFrame, ResultFiles
+from gopher.resident import LazyFrame, ResultFiles, prepare_result_reads
 from gopher.worker import MERGED, GopherProgramError, LaneStep, RunSpec
+from sparkshim.compat import settings_before_sql_state
 
 log = logging.getLogger("gopher")
 
@@ -203,13 +205,30 @@ GOFFISH_KEYS = ("tasks", "checkpointInterval", "checkpointSeconds", "transport",
                 "maxFrameBytes", "taskCacheBytes", "bundleCacheDir", "bundleCacheBytes", "runDir")
 
 
-def read_settings(spark) -> dict:
+def read_settings(spark) -> tuple[dict, bool]:
     """The settings a run reads, one key at a time from the session's runtime conf: a
     ``SparkContext.getConf()`` copies the whole conf over Py4J (hundreds of round trips), five
-    of which once cost a warm run more than its superstep."""
-    conf = spark.conf
+    of which once cost a warm run more than its superstep. Where the session has not built its
+    SQL state yet (a fresh process's first run), they are read without it: a run does not wait
+    for it (~0.5 s). Returns (settings, whether that state is still to be built)."""
     keys = SPARK_KEYS + tuple(f"spark.goffish.{key}" for key in GOFFISH_KEYS)
-    return {key: value for key in keys if (value := conf.get(key, None)) not in (None, "")}
+    values = settings_before_sql_state(spark, keys)
+    pending = values is not None
+    if not pending:
+        conf = spark.conf
+        values = {key: conf.get(key, None) for key in keys}
+    return {key: value for key, value in values.items() if value not in (None, "")}, pending
+
+
+def _prepare_reads_meanwhile(spark, options: "Options") -> None:
+    """Where the session's SQL state is still to be built and the driver has a core the run's
+    tasks leave free (a cluster's tasks run elsewhere; a local master may use fewer cores than
+    the machine has), build it and Spark's Parquet source on a thread while the stage starts
+    (:func:`gopher.resident.prepare_result_reads`): the caller's first read of the results finds
+    them ready. Where the tasks fill every core it would only compete with them."""
+    local_cores = os.cpu_count() or 1
+    if options.sql_state_pending and (not options.local or options.tasks < local_cores):
+        threading.Thread(target=prepare_result_reads, args=(spark,), daemon=True, name="goffish-prepare-reads").start()
 
 
 @dataclass
@@ -229,6 +248,7 @@ class Options:
     run_dir: str | None
     progress: object            # bool, or a callable given each superstep's progress line
     spark: dict = dataclasses.field(default_factory=dict)
+    sql_state_pending: bool = False   # the session has not built its SQL state (read_settings)
 
     @property
     def local(self) -> bool:
@@ -238,7 +258,7 @@ class Options:
     @classmethod
     def resolve(cls, spark, store, transport=None, checkpoint_interval=None, checkpoint_seconds=None,
                 progress=None, tasks=None) -> "Options":
-        conf = read_settings(spark)
+        conf, pending = read_settings(spark)
 
         def setting(key, default, kind=str):
             value = conf.get(f"spark.goffish.{key}")
@@ -260,7 +280,7 @@ class Options:
                    setting("taskCacheBytes", DEFAULT_BUDGET, int),
                    None if bundles == "off" else DiskCache(bundles, setting("bundleCacheBytes", DEFAULT_DISK_BUDGET, int)),
                    setting("runDir", None) or sc.getCheckpointDir(),
-                   sys.stderr.isatty() if progress is None else progress, conf)
+                   sys.stderr.isatty() if progress is None else progress, conf, pending)
 
 
 def _check_program(program) -> None:
@@ -491,6 +511,7 @@ def execute(store, program, lanes: list[Lane], tables: list[Table], *, window: i
     store = as_store(store)                       # what tasks get: the store, never a user's handle
     spark = spark or store.spark
     options = Options.resolve(spark, store, transport, checkpoint_interval, checkpoint_seconds, progress, tasks)
+    _prepare_reads_meanwhile(spark, options)
     metrics = RunMetrics(type(program).__name__)
     clock = time.perf_counter()
     spec = RunSpec(store, program, options.tasks,

@@ -30,8 +30,13 @@ def combine(targets: np.ndarray, values: np.ndarray, ufunc) -> tuple[np.ndarray,
         return targets, values
     order = np.argsort(targets, kind="stable")
     targets, values = targets[order], values[order]
-    starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+    starts = np.flatnonzero(np.concatenate(([True], targets[1:] != targets[:-1])))
     return targets[starts], ufunc.reduceat(values, starts, axis=0)
+
+
+def _run_bounds(sorted_keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal keys starts, and the end (``np.r_`` would cost more than the pass)."""
+    return np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1], [True])))
 
 
 class Outbox:
@@ -63,7 +68,7 @@ class Outbox:
             parts = partition_of_vids(vertex_offsets, targets)
             order = np.argsort(parts, kind="stable")
             parts, targets, values = parts[order], targets[order], values[order]
-            bounds = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1], True])
+            bounds = _run_bounds(parts)
             for a, b in zip(bounds[:-1], bounds[1:]):
                 batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
         if self.subgraph_payloads:
@@ -71,10 +76,12 @@ class Outbox:
             senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
                                 [len(t) for t in self.subgraph_targets])
             parts = partition_of_subgraphs(subgraph_offsets, targets)
-            for p in np.unique(parts):
-                rows = np.flatnonzero(parts == p)
-                batches.setdefault(int(p), {})["subgraph"] = (
-                    targets[rows], senders[rows], [self.subgraph_payloads[i] for i in rows])
+            order = np.argsort(parts, kind="stable")       # by destination, each in the order sent
+            parts, rows = parts[order], order.tolist()
+            bounds = _run_bounds(parts).tolist()
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                batches.setdefault(int(parts[a]), {})["subgraph"] = (
+                    targets[order[a:b]], senders[order[a:b]], [self.subgraph_payloads[i] for i in rows[a:b]])
         if self.broadcasts:
             for p in range(len(vertex_offsets) - 1):
                 batches.setdefault(p, {})["broadcast"] = list(self.broadcasts)
@@ -89,13 +96,21 @@ class Messages:
     appended to ``payloads`` with sender -1.
     """
 
-    __slots__ = ("vertices", "values", "senders", "payloads")
+    __slots__ = ("vertices", "values", "payloads", "_senders")
 
     def __init__(self, vertices=None, values=None, senders=None, payloads=None):
         self.vertices = np.empty(0, np.int64) if vertices is None else vertices
         self.values = np.empty(0) if values is None else values
-        self.senders = np.empty(0, np.int64) if senders is None else senders
+        self._senders = senders           # int64 array, or a list of ints made one when first read
         self.payloads = [] if payloads is None else payloads
+
+    @property
+    def senders(self) -> np.ndarray:
+        """The sender of each payload (int64; -1 for a broadcast). Made an array only when read:
+        a program that reads only its payloads does not pay a conversion per sub-graph."""
+        if not isinstance(self._senders, np.ndarray):
+            self._senders = np.array(self._senders or (), dtype=np.int64)
+        return self._senders
 
     def __len__(self) -> int:
         return len(self.vertices) + len(self.payloads)
@@ -126,24 +141,23 @@ class Inbox:
         for b in batches:
             if "subgraph" in b:
                 targets, senders, payloads = b["subgraph"]
-                for target, sender, payload in zip(bundle.local_subgraph(targets), senders, payloads):
+                for target, sender, payload in zip(bundle.local_subgraph(targets).tolist(),
+                                                   np.asarray(senders).tolist(), payloads):
                     if target < 0:        # the sub-graph of added vertices, absent in this instance
                         continue
-                    entry = self.subgraph_messages.setdefault(int(target), ([], []))
-                    entry[0].append(int(sender))
+                    entry = self.subgraph_messages.setdefault(target, ([], []))
+                    entry[0].append(sender)
                     entry[1].append(payload)
         self.broadcasts = [m for b in batches for m in b.get("broadcast", [])]
         self.count = len(self.local) + sum(len(v[1]) for v in self.subgraph_messages.values()) + len(self.broadcasts)
 
-    def receivers(self) -> np.ndarray:
-        """Local sub-graph indices with at least one message."""
-        n = len(self.sg_starts) - 1
+    def receiving(self) -> np.ndarray:
+        """Over the local sub-graphs: True where at least one message arrived."""
         if self.broadcasts:
-            return np.arange(n)
+            return np.ones(len(self.sg_starts) - 1, dtype=bool)
         mask = np.diff(self.vertex_bounds) > 0
-        for k in self.subgraph_messages:
-            mask[k] = True
-        return np.flatnonzero(mask)
+        mask[list(self.subgraph_messages)] = True
+        return mask
 
     def for_subgraph(self, k: int) -> Messages:
         a, b = self._bounds[k], self._bounds[k + 1]
@@ -151,8 +165,7 @@ class Inbox:
         if self.broadcasts:
             senders, payloads = [*senders, *[-1] * len(self.broadcasts)], [*payloads, *self.broadcasts]
         vertices = _NO_VERTICES if a == b else self.local[a:b] - self._starts[k]
-        return Messages(vertices, self.values[a:b], np.array(senders, dtype=np.int64) if senders else _NO_VERTICES,
-                        payloads if payloads else [])
+        return Messages(vertices, self.values[a:b], senders if senders else _NO_VERTICES, payloads if payloads else [])
 
 
 _NO_VERTICES = np.empty(0, np.int64)          # shared by every empty message list: it cannot be changed

@@ -119,7 +119,7 @@ class TimeSeriesContext(ComputeContext):
         self._before: LaneState | None = None       # the previous instance's lane here (lanes side by side)
 
     def _begin(self, subgraph) -> None:
-        super()._begin(subgraph)
+        self._subgraph, self._halt = subgraph, False      # ComputeContext._begin's, inlined: once per sub-graph
         if self._forward is not None:
             self._forward._subgraph = subgraph
 
@@ -326,7 +326,7 @@ class TaskWorker:
         batches += run.inbox.pop(lane, [])
         inbox = Inbox(batches, view.bundle, self.ufunc)
         wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
-        active = np.arange(n) if wake else np.union1d(np.flatnonzero(~state.halted[:n]), inbox.receivers())
+        active = np.arange(n) if wake else np.flatnonzero(~state.halted[:n] | inbox.receiving())
         out, ahead = Outbox(), Outbox()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
         if not step.sequential and isinstance(lane, int) and lane > 0:

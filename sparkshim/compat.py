@@ -8,24 +8,83 @@ public ``DataFrame.toArrow()`` (replaces :func:`collect_arrow`) and
 """
 from __future__ import annotations
 
+import functools
+import weakref
+
 import pyarrow as pa
 
 TESTED_SPARK = ("3.5",)
 
 
 def spark_schema(schema: pa.Schema):
-    """Arrow schema -> Spark StructType (for ``mapInArrow``). PySpark 3.5 has this only in
-    the internal ``pyspark.sql.pandas.types``."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    """Arrow schema -> Spark StructType (for ``mapInArrow`` and reading result files), the
+    mapping of PySpark 3.5's internal ``from_arrow_type`` made from public types: that one
+    imports ``distutils`` on every call, 0.1 s of a first run's driver time."""
+    from pyspark.sql.types import StructField, StructType
 
-    return from_arrow_schema(schema)
+    return StructType([StructField(f.name, _spark_type(f.type), nullable=f.nullable) for f in schema])
 
 
 def arrow_schema(struct) -> pa.Schema:
-    """Spark StructType -> Arrow schema (internal ``pyspark.sql.pandas.types`` in 3.5)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    """Spark StructType -> Arrow schema (PySpark 3.5's ``to_arrow_type`` from public types, as above)."""
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), nullable=f.nullable) for f in struct.fields])
 
-    return to_arrow_schema(struct)
+
+@functools.cache
+def _plain_types() -> tuple:
+    """(Arrow type test, Spark type, Arrow type Spark writes) for the types without parameters."""
+    from pyspark.sql import types as T
+
+    t = pa.types
+    return ((t.is_boolean, T.BooleanType(), pa.bool_()), (t.is_int8, T.ByteType(), pa.int8()),
+            (t.is_int16, T.ShortType(), pa.int16()), (t.is_int32, T.IntegerType(), pa.int32()),
+            (t.is_int64, T.LongType(), pa.int64()), (t.is_float32, T.FloatType(), pa.float32()),
+            (t.is_float64, T.DoubleType(), pa.float64()), (t.is_string, T.StringType(), pa.string()),
+            (t.is_large_string, T.StringType(), pa.string()), (t.is_binary, T.BinaryType(), pa.binary()),
+            (t.is_large_binary, T.BinaryType(), pa.binary()), (t.is_date32, T.DateType(), pa.date32()),
+            (t.is_timestamp, T.TimestampType(), pa.timestamp("us", tz="UTC")),
+            (t.is_duration, T.DayTimeIntervalType(), pa.duration("us")), (t.is_null, T.NullType(), pa.null()))
+
+
+def _spark_type(at: pa.DataType):
+    from pyspark.sql import types as T
+
+    for test, spark_type, _ in _plain_types():
+        if test(at):
+            return spark_type
+    if pa.types.is_decimal(at):
+        return T.DecimalType(precision=at.precision, scale=at.scale)
+    if pa.types.is_list(at):
+        return T.ArrayType(_spark_type(at.value_type))
+    if pa.types.is_map(at):
+        return T.MapType(_spark_type(at.key_type), _spark_type(at.item_type))
+    if pa.types.is_struct(at):
+        return spark_schema(pa.schema(list(at)))
+    if pa.types.is_dictionary(at):
+        return _spark_type(at.value_type)
+    raise TypeError(f"no Spark type for the Arrow type {at}")
+
+
+def _arrow_type(dt) -> pa.DataType:
+    from pyspark.sql import types as T
+
+    for _, spark_type, arrow_type in _plain_types():
+        if type(dt) is type(spark_type):
+            return arrow_type
+    if isinstance(dt, T.TimestampNTZType):
+        return pa.timestamp("us")
+    if isinstance(dt, T.DecimalType):
+        return pa.decimal128(dt.precision, dt.scale)
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(pa.field("element", _arrow_type(dt.elementType), nullable=dt.containsNull))
+    if isinstance(dt, T.MapType):
+        return pa.map_(pa.field("key", _arrow_type(dt.keyType), nullable=False),
+                       pa.field("value", _arrow_type(dt.valueType), nullable=dt.valueContainsNull))
+    if isinstance(dt, T.StructType):
+        return pa.struct(list(arrow_schema(dt)))
+    if isinstance(dt, T.UserDefinedType):
+        return _arrow_type(dt.sqlType())
+    raise TypeError(f"no Arrow type for the Spark type {dt}")
 
 
 def collect_arrow(df) -> pa.Table:
@@ -58,6 +117,34 @@ def persistent_rdd_ids(spark) -> set[int]:
     """Ids of the RDDs holding cached blocks, local checkpoints included (leak tests: a run
     must leave no id that was not there before it)."""
     return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
+
+
+_WITH_SQL_STATE: weakref.WeakSet = weakref.WeakSet()     # sessions seen with their SQL state built
+
+
+def settings_before_sql_state(spark, keys) -> dict | None:
+    """``{key: value or None}`` as ``spark.conf.get`` would give them, read without building the
+    session's SQL state, or None once that state exists (then ``spark.conf`` is cheap and holds
+    any runtime change). ``spark.conf`` builds the state (Spark's ``SessionState``: ~0.5 s of a
+    fresh JVM, 2.8 s loaded), and no public API reads a setting without it. Until it exists the
+    runtime conf is the session's initial options over the SparkContext's conf, read here."""
+    if spark in _WITH_SQL_STATE:
+        return None
+    try:
+        session = spark._jsparkSession
+        state = session.getClass().getDeclaredField("sessionState")
+        state.setAccessible(True)
+        if state.get(session) is not None or session.parentSessionState().isDefined():
+            _WITH_SQL_STATE.add(spark)       # a state is never unbuilt: later runs need not ask
+            return None
+        options, conf = session.initialSessionOptions(), spark.sparkContext._jsc.sc().conf()
+    except Exception:                    # another Spark build: the public way
+        return None
+    values = {}
+    for key in keys:
+        option = options.get(key)
+        values[key] = option.get() if option.isDefined() else conf.get(key, None)
+    return values
 
 
 def jvm_started() -> bool:

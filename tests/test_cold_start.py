@@ -10,6 +10,8 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 import numpy as np
@@ -204,6 +206,50 @@ def test_a_run_reads_its_settings_without_copying_the_spark_conf(road, monkeypat
 
     monkeypatch.setattr(SparkContext, "getConf", refuse)
     assert road.connected_components(progress=False).dataframe.count() == road.num_vertices
+
+
+def test_a_first_run_reads_its_settings_before_the_sessions_sql_state_exists(spark, road):
+    """Building a session's SQL state costs a fresh JVM ~0.5 s: a run on a session without it reads
+    what ``spark.conf`` would say without waiting for it; once the state exists, its runtime
+    changes are what a run reads."""
+    from gopher.engine import GOFFISH_KEYS, SPARK_KEYS, read_settings
+    from sparkshim.compat import settings_before_sql_state
+
+    keys = SPARK_KEYS + tuple(f"spark.goffish.{key}" for key in GOFFISH_KEYS)
+    fresh = spark.newSession()
+    settings, pending = read_settings(fresh)
+    assert pending and settings["spark.master"] == "local[2]"
+    assert settings == {key: value for key in keys if (value := fresh.conf.get(key, None)) not in (None, "")}
+    assert read_settings(fresh)[1] is False                          # built by fresh.conf: the runtime conf rules
+    fresh.conf.set("spark.goffish.tasks", "1")
+    assert read_settings(fresh)[0]["spark.goffish.tasks"] == "1"
+    assert settings_before_sql_state(spark.newSession(), keys)["spark.goffish.tasks"] is None
+    result = road.connected_components(spark=spark.newSession(), progress=False)
+    assert result.to_arrow(["id"]).num_rows == road.num_vertices
+
+
+@pytest.mark.parametrize("local, tasks, prepares", [(True, 10**6, False), (True, 1, os.cpu_count() > 1), (False, 10**6, True)])
+def test_result_reads_are_prepared_meanwhile_only_with_a_core_to_spare(spark, tmp_path, monkeypatch, local, tasks,
+                                                                       prepares):
+    """Where a session has no SQL state yet, the state and Spark's Parquet source are built on a
+    thread while the stage starts (no Spark job, nothing left behind), but only where the run's
+    tasks leave the driver a core: where they fill every core it would compete with them."""
+    from types import SimpleNamespace
+
+    from gopher.engine import _prepare_reads_meanwhile
+
+    fresh = spark.newSession()
+    jobs = set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _prepare_reads_meanwhile(fresh, SimpleNamespace(sql_state_pending=True, local=local, tasks=tasks))
+    preparing = [t for t in threading.enumerate() if t.name == "goffish-prepare-reads"]
+    for thread in preparing:
+        thread.join()
+    assert len(preparing) == int(prepares)
+    assert set(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs      # no Spark job
+    assert os.listdir(tmp_path) == []
+    _prepare_reads_meanwhile(fresh, SimpleNamespace(sql_state_pending=False, local=False, tasks=1))
+    assert not [t for t in threading.enumerate() if t.name == "goffish-prepare-reads"]
 
 
 def test_a_single_run_hands_over_its_files_as_they_are(spark, road):

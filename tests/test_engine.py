@@ -472,6 +472,15 @@ def test_send_to_subgraph_and_batched_sends_carry_payloads_and_senders(undirecte
     assert result.metrics.supersteps[0].messages == 4 * n
 
 
+def test_message_senders_are_an_int64_array_made_when_first_read():
+    from gopher.messages import Messages
+
+    messages = Messages(senders=[3, -1], payloads=["a", "b"])
+    assert messages.senders.dtype == np.int64 and messages.senders.tolist() == [3, -1]
+    assert messages.senders is messages.senders                 # made once
+    assert Messages().senders.dtype == np.int64 and len(Messages().senders) == 0
+
+
 def test_send_to_all_reaches_every_subgraph_once(undirected):
     G, store = undirected
     n = count(store)

@@ -4,10 +4,13 @@ A PySpark upgrade fails ``test_pyspark_version_is_one_the_shims_were_tested_on``
 every shim against the new version (Spark 4 has public replacements for some), then add it.
 """
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyspark
+import pytest
 
 from sparkshim import compat as spark_compat
 
@@ -41,6 +44,40 @@ def test_schemas_convert_both_ways():
     assert [f.name for f in struct.fields] == schema.names
     back = spark_compat.arrow_schema(struct)
     assert back.names == schema.names and back.field("x").type == pa.float32()
+
+
+def test_schema_conversions_match_pysparks_own_without_importing_distutils():
+    """The shim maps types with public classes; PySpark's internal converter is the oracle (it
+    imports distutils on every call, the 0.1 s the shim saves a first run)."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.types import StructField, StructType, TimestampNTZType
+
+    types = [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(),
+             pa.large_string(), pa.binary(), pa.large_binary(), pa.date32(), pa.timestamp("us", tz="UTC"),
+             pa.timestamp("ms"), pa.duration("s"), pa.null(), pa.decimal128(10, 2), pa.list_(pa.int32()),
+             pa.map_(pa.string(), pa.float64()), pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))]),
+             pa.dictionary(pa.int32(), pa.string())]
+    schema = pa.schema([pa.field(f"c{i}", t, nullable=i % 2 == 0 or t == pa.null()) for i, t in enumerate(types)])
+    struct = spark_compat.spark_schema(schema)
+    assert struct == from_arrow_schema(schema)
+    assert spark_compat.arrow_schema(struct) == to_arrow_schema(struct)
+    ntz = StructType([StructField("t", TimestampNTZType())])
+    assert spark_compat.arrow_schema(ntz) == to_arrow_schema(ntz)
+    with pytest.raises(TypeError, match="uint8"):
+        spark_compat.spark_schema(pa.schema([("u", pa.uint8())]))
+    script = ("import sys, pyarrow as pa; from sparkshim import compat; "
+              "compat.arrow_schema(compat.spark_schema(pa.schema([('x', pa.int64())]))); "
+              "print('distutils' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT).stdout.strip() == "False"
+
+
+def test_settings_before_sql_state_are_what_the_runtime_conf_says(spark):
+    fresh = spark.newSession()                     # its SQL state is built on first use
+    keys = ("spark.master", "spark.app.name", "spark.sql.shuffle.partitions", "spark.goffish.unset")
+    early = spark_compat.settings_before_sql_state(fresh, keys)
+    assert early == {key: fresh.conf.get(key, None) for key in keys} and early["spark.goffish.unset"] is None
+    assert spark_compat.settings_before_sql_state(fresh, keys) is None      # built by fresh.conf
 
 
 def test_collect_arrow_keeps_nullable_integers_exact(spark):
