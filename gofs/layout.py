@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 
 import pyarrow.fs as pafs
 
@@ -38,7 +39,10 @@ INSTANCE_PATTERN = re.compile(r"^i-(\d{6,})$")
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
-    """Resolve a local path or a URI (hdfs://, s3://, file://) to (filesystem, path)."""
+    """Resolve a local path or a URI (hdfs://, s3://, file://, and Spark's ``file:/path``) to
+    (filesystem, path)."""
+    if path.startswith("file:") and not path.startswith("file://"):
+        return pafs.LocalFileSystem(), urllib.parse.unquote(path[len("file:"):])
     if "://" in path:
         return pafs.FileSystem.from_uri(path)
     return pafs.LocalFileSystem(), os.path.abspath(path)

@@ -97,20 +97,25 @@ class ScratchFrames:
         self.count = 0
 
     def __call__(self, frame):
+        path = self.directory()
+        frame.write.parquet(path)
+        return self.spark.read.parquet(path)
+
+    def directory(self) -> str:
+        """A new directory's URI under the root, for files that tasks write themselves
+        (removed with the rest by :meth:`remove`)."""
         if self.root is None:
             base = ensure_checkpoint_dir(self.spark.sparkContext)
             self.root = f"{base.rstrip('/')}/goffish-{self.purpose}-{uuid.uuid4().hex[:12]}"
         path = f"{self.root}/{self.count:04d}"
         self.count += 1
-        frame.write.parquet(path)
-        return self.spark.read.parquet(path)
+        return path
 
     def remove(self) -> None:
         if self.root is None:
             return
-        root = self.root[len("file:"):] if self.root.startswith("file:") else self.root
         try:
-            fs, path = layout.filesystem(root)
+            fs, path = layout.filesystem(self.root)
             layout.remove(fs, path)
         except (OSError, pa.ArrowException):
             pass        # a filesystem pyarrow cannot reach: Spark's own checkpoint clean-up applies

@@ -133,15 +133,26 @@ def read_edge_list(path, directed: bool = False, weight: str | None = None,
         raise InputError(f"column names must be distinct and not src/dst, got {names}")
     types = {"src": id_type, "dst": id_type, **_attribute_types(names[2:], schema, source)}
     data = _decoded_bytes(path)
-    body = _without_comments(data)
     where = _Where(source, lambda row: _line_of_row(data, row))
+    return _finish(parse_edge_list(data, names, types, source, where.line_of_row), None, directed=directed,
+                   source=source, name=_graph_name(path), edge_where=where)
 
+
+def parse_edge_list(data: bytes, names: list[str], types: dict[str, str], source: str,
+                    line_of_row: Callable[[int], int] | None = None) -> pa.Table:
+    """The edge-list lines of ``data`` (whole lines, already decompressed) as a table of
+    ``names``: ids int64 (or text, as written, for ``"str"`` and text ``"auto"`` ids), each
+    attribute of its type in ``types``; errors name ``source`` and the line ``line_of_row``
+    gives. Shared with the Spark engine's read tasks, which parse their byte ranges with it
+    (:mod:`gofs.ingest.spark_text`).
+    """
+    where = _Where(source, line_of_row)
+    body = _without_comments(data)
     str_columns = [i for i, name in enumerate(names) if types[name] == "str"]
     try:
         frame = _parse_fields(body, dtype=dict.fromkeys(str_columns, object))
     except pd.errors.EmptyDataError:
-        return _finish(pa.table({n: pa.array([], formats.TYPES.get(types[n], pa.int64())) for n in names}), None,
-                       directed=directed, source=source, name=_graph_name(path), edge_where=where)
+        return pa.table({n: pa.array([], formats.TYPES.get(types[n], pa.int64())) for n in names})
     except pd.errors.ParserError:
         raise _field_count_error(data, source, names) from None
     except UnicodeDecodeError as exc:
@@ -154,7 +165,7 @@ def read_edge_list(path, directed: bool = False, weight: str | None = None,
     # errors quote the value as written.
     text_columns = [n for n in names if types[n] in _PANDAS_KINDS
                     and frame[n].dtype.kind not in _PANDAS_KINDS[types[n]]]
-    auto_text_ids = id_type == "auto" and not all(frame[n].dtype == np.int64 for n in ("src", "dst"))
+    auto_text_ids = types["src"] == "auto" and not all(frame[n].dtype == np.int64 for n in ("src", "dst"))
     if auto_text_ids:
         text_columns += ["src", "dst"]
     if text_columns:
@@ -168,8 +179,7 @@ def read_edge_list(path, directed: bool = False, weight: str | None = None,
         columns.update(_ints_if_possible({n: columns[n] for n in ("src", "dst")}))
     typed = {n: t for n, t in types.items() if t != "auto"}
     columns.update(_cast_columns({n: columns[n] for n in typed}, typed, where))
-    return _finish(pa.table(columns), None, directed=directed, source=source, name=_graph_name(path),
-                   edge_where=where)
+    return pa.table(columns)
 
 
 def _attribute_types(names: list[str], schema: dict | None, source: str) -> dict[str, str]:

@@ -47,6 +47,7 @@ from gofs.errors import InputError
 import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
+from gofs.ingest.spark_text import read_ranges
 from gofs.spark_jobs import JobProfile, ScratchFrames
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, release_local_checkpoint
@@ -111,7 +112,7 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
             edges = _read(run, source, format=format, directed=directed, weight=weight,
                           attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
                           vertices_path=vertices_path, id_column=id_column, vertices=vertices)
-            edges_frame = run.scratch(edges.frame)
+            edges_frame = edges.frame if edges.stored else run.scratch(edges.frame)
 
         with profile.stage("ids"):
             vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
@@ -191,11 +192,12 @@ class _Run:
 
 class _Edges:
     """What the read stage hands on: ``frame`` (eid, sid, did[, attrs struct]) and its description,
-    plus the vertex file's rows (:class:`_VertexRows`) if one was given."""
+    plus the vertex file's rows (:class:`_VertexRows`) if one was given; ``stored``: the frame
+    already reads files of its own (no scratch copy needed)."""
 
-    def __init__(self, frame, count, id_type, attributes: pa.Schema, name, vertices=None):
+    def __init__(self, frame, count, id_type, attributes: pa.Schema, name, vertices=None, stored: bool = False):
         self.frame, self.count, self.id_type, self.attributes, self.name = frame, count, id_type, attributes, name
-        self.vertices = vertices
+        self.vertices, self.stored = vertices, stored
 
 
 class _Scan:
@@ -245,7 +247,7 @@ def _read(run, source, format, directed, weight, attribute_names, id_type, schem
     if format == "edgelist":
         if weight is not None and attribute_names is not None:
             raise InputError("give weight or attribute_names, not both")
-        return _read_edge_list(spark, paths, [*([weight] if weight else attribute_names or [])],
+        return _read_edge_list(run, paths, [*([weight] if weight else attribute_names or [])],
                                id_type, schema, name)
     if src == dst:
         raise InputError(f"src and dst must be different columns, both are {src!r}")
@@ -296,9 +298,13 @@ def _source_name(uri: str) -> str:
     return uri
 
 
-def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
+def _read_edge_list(run, paths, attributes, id_type, schema, name) -> _Edges:
+    """Edge lists by byte range in tasks (:mod:`gofs.ingest.spark_text`); where that reader
+    declines (a problem in the input among others), by Spark's text source, checked in one
+    aggregation whose failures are located by re-reading the file."""
     from pyspark.sql import functions as F
 
+    spark = run.spark
     names = ["src", "dst", *attributes]
     if len(set(names)) != len(names):
         raise InputError(f"column names must be distinct and not src/dst, got {names}")
@@ -307,6 +313,13 @@ def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
         raise InputError(f"{paths[0]}: schema names column {unknown[0]!r}, but the attribute columns are "
                          f"{attributes} (name them with weight= or attribute_names=)")
     kinds = {a: schema.get(a, "float") for a in attributes}
+    text = _spark_read(spark, paths, lambda reader: reader.text(paths))
+    ranges = read_ranges(spark, sorted(text.inputFiles()), names, {"src": id_type, "dst": id_type, **kinds},
+                         run.scratch.directory())
+    if ranges is not None:
+        typed_attributes = [F.col(f"a{j}").alias(a) for j, a in enumerate(attributes)]
+        return _finish(ranges.frame, None, [F.col("sid"), F.col("did")], typed_attributes,
+                       TYPES["str" if ranges.text_ids else "int"], name, count=ranges.count)
     id_kind = {"auto": "int", "int": "int", "str": "str"}[id_type]
 
     def parsed(text):
@@ -328,7 +341,6 @@ def _read_edge_list(spark, paths, attributes, id_type, schema, name) -> _Edges:
             value_ok = value_ok & _valid(fields.getItem(0), "int") & _valid(fields.getItem(1), "int")
         return ~count_ok, count_ok & ~value_ok
 
-    text = _spark_read(spark, paths, lambda reader: reader.text(paths))
     data = parsed(text)
     bad_count, bad_value = problems(data)
     fields = F.col("_fields")
@@ -635,16 +647,20 @@ def _indexed(frame, name: str, counts: dict | None = None):
     return frame.withColumn(name, start + within)
 
 
-def _finish(data, counts, ids, attributes, id_type, name) -> _Edges:
+def _finish(data, counts, ids, attributes, id_type, name, count: int | None = None) -> _Edges:
+    """The read's result from ``data`` typed by ``ids`` and ``attributes`` (column expressions),
+    numbered in partition order from ``counts`` (rows per Spark partition); with ``count``
+    instead, ``data`` already holds its ``eid`` and is stored (it reads files)."""
     from pyspark.sql import functions as F
 
-    numbered = _indexed(data, "eid", counts)
+    numbered = _indexed(data, "eid", counts) if count is None else data
     columns = [F.col("eid"), *ids]
     if attributes:
         columns.append(F.struct(*attributes).alias("attrs"))
     frame = numbered.select(*columns)
     attribute_schema = arrow_schema(frame.schema["attrs"].dataType) if attributes else pa.schema([])
-    return _Edges(frame, sum(counts.values()), id_type, attribute_schema, name)
+    return _Edges(frame, sum(counts.values()) if count is None else count, id_type, attribute_schema, name,
+                  stored=count is not None)
 
 
 def _vertex_rows(scan: _Scan, id_column: str, id_kind: str) -> _VertexRows:
