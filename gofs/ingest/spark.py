@@ -4,7 +4,10 @@ The same stages as :mod:`gofs.ingest.local`, each a Spark job, writing the same
 on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`):
 
 - **read**: Spark reads the edges (SNAP text, CSV, Parquet, gz; any filesystem
-  Spark reaches) and one aggregation validates every row. Bad input raises
+  Spark reaches) and one aggregation validates every row; edge lists that pyarrow
+  reaches are parsed by byte range in tasks with the local engine's parser instead
+  (:mod:`gofs.ingest.spark_text`, one job), Spark's text source taking over for
+  any input that reader declines. Bad input raises
   :class:`InputError` naming the file and the line within it (found by
   re-reading only that file). Edge ids (``eid``) are positions in Spark's read
   order (for one file, its line order), numbered with per-partition offsets.
