@@ -57,6 +57,10 @@ def read_ranges(spark, uris: list[str], names: list[str], types: dict[str, str],
     ``range_bytes`` (default: the input cut in two ranges per core, within 1-64 MiB)."""
     from pyspark.sql import functions as F
 
+    try:
+        layout.filesystem(directory)
+    except (OSError, pa.ArrowException):
+        return None                 # the tasks could not write their ranges there
     ranges = _ranges(spark, uris, range_bytes)
     if ranges is None:
         return None
