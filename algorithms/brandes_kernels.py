@@ -400,15 +400,120 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
 
 
 @njit(cache=True, nogil=True)
-def pair_dependencies(indptr, indices, weights, unit, sources, targets, total, squares):
+def _expand_layer(indptr, indices, queue, lo, hi, dist, sigma, other, depth):
+    """Discover the layer ``depth + 1`` of a breadth-first search from the layer ``queue[lo:hi]``
+    (at ``depth``), appending it to ``queue`` from ``hi`` with its path counts complete.
+    Returns (end of the new layer in ``queue``, the arcs leaving it, whether it holds a vertex
+    the search from the other end (distances ``other``) has reached)."""
+    tail, arcs, meet = hi, 0, False
+    step = depth + 1.0
+    for i in range(lo, hi):
+        v = queue[i]
+        count = sigma[v]
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            if dist[u] == np.inf:
+                dist[u], sigma[u] = step, count
+                queue[tail] = u
+                tail += 1
+                arcs += indptr[u + 1] - indptr[u]
+                meet = meet or other[u] < np.inf
+            elif dist[u] == step:
+                sigma[u] += count
+    return tail, arcs, meet
+
+
+@njit(cache=True, nogil=True)
+def _pull_layers(indptr, indices, queue, size, dist, sigma, depth, far_dist, far_sigma, far_depth, paths, pulled,
+                 total, squares):
+    """Score the vertices one search settled before the meeting layer (its ``queue[:size]``,
+    layers 0 to ``depth``). ``pulled[v]`` becomes the number of shortest paths from ``v`` to the
+    far end: at the meeting layer the far search's count (``far_sigma``) where it reached the
+    vertex at ``far_depth``, else 0; below it the sum over the arcs one layer out. Each vertex
+    strictly between this search's start and the meeting layer adds its pair dependency
+    ``sigma * pulled / paths`` to ``total`` and its square to ``squares``."""
+    for p in range(size - 1, 0, -1):             # queue[0] is this search's own end: not scored
+        v = queue[p]
+        if dist[v] == depth:
+            pulled[v] = far_sigma[v] if far_dist[v] == far_depth else 0.0
+            continue
+        dv = dist[v] + 1.0
+        count = 0.0
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            if dist[u] == dv:
+                count += pulled[u]
+        if count > 0.0:
+            pulled[v] = count
+            share = sigma[v] * count / paths
+            total[v] += share
+            squares[v] += share * share
+
+
+@njit(cache=True, nogil=True)
+def _bidirectional_pairs(indptr, indices, rindptr, rindices, sources, targets, total, squares):
+    """:func:`pair_dependencies` on hop counts: a balanced bidirectional breadth-first search
+    (KADABRA's), each round expanding the end whose frontier has fewer arcs to scan, until a
+    new layer reaches a vertex the other search has reached. Then ``d(s, t) = A + B`` with
+    layers 0..A from ``s`` and 0..B from ``t`` complete, and the shortest paths cross the
+    meeting layer ``M = {v: d(s, v) = A, d(v, t) = B}``: ``sigma_st`` is the sum over ``M`` of
+    ``sigma_sv sigma_vt``, and each side pulls the other's path counts back from ``M``. A pair
+    costs two balls of radius about ``d / 2`` instead of one of radius ``d``; ``rindptr``/
+    ``rindices`` are the incoming arcs (the CSR itself when undirected)."""
+    n = len(total)
+    ds, dt = np.full(n, np.inf), np.full(n, np.inf)
+    ss, st, fs, ft = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    qs, qt = np.empty(n, np.int64), np.empty(n, np.int64)
+    for i in range(len(sources)):
+        s, t = sources[i], targets[i]
+        ds[s], ss[s], qs[0] = 0.0, 1.0, s
+        dt[t], st[t], qt[0] = 0.0, 1.0, t
+        s_lo, s_hi, t_lo, t_hi, a, b = 0, 1, 0, 1, 0, 0
+        s_arcs, t_arcs = indptr[s + 1] - indptr[s], rindptr[t + 1] - rindptr[t]
+        meet = s == t
+        while not meet and s_lo < s_hi and t_lo < t_hi:
+            if s_arcs <= t_arcs:
+                end, s_arcs, meet = _expand_layer(indptr, indices, qs, s_lo, s_hi, ds, ss, dt, a)
+                s_lo, s_hi, a = s_hi, end, a + 1
+            else:
+                end, t_arcs, meet = _expand_layer(rindptr, rindices, qt, t_lo, t_hi, dt, st, ds, b)
+                t_lo, t_hi, b = t_hi, end, b + 1
+        if meet and s != t:
+            paths = 0.0
+            for p in range(s_lo, s_hi):
+                v = qs[p]
+                if dt[v] == b:
+                    paths += ss[v] * st[v]
+            for p in range(s_lo, s_hi):         # the meeting layer, scored once (not s or t)
+                v = qs[p]
+                if dt[v] == b and v != s and v != t:
+                    share = ss[v] * st[v] / paths
+                    total[v] += share
+                    squares[v] += share * share
+            _pull_layers(indptr, indices, qs, s_hi, ds, ss, a, dt, st, b, paths, fs, total, squares)
+            _pull_layers(rindptr, rindices, qt, t_hi, dt, st, b, ds, ss, a, paths, ft, total, squares)
+        for p in range(s_hi):
+            v = qs[p]
+            ds[v], ss[v], fs[v] = np.inf, 0.0, 0.0
+        for p in range(t_hi):
+            v = qt[p]
+            dt[v], st[v], ft[v] = np.inf, 0.0, 0.0
+
+
+@njit(cache=True, nogil=True)
+def pair_dependencies(indptr, indices, weights, unit, rindptr, rindices, sources, targets, total, squares):
     """For each sampled pair ``(s, t)``, add every vertex's pair dependency
     ``X_v = sigma_sv * sigma_vt / sigma_st`` (the share of the s-t shortest paths through
     ``v``; 0 at ``s`` and ``t``) to ``total`` and its square to ``squares``.
 
-    The search from ``s`` (:func:`_search`) stops once ``t`` is final, so a pair costs the
-    ball of radius ``d(s, t)``, not the graph; ``sigma_vt`` is then pulled back from ``t``
-    over the settled vertices in reverse order. Work arrays are allocated once per call and
-    only touched entries are reset."""
+    On hop counts the search is bidirectional (:func:`_bidirectional_pairs`; ``rindptr``/
+    ``rindices``: the incoming arcs). With lengths, Dijkstra from ``s`` (:func:`_search`) stops
+    once ``t`` is final, so a pair costs the ball of radius ``d(s, t)``, not the graph;
+    ``sigma_vt`` is then pulled back from ``t`` over the settled vertices in reverse order.
+    Work arrays are allocated once per call and only touched entries are reset."""
+    if unit:
+        _bidirectional_pairs(indptr, indices, rindptr, rindices, sources, targets, total, squares)
+        return
     dist, sigma, back, stack, touched, heap_d, heap_v = _search_arrays(len(total), len(indices))
     for i in range(len(sources)):
         s, t = sources[i], targets[i]

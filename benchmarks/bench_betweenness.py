@@ -241,7 +241,8 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
             batch_size=top_batch_size)))
         result, rows = result
         row = {"k": top, "source_seed": source_seed, "seconds": seconds, "worker_cpu_seconds": cpu,
-               "supersteps": result.metrics.num_supersteps, **result.aggregated}
+               "supersteps": result.metrics.num_supersteps, **result.aggregated,
+               "load_average_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
         if truth is not None:
             found = [int(r["id"]) for r in rows]
             row["precision_at_k"] = len(truth & set(found)) / top

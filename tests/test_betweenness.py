@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import dijkstra
 
 import graphs
+from algorithms import brandes_kernels as kernels
 from algorithms.betweenness import (ShortestPathDag, SourceOrder, empty_distances, integral_weights,
                                     local_betweenness)
 from algorithms.betweenness_gathered import PILOT_SAMPLES
 from algorithms.betweenness_graph import compressed_graph
-from algorithms.betweenness_sampling import PairSampling
+from algorithms.betweenness_sampling import PairSampling, top_k_guarantee
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
 from gofs import files, layout
@@ -135,6 +136,29 @@ def test_top_k_holds_its_guarantee(spark, tmp_path):
     if info["stop"] == "epsilon":
         assert info["epsilon"] <= epsilon
     assert all(exact[r["id"]] >= kth - info["epsilon"] for r in rows)
+
+
+def test_check_plans_split_delta_once_over_their_checks():
+    """Even or planned from the pilot, the checks' shares of ``delta`` sum to 1, each check is
+    reached by exactly one batch, and the planned window starts at 90% of the predicted stop."""
+    sampler = PairSampling(10_000, 100, 0.01, 0.1, 200_000, 0, pilot=2, candidates=40)
+    for plan in (sampler.even_plan(), sampler.planned(30_000), sampler.planned(10 ** 9)):
+        assert sum(plan.shares) == pytest.approx(1.0) and plan.points[-1] == sampler.max_samples - 200
+        assert list(plan.points) == sorted(set(plan.points))
+        shares = [sampler.check_share(b, plan) for b in range(sampler.max_samples // 100 + 2)]
+        assert [x for x in shares if x is not None] == list(plan.shares)
+    planned = sampler.planned(30_000)
+    assert planned.points[0] == 27_000 and planned.points[1] in (28_350, 28_351) and planned.shares[0] == pytest.approx(0.8 / 5)
+    assert len(sampler.even_plan().points) == sampler.checks
+
+
+def test_top_k_guarantee_separated_or_within():
+    """Separated intervals: the reported set is the true top-k (epsilon 0); overlapping ones:
+    the k-th highest upper bound minus the lowest reported lower bound."""
+    mean = np.array([0.5, 0.4, 0.1, 0.05])
+    assert top_k_guarantee(mean, np.full(4, 0.1), 2) == (0.0, True)
+    reached, separated = top_k_guarantee(mean, np.array([0.1, 0.1, 0.25, 0.0]), 2)
+    assert not separated and reached == pytest.approx(0.5 - 0.3)
 
 
 def _pair_dependencies(G, s, t, weight):
@@ -292,6 +316,38 @@ def test_directed_kernels_on_random_graphs(G, normalized):
     D.add_nodes_from(G.nodes)
     _check_local(D, None, normalized)
     _check_local(D, "real", normalized)
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_graphs(), st.booleans(), st.integers(0, 2 ** 16))
+def test_bidirectional_pair_search_scores_pair_dependencies(G, directed, seed):
+    """On hop counts the pair search meets in the middle (:func:`brandes_kernels._bidirectional_pairs`);
+    every vertex's score and squared score are the NetworkX pair dependencies' sums, unreachable
+    targets and adjacent pairs included."""
+    G = nx.DiGraph(G) if directed else nx.Graph(G)
+    G.remove_edges_from(list(nx.selfloop_edges(G)))
+    nodes, src, dst, _ = _arrays(G)
+    n = len(nodes)
+    if n < 2:
+        return
+    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    if not directed:
+        src, dst = np.r_[src, dst], np.r_[dst, src]
+    graph = compressed_graph(n, src, dst, np.ones(len(src)), False)
+    rng = np.random.default_rng(seed)
+    sources = rng.integers(0, n, 12)
+    targets = (sources + rng.integers(1, n, 12)) % n
+    total, squares = np.zeros(n), np.zeros(n)
+    kernels.pair_dependencies(graph.csr.indptr, graph.csr.indices, graph.csr.data, True, graph.reverse.indptr,
+                              graph.reverse.indices, sources, targets, total, squares)
+    ids = list(nodes)
+    expected, expected_squares = np.zeros(n), np.zeros(n)
+    for s, t in zip(sources, targets):
+        for v, share in _pair_dependencies(G, ids[s], ids[t], None).items():
+            expected[nodes[v]] += share
+            expected_squares[nodes[v]] += share * share
+    np.testing.assert_allclose(total, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(squares, expected_squares, rtol=0, atol=1e-12)
 
 
 @settings(max_examples=40, deadline=None)
