@@ -424,30 +424,44 @@ def _expand_layer(indptr, indices, queue, lo, hi, dist, sigma, other, depth):
 
 
 @njit(cache=True, nogil=True)
-def _pull_layers(indptr, indices, queue, size, dist, sigma, depth, far_dist, far_sigma, far_depth, paths, pulled,
-                 total, squares):
-    """Score the vertices one search settled before the meeting layer (its ``queue[:size]``,
-    layers 0 to ``depth``). ``pulled[v]`` becomes the number of shortest paths from ``v`` to the
-    far end: at the meeting layer the far search's count (``far_sigma``) where it reached the
-    vertex at ``far_depth``, else 0; below it the sum over the arcs one layer out. Each vertex
-    strictly between this search's start and the meeting layer adds its pair dependency
-    ``sigma * pulled / paths`` to ``total`` and its square to ``squares``."""
-    for p in range(size - 1, 0, -1):             # queue[0] is this search's own end: not scored
+def _pull_paths(indptr, indices, queue, lo, hi, dist, sigma, far_dist, far_sigma, far_depth, paths, pulled, work,
+                total, squares):
+    """Score the shortest-path vertices one search settled before the meeting layer, walking
+    from that layer (``queue[lo:hi]``; on the paths where the far search reached a vertex at
+    ``far_depth``) back towards this search's start, one layer at a time over the arcs into
+    each vertex (``indptr``/``indices``: the arcs this search followed, reversed), so only the
+    paths' vertices and their arcs are visited, not the whole ball. ``pulled[v]`` becomes the
+    number of shortest paths from ``v`` to the far end (seeded with ``far_sigma`` at the
+    meeting layer, whose vertices are not scored here); each vertex between the meeting
+    layer and the start (excluded) adds ``sigma * pulled / paths`` to ``total`` and its
+    square to ``squares``. ``work`` lists the vertices walked."""
+    size = 0
+    for p in range(lo, hi):
         v = queue[p]
-        if dist[v] == depth:
-            pulled[v] = far_sigma[v] if far_dist[v] == far_depth else 0.0
-            continue
-        dv = dist[v] + 1.0
-        count = 0.0
-        for e in range(indptr[v], indptr[v + 1]):
-            u = indices[e]
-            if dist[u] == dv:
-                count += pulled[u]
-        if count > 0.0:
-            pulled[v] = count
-            share = sigma[v] * count / paths
-            total[v] += share
-            squares[v] += share * share
+        if far_dist[v] == far_depth:
+            pulled[v] = far_sigma[v]
+            work[size] = v
+            size += 1
+    head = 0
+    while head < size:
+        layer_end = size
+        for i in range(head, layer_end):
+            v = work[i]
+            before = dist[v] - 1.0
+            for e in range(indptr[v], indptr[v + 1]):
+                u = indices[e]
+                if dist[u] == before:
+                    if pulled[u] == 0.0:
+                        work[size] = u
+                        size += 1
+                    pulled[u] += pulled[v]
+        for i in range(layer_end, size):
+            u = work[i]
+            if dist[u] > 0.0:
+                share = sigma[u] * pulled[u] / paths
+                total[u] += share
+                squares[u] += share * share
+        head = layer_end
 
 
 @njit(cache=True, nogil=True)
@@ -457,13 +471,14 @@ def _bidirectional_pairs(indptr, indices, rindptr, rindices, sources, targets, t
     new layer reaches a vertex the other search has reached. Then ``d(s, t) = A + B`` with
     layers 0..A from ``s`` and 0..B from ``t`` complete, and the shortest paths cross the
     meeting layer ``M = {v: d(s, v) = A, d(v, t) = B}``: ``sigma_st`` is the sum over ``M`` of
-    ``sigma_sv sigma_vt``, and each side pulls the other's path counts back from ``M``. A pair
-    costs two balls of radius about ``d / 2`` instead of one of radius ``d``; ``rindptr``/
-    ``rindices`` are the incoming arcs (the CSR itself when undirected)."""
+    ``sigma_sv sigma_vt``, and each side pulls the other's path counts back from ``M`` along the
+    paths only (:func:`_pull_paths`). A pair costs two balls of radius about ``d / 2`` instead
+    of one of radius ``d``; ``rindptr``/``rindices`` are the incoming arcs (the CSR itself when
+    undirected)."""
     n = len(total)
     ds, dt = np.full(n, np.inf), np.full(n, np.inf)
     ss, st, fs, ft = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    qs, qt = np.empty(n, np.int64), np.empty(n, np.int64)
+    qs, qt, work = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     for i in range(len(sources)):
         s, t = sources[i], targets[i]
         ds[s], ss[s], qs[0] = 0.0, 1.0, s
@@ -490,8 +505,8 @@ def _bidirectional_pairs(indptr, indices, rindptr, rindices, sources, targets, t
                     share = ss[v] * st[v] / paths
                     total[v] += share
                     squares[v] += share * share
-            _pull_layers(indptr, indices, qs, s_hi, ds, ss, a, dt, st, b, paths, fs, total, squares)
-            _pull_layers(rindptr, rindices, qt, t_hi, dt, st, b, ds, ss, a, paths, ft, total, squares)
+            _pull_paths(rindptr, rindices, qs, s_lo, s_hi, ds, ss, dt, st, b, paths, fs, work, total, squares)
+            _pull_paths(indptr, indices, qt, t_lo, t_hi, dt, st, ds, ss, a, paths, ft, work, total, squares)
         for p in range(s_hi):
             v = qs[p]
             ds[v], ss[v], fs[v] = np.inf, 0.0, 0.0
