@@ -898,6 +898,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         reached = program.summary.get("reached", 2 * program.summary.get("radius", np.inf))
         summary.update(samples=program.summary.get("samples", done), epsilon=reached * n / (n - 2),
                        delta=float(delta), stop=program.summary.get("stop", "max_samples"))
+        if "planned_checks" in program.summary:
+            summary["planned_checks"] = program.summary["planned_checks"]
     return RunResult(frame, result.metrics, summary)
 
 

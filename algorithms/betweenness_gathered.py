@@ -103,7 +103,7 @@ class GatheredBetweenness(SubgraphProgram):
             total, squares = np.asarray(agg["raw"], np.float64), np.asarray(agg["squares"], np.float64)
             self.candidates = np.argsort(-total, kind="stable")[:s.candidates]
             self.plan = s.planned(s.predicted_stop(total, squares, pilot, self.candidates, self.top))
-            self.summary["planned_checks"] = list(self.plan.points[:s.WINDOW])
+            self.summary["planned_checks"] = [int(x) for x in self.plan.points[:s.WINDOW]]
         stop = None
         if share is not None:
             m = s.measured(batch)

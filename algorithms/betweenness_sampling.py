@@ -79,10 +79,10 @@ class PairSampling:
     CANDIDATE_SHARE = 0.9
     #: a plan from the pilot: checks from this share of the predicted stop, ``WINDOW`` of them
     #: ``WINDOW_GROWTH`` apart sharing ``WINDOW_SHARE`` of ``delta``, then :attr:`GROWTH` apart
-    PLAN_START = 0.9
-    WINDOW = 5
+    PLAN_START = 0.85
+    WINDOW = 8
     WINDOW_GROWTH = 1.05
-    WINDOW_SHARE = 0.8
+    WINDOW_SHARE = 0.9
 
     @property
     def checks(self) -> int:
