@@ -15,7 +15,7 @@ superstep, in which each sub-graph keeps its rows.
 Sampling (:mod:`algorithms.betweenness_sampling`): on hop counts each pair is searched from
 both ends (balanced bidirectional breadth-first search). In top-k mode a pilot of a few
 batches picks the candidates that get 90% of ``delta`` (KADABRA's unequal split) and plans
-the checks around the stop its means and variances predict; its samples are then set
+the checks around the stop its means predict; its samples are then set
 aside. The master tells the sub-graphs which batches end at a check; at each it computes every vertex's
 interval and stops when the reported top-k are within ``epsilon`` of the true k-th
 (:func:`algorithms.betweenness_sampling.top_k_guarantee`), or, without ``top``, when every
@@ -75,7 +75,7 @@ class GatheredBetweenness(SubgraphProgram):
         self.n, self.order, self.num_sources = num_vertices, order, num_sources
         self.weight, self.compress, self.top, self.sampling = weight, compress, top, sampling
         self.edge_attributes = (weight,) if weight else ()
-        self.aggregators = {"raw": "sum", "squares": "sum", "stripped": "max"}
+        self.aggregators = {"raw": "sum", "stripped": "max"}
         self.candidates = None
         #: the checks: even until the pilot (top-k) plans them around its predicted stop
         self.plan = sampling.even_plan() if sampling else None
@@ -100,20 +100,20 @@ class GatheredBetweenness(SubgraphProgram):
         s, batch, share = self.sampling, g["batch"], g.get("share")
         if batch == s.pilot - 1:
             pilot = s.samples_after(batch)
-            total, squares = np.asarray(agg["raw"], np.float64), np.asarray(agg["squares"], np.float64)
+            total = np.asarray(agg["raw"], np.float64)
             self.candidates = np.argsort(-total, kind="stable")[:s.candidates]
-            self.plan = s.planned(s.predicted_stop(total, squares, pilot, self.candidates, self.top))
+            self.plan = s.planned(s.predicted_stop(total, pilot, self.candidates, self.top))
             self.summary["planned_checks"] = [int(x) for x in self.plan.points[:s.WINDOW]]
         stop = None
         if share is not None:
             m = s.measured(batch)
-            total, squares = np.asarray(agg["raw"], np.float64), np.asarray(agg["squares"], np.float64)
-            radius = s.radius(total, squares, m, s.log_terms(self.candidates, share))
+            total = np.asarray(agg["raw"], np.float64)
+            below, above = s.bounds(total, m, s.log_terms(self.candidates, share))
             if self.top:
-                reached, separated = top_k_guarantee(total / m, radius, self.top)
+                reached, separated = top_k_guarantee(total / m, below, above, self.top)
                 stop = ("separated" if separated else "epsilon") if reached <= s.epsilon else None
             else:
-                reached = 2 * float(radius.max(initial=0.0))
+                reached = float((below + above).max(initial=0.0))
                 stop = "epsilon" if reached <= s.epsilon else None
             if stop is None and s.samples_after(batch) >= s.max_samples:
                 stop = "max_samples"
@@ -158,17 +158,16 @@ class GatheredBetweenness(SubgraphProgram):
     def _sample(self, sg, graph, ctx, g):
         s, st, batch = self.sampling, sg.state, g["batch"]
         if "total" not in st:
-            st["total"], st["squares"] = np.zeros(self.n), np.zeros(self.n)
+            st["total"] = np.zeros(self.n)
         sources, targets = s.pairs(batch)
         mine = np.isin(sources, sg.vertex_ids)
         csr, reverse = graph.csr, graph.reverse
         kernels.pair_dependencies(csr.indptr, csr.indices, csr.data, graph.unit, reverse.indptr, reverse.indices,
-                                  sources[mine], targets[mine], st["total"], st["squares"])
+                                  sources[mine], targets[mine], st["total"])
         if g["pilot"] or g["share"] is not None:
             ctx.aggregate("raw", st["total"])
-            ctx.aggregate("squares", st["squares"])
         if g["pilot"]:                              # the pilot's samples only choose the candidates
-            st["total"], st["squares"] = np.zeros(self.n), np.zeros(self.n)
+            st["total"] = np.zeros(self.n)
 
     def output(self, subgraph):
         st, n = subgraph.state, subgraph.num_vertices

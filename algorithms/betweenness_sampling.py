@@ -10,14 +10,14 @@ through ``v``, in [0, 1]) rather than 0/1 for one sampled path: the same mean,
 less variance, computed by the Brandes sweeps with the target as the only sink.
 
 At checks (in the number of samples, fixed before the samples they judge) each vertex's
-interval is its mean plus or minus the empirical Bernstein radius (Maurer & Pontil 2009,
-two-sided), with ``delta`` split over the vertices and the checks, so all intervals of all
-checks hold together with probability at least ``1 - delta``. The even plan spaces the checks
+interval comes from Bernstein's inequality with the variance bounded by the mean
+(:meth:`PairSampling.bounds`, two-sided), with ``delta`` split over the vertices and the
+checks, so all intervals of all checks hold together with probability at least ``1 - delta``. The even plan spaces the checks
 geometrically (each 15% past the last, up to ``max_samples``) and splits ``delta`` evenly. In
 top-k on the gathered topology a pilot, whose samples are then set aside, fixes two uneven
 splits: KADABRA's over the vertices (the candidates it ranks highest share 90% of ``delta``)
 and one over the checks (:meth:`PairSampling.planned`: most of ``delta`` on a few checks
-around the stop the pilot's means and variances predict). The gathered run stops when
+around the stop the pilot's means predict). The gathered run stops when
 :func:`top_k_guarantee` reaches ``epsilon`` (the reported top-k are each at least the true
 k-th minus it); the run across cuts when the top-``k`` are separated from the rest
 (:func:`stop_reason`). Either stops when every interval is narrower than ``epsilon``.
@@ -61,15 +61,14 @@ class PairSampling:
 
     @classmethod
     def default_max_samples(cls, n: int, batch: int, epsilon: float, delta: float) -> int:
-        """The number of samples at which the radius (with this sampler's even split of
-        ``delta``) is at most ``epsilon / 2`` for every vertex whatever its variance (at most
-        1/4): the cap, where the rule stops for sure."""
+        """The number of samples at which each side of every vertex's interval (:meth:`bounds`,
+        this sampler's even split of ``delta``) is at most ``epsilon / 2`` whatever its mean:
+        the cap, where the rule stops for sure."""
         cap = 1
         for _ in range(4):                  # the split depends on the checkpoints, which depend on the cap
             log = cls(n, batch, epsilon, delta, cap, 0).log_term
-            a, b = 7 * log / 3, math.sqrt(log / 2)          # a / m + b / sqrt(m) <= epsilon / 2
-            root = (-b + math.sqrt(b * b + 2 * a * epsilon)) / (2 * a)
-            cap = max(2, math.ceil(1 / root ** 2) + 1)
+            half = epsilon / 2                              # m half^2 = 2 L (1 + 4 half / 3)
+            cap = max(2, math.ceil(2 * log * (1 + 4 * half / 3) / half ** 2))
         return cap
 
     #: samples at the first checkpoint, and the growth from one checkpoint to the next
@@ -91,14 +90,14 @@ class PairSampling:
 
     @property
     def first_check(self) -> int:
-        """Samples at the first checkpoint. With candidates, none before the empirical Bernstein
-        radius's range term ``7 L / (3 m)`` alone is below ``epsilon / 2`` at the candidates'
-        log term with all of their ``delta`` on one check: earlier checks could not stop, and
-        each one costs every interval a share of ``delta``."""
+        """Samples at the first checkpoint. With candidates, none before the interval of a mean
+        of 0 (:meth:`bounds`: ``8 L / (3 m)`` wide) is narrower than ``epsilon`` at the
+        candidates' log term with all of their ``delta`` on one check: earlier checks could not
+        stop, and each one costs every interval a share of ``delta``."""
         if not 0 < self.candidates < self.n:
             return self.FIRST_CHECK
-        log = math.log(4 * self.candidates / (self.CANDIDATE_SHARE * self.delta))
-        return max(self.FIRST_CHECK, math.ceil(14 * log / (3 * self.epsilon)))
+        log = math.log(2 * self.candidates / (self.CANDIDATE_SHARE * self.delta))
+        return max(self.FIRST_CHECK, math.ceil(8 * log / (3 * self.epsilon)))
 
     def _checkpoints(self, first: float, growth: float, count: int | None = None):
         """Checkpoints (measured samples) from ``first``, ``growth`` apart: ``count`` of them, or
@@ -150,23 +149,23 @@ class PairSampling:
         return max(0, self.samples_after(batch) - self.pilot * self.batch) if batch >= 0 else 0
 
     def log_terms(self, candidates: np.ndarray | None, share: float | None = None) -> np.ndarray | float:
-        """Per vertex ``ln(4 / delta_v)``, ``delta_v`` its interval's failure probability at one
-        check (``share`` of ``delta``, default the even plan's): two sides. Without candidates
+        """Per vertex ``ln(2 / delta_v)``, ``delta_v`` its interval's failure probability at one
+        check (``share`` of ``delta``, default the even plan's), half on each side. Without candidates
         ``delta / n`` each (:attr:`log_term`); with them (KADABRA's unequal split)
         :attr:`CANDIDATE_SHARE` goes to the :attr:`candidates` the pilot ranked highest, whose
         intervals decide the top-k, the rest to all the others, whose small values keep their
         intervals narrow even with a tiny share."""
         share = 1 / self.checks if share is None else share
         if candidates is None or not 0 < self.candidates < self.n:
-            return math.log(4 * max(self.n, 1) / (share * self.delta))
-        base = 4 / (share * self.delta)
+            return math.log(2 * max(self.n, 1) / (share * self.delta))
+        base = 2 / (share * self.delta)
         log = np.full(self.n, math.log(base * (self.n - self.candidates) / (1 - self.CANDIDATE_SHARE)))
         log[candidates[:self.candidates]] = math.log(base * self.candidates / self.CANDIDATE_SHARE)
         return log
 
     @property
     def log_term(self) -> float:
-        """``ln(4 n R / delta)``: each vertex's interval at each of the even plan's ``R`` checks
+        """``ln(2 n R / delta)``: each vertex's interval at each of the even plan's ``R`` checks
         fails with probability at most ``delta / (n R)``, half of it on each side."""
         return self.log_terms(None)
 
@@ -181,39 +180,49 @@ class PairSampling:
         t = rng.integers(0, max(self.n - 1, 1), size)
         return s, t + (t >= s)
 
-    def radius(self, total: np.ndarray, squares: np.ndarray, m: int, log=None) -> np.ndarray:
-        """Per vertex, the half-width of its interval after ``m`` samples whose scores (in
-        [0, 1]) sum to ``total`` and whose squares sum to ``squares``: the empirical Bernstein
-        radius (Maurer & Pontil 2009, Theorem 4, one side at ``delta_v / 2``; ``log``:
-        :meth:`log_terms`, default the even split)."""
-        if m < 2:
-            return np.full(len(total), np.inf)
-        variance = np.maximum(squares - total * total / m, 0.0) / (m - 1)
-        log = self.log_term if log is None else log
-        return np.sqrt(2 * variance * log / m) + 7 * log / (3 * (m - 1))
+    def bounds(self, total: np.ndarray, m: int, log=None) -> tuple[np.ndarray, np.ndarray]:
+        """Per vertex (below, above): how far under and over its mean after ``m`` samples whose
+        scores (in [0, 1]) sum to ``total`` its true mean may lie, each side failing with
+        probability ``exp(-log)`` (``log``: :meth:`log_terms`, default the even split).
 
-    def predicted_stop(self, total: np.ndarray, squares: np.ndarray, m: int, candidates: np.ndarray,
-                       k: int) -> float:
+        Bernstein's inequality with the variance bounded by the true mean ``b`` itself (a
+        score in [0, 1] has ``X^2 <= X``), ``P(|mean - b| >= t) <= exp(-m t^2 / (2 b + 2 t / 3))``
+        per side, inverted for ``b`` (KADABRA's ``f`` and ``g``): ``b`` is at most ``mean + u``
+        with ``m u^2 = 2 L (mean + 4 u / 3)`` and at least ``mean - l`` with ``m l^2 = 2 L (mean
+        - 2 l / 3)``. On pair dependencies, nearly 0/1, this is narrower than the empirical
+        Bernstein bound, which pays for estimating the variance in ``delta`` and in its range
+        term."""
+        total = np.asarray(total, np.float64)
+        if m < 1:
+            return np.full(len(total), np.inf), np.full(len(total), np.inf)
+        log = self.log_term if log is None else log
+        mean = total / m
+        root = 8 * m * log * mean
+        above = (8 * log / 3 + np.sqrt(64 * log * log / 9 + root)) / (2 * m)
+        below = (-4 * log / 3 + np.sqrt(16 * log * log / 9 + root)) / (2 * m)
+        return np.minimum(below, mean), above
+
+    def predicted_stop(self, total: np.ndarray, m: int, candidates: np.ndarray, k: int) -> float:
         """The measured samples at which :func:`top_k_guarantee` would reach ``epsilon`` if the
-        means and variances stayed those of the pilot (``m`` samples summing to ``total`` and
-        ``squares``), with the window's share of ``delta`` per check: where :meth:`planned`
-        puts its checks."""
-        mean, second = total / m, squares / m
+        means stayed those of the pilot (``m`` samples summing to ``total``), with the window's
+        share of ``delta`` per check: where :meth:`planned` puts its checks."""
+        mean = total / m
         log = self.log_terms(candidates, self.WINDOW_SHARE / self.WINDOW)
         points = list(self._checkpoints(self.first_check, 1.01))
-        low, high = 0, len(points) - 1             # the radii shrink with the samples: bisect
+        low, high = 0, len(points) - 1             # the bounds shrink with the samples: bisect
         while low < high:
             middle = (low + high) // 2
-            radius = self.radius(mean * points[middle], second * points[middle], points[middle], log)
-            if top_k_guarantee(mean, radius, k)[0] <= self.epsilon:
+            below, above = self.bounds(mean * points[middle], points[middle], log)
+            if top_k_guarantee(mean, below, above, k)[0] <= self.epsilon:
                 high = middle
             else:
                 low = middle + 1
         return float(points[low])
 
 
-def top_k_guarantee(mean: np.ndarray, radius: np.ndarray, k: int) -> tuple[float, bool]:
-    """(epsilon reached, separated) for reporting the ``k`` highest means, every interval holding.
+def top_k_guarantee(mean: np.ndarray, below: np.ndarray, above: np.ndarray, k: int) -> tuple[float, bool]:
+    """(epsilon reached, separated) for reporting the ``k`` highest means, every interval
+    (``mean - below`` to ``mean + above``) holding.
 
     The true ``k``-th value is at most the ``k``-th highest upper bound (the true top ``k`` all
     have upper bounds above it), and each reported vertex's true value is at least its lower
@@ -222,8 +231,8 @@ def top_k_guarantee(mean: np.ndarray, radius: np.ndarray, k: int) -> tuple[float
     reported vertices are the true top ``k`` and the epsilon reached is 0."""
     k = min(k, len(mean))
     reported = np.argpartition(-mean, k - 1)[:k]
-    lowest = float((mean[reported] - radius[reported]).min())
-    upper = mean + radius
+    lowest = float((mean[reported] - below[reported]).min())
+    upper = mean + above
     kth_upper = float(np.partition(-upper, k - 1)[k - 1]) * -1
     outside = np.ones(len(mean), bool)
     outside[reported] = False
@@ -235,9 +244,10 @@ def top_k_guarantee(mean: np.ndarray, radius: np.ndarray, k: int) -> tuple[float
 def stop_reason(top: tuple, by_upper: tuple, widest: float, k: int | None, epsilon: float) -> str | None:
     """Why sampling may stop now, or None.
 
-    ``top``: (vertex ids, means, radii) of the ``k`` highest means; ``by_upper``: (vertex ids,
-    upper bounds) of the ``k + 1`` highest upper bounds (the first of them outside ``top`` has
-    the largest upper bound of all vertices outside it); ``widest``: the largest radius."""
+    ``top``: (vertex ids, means, how far below them the lower bounds are) of the ``k`` highest
+    means; ``by_upper``: (vertex ids, upper bounds) of the ``k + 1`` highest upper bounds (the
+    first of them outside ``top`` has the largest upper bound of all vertices outside it);
+    ``widest``: the largest half-width of an interval."""
     if 2 * widest <= epsilon:
         return "epsilon"
     if k:

@@ -157,9 +157,22 @@ def test_top_k_guarantee_separated_or_within():
     """Separated intervals: the reported set is the true top-k (epsilon 0); overlapping ones:
     the k-th highest upper bound minus the lowest reported lower bound."""
     mean = np.array([0.5, 0.4, 0.1, 0.05])
-    assert top_k_guarantee(mean, np.full(4, 0.1), 2) == (0.0, True)
-    reached, separated = top_k_guarantee(mean, np.array([0.1, 0.1, 0.25, 0.0]), 2)
+    assert top_k_guarantee(mean, np.full(4, 0.1), np.full(4, 0.1), 2) == (0.0, True)
+    reached, separated = top_k_guarantee(mean, np.array([0.1, 0.1, 0.0, 0.0]), np.array([0.1, 0.1, 0.25, 0.0]), 2)
     assert not separated and reached == pytest.approx(0.5 - 0.3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.0, 1.0), st.integers(10, 10 ** 6), st.floats(1.0, 30.0))
+def test_bernstein_bounds_solve_their_equations(mean, m, log):
+    """The interval's sides solve Bernstein's equations with the variance bounded by the mean:
+    ``m u^2 = 2 L (mean + 4 u / 3)`` above, ``m l^2 = 2 L (mean - 2 l / 3)`` below (clipped at 0)."""
+    sampler = PairSampling(100, 10, 0.01, 0.1, 1000, 0)
+    below, above = (float(x[0]) for x in sampler.bounds(np.array([mean * m]), m, log))
+    assert m * above ** 2 == pytest.approx(2 * log * (mean + 4 * above / 3), rel=1e-9)
+    if below < mean:
+        assert m * below ** 2 == pytest.approx(2 * log * (mean - 2 * below / 3), rel=1e-9, abs=1e-12)
+    assert 0 <= below <= above
 
 
 def _pair_dependencies(G, s, t, weight):
@@ -323,7 +336,7 @@ def test_directed_kernels_on_random_graphs(G, normalized):
 @given(small_graphs(), st.booleans(), st.integers(0, 2 ** 16))
 def test_bidirectional_pair_search_scores_pair_dependencies(G, directed, seed):
     """On hop counts the pair search meets in the middle (:func:`brandes_kernels._bidirectional_pairs`);
-    every vertex's score and squared score are the NetworkX pair dependencies' sums, unreachable
+    every vertex's score is the sum of its NetworkX pair dependencies, unreachable
     targets and adjacent pairs included."""
     G = nx.DiGraph(G) if directed else nx.Graph(G)
     G.remove_edges_from(list(nx.selfloop_edges(G)))
@@ -338,17 +351,15 @@ def test_bidirectional_pair_search_scores_pair_dependencies(G, directed, seed):
     rng = np.random.default_rng(seed)
     sources = rng.integers(0, n, 12)
     targets = (sources + rng.integers(1, n, 12)) % n
-    total, squares = np.zeros(n), np.zeros(n)
+    total = np.zeros(n)
     kernels.pair_dependencies(graph.csr.indptr, graph.csr.indices, graph.csr.data, True, graph.reverse.indptr,
-                              graph.reverse.indices, sources, targets, total, squares)
+                              graph.reverse.indices, sources, targets, total)
     ids = list(nodes)
-    expected, expected_squares = np.zeros(n), np.zeros(n)
+    expected = np.zeros(n)
     for s, t in zip(sources, targets):
         for v, share in _pair_dependencies(G, ids[s], ids[t], None).items():
             expected[nodes[v]] += share
-            expected_squares[nodes[v]] += share * share
     np.testing.assert_allclose(total, expected, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(squares, expected_squares, rtol=0, atol=1e-12)
 
 
 @settings(max_examples=40, deadline=None)
