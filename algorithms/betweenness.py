@@ -789,8 +789,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         ``epsilon``.
     epsilon, delta : the guarantee of the sampling modes (``top``, or ``epsilon`` alone: every
         vertex estimated to within ``epsilon`` with probability ``1 - delta``).
-    max_samples : stop sampling there whatever the intervals (default: Hoeffding's fixed size
-        for ``epsilon``); the reported ``epsilon`` then says what was reached.
+    max_samples : stop sampling there whatever the intervals (default: where every interval is
+        narrower than ``epsilon`` whatever the mean); the reported ``epsilon`` then says what was reached.
     seed : picks the source order or the sampled pairs.
     sources : exactly these vertex ids as sources (a sample the caller drew, e.g. NetworkX's
         ``k=`` sample from its ``seed``), scaled as NetworkX >= 3.5 scales a sample of
