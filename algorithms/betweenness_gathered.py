@@ -15,8 +15,8 @@ superstep, in which each sub-graph keeps its rows.
 Sampling (:mod:`algorithms.betweenness_sampling`): on hop counts each pair is searched from
 both ends (balanced bidirectional breadth-first search). In top-k mode a pilot of a few
 batches picks the candidates that get 90% of ``delta`` (KADABRA's unequal split) and plans
-the checks around the stop its means predict; its samples are then set
-aside. The master tells the sub-graphs which batches end at a check; at each it computes every vertex's
+the checks around the stop its means predict; its samples are then set aside. The master
+tells the sub-graphs which batches end at a check; at each it computes every vertex's
 interval and stops when the reported top-k are within ``epsilon`` of the true k-th
 (:func:`algorithms.betweenness_sampling.top_k_guarantee`), or, without ``top``, when every
 interval is narrower than ``epsilon``.

@@ -12,8 +12,9 @@ less variance, computed by the Brandes sweeps with the target as the only sink.
 At checks (in the number of samples, fixed before the samples they judge) each vertex's
 interval comes from Bernstein's inequality with the variance bounded by the mean
 (:meth:`PairSampling.bounds`, two-sided), with ``delta`` split over the vertices and the
-checks, so all intervals of all checks hold together with probability at least ``1 - delta``. The even plan spaces the checks
-geometrically (each 15% past the last, up to ``max_samples``) and splits ``delta`` evenly. In
+checks, so all intervals of all checks hold together with probability at least
+``1 - delta``. The even plan spaces the checks geometrically (each 15% past the last, up to
+``max_samples``) and splits ``delta`` evenly. In
 top-k on the gathered topology a pilot, whose samples are then set aside, fixes two uneven
 splits: KADABRA's over the vertices (the candidates it ranks highest share 90% of ``delta``)
 and one over the checks (:meth:`PairSampling.planned`: most of ``delta`` on a few checks
@@ -150,8 +151,8 @@ class PairSampling:
 
     def log_terms(self, candidates: np.ndarray | None, share: float | None = None) -> np.ndarray | float:
         """Per vertex ``ln(2 / delta_v)``, ``delta_v`` its interval's failure probability at one
-        check (``share`` of ``delta``, default the even plan's), half on each side. Without candidates
-        ``delta / n`` each (:attr:`log_term`); with them (KADABRA's unequal split)
+        check (``share`` of ``delta``, default the even plan's), half on each side. Without
+        candidates ``delta / n`` each (:attr:`log_term`); with them (KADABRA's unequal split)
         :attr:`CANDIDATE_SHARE` goes to the :attr:`candidates` the pilot ranked highest, whose
         intervals decide the top-k, the rest to all the others, whose small values keep their
         intervals narrow even with a tiny share."""
