@@ -432,7 +432,6 @@ class MultiSourceBetweenness(SubgraphProgram):
         st = sg.state
         st["label"] = sg.first_vertex_id
         st["sampled"] = np.zeros(sg.num_vertices)
-        st["squares"] = np.zeros(sg.num_vertices)
         ctx.aggregate("stripped", graph.leaves.stripped)
         added = self._added_partition(sg)
         if added is not None:
@@ -659,13 +658,13 @@ class MultiSourceBetweenness(SubgraphProgram):
 
     def _credit(self, sg, work, increment, cols, g, add: bool) -> None:
         """Add ``reach(s) * sigma * y-increment`` (``increment``: ``n x len(cols)``, the batch's
-        columns ``cols``) to the sampled betweenness and its squares, sources excluded; ``add``:
+        columns ``cols``) to the sampled betweenness, sources excluded; ``add``:
         also add the increment into ``y`` (:func:`algorithms.brandes_kernels.credit`)."""
         st = sg.state
         source_row = np.full(self.batch_size, -1, np.int64)
         source_row[st["src_col"]] = st["src_v"]
         kernels.credit(work["y"], increment, np.asarray(cols, np.int64), add, work["sigma"], g["reach"],
-                       source_row, st["sampled"], st["squares"])
+                       source_row, st["sampled"])
 
     def _send_dependencies(self, ctx, st, values) -> int:
         """Send each DAG predecessor across a cut edge its successor's value (``values(v, col)``
@@ -706,11 +705,11 @@ class MultiSourceBetweenness(SubgraphProgram):
                 ctx, st, lambda v, col: np.where(j[col] >= 0, increment[v, np.maximum(j[col], 0)], 0.0))
         if self.sampling and self.sampling.is_check(g["batch"]):
             m = self._sources_done(g["batch"])
-            radius = self.sampling.radius(st["sampled"], st["squares"], m)
+            below, above = self.sampling.bounds(st["sampled"], m)
             mean = st["sampled"] / m
-            ctx.aggregate("widest", float(radius.max(initial=0.0)))
-            ctx.aggregate("top", _top(sg.vertex_ids, mean, self.top or 1, radius))
-            ctx.aggregate("upper", _top(sg.vertex_ids, mean + radius, (self.top or 1) + 1))
+            ctx.aggregate("widest", float(((below + above) / 2).max(initial=0.0)))
+            ctx.aggregate("top", _top(sg.vertex_ids, mean, self.top or 1, below))
+            ctx.aggregate("upper", _top(sg.vertex_ids, mean + above, (self.top or 1) + 1))
         return sent
 
     def output(self, subgraph):
@@ -790,8 +789,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         ``epsilon``.
     epsilon, delta : the guarantee of the sampling modes (``top``, or ``epsilon`` alone: every
         vertex estimated to within ``epsilon`` with probability ``1 - delta``).
-    max_samples : stop sampling there whatever the intervals (default: Hoeffding's fixed size
-        for ``epsilon``); the reported ``epsilon`` then says what was reached.
+    max_samples : stop sampling there whatever the intervals (default: where every interval is
+        narrower than ``epsilon`` whatever the mean); the reported ``epsilon`` then says what was reached.
     seed : picks the source order or the sampled pairs.
     sources : exactly these vertex ids as sources (a sample the caller drew, e.g. NetworkX's
         ``k=`` sample from its ``seed``), scaled as NetworkX >= 3.5 scales a sample of
@@ -898,6 +897,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
         reached = program.summary.get("reached", 2 * program.summary.get("radius", np.inf))
         summary.update(samples=program.summary.get("samples", done), epsilon=reached * n / (n - 2),
                        delta=float(delta), stop=program.summary.get("stop", "max_samples"))
+        if "planned_checks" in program.summary:
+            summary["planned_checks"] = program.summary["planned_checks"]
     return RunResult(frame, result.metrics, summary)
 
 

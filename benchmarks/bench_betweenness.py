@@ -145,7 +145,7 @@ def sampler_budget(n: int, src, dst, top: int, epsilon: float, delta: float, sou
     """How many sampled pairs the top-``top`` sampler's rule needs on this graph, without an exact
     reference: the top normalised values estimated from ``sources`` random sources (the fused
     one-process pass), then the fewest samples at which the sampler's own interval
-    (:meth:`algorithms.betweenness_sampling.PairSampling.radius`, with the largest variance a
+    (:meth:`algorithms.betweenness_sampling.PairSampling.bounds`, with the largest variance a
     score in [0, 1] of that mean can have) of the highest vertex is narrower than ``epsilon``."""
     from algorithms.betweenness import local_betweenness
     from algorithms.betweenness_sampling import PairSampling
@@ -159,7 +159,7 @@ def sampler_budget(n: int, src, dst, top: int, epsilon: float, delta: float, sou
     sampling = PairSampling(n, 64, x_epsilon, delta, PairSampling.default_max_samples(n, 64, x_epsilon, delta), 0)
     mean = values[0] * (n - 2) / n
     m = 1024
-    while m < sampling.max_samples and 2 * sampling.radius(np.array([mean * m]), np.array([mean * m]), m)[0] > x_epsilon:
+    while m < sampling.max_samples and sum(side[0] for side in sampling.bounds(np.array([mean * m]), m)) > x_epsilon:
         m = int(m * 1.05) + 1
     return {"sources": len(chosen), "cpu_seconds": cpu, "top_values": values[:3].tolist(),
             "kth_value": float(values[top - 1]), "next_value": float(values[top]), "log_term": sampling.log_term,
@@ -241,7 +241,8 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
             batch_size=top_batch_size)))
         result, rows = result
         row = {"k": top, "source_seed": source_seed, "seconds": seconds, "worker_cpu_seconds": cpu,
-               "supersteps": result.metrics.num_supersteps, **result.aggregated}
+               "supersteps": result.metrics.num_supersteps, **result.aggregated,
+               "load_average_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
         if truth is not None:
             found = [int(r["id"]) for r in rows]
             row["precision_at_k"] = len(truth & set(found)) / top

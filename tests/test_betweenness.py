@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import dijkstra
 
 import graphs
+from algorithms import brandes_kernels as kernels
 from algorithms.betweenness import (ShortestPathDag, SourceOrder, empty_distances, integral_weights,
                                     local_betweenness)
 from algorithms.betweenness_gathered import PILOT_SAMPLES
 from algorithms.betweenness_graph import compressed_graph
-from algorithms.betweenness_sampling import PairSampling
+from algorithms.betweenness_sampling import PairSampling, top_k_guarantee
 from algorithms.leaf_compression import strip_leaves
 from goffish.cli import main
 from gofs import files, layout
@@ -135,6 +136,43 @@ def test_top_k_holds_its_guarantee(spark, tmp_path):
     if info["stop"] == "epsilon":
         assert info["epsilon"] <= epsilon
     assert all(exact[r["id"]] >= kth - info["epsilon"] for r in rows)
+
+
+def test_check_plans_split_delta_once_over_their_checks():
+    """Even or planned from the pilot, the checks' shares of ``delta`` sum to 1, each check is
+    reached by exactly one batch, and the planned window starts at 85% of the predicted stop."""
+    sampler = PairSampling(10_000, 100, 0.01, 0.1, 200_000, 0, pilot=2, candidates=40)
+    for plan in (sampler.even_plan(), sampler.planned(30_000), sampler.planned(10 ** 9)):
+        assert sum(plan.shares) == pytest.approx(1.0) and plan.points[-1] == sampler.max_samples - 200
+        assert list(plan.points) == sorted(set(plan.points))
+        shares = [sampler.check_share(b, plan) for b in range(sampler.max_samples // 100 + 2)]
+        assert [x for x in shares if x is not None] == list(plan.shares)
+    planned = sampler.planned(30_000)
+    assert planned.points[0] == 25_500 and planned.points[1] in (26_775, 26_776)
+    assert planned.shares[0] == pytest.approx(0.9 / 8) and len(set(planned.shares)) == 2
+    assert len(sampler.even_plan().points) == sampler.checks
+
+
+def test_top_k_guarantee_separated_or_within():
+    """Separated intervals: the reported set is the true top-k (epsilon 0); overlapping ones:
+    the k-th highest upper bound minus the lowest reported lower bound."""
+    mean = np.array([0.5, 0.4, 0.1, 0.05])
+    assert top_k_guarantee(mean, np.full(4, 0.1), np.full(4, 0.1), 2) == (0.0, True)
+    reached, separated = top_k_guarantee(mean, np.array([0.1, 0.1, 0.0, 0.0]), np.array([0.1, 0.1, 0.25, 0.0]), 2)
+    assert not separated and reached == pytest.approx(0.5 - 0.3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.0, 1.0), st.integers(10, 10 ** 6), st.floats(1.0, 30.0))
+def test_bernstein_bounds_solve_their_equations(mean, m, log):
+    """The interval's sides solve Bernstein's equations with the variance bounded by the mean:
+    ``m u^2 = 2 L (mean + 4 u / 3)`` above, ``m l^2 = 2 L (mean - 2 l / 3)`` below (clipped at 0)."""
+    sampler = PairSampling(100, 10, 0.01, 0.1, 1000, 0)
+    below, above = (float(x[0]) for x in sampler.bounds(np.array([mean * m]), m, log))
+    assert m * above ** 2 == pytest.approx(2 * log * (mean + 4 * above / 3), rel=1e-9)
+    if below < mean:
+        assert m * below ** 2 == pytest.approx(2 * log * (mean - 2 * below / 3), rel=1e-9, abs=1e-12)
+    assert 0 <= below <= above
 
 
 def _pair_dependencies(G, s, t, weight):
@@ -292,6 +330,36 @@ def test_directed_kernels_on_random_graphs(G, normalized):
     D.add_nodes_from(G.nodes)
     _check_local(D, None, normalized)
     _check_local(D, "real", normalized)
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_graphs(), st.booleans(), st.integers(0, 2 ** 16))
+def test_bidirectional_pair_search_scores_pair_dependencies(G, directed, seed):
+    """On hop counts the pair search meets in the middle (:func:`brandes_kernels._bidirectional_pairs`);
+    every vertex's score is the sum of its NetworkX pair dependencies, unreachable
+    targets and adjacent pairs included."""
+    G = nx.DiGraph(G) if directed else nx.Graph(G)
+    G.remove_edges_from(list(nx.selfloop_edges(G)))
+    nodes, src, dst, _ = _arrays(G)
+    n = len(nodes)
+    if n < 2:
+        return
+    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    if not directed:
+        src, dst = np.r_[src, dst], np.r_[dst, src]
+    graph = compressed_graph(n, src, dst, np.ones(len(src)), False)
+    rng = np.random.default_rng(seed)
+    sources = rng.integers(0, n, 12)
+    targets = (sources + rng.integers(1, n, 12)) % n
+    total = np.zeros(n)
+    kernels.pair_dependencies(graph.csr.indptr, graph.csr.indices, graph.csr.data, True, graph.reverse.indptr,
+                              graph.reverse.indices, sources, targets, total)
+    ids = list(nodes)
+    expected = np.zeros(n)
+    for s, t in zip(sources, targets):
+        for v, share in _pair_dependencies(G, ids[s], ids[t], None).items():
+            expected[nodes[v]] += share
+    np.testing.assert_allclose(total, expected, rtol=0, atol=1e-12)
 
 
 @settings(max_examples=40, deadline=None)
