@@ -201,7 +201,7 @@ class PairSampling:
         root = 8 * m * log * mean
         above = (8 * log / 3 + np.sqrt(64 * log * log / 9 + root)) / (2 * m)
         below = (-4 * log / 3 + np.sqrt(16 * log * log / 9 + root)) / (2 * m)
-        return np.minimum(below, mean), above
+        return np.clip(below, 0.0, mean), above          # >= 0: at mean 0 the root cancels to -2e-17
 
     def predicted_stop(self, total: np.ndarray, m: int, candidates: np.ndarray, k: int) -> float:
         """The measured samples at which :func:`top_k_guarantee` would reach ``epsilon`` if the
