@@ -324,16 +324,17 @@ def _expand_layer(indptr, indices, queue, lo, hi, dist, sigma, other, depth):
 def _search(indptr, indices, weights, unit, s, target, dist, sigma, stack, touched, heap_d, heap_v):
     """Shortest paths from ``s``: distances and path counts, with ``stack`` the vertices in the
     order they became final (a breadth-first search on hop counts, else Dijkstra with a binary
-    heap). With ``target >= 0`` it stops once the target is final and only vertices nearer than
-    it are on the stack. ``dist``/``sigma`` enter unreached (inf, 0); returns (vertices on the
+    heap). With ``target >= 0`` (Dijkstra only: a pair on hop counts is searched from both ends,
+    :func:`_bidirectional_pairs`) it stops once the target is final and only vertices nearer
+    than it are on the stack. ``dist``/``sigma`` enter unreached (inf, 0); returns (vertices on the
     stack, vertices touched), ``touched`` listing every entry to reset."""
     dist[s], sigma[s] = 0.0, 1.0
     touched[0] = s
     seen, done = 1, 0
-    if unit:                                     # layer by layer, until the target's layer is reached
+    if unit:                                     # layer by layer
         stack[0] = s
         lo, hi, depth = 0, 1, 0.0
-        while lo < hi and not (target >= 0 and dist[target] <= depth):
+        while lo < hi:
             end, _, _ = _expand_layer(indptr, indices, stack, lo, hi, dist, sigma, None, depth)
             lo, hi, depth = hi, end, depth + 1.0
         touched[:hi] = stack[:hi]

@@ -119,7 +119,7 @@ class TimeSeriesContext(ComputeContext):
         self._before: LaneState | None = None       # the previous instance's lane here (lanes side by side)
 
     def _begin(self, subgraph) -> None:
-        self._subgraph, self._halt = subgraph, False      # ComputeContext._begin's, inlined: once per sub-graph
+        super()._begin(subgraph)
         if self._forward is not None:
             self._forward._subgraph = subgraph
 
