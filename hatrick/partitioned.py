@@ -73,32 +73,29 @@ MOVE_SECONDS = 120.0                         # how long a worker waits for bucke
 def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per worker 0..W-1: the rows of ``batch`` it applies, in batch order, and why: ``OWN`` (its
     verdict is the update's), ``END_A``/``END_B`` (it owns that endpoint of an ``add_edge`` held
-    elsewhere: the vertex exists) or ``BROADCAST`` (a ``remove_vertex`` of a vertex it does not own)."""
+    elsewhere: the vertex exists) or ``BROADCAST`` (a ``remove_vertex`` of a vertex it does not own).
+    A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so each
+    worker's rows are one mask over the batch: no sort."""
     workers = int(owner.max()) + 1 if len(owner) else 1
-    n = len(batch)
     num_buckets = len(owner)
     is_vertex = np.isin(batch.op, VERTEX_OPS)
     bucket_a = bucket_of(batch.a, num_buckets)
     bucket_b = np.where(is_vertex, bucket_a, bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets))
-    target = owner[bucket_a if directed else undirected_bucket(bucket_a, bucket_b)]
-    rows, where, why = [np.arange(n)], [target], [np.full(n, OWN)]
-    adds = np.flatnonzero(batch.op == ADD_EDGE)
-    for code, end_bucket in ((END_A, bucket_a[adds]), (END_B, bucket_b[adds])):
-        foreign = owner[end_bucket] != target[adds]
-        rows.append(adds[foreign])
-        where.append(owner[end_bucket][foreign])
-        why.append(np.full(int(foreign.sum()), code))
-    removals = np.flatnonzero(batch.op == REMOVE_VERTEX)
+    owner_a, owner_b = owner[bucket_a], owner[bucket_b]
+    target = owner_a if directed else owner[undirected_bucket(bucket_a, bucket_b)]
+    adds, removals = batch.op == ADD_EDGE, batch.op == REMOVE_VERTEX
+    out = []
     for w in range(workers):
-        others = removals[target[removals] != w]
-        rows.append(others)
-        where.append(np.full(len(others), w))
-        why.append(np.full(len(others), BROADCAST))
-    rows, where, why = np.concatenate(rows), np.concatenate(where), np.concatenate(why)
-    order = np.lexsort((why, rows, where))                        # by worker, then batch order
-    rows, where, why = rows[order], where[order], why[order]
-    cuts = np.searchsorted(where, np.arange(1, workers))
-    return list(zip(np.split(rows, cuts), np.split(why, cuts)))
+        own = target == w
+        end_a = adds & (owner_a == w) & ~own
+        end_b = adds & (owner_b == w) & ~own
+        rows = np.flatnonzero(own | end_a | end_b | (removals & ~own))
+        why = np.full(len(rows), BROADCAST)
+        why[own[rows]] = OWN
+        why[end_a[rows]] = END_A
+        why[end_b[rows]] = END_B
+        out.append((rows, why))
+    return out
 
 
 def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBatch:
@@ -132,6 +129,7 @@ class Worker:
         self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
         self._merged = None             # on the merger: the last merge_labels result
         self._bucket_cache = (None, 0, np.zeros(0, np.int64))     # (ids hashed, bucket count, their buckets)
+        self._owned_cache = (None, None, np.zeros(0, bool))       # (ids, owner map, which vids are owned here)
         self.busy: dict = {}            # seconds in requests by name, "cpu": their thread CPU time, "answering"
                                         # (in a Spark task): wall time answering, (un)pickling included
 
@@ -212,8 +210,7 @@ class Worker:
             return
         s = self.state
         slots, edge_bucket = self._edge_buckets()
-        alive = np.flatnonzero(s.alive)
-        self.state = _rebuild(s, [_part(s, slots[owner[edge_bucket] == self.index], alive[self._owned_mask(alive)])])
+        self.state = _rebuild(s, [_part(s, slots[owner[edge_bucket] == self.index], self.owned())])
 
     def bucket_state(self) -> np.ndarray:
         """Live state per bucket held here: edge copies by edge bucket plus owned alive vertices."""
@@ -240,10 +237,18 @@ class Worker:
         """Everything this worker owns, as plain arrays (for :meth:`PartitionedGraph.gather`)."""
         return _part(self.state, self.state.live_slots(), self.owned())
 
-    def _owned_mask(self, vids: np.ndarray) -> np.ndarray:
-        if (self.owner == self.index).all():                 # one worker: it owns everything
-            return np.ones(len(vids), bool)
-        return self.owner[self._vid_buckets()[vids]] == self.index
+    def _owned_vids(self) -> np.ndarray:
+        """Whether this worker owns each vid of the state: kept until the ids or the owner map
+        change, so the boundary exchange and the selections of every batch read it in O(1) per vid."""
+        ids, owner = self.state.ids, self.owner
+        cached_ids, cached_owner, owned = self._owned_cache
+        if cached_ids is not ids or cached_owner is not owner:
+            if (owner == self.index).all():                  # one worker: it owns everything (no hashing)
+                owned = np.ones(len(ids), bool)
+            else:
+                owned = owner[self._vid_buckets()] == self.index
+            self._owned_cache = (ids, owner, owned)
+        return owned
 
     def _vid_buckets(self) -> np.ndarray:
         """The bucket of every vid of the state. Hashed once per vertex, not per batch: a batch
@@ -263,17 +268,15 @@ class Worker:
         if _unknown(self.state, selector):
             return np.zeros(0, np.int64)
         vids = select_vertices(self.state, selector)
-        return vids[self.state.alive[vids] & self._owned_mask(vids)]
+        return vids[self.state.alive[vids] & self._owned_vids()[vids]]
 
     def owned(self) -> np.ndarray:
         """Alive vids of this worker's state that it owns."""
-        vids = np.flatnonzero(self.state.alive)
-        return vids[self._owned_mask(vids)]
+        return np.flatnonzero(self.state.alive & self._owned_vids())
 
     def ghosts(self) -> np.ndarray:
         """Vids of the alive vertices held here that another worker owns: the boundary."""
-        vids = np.flatnonzero(self.state.alive)
-        return vids[~self._owned_mask(vids)]
+        return np.flatnonzero(self.state.alive & ~self._owned_vids())
 
     def _template_size(self) -> int:
         """Vids below this are the loaded graph's ids in the same order on every worker."""
@@ -389,9 +392,7 @@ class Worker:
         s = self.state
         picked = [self._picked(sel) for sel in (sources, sinks)]
         entry = s.vids_of(np.asarray(self._entries, dtype=s.ids.dtype))
-        alive = np.flatnonzero(s.alive)
-        ghosts = alive[~self._owned_mask(alive)]
-        u, v = reachable_pairs(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], ghosts))
+        u, v = reachable_pairs(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], self.ghosts()))
         ids = s.ids.to_numpy()
         return ids[u], ids[v], ids[picked[0]], ids[picked[1]]
 
@@ -419,8 +420,7 @@ class Worker:
         moving = np.zeros(len(self.owner), bool)
         moving[buckets] = True
         slots, edge_bucket = self._edge_buckets()
-        alive = np.flatnonzero(s.alive)
-        alive = alive[self._owned_mask(alive)]
+        alive = self.owned()
         vertex_moving = moving[self._vid_buckets()[alive]]
         return (_part(s, slots[moving[edge_bucket]], alive[vertex_moving]),
                 _part(s, slots[~moving[edge_bucket]], alive[~vertex_moving]))
@@ -475,8 +475,7 @@ class Worker:
         """Take over buckets extracted by another worker."""
         s = self.state
         slots, _ = self._edge_buckets()
-        alive = np.flatnonzero(s.alive)
-        self.state = _rebuild(s, [_part(s, slots, alive[self._owned_mask(alive)]), datafile.loads(payload)])
+        self.state = _rebuild(s, [_part(s, slots, self.owned()), datafile.loads(payload)])
 
 
 def _unknown(s: State, selector) -> bool:
