@@ -771,7 +771,8 @@ def select_vertices(state: State, selector) -> np.ndarray:
         for name, wanted in selector.items():
             if name == "id":
                 mask = np.zeros(len(chosen), bool)
-                mask[state.vids_of(np.atleast_1d(np.asarray(wanted)))[lambda x: x >= 0]] = True
+                vids = state.vids_of(np.atleast_1d(np.asarray(wanted)))
+                mask[vids[vids >= 0]] = True
                 chosen &= mask
                 continue
             if name not in state.vattrs:

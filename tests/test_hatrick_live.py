@@ -119,6 +119,13 @@ def test_string_ids_reachability_by_attribute():
     assert set(map(tuple, reachable_frame(state, ["b"], {"kind": ["dst"]}).to_numpy())) == {("b", "c"), ("b", "d")}
 
 
+def test_a_selector_may_name_ids_beside_attributes():
+    state = build_state(np.array(["a", "b", "c", "d"], dtype=object), ["a", "b"], ["b", "c"], directed=False,
+                        vertex_columns={"kind": ("string", np.array(["src", None, "dst", "dst"], dtype=object))})
+    pairs = reachable_frame(state, {"id": ["a", "b", "zz"]}, {"kind": "dst", "id": ["c", "d"]})
+    assert set(map(tuple, pairs.to_numpy())) == {("a", "c"), ("b", "c")}
+
+
 def test_graph_view_is_a_stable_picture_of_its_batch():
     state = build_state(np.arange(3), [0], [1], directed=False)
     batch, _ = validate([update("set_edge", 0, 1, 2.5, 1), update("set_vertex", 2, 0, 1.0, 2)], "int64")
