@@ -490,11 +490,25 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
+    started = None
     if args.master or args.scaling or args.driver_memory:
+        from pyspark.sql import SparkSession
+
         from goffish.session import session
 
-        session(master=args.master or "local[*]", app_name="hatrick-bench",
-                conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        fresh = SparkSession.getActiveSession() is None
+        spark = session(master=args.master or "local[*]", app_name="hatrick-bench",
+                        conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        started = spark if fresh else None
+    try:
+        return measure(args)
+    finally:
+        if started is not None:       # stopped before the interpreter exits, a local-cluster master ends its
+            started.stop()            # executors with the application instead of relaunching them at JVM shutdown
+
+
+def measure(args) -> int:
+    """The benchmark ``args`` ask for (see the module docstring); its exit status."""
     with tempfile.TemporaryDirectory(prefix="hatrick-bench-") as tmp:
         if args.driver_memory:
             def g_for(count):
