@@ -238,13 +238,18 @@ def scaling(g, edges, n, args) -> dict:
 
 def busy_per_batch(stream, before: list, batches: int) -> list:
     """Per worker, milliseconds per batch since ``before`` (each worker's ``busy`` then) spent
-    answering requests (wall, with the requests' (un)pickling) and of those the requests' CPU
-    (thread time): beside the driver's CPU per batch, where a batch's time goes."""
+    answering requests (wall, with the requests' (un)pickling), the requests' CPU (thread time),
+    in a Spark task the answering's CPU ((un)pickling included) and the process's (every thread:
+    sending and taking payloads too), and the requests' CPU by request: beside the driver's CPU
+    per batch, where a batch's time goes."""
     rows = []
     for w, start in zip(stream.live.workers, before):
         now = w.request("busy").result()
-        rows.append({k: round(1e3 * (now.get(k, 0.0) - start.get(k, 0.0)) / batches, 1)
-                     for k in ("answering", "cpu")})
+        spent = {k: round(1e3 * (v - start.get(k, 0.0)) / batches, 1) for k, v in now.items()}
+        row = {k: spent.get(k, 0.0) for k in ("answering", "cpu", "answering cpu", "process cpu")}
+        by_request = {k[4:]: v for k, v in spent.items() if k.startswith("cpu:") and v >= 0.05}
+        row["cpu_by_request"] = dict(sorted(by_request.items(), key=lambda item: -item[1]))
+        rows.append(row)
     return rows
 
 

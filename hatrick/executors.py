@@ -134,7 +134,7 @@ def _answer(worker: Worker, driver) -> None:
             frame = driver.recv_bytes()
         except (EOFError, OSError):
             return
-        clock = time.perf_counter()
+        clock, cpu = time.perf_counter(), time.thread_time()
         try:
             name, args = pickle.loads(frame)
             value = worker.request(name, *args).result()
@@ -143,7 +143,10 @@ def _answer(worker: Worker, driver) -> None:
             driver.send(("ok", value))
         except Exception as exc:
             driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
-        worker.busy["answering"] = worker.busy.get("answering", 0.0) + time.perf_counter() - clock
+        busy = worker.busy
+        busy["answering"] = busy.get("answering", 0.0) + time.perf_counter() - clock
+        busy["answering cpu"] = busy.get("answering cpu", 0.0) + time.thread_time() - cpu
+        busy["process cpu"] = time.process_time()
 
 
 def _state_bytes(state) -> bytes:

@@ -130,8 +130,9 @@ class Worker:
         self._merged = None             # on the merger: the last merge_labels result
         self._bucket_cache = (None, 0, np.zeros(0, np.int64))     # (ids hashed, bucket count, their buckets)
         self._owned_cache = (None, None, np.zeros(0, bool))       # (ids, owner map, which vids are owned here)
-        self.busy: dict = {}            # seconds in requests by name, "cpu": their thread CPU time, "answering"
-                                        # (in a Spark task): wall time answering, (un)pickling included
+        self.busy: dict = {}            # seconds in requests by name, "cpu": their thread CPU time ("cpu:NAME" by
+                                        # request); in a Spark task "answering" (wall) and "answering cpu" with the
+                                        # (un)pickling, "process cpu": the process's CPU so far (every thread)
 
     def listen(self, host: str, key) -> tuple:
         """Take buckets straight from other workers on ``host`` (connections proving ``key``, a
@@ -149,8 +150,10 @@ class Worker:
         clock, cpu = time.perf_counter(), time.thread_time()
         found = getattr(self, name)
         value = found(*args) if callable(found) else found
+        cpu = time.thread_time() - cpu
         self.busy[name] = self.busy.get(name, 0.0) + time.perf_counter() - clock
-        self.busy["cpu"] = self.busy.get("cpu", 0.0) + time.thread_time() - cpu
+        self.busy["cpu"] = self.busy.get("cpu", 0.0) + cpu
+        self.busy[f"cpu:{name}"] = self.busy.get(f"cpu:{name}", 0.0) + cpu
         return _Done(value)
 
     def set_owner(self, owner: np.ndarray) -> None:
