@@ -110,6 +110,38 @@ def test_routing_is_by_owner_and_keeps_batch_order():
     assert sum(int((r == 50).sum()) for r, _ in parts) == 3        # a vertex removal reaches every worker
 
 
+@pytest.mark.parametrize("directed", [False, True])
+def test_routing_equals_a_row_by_row_oracle(directed):
+    """Each worker's rows and reasons equal those found one row at a time: the edge's owner has
+    it as its own, the owner of an ``add_edge`` endpoint held elsewhere learns the vertex, a
+    vertex removal reaches every worker, and a row reaches a worker once, in batch order."""
+    from hatrick.partitioned import BROADCAST, END_A, END_B, OWN, undirected_bucket
+    from hatrick.ring import bucket_of
+    from hatrick.updates import ADD_EDGE, OPS, REMOVE_VERTEX, VERTEX_OPS
+
+    rng = np.random.default_rng(3)
+    ops = rng.choice(OPS, 300)
+    rows = [{"op": op, "id" if OPS.index(op) in VERTEX_OPS else "src": int(rng.integers(0, 40)),
+             **({} if OPS.index(op) in VERTEX_OPS else {"dst": int(rng.integers(0, 40))}),
+             **({"attribute": "w", "value": 1.0} if op.startswith("set") else {}),
+             "producer": "p", "seq": i, "time": 0.0} for i, op in enumerate(ops)]
+    batch = validate(rows, "int64")[0]
+    owner = owners(3)
+    expected = [([], []) for _ in range(3)]
+    for row, (op, a, b) in enumerate(zip(batch.op, batch.a, batch.b)):
+        ba = int(bucket_of([a], BUCKETS)[0])
+        bb = ba if op in VERTEX_OPS else int(bucket_of([b], BUCKETS)[0])
+        target = owner[ba] if directed else owner[int(undirected_bucket(np.array([ba]), np.array([bb]))[0])]
+        for w in range(3):
+            why = OWN if w == target else END_A if op == ADD_EDGE and owner[ba] == w else \
+                END_B if op == ADD_EDGE and owner[bb] == w else BROADCAST if op == REMOVE_VERTEX else None
+            if why is not None:
+                expected[w][0].append(row)
+                expected[w][1].append(why)
+    for (got_rows, got_why), (want_rows, want_why) in zip(route(batch, owner, directed), expected):
+        assert got_rows.tolist() == want_rows and got_why.tolist() == want_why
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("directed", [False, True])          # directed: on the gathered graph
 @pytest.mark.parametrize("workers", [1, 3])
