@@ -27,6 +27,11 @@ ensure_env() {
     "$VENV/bin/python" -c "from goffish.jars import resolve_graphframes_jar as r; import sys; j = r(); print('GraphFrames jar:', j or 'not available (GraphFrames baselines will be skipped)', file=sys.stderr)"
     touch "$stamp"
   fi
+  if [ ! -f "$VENV/.class-archive" ]; then
+    # once: the Spark driver JVM's class-data archive, mapped by every later session (goffish/class_archive.py)
+    "$VENV/bin/python" -m goffish.class_archive || echo "run.sh: no JVM class-data archive (first runs start slower)" >&2
+    touch "$VENV/.class-archive"
+  fi
   # absolute: executors start their Python workers in another working directory
   PYSPARK_PYTHON="$(cd "$VENV/bin" && pwd)/python"
   export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
