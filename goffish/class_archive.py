@@ -62,16 +62,19 @@ def _chosen(setting: str | None) -> Path | None:
     return Path(setting) if setting else default_path()
 
 
-def java_options(settings: dict) -> str | None:
-    """The driver JVM option that maps the archive, for a session about to start its JVM with
-    ``settings`` (the Spark settings given so far); None where the user set the JVM's options,
-    turned the archive off, or none has been built."""
+def mapped_archive(settings: dict) -> Path | None:
+    """The archive a session about to start its JVM with ``settings`` (the Spark settings given
+    so far) maps; None where the user set the JVM's options, turned it off, or none is built."""
     if settings.get(JAVA_OPTIONS):
         return None
     path = _chosen(settings.get(SETTING))
-    if path is None or not path.is_file():
-        return None
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+    return path if path is not None and path.is_file() else None
+
+
+def java_options(settings: dict) -> str | None:
+    """The driver JVM options that map :func:`mapped_archive`, if any."""
+    path = mapped_archive(settings)
+    return None if path is None else f"-XX:SharedArchiveFile={path} {_QUIET}"
 
 
 def build(path: Path | None = None, master: str = "local[2]") -> Path | None:
