@@ -114,7 +114,8 @@ def _session(pending: str, master: str):
 
 
 def _first_job(spark) -> None:
-    """What a user's first job does: ingest, a Gopher run, an aggregate over its DataFrame."""
+    """What a user's first job does: ingest, a Gopher run, then the usual first things done with
+    its DataFrame (an aggregate, a grouping, a filter, pandas, a Parquet write)."""
     from pyspark.sql import functions as F
 
     import goffish
@@ -125,7 +126,11 @@ def _first_job(spark) -> None:
         g = goffish.ingest(read_edge_list(SAMPLE, weight="length"), os.path.join(work, "sample.gofs"),
                            num_partitions=4, spark=spark)
         result = g.connected_components(progress=False)
-        result.dataframe.agg(F.count(F.lit(1)), F.sum("component")).first()
+        frame = result.dataframe
+        frame.agg(F.count(F.lit(1)), F.sum(F.when(~F.isnan("component"), F.col("component")).cast("double"))).first()
+        frame.groupBy("component").count().orderBy(F.desc("count")).limit(3).collect()
+        frame.filter(F.col("component") >= 0).toPandas()
+        frame.write.parquet(os.path.join(work, "components.parquet"))
         result.to_arrow()
         result.unpersist()
 
