@@ -29,7 +29,7 @@ ensure_env() {
   fi
   if [ ! -f "$VENV/.class-archive" ]; then
     # once: the Spark driver JVM's class-data archive, mapped by every later session (goffish/class_archive.py)
-    "$VENV/bin/python" -m goffish.class_archive || echo "run.sh: no JVM class-data archive (first runs start slower)" >&2
+    "$VENV/bin/python" -m goffish.record_class_archive || echo "run.sh: no JVM class-data archive (first runs start slower)" >&2
     touch "$VENV/.class-archive"
   fi
   # absolute: executors start their Python workers in another working directory

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from goffish import class_archive
+from goffish import record_class_archive as record
 from goffish.class_archive import JAVA_OPTIONS, SETTING, default_path, java_options
+from gofs.errors import SetupError
 
 
 @pytest.fixture
@@ -66,9 +67,9 @@ def test_a_build_that_fails_leaves_nothing_behind(cache, runtime, monkeypatch):
             out.write(b"part of an archive")
         raise RuntimeError("the JVM died")
 
-    monkeypatch.setattr(class_archive, "_session", half_written)
+    monkeypatch.setattr(record, "_session", half_written)
     with pytest.raises(RuntimeError, match="the JVM died"):
-        class_archive.build()
+        record.build()
     assert written and os.path.dirname(written[0]) == str(default_path().parent)
     assert os.listdir(default_path().parent) == []
 
@@ -85,18 +86,18 @@ def test_a_jvm_that_ends_badly_commits_no_archive(cache, runtime, monkeypatch):
 
     monkeypatch.setattr("sparkshim.compat.jvm_started", lambda: False)
     monkeypatch.setattr("sparkshim.compat.end_jvm", lambda: 1)
-    monkeypatch.setattr(class_archive, "_session", session)
-    monkeypatch.setattr(class_archive, "_first_job", lambda spark: None)
-    with pytest.raises(RuntimeError, match="did not write its archive"):
-        class_archive.build()
+    monkeypatch.setattr(record, "_session", session)
+    monkeypatch.setattr(record, "_first_job", lambda spark: None)
+    with pytest.raises(SetupError, match="did not write its archive"):
+        record.build()
     assert os.listdir(default_path().parent) == []
     monkeypatch.setattr("sparkshim.compat.end_jvm", lambda: 0)
-    assert class_archive.build() == default_path() and default_path().read_bytes() == b"archive"
+    assert record.build() == default_path() and default_path().read_bytes() == b"archive"
 
 
 def test_a_process_with_a_jvm_cannot_record_one(spark, cache):
-    with pytest.raises(RuntimeError, match="already has a JVM"):
-        class_archive.build()
+    with pytest.raises(SetupError, match="already has a JVM"):
+        record.build()
 
 
 def test_a_new_session_maps_the_archive_and_a_users_jvm_options_win(tmp_path):
