@@ -49,13 +49,18 @@ submit() {
   fi
   app=("$@")
   for arg in "${app[@]}"; do [ "$arg" = "--verbose" ] && verbose=1; done
-  local quiet=()
+  local java="" driver=()
   if [ -z "$verbose" ]; then
     SUBMIT_LOGS="$(mktemp -d)"
     trap 'rm -rf "$SUBMIT_LOGS"' EXIT
-    quiet=(--driver-java-options "-Dlog4j2.configurationFile=file:$("$VENV/bin/python" -m goffish.cli_logging "$SUBMIT_LOGS")")
+    java="-Dlog4j2.configurationFile=file:$("$VENV/bin/python" -m goffish.cli_logging "$SUBMIT_LOGS")"
   fi
-  "$VENV/bin/spark-submit" "${quiet[@]}" "${spark[@]}" "$PWD/goffish/submit.py" "${app[@]}"
+  # the driver JVM maps the class-data archive too (goffish/class_archive.py), unless its options are the user's
+  if [[ " ${spark[*]} " != *"--driver-java-options"* && " ${spark[*]} " != *"spark.driver.extraJavaOptions"* ]]; then
+    java="$java $("$VENV/bin/python" -m goffish.class_archive)"
+  fi
+  [ -n "${java// /}" ] && driver=(--driver-java-options "$java")
+  "$VENV/bin/spark-submit" "${driver[@]}" "${spark[@]}" "$PWD/goffish/submit.py" "${app[@]}"
 }
 
 command="${1:-demo}"

@@ -72,3 +72,7 @@ def java_options(settings: dict) -> str | None:
     """The driver JVM options that map :func:`mapped_archive`, if any."""
     path = mapped_archive(settings)
     return None if path is None else f"-XX:SharedArchiveFile={path} {QUIET}"
+
+
+if __name__ == "__main__":      # ./run.sh submit: the driver JVM options that map the archive, or nothing
+    print(java_options({}) or "")
