@@ -117,3 +117,17 @@ def test_a_new_session_maps_the_archive_and_a_users_jvm_options_win(tmp_path):
         assert (f"-XX:SharedArchiveFile={archive} " in options) == mapped and "SUM 6" in done.stdout
         assert mapped or options.endswith(" -Xss8m")       # after Spark's own defaults, as the user set it
         assert "archive" not in done.stdout.replace(options, "") and "cds" not in done.stderr
+
+
+def test_the_options_are_printed_for_spark_submit(cache):
+    """``./run.sh submit`` asks ``python -m goffish.class_archive`` for them: nothing until one is built."""
+    def printed():
+        done = subprocess.run([sys.executable, "-m", "goffish.class_archive"], capture_output=True, text=True,
+                              env={**os.environ, "GOFFISH_CACHE": str(cache)}, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert printed() == ""
+    default_path().parent.mkdir(parents=True)
+    default_path().write_bytes(b"archive")
+    assert printed() == java_options({})
