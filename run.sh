@@ -27,6 +27,11 @@ ensure_env() {
     "$VENV/bin/python" -c "from goffish.jars import resolve_graphframes_jar as r; import sys; j = r(); print('GraphFrames jar:', j or 'not available (GraphFrames baselines will be skipped)', file=sys.stderr)"
     touch "$stamp"
   fi
+  if [ ! -f "$VENV/.class-archive" ]; then
+    # once: the Spark driver JVM's class-data archive, mapped by every later session (goffish/class_archive.py)
+    "$VENV/bin/python" -m goffish.record_class_archive || echo "run.sh: no JVM class-data archive (first runs start slower)" >&2
+    touch "$VENV/.class-archive"
+  fi
   # absolute: executors start their Python workers in another working directory
   PYSPARK_PYTHON="$(cd "$VENV/bin" && pwd)/python"
   export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
@@ -44,13 +49,18 @@ submit() {
   fi
   app=("$@")
   for arg in "${app[@]}"; do [ "$arg" = "--verbose" ] && verbose=1; done
-  local quiet=()
+  local java="" driver=()
   if [ -z "$verbose" ]; then
     SUBMIT_LOGS="$(mktemp -d)"
     trap 'rm -rf "$SUBMIT_LOGS"' EXIT
-    quiet=(--driver-java-options "-Dlog4j2.configurationFile=file:$("$VENV/bin/python" -m goffish.cli_logging "$SUBMIT_LOGS")")
+    java="-Dlog4j2.configurationFile=file:$("$VENV/bin/python" -m goffish.cli_logging "$SUBMIT_LOGS")"
   fi
-  "$VENV/bin/spark-submit" "${quiet[@]}" "${spark[@]}" "$PWD/goffish/submit.py" "${app[@]}"
+  # the driver JVM maps the class-data archive too (goffish/class_archive.py), unless its options are the user's
+  if [[ " ${spark[*]} " != *"--driver-java-options"* && " ${spark[*]} " != *"spark.driver.extraJavaOptions"* ]]; then
+    java="$java $("$VENV/bin/python" -m goffish.class_archive)"
+  fi
+  [ -n "${java// /}" ] && driver=(--driver-java-options "$java")
+  "$VENV/bin/spark-submit" "${driver[@]}" "${spark[@]}" "$PWD/goffish/submit.py" "${app[@]}"
 }
 
 command="${1:-demo}"

@@ -8,7 +8,8 @@ includes Spark's first read of the result files), then the same run again in tha
 process: the warm figure. Both stand beside igraph's build+solve on one core, measured here on the
 same edges, with the ratio; the first run's set-up and output phases
 (:attr:`gopher.metrics.RunMetrics.phases`) say where its time went. Each process
-also times the warm fixed cost: an empty program of one superstep (median of 3).
+also times the warm fixed cost: an empty program of one superstep (median of 3). The header says
+whether the driver JVMs map the class-data archive built at set-up (:mod:`goffish.class_archive`).
 """
 from __future__ import annotations
 
@@ -146,8 +147,13 @@ def main(args) -> int:
     unknown = sorted(set(algorithms) - set(ALGORITHMS))
     if unknown:
         raise SystemExit(f"./run.sh bench --cold: unknown algorithm {unknown[0]!r} (choose from {', '.join(ALGORITHMS)})")
-    print(f"load average {os.getloadavg()[0]:.2f} (over 4: loaded figures); one fresh process per algorithm")
+    from goffish.class_archive import mapped_archive
+
+    archive = mapped_archive(conf)
+    print(f"load average {os.getloadavg()[0]:.2f} (over 4: loaded figures); one fresh process per algorithm; "
+          f"driver JVM: {f'maps {archive}' if archive else 'no class-data archive'}")
     report = run_cold(path, algorithms, args.master or "local[*]", conf, args.pagerank_iterations, args.seed)
+    report["class_archive"] = archive and str(archive)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1, default=str)

@@ -9,7 +9,9 @@ that neither SparkConf (spark-defaults.conf, spark-submit ``--conf``) nor the
 ``conf`` argument set: see :data:`DEFAULTS`. It never changes the log level or
 ``spark.sql.shuffle.partitions``. If no checkpoint directory is set it creates
 a temporary one, removed when the Python process exits
-(:mod:`sparkshim.checkpoints`).
+(:mod:`sparkshim.checkpoints`). A JVM it starts maps the class-data archive built at
+set-up, where one exists and ``spark.driver.extraJavaOptions`` is unset
+(:mod:`goffish.class_archive`).
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import os
 import shutil
 import sys
 
+from goffish.class_archive import JAVA_OPTIONS, SETTING, java_options
 from goffish.jars import resolve_graphframes_jar
+from sparkshim.compat import jvm_started
 from sparkshim.checkpoints import ensure_checkpoint_dir
 from gofs.errors import SetupError
 
@@ -103,6 +107,10 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
             builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
+    if not jvm_started():                # the archive is for a JVM about to start, never a running one
+        archive = java_options({key: (conf or {}).get(key, spark_conf.get(key, None)) for key in (JAVA_OPTIONS, SETTING)})
+        if archive:
+            builder = builder.config(JAVA_OPTIONS, archive)
 
     jar = None
     if graphframes:

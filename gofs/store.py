@@ -410,7 +410,7 @@ class GraphStore:
         return self._dataframe("read_vertex_partition", partitions, attributes=[], internal=True).select("vid", "id")
 
     def edge_attribute_profile(self, attribute: str, partitions=None, instance=None) -> list[dict]:
-        """Per partition, computed on Spark (one task each; the driver gets one small row per
+        """Per partition, computed on Spark (one task each, a plain RDD job; the driver gets one small row per
         partition): how many values of the numeric static edge ``attribute`` are null, NaN,
         negative, zero, infinite or not whole numbers, their min and max (as text), and for each of those
         problems the first edge that has it (``"src -> dst"``, original ids). With ``instance`` (an
@@ -433,17 +433,12 @@ class GraphStore:
         store = GraphStore.__new__(GraphStore)
         store.__setstate__(self.__getstate__())
 
-        def profile(batches):
-            for batch in batches:
-                for i in batch.column(0).to_pylist():
-                    row = _profile_partition(store, parts[i], attribute, entry)
-                    yield pa.RecordBatch.from_pylist([row], schema=_PROFILE)
-
-        from sparkshim.compat import collect_arrow, spark_schema
-
-        seeds = self.spark.range(0, len(parts), 1, max(len(parts), 1))        # one task per partition, no shuffle
-        rows = sorted(collect_arrow(seeds.mapInArrow(profile, spark_schema(_PROFILE))).to_pylist(),
-                      key=lambda r: r["partition"])
+        # a plain RDD job, one task per partition: a query would build the session's SQL state and
+        # plan (seconds in a fresh JVM, before the run it guards), and would start Python workers
+        # of its own where the run's barrier stage reuses these
+        found = self.spark.sparkContext.parallelize(parts, max(len(parts), 1)).map(
+            lambda p: _profile_partition(store, p, attribute, entry)).collect()
+        rows = sorted(pa.RecordBatch.from_pylist(found, schema=_PROFILE).to_pylist(), key=lambda r: r["partition"])
         if key is not None:
             while len(_PROFILES) >= _PROFILES_KEPT:
                 del _PROFILES[next(iter(_PROFILES))]

@@ -154,6 +154,22 @@ def jvm_started() -> bool:
     return SparkContext._gateway is not None
 
 
+def end_jvm(timeout: float = 120.0) -> int | None:
+    """End the JVM this Python process started and wait for it: its exit code (None if it had
+    none). PySpark keeps its JVM until the process exits and offers no public way to end it; a
+    JVM asked to write a class-data archive at exit (:mod:`goffish.class_archive`) has written
+    it once this returns 0. The JVM ends when its standard input closes."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    if process is None:
+        return None
+    process.stdin.close()
+    code = process.wait(timeout)
+    SparkContext._gateway = SparkContext._jvm = None
+    return code
+
+
 def jvm_has_class(spark, name: str) -> bool:
     """Whether a JVM class (a connector, say) is on the driver's classpath."""
     try:

@@ -292,16 +292,23 @@ def test_partitions_go_to_tasks_so_that_tasks_finish_together():
     assert balance_partitions([5, 1], [0, 0], 3) == (0, 1)
 
 
-def test_a_versioned_graphs_weight_profile_is_computed_once(road, monkeypatch):
-    """Weighted runs check their weights on Spark; a graph version never changes, so only the
-    first run in a process pays that job."""
-    import sparkshim.compat
-
-    first = road.store.edge_attribute_profile("length")
+def test_a_versioned_graphs_weight_profile_is_computed_once_by_a_plain_spark_job(spark, road, monkeypatch):
+    """Weighted runs check their weights on Spark before they start; a graph version never
+    changes, so only the first run in a process pays that job, and it is an RDD job, not a
+    query (no SQL state, no planning, the Python workers the run's stage reuses)."""
+    import gofs.store
+    from pyspark.sql import DataFrame
 
     def refuse(*args, **kwargs):
         raise AssertionError("the profile ran a Spark job again")
 
-    monkeypatch.setattr(sparkshim.compat, "collect_arrow", refuse)
+    def no_query(*args, **kwargs):
+        raise AssertionError("the profile made a DataFrame")
+
+    monkeypatch.setattr(gofs.store, "_PROFILES", {})
+    monkeypatch.setattr(DataFrame, "__init__", no_query)
+    first = road.store.edge_attribute_profile("length")
+    monkeypatch.setattr(type(spark.sparkContext), "parallelize", refuse)
     assert road.store.edge_attribute_profile("length") == first
-    assert len(first) == road.num_partitions and sum(row["rows"] for row in first) > 0
+    assert [row["partition"] for row in first] == list(range(road.num_partitions))
+    assert sum(row["rows"] for row in first) == road.num_edges and isinstance(first[0]["rows"], int)

@@ -15,7 +15,7 @@ import pytest
 from sparkshim import compat as spark_compat
 
 ROOT = Path(__file__).resolve().parents[1]
-PRIVATE = re.compile(r"\._jsc\b|\._jvm\b|\._jdf\b|_collect_as_arrow|_ensure_initialized|pyspark\.sql\.pandas\.types")
+PRIVATE = re.compile(r"\._jsc\b|\._jvm\b|\._gateway\b|\._jdf\b|_collect_as_arrow|_ensure_initialized|pyspark\.sql\.pandas\.types")
 
 
 def test_pyspark_version_is_one_the_shims_were_tested_on():
@@ -99,3 +99,18 @@ def test_release_local_checkpoint_frees_its_blocks(spark):
 def test_connect_to_submitted_jvm_is_harmless_when_connected(spark):
     spark_compat.connect_to_submitted_jvm()
     assert spark.range(3).count() == 3
+
+
+def test_end_jvm_ends_this_processs_jvm_and_waits_for_it():
+    """In a fresh process (the tests' own JVM must live on): the JVM exits cleanly, as a JVM that
+    writes a class-data archive at exit must; a process without one gets None."""
+    script = ("from pyspark import SparkContext\n"
+              "from sparkshim.compat import end_jvm, jvm_started\n"
+              "print('NONE', end_jvm())\n"
+              "sc = SparkContext('local[1]', 'end-jvm')\n"
+              "process = SparkContext._gateway.proc\n"
+              "sc.stop()\n"
+              "print('CODE', end_jvm(), process.poll(), jvm_started())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "NONE None" in done.stdout and "CODE 0 0 False" in done.stdout
