@@ -336,14 +336,16 @@ class TaskWorker:
         subgraphs = [view.subgraph(k) for k in ks]
         for k, sg in zip(ks, subgraphs):
             sg.state = state.states[k]
+        ctx._inbox = inbox
         try:
-            whole = not inbox.count and program.compute_partition(subgraphs, ctx)
+            done = (not inbox.count or program.partition_messages) and program.compute_partition(subgraphs, ctx)
         except Exception as exc:
             raise GopherProgramError(
                 f"{type(program).__name__}.compute_partition failed on partition {p} in "
                 f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-        halts = [False] * len(ks)
-        if not whole:
+        votes = isinstance(done, (list, tuple, np.ndarray))       # the sub-graphs' halt votes
+        halts = np.asarray(done, dtype=bool).tolist() if votes else [False] * len(ks)
+        if not (votes or done):
             begin, compute, messages, states = ctx._begin, program.compute, inbox.for_subgraph, state.states
             for i, (k, sg) in enumerate(zip(ks, subgraphs)):
                 begin(sg)

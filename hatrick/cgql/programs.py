@@ -15,12 +15,14 @@ the summaries follow each other one superstep apart, so the driver applies the
 pattern's rules in time order holding one instance's summaries at a time. Reach
 compares the instances' pairs in time order on the driver. Each sub-graph reads
 only the attributes the query names, text edge values as their stored dictionary
-codes (``text_as_categorical``: a condition is decided once per distinct value). The supersteps of a partition that received
-no messages run once per partition
+codes (``text_as_categorical``: a condition is decided once per distinct value).
+The supersteps of a partition that received no messages run once per partition
 (:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
 its sub-graphs, each of which only takes its slices; a sub-graph sleeps until
 messages arrive (the partition's first stays awake to run the partition-wide
-phases). Cluster per instance, in supersteps:
+phases). Cluster reads its labels over the whole partition too
+(``partition_messages``): none of its supersteps runs per sub-graph. Cluster
+per instance, in supersteps:
 
 ``label``
     superstep 0: the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
@@ -28,10 +30,11 @@ phases). Cluster per instance, in supersteps:
     the members' pieces over the kept local edges (one csgraph call) are worked
     out once per partition and instance (:meth:`gopher.subgraph.Subgraph.partition_pass`);
     every piece starts with its smallest vertex id and tells it over the kept
-    remote edges. Later label supersteps (those that received labels) run per
-    sub-graph: smallest-label propagation (:func:`algorithms.components.propagate_labels`,
-    the components program's kernel) until no label changes; then the lane
-    waits until the previous instance's lane has been concluded.
+    remote edges. Later label supersteps: smallest-label propagation between
+    the partition's pieces (:func:`algorithms.components.propagate_labels`, the
+    components program's kernel, over the partition as one sub-graph) until no
+    label changes; then the lane waits until the previous instance's lane has
+    been concluded.
 ``summary``
     per group of the partition: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
     the smallest member id, and the overlap counts with the previous
@@ -56,7 +59,7 @@ from scipy.sparse import csr_matrix
 from numba import njit
 from scipy.sparse.csgraph import connected_components
 
-from algorithms.components import NO_LABEL, propagate_labels
+from algorithms.components import propagate_labels, tell_labels
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
@@ -132,6 +135,7 @@ class ClusterProgram(PatternProgram):
 
     message_dtype = "int64"
     combiner = "min"
+    partition_messages = True
     aggregators = {"changed": "sum", "summary": _CONCAT, "members": _CONCAT}
 
     def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
@@ -149,68 +153,44 @@ class ClusterProgram(PatternProgram):
         self._inside = False
 
     # task side ----------------------------------------------------------------------------
-    def compute(self, subgraph, messages, ctx):
-        """A label superstep after the first, for a sub-graph that received labels: its pieces'
-        labels go back into the partition's labels (what the later phases read), then it sleeps
-        until the next labels arrive (the partition's first sub-graph stays awake so that the
-        partition-wide phases run)."""
-        state = subgraph.state
-        first, count, lane = state["first"], state["count"], state["lane"]
-        if "piece" not in state:            # its first labels: its rows of the partition's pieces
-            piece = lane["piece"][subgraph.vertex_rows]
-            state.update({"piece": np.where(piece >= 0, piece - first, -1),
-                          "usable": lane["usable"][subgraph.remote_rows],
-                          "labels": lane["labels"][first:first + count].copy()})
-        changed = propagate_labels(subgraph, messages, ctx, count, state["piece"], state["usable"])
-        lane["labels"][first:first + count] = state["labels"]
-        ctx.aggregate("changed", changed)
-        if not state["keeper"]:
-            ctx.vote_to_halt()
-
-    def compute_partition(self, subgraphs, ctx) -> bool:
-        """Every superstep of a partition that received nothing: the first label superstep, the
-        quiet ones (nothing can change), the summary and the members."""
-        phase = ctx.globals["phase"]
+    def compute_partition(self, subgraphs, ctx):
+        """Every superstep, once per partition (labels that arrived included: ``partition_messages``):
+        the first label superstep, the later ones, the summary and the members. The partition's
+        pieces and labels are one ``lane`` in its first sub-graph's state; that sub-graph stays
+        awake so that the phases run, the others sleep (labels arriving for their vertices wake
+        them only to be read here, over the whole partition)."""
         if not subgraphs:
             return False
-        if phase == "label" and ctx.superstep:
-            ctx.aggregate("changed", 0)
-            return True
+        votes = np.ones(len(subgraphs), bool)
+        votes[0] = False
+        phase = ctx.globals["phase"]
         if phase == "wait":
-            return True
-        whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
+            return votes
+        keeper = subgraphs[0]
+        whole = keeper.partition_pass(self._pass_key, self._partition)
         if ctx.superstep == 0:
-            ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
-            return True
-        before = ctx.state_before(subgraphs[0])
+            keeper.state["lane"] = lane = {"piece": whole["piece"], "usable": whole["usable"],
+                                           # vids grow with the row: a piece's first is its smallest
+                                           "labels": whole["vertex_ids"][whole["starts"]]}
+            changed = np.ones(len(whole["starts"]), bool)
+            tell_labels(_Pieces(lane, whole), ctx, lane["labels"], changed, lane["piece"], lane["usable"])
+            ctx.aggregate("changed", len(changed))
+            return votes
+        lane = keeper.state["lane"]
+        if phase == "label":
+            messages = ctx.partition_messages()
+            ctx.aggregate("changed", propagate_labels(_Pieces(lane, whole), messages, ctx, len(lane["labels"]),
+                                                      lane["piece"], lane["usable"]) if len(messages.vertices) else 0)
+            return votes
+        before = ctx.state_before(keeper)
         previous = None if before is None else before.get("lane")
         if phase == "summary":
-            summary = self._summary(whole, subgraphs[0].state["lane"], previous)
+            summary = self._summary(whole, lane, previous)
             if summary is not None:
                 ctx.aggregate("summary", [summary])
         else:
-            ctx.aggregate("members", [self._members(whole["ids"], subgraphs[0].state["lane"], previous,
-                                                    ctx.globals)])
-        return True
-
-    @staticmethod
-    def _start(subgraphs: list, whole: dict, ctx) -> int:
-        """Superstep 0 over the partition: every piece starts with its smallest vertex id and tells
-        it over the kept remote edges (what :func:`algorithms.components.propagate_labels` does
-        with ``start``); the partition's pieces and labels are one ``lane`` that every sub-graph's
-        state shares, each sub-graph knowing where its pieces are in it (it takes its rows when
-        labels first reach it, :meth:`compute`). Returns the number of pieces (all changed)."""
-        piece, starts, usable = whole["piece"], whole["starts"], whole["usable"]
-        labels = whole["vertex_ids"][starts]       # vids grow with the row: a piece's first is its smallest
-        lane = {"piece": piece, "labels": labels, "usable": usable}
-        bounds = np.searchsorted(starts, [sg.vertex_rows.start for sg in subgraphs]
-                                 + [subgraphs[-1].vertex_rows.stop]).tolist()
-        for i, sg in enumerate(subgraphs):
-            sg.state.update({"first": bounds[i], "count": bounds[i + 1] - bounds[i], "lane": lane, "keeper": i == 0})
-        at = piece[whole["remote_src"]]
-        tell = (at >= 0) & usable
-        ctx.send_to_vertices(whole["remote_dst"][tell], labels[at[tell]])
-        return len(starts)
+            ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
+        return votes
 
     def _partition(self, whole) -> dict:
         """Members, kept edges and their pieces over the whole partition in a few C passes (pieces
@@ -365,6 +345,20 @@ class ClusterProgram(PatternProgram):
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "label"}, **engine_options).metrics
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
+
+
+class _Pieces:
+    """A partition's pieces as :func:`algorithms.components.propagate_labels` reads a sub-graph:
+    ``state`` (the lane: a label per piece) and the remote edges (rows of the partition)."""
+
+    def __init__(self, lane: dict, whole: dict):
+        self.state = lane
+        self.remote_edges = _RemoteRows(whole["remote_src"], whole["remote_dst"])
+
+
+class _RemoteRows:
+    def __init__(self, src: np.ndarray, dst: np.ndarray):
+        self.src, self.dst = src, dst
 
 
 class ReachProgram(PatternProgram):
