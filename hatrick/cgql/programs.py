@@ -11,8 +11,9 @@ every instance it covers is a lane of the same supersteps
 (:func:`gopher.timeseries.run_independent`): the lanes label or spread side by
 side, and Cluster's summary of an instance reads the previous instance's
 settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
-the summaries follow each other one superstep apart, so the driver applies the
-pattern's rules in time order holding one instance's summaries at a time. Reach
+the summaries follow each other a few instances per superstep
+(``ClusterProgram.SUMMARY_LANES``), so the driver applies the pattern's rules in
+time order holding a few instances' summaries at a time. Reach
 compares the instances' pairs in time order on the driver. Each sub-graph reads
 only the attributes the query names, text edge values as their stored dictionary
 codes (``text_as_categorical``: a condition is decided once per distinct value).
@@ -137,6 +138,8 @@ class ClusterProgram(PatternProgram):
     combiner = "min"
     partition_messages = True
     aggregators = {"changed": "sum", "summary": _CONCAT, "members": _CONCAT}
+    #: at most this many instances report their summaries in one superstep
+    SUMMARY_LANES = 2
 
     def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
         self.pattern = pattern
@@ -242,7 +245,7 @@ class ClusterProgram(PatternProgram):
             shared = csr_matrix((np.ones(int(both.sum()), np.int64), (before[both], at[both])),
                                 shape=(len(previous["labels"]), len(labels))).tocoo()    # duplicates summed
             overlap = np.column_stack([previous["labels"][shared.row], labels[shared.col], shared.data])
-        return labels.copy(), partials, smallest, overlap
+        return _narrow(labels), {k: _narrow(v) for k, v in partials.items()}, _narrow(smallest), _narrow(overlap)
 
     @staticmethod
     def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
@@ -262,16 +265,17 @@ class ClusterProgram(PatternProgram):
     # driver side ----------------------------------------------------------------------------
     def master(self, ctx):
         """Per lane: label until nothing changes, wait until the previous instance's lane has
-        been concluded (this lane reads its settled labels, and the pattern's rules need its
-        state), then summary and, where groups have events, members. The summaries follow each
-        other one superstep apart while the later lanes still label, so the driver holds one
-        instance's summaries at a time and sees the instances in time order."""
+        been concluded or reports beside it (this lane reads its settled labels, and the
+        pattern's rules need its state), then summary and, where groups have events, members.
+        The summaries follow each other a few lanes per superstep (:meth:`_may_summarise`), so
+        the driver holds a few instances' summaries at a time and sees the instances in time order."""
         phase = ctx.globals["phase"]
         position = self._positions[ctx.instance["id"]]
         if phase == "label" and not ctx.aggregated["changed"]:
             phase = ctx.globals["phase"] = "wait"
-        if phase == "wait" and (position == 0 or position - 1 in self._concluded):
+        if phase == "wait" and self._may_summarise(position, ctx.superstep):
             ctx.globals["phase"] = "summary"
+            self._summarising[position] = ctx.superstep
         elif phase == "summary" and self._conclude(ctx):
             self._concluded.add(position)
             ctx.globals["phase"] = "members"
@@ -280,15 +284,25 @@ class ClusterProgram(PatternProgram):
             self._publish(ctx)
             ctx.halt()
 
+    def _may_summarise(self, position: int, superstep: int) -> bool:
+        """Whether the lane at ``position`` may report its summary in the next superstep: once
+        its predecessor has been concluded, or beside it, up to :attr:`SUMMARY_LANES` lanes in
+        one superstep (the masters run in time order, so the driver concludes them in order,
+        holding that many instances' summaries at once)."""
+        together = sum(1 for s in self._summarising.values() if s == superstep)
+        ready = position == 0 or position - 1 in self._concluded or self._summarising.get(position - 1) == superstep
+        return ready and together < self.SUMMARY_LANES
+
     def _conclude(self, ctx) -> bool:
         """The pattern's rules on the reduced summaries; which groups' members to fetch (False:
         none, the instance needs no members superstep)."""
         parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
-        keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+        empty = np.empty(0, np.int64)
+        keys = _joined([p[0] for p in parts], empty)
         names = parts[0][1].keys() if parts else ["size"]
-        partials = {k: np.concatenate([p[1][k] for p in parts]) if parts else np.empty(0, np.int64) for k in names}
-        smallest = np.concatenate([p[2] for p in parts]) if parts else keys
-        overlap = np.concatenate([p[3] for p in parts]) if parts else np.empty((0, 3), np.int64)
+        partials = {k: _joined([p[1][k] for p in parts], empty) for k in names}
+        smallest = _joined([p[2] for p in parts], keys)
+        overlap = _joined([p[3] for p in parts], np.empty((0, 3), np.int64))
         vids, partials, at = combine_partials(keys, partials)
         smallest = _smallest(smallest, at, len(vids))
         del keys, at                                 # the concatenated rows: freed before the rules run
@@ -341,7 +355,7 @@ class ClusterProgram(PatternProgram):
         """Run over ``instances`` (manifest entries in time order), each a lane of the same
         supersteps; returns, per instance, (instance, ClusterState, in frame, events)."""
         self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
-        self._concluded, self._pending = set(), {}
+        self._concluded, self._pending, self._summarising = set(), {}, {}
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "label"}, **engine_options).metrics
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
@@ -638,6 +652,20 @@ def _pass_key(pattern, *settings) -> tuple:
     """What a partition pass depends on besides the partition, instance and program class: the
     clause, the parameters and the program's settings."""
     return (repr(pattern.clause), repr(sorted(pattern.params.items())), settings)
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` as int32 where they are int64 that fit (half the bytes to ship and unpickle)."""
+    if values.dtype == np.int64 and values.size and -2**31 <= values.min() and values.max() < 2**31:
+        return values.astype(np.int32)
+    return values.copy() if values.dtype == np.int64 else values
+
+
+def _joined(arrays: list, empty: np.ndarray) -> np.ndarray:
+    """Arrays that travelled :func:`_narrow`-ed, joined at their full width (``empty`` for none)."""
+    if not arrays:
+        return empty
+    return np.concatenate(arrays, dtype=np.int64 if arrays[0].dtype.kind in "iu" else None)
 
 
 def _smallest(ids: np.ndarray, piece: np.ndarray, count: int) -> np.ndarray:
