@@ -11,9 +11,8 @@ every instance it covers is a lane of the same supersteps
 (:func:`gopher.timeseries.run_independent`): the lanes label or spread side by
 side, and Cluster's summary of an instance reads the previous instance's
 settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
-the summaries follow each other a few instances per superstep
-(``ClusterProgram.SUMMARY_LANES``), so the driver applies the pattern's rules in
-time order holding a few instances' summaries at a time. Reach
+the summaries follow each other one superstep apart, so the driver applies the
+pattern's rules in time order holding one instance's summaries at a time. Reach
 compares the instances' pairs in time order on the driver. Each sub-graph reads
 only the attributes the query names, text edge values as their stored dictionary
 codes (``text_as_categorical``: a condition is decided once per distinct value).
@@ -138,8 +137,6 @@ class ClusterProgram(PatternProgram):
     combiner = "min"
     partition_messages = True
     aggregators = {"changed": "sum", "summary": _CONCAT, "members": _CONCAT}
-    #: at most this many instances report their summaries in one superstep
-    SUMMARY_LANES = 2
 
     def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
         self.pattern = pattern
@@ -265,17 +262,16 @@ class ClusterProgram(PatternProgram):
     # driver side ----------------------------------------------------------------------------
     def master(self, ctx):
         """Per lane: label until nothing changes, wait until the previous instance's lane has
-        been concluded or reports beside it (this lane reads its settled labels, and the
-        pattern's rules need its state), then summary and, where groups have events, members.
-        The summaries follow each other a few lanes per superstep (:meth:`_may_summarise`), so
-        the driver holds a few instances' summaries at a time and sees the instances in time order."""
+        been concluded (this lane reads its settled labels, and the pattern's rules need its
+        state), then summary and, where groups have events, members. The summaries follow each
+        other one superstep apart while the later lanes still label, so the driver holds one
+        instance's summaries at a time and sees the instances in time order."""
         phase = ctx.globals["phase"]
         position = self._positions[ctx.instance["id"]]
         if phase == "label" and not ctx.aggregated["changed"]:
             phase = ctx.globals["phase"] = "wait"
-        if phase == "wait" and self._may_summarise(position, ctx.superstep):
+        if phase == "wait" and (position == 0 or position - 1 in self._concluded):
             ctx.globals["phase"] = "summary"
-            self._summarising[position] = ctx.superstep
         elif phase == "summary" and self._conclude(ctx):
             self._concluded.add(position)
             ctx.globals["phase"] = "members"
@@ -283,15 +279,6 @@ class ClusterProgram(PatternProgram):
             self._concluded.add(position)
             self._publish(ctx)
             ctx.halt()
-
-    def _may_summarise(self, position: int, superstep: int) -> bool:
-        """Whether the lane at ``position`` may report its summary in the next superstep: once
-        its predecessor has been concluded, or beside it, up to :attr:`SUMMARY_LANES` lanes in
-        one superstep (the masters run in time order, so the driver concludes them in order,
-        holding that many instances' summaries at once)."""
-        together = sum(1 for s in self._summarising.values() if s == superstep)
-        ready = position == 0 or position - 1 in self._concluded or self._summarising.get(position - 1) == superstep
-        return ready and together < self.SUMMARY_LANES
 
     def _conclude(self, ctx) -> bool:
         """The pattern's rules on the reduced summaries; which groups' members to fetch (False:
@@ -303,6 +290,7 @@ class ClusterProgram(PatternProgram):
         partials = {k: _joined([p[1][k] for p in parts], empty) for k in names}
         smallest = _joined([p[2] for p in parts], keys)
         overlap = _joined([p[3] for p in parts], np.empty((0, 3), np.int64))
+        del parts                                    # the narrowed rows, now joined
         vids, partials, at = combine_partials(keys, partials)
         smallest = _smallest(smallest, at, len(vids))
         del keys, at                                 # the concatenated rows: freed before the rules run
@@ -355,7 +343,7 @@ class ClusterProgram(PatternProgram):
         """Run over ``instances`` (manifest entries in time order), each a lane of the same
         supersteps; returns, per instance, (instance, ClusterState, in frame, events)."""
         self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
-        self._concluded, self._pending, self._summarising = set(), {}, {}
+        self._concluded, self._pending = set(), {}
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "label"}, **engine_options).metrics
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
