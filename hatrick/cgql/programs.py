@@ -63,8 +63,8 @@ from algorithms.components import propagate_labels, tell_labels
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
-from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials,
-                                   partial_kinds)
+from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, among,
+                                   combine_partials, partial_kinds)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
@@ -319,8 +319,8 @@ class ClusterProgram(PatternProgram):
         last = ctx.instance["id"] == self._last["id"]
         before_vids = self._vids
         wanted = ids if (last and self._keep_last) else changed
-        ctx.globals["want_now"] = np.sort(vids[np.isin(ids, wanted)])
-        ctx.globals["want_before"] = np.sort(before_vids.to_numpy()[np.isin(previous.table.index.to_numpy(), gone)]) \
+        ctx.globals["want_now"] = np.sort(vids[among(ids, wanted)])
+        ctx.globals["want_before"] = np.sort(before_vids.to_numpy()[among(previous.table.index.to_numpy(), gone)]) \
             if len(gone) else empty
         self._pending[ctx.instance["id"]] = (before, before_vids, after, ids, index, changed, status, gone, inside)
         self._state, self._vids, self._inside = after, index, inside
