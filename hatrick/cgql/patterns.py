@@ -599,9 +599,9 @@ def partial_kinds(conditions) -> dict:
 
 
 def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict, np.ndarray]:
-    """Partials given per (key, piece) rows, reduced to one row per distinct key (in order of
-    first appearance, found by hashing): (distinct keys, reduced partials, row of each input)."""
-    at, unique = pd.factorize(keys)
+    """Partials given per (key, piece) rows, reduced to one row per distinct key
+    (:func:`distinct_codes`): (distinct keys, reduced partials, row of each input)."""
+    at, unique = distinct_codes(keys)
     out = {}
     for name, values in partials.items():
         kind = name[1] if isinstance(name, tuple) else "sum"
@@ -613,6 +613,18 @@ def combine_partials(keys: np.ndarray, partials: dict) -> tuple[np.ndarray, dict
             reduced = np.bincount(at, weights=values, minlength=len(unique)).astype(values.dtype)
         out[name] = reduced
     return unique, out, at
+
+
+def distinct_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the position of each key among the distinct keys, the distinct keys): sorted, by one
+    table over their range, where the keys are dense non-negative integers (vertex ids);
+    else in order of first appearance, by hashing."""
+    keys = np.asarray(keys)
+    if keys.dtype.kind in "iu" and len(keys) and keys.min() >= 0 and keys.max() < 8 * len(keys) + 1024:
+        present = np.zeros(int(keys.max()) + 1, bool)
+        present[keys] = True
+        return (np.cumsum(present, dtype=np.int32) - 1)[keys].astype(np.int64), np.flatnonzero(present).astype(keys.dtype)
+    return pd.factorize(keys)
 
 
 def derive_aggregates(partials: dict, conditions, k: int) -> dict:

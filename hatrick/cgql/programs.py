@@ -301,7 +301,7 @@ class ClusterProgram(PatternProgram):
         k = len(vids)
         previous = self._state
         p = q = weight = np.empty(0, np.int64)
-        index = pd.Index(vids)
+        index = _Positions(vids)
         if previous is not None and len(overlap) and k:
             before_at, now_at = self._vids.get_indexer(overlap[:, 0]), index.get_indexer(overlap[:, 1])
             both = (before_at >= 0) & (now_at >= 0)
@@ -683,7 +683,28 @@ def _gathered(parts: list):
     return out
 
 
-def _lists(labels, member_ids, vids: pd.Index, cluster_ids) -> dict:
+class _Positions:
+    """An instance's group labels (vertex ids: dense, non-negative) and the position of a label
+    among them by one table over the label range (``get_indexer`` as ``pandas.Index`` has it:
+    -1 for a label not there); cheaper than hashing 142k labels per instance at 1M."""
+
+    def __init__(self, labels: np.ndarray):
+        self.labels = labels
+        self._table = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, np.int32)
+        self._table[labels] = np.arange(len(labels), dtype=np.int32)
+
+    def get_indexer(self, values) -> np.ndarray:
+        values = np.asarray(values, np.int64)
+        out = np.full(len(values), -1, np.int64)
+        inside = (values >= 0) & (values < len(self._table))
+        out[inside] = self._table[values[inside]]
+        return out
+
+    def to_numpy(self) -> np.ndarray:
+        return self.labels
+
+
+def _lists(labels, member_ids, vids: _Positions, cluster_ids) -> dict:
     """{cluster id: sorted member ids} from (group label, member id) pairs."""
     at = vids.get_indexer(labels)
     frame = pd.DataFrame({"cluster": np.asarray(cluster_ids)[at], "id": member_ids}).sort_values(["cluster", "id"])
