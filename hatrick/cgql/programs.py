@@ -20,8 +20,8 @@ The supersteps of a partition that received no messages run once per partition
 (:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
 its sub-graphs, each of which only takes its slices; a sub-graph sleeps until
 messages arrive (the partition's first stays awake to run the partition-wide
-phases). Cluster reads its labels over the whole partition too
-(``partition_messages``): none of its supersteps runs per sub-graph. Cluster
+phases). Cluster and Reach read their messages over the whole partition too
+(``partition_messages``): none of their supersteps runs per sub-graph. Cluster
 per instance, in supersteps:
 
 ``label``
@@ -366,10 +366,11 @@ class _RemoteRows:
 class ReachProgram(PatternProgram):
     """One Reach sub-query over a sequence of instances: per instance, the sources are numbered
     (``select``), every vertex gathers the set of sources that reach it as a bit set, spread
-    inside a sub-graph by :func:`spread_bits` and across sub-graphs over the kept remote edges
+    inside a partition by :func:`spread_bits` and across partitions over the kept remote edges
     (``spread``), and the sinks report their (source, sink) pairs with the endpoints'
     attributes (``summary``). Only the pairs reach the driver."""
 
+    partition_messages = True
     aggregators = {"changed": "sum", "sources": _CONCAT, "pairs": _CONCAT}
 
     def __init__(self, pattern: Reach, store, in_frame, records: list):
@@ -385,40 +386,30 @@ class ReachProgram(PatternProgram):
         self._state, self._inside = None, False
 
     # task side ----------------------------------------------------------------------------
-    def compute(self, subgraph, messages, ctx):
-        """A spread superstep for a sub-graph that received bit sets (its rows of the partition's
-        bit sets are a view, so the partition sees the gains); then it sleeps until more arrive
-        (the partition's first sub-graph stays awake so that the partition-wide phases run)."""
-        state = subgraph.state
-        whole = subgraph.partition_pass(self._pass_key, self._partition)
-        rows, remote = subgraph.vertex_rows, subgraph.remote_edges
-        ctx.aggregate("changed", _spread(ctx, whole["indptr"][rows.start:rows.stop + 1], whole["indices"], rows.start,
-                                         state["bits"], self._receive(subgraph, messages),
-                                         (remote.src, remote.dst, remote.dst_subgraph,
-                                          whole["usable"][subgraph.remote_rows])))
-        if not state["keeper"]:
-            ctx.vote_to_halt()
-
-    def compute_partition(self, subgraphs, ctx) -> bool:
-        """Every superstep of a partition that received nothing: numbering the sources (superstep
-        0), the first spread (1), the quiet spread supersteps (nothing can change) and reporting
-        the pairs (summary); the spread supersteps that received bit sets run per sub-graph
-        (:meth:`compute`)."""
+    def compute_partition(self, subgraphs, ctx):
+        """Every superstep, once per partition (bit sets that arrived included:
+        ``partition_messages``): numbering the sources (superstep 0), the first spread (1), the
+        later spreads and reporting the pairs (summary). The partition's bit sets live in its
+        first sub-graph's state; that sub-graph stays awake so that the phases run, the others sleep."""
         if not subgraphs:
             return False
-        if ctx.superstep > 1 and ctx.globals["phase"] != "summary":
-            ctx.aggregate("changed", 0)
-            return True
-        whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
-        if ctx.superstep == 1:
-            ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
-        elif ctx.superstep == 0:
+        votes = np.ones(len(subgraphs), bool)
+        votes[0] = False
+        keeper = subgraphs[0]
+        whole = keeper.partition_pass(self._pass_key, self._partition)
+        if ctx.superstep == 0:
             source = whole["is_source"]
             ctx.aggregate("sources", [(whole["vertex_ids"][source], whole["records"]["id"][source],
                                        {a: v[source] for a, v in whole["records"].items()})])
+        elif ctx.superstep == 1:
+            keeper.state["bits"] = bits = self._sources_bits(whole, ctx.globals["sources"])
+            ctx.aggregate("changed", _spread(ctx, whole, bits, np.flatnonzero(whole["is_source"])))
+        elif ctx.globals["phase"] != "summary":
+            bits = keeper.state["bits"]
+            ctx.aggregate("changed", _spread(ctx, whole, bits, _receive(whole, bits, ctx.partition_messages())))
         else:
-            ctx.aggregate("pairs", [self._pairs(subgraphs[0].state["all_bits"], whole, ctx.globals["sources"])])
-        return True
+            ctx.aggregate("pairs", [self._pairs(keeper.state["bits"], whole, ctx.globals["sources"])])
+        return votes
 
     def _partition(self, whole) -> dict:
         """The kept local edges as one CSR over the partition, the kept remote rows, the sources,
@@ -435,31 +426,14 @@ class ReachProgram(PatternProgram):
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "remote_dst_subgraph": remote.dst_subgraph}
 
-    def _receive(self, subgraph, messages) -> np.ndarray:
-        """OR the bit sets that arrived into their vertices; the vertices that gained a source."""
-        bits = subgraph.state["bits"]
-        if not messages.payloads:
-            return np.empty(0, np.int64)
-        vids = np.concatenate([p[0] for p in messages.payloads])
-        rows = np.concatenate([p[1] for p in messages.payloads])
-        local = subgraph.local_index(vids)
-        before = bits[local].copy()
-        np.bitwise_or.at(bits, local, rows)
-        return np.unique(local[(bits[local] != before).any(axis=1)])
-
     @staticmethod
-    def _start(subgraphs: list, whole: dict, ctx) -> int:
-        """Superstep 1 over the partition: each source gets its bit, the bit sets are closed over
-        the partition's kept local edges and sent on; each sub-graph keeps a view of its rows."""
-        numbered = ctx.globals["sources"]
+    def _sources_bits(whole: dict, numbered: np.ndarray) -> np.ndarray:
+        """The partition's bit sets at superstep 1: each source has its own bit."""
         bits = np.zeros((len(whole["is_source"]), max(1, -(-len(numbered) // 64))), np.uint64)
         local = np.flatnonzero(whole["is_source"])
         bit = np.searchsorted(numbered, whole["vertex_ids"][local])
         np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
-        for i, sg in enumerate(subgraphs):
-            sg.state.update({"bits": bits[sg.vertex_rows], "all_bits": bits, "keeper": i == 0})
-        return _spread(ctx, whole["indptr"], whole["indices"], 0, bits, local,
-                       (whole["remote_src"], whole["remote_dst"], whole["remote_dst_subgraph"], whole["usable"]))
+        return bits
 
     @staticmethod
     def _pairs(bits: np.ndarray, whole: dict, numbered: np.ndarray):
@@ -540,15 +514,27 @@ def _adjacency(src: np.ndarray, dst: np.ndarray, size: int, symmetric: bool) -> 
     return out, merged
 
 
-def _spread(ctx, indptr, indices, offset: int, bits, start: np.ndarray, remote: tuple) -> int:
-    """Close ``bits`` over a CSR of kept local edges (rows numbered from ``offset``) from
-    ``start``, then send every gain over the kept remote edges, one payload per neighbouring
-    sub-graph. ``remote``: (src rows of ``bits``, dst vertex ids, dst sub-graphs, kept mask)."""
+def _receive(whole: dict, bits: np.ndarray, messages) -> np.ndarray:
+    """OR the bit sets that arrived into the partition's rows; the rows that gained a source
+    (vids grow with the row within a partition, so a sorted search finds the rows)."""
+    if not messages.payloads:
+        return np.empty(0, np.int64)
+    vids = np.concatenate([p[0] for p in messages.payloads])
+    rows = np.concatenate([p[1] for p in messages.payloads])
+    local = np.searchsorted(whole["vertex_ids"], vids)
+    before = bits[local].copy()
+    np.bitwise_or.at(bits, local, rows)
+    return np.unique(local[(bits[local] != before).any(axis=1)])
+
+
+def _spread(ctx, whole: dict, bits: np.ndarray, start: np.ndarray) -> int:
+    """Close the partition's ``bits`` over its CSR of kept local edges from the rows ``start``,
+    then send every gain over the kept remote edges, one payload per neighbouring sub-graph."""
     if not len(start):
         return 0
-    src, dst, dst_subgraph, usable = remote
-    gained = spread_bits(indptr, indices, bits, start.astype(np.int64), offset)
-    usable = np.flatnonzero(usable)
+    src, dst, dst_subgraph = whole["remote_src"], whole["remote_dst"], whole["remote_dst_subgraph"]
+    gained = spread_bits(whole["indptr"], whole["indices"], bits, start.astype(np.int64))
+    usable = np.flatnonzero(whole["usable"])
     rows = usable[gained[src[usable]]]
     if len(rows):
         targets = dst_subgraph[rows]
@@ -561,11 +547,10 @@ def _spread(ctx, indptr, indices, offset: int, bits, start: np.ndarray, remote: 
 
 
 @njit(cache=True, nogil=True)
-def spread_bits(indptr, indices, bits, start, offset):
+def spread_bits(indptr, indices, bits, start):
     """Close the per-vertex bit sets over a CSR graph from the vertices in ``start`` (a worklist:
     a vertex is revisited only when it gains a bit). Vertex ``v``'s edges are
-    ``indices[indptr[v]:indptr[v + 1]]``, numbered from ``offset`` (a sub-graph's rows of its
-    partition's CSR). Returns the mask of vertices that gained."""
+    ``indices[indptr[v]:indptr[v + 1]]``. Returns the mask of vertices that gained."""
     n, words = bits.shape
     gained = np.zeros(n, np.bool_)
     queued = np.zeros(n, np.bool_)
@@ -582,7 +567,7 @@ def spread_bits(indptr, indices, bits, start, offset):
         head += 1
         queued[v] = False
         for e in range(indptr[v], indptr[v + 1]):
-            u = indices[e] - offset
+            u = indices[e]
             grew = False
             for w in range(words):
                 new = bits[v, w] & ~bits[u, w]
