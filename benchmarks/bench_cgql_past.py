@@ -77,7 +77,7 @@ def _compile_kernels() -> None:
     compile, and the driver's memory is not changed by it."""
     code = ("import numpy as np; from hatrick.cgql.programs import spread_bits; "
             "spread_bits(np.zeros(2, np.int64), np.empty(0, np.int64), np.zeros((1, 1), np.uint64), "
-            "np.zeros(1, np.int64), 0)")
+            "np.zeros(1, np.int64))")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

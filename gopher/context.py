@@ -22,10 +22,18 @@ class ComputeContext:
         self._subgraph = None
         self._halt = False
         self._aggregators = {}
+        self._inbox = None                # the partition's messages (set by the worker)
 
     def _begin(self, subgraph) -> None:
         self._subgraph = subgraph
         self._halt = False
+
+    def partition_messages(self):
+        """Every message the partition received in this superstep as one
+        :class:`gopher.messages.Messages`: ``vertices`` are positions among the partition's
+        vertices (what a :meth:`gopher.subgraph.Subgraph.partition_pass` indexes); for
+        :meth:`gopher.program.SubgraphProgram.compute_partition`."""
+        return self._inbox.for_partition()
 
     # sending ---------------------------------------------------------------------
     def send_to_vertex(self, vertex_id: int, value) -> None:

@@ -163,7 +163,8 @@ class Lane:
                         self.globals, self.sequential)
 
     def finish_superstep(self, reports: list, specs: dict, program, metrics, max_supersteps: int) -> None:
-        aggregated = {name: specs[name].reduce([r["partials"][name] for r in reports if name in r["partials"]])
+        # popped from the reports: what the master pops from ``aggregated`` is then freed
+        aggregated = {name: specs[name].reduce([r["partials"].pop(name) for r in reports if name in r["partials"]])
                       for name in specs}
         sent = sum(r["sent"] for r in reports)
         halted = all(r["halted"] == r["subgraphs"] for r in reports)

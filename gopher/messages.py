@@ -159,6 +159,12 @@ class Inbox:
         mask[list(self.subgraph_messages)] = True
         return mask
 
+    def for_partition(self) -> Messages:
+        """The partition's messages at once (vertices as positions in the partition)."""
+        senders = [s for k in sorted(self.subgraph_messages) for s in self.subgraph_messages[k][0]]
+        payloads = [m for k in sorted(self.subgraph_messages) for m in self.subgraph_messages[k][1]]
+        return Messages(self.local, self.values, senders + [-1] * len(self.broadcasts), payloads + self.broadcasts)
+
     def for_subgraph(self, k: int) -> Messages:
         a, b = self._bounds[k], self._bounds[k + 1]
         senders, payloads = self.subgraph_messages.get(k, _NO_PAYLOADS)

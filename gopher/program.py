@@ -22,6 +22,10 @@ class SubgraphProgram:
     #: text instance edge attributes as ``pandas.Categorical`` (the stored codes over the distinct
     #: values) instead of object arrays: for programs that test values, once per distinct value
     text_as_categorical: bool = False
+    #: :meth:`compute_partition` runs for a partition that received messages too, reading them all
+    #: at once with ``ctx.partition_messages()``: a program whose every superstep is vectorised
+    #: over the partition
+    partition_messages: bool = False
     #: output columns of :meth:`output` besides ``id``: {name: pyarrow type}
     output_schema: dict = {}
 
@@ -33,8 +37,11 @@ class SubgraphProgram:
     def compute_partition(self, subgraphs: list, ctx) -> bool:
         """Optional: run this superstep once for all of a partition's active sub-graphs (in
         sub-graph order, each with its ``state``), vectorised over the partition, instead of
-        ``compute`` per sub-graph. Called only when the partition received no messages in this
-        superstep; return True when done (then ``compute`` is not called and none halts)."""
+        ``compute`` per sub-graph. Called when the partition received no messages in this
+        superstep, or always where :attr:`partition_messages` is set. Return False to run
+        ``compute`` per sub-graph instead, True when done (none halts), or the sub-graphs' halt
+        votes (a boolean per sub-graph of ``subgraphs``): a halted sub-graph is left out of later
+        supersteps until a message arrives for it."""
         return False
 
     def master(self, ctx) -> None:

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,6 +184,30 @@ class InstanceView:
         return sg
 
 
+class ActiveSubgraphs(Sequence):
+    """A lane's active sub-graphs in one partition (sub-graph numbers ``ks``), each with its
+    ``state``, built when first read: a program that works over the whole partition
+    (``compute_partition``) pays only for those it reads, not for thousands of small objects."""
+
+    def __init__(self, view: InstanceView, ks: list, states: list):
+        self._view, self._ks, self._states = view, ks, states
+        self._built: list = [None] * len(ks)
+
+    def __len__(self) -> int:
+        return len(self._ks)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = range(len(self._ks))[i]
+        sg = self._built[i]
+        if sg is None:
+            k = self._ks[i]
+            sg = self._built[i] = self._view.subgraph(k)
+            sg.state = self._states[k]
+        return sg
+
+
 def _graph_key(store) -> tuple:
     """The graph version: its manifest uuid and the version directory its files live in."""
     return (store.identity, store.root)
@@ -333,17 +358,17 @@ class TaskWorker:
             ctx._before = run.lanes.get(lane - 1)
         where = "" if step.instance is None else f"instance {step.instance['id']}, "
         ks = active.tolist()                    # Python ints: list indexing below is faster with them
-        subgraphs = [view.subgraph(k) for k in ks]
-        for k, sg in zip(ks, subgraphs):
-            sg.state = state.states[k]
+        subgraphs = ActiveSubgraphs(view, ks, state.states)
+        ctx._inbox = inbox
         try:
-            whole = not inbox.count and program.compute_partition(subgraphs, ctx)
+            done = (not inbox.count or program.partition_messages) and program.compute_partition(subgraphs, ctx)
         except Exception as exc:
             raise GopherProgramError(
                 f"{type(program).__name__}.compute_partition failed on partition {p} in "
                 f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-        halts = [False] * len(ks)
-        if not whole:
+        votes = isinstance(done, (list, tuple, np.ndarray))       # the sub-graphs' halt votes
+        halts = np.asarray(done, dtype=bool).tolist() if votes else [False] * len(ks)
+        if not (votes or done):
             begin, compute, messages, states = ctx._begin, program.compute, inbox.for_subgraph, state.states
             for i, (k, sg) in enumerate(zip(ks, subgraphs)):
                 begin(sg)

@@ -6,6 +6,7 @@ compare exactly what each sub-graph received in each superstep with what the
 graph's topology (NetworkX plus the stored vertex -> sub-graph map) says.
 """
 import json
+import operator
 import sys
 
 import networkx as nx
@@ -249,6 +250,59 @@ def test_compute_partition_runs_once_per_partition_when_no_messages_came(undirec
     assert first["hook_calls"] == store.num_partitions and first["hook_subgraphs"] == count(store)
     assert first["computed"] == 0 and first["sent"] > 0
     assert second["received"] == first["sent"]
+
+
+class PartitionMessages(SubgraphProgram):
+    """Every superstep in ``compute_partition`` (``partition_messages``): superstep 0 sends each
+    remote edge's destination its own vid and votes every sub-graph but the partition's first
+    to halt; superstep 1 reads the messages over the whole partition (positions in the
+    partition) with only the first and the sub-graphs that received awake; superstep 2 has
+    only the first sub-graphs."""
+
+    message_dtype = "int64"
+    combiner = "min"
+    partition_messages = True
+    aggregators = {"targets": Aggregator(operator.add, []), "received": "sum", "wrong": "sum", "active": "sum",
+                   "asleep_but_active": "sum", "computed": "sum"}
+
+    def __init__(self):
+        self.totals = []
+
+    def compute_partition(self, subgraphs, ctx):
+        vids = subgraphs[0].partition_pass(f"vids-{id(self)}", lambda whole: (whole.vertex_ids, whole.remote_edges.dst))
+        ctx.aggregate("active", len(subgraphs))
+        if ctx.superstep == 0:
+            ctx.send_to_vertices(vids[1], vids[1])
+            ctx.aggregate("targets", vids[1].tolist())
+        elif ctx.superstep == 1:
+            messages = ctx.partition_messages()
+            ctx.aggregate("received", len(messages.vertices))
+            ctx.aggregate("wrong", int((vids[0][messages.vertices] != messages.values).sum()))
+            woken = [sg for sg in subgraphs[1:] if not np.isin(np.arange(sg.vertex_rows.start, sg.vertex_rows.stop),
+                                                                  messages.vertices).any()]
+            ctx.aggregate("asleep_but_active", len(woken))
+        votes = np.ones(len(subgraphs), bool)
+        votes[0] = False
+        return votes
+
+    def compute(self, subgraph, messages, ctx):
+        ctx.aggregate("computed", 1)
+
+    def master(self, ctx):
+        self.totals.append({k: ctx.aggregated.get(k, 0) for k in self.aggregators})
+        if ctx.superstep == 2:
+            ctx.halt()
+
+
+def test_compute_partition_reads_the_partitions_messages_and_votes_halts(undirected):
+    G, store = undirected
+    program = PartitionMessages()
+    store.run(program, progress=False)
+    first, second, third = program.totals
+    assert first["active"] == count(store) and first["computed"] == 0
+    assert second["received"] == len(set(first["targets"])) > 0 and second["wrong"] == 0
+    assert second["asleep_but_active"] == 0 and store.num_partitions < second["active"] < count(store)
+    assert third["active"] == store.num_partitions and second["computed"] == third["computed"] == 0
 
 
 class MasterDriven(Recording):

@@ -15,12 +15,14 @@ the summaries follow each other one superstep apart, so the driver applies the
 pattern's rules in time order holding one instance's summaries at a time. Reach
 compares the instances' pairs in time order on the driver. Each sub-graph reads
 only the attributes the query names, text edge values as their stored dictionary
-codes (``text_as_categorical``: a condition is decided once per distinct value). The supersteps of a partition that received
-no messages run once per partition
+codes (``text_as_categorical``: a condition is decided once per distinct value).
+The supersteps of a partition that received no messages run once per partition
 (:meth:`gopher.program.SubgraphProgram.compute_partition`), vectorised over all
 its sub-graphs, each of which only takes its slices; a sub-graph sleeps until
 messages arrive (the partition's first stays awake to run the partition-wide
-phases). Cluster per instance, in supersteps:
+phases). Cluster and Reach read their messages over the whole partition too
+(``partition_messages``): none of their supersteps runs per sub-graph. Cluster
+per instance, in supersteps:
 
 ``label``
     superstep 0: the vertex and edge conditions (:func:`hatrick.cgql.views.vertex_conditions_mask` /
@@ -28,10 +30,11 @@ phases). Cluster per instance, in supersteps:
     the members' pieces over the kept local edges (one csgraph call) are worked
     out once per partition and instance (:meth:`gopher.subgraph.Subgraph.partition_pass`);
     every piece starts with its smallest vertex id and tells it over the kept
-    remote edges. Later label supersteps (those that received labels) run per
-    sub-graph: smallest-label propagation (:func:`algorithms.components.propagate_labels`,
-    the components program's kernel) until no label changes; then the lane
-    waits until the previous instance's lane has been concluded.
+    remote edges. Later label supersteps: smallest-label propagation between
+    the partition's pieces (:func:`algorithms.components.propagate_labels`, the
+    components program's kernel, over the partition as one sub-graph) until no
+    label changes; then the lane waits until the previous instance's lane has
+    been concluded.
 ``summary``
     per group of the partition: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
     the smallest member id, and the overlap counts with the previous
@@ -56,12 +59,12 @@ from scipy.sparse import csr_matrix
 from numba import njit
 from scipy.sparse.csgraph import connected_components
 
-from algorithms.components import NO_LABEL, propagate_labels
+from algorithms.components import propagate_labels, tell_labels
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
-from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, combine_partials,
-                                   partial_kinds)
+from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, among,
+                                   combine_partials, partial_kinds)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
@@ -132,6 +135,7 @@ class ClusterProgram(PatternProgram):
 
     message_dtype = "int64"
     combiner = "min"
+    partition_messages = True
     aggregators = {"changed": "sum", "summary": _CONCAT, "members": _CONCAT}
 
     def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
@@ -149,68 +153,44 @@ class ClusterProgram(PatternProgram):
         self._inside = False
 
     # task side ----------------------------------------------------------------------------
-    def compute(self, subgraph, messages, ctx):
-        """A label superstep after the first, for a sub-graph that received labels: its pieces'
-        labels go back into the partition's labels (what the later phases read), then it sleeps
-        until the next labels arrive (the partition's first sub-graph stays awake so that the
-        partition-wide phases run)."""
-        state = subgraph.state
-        first, count, lane = state["first"], state["count"], state["lane"]
-        if "piece" not in state:            # its first labels: its rows of the partition's pieces
-            piece = lane["piece"][subgraph.vertex_rows]
-            state.update({"piece": np.where(piece >= 0, piece - first, -1),
-                          "usable": lane["usable"][subgraph.remote_rows],
-                          "labels": lane["labels"][first:first + count].copy()})
-        changed = propagate_labels(subgraph, messages, ctx, count, state["piece"], state["usable"])
-        lane["labels"][first:first + count] = state["labels"]
-        ctx.aggregate("changed", changed)
-        if not state["keeper"]:
-            ctx.vote_to_halt()
-
-    def compute_partition(self, subgraphs, ctx) -> bool:
-        """Every superstep of a partition that received nothing: the first label superstep, the
-        quiet ones (nothing can change), the summary and the members."""
-        phase = ctx.globals["phase"]
+    def compute_partition(self, subgraphs, ctx):
+        """Every superstep, once per partition (labels that arrived included: ``partition_messages``):
+        the first label superstep, the later ones, the summary and the members. The partition's
+        pieces and labels are one ``lane`` in its first sub-graph's state; that sub-graph stays
+        awake so that the phases run, the others sleep (labels arriving for their vertices wake
+        them only to be read here, over the whole partition)."""
         if not subgraphs:
             return False
-        if phase == "label" and ctx.superstep:
-            ctx.aggregate("changed", 0)
-            return True
+        votes = np.ones(len(subgraphs), bool)
+        votes[0] = False
+        phase = ctx.globals["phase"]
         if phase == "wait":
-            return True
-        whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
+            return votes
+        keeper = subgraphs[0]
+        whole = keeper.partition_pass(self._pass_key, self._partition)
         if ctx.superstep == 0:
-            ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
-            return True
-        before = ctx.state_before(subgraphs[0])
+            keeper.state["lane"] = lane = {"piece": whole["piece"], "usable": whole["usable"],
+                                           # vids grow with the row: a piece's first is its smallest
+                                           "labels": whole["vertex_ids"][whole["starts"]]}
+            changed = np.ones(len(whole["starts"]), bool)
+            tell_labels(_Pieces(lane, whole), ctx, lane["labels"], changed, lane["piece"], lane["usable"])
+            ctx.aggregate("changed", len(changed))
+            return votes
+        lane = keeper.state["lane"]
+        if phase == "label":
+            messages = ctx.partition_messages()
+            ctx.aggregate("changed", propagate_labels(_Pieces(lane, whole), messages, ctx, len(lane["labels"]),
+                                                      lane["piece"], lane["usable"]) if len(messages.vertices) else 0)
+            return votes
+        before = ctx.state_before(keeper)
         previous = None if before is None else before.get("lane")
         if phase == "summary":
-            summary = self._summary(whole, subgraphs[0].state["lane"], previous)
+            summary = self._summary(whole, lane, previous)
             if summary is not None:
                 ctx.aggregate("summary", [summary])
         else:
-            ctx.aggregate("members", [self._members(whole["ids"], subgraphs[0].state["lane"], previous,
-                                                    ctx.globals)])
-        return True
-
-    @staticmethod
-    def _start(subgraphs: list, whole: dict, ctx) -> int:
-        """Superstep 0 over the partition: every piece starts with its smallest vertex id and tells
-        it over the kept remote edges (what :func:`algorithms.components.propagate_labels` does
-        with ``start``); the partition's pieces and labels are one ``lane`` that every sub-graph's
-        state shares, each sub-graph knowing where its pieces are in it (it takes its rows when
-        labels first reach it, :meth:`compute`). Returns the number of pieces (all changed)."""
-        piece, starts, usable = whole["piece"], whole["starts"], whole["usable"]
-        labels = whole["vertex_ids"][starts]       # vids grow with the row: a piece's first is its smallest
-        lane = {"piece": piece, "labels": labels, "usable": usable}
-        bounds = np.searchsorted(starts, [sg.vertex_rows.start for sg in subgraphs]
-                                 + [subgraphs[-1].vertex_rows.stop]).tolist()
-        for i, sg in enumerate(subgraphs):
-            sg.state.update({"first": bounds[i], "count": bounds[i + 1] - bounds[i], "lane": lane, "keeper": i == 0})
-        at = piece[whole["remote_src"]]
-        tell = (at >= 0) & usable
-        ctx.send_to_vertices(whole["remote_dst"][tell], labels[at[tell]])
-        return len(starts)
+            ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
+        return votes
 
     def _partition(self, whole) -> dict:
         """Members, kept edges and their pieces over the whole partition in a few C passes (pieces
@@ -262,7 +242,7 @@ class ClusterProgram(PatternProgram):
             shared = csr_matrix((np.ones(int(both.sum()), np.int64), (before[both], at[both])),
                                 shape=(len(previous["labels"]), len(labels))).tocoo()    # duplicates summed
             overlap = np.column_stack([previous["labels"][shared.row], labels[shared.col], shared.data])
-        return labels.copy(), partials, smallest, overlap
+        return _narrow(labels), {k: _narrow(v) for k, v in partials.items()}, _narrow(smallest), _narrow(overlap)
 
     @staticmethod
     def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
@@ -304,11 +284,13 @@ class ClusterProgram(PatternProgram):
         """The pattern's rules on the reduced summaries; which groups' members to fetch (False:
         none, the instance needs no members superstep)."""
         parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
-        keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+        empty = np.empty(0, np.int64)
+        keys = _joined([p[0] for p in parts], empty)
         names = parts[0][1].keys() if parts else ["size"]
-        partials = {k: np.concatenate([p[1][k] for p in parts]) if parts else np.empty(0, np.int64) for k in names}
-        smallest = np.concatenate([p[2] for p in parts]) if parts else keys
-        overlap = np.concatenate([p[3] for p in parts]) if parts else np.empty((0, 3), np.int64)
+        partials = {k: _joined([p[1][k] for p in parts], empty) for k in names}
+        smallest = _joined([p[2] for p in parts], keys)
+        overlap = _joined([p[3] for p in parts], np.empty((0, 3), np.int64))
+        del parts                                    # the narrowed rows, now joined
         vids, partials, at = combine_partials(keys, partials)
         smallest = _smallest(smallest, at, len(vids))
         del keys, at                                 # the concatenated rows: freed before the rules run
@@ -319,7 +301,7 @@ class ClusterProgram(PatternProgram):
         k = len(vids)
         previous = self._state
         p = q = weight = np.empty(0, np.int64)
-        index = pd.Index(vids)
+        index = _Positions(vids)
         if previous is not None and len(overlap) and k:
             before_at, now_at = self._vids.get_indexer(overlap[:, 0]), index.get_indexer(overlap[:, 1])
             both = (before_at >= 0) & (now_at >= 0)
@@ -337,8 +319,8 @@ class ClusterProgram(PatternProgram):
         last = ctx.instance["id"] == self._last["id"]
         before_vids = self._vids
         wanted = ids if (last and self._keep_last) else changed
-        ctx.globals["want_now"] = np.sort(vids[np.isin(ids, wanted)])
-        ctx.globals["want_before"] = np.sort(before_vids.to_numpy()[np.isin(previous.table.index.to_numpy(), gone)]) \
+        ctx.globals["want_now"] = np.sort(vids[among(ids, wanted)])
+        ctx.globals["want_before"] = np.sort(before_vids.to_numpy()[among(previous.table.index.to_numpy(), gone)]) \
             if len(gone) else empty
         self._pending[ctx.instance["id"]] = (before, before_vids, after, ids, index, changed, status, gone, inside)
         self._state, self._vids, self._inside = after, index, inside
@@ -367,13 +349,28 @@ class ClusterProgram(PatternProgram):
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
 
 
+class _Pieces:
+    """A partition's pieces as :func:`algorithms.components.propagate_labels` reads a sub-graph:
+    ``state`` (the lane: a label per piece) and the remote edges (rows of the partition)."""
+
+    def __init__(self, lane: dict, whole: dict):
+        self.state = lane
+        self.remote_edges = _RemoteRows(whole["remote_src"], whole["remote_dst"])
+
+
+class _RemoteRows:
+    def __init__(self, src: np.ndarray, dst: np.ndarray):
+        self.src, self.dst = src, dst
+
+
 class ReachProgram(PatternProgram):
     """One Reach sub-query over a sequence of instances: per instance, the sources are numbered
     (``select``), every vertex gathers the set of sources that reach it as a bit set, spread
-    inside a sub-graph by :func:`spread_bits` and across sub-graphs over the kept remote edges
+    inside a partition by :func:`spread_bits` and across partitions over the kept remote edges
     (``spread``), and the sinks report their (source, sink) pairs with the endpoints'
     attributes (``summary``). Only the pairs reach the driver."""
 
+    partition_messages = True
     aggregators = {"changed": "sum", "sources": _CONCAT, "pairs": _CONCAT}
 
     def __init__(self, pattern: Reach, store, in_frame, records: list):
@@ -389,40 +386,30 @@ class ReachProgram(PatternProgram):
         self._state, self._inside = None, False
 
     # task side ----------------------------------------------------------------------------
-    def compute(self, subgraph, messages, ctx):
-        """A spread superstep for a sub-graph that received bit sets (its rows of the partition's
-        bit sets are a view, so the partition sees the gains); then it sleeps until more arrive
-        (the partition's first sub-graph stays awake so that the partition-wide phases run)."""
-        state = subgraph.state
-        whole = subgraph.partition_pass(self._pass_key, self._partition)
-        rows, remote = subgraph.vertex_rows, subgraph.remote_edges
-        ctx.aggregate("changed", _spread(ctx, whole["indptr"][rows.start:rows.stop + 1], whole["indices"], rows.start,
-                                         state["bits"], self._receive(subgraph, messages),
-                                         (remote.src, remote.dst, remote.dst_subgraph,
-                                          whole["usable"][subgraph.remote_rows])))
-        if not state["keeper"]:
-            ctx.vote_to_halt()
-
-    def compute_partition(self, subgraphs, ctx) -> bool:
-        """Every superstep of a partition that received nothing: numbering the sources (superstep
-        0), the first spread (1), the quiet spread supersteps (nothing can change) and reporting
-        the pairs (summary); the spread supersteps that received bit sets run per sub-graph
-        (:meth:`compute`)."""
+    def compute_partition(self, subgraphs, ctx):
+        """Every superstep, once per partition (bit sets that arrived included:
+        ``partition_messages``): numbering the sources (superstep 0), the first spread (1), the
+        later spreads and reporting the pairs (summary). The partition's bit sets live in its
+        first sub-graph's state; that sub-graph stays awake so that the phases run, the others sleep."""
         if not subgraphs:
             return False
-        if ctx.superstep > 1 and ctx.globals["phase"] != "summary":
-            ctx.aggregate("changed", 0)
-            return True
-        whole = subgraphs[0].partition_pass(self._pass_key, self._partition)
-        if ctx.superstep == 1:
-            ctx.aggregate("changed", self._start(subgraphs, whole, ctx))
-        elif ctx.superstep == 0:
+        votes = np.ones(len(subgraphs), bool)
+        votes[0] = False
+        keeper = subgraphs[0]
+        whole = keeper.partition_pass(self._pass_key, self._partition)
+        if ctx.superstep == 0:
             source = whole["is_source"]
             ctx.aggregate("sources", [(whole["vertex_ids"][source], whole["records"]["id"][source],
                                        {a: v[source] for a, v in whole["records"].items()})])
+        elif ctx.superstep == 1:
+            keeper.state["bits"] = bits = self._sources_bits(whole, ctx.globals["sources"])
+            ctx.aggregate("changed", _spread(ctx, whole, bits, np.flatnonzero(whole["is_source"])))
+        elif ctx.globals["phase"] != "summary":
+            bits = keeper.state["bits"]
+            ctx.aggregate("changed", _spread(ctx, whole, bits, _receive(whole, bits, ctx.partition_messages())))
         else:
-            ctx.aggregate("pairs", [self._pairs(subgraphs[0].state["all_bits"], whole, ctx.globals["sources"])])
-        return True
+            ctx.aggregate("pairs", [self._pairs(keeper.state["bits"], whole, ctx.globals["sources"])])
+        return votes
 
     def _partition(self, whole) -> dict:
         """The kept local edges as one CSR over the partition, the kept remote rows, the sources,
@@ -439,31 +426,14 @@ class ReachProgram(PatternProgram):
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "remote_dst_subgraph": remote.dst_subgraph}
 
-    def _receive(self, subgraph, messages) -> np.ndarray:
-        """OR the bit sets that arrived into their vertices; the vertices that gained a source."""
-        bits = subgraph.state["bits"]
-        if not messages.payloads:
-            return np.empty(0, np.int64)
-        vids = np.concatenate([p[0] for p in messages.payloads])
-        rows = np.concatenate([p[1] for p in messages.payloads])
-        local = subgraph.local_index(vids)
-        before = bits[local].copy()
-        np.bitwise_or.at(bits, local, rows)
-        return np.unique(local[(bits[local] != before).any(axis=1)])
-
     @staticmethod
-    def _start(subgraphs: list, whole: dict, ctx) -> int:
-        """Superstep 1 over the partition: each source gets its bit, the bit sets are closed over
-        the partition's kept local edges and sent on; each sub-graph keeps a view of its rows."""
-        numbered = ctx.globals["sources"]
+    def _sources_bits(whole: dict, numbered: np.ndarray) -> np.ndarray:
+        """The partition's bit sets at superstep 1: each source has its own bit."""
         bits = np.zeros((len(whole["is_source"]), max(1, -(-len(numbered) // 64))), np.uint64)
         local = np.flatnonzero(whole["is_source"])
         bit = np.searchsorted(numbered, whole["vertex_ids"][local])
         np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
-        for i, sg in enumerate(subgraphs):
-            sg.state.update({"bits": bits[sg.vertex_rows], "all_bits": bits, "keeper": i == 0})
-        return _spread(ctx, whole["indptr"], whole["indices"], 0, bits, local,
-                       (whole["remote_src"], whole["remote_dst"], whole["remote_dst_subgraph"], whole["usable"]))
+        return bits
 
     @staticmethod
     def _pairs(bits: np.ndarray, whole: dict, numbered: np.ndarray):
@@ -544,15 +514,27 @@ def _adjacency(src: np.ndarray, dst: np.ndarray, size: int, symmetric: bool) -> 
     return out, merged
 
 
-def _spread(ctx, indptr, indices, offset: int, bits, start: np.ndarray, remote: tuple) -> int:
-    """Close ``bits`` over a CSR of kept local edges (rows numbered from ``offset``) from
-    ``start``, then send every gain over the kept remote edges, one payload per neighbouring
-    sub-graph. ``remote``: (src rows of ``bits``, dst vertex ids, dst sub-graphs, kept mask)."""
+def _receive(whole: dict, bits: np.ndarray, messages) -> np.ndarray:
+    """OR the bit sets that arrived into the partition's rows; the rows that gained a source
+    (vids grow with the row within a partition, so a sorted search finds the rows)."""
+    if not messages.payloads:
+        return np.empty(0, np.int64)
+    vids = np.concatenate([p[0] for p in messages.payloads])
+    rows = np.concatenate([p[1] for p in messages.payloads])
+    local = np.searchsorted(whole["vertex_ids"], vids)
+    before = bits[local].copy()
+    np.bitwise_or.at(bits, local, rows)
+    return np.unique(local[(bits[local] != before).any(axis=1)])
+
+
+def _spread(ctx, whole: dict, bits: np.ndarray, start: np.ndarray) -> int:
+    """Close the partition's ``bits`` over its CSR of kept local edges from the rows ``start``,
+    then send every gain over the kept remote edges, one payload per neighbouring sub-graph."""
     if not len(start):
         return 0
-    src, dst, dst_subgraph, usable = remote
-    gained = spread_bits(indptr, indices, bits, start.astype(np.int64), offset)
-    usable = np.flatnonzero(usable)
+    src, dst, dst_subgraph = whole["remote_src"], whole["remote_dst"], whole["remote_dst_subgraph"]
+    gained = spread_bits(whole["indptr"], whole["indices"], bits, start.astype(np.int64))
+    usable = np.flatnonzero(whole["usable"])
     rows = usable[gained[src[usable]]]
     if len(rows):
         targets = dst_subgraph[rows]
@@ -565,11 +547,10 @@ def _spread(ctx, indptr, indices, offset: int, bits, start: np.ndarray, remote: 
 
 
 @njit(cache=True, nogil=True)
-def spread_bits(indptr, indices, bits, start, offset):
+def spread_bits(indptr, indices, bits, start):
     """Close the per-vertex bit sets over a CSR graph from the vertices in ``start`` (a worklist:
     a vertex is revisited only when it gains a bit). Vertex ``v``'s edges are
-    ``indices[indptr[v]:indptr[v + 1]]``, numbered from ``offset`` (a sub-graph's rows of its
-    partition's CSR). Returns the mask of vertices that gained."""
+    ``indices[indptr[v]:indptr[v + 1]]``. Returns the mask of vertices that gained."""
     n, words = bits.shape
     gained = np.zeros(n, np.bool_)
     queued = np.zeros(n, np.bool_)
@@ -586,7 +567,7 @@ def spread_bits(indptr, indices, bits, start, offset):
         head += 1
         queued[v] = False
         for e in range(indptr[v], indptr[v + 1]):
-            u = indices[e] - offset
+            u = indices[e]
             grew = False
             for w in range(words):
                 new = bits[v, w] & ~bits[u, w]
@@ -646,6 +627,20 @@ def _pass_key(pattern, *settings) -> tuple:
     return (repr(pattern.clause), repr(sorted(pattern.params.items())), settings)
 
 
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` as int32 where they are int64 that fit (half the bytes to ship and unpickle)."""
+    if values.dtype == np.int64 and values.size and -2**31 <= values.min() and values.max() < 2**31:
+        return values.astype(np.int32)
+    return values.copy() if values.dtype == np.int64 else values
+
+
+def _joined(arrays: list, empty: np.ndarray) -> np.ndarray:
+    """Arrays that travelled :func:`_narrow`-ed, joined at their full width (``empty`` for none)."""
+    if not arrays:
+        return empty
+    return np.concatenate(arrays, dtype=np.int64 if arrays[0].dtype.kind in "iu" else None)
+
+
 def _smallest(ids: np.ndarray, piece: np.ndarray, count: int) -> np.ndarray:
     """The smallest of ``ids`` in each of ``count`` pieces (every piece has one)."""
     if ids.dtype.kind not in "iu":
@@ -673,7 +668,28 @@ def _gathered(parts: list):
     return out
 
 
-def _lists(labels, member_ids, vids: pd.Index, cluster_ids) -> dict:
+class _Positions:
+    """An instance's group labels (vertex ids: dense, non-negative) and the position of a label
+    among them by one table over the label range (``get_indexer`` as ``pandas.Index`` has it:
+    -1 for a label not there); cheaper than hashing 142k labels per instance at 1M."""
+
+    def __init__(self, labels: np.ndarray):
+        self.labels = labels
+        self._table = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, np.int32)
+        self._table[labels] = np.arange(len(labels), dtype=np.int32)
+
+    def get_indexer(self, values) -> np.ndarray:
+        values = np.asarray(values, np.int64)
+        out = np.full(len(values), -1, np.int64)
+        inside = (values >= 0) & (values < len(self._table))
+        out[inside] = self._table[values[inside]]
+        return out
+
+    def to_numpy(self) -> np.ndarray:
+        return self.labels
+
+
+def _lists(labels, member_ids, vids: _Positions, cluster_ids) -> dict:
     """{cluster id: sorted member ids} from (group label, member id) pairs."""
     at = vids.get_indexer(labels)
     frame = pd.DataFrame({"cluster": np.asarray(cluster_ids)[at], "id": member_ids}).sort_values(["cluster", "id"])
