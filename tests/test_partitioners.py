@@ -269,7 +269,7 @@ def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(
             return pd.DataFrame({"vid": ids, "c": ids})
         return clusters_of
 
-    monkeypatch.setattr(multilevel, "_metis_clusters", no_clusters)      # every in-range level stalls
+    monkeypatch.setattr(multilevel, "_matched_clusters", no_clusters)      # every in-range level stalls
     n, src, dst = grid(16)
     report = {}
     parts = multilevel.multilevel_partition(n, src, dst, 2, seed=1, spark=spark, cluster_rounds=1,
