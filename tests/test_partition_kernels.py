@@ -58,7 +58,8 @@ def refine(n, src, dst, parts, k, capacity_slack=0.05, rounds=5, min_moves=0, gr
     sizes = np.bincount(parts, minlength=k)
     capacity = max(-(-n // k), int((1 + capacity_slack) * n / k))
     task = _refiner(sizes, capacity, groups, rounds, min_moves, seed=0)
-    batch = pa.RecordBatch.from_pydict({"u": u, "v": v, "pu": parts[u].astype(np.int32), "pv": parts[v].astype(np.int32),
+    batch = pa.RecordBatch.from_pydict({"u": u, "v": v, "pu": parts[u].astype(np.int32),
+                                        "pv": parts[v].astype(np.int32),
                                         "w": np.ones(u.size, np.int64), "g": (u % groups).astype(np.int32)})
     table = pa.Table.from_batches(list(task([batch])))
     kind, a, b = (table.column(c).to_numpy() for c in ("kind", "a", "b"))

@@ -97,7 +97,8 @@ def heavy_edge_clusters(indptr, indices, weight, vw, bound, wanted, seed):
     label = np.arange(n)
     level = 0
     while vw.size > wanted:
-        cluster, count = _match(indptr, indices, weight, vw, bound, _hash(np.uint64(seed) + np.uint64(level)))
+        salt = _hash(np.uint64(seed) + np.uint64(level))
+        cluster, count = _match(indptr, indices, weight, vw, bound, salt)
         if count > 0.95 * vw.size:
             break
         for u in range(n):

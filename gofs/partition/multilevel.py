@@ -74,7 +74,7 @@ _COIN_BITS = 20
 _MAX_LEVELS = 12
 _STALLED = 0.95                 # a level keeping more than this share of vertices has stopped coarsening
 _RANGE_SHARE = 0.5              # cluster inside id ranges when at least this share of edge weight lies within them
-_RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's METIS input)
+_RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's clustering input)
 _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the vertex count by at most this factor
 _PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
@@ -97,8 +97,7 @@ def multilevel_partition(num_vertices: int, src, dst, num_partitions: int, seed:
     import pandas as pd
 
     edges = spark.createDataFrame(pd.DataFrame({"src": np.asarray(src, np.int64), "dst": np.asarray(dst, np.int64)}))
-    vertices = spark.range(num_vertices).withColumnRenamed("id", "vid")
-    labels = multilevel_labels(spark, edges, num_partitions, vertices=vertices, seed=seed, **options)
+    labels = multilevel_labels(spark, edges, num_partitions, num_vertices=num_vertices, seed=seed, **options)
     return collect_labels(labels, num_vertices)
 
 
@@ -108,7 +107,8 @@ def coarse_graph_bytes(num_vertices: int, num_edges: int) -> int:
     return int(num_vertices) * BYTES_PER_COARSE_VERTEX + int(num_edges) * BYTES_PER_COARSE_EDGE
 
 
-def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed: int = 0,
+def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_vertices: int | None = None,
+                      seed: int = 0,
                       driver_budget_bytes: int = DRIVER_BUDGET_BYTES, driver_budget_edges: int | None = None,
                       cluster_rounds: int = 4, refine_iterations: int = 5, refine_min_moves: float = REFINE_MIN_MOVES,
                       capacity_slack: float = 0.05, report: dict | None = None):
@@ -120,6 +120,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     edges_df : DataFrame with integer columns ``src``, ``dst`` (any ids); read as undirected.
     vertices : optional DataFrame with a ``vid`` column listing every vertex once (isolated ones
         too); by default the endpoints of ``edges_df``.
+    num_vertices : instead of ``vertices``: the ids are exactly ``0..num_vertices-1`` (dense ids, as
+        the ingest numbers them), which saves a pass over the vertices.
     driver_budget_bytes : coarsen until the coarse graph's METIS step fits this much driver
         memory (:func:`coarse_graph_bytes`); a fixed size, so the driver's peak does not
         grow with the graph.
@@ -159,17 +161,22 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     seconds = report["seconds"] = {"levels": []}
     profile = JobProfile(spark, seconds)
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
-    if vertices is None:
+    if num_vertices is None and vertices is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
-    vertices = vertices.select(F.col("vid").cast("long").alias("vid"))
     held = ScratchFrames(spark, "multilevel")
     try:
         with profile.stage("prelude"):
-            weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
+            if num_vertices is None:
+                weights = held(vertices.select(F.col("vid").cast("long").alias("vid"),
+                                               F.lit(1).cast("long").alias("vw")))
+                summary = _vertex_summary(weights)
+            else:
+                weights = spark.range(num_vertices).select(F.col("id").alias("vid"), F.lit(1).cast("long").alias("vw"))
+                summary = {"vertices": int(num_vertices), "low": 0 if num_vertices else None,
+                           "high": int(num_vertices) - 1, "weight": int(num_vertices)}
             pairs = held(edges.where(F.col("src") != F.col("dst"))
                          .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
                          .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
-            summary = _vertex_summary(weights)
             pair_summary = _pair_summary(pairs, summary)
             level = {"vertices": summary["vertices"], "edges": pair_summary["edges"]}
         with profile.stage("coarsen"):
