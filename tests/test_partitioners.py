@@ -234,7 +234,7 @@ def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
 
 @pytest.mark.parametrize("ids", ["row-major", "shuffled"])
 def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids):
-    """Row-major grid ids are local: levels cluster inside id ranges (METIS per range);
+    """Row-major grid ids are local: levels cluster inside id ranges (heavy-edge matching per range);
     shuffled ids are not: levels fall back to size-constrained label propagation."""
     from gofs.partition.multilevel import coarse_graph_bytes, multilevel_partition
 

@@ -18,6 +18,9 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from gofs.partition.matching import splitmix
+from gofs.spark_jobs import rows_by
+
 ROWS_PER_TASK = 1 << 21
 """Boundary edge ends one refinement task holds at most (about 64 MiB of numpy arrays)."""
 _MOVES, _ROUNDS = 0, 1       # kinds of rows a refinement task returns
@@ -25,18 +28,21 @@ _RESULT = "kind int, a long, b long"
 
 
 @njit(cache=True, nogil=True)
-def _mix(x):
-    """splitmix64's finaliser: a well-spread 64-bit hash of ``x`` (uint64)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@njit(cache=True, nogil=True)
 def _weights_by_partition(i, indptr, neighbour, fixed, weight, part, counts):
     for e in range(indptr[i], indptr[i + 1]):
         j = neighbour[e]
         counts[part[j] if j >= 0 else fixed[e]] += weight[e]
+
+
+@njit(cache=True, nogil=True)
+def _best_with_room(counts, own, sizes, limit):
+    """The other partition with most of the vertex's edge weight among those under their
+    limit: ``(partition or -1, its weight)``."""
+    best, most = -1, -1.0
+    for q in range(counts.size):
+        if q != own and sizes[q] < limit[q] and counts[q] > most:
+            best, most = q, counts[q]
+    return best, most
 
 
 @njit(cache=True, nogil=True)
@@ -57,19 +63,16 @@ def refine_rounds(indptr, neighbour, fixed, weight, part, ids, sizes, limit, tar
     moves = np.zeros(rounds, np.int64)
     keys = np.empty(n, np.uint64)
     for r in range(rounds):
-        salt = _mix(np.uint64(seed) * np.uint64(1000003) + np.uint64(r))
+        salt = splitmix(np.uint64(seed) * np.uint64(1000003) + np.uint64(r))
         for i in range(n):
-            keys[i] = _mix(np.uint64(ids[i]) ^ salt)
+            keys[i] = splitmix(np.uint64(ids[i]) ^ salt)
         order = np.argsort(keys)
         moved = 0
         for i in order:
             own = part[i]
             counts[:] = 0.0
             _weights_by_partition(i, indptr, neighbour, fixed, weight, part, counts)
-            best, most = -1, -1.0
-            for q in range(k):
-                if q != own and sizes[q] < limit[q] and counts[q] > most:
-                    best, most = q, counts[q]
+            best, most = _best_with_room(counts, own, sizes, limit)
             if best >= 0 and most > counts[own]:
                 part[i] = best
                 sizes[own] -= 1
@@ -92,10 +95,7 @@ def refine_rounds(indptr, neighbour, fixed, weight, part, ids, sizes, limit, tar
                     continue
                 counts[:] = 0.0
                 _weights_by_partition(i, indptr, neighbour, fixed, weight, part, counts)
-                best, most = -1, -1.0
-                for q in range(k):
-                    if q != own and sizes[q] < limit[q] and counts[q] > most:
-                        best, most = q, counts[q]
+                best, _ = _best_with_room(counts, own, sizes, limit)
                 if best >= 0:
                     part[i] = best
                     sizes[own] -= 1
@@ -126,15 +126,7 @@ def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_mov
     per_group_min = math.ceil(min_moves / groups)
 
     def refine(batches):
-        batches = list(batches)
-        if not batches:
-            return
-        table = pa.Table.from_batches(batches)
-        if table.num_rows == 0:
-            return
-        g = table.column("g").to_numpy()
-        for group in np.unique(g):
-            rows = table.filter(pa.array(g == group))
+        for _, rows in rows_by(batches, "g"):
             u, v = rows.column("u").to_numpy(), rows.column("v").to_numpy()
             order = np.lexsort((v, u))
             u, v = u[order], v[order]

@@ -13,7 +13,8 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _hash(x):
+def splitmix(x):
+    """splitmix64's finaliser: a well-spread 64-bit hash of ``x`` (uint64)."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
@@ -25,7 +26,7 @@ def _match(indptr, indices, weight, vw, bound, salt):
     n = vw.size
     keys = np.empty(n, np.uint64)
     for u in range(n):
-        keys[u] = _hash(np.uint64(u) ^ salt)
+        keys[u] = splitmix(np.uint64(u) ^ salt)
     mate = np.full(n, -1, np.int64)
     for u in np.argsort(keys):
         if mate[u] >= 0:
@@ -97,7 +98,7 @@ def heavy_edge_clusters(indptr, indices, weight, vw, bound, wanted, seed):
     label = np.arange(n)
     level = 0
     while vw.size > wanted:
-        salt = _hash(np.uint64(seed) + np.uint64(level))
+        salt = splitmix(np.uint64(seed) + np.uint64(level))
         cluster, count = _match(indptr, indices, weight, vw, bound, salt)
         if count > 0.95 * vw.size:
             break
