@@ -8,14 +8,7 @@ import scipy.sparse as sp
 from gofs.partition import edge_cut, metis_partition
 from gofs.partition.boundary import _MOVES, _ROUNDS, _refiner, shares
 from gofs.partition.matching import heavy_edge_clusters
-
-
-def grid(side, drop=0.1, seed=0):
-    idx = np.arange(side * side).reshape(side, side)
-    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
-    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
-    keep = np.random.default_rng(seed).random(src.size) >= drop
-    return side * side, src[keep], dst[keep]
+from tests.test_partitioners import grid
 
 
 def symmetric(n, src, dst, w):
@@ -71,7 +64,7 @@ def refine(n, src, dst, parts, k, capacity_slack=0.05, rounds=5, min_moves=0, gr
 
 
 def test_boundary_refinement_reaches_a_local_optimum_within_capacity():
-    n, src, dst = grid(40)
+    n, src, dst = grid(40, drop=0.1)
     parts = metis_partition(n, src, dst, 4, 0)
     rng = np.random.default_rng(1)
     noisy = parts.copy()
@@ -106,7 +99,7 @@ def test_tasks_refining_at_once_share_the_room_and_keep_the_capacity(groups):
     limit, target = shares(sizes, 60, groups)
     assert np.all(np.minimum(limit - sizes, 0) == 0) and np.all((limit - sizes) * groups <= np.maximum(60 - sizes, 0))
     assert target[2] <= 70 - -(-10 // groups) and np.all(target[[0, 1, 3]] == limit[[0, 1, 3]])
-    n, src, dst = grid(40)
+    n, src, dst = grid(40, drop=0.1)
     noisy = metis_partition(n, src, dst, 4, 0)
     noisy[np.random.default_rng(2).random(n) < 0.1] = 3
     refined, capacity, _ = refine(n, src, dst, noisy, 4, groups=groups)
