@@ -16,6 +16,7 @@ import contextlib
 import time
 import uuid
 
+import numpy as np
 import pyarrow as pa
 
 from gofs import layout
@@ -119,3 +120,21 @@ class ScratchFrames:
             layout.remove(fs, path)
         except (OSError, pa.ArrowException):
             pass        # a filesystem pyarrow cannot reach: Spark's own checkpoint clean-up applies
+
+
+def rows_by(batches, column: str):
+    """In a ``mapInArrow`` task: its rows grouped by the integer ``column``, as
+    ``(value, table of its rows)`` in increasing order of the value (nothing for no rows)."""
+    batches = list(batches)
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    if table.num_rows == 0:
+        return
+    key = table.column(column).to_numpy()
+    order = np.argsort(key, kind="stable")
+    table = table.take(pa.array(order))
+    key = key[order]
+    bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        yield int(key[lo]), table.slice(lo, hi - lo)

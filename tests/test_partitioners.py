@@ -234,7 +234,7 @@ def test_checkpoint_directory_is_ours_only_when_we_made_it(tmp_path):
 
 @pytest.mark.parametrize("ids", ["row-major", "shuffled"])
 def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids):
-    """Row-major grid ids are local: levels cluster inside id ranges (METIS per range);
+    """Row-major grid ids are local: levels cluster inside id ranges (heavy-edge matching per range);
     shuffled ids are not: levels fall back to size-constrained label propagation."""
     from gofs.partition.multilevel import coarse_graph_bytes, multilevel_partition
 
@@ -260,6 +260,37 @@ def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids
     assert _new(spark, before) == (set(), set())          # scratch files, checkpoints and caches all released
 
 
+@pytest.mark.parametrize("rows_per_task", [1 << 21, 600])
+def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch, rows_per_task):
+    """From a noisy partition the boundary refinement cuts far less within the capacity, in one
+    task or (a small ROWS_PER_TASK: 2 groups) in several at once, each with an even share
+    of the room (many groups would leave each too little room to move much)."""
+    import gofs.partition.boundary as boundary
+    from gofs.spark_jobs import ScratchFrames
+
+    monkeypatch.setattr(boundary, "ROWS_PER_TASK", rows_per_task)
+    n, src, dst = grid(24, drop=0.1)
+    rng = np.random.default_rng(3)
+    noisy = metis_partition(n, src, dst, 4)
+    flip = rng.random(n) < 0.1
+    noisy[flip] = rng.integers(0, 4, flip.sum())
+    pairs = spark.createDataFrame(pd.DataFrame({"a": np.minimum(src, dst), "b": np.maximum(src, dst),
+                                                "w": np.ones(src.size, np.int64)}))
+    labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
+    sizes = np.bincount(noisy, minlength=4)
+    held, report = ScratchFrames(spark, "test"), {}
+    try:
+        rows = boundary.refine_boundary(pairs, labels, sizes, 4, 4, 0, 0, 0.05, held, report).toPandas()
+    finally:
+        held.remove()
+    parts = np.empty(n, np.int32)
+    parts[rows["vid"].to_numpy()] = rows["part"].to_numpy()
+    capacity = max(-(-n // 4), int(1.05 * n / 4))
+    assert np.bincount(parts, minlength=4).max() <= max(capacity, sizes.max())
+    assert edge_cut(parts, src, dst) < 0.7 * edge_cut(noisy, src, dst)
+    assert len(report["moves"]) == 4 and report["moves"][0] > 0
+
+
 def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(spark, monkeypatch):
     import gofs.partition.multilevel as multilevel
 
@@ -269,7 +300,7 @@ def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(
             return pd.DataFrame({"vid": ids, "c": ids})
         return clusters_of
 
-    monkeypatch.setattr(multilevel, "_metis_clusters", no_clusters)      # every in-range level stalls
+    monkeypatch.setattr(multilevel, "_matched_clusters", no_clusters)      # every in-range level stalls
     n, src, dst = grid(16)
     report = {}
     parts = multilevel.multilevel_partition(n, src, dst, 2, seed=1, spark=spark, cluster_rounds=1,

@@ -51,7 +51,7 @@ import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
-from gofs.spark_jobs import JobProfile, ScratchFrames
+from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -742,7 +742,7 @@ def _discover_partitions(batches):
 
     Rows are a partition's vertices ``(part, v, -1)`` and local edges ``(part, src, dst)``.
     Vertices are numbered in dense-id order before discovery, as the local engine does."""
-    for p, rows in _by_partition(batches):
+    for p, rows in rows_by(batches, "part"):
         a, b = rows.column("a").to_numpy(), rows.column("b").to_numpy()
         is_vertex = b < 0
         members = np.sort(a[is_vertex])
@@ -794,27 +794,10 @@ _EDGE_STATS = "kind int, a long, b long, c long, d long"
 _SUBGRAPH_ROWS, _META_ROWS, _PARTITION_ROWS = 0, 1, 2
 
 
-def _by_partition(batches):
-    """Rows of this task grouped by their ``part`` column: yields (p, table of its rows)."""
-    batches = list(batches)
-    if not batches:
-        return
-    table = pa.Table.from_batches(batches)
-    if table.num_rows == 0:
-        return
-    part = table.column("part").to_numpy()
-    order = np.argsort(part, kind="stable")
-    table = table.take(pa.array(order))
-    part = part[order]
-    bounds = np.flatnonzero(np.r_[True, part[1:] != part[:-1], True])
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        yield int(part[lo]), table.slice(lo, hi - lo)
-
-
 def _vertex_writer(path: str, data: str, id_type: pa.DataType, attributes: pa.Schema):
     def write(batches):
         fs, _ = layout.filesystem(path)
-        for p, rows in _by_partition(batches):
+        for p, rows in rows_by(batches, "part"):
             rows = rows.take(pa.array(np.argsort(rows.column("vid").to_numpy(), kind="stable")))
             files.put_table(fs, layout.template_vertices(data, p), _vertex_table(rows, id_type, attributes))
             sg = rows.column("sg").to_numpy()
@@ -839,7 +822,7 @@ def _edge_writer(path: str, data: str, attributes: pa.Schema):
     (its own vertices and the far ends of its cut edges), written as p's edge file."""
     def write(batches):
         fs, _ = layout.filesystem(path)
-        for p, rows in _by_partition(batches):
+        for p, rows in rows_by(batches, "part"):
             is_end = pc.is_valid(rows.column("v"))
             ends, rows = rows.filter(is_end), rows.filter(pc.invert(is_end))
             if rows.num_rows == 0:

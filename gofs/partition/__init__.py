@@ -80,7 +80,7 @@ def partition_frames(spark, method: str, edges, vertices, num_vertices: int, num
                      seed: int = 0, **options):
     """The Spark form of :func:`partition`: the same methods and labels for DataFrames.
 
-    ``edges`` has dense ``src``, ``dst``; ``vertices`` lists every ``vid`` once.
+    ``edges`` has dense ``src``, ``dst`` (ids ``0..num_vertices-1``); ``vertices`` lists every ``vid`` once.
     "metis" collects the edges to the driver. Returns ``(vid, part)`` as a local
     checkpoint (release it with ``sparkshim.compat.release_local_checkpoint``).
     """
@@ -103,5 +103,5 @@ def partition_frames(spark, method: str, edges, vertices, num_vertices: int, num
         loops = vertices.select(F.col("vid").alias("src"), F.col("vid").alias("dst"))
         return spark_label_propagation(spark, edges.select("src", "dst").unionByName(loops), num_partitions,
                                        seed=seed)
-    return multilevel_labels(spark, edges.select("src", "dst"), num_partitions, vertices=vertices, seed=seed,
+    return multilevel_labels(spark, edges.select("src", "dst"), num_partitions, num_vertices=num_vertices, seed=seed,
                              **options)

@@ -11,9 +11,10 @@ working on a smaller graph with the same structure:
      edge weight joins ids of the same range of consecutive ids, as for road
      networks numbered by position, or an edge list whose file order has
      locality, since the ingest numbers ids by first appearance): each range's
-     graph is cut by METIS into parts of a chosen weight in the one task that
-     holds it, and each part's connected pieces become clusters. One Spark
-     pass per level, shrinking the graph up to 64x with METIS-quality clusters;
+     graph is clustered in the one task that holds it by repeated heavy-edge
+     matching (:mod:`gofs.partition.matching`, METIS's own coarsening, in numba)
+     until its clusters reach a chosen weight. One Spark pass per level,
+     shrinking the graph up to 64x with connected clusters;
    - otherwise by size-constrained label propagation (Meyerhenke, Sanders and
      Schulz, "Partitioning Complex Networks via Size-constrained Clustering",
      SEA 2014): every round a random half of the vertices join the
@@ -29,15 +30,13 @@ working on a smaller graph with the same structure:
 2. **METIS on the driver**, on the coarse graph with vertex and edge weights:
    the only data the driver ever holds, bounded by the budget.
 3. **Project and refine on Spark.** Each vertex takes its cluster's
-   partition, then balanced label propagation
-   (:func:`gofs.partition.propagation.spark_label_propagation`, Ugander and Backstrom,
-   WSDM 2013) starts from that partition and moves boundary vertices to the
-   partition most of their neighbours are in, within the capacity; it stops
-   once an iteration moves fewer than ``refine_min_moves`` of the vertices
-   (from a METIS projection on a road graph the first iteration moves a few
-   dozen of 0.7M vertices). The edges are labelled with their endpoints'
-   partitions once; an iteration's vote shuffles one row per voting vertex and
-   neighbouring partition, and its moves relabel the edges where they lie.
+   partition; then only the vertices with a neighbour in another partition
+   (the boundary) are refined, with the edges that touch them, in one task
+   (more only for a boundary too big for one: :mod:`gofs.partition.boundary`):
+   each moves to the partition holding most of its edge weight, within the
+   capacity, one at a time, for rounds until an iteration moves fewer than
+   ``refine_min_moves`` of the vertices; an over-full partition pushes its
+   cheapest boundary vertices out.
 
 Example
 -------
@@ -54,8 +53,9 @@ import pyarrow as pa
 
 from gofs.errors import InputError
 from gofs.partition.arrays import collect_labels
+from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
-from gofs.partition.propagation import refine_partition
+from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import collect_arrow
 from gofs.spark_jobs import JobProfile, ScratchFrames
 
@@ -74,9 +74,9 @@ _COIN_BITS = 20
 _MAX_LEVELS = 12
 _STALLED = 0.95                 # a level keeping more than this share of vertices has stopped coarsening
 _RANGE_SHARE = 0.5              # cluster inside id ranges when at least this share of edge weight lies within them
-_RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's METIS input)
+_RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's clustering input)
 _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the vertex count by at most this factor
-_PIECES_PER_PART = 2            # a METIS part of a sparse range splits into about this many connected clusters
+_PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
                       "refine_min_moves", "capacity_slack", "report"}
 """The keyword options of :func:`multilevel_labels` an ingest passes on."""
@@ -97,8 +97,7 @@ def multilevel_partition(num_vertices: int, src, dst, num_partitions: int, seed:
     import pandas as pd
 
     edges = spark.createDataFrame(pd.DataFrame({"src": np.asarray(src, np.int64), "dst": np.asarray(dst, np.int64)}))
-    vertices = spark.range(num_vertices).withColumnRenamed("id", "vid")
-    labels = multilevel_labels(spark, edges, num_partitions, vertices=vertices, seed=seed, **options)
+    labels = multilevel_labels(spark, edges, num_partitions, num_vertices=num_vertices, seed=seed, **options)
     return collect_labels(labels, num_vertices)
 
 
@@ -108,7 +107,8 @@ def coarse_graph_bytes(num_vertices: int, num_edges: int) -> int:
     return int(num_vertices) * BYTES_PER_COARSE_VERTEX + int(num_edges) * BYTES_PER_COARSE_EDGE
 
 
-def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed: int = 0,
+def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_vertices: int | None = None,
+                      seed: int = 0,
                       driver_budget_bytes: int = DRIVER_BUDGET_BYTES, driver_budget_edges: int | None = None,
                       cluster_rounds: int = 4, refine_iterations: int = 5, refine_min_moves: float = REFINE_MIN_MOVES,
                       capacity_slack: float = 0.05, report: dict | None = None):
@@ -120,13 +120,15 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     edges_df : DataFrame with integer columns ``src``, ``dst`` (any ids); read as undirected.
     vertices : optional DataFrame with a ``vid`` column listing every vertex once (isolated ones
         too); by default the endpoints of ``edges_df``.
+    num_vertices : instead of ``vertices``: the ids are exactly ``0..num_vertices-1`` (dense ids, as
+        the ingest numbers them), which saves a pass over the vertices.
     driver_budget_bytes : coarsen until the coarse graph's METIS step fits this much driver
         memory (:func:`coarse_graph_bytes`); a fixed size, so the driver's peak does not
         grow with the graph.
     driver_budget_edges : optionally, also coarsen until at most this many undirected edges.
     cluster_rounds : label propagation rounds per coarsening level (levels not clustered
         inside id ranges).
-    refine_iterations : at most this many balanced label propagation iterations after projection.
+    refine_iterations : at most this many rounds of boundary refinement after projection.
     refine_min_moves : refinement stops after an iteration that moved fewer than this share of
         the vertices (the projected METIS partition is already nearly a local optimum).
     capacity_slack : partitions hold at most ``(1 + slack) n / k`` vertices after refinement
@@ -159,17 +161,22 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
     seconds = report["seconds"] = {"levels": []}
     profile = JobProfile(spark, seconds)
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
-    if vertices is None:
+    if num_vertices is None and vertices is None:
         vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
-    vertices = vertices.select(F.col("vid").cast("long").alias("vid"))
     held = ScratchFrames(spark, "multilevel")
     try:
         with profile.stage("prelude"):
-            weights = held(vertices.select("vid", F.lit(1).cast("long").alias("vw")))
+            if num_vertices is None:
+                weights = held(vertices.select(F.col("vid").cast("long").alias("vid"),
+                                               F.lit(1).cast("long").alias("vw")))
+                summary = _vertex_summary(weights)
+            else:
+                weights = spark.range(num_vertices).select(F.col("id").alias("vid"), F.lit(1).cast("long").alias("vw"))
+                summary = {"vertices": int(num_vertices), "low": 0 if num_vertices else None,
+                           "high": int(num_vertices) - 1, "weight": int(num_vertices)}
             pairs = held(edges.where(F.col("src") != F.col("dst"))
                          .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
                          .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
-            summary = _vertex_summary(weights)
             pair_summary = _pair_summary(pairs, summary)
             level = {"vertices": summary["vertices"], "edges": pair_summary["edges"]}
         with profile.stage("coarsen"):
@@ -181,8 +188,11 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, seed:
         with profile.stage("refine"):
             for clusters in reversed(mappings):
                 projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-            labels = _refine(spark, pairs, level["edges"], projected, sizes, k, refine_iterations,
-                             math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, report)
+            refined: dict = {}
+            labels = refine_boundary(pairs, held(projected), sizes, k, refine_iterations,
+                                     math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
+                                     refined).localCheckpoint()
+            report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
     finally:
         held.remove()
     report["jobs"] = profile.summary()
@@ -349,9 +359,10 @@ def _id_ranges(vertices: dict, pairs: dict, spark) -> dict | None:
 
 
 def _cluster_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int):
-    """``(vid, c)``: each id range's graph (its vertices, the edges inside it) cut by METIS into
-    parts of about ``cluster_weight`` vertex weight, in the task that holds the range; c is the
-    smallest id of the part. Edges between ranges only become coarse edges."""
+    """``(vid, c)``: each id range's graph (its vertices, the edges inside it) clustered by
+    heavy-edge matching (:func:`gofs.partition.matching.heavy_edge_clusters`) into clusters of
+    at most ``cluster_weight`` vertex weight, in the task that holds the range; c is the
+    smallest id of the cluster. Edges between ranges only become coarse edges."""
     from pyspark.sql import functions as F
 
     low, width = ranges["low"], ranges["width"]
@@ -364,39 +375,29 @@ def _cluster_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed
     edge_rows = pairs.where(range_of("a") == range_of("b")) \
         .select(range_of("a").alias("r"), "a", "b", "w", F.lit(False).alias("vertex"))
     return vertex_rows.unionByName(edge_rows).groupBy("r") \
-        .applyInPandas(_metis_clusters(cluster_weight, seed), "vid long, c long")
+        .applyInPandas(_matched_clusters(cluster_weight, seed), "vid long, c long")
 
 
-def _metis_clusters(cluster_weight: float, seed: int):
+def _matched_clusters(cluster_weight: float, seed: int):
     """Task: one id range's rows (its vertices ``(a, a, vw, True)``, its edges
     ``(a, b, w, False)``) -> a ``(vid, c)`` frame."""
     def clusters_of(rows):
         import pandas as pd
         import scipy.sparse as sp
-        from scipy.sparse.csgraph import connected_components
 
         is_vertex = rows["vertex"].to_numpy(dtype=bool)
         order = np.argsort(rows["a"].to_numpy()[is_vertex], kind="stable")
         ids = rows["a"].to_numpy()[is_vertex][order]
-        vw = rows["w"].to_numpy()[is_vertex][order]
+        vw = rows["w"].to_numpy()[is_vertex][order].astype(np.float64)
         edges = rows[~is_vertex]
-        nparts = min(ids.size, math.ceil(vw.sum() / cluster_weight))
-        if nparts <= 1:
-            return pd.DataFrame({"vid": ids, "c": np.full(ids.size, ids[0] if ids.size else 0, np.int64)})
-        if edges.empty:
-            return pd.DataFrame({"vid": ids, "c": ids})
         heads, tails = np.searchsorted(ids, edges["a"].to_numpy()), np.searchsorted(ids, edges["b"].to_numpy())
-        parts = weighted_parts(ids.size, heads, tails, edges["w"].to_numpy(), vw, nparts, seed,
-                               recursive=True).astype(np.int64)
-        # METIS parts need not be connected (balance packs small components and loose ends
-        # together); a cluster must be, or the coarse graph stops resembling the graph.
-        inner = parts[heads] == parts[tails]
-        pieces = sp.coo_matrix((np.ones(int(inner.sum()), np.int8), (heads[inner], tails[inner])),
-                               shape=(ids.size, ids.size))
-        _, piece = connected_components(pieces, directed=False)
-        smallest = np.full(piece.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(smallest, piece, ids)
-        return pd.DataFrame({"vid": ids, "c": smallest[piece]})
+        w = edges["w"].to_numpy().astype(np.float64)
+        both = sp.csr_matrix((np.r_[w, w], (np.r_[heads, tails], np.r_[tails, heads])), shape=(ids.size, ids.size))
+        wanted = math.ceil(2 * vw.sum() / cluster_weight)
+        label = heavy_edge_clusters(both.indptr.astype(np.int64), both.indices.astype(np.int64),
+                                    both.data.astype(np.float64), vw, float(cluster_weight), wanted, seed)
+        _, first, cluster = np.unique(label, return_index=True, return_inverse=True)
+        return pd.DataFrame({"vid": ids, "c": ids[first][cluster]})
 
     return clusters_of
 
@@ -410,18 +411,6 @@ def _contract(pairs, clusters):
         .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b") \
         .where(F.col("ca") != F.col("cb")) \
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
-
-
-def _refine(spark, pairs, num_pairs: int, projected, sizes: np.ndarray, k: int, iterations: int, min_moves: int,
-            seed: int, capacity_slack: float, report: dict):
-    """Balanced label propagation from the projected partition on the input graph (the level-0
-    pairs are the duplicate-free edges it needs); ``sizes``: the projected partitions' sizes."""
-    refined: dict = {}
-    labels = refine_partition(spark, pairs.select("a", "b"), projected, k, iterations=iterations, seed=seed,
-                              capacity_slack=capacity_slack, min_moves=min_moves, report=refined, num_pairs=num_pairs,
-                              sizes=sizes)
-    report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
-    return labels
 
 
 def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):

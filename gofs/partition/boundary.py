@@ -1,0 +1,188 @@
+"""Boundary-only refinement of a projected partition, in as few tasks as its boundary needs.
+
+A partition projected from METIS's answer on the coarse graph is already close to a local
+optimum: only vertices with a neighbour in another partition (the *boundary*) can gain by
+moving, and on a road graph they are a few thousand of millions. So instead of a Spark job per
+propagation step over every edge, the edges that touch the boundary are sent, with both ends'
+partitions, to one task (more only when they exceed :data:`ROWS_PER_TASK`), where a numba kernel
+moves boundary vertices to the partition holding most of their edge weight, one at a time
+(no two-cycles), rounds until nothing gains, and pushes an over-full partition's cheapest
+boundary vertices out. Several tasks split each partition's room (and its excess) evenly, so
+the capacity holds whatever they do at the same time.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from gofs.partition.matching import splitmix
+from gofs.spark_jobs import rows_by
+
+ROWS_PER_TASK = 1 << 21
+"""Boundary edge ends one refinement task holds at most (about 64 MiB of numpy arrays)."""
+_MOVES, _ROUNDS = 0, 1       # kinds of rows a refinement task returns
+_RESULT = "kind int, a long, b long"
+
+
+@njit(cache=True, nogil=True)
+def _weights_by_partition(i, indptr, neighbour, fixed, weight, part, counts):
+    for e in range(indptr[i], indptr[i + 1]):
+        j = neighbour[e]
+        counts[part[j] if j >= 0 else fixed[e]] += weight[e]
+
+
+@njit(cache=True, nogil=True)
+def _best_with_room(counts, own, sizes, limit):
+    """The other partition with most of the vertex's edge weight among those under their
+    limit: ``(partition or -1, its weight)``."""
+    best, most = -1, -1.0
+    for q in range(counts.size):
+        if q != own and sizes[q] < limit[q] and counts[q] > most:
+            best, most = q, counts[q]
+    return best, most
+
+
+@njit(cache=True, nogil=True)
+def refine_rounds(indptr, neighbour, fixed, weight, part, ids, sizes, limit, target, rounds, min_moves, seed):
+    """Move boundary vertices in place; returns the moves of each round run.
+
+    Vertex ``i`` (global id ``ids[i]``, partition ``part[i]``) has the edges
+    ``indptr[i]:indptr[i+1]``: to vertex ``neighbour[e]`` of this task, or (``-1``) to a vertex
+    fixed in partition ``fixed[e]``, of weight ``weight[e]``. Each round visits the vertices in
+    an order hashed from ``seed``, the round and the id, and moves each to the partition with
+    most of its edge weight if that beats its own and the partition is under its ``limit``;
+    then partitions above ``target`` push out the vertices that lose least. ``sizes`` (updated)
+    counts every vertex of each partition. Stops after ``rounds``, or earlier once a round moved
+    fewer than ``min_moves`` (> 0) and no partition is above its target.
+    """
+    n, k = part.size, sizes.size
+    counts = np.zeros(k, np.float64)
+    moves = np.zeros(rounds, np.int64)
+    keys = np.empty(n, np.uint64)
+    for r in range(rounds):
+        salt = splitmix(np.uint64(seed) * np.uint64(1000003) + np.uint64(r))
+        for i in range(n):
+            keys[i] = splitmix(np.uint64(ids[i]) ^ salt)
+        order = np.argsort(keys)
+        moved = 0
+        for i in order:
+            own = part[i]
+            counts[:] = 0.0
+            _weights_by_partition(i, indptr, neighbour, fixed, weight, part, counts)
+            best, most = _best_with_room(counts, own, sizes, limit)
+            if best >= 0 and most > counts[own]:
+                part[i] = best
+                sizes[own] -= 1
+                sizes[best] += 1
+                moved += 1
+        if np.any(sizes > target):
+            loss = np.empty(n, np.float64)
+            for i in range(n):
+                counts[:] = 0.0
+                _weights_by_partition(i, indptr, neighbour, fixed, weight, part, counts)
+                own = part[i]
+                most = -1.0
+                for q in range(k):
+                    if q != own and counts[q] > most:
+                        most = counts[q]
+                loss[i] = counts[own] - most
+            for i in np.argsort(loss, kind="mergesort"):
+                own = part[i]
+                if sizes[own] <= target[own]:
+                    continue
+                counts[:] = 0.0
+                _weights_by_partition(i, indptr, neighbour, fixed, weight, part, counts)
+                best, _ = _best_with_room(counts, own, sizes, limit)
+                if best >= 0:
+                    part[i] = best
+                    sizes[own] -= 1
+                    sizes[best] += 1
+                    moved += 1
+        moves[r] = moved
+        if min_moves > 0 and moved < min_moves and not np.any(sizes > target):
+            return moves[:r + 1]
+    return moves
+
+
+def shares(sizes: np.ndarray, capacity: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(limit, target)`` for one of ``groups`` tasks refining at once: each partition's room
+    under ``capacity`` (or, over it, its excess) split evenly between the tasks. A task may
+    fill a partition up to ``limit`` and must bring it down to ``target``."""
+    sizes = np.asarray(sizes, np.int64)
+    room = np.maximum(capacity - sizes, 0) // groups
+    excess = -(-np.maximum(sizes - capacity, 0) // groups)
+    over = sizes > capacity
+    limit = np.where(over, sizes, sizes + room)
+    return limit, np.where(over, sizes - excess, limit)
+
+
+def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_moves: int, seed: int):
+    """Task: its boundary edge ends ``(g, u, v, pu, pv, w)`` grouped by ``g``; yields the moves
+    ``(MOVES, vid, to)`` and each group's moves per round ``(ROUNDS, round, moves)``."""
+    limit, target = shares(sizes, capacity, groups)
+    per_group_min = math.ceil(min_moves / groups)
+
+    def refine(batches):
+        for _, rows in rows_by(batches, "g"):
+            u, v = rows.column("u").to_numpy(), rows.column("v").to_numpy()
+            order = np.lexsort((v, u))
+            u, v = u[order], v[order]
+            pu, pv = rows.column("pu").to_numpy()[order], rows.column("pv").to_numpy()[order]
+            weight = rows.column("w").to_numpy()[order].astype(np.float64)
+            ids, first = np.unique(u, return_index=True)
+            indptr = np.r_[first, u.size].astype(np.int64)
+            at = np.minimum(np.searchsorted(ids, v), ids.size - 1)
+            neighbour = np.where(ids[at] == v, at, -1).astype(np.int64)
+            start = pu[first].astype(np.int64)
+            part = start.copy()
+            moves = refine_rounds(indptr, neighbour, pv.astype(np.int64), weight, part, ids,
+                                  np.asarray(sizes, np.int64).copy(), limit, target, rounds, per_group_min, seed)
+            changed = np.flatnonzero(part != start)
+            yield pa.RecordBatch.from_pydict({"kind": np.full(changed.size, _MOVES, np.int32),
+                                              "a": ids[changed], "b": part[changed]})
+            yield pa.RecordBatch.from_pydict({"kind": np.full(moves.size, _ROUNDS, np.int32),
+                                              "a": np.arange(moves.size, dtype=np.int64), "b": moves})
+    return refine
+
+
+def refine_boundary(pairs, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
+                    capacity_slack: float, held, report: dict | None = None):
+    """The partition ``labels`` ``(vid, part)`` after boundary-only refinement, as ``(vid, part)``.
+
+    ``pairs`` ``(a, b, w)``: each undirected edge once, no self-loops; ``sizes``: the vertices
+    ``labels`` puts in each partition; ``held`` (:class:`gofs.spark_jobs.ScratchFrames`) keeps
+    the intermediate frames. Partitions end with at most ``(1 + capacity_slack) n / k`` vertices,
+    as far as their boundary vertices allow. ``report`` receives ``moves`` (per round, summed over
+    the tasks) and ``start_balance``.
+    """
+    from pyspark.sql import functions as F
+
+    report = {} if report is None else report
+    sizes = np.asarray(sizes, np.int64)
+    n = int(sizes.sum())
+    report["start_balance"] = float(sizes.max() * k / n) if n else 1.0
+    capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
+    labelled = pairs.join(labels.select(F.col("vid").alias("a"), F.col("part").alias("pa")), "a") \
+        .join(labels.select(F.col("vid").alias("b"), F.col("part").alias("pb")), "b")
+    ends = labelled.select(F.col("a").alias("u"), F.col("b").alias("v"), F.col("pa").alias("pu"),
+                           F.col("pb").alias("pv"), "w") \
+        .unionByName(labelled.select(F.col("b").alias("u"), F.col("a").alias("v"), F.col("pb").alias("pu"),
+                                     F.col("pa").alias("pv"), "w"))
+    boundary = ends.where(F.col("pu") != F.col("pv")).select("u").distinct()
+    incident = held(ends.join(boundary, "u", "leftsemi"))
+    groups = max(1, math.ceil(incident.count() / ROWS_PER_TASK))
+    spread = F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("u")), F.lit(groups)).cast("int")
+    result = held(incident.withColumn("g", spread).repartition(groups, "g")
+                  .mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed), _RESULT))
+    per_round = np.zeros(rounds, np.int64)
+    ran = 0
+    for r, moved in result.where(F.col("kind") == _ROUNDS).select("a", "b").collect():
+        per_round[r] += moved
+        ran = max(ran, r + 1)
+    report["moves"] = per_round[:ran].tolist()
+    moves = result.where(F.col("kind") == _MOVES).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("to"))
+    return labels.join(moves, "vid", "left") \
+        .select("vid", F.coalesce(F.col("to"), F.col("part")).cast("int").alias("part"))

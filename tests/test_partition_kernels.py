@@ -1,0 +1,107 @@
+"""The multilevel partitioner's numba kernels: heavy-edge clusters and boundary refinement."""
+import networkx as nx
+import numpy as np
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+
+from gofs.partition import edge_cut, metis_partition
+from gofs.partition.boundary import _MOVES, _ROUNDS, _refiner, shares
+from gofs.partition.matching import heavy_edge_clusters
+from tests.test_partitioners import grid
+
+
+def symmetric(n, src, dst, w):
+    both = sp.csr_matrix((np.r_[w, w], (np.r_[src, dst], np.r_[dst, src])), shape=(n, n))
+    return both.indptr.astype(np.int64), both.indices.astype(np.int64), both.data.astype(np.float64)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_heavy_edge_clusters_are_connected_light_and_few(seed):
+    rng = np.random.default_rng(seed)
+    graph = nx.gnm_random_graph(600, 1500, seed=seed)
+    src, dst = np.array(graph.edges()).T
+    w = rng.integers(1, 4, src.size).astype(np.float64)
+    vw = rng.integers(1, 3, 600).astype(np.float64)
+    label = heavy_edge_clusters(*symmetric(600, src, dst, w), vw, 12.0, 120, seed)
+    assert label.min() == 0 and np.unique(label).size == label.max() + 1
+    assert np.bincount(label, weights=vw).max() <= 12
+    assert label.max() + 1 < 600 / 2                                  # several passes ran
+    for c in np.unique(label):                                        # every cluster induces a connected graph
+        members = np.flatnonzero(label == c)
+        assert nx.is_connected(graph.subgraph(members.tolist()))
+
+
+def test_heavy_edge_clusters_stop_at_the_wanted_count_and_leave_isolated_vertices_alone():
+    n, src, dst = grid(20, drop=0.0)
+    label = heavy_edge_clusters(*symmetric(n, src, dst, np.ones(src.size)), np.ones(n), 64.0, 100, 0)
+    assert 50 <= label.max() + 1 <= 100          # a pass at most halves the count: it stops between 50 and 100
+    alone = heavy_edge_clusters(np.zeros(4, np.int64), np.zeros(0, np.int64), np.zeros(0), np.ones(3), 8.0, 1, 0)
+    np.testing.assert_array_equal(alone, [0, 1, 2])
+
+
+def refine(n, src, dst, parts, k, capacity_slack=0.05, rounds=5, min_moves=0, groups=1):
+    """The refinement task on every group of the boundary, as Spark hands them to it."""
+    cut = parts[src] != parts[dst]
+    boundary = np.zeros(n, bool)
+    boundary[src[cut]] = boundary[dst[cut]] = True
+    u, v = np.r_[src, dst], np.r_[dst, src]
+    keep = boundary[u]
+    u, v = u[keep], v[keep]
+    sizes = np.bincount(parts, minlength=k)
+    capacity = max(-(-n // k), int((1 + capacity_slack) * n / k))
+    task = _refiner(sizes, capacity, groups, rounds, min_moves, seed=0)
+    batch = pa.RecordBatch.from_pydict({"u": u, "v": v, "pu": parts[u].astype(np.int32),
+                                        "pv": parts[v].astype(np.int32),
+                                        "w": np.ones(u.size, np.int64), "g": (u % groups).astype(np.int32)})
+    table = pa.Table.from_batches(list(task([batch])))
+    kind, a, b = (table.column(c).to_numpy() for c in ("kind", "a", "b"))
+    out = parts.copy()
+    out[a[kind == _MOVES]] = b[kind == _MOVES]
+    per_round = np.zeros(rounds, np.int64)
+    np.add.at(per_round, a[kind == _ROUNDS], b[kind == _ROUNDS])
+    return out, capacity, per_round
+
+
+def test_boundary_refinement_reaches_a_local_optimum_within_capacity():
+    n, src, dst = grid(40, drop=0.1)
+    parts = metis_partition(n, src, dst, 4, 0)
+    rng = np.random.default_rng(1)
+    noisy = parts.copy()
+    flip = rng.random(n) < 0.05
+    noisy[flip] = rng.integers(0, 4, flip.sum())
+    refined, capacity, per_round = refine(n, src, dst, noisy, 4)
+    assert edge_cut(refined, src, dst) < 0.6 * edge_cut(noisy, src, dst)
+    sizes = np.bincount(refined, minlength=4)
+    assert sizes.max() <= capacity and per_round[-1] == 0
+    # no vertex gains by moving to a partition with room (checked against the whole graph)
+    adjacency = sp.csr_matrix((np.ones(2 * src.size), (np.r_[src, dst], np.r_[dst, src])), shape=(n, n))
+    weights = np.stack([adjacency @ (refined == p) for p in range(4)], axis=1)
+    own = weights[np.arange(n), refined]
+    room = sizes < capacity
+    assert not np.any((weights[:, room].max(axis=1) > own) & (weights.max(axis=1) > own)
+                      & (weights.argmax(axis=1) != refined) & room[weights.argmax(axis=1)])
+
+
+def test_boundary_refinement_pushes_an_overfull_partition_down_to_capacity():
+    """Only boundary vertices move: an overflow smaller than the boundary is pushed out, the
+    vertices that lose least first."""
+    n, src, dst = grid(30, drop=0.0)
+    parts = (np.arange(n) % 30 >= 14).astype(np.int32)     # columns 0-13 vs 14-29: 420 / 480 vertices
+    refined, capacity, _ = refine(n, src, dst, parts, 2)
+    assert capacity == 472 and np.bincount(refined, minlength=2).tolist() == [428, 472]
+    assert edge_cut(refined, src, dst) <= edge_cut(parts, src, dst) + 8     # each pushed vertex costs at most 1
+
+
+@pytest.mark.parametrize("groups", [2, 3])
+def test_tasks_refining_at_once_share_the_room_and_keep_the_capacity(groups):
+    sizes = np.array([50, 40, 70, 60])
+    limit, target = shares(sizes, 60, groups)
+    assert np.all(np.minimum(limit - sizes, 0) == 0) and np.all((limit - sizes) * groups <= np.maximum(60 - sizes, 0))
+    assert target[2] <= 70 - -(-10 // groups) and np.all(target[[0, 1, 3]] == limit[[0, 1, 3]])
+    n, src, dst = grid(40, drop=0.1)
+    noisy = metis_partition(n, src, dst, 4, 0)
+    noisy[np.random.default_rng(2).random(n) < 0.1] = 3
+    refined, capacity, _ = refine(n, src, dst, noisy, 4, groups=groups)
+    assert np.bincount(refined, minlength=4).max() <= max(capacity, np.bincount(noisy, minlength=4).max())
+    assert edge_cut(refined, src, dst) < edge_cut(noisy, src, dst)
