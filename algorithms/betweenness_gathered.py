@@ -3,14 +3,16 @@
 Where the whole graph fits a task, paths need not be followed across cuts superstep by
 superstep (:class:`algorithms.betweenness.MultiSourceBetweenness`, whose columns are
 traversed again in every sub-graph a path re-enters). Instead every sub-graph
-broadcasts its arcs once (superstep 0); each partition assembles the whole graph once
-(:meth:`gopher.subgraph.Subgraph.partition_pass`, leaf-compressed over the whole graph,
-not only inside sub-graphs), and each sub-graph runs the sources it owns through the
-fused compiled Brandes pass (:func:`algorithms.brandes_kernels.brandes_sources`), or,
-sampling, the pairs whose source it owns through
-:func:`algorithms.brandes_kernels.pair_dependencies`, one batch per superstep. The
-partial sums meet in a sum aggregator; the master hands the total back for one
-superstep, in which each sub-graph keeps its rows.
+broadcasts its arcs once (superstep 0); each worker process assembles the whole graph once
+for all the partitions it computes (:meth:`gopher.subgraph.Subgraph.process_pass`,
+leaf-compressed over the whole graph, not only inside sub-graphs), and each partition runs
+the sources it owns through the fused compiled Brandes pass
+(:func:`algorithms.brandes_kernels.brandes_sources`), or, sampling, the pairs whose source
+it owns through :func:`algorithms.brandes_kernels.pair_dependencies`, one batch per
+superstep (``compute_partition``: one call and one array of sums per partition, not per
+sub-graph; a 1M road graph has thousands of sub-graphs). The partial sums meet in a sum
+aggregator; the master hands the total back for one superstep, in which each sub-graph
+keeps its rows.
 
 Sampling (:mod:`algorithms.betweenness_sampling`): on hop counts each pair is searched from
 both ends (balanced bidirectional breadth-first search). In top-k mode a pilot of a few
@@ -32,7 +34,7 @@ from algorithms.betweenness_sampling import PairSampling, top_k_guarantee
 from gofs.errors import EngineError
 from gopher.program import SubgraphProgram
 
-#: gather the topology where the whole graph has at most this many arcs (each partition keeps a copy)
+#: gather the topology where the whole graph has at most this many arcs (each worker process keeps a copy)
 GATHER_ARCS = 1 << 23
 #: pilot samples (top-k): enough to rank the candidates, few against the tens of thousands that follow
 PILOT_SAMPLES = 1024
@@ -133,34 +135,61 @@ class GatheredBetweenness(SubgraphProgram):
 
     # ------------------------------------------------------------------ sub-graph side
     def compute(self, subgraph, messages, ctx):
-        g, st = ctx.globals, subgraph.state
         if ctx.superstep == 0:
             ctx.send_to_all(topology_piece(subgraph, self.weight))
             return
-        graph, tree = subgraph.partition_pass(("betweenness gathered", self.weight, self.compress),
-                                              lambda _: assemble(messages.payloads, self.n, self.compress))
-        vids = subgraph.vertex_ids
-        if "raw" in g:
-            st["sampled"], st["tree"] = g["raw"][vids], tree[vids]
-            ctx.vote_to_halt()
-        elif self.sampling:
-            self._sample(subgraph, graph, ctx, g)
-        else:
-            numbers = self.order(np.arange(self.num_sources, dtype=np.int64))
-            mine = numbers[np.isin(numbers, vids)]
-            mine = mine[graph.leaves.alive[mine]]
-            raw = np.zeros(self.n)
-            csr = graph.csr
-            kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, mine, graph.leaves.reach, raw)
-            ctx.aggregate("raw", raw)
-            ctx.aggregate("stripped", graph.leaves.stripped)
+        graph, tree = self._graph(subgraph, messages.payloads)
+        if "raw" in ctx.globals:
+            self._keep_rows(subgraph, tree, ctx.globals["raw"])
+        elif subgraph.vertex_rows.start == 0:       # the partition's first sub-graph works for all of them
+            self._partition_work(subgraph, graph, ctx)
 
-    def _sample(self, sg, graph, ctx, g):
-        s, st, batch = self.sampling, sg.state, g["batch"]
+    def compute_partition(self, subgraphs, ctx):
+        """Every superstep after the topology arrived: the partition's sources (or sampled pairs)
+        run once, not once per sub-graph; the first sub-graph's state holds the partition's sums."""
+        if ctx.superstep == 0:
+            return False
+        graph, tree = self._graph(subgraphs[0], [])
+        if "raw" in ctx.globals:
+            for sg in subgraphs:
+                self._keep_rows(sg, tree, ctx.globals["raw"])
+        else:
+            self._partition_work(subgraphs[0], graph, ctx)
+        return True
+
+    def _graph(self, subgraph, payloads: list):
+        """The whole graph and its trees' betweenness: assembled from the pieces once per worker
+        process (:meth:`gopher.subgraph.Subgraph.process_pass`), shared by its partitions."""
+        return subgraph.process_pass(("betweenness gathered", self.n, self.weight, self.compress),
+                                     lambda: assemble(payloads, self.n, self.compress))
+
+    @staticmethod
+    def _keep_rows(sg, tree, raw):
+        sg.state.pop("total", None)
+        vids = sg.vertex_ids
+        sg.state["sampled"], sg.state["tree"] = raw[vids], tree[vids]
+
+    def _partition_work(self, first, graph, ctx):
+        """The sources (or this batch's sampled pairs) starting in ``first``'s partition."""
+        partition = first.partition_pass(("betweenness partition vertices",), lambda whole: whole.vertex_ids)
+        if self.sampling:
+            self._sample(first.state, partition, graph, ctx)
+            return
+        numbers = self.order(np.arange(self.num_sources, dtype=np.int64))
+        mine = numbers[np.isin(numbers, partition)]
+        mine = mine[graph.leaves.alive[mine]]
+        raw = np.zeros(self.n)
+        csr = graph.csr
+        kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, mine, graph.leaves.reach, raw)
+        ctx.aggregate("raw", raw)
+        ctx.aggregate("stripped", graph.leaves.stripped)
+
+    def _sample(self, st, partition, graph, ctx):
+        s, g = self.sampling, ctx.globals
         if "total" not in st:
             st["total"] = np.zeros(self.n)
-        sources, targets = s.pairs(batch)
-        mine = np.isin(sources, sg.vertex_ids)
+        sources, targets = s.pairs(g["batch"])
+        mine = np.isin(sources, partition)
         csr, reverse = graph.csr, graph.reverse
         kernels.pair_dependencies(csr.indptr, csr.indices, csr.data, graph.unit, reverse.indptr, reverse.indices,
                                   sources[mine], targets[mine], st["total"])

@@ -44,7 +44,8 @@ class Subgraph:
     """
 
     def __init__(self, bundle, k: int, instance_vertex: dict | None = None, instance_edge: dict | None = None,
-                 account=None, working: WorkingSpace | None = None, shared: dict | None = None):
+                 account=None, working: WorkingSpace | None = None, shared: dict | None = None,
+                 process_pass=None):
         self._bundle = bundle
         self._k = k
         self.id = bundle.subgraph_id(k)
@@ -62,6 +63,7 @@ class Subgraph:
             working = WorkingSpace(lambda: own, ())
         self.working = working
         self._shared = {} if shared is None else shared
+        self._process_pass = process_pass
 
     @classmethod
     def spanning(cls, bundle, instance_vertex: dict | None = None, instance_edge: dict | None = None) -> "Subgraph":
@@ -85,6 +87,18 @@ class Subgraph:
             self._shared[key] = build(Subgraph.spanning(self._bundle, self._instance_vertex, self._instance_edge))
             self._account(nbytes(self._shared[key]))
         return self._shared[key]
+
+    def process_pass(self, key, build):
+        """``build()`` run once in this worker process for the graph version and instance, its
+        result shared by every partition the process computes and kept in the process's task
+        cache under the run's budget (it may be evicted between supersteps: then the next call
+        builds again). For what depends on the whole graph, not on the partition (a gathered
+        topology): one copy per process, not one per partition. ``key`` names everything the
+        result depends on besides the graph version, the instance and the program class. A
+        sub-graph outside a run keeps the result with its partition's."""
+        if self._process_pass is not None:
+            return self._process_pass(key, build)
+        return self.partition_pass(("process pass", key), lambda _: build())
 
     @property
     def vertex_rows(self) -> slice:

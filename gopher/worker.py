@@ -165,14 +165,19 @@ class InstanceView:
     view's entry in it.
     """
 
-    def __init__(self, bundle, vertex: dict, edge: dict, cache, key):
+    def __init__(self, bundle, vertex: dict, edge: dict, cache, key, process_key: tuple = ()):
         self.bundle, self.vertex, self.edge = bundle, vertex, edge
-        self.cache, self.key = cache, key
+        self.cache, self.key, self.process_key = cache, key, process_key
         self._subgraphs: dict[int, Subgraph] = {}
         self.shared: dict = {}                   # Subgraph.partition_pass results
 
     def _account(self, size: int) -> None:
         self.cache.grow(self.key, size)
+
+    def process_pass(self, key, build):
+        """:meth:`gopher.subgraph.Subgraph.process_pass`: one process-cache entry under
+        ``process_key`` (graph version, instance, program class), shared by every partition's view."""
+        return self.cache.get((*self.process_key, key), build)
 
     def subgraph(self, k: int) -> Subgraph:
         k = int(k)
@@ -180,7 +185,7 @@ class InstanceView:
         if sg is None:
             working = WorkingSpace(lambda: self.cache, (*self.key, "working", k))
             sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account, working,
-                                               self.shared)
+                                               self.shared, self.process_pass)
         return sg
 
 
@@ -248,6 +253,7 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
     vattrs, eattrs = tuple(program.instance_vertex_attributes), tuple(program.instance_edge_attributes)
     categorical = bool(program.text_as_categorical)
     program_class = (type(program).__module__, type(program).__qualname__)
+    process_key = (*_graph_key(store), "process pass", None if instance is None else instance["id"], program_class)
     view_key = (*bundle_key, "view", None if instance is None else instance["id"], vattrs, eattrs, categorical,
                 program_class)
 
@@ -256,12 +262,12 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
             vertex, edge = {}, {}
         else:
             vertex, edge = freeze(load_instance_attributes(store, bundle, instance, vattrs, eattrs, categorical))
-        return InstanceView(bundle, vertex, edge, cache, view_key)
+        return InstanceView(bundle, vertex, edge, cache, view_key, process_key)
 
     view = cache.get(view_key, build)
     if view.bundle is not bundle:            # the bundle was evicted and reloaded: rebuild the view
         cache.grow(view_key, 0)
-        view = InstanceView(bundle, view.vertex, view.edge, cache, view_key)
+        view = InstanceView(bundle, view.vertex, view.edge, cache, view_key, process_key)
     view.cache = cache
     return view
 

@@ -212,6 +212,34 @@ class PartitionWide(Recording):
         ctx.vote_to_halt()
 
 
+class ProcessWide(SubgraphProgram):
+    """Builds one value per worker process (``process_pass``) and reports, per sub-graph, the
+    process that computed it and, per build, the process that built it; superstep 1 reads it
+    again from every partition."""
+
+    aggregators = {"built_by": Aggregator(lambda a, b: a + b, []), "computed_by": Aggregator(lambda a, b: a | b, set()),
+                   "wrong": "sum"}
+
+    def __init__(self, key):
+        self.key, self.built_by, self.computed_by = key, [], set()
+
+    def master(self, ctx):
+        self.built_by += ctx.aggregated["built_by"]
+        self.computed_by |= ctx.aggregated["computed_by"]
+
+    def compute(self, subgraph, messages, ctx):
+        import os
+
+        def build():
+            ctx.aggregate("built_by", [os.getpid()])
+            return np.arange(5)
+
+        ctx.aggregate("wrong", int(not np.array_equal(subgraph.process_pass(self.key, build), np.arange(5))))
+        ctx.aggregate("computed_by", {os.getpid()})
+        if ctx.superstep == 1:
+            ctx.vote_to_halt()
+
+
 class PartitionStep(SubgraphProgram):
     """Superstep 0 once per partition (``compute_partition``): every remote edge carries one
     message; superstep 1, where messages arrived, runs ``compute`` per sub-graph."""
@@ -573,6 +601,16 @@ def test_partition_pass_runs_once_per_partition_and_packs_per_task(undirected):
     assert result.aggregated["wrong"] == 0
     assert len(result.aggregated["vertices"]) == 2                 # one packed partial per task
     assert sum(result.aggregated["vertices"]) == G.number_of_nodes()
+
+
+def test_process_pass_runs_once_per_worker_process(undirected):
+    G, store = undirected
+    assert store.num_partitions > 2
+    program = ProcessWide(f"process-{id(object())}")
+    result = store.run(program, progress=False, tasks=2)
+    assert sorted(program.built_by) == sorted(program.computed_by)    # once a process, not once a partition
+    assert len(program.computed_by) < store.num_partitions
+    assert result.aggregated["wrong"] == 0
 
 
 def test_unknown_aggregator_is_rejected(undirected):
