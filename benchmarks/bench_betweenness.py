@@ -45,13 +45,12 @@ def _timed(fn):
     return time.perf_counter() - clock, value
 
 
-def worker_cpu_seconds() -> float | None:
-    """CPU seconds used so far by the Python workers under this driver (Linux ``/proc``; None
-    elsewhere). On a shared machine wall time depends on the load; CPU seconds far less, so
-    the report gives both (igraph's own CPU time beside)."""
+def _worker_stats() -> dict | None:
+    """{pid: (its /proc stat fields, its /proc status text)} of the Python workers under this
+    driver (Linux ``/proc``; None elsewhere)."""
     if not os.path.isdir("/proc/self"):
         return None
-    parent, ticks = {}, {}
+    parent, workers = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -60,19 +59,42 @@ def worker_cpu_seconds() -> float | None:
                 fields = stat.read().rpartition(")")[2].split()
             with open(f"/proc/{entry}/cmdline", "rb") as cmd:
                 is_worker = b"pyspark.daemon" in cmd.read()
+            if is_worker:
+                with open(f"/proc/{entry}/status") as status:
+                    workers[int(entry)] = (fields, status.read())
         except OSError:
             continue
         parent[int(entry)] = int(fields[1])
-        if is_worker:
-            ticks[int(entry)] = int(fields[11]) + int(fields[12])
-    total = 0
-    for pid, used in ticks.items():
+    mine = {}
+    for pid, stats in workers.items():
         up = pid
         while up in parent and up != os.getpid():
             up = parent[up]
         if up == os.getpid():
-            total += used
-    return total / os.sysconf("SC_CLK_TCK")
+            mine[pid] = stats
+    return mine
+
+
+def worker_cpu_seconds() -> float | None:
+    """CPU seconds used so far by the Python workers under this driver (None without ``/proc``).
+    On a shared machine wall time depends on the load; CPU seconds far less, so the report
+    gives both (igraph's own CPU time beside)."""
+    workers = _worker_stats()
+    if workers is None:
+        return None
+    ticks = sum(int(fields[11]) + int(fields[12]) for fields, _ in workers.values())
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def worker_peak_memory_mb() -> float | None:
+    """The largest peak resident memory (``VmHWM``) of a Python worker under this driver so far,
+    in MB (None without ``/proc``): what one worker process needed at most."""
+    workers = _worker_stats()
+    if workers is None:
+        return None
+    peaks = [int(line.split()[1]) for _, status in workers.values()
+             for line in status.splitlines() if line.startswith("VmHWM:")]
+    return max(peaks, default=0) / 1024
 
 
 def _timed_with_cpu(fn):
@@ -242,6 +264,7 @@ def run(spark, size: int, partitions: int, weight: str | None, top: int, batch_s
         result, rows = result
         row = {"k": top, "source_seed": source_seed, "seconds": seconds, "worker_cpu_seconds": cpu,
                "supersteps": result.metrics.num_supersteps, **result.aggregated,
+               "worker_peak_memory_mb": worker_peak_memory_mb(),
                "load_average_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
         if truth is not None:
             found = [int(r["id"]) for r in rows]
