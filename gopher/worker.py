@@ -203,8 +203,15 @@ class ActiveSubgraphs(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = range(len(self._ks))[i]
+            return [self._at(j) for j in range(*i.indices(len(self)))]
+        return self._at(range(len(self._ks))[i])
+
+    def __iter__(self):
+        """Without the index checks of ``__getitem__``: a superstep's per-sub-graph loop walks
+        every active sub-graph through this."""
+        return map(self._at, range(len(self._ks)))
+
+    def _at(self, i: int) -> Subgraph:
         sg = self._built[i]
         if sg is None:
             k = self._ks[i]
