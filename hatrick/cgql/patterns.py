@@ -399,14 +399,16 @@ class Cluster(Pattern):
                             overlap, event_size, first_reported, adjacency, member_index)
 
     def conclude(self, previous, time: float, partials: dict, p, q, weight, k: int, b: Bindings,
-                 diameter=None):
+                 diameter=None, number=None):
         """The rules that turn one snapshot's K groups (labelled 0..K-1 in order of their smallest
         member id) into tracked clusters, wherever the groups were found (a driver snapshot or a
         Gopher run): identities from the overlap counts (previous label p, label q, weight),
         aggregates from their partials, which groups are reported. ``diameter(satisfied, limits)``
-        gives hop diameters (NaN where ruled out) for the groups that pass every other condition.
+        gives hop diameters (NaN where ruled out) for the groups that pass every other condition;
+        ``number(fresh labels)`` gives the new groups' ids where some of a snapshot's groups are
+        concluded elsewhere (default: the next ids in label order).
         Returns (ids, overlap, table, event sizes, first report times)."""
-        ids, overlap = _identify(previous, p, q, weight, k, self.options)
+        ids, overlap = _identify(previous, p, q, weight, k, self.options, number)
         all_conditions = self.aggregate_conditions()
         cheap = tuple(c for c in all_conditions if c.aggregate.function != "diameter")
         values = derive_aggregates(partials, cheap, k)
@@ -520,10 +522,8 @@ def _overlaps(previous: ClusterState | None, member_ids: np.ndarray, label: np.n
     return keys // k, keys % k, weight
 
 
-def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict):
-    """Cluster ids for the K current groups (heirs keep their parent's id), and the overlap pairs
-    with the previous groups as a DataFrame (parent id, child id, parent label, child label)."""
-    counter = options.setdefault("_next_cluster_id", [0])
+def inherited_ids(previous: ClusterState | None, p, q, weight, k: int) -> np.ndarray:
+    """The ids the K current groups inherit (a heir keeps its parent's id), -1 for a new group."""
     ids = np.full(k, -1, np.int64)
     if previous is not None and k and len(p):
         parent_id = previous.table.index.to_numpy()[p]
@@ -531,9 +531,21 @@ def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict
         best_child = _best_pairs(p, len(previous.table), weight, q)  # most overlap, then the smaller label
         heir = best_parent & best_child
         ids[q[heir]] = parent_id[heir]
+    return ids
+
+
+def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict, number=None):
+    """Cluster ids for the K current groups (heirs keep their parent's id, new groups get
+    ``number(their labels)`` or the next ids), and the overlap pairs with the previous groups
+    as a DataFrame (parent id, child id, parent label, child label)."""
+    ids = inherited_ids(previous, p, q, weight, k)
     fresh = np.flatnonzero(ids < 0)
-    ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
-    counter[0] += len(fresh)
+    if number is None:
+        counter = options.setdefault("_next_cluster_id", [0])
+        ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
+        counter[0] += len(fresh)
+    else:
+        ids[fresh] = number(fresh)
     parent_ids = previous.table.index.to_numpy()[p] if len(p) else np.empty(0, np.int64)
     overlap = pd.DataFrame({"parent": parent_ids, "child": ids[q], "parent_label": p, "child_label": q})
     return ids, overlap
