@@ -218,7 +218,10 @@ class ClusterProgram(PatternProgram):
         renumbered[numbers[fresh]] = np.arange(int(fresh.sum()))
         out = np.full(size, -1, np.int64)
         out[rows] = renumbered[numbers]
-        return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": whole.ids,
+        ids = whole.ids
+        return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": ids,
+                # ids that grow with the row, as vids do: a piece's first member is its smallest
+                "ids_increase": ids.dtype.kind in "iu" and bool((ids[1:] > ids[:-1]).all()),
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
                 "kinds": partial_kinds(self.pattern.aggregate_conditions())}
@@ -237,7 +240,7 @@ class ClusterProgram(PatternProgram):
         count, rows = len(labels), whole["members"]
         at = piece[rows]
         partials = aggregate_partials(whole["columns"], at, count, whole["kinds"])
-        smallest = _smallest(whole["ids"][rows], at, count)
+        smallest = whole["ids"][whole["starts"]] if whole["ids_increase"] else _smallest(whole["ids"][rows], at, count)
         crossing = np.zeros(count, bool)
         crossing[piece[whole["remote_src"][whole["usable"]]]] = True
         lane["local"] = (labels == whole["vertex_ids"][whole["starts"]]) & ~crossing
@@ -485,7 +488,15 @@ def _state_of(record: dict | None) -> ClusterState | None:
 
 
 def _by_cluster(by_cluster: dict, cid: np.ndarray) -> np.ndarray:
-    return pd.Series(by_cluster, dtype=np.float64).reindex(cid).to_numpy()
+    """The values of ``by_cluster`` (a few clusters) at ``cid`` (every group), NaN elsewhere."""
+    out = np.full(len(cid), np.nan)
+    if by_cluster:
+        keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
+        order = np.argsort(cid, kind="stable")
+        at = np.minimum(np.searchsorted(cid[order], keys), len(cid) - 1)
+        hit = cid[order][at] == keys
+        out[order[at[hit]]] = np.fromiter(by_cluster.values(), np.float64, len(by_cluster))[hit]
+    return out
 
 
 def _as_dict(cid: np.ndarray, values: np.ndarray) -> dict:
@@ -535,12 +546,20 @@ def _field(parts: list, name: str, key=None) -> np.ndarray:
 
 
 def _piece_members(ids: np.ndarray, piece: np.ndarray, pieces: np.ndarray, cluster_ids: np.ndarray) -> dict:
-    """{cluster id: sorted member ids} of the partition's ``pieces`` (one cluster id each)."""
+    """{cluster id: sorted member ids} of the partition's ``pieces`` (one cluster id each): one
+    sort of their members' rows."""
     if not len(pieces):
         return {}
-    rows = np.flatnonzero(piece >= 0)
-    rows = rows[among(piece[rows], pieces)]
-    return _lists(piece[rows], ids[rows], _Positions(pieces), cluster_ids)
+    chosen = np.zeros(int(piece.max()) + 2, bool)       # piece -1 (no piece) reads the last: False
+    chosen[pieces] = True
+    rows = np.flatnonzero(chosen[piece])
+    order = np.lexsort((ids[rows], piece[rows]))
+    at, members = piece[rows][order], ids[rows][order].tolist()
+    starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+    cid = np.empty(len(chosen), np.int64)
+    cid[pieces] = cluster_ids
+    bounds = np.r_[starts, len(at)].tolist()
+    return {c: members[a:b] for c, a, b in zip(cid[at[starts]].tolist(), bounds[:-1], bounds[1:])}
 
 
 
