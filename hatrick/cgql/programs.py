@@ -10,10 +10,9 @@ does not depend on the instance before, only the identities and events do. So
 every instance it covers is a lane of the same supersteps
 (:func:`gopher.timeseries.run_independent`): the lanes label or spread side by
 side, and Cluster's summary of an instance reads the previous instance's
-settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
-the summaries follow each other one superstep apart, so the driver applies the
-pattern's rules in time order holding one instance's summaries at a time. Reach
-compares the instances' pairs in time order on the driver. Each sub-graph reads
+settled labels and groups from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
+the instances are concluded one superstep apart, in time order. Reach compares
+the instances' pairs in time order on the driver. Each sub-graph reads
 only the attributes the query names, text edge values as their stored dictionary
 codes (``text_as_categorical``: a condition is decided once per distinct value).
 The supersteps of a partition that received no messages run once per partition
@@ -36,18 +35,22 @@ per instance, in supersteps:
     label changes; then the lane waits until the previous instance's lane has
     been concluded.
 ``summary``
-    per group of the partition: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
-    the smallest member id, and the overlap counts with the previous
-    instance's groups; the driver's ``master`` reduces them and applies the
-    pattern's rules (:meth:`hatrick.cgql.patterns.Cluster.conclude` / ``changes``).
-``members``
-    the member ids of the groups that have an event (now, or before for
-    ``disappeared``), and at the last instance of a frame that goes live,
-    every group's (the state handed to the live part); skipped when none.
+    the overlaps of the previous instance's groups with this one's join them
+    into components; a component whose groups all lie inside this partition is
+    decided here, the others go to the driver: their groups' partial aggregates
+    (:func:`hatrick.cgql.patterns.aggregate_partials`), smallest member ids and
+    overlaps, and the previous groups' states. The driver's ``master`` reduces
+    them, applies the pattern's rules (:meth:`hatrick.cgql.patterns.Cluster.conclude` /
+    ``changes``) and numbers every new group of the instance.
+``rules``
+    the same rules over the partition's own components, new groups numbered
+    as the driver said; their events with their members, and the member ids of
+    the driver's groups that have an event (now, or before for ``disappeared``).
+    At the last instance of a frame that goes live every group goes to the
+    driver (the state handed to the live part).
 
-Only per-group summaries, overlap pairs and events' members reach the driver,
-packed into a few arrays per task (:class:`gopher.aggregators.Aggregator` ``pack``);
-vertices and edges never do.
+Only the summaries of groups that touch a partition boundary, overlap pairs and
+events reach the driver; vertices and edges never do.
 """
 from __future__ import annotations
 
@@ -87,8 +90,8 @@ _LIST = Aggregator(operator.add, [])
 
 
 def runs_on_gopher(the_plan) -> bool:
-    """Whether every sub-query of a plan has a Gopher program: Cluster without ``alias.*``
-    wildcards or diameter (the others run on the driver, instance by instance)."""
+    """Whether every sub-query of a plan has a Gopher program: Reach, and Cluster without
+    ``alias.*`` wildcards or diameter (the others run on the driver, instance by instance)."""
     for sq in the_plan.subqueries:
         if type(sq.pattern) not in (Cluster, Reach):
             return False
