@@ -304,16 +304,14 @@ class ClusterProgram(PatternProgram):
         if globals_["inside"]:
             before = prior if globals_["before_inside"] else None
             changed, status, gone = self.pattern.changes(before, after)
-            after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[among(ids, changed)],
-                                                ids[among(ids, changed)])
+            evented = among(ids, changed)
+            after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[evented], ids[evented])
             if len(gone):
                 before_ids = before.table.index.to_numpy()
                 before.member_lists = _piece_members(whole["ids"], previous["piece"],
                                                      clean_before[among(before_ids, gone)],
                                                      before_ids[among(before_ids, gone)])
-            position = dict(zip(ids.tolist(), smallest.tolist()))
-            out = [(1, e["cluster"], e) if e["status"] == "disappeared" else (0, position[e["cluster"]], e)
-                   for e in self.pattern.events(before, after, changed, status, gone)]
+            out = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
         record = _empty_record(lane["labels"], table)
         _put(record, clean_now, _record_of(after))
         decided = globals_["decided"]
@@ -437,9 +435,7 @@ class ClusterProgram(PatternProgram):
             before.member_lists = _lists(gone_labels, gone_ids, _Positions(before_labels), before.table.index.to_numpy())
         events = []
         if inside:
-            position = dict(zip(ids.tolist(), smallest.tolist()))
-            events = [(1, e["cluster"], e) if e["status"] == "disappeared" else (0, position[e["cluster"]], e)
-                      for e in self.pattern.events(before, after, changed, status, gone)]
+            events = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
             events += ctx.aggregated.pop("events", None) or []
             events.sort(key=lambda e: (e[0], e[1]))
         if ctx.instance["id"] == self._last["id"] and self._keep_last:
@@ -458,6 +454,15 @@ class ClusterProgram(PatternProgram):
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "label", "gather": False}, **engine_options).metrics
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
+
+
+def _in_driver_order(events: list, ids: np.ndarray, smallest: np.ndarray) -> list:
+    """Events as (0, smallest member id, event) and, for ``disappeared``, (1, cluster id, event):
+    sorted by these keys they come in the driver path's order. ``ids`` and ``smallest``: every
+    group's; only the events' are looked up (a partition has 18k groups and tens of events at 1M)."""
+    hit = among(ids, np.fromiter((e["cluster"] for e in events if e["status"] != "disappeared"), np.int64))
+    position = dict(zip(ids[hit].tolist(), smallest[hit].tolist()))
+    return [(1, e["cluster"], e) if e["status"] == "disappeared" else (0, position[e["cluster"]], e) for e in events]
 
 
 def _rank(chosen: np.ndarray, size: int) -> np.ndarray:
@@ -494,10 +499,12 @@ def _by_cluster(by_cluster: dict, cid: np.ndarray) -> np.ndarray:
     out = np.full(len(cid), np.nan)
     if by_cluster:
         keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
-        order = np.argsort(cid, kind="stable")
-        at = np.minimum(np.searchsorted(cid[order], keys), len(cid) - 1)
-        hit = cid[order][at] == keys
-        out[order[at[hit]]] = np.fromiter(by_cluster.values(), np.float64, len(by_cluster))[hit]
+        values = np.fromiter(by_cluster.values(), np.float64, len(by_cluster))
+        order = np.argsort(keys)                 # the few keys sorted, not every group's id
+        keys, values = keys[order], values[order]
+        at = np.minimum(np.searchsorted(keys, cid), len(keys) - 1)
+        hit = keys[at] == cid
+        out[hit] = values[at[hit]]
     return out
 
 
