@@ -399,16 +399,17 @@ class Cluster(Pattern):
                             overlap, event_size, first_reported, adjacency, member_index)
 
     def conclude(self, previous, time: float, partials: dict, p, q, weight, k: int, b: Bindings,
-                 diameter=None, number=None):
+                 diameter=None, number=None, inherited=None):
         """The rules that turn one snapshot's K groups (labelled 0..K-1 in order of their smallest
         member id) into tracked clusters, wherever the groups were found (a driver snapshot or a
         Gopher run): identities from the overlap counts (previous label p, label q, weight),
         aggregates from their partials, which groups are reported. ``diameter(satisfied, limits)``
         gives hop diameters (NaN where ruled out) for the groups that pass every other condition;
         ``number(fresh labels)`` gives the new groups' ids where some of a snapshot's groups are
-        concluded elsewhere (default: the next ids in label order).
+        concluded elsewhere (default: the next ids in label order); ``inherited``: the groups'
+        :func:`inherited_ids` where the caller has them already.
         Returns (ids, overlap, table, event sizes, first report times)."""
-        ids, overlap = _identify(previous, p, q, weight, k, self.options, number)
+        ids, overlap = _identify(previous, p, q, weight, k, self.options, number, inherited)
         all_conditions = self.aggregate_conditions()
         cheap = tuple(c for c in all_conditions if c.aggregate.function != "diameter")
         values = derive_aggregates(partials, cheap, k)
@@ -448,7 +449,7 @@ class Cluster(Pattern):
             first = first_parent[rep_labels]
             siblings = np.where(first >= 0, children_of[np.maximum(first, 0)], 0)
             was = among(reported, before.reported_ids)
-            last = pd.Series(after.event_size, dtype=np.float64).reindex(reported).to_numpy()
+            last = values_at(after.event_size, reported)
             last = np.where(np.isnan(last), sizes, last)
             grow = float(self.options.get("grow_factor", 1.5))
             status = np.select([parents == 0, parents >= 2, siblings >= 2, ~was, sizes >= grow * last],
@@ -492,6 +493,21 @@ def among(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     if values.dtype.kind in "iu" and ids.dtype.kind in "iu" and len(values) and len(ids):
         return np.isin(values, ids, kind="table")
     return np.isin(values, ids)
+
+
+def values_at(by_cluster: dict, cid: np.ndarray) -> np.ndarray:
+    """The values of ``by_cluster`` (a few clusters) at ``cid`` (every group), NaN elsewhere: a
+    search of the few keys, not a pandas Series or a sort of every id."""
+    out = np.full(len(cid), np.nan)
+    if by_cluster:
+        keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
+        values = np.fromiter(by_cluster.values(), np.float64, len(by_cluster))
+        order = np.argsort(keys)                 # the few keys sorted, not every group's id
+        keys, values = keys[order], values[order]
+        at = np.minimum(np.searchsorted(keys, cid), len(keys) - 1)
+        hit = keys[at] == cid
+        out[hit] = values[at[hit]]
+    return out
 
 
 def positions_in(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -543,11 +559,11 @@ def inherited_ids(previous: ClusterState | None, p, q, weight, k: int) -> np.nda
     return ids
 
 
-def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict, number=None):
+def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict, number=None, inherited=None):
     """Cluster ids for the K current groups (heirs keep their parent's id, new groups get
     ``number(their labels)`` or the next ids), and the overlap pairs with the previous groups
     as a DataFrame (parent id, child id, parent label, child label)."""
-    ids = inherited_ids(previous, p, q, weight, k)
+    ids = inherited_ids(previous, p, q, weight, k) if inherited is None else inherited.copy()
     fresh = np.flatnonzero(ids < 0)
     if number is None:
         counter = options.setdefault("_next_cluster_id", [0])

@@ -67,7 +67,7 @@ from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
 from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, among,
-                                   combine_partials, inherited_ids, partial_kinds)
+                                   combine_partials, inherited_ids, partial_kinds, values_at)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
@@ -277,7 +277,7 @@ class ClusterProgram(PatternProgram):
         q = _rank(clean_now, count)[clean_pair[:, 1]]
         prior = _state_of(_pick(previous["record"], clean_before)) if known else None
         heirs = inherited_ids(prior, p, q, clean_pair[:, 2], len(clean_now))
-        lane["clean"] = (prior, clean_before, clean_now, p, q, clean_pair[:, 2],
+        lane["clean"] = (prior, clean_before, clean_now, p, q, clean_pair[:, 2], heirs,
                          {k: v[clean_now] for k, v in partials.items()}, smallest[clean_now])
         driver_pair = pair[dirty[pair[:, 0]]]
         return {"label": labels[now_dirty], "local": local[now_dirty], "smallest": smallest[now_dirty],
@@ -293,11 +293,11 @@ class ClusterProgram(PatternProgram):
         (those of the other components as the driver decided them). Returns the events as
         (0, smallest member id, event) and, for ``disappeared``, (1, cluster id, event): the
         order the driver path gives them in."""
-        prior, clean_before, clean_now, p, q, weight, partials, smallest = lane.pop("clean")
+        prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
         fresh, base = globals_["fresh"], globals_["base"]
         ids, overlap, table, event_size, first_reported = self.pattern.conclude(
             prior, globals_["time"], partials, p, q, weight, len(clean_now), Bindings(self.pattern.params),
-            number=lambda new: base + np.searchsorted(fresh, smallest[new]))
+            number=lambda new: base + np.searchsorted(fresh, smallest[new]), inherited=heirs)
         after = ClusterState(None, *[np.empty(0, np.int64)] * 4, table, overlap, event_size, first_reported,
                              member_lists={})
         out = []
@@ -479,7 +479,7 @@ def _record_of(state: ClusterState, labels: np.ndarray | None = None) -> dict:
     table = state.table
     cid = table.index.to_numpy()
     return {"label": cid if labels is None else labels, "cid": cid, "reported": table["reported"].to_numpy(),
-            "event_size": _by_cluster(state.event_size, cid), "first_reported": _by_cluster(state.first_reported, cid),
+            "event_size": values_at(state.event_size, cid), "first_reported": values_at(state.first_reported, cid),
             "values": {c: table[c].to_numpy() for c in table.columns if c != "reported"}}
 
 
@@ -492,20 +492,6 @@ def _state_of(record: dict | None) -> ClusterState | None:
     empty = np.empty(0, np.int64)
     return ClusterState(None, empty, empty, empty, empty, table, None, _as_dict(cid, record["event_size"]),
                         _as_dict(cid, record["first_reported"]), member_lists={})
-
-
-def _by_cluster(by_cluster: dict, cid: np.ndarray) -> np.ndarray:
-    """The values of ``by_cluster`` (a few clusters) at ``cid`` (every group), NaN elsewhere."""
-    out = np.full(len(cid), np.nan)
-    if by_cluster:
-        keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
-        values = np.fromiter(by_cluster.values(), np.float64, len(by_cluster))
-        order = np.argsort(keys)                 # the few keys sorted, not every group's id
-        keys, values = keys[order], values[order]
-        at = np.minimum(np.searchsorted(keys, cid), len(keys) - 1)
-        hit = keys[at] == cid
-        out[hit] = values[at[hit]]
-    return out
 
 
 def _as_dict(cid: np.ndarray, values: np.ndarray) -> dict:
