@@ -198,3 +198,21 @@ def test_cluster_rules_split_between_tasks_and_driver_match_the_oracle(tmp_path,
         if members is not None:
             assert grouped(cluster_tuples(got)) == grouped(oracle.cluster_events(views, members, edge, aggregates))
     assert statuses == {"created", "merged", "split", "grew", "disappeared"}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_overlap_counts_match_a_sparse_matrix_of_the_shared_rows(seed):
+    """The tasks' overlap kernel gives the pairs a sparse matrix of the shared rows gives, in its
+    order (previous piece, then piece), rows outside every previous piece left out."""
+    from scipy.sparse import csr_matrix
+    from hatrick.cgql.programs import overlap_counts
+
+    rng = np.random.default_rng(seed)
+    before_count, count, rows = 40, 30, 300
+    before, now = rng.integers(-1, before_count, rows), rng.integers(0, count, rows)
+    both = before >= 0
+    expected = csr_matrix((np.ones(int(both.sum()), np.int64), (before[both], now[both])),
+                          shape=(before_count, count)).tocoo()
+    row, col, shared = overlap_counts(before, now, before_count, count)
+    assert np.array_equal(np.column_stack([row, col, shared]),
+                          np.column_stack([expected.row, expected.col, expected.data]))

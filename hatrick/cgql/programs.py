@@ -255,12 +255,9 @@ class ClusterProgram(PatternProgram):
         before_node = ~before_local | (previous["record"]["cid"] >= 0) if known else before_local
         pair = np.empty((0, 3), np.int64)
         if before_count and count:
-            before = previous["piece"][rows]
-            both = before >= 0
-            shared = csr_matrix((np.ones(int(both.sum()), np.int64), (before[both], at[both])),
-                                shape=(before_count, count)).tocoo()     # duplicates summed
-            keep = before_node[shared.row] & node[shared.col]
-            pair = np.column_stack([shared.row[keep], shared.col[keep], shared.data[keep]]).astype(np.int64)
+            row, col, shared = overlap_counts(previous["piece"][rows], at, before_count, count)
+            keep = before_node[row] & node[col]
+            pair = np.column_stack([row[keep], col[keep], shared[keep]])
         total = before_count + count
         joined = csr_matrix((np.ones(len(pair)), (pair[:, 0], before_count + pair[:, 1])), shape=(total, total))
         _, component = connected_components(joined, directed=False)
@@ -869,6 +866,46 @@ def smallest_in_pieces(ids, piece, count):
         if ids[i] < out[piece[i]]:
             out[piece[i]] = ids[i]
     return out
+
+
+@njit(cache=True, nogil=True)
+def overlap_counts(before, now, before_count, count):
+    """(previous piece, piece, rows shared) for every pair of pieces that share a row, ordered
+    by previous piece, then piece (``before``: -1 where a row was in none); one counting sort
+    of the rows by previous piece, in place of a sparse matrix's build, sort and summing."""
+    start = np.zeros(before_count + 1, np.int64)
+    for i in range(len(before)):
+        if before[i] >= 0:
+            start[before[i] + 1] += 1
+    for b in range(before_count):
+        start[b + 1] += start[b]
+    order = np.empty(start[before_count], np.int64)
+    fill = start[:-1].copy()
+    for i in range(len(before)):
+        if before[i] >= 0:
+            order[fill[before[i]]] = i
+            fill[before[i]] += 1
+    slot = np.full(count, -1, np.int64)        # where a piece's pair with the current previous piece is
+    row, col, shared = np.empty(len(order), np.int64), np.empty(len(order), np.int64), np.empty(len(order), np.int64)
+    m = 0
+    for b in range(before_count):
+        first = m
+        for j in range(start[b], start[b + 1]):
+            c = now[order[j]]
+            if slot[c] < first:
+                slot[c] = m
+                row[m], col[m], shared[m] = b, c, 1
+                m += 1
+            else:
+                shared[slot[c]] += 1
+        for x in range(first + 1, m):          # a previous piece meets a few pieces: insertion sort
+            c, w = col[x], shared[x]
+            y = x - 1
+            while y >= first and col[y] > c:
+                col[y + 1], shared[y + 1] = col[y], shared[y]
+                y -= 1
+            col[y + 1], shared[y + 1] = c, w
+    return row[:m], col[:m], shared[:m]
 
 
 def _label_column(store, edge) -> set:
