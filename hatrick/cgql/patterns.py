@@ -496,17 +496,15 @@ def among(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def values_at(by_cluster: dict, cid: np.ndarray) -> np.ndarray:
-    """The values of ``by_cluster`` (a few clusters) at ``cid`` (every group), NaN elsewhere: a
-    search of the few keys, not a pandas Series or a sort of every id."""
+    """The values of ``by_cluster`` (a few clusters) at ``cid`` (every group, distinct), NaN
+    elsewhere: the few keys looked up among the ids (:func:`positions_in`), not a pandas Series,
+    a sort of every id or a search for each."""
     out = np.full(len(cid), np.nan)
     if by_cluster:
         keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
         values = np.fromiter(by_cluster.values(), np.float64, len(by_cluster))
-        order = np.argsort(keys)                 # the few keys sorted, not every group's id
-        keys, values = keys[order], values[order]
-        at = np.minimum(np.searchsorted(keys, cid), len(keys) - 1)
-        hit = keys[at] == cid
-        out[hit] = values[at[hit]]
+        present = among(keys, cid)
+        out[positions_in(cid, keys[present])] = values[present]
     return out
 
 
