@@ -1,17 +1,18 @@
-"""CGQL Cluster's task-side work per partition and instance, in process, against the partition's components pass.
+"""CGQL Cluster's task-side work per partition and instance, in process, against the partition pass.
 
 One partition's worth of the ``cgql_past`` bench (``--size`` vertices of its road
 graph: 125k is 1M over 8 partitions; ``usage`` drawn anew every hour, 1% of the
 edge types changing per hour) with its query ``Cluster(usage < 30,
 sum(node.usage) > 400) WHERE edge: {type = power}``. Per instance, as a task of
-the Gopher run does: the partition's pieces (the peer: scipy's components of the
-kept edges and their numbering, the pass every instance's CC does too), then
-:class:`hatrick.cgql.programs.ClusterProgram`'s ``summary`` and ``rules`` phases
-with the driver's numbering of the new groups. The partition has no boundary, so
-every group is decided on the task: the common case at 1M. Figures are CPU
-seconds (``time.process_time``) per call, medians over ``--reps`` passes over the
-instances after the first (which has no previous one to compare with); ``digest``
-fingerprints the events and group states, to compare two trees' results.
+the Gopher run does: :class:`hatrick.cgql.programs.ClusterProgram`'s pass over
+the partition (the peer: its WHERE conditions, the components of the kept edges
+and their numbering, the like of what CC does per partition and instance), then
+its ``summary`` and ``rules`` phases with the driver's numbering of the new
+groups. The partition has no boundary, so every group is decided on the task:
+the common case at 1M. Figures are CPU seconds (``time.process_time``) per call,
+medians over ``--reps`` passes over the instances after the first (which has no
+previous one to compare with); ``digest`` fingerprints the events and group
+states, to compare two trees' results.
 
     python -m benchmarks cgql_rules --size 125000 --hours 8 --reps 6
 """
@@ -25,51 +26,55 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
+import pandas as pd
 
 from benchmarks import print_results
 
 QUERY = "DETECT Cluster(usage < 30, sum(node.usage) > 400) WHERE edge: {type = power}"
 
 
-def partition_passes(size: int, hours: int, seed: int) -> list:
-    """Per instance, the partition as ``ClusterProgram._partition`` hands it to the phases."""
+def partition_passes(program, size: int, hours: int, seed: int) -> list:
+    """Per instance, (seconds, the partition as ``program``'s own pass hands it to the phases):
+    the pass reads a stand-in for the partition's sub-graphs (one partition, no remote edges)."""
     from goffish.generators import road_network
-    from hatrick.cgql.patterns import partial_kinds
 
     graph = road_network(size, seed=seed)
     src, dst = graph.edges.column("src").to_numpy(), graph.edges.column("dst").to_numpy()
+    order = np.argsort(src, kind="stable")               # a partition's local edges come sorted by source
+    src, dst = src[order], dst[order]
     rng = np.random.default_rng(seed)
     kinds = np.array(["power", "follow", "message"])
     kind = rng.choice(kinds, len(src), p=[0.5, 0.3, 0.2])
     ids, empty = np.arange(size, dtype=np.int64), np.empty(0, np.int64)
-    aggregate_kinds = partial_kinds(_pattern().aggregate_conditions())
+    remote = _NoRemoteEdges(empty, pd.Categorical([], categories=kinds))
     out = []
     for hour in range(hours):
         if hour:
             change = rng.random(len(src)) < 0.01
             kind = np.where(change, rng.choice(kinds, len(src)), kind)
         usage = rng.integers(0, 40, size)
+        types = pd.Categorical(kind, categories=kinds)    # text edge values come as their stored codes
+        whole = SimpleNamespace(edge_src=src, edge_dst=dst, remote_edges=remote, num_vertices=size, ids=ids,
+                                vertex_ids=ids, vertex_attribute={"usage": usage}.__getitem__,
+                                edge_attribute={"type": types}.__getitem__)
         clock = time.process_time()
-        members = usage < 30
-        kept = np.flatnonzero((kind == "power") & members[src] & members[dst])
-        touched = np.zeros(size, bool)
-        touched[src[kept]] = touched[dst[kept]] = True
-        count, piece = connected_components(csr_matrix((np.ones(len(kept)), (src[kept], dst[kept])),
-                                                       shape=(size, size)), directed=True, connection="weak")
-        rows = np.flatnonzero(touched)
-        numbers = piece[rows]
-        first = numbers > np.maximum.accumulate(np.r_[-1, numbers[:-1]])
-        renumbered = np.full(count, -1, np.int64)
-        renumbered[numbers[first]] = np.arange(int(first.sum()))
-        pieces = np.full(size, -1, np.int64)
-        pieces[rows] = renumbered[numbers]
-        peer = time.process_time() - clock
-        out.append((peer, {"piece": pieces, "members": rows, "usable": np.zeros(0, bool), "starts": rows[first],
-                           "ids": ids, "vertex_ids": ids, "remote_src": empty, "remote_dst": empty,
-                           "columns": {"usage": usage[rows]}, "kinds": aggregate_kinds}))
+        passed = program._partition(whole)
+        out.append((time.process_time() - clock, passed))
     return out
+
+
+class _NoRemoteEdges:
+    """A partition's remote edges where it has none."""
+
+    def __init__(self, empty: np.ndarray, no_values):
+        self.src = self.dst = empty
+        self._no_values = no_values
+
+    def __len__(self) -> int:
+        return 0
+
+    def attribute(self, name):
+        return self._no_values
 
 
 def _pattern():
@@ -92,7 +97,7 @@ def main(argv=None) -> dict:
     store = SimpleNamespace(edge_attributes=(), instance_edge_attributes=("type",),
                             instance_vertex_attributes=("usage",))
     program = ClusterProgram(_pattern(), store, in_frame=lambda start: True, keep_last=False)
-    passes = partition_passes(args.size, args.hours, args.seed)
+    passes = partition_passes(program, args.size, args.hours, args.seed)
     timings = {"peer": [], "summary": [], "rules": []}
     digest, groups, events = hashlib.sha1(), [], []
     for rep in range(args.reps + 1):                 # the first pass compiles and warms; not timed
