@@ -4,7 +4,7 @@ import sys
 
 #: name on the command line -> module under benchmarks/ (each has ``main(argv)``)
 BENCHMARKS = {name: f"benchmarks.bench_{name}" for name in
-              ("gopher", "betweenness", "cgql", "cgql_past", "driver_memory", "hatrick", "ingest", "instances", "louvain", "nx")}
+              ("gopher", "betweenness", "cgql", "cgql_past", "cgql_rules", "driver_memory", "hatrick", "ingest", "instances", "louvain", "nx")}
 
 
 def main(argv=None) -> int:

@@ -7,7 +7,7 @@ follow / message), 1% of the edges changing type per hour. In one session:
 1. connected components over every instance with the independent pattern
    (the peer: the same instances, the same engine), after one untimed run of
    it that builds the instances' bundles in the workers' caches (and the
-   Reach kernel compiled into numba's cache, as CC's run compiles its own,
+   Reach and overlap kernels compiled into numba's cache, as CC's run compiles its own,
    and the two query programs run once over the first instance selecting
    nothing, so the workers have imported their modules, as for CC; then CC
    once more, untimed, so the warm-up's reads leave the peer no colder);
@@ -72,12 +72,13 @@ def _run_profile(metrics) -> dict:
 
 
 def _compile_kernels() -> None:
-    """Compile the Reach program's numba kernel into its on-disk cache in a child process, as the
-    untimed CC run does for the components kernels: the workers then load it instead of timing a
-    compile, and the driver's memory is not changed by it."""
-    code = ("import numpy as np; from hatrick.cgql.programs import spread_bits; "
+    """Compile the Reach program's numba kernel and Cluster's overlap counting (the warm-up query
+    selects no groups: it never counts overlaps) into their on-disk cache in a child process, as the
+    untimed CC run does for the components kernels: the workers then load them instead of timing a
+    compile, and the driver's memory is not changed by them."""
+    code = ("import numpy as np; from hatrick.cgql.programs import overlap_counts, spread_bits; "
             "spread_bits(np.zeros(2, np.int64), np.empty(0, np.int64), np.zeros((1, 1), np.uint64), "
-            "np.zeros(1, np.int64))")
+            "np.zeros(1, np.int64)); overlap_counts(np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 1)")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -12,13 +12,15 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import goffish
 from gofs.instances import Instance
 from gofs.ingest.read_local import from_pandas
 from hatrick.cgql import PandasView, query
 from hatrick.cgql.views import StoreInstanceView
-from test_cgql_engine import CLUSTER, REACH, stored  # noqa: F401 (stored: the engine tests' graph fixture)
+import cgql_oracle as oracle
+from test_cgql_engine import CLUSTER, REACH, cluster_tuples, grouped, stored  # noqa: F401 (stored: the engine tests' graph fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N, STEPS = 300_000, 3
@@ -125,3 +127,92 @@ def test_text_edge_values_come_as_stored_codes_when_a_program_asks(stored):
                     assert np.asarray(coded["type"][side], dtype=object).tolist() == plain["type"][side].tolist()
                 if bundle is template:
                     assert isinstance(coded["type"][0], pd.Categorical)
+
+
+def local_history(seed: int, n: int = 240, steps: int = 7, directed: bool = False):
+    """Snapshots of a graph with locality (a ring with short chords, so that a partitioner keeps
+    most groups inside one partition and some across): the edges are a changing subset of the
+    pool with a per-snapshot type, ``usage`` changes per snapshot; returns (pool, views)."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n)
+    src = np.concatenate([ids, ids, rng.integers(0, n, n // 4)])
+    dst = np.concatenate([(ids + 1) % n, (ids + 3) % n, rng.integers(0, n, n // 4)])
+    if not directed:                        # one orientation of an undirected edge (GoFS keeps one)
+        src, dst = np.minimum(src, dst), np.maximum(src, dst)
+    pool = np.unique(np.column_stack([src, dst])[src != dst], axis=0)
+    alive, kinds, usage = rng.random(len(pool)) < 0.7, rng.choice(["power", "follow"], len(pool)), rng.integers(0, 40, n)
+    views = []
+    for t in range(steps):
+        if t:
+            alive = np.where(rng.random(len(pool)) < 0.15, ~alive, alive)
+            kinds = np.where(rng.random(len(pool)) < 0.1, rng.choice(["power", "follow"], len(pool)), kinds)
+            usage = np.where(rng.random(n) < 0.2, rng.integers(0, 40, n), usage)
+        views.append(PandasView(float(t), t, pd.DataFrame({"id": ids, "usage": usage}),
+                                pd.DataFrame({"src": pool[alive, 0], "dst": pool[alive, 1], "type": kinds[alive]}),
+                                directed))
+    return pool, views
+
+
+def store_history(pool, views, path: str, partitions: int, directed: bool):
+    """``views`` as GoFS instances at their times (absent pool edges as removed edges)."""
+    template = pd.DataFrame({"src": pool[:, 0], "dst": pool[:, 1]})
+    g = goffish.ingest(from_pandas(template, views[0].vertices()[["id"]], directed=directed), path,
+                       num_partitions=partitions)
+    instances = []
+    for v in views:
+        e = v.edges()
+        kind = {(a, b): k for a, b, k in e.itertuples(index=False)}
+        gone = [p for p in map(tuple, pool.tolist()) if p not in kind]
+        instances.append(Instance(v.time, v.time + 1, vertex_values=v.vertices(),
+                                  edge_values=pd.DataFrame({"src": pool[:, 0], "dst": pool[:, 1],
+                                                            "type": [kind.get(tuple(p), "none") for p in pool.tolist()]}),
+                                  removed_edges=pd.DataFrame({"src": [a for a, _ in gone], "dst": [b for _, b in gone]})))
+    g.append_instances(instances)
+    return g
+
+
+@pytest.mark.parametrize("seed,directed", [(1, False), (2, True)])
+def test_cluster_rules_split_between_tasks_and_driver_match_the_oracle(tmp_path, spark, seed, directed):
+    """Cluster's rules run on the tasks for the groups inside one partition and on the driver
+    for those across: over random snapshot sequences of a graph with locality, in 4 partitions,
+    the events equal the driver path's (in order) and the NetworkX oracle's; also with
+    aggregate conditions, a min_size, and a second sub-query whose frame starts later (its
+    first instance in frame reports what holds, identities carried from before)."""
+    pool, views = local_history(seed, directed=directed)
+    g = store_history(pool, views, str(tmp_path / "g.gofs"), 4, directed)
+    cases = [("DETECT Cluster(usage < 30) WHERE edge: {type = power}", 2, [("usage", "<", 30)], {"power"}, []),
+             ("DETECT Cluster(usage < 34, sum(node.usage) > 60) WHERE edge: {type = power}", 2,
+              [("usage", "<", 34)], {"power"}, [("sum_usage", ">", 60)]),
+             ("DETECT Cluster(size > 3) WHERE edge: {type = follow}", 3, None, None, None),
+             ("DETECT Cluster(usage < 30) WHERE edge: {type = power} AS A; "
+              "DETECT Cluster(usage > 8) WHERE edge: {type = follow} FROM 2 TO 6", 2, None, None, None)]
+    drop = ("detected", "seq", "topic")
+    statuses = set()
+    for text, min_size, members, edge, aggregates in cases:
+        on_gopher = query(g, text, spark=spark, min_size=min_size)
+        assert on_gopher.query.past_engine == "gopher"
+        got = [{k: v for k, v in e.items() if k not in drop} for e in on_gopher.read()]
+        expected = [{k: v for k, v in e.items() if k not in drop} for e in query(views, text, min_size=min_size).read()]
+        assert got == expected and expected
+        statuses |= {e["status"] for e in got}
+        if members is not None:
+            assert grouped(cluster_tuples(got)) == grouped(oracle.cluster_events(views, members, edge, aggregates))
+    assert statuses == {"created", "merged", "split", "grew", "disappeared"}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_overlap_counts_match_a_sparse_matrix_of_the_shared_rows(seed):
+    """The tasks' overlap kernel gives the pairs a sparse matrix of the shared rows gives, in its
+    order (previous piece, then piece), rows outside every previous piece left out."""
+    from scipy.sparse import csr_matrix
+    from hatrick.cgql.programs import overlap_counts
+
+    rng = np.random.default_rng(seed)
+    before_count, count, rows = 40, 30, 300
+    before, now = rng.integers(-1, before_count, rows), rng.integers(0, count, rows)
+    both = before >= 0
+    expected = csr_matrix((np.ones(int(both.sum()), np.int64), (before[both], now[both])),
+                          shape=(before_count, count)).tocoo()
+    row, col, shared = overlap_counts(before, now, before_count, count)
+    assert np.array_equal(np.column_stack([row, col, shared]),
+                          np.column_stack([expected.row, expected.col, expected.data]))

@@ -341,7 +341,7 @@ class ClusterState:
 
     def rows(self, cluster_ids) -> list:
         """Size and aggregate values of each of ``cluster_ids`` as dicts."""
-        at = self.table.index.get_indexer(np.asarray(cluster_ids))
+        at = positions_in(self.table.index.to_numpy(), np.asarray(cluster_ids, np.int64))
         columns = [c for c in self.table.columns if c != "reported"]
         values = [self.table[c].to_numpy()[at].tolist() for c in columns]
         return [{c: _plain(v) for c, v in zip(columns, row)} for row in zip(*values)]
@@ -399,14 +399,17 @@ class Cluster(Pattern):
                             overlap, event_size, first_reported, adjacency, member_index)
 
     def conclude(self, previous, time: float, partials: dict, p, q, weight, k: int, b: Bindings,
-                 diameter=None):
+                 diameter=None, number=None, inherited=None):
         """The rules that turn one snapshot's K groups (labelled 0..K-1 in order of their smallest
         member id) into tracked clusters, wherever the groups were found (a driver snapshot or a
         Gopher run): identities from the overlap counts (previous label p, label q, weight),
         aggregates from their partials, which groups are reported. ``diameter(satisfied, limits)``
-        gives hop diameters (NaN where ruled out) for the groups that pass every other condition.
+        gives hop diameters (NaN where ruled out) for the groups that pass every other condition;
+        ``number(fresh labels)`` gives the new groups' ids where some of a snapshot's groups are
+        concluded elsewhere (default: the next ids in label order); ``inherited``: the groups'
+        :func:`inherited_ids` where the caller has them already.
         Returns (ids, overlap, table, event sizes, first report times)."""
-        ids, overlap = _identify(previous, p, q, weight, k, self.options)
+        ids, overlap = _identify(previous, p, q, weight, k, self.options, number, inherited)
         all_conditions = self.aggregate_conditions()
         cheap = tuple(c for c in all_conditions if c.aggregate.function != "diameter")
         values = derive_aggregates(partials, cheap, k)
@@ -446,7 +449,7 @@ class Cluster(Pattern):
             first = first_parent[rep_labels]
             siblings = np.where(first >= 0, children_of[np.maximum(first, 0)], 0)
             was = among(reported, before.reported_ids)
-            last = pd.Series(after.event_size, dtype=np.float64).reindex(reported).to_numpy()
+            last = values_at(after.event_size, reported)
             last = np.where(np.isnan(last), sizes, last)
             grow = float(self.options.get("grow_factor", 1.5))
             status = np.select([parents == 0, parents >= 2, siblings >= 2, ~was, sizes >= grow * last],
@@ -457,7 +460,7 @@ class Cluster(Pattern):
         gone = np.empty(0, np.int64)
         if before is not None:
             changed = ids[(status == "merged") | (status == "split")]
-            absorbed = after.overlap["parent"][after.overlap["child"].isin(changed)].to_numpy()
+            absorbed = after.overlap["parent"].to_numpy()[among(after.overlap["child"].to_numpy(), changed)]
             gone = np.setdiff1d(np.setdiff1d(before.reported_ids, reported), absorbed)
         return ids, status, gone
 
@@ -492,6 +495,28 @@ def among(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.isin(values, ids)
 
 
+def values_at(by_cluster: dict, cid: np.ndarray) -> np.ndarray:
+    """The values of ``by_cluster`` (a few clusters) at ``cid`` (every group, distinct), NaN
+    elsewhere: the few keys looked up among the ids (:func:`positions_in`), not a pandas Series,
+    a sort of every id or a search for each."""
+    out = np.full(len(cid), np.nan)
+    if by_cluster:
+        keys = np.fromiter(by_cluster, np.int64, len(by_cluster))
+        values = np.fromiter(by_cluster.values(), np.float64, len(by_cluster))
+        present = among(keys, cid)
+        out[positions_in(cid, keys[present])] = values[present]
+    return out
+
+
+def positions_in(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where each of ``wanted`` (all among ``values``; both distinct cluster ids) is in ``values``:
+    one :func:`among` lookup and a sort of the few found, not a hash of every value (a task's
+    18k groups per instance at 1M for its tens of events)."""
+    hit = np.flatnonzero(among(values, wanted))
+    order = np.argsort(values[hit])
+    return hit[order][np.searchsorted(values[hit][order], wanted)]
+
+
 def _parents_of(overlap: pd.DataFrame, children: np.ndarray) -> dict:
     """{child id: its sorted parent ids} for ``children``, from the overlap pairs in one sort."""
     child, parent = overlap["child"].to_numpy(), overlap["parent"].to_numpy()
@@ -520,10 +545,8 @@ def _overlaps(previous: ClusterState | None, member_ids: np.ndarray, label: np.n
     return keys // k, keys % k, weight
 
 
-def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict):
-    """Cluster ids for the K current groups (heirs keep their parent's id), and the overlap pairs
-    with the previous groups as a DataFrame (parent id, child id, parent label, child label)."""
-    counter = options.setdefault("_next_cluster_id", [0])
+def inherited_ids(previous: ClusterState | None, p, q, weight, k: int) -> np.ndarray:
+    """The ids the K current groups inherit (a heir keeps its parent's id), -1 for a new group."""
     ids = np.full(k, -1, np.int64)
     if previous is not None and k and len(p):
         parent_id = previous.table.index.to_numpy()[p]
@@ -531,9 +554,21 @@ def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict
         best_child = _best_pairs(p, len(previous.table), weight, q)  # most overlap, then the smaller label
         heir = best_parent & best_child
         ids[q[heir]] = parent_id[heir]
+    return ids
+
+
+def _identify(previous: ClusterState | None, p, q, weight, k: int, options: dict, number=None, inherited=None):
+    """Cluster ids for the K current groups (heirs keep their parent's id, new groups get
+    ``number(their labels)`` or the next ids), and the overlap pairs with the previous groups
+    as a DataFrame (parent id, child id, parent label, child label)."""
+    ids = inherited_ids(previous, p, q, weight, k) if inherited is None else inherited.copy()
     fresh = np.flatnonzero(ids < 0)
-    ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
-    counter[0] += len(fresh)
+    if number is None:
+        counter = options.setdefault("_next_cluster_id", [0])
+        ids[fresh] = np.arange(counter[0], counter[0] + len(fresh))
+        counter[0] += len(fresh)
+    else:
+        ids[fresh] = number(fresh)
     parent_ids = previous.table.index.to_numpy()[p] if len(p) else np.empty(0, np.int64)
     overlap = pd.DataFrame({"parent": parent_ids, "child": ids[q], "parent_label": p, "child_label": q})
     return ids, overlap

@@ -10,10 +10,9 @@ does not depend on the instance before, only the identities and events do. So
 every instance it covers is a lane of the same supersteps
 (:func:`gopher.timeseries.run_independent`): the lanes label or spread side by
 side, and Cluster's summary of an instance reads the previous instance's
-settled labels from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
-the summaries follow each other one superstep apart, so the driver applies the
-pattern's rules in time order holding one instance's summaries at a time. Reach
-compares the instances' pairs in time order on the driver. Each sub-graph reads
+settled labels and groups from that lane (:meth:`gopher.worker.TimeSeriesContext.state_before`);
+the instances are concluded one superstep apart, in time order. Reach compares
+the instances' pairs in time order on the driver. Each sub-graph reads
 only the attributes the query names, text edge values as their stored dictionary
 codes (``text_as_categorical``: a condition is decided once per distinct value).
 The supersteps of a partition that received no messages run once per partition
@@ -36,18 +35,22 @@ per instance, in supersteps:
     label changes; then the lane waits until the previous instance's lane has
     been concluded.
 ``summary``
-    per group of the partition: the partial aggregates (:func:`hatrick.cgql.patterns.aggregate_partials`),
-    the smallest member id, and the overlap counts with the previous
-    instance's groups; the driver's ``master`` reduces them and applies the
-    pattern's rules (:meth:`hatrick.cgql.patterns.Cluster.conclude` / ``changes``).
-``members``
-    the member ids of the groups that have an event (now, or before for
-    ``disappeared``), and at the last instance of a frame that goes live,
-    every group's (the state handed to the live part); skipped when none.
+    the overlaps of the previous instance's groups with this one's join them
+    into components; a component whose groups all lie inside this partition is
+    decided here, the others go to the driver: their groups' partial aggregates
+    (:func:`hatrick.cgql.patterns.aggregate_partials`), smallest member ids and
+    overlaps, and the previous groups' states. The driver's ``master`` reduces
+    them, applies the pattern's rules (:meth:`hatrick.cgql.patterns.Cluster.conclude` /
+    ``changes``) and numbers every new group of the instance.
+``rules``
+    the same rules over the partition's own components, new groups numbered
+    as the driver said; their events with their members, and the member ids of
+    the driver's groups that have an event (now, or before for ``disappeared``).
+    At the last instance of a frame that goes live every group goes to the
+    driver (the state handed to the live part).
 
-Only per-group summaries, overlap pairs and events' members reach the driver,
-packed into a few arrays per task (:class:`gopher.aggregators.Aggregator` ``pack``);
-vertices and edges never do.
+Only the summaries of groups that touch a partition boundary, overlap pairs and
+events reach the driver; vertices and edges never do.
 """
 from __future__ import annotations
 
@@ -64,7 +67,7 @@ from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
 from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, among,
-                                   combine_partials, partial_kinds)
+                                   combine_partials, inherited_ids, partial_kinds, values_at)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
@@ -83,11 +86,12 @@ def _stacked(parts: list) -> list:
 
 
 _CONCAT = Aggregator(operator.add, [], pack=_stacked)
+_LIST = Aggregator(operator.add, [])
 
 
 def runs_on_gopher(the_plan) -> bool:
-    """Whether every sub-query of a plan has a Gopher program: Cluster without ``alias.*``
-    wildcards or diameter (the others run on the driver, instance by instance)."""
+    """Whether every sub-query of a plan has a Gopher program: Reach, and Cluster without
+    ``alias.*`` wildcards or diameter (the others run on the driver, instance by instance)."""
     for sq in the_plan.subqueries:
         if type(sq.pattern) not in (Cluster, Reach):
             return False
@@ -136,7 +140,7 @@ class ClusterProgram(PatternProgram):
     message_dtype = "int64"
     combiner = "min"
     partition_messages = True
-    aggregators = {"changed": "sum", "summary": _CONCAT, "members": _CONCAT}
+    aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "members": _CONCAT}
 
     def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
         self.pattern = pattern
@@ -146,19 +150,19 @@ class ClusterProgram(PatternProgram):
         self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
         self.min_size = int(pattern.options.get("min_size", 2))
         self._pass_key = _pass_key(pattern, self.min_size)
-        # driver side only (master): the pattern's state and the events, instance by instance
+        # driver side only (master): the boundary groups' state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
         self.results: dict = {}
-        self._state = self._vids = None
+        self._state = self._held = None
         self._inside = False
 
     # task side ----------------------------------------------------------------------------
     def compute_partition(self, subgraphs, ctx):
         """Every superstep, once per partition (labels that arrived included: ``partition_messages``):
-        the first label superstep, the later ones, the summary and the members. The partition's
-        pieces and labels are one ``lane`` in its first sub-graph's state; that sub-graph stays
-        awake so that the phases run, the others sleep (labels arriving for their vertices wake
-        them only to be read here, over the whole partition)."""
+        the first label superstep, the later ones, the summary and the rules. The partition's
+        pieces, labels and groups are one ``lane`` in its first sub-graph's state; that sub-graph
+        stays awake so that the phases run, the others sleep (labels arriving for their vertices
+        wake them only to be read here, over the whole partition)."""
         if not subgraphs:
             return False
         votes = np.ones(len(subgraphs), bool)
@@ -185,10 +189,9 @@ class ClusterProgram(PatternProgram):
         before = ctx.state_before(keeper)
         previous = None if before is None else before.get("lane")
         if phase == "summary":
-            summary = self._summary(whole, lane, previous)
-            if summary is not None:
-                ctx.aggregate("summary", [summary])
+            ctx.aggregate("summary", [self._summary(whole, lane, previous, ctx.globals)])
         else:
+            ctx.aggregate("events", self._rules(whole, lane, previous, ctx.globals))
             ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
         return votes
 
@@ -223,26 +226,99 @@ class ClusterProgram(PatternProgram):
                 "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
                 "kinds": partial_kinds(self.pattern.aggregate_conditions())}
 
-    @staticmethod
-    def _summary(whole: dict, lane: dict, previous):
-        """(group label, partials, smallest id) per piece of the partition and the overlap counts
-        with the previous instance's groups (``previous``: that lane's pieces and labels); None
-        for a partition without members now (then it overlaps nothing)."""
+    def _summary(self, whole: dict, lane: dict, previous, globals_: dict) -> dict:
+        """Split the partition's groups between here and the driver, and report the driver's part.
+
+        A piece is *local* when it is a whole group (no kept edge leaves the partition and no
+        label came in). The overlaps between the previous instance's groups and this one's join
+        them into components; a component of local groups only is *clean*: every overlap of its
+        groups is here, so the pattern's rules decide it here (:meth:`_rules`). The others, with
+        their overlaps, partials and the previous groups' states, go to the driver; so do the
+        smallest ids of the clean component's new groups (the driver numbers every new group of
+        the instance in the order of its smallest member, as the rules do)."""
         piece, labels = lane["piece"], lane["labels"]
-        if not len(labels):
-            return None
-        rows = whole["members"]
+        count, rows = len(labels), whole["members"]
         at = piece[rows]
-        partials = aggregate_partials(whole["columns"], at, len(labels), whole["kinds"])
-        smallest = _smallest(whole["ids"][rows], at, len(labels))
-        overlap = np.empty((0, 3), np.int64)
-        if previous is not None and len(previous["labels"]):
-            before = previous["piece"][rows]
-            both = before >= 0
-            shared = csr_matrix((np.ones(int(both.sum()), np.int64), (before[both], at[both])),
-                                shape=(len(previous["labels"]), len(labels))).tocoo()    # duplicates summed
-            overlap = np.column_stack([previous["labels"][shared.row], labels[shared.col], shared.data])
-        return _narrow(labels), {k: _narrow(v) for k, v in partials.items()}, _narrow(smallest), _narrow(overlap)
+        partials = aggregate_partials(whole["columns"], at, count, whole["kinds"])
+        ids = whole["ids"][rows]
+        smallest = smallest_in_pieces(ids.astype(np.int64), at, count) if ids.dtype.kind in "iu" else \
+            _smallest(ids, at, count)
+        crossing = np.zeros(count, bool)
+        crossing[piece[whole["remote_src"][whole["usable"]]]] = True
+        lane["local"] = (labels == whole["vertex_ids"][whole["starts"]]) & ~crossing
+        gather = bool(globals_["gather"])            # every group to the driver (the state handed to the live part)
+        local = lane["local"] & (not gather)
+        node = ~local | (partials["size"] >= self.min_size)          # local groups too small are no groups
+        known = previous is not None
+        before_count = len(previous["labels"]) if known else 0
+        before_local = previous["local"] if known else np.zeros(0, bool)
+        before_node = ~before_local | (previous["record"]["cid"] >= 0) if known else before_local
+        pair = np.empty((0, 3), np.int64)
+        if before_count and count:
+            row, col, shared = overlap_counts(previous["piece"][rows], at, before_count, count)
+            keep = before_node[row] & node[col]
+            pair = np.column_stack([row[keep], col[keep], shared[keep]])
+        total = before_count + count
+        joined = csr_matrix((np.ones(len(pair)), (pair[:, 0], before_count + pair[:, 1])), shape=(total, total))
+        _, component = connected_components(joined, directed=False)
+        seeds = np.r_[before_node & (~before_local | gather), ~local]
+        dirty = np.zeros(total, bool)
+        dirty[component[seeds]] = True
+        dirty = dirty[component]
+        before_dirty, now_dirty = dirty[:before_count] & before_node & before_local, dirty[before_count:] & node
+        clean_before = np.flatnonzero(before_node & before_local & ~dirty[:before_count])
+        clean_now = np.flatnonzero(node & ~dirty[before_count:])
+        clean_now = clean_now[np.argsort(smallest[clean_now], kind="stable")]
+        clean_pair = pair[~dirty[pair[:, 0]]]
+        p = _rank(clean_before, before_count)[clean_pair[:, 0]]
+        q = _rank(clean_now, count)[clean_pair[:, 1]]
+        prior = _state_of(_pick(previous["record"], clean_before)) if known else None
+        heirs = inherited_ids(prior, p, q, clean_pair[:, 2], len(clean_now))
+        lane["clean"] = (prior, clean_before, clean_now, p, q, clean_pair[:, 2], heirs,
+                         {k: v[clean_now] for k, v in partials.items()}, smallest[clean_now])
+        driver_pair = pair[dirty[pair[:, 0]]]
+        return {"label": labels[now_dirty], "local": local[now_dirty], "smallest": smallest[now_dirty],
+                "partials": {k: v[now_dirty] for k, v in partials.items()},
+                "before": _pick(previous["record"], np.flatnonzero(before_dirty)) if known else None,
+                "pairs": np.column_stack([previous["labels"][driver_pair[:, 0]], labels[driver_pair[:, 1]],
+                                          driver_pair[:, 2]]) if known else pair,
+                "fresh": _narrow(smallest[clean_now][heirs < 0])}
+
+    def _rules(self, whole: dict, lane: dict, previous, globals_: dict) -> list:
+        """The pattern's rules over the clean components (:meth:`_summary`), with the new groups
+        numbered as the driver said; the partition's local groups' states for the next instance
+        (those of the other components as the driver decided them). Returns the events as
+        (0, smallest member id, event) and, for ``disappeared``, (1, cluster id, event): the
+        order the driver path gives them in."""
+        prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
+        fresh, base = globals_["fresh"], globals_["base"]
+        ids, overlap, table, event_size, first_reported = self.pattern.conclude(
+            prior, globals_["time"], partials, p, q, weight, len(clean_now), Bindings(self.pattern.params),
+            number=lambda new: base + np.searchsorted(fresh, smallest[new]), inherited=heirs)
+        after = ClusterState(None, *[np.empty(0, np.int64)] * 4, table, overlap, event_size, first_reported,
+                             member_lists={})
+        out = []
+        if globals_["inside"]:
+            before = prior if globals_["before_inside"] else None
+            changed, status, gone = self.pattern.changes(before, after)
+            evented = among(ids, changed)
+            after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[evented], ids[evented])
+            if len(gone):
+                before_ids = before.table.index.to_numpy()
+                before.member_lists = _piece_members(whole["ids"], previous["piece"],
+                                                     clean_before[among(before_ids, gone)],
+                                                     before_ids[among(before_ids, gone)])
+            out = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
+        record = _empty_record(lane["labels"], table)
+        _put(record, clean_now, _record_of(after))
+        decided = globals_["decided"]
+        if decided is not None and len(decided["label"]):
+            where = np.searchsorted(decided["label"], lane["labels"])
+            hit = np.flatnonzero(lane["local"] & (where < len(decided["label"]))
+                                 & (decided["label"][np.minimum(where, len(decided["label"]) - 1)] == lane["labels"]))
+            _put(record, hit, _pick(decided, where[hit]))
+        lane["record"] = record
+        return out
 
     @staticmethod
     def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
@@ -262,91 +338,221 @@ class ClusterProgram(PatternProgram):
     # driver side ----------------------------------------------------------------------------
     def master(self, ctx):
         """Per lane: label until nothing changes, wait until the previous instance's lane has
-        been concluded (this lane reads its settled labels, and the pattern's rules need its
-        state), then summary and, where groups have events, members. The summaries follow each
-        other one superstep apart while the later lanes still label, so the driver holds one
-        instance's summaries at a time and sees the instances in time order."""
+        been concluded (this lane reads its settled labels and groups, the driver its boundary
+        groups), then summary and rules. A lane's summary runs in the superstep of the previous
+        lane's rules, after them (a task steps its lanes in order), so the instances are
+        concluded one superstep apart while the later lanes still label."""
         phase = ctx.globals["phase"]
         position = self._positions[ctx.instance["id"]]
         if phase == "label" and not ctx.aggregated["changed"]:
             phase = ctx.globals["phase"] = "wait"
         if phase == "wait" and (position == 0 or position - 1 in self._concluded):
-            ctx.globals["phase"] = "summary"
-        elif phase == "summary" and self._conclude(ctx):
+            ctx.globals.update(phase="summary", gather=self._keep_last and ctx.instance["id"] == self._last["id"])
+        elif phase == "summary":
+            self._conclude(ctx)
             self._concluded.add(position)
-            ctx.globals["phase"] = "members"
-        elif phase in ("summary", "members"):
-            self._concluded.add(position)
+            ctx.globals["phase"] = "rules"
+        elif phase == "rules":
             self._publish(ctx)
             ctx.halt()
 
-    def _conclude(self, ctx) -> bool:
-        """The pattern's rules on the reduced summaries; which groups' members to fetch (False:
-        none, the instance needs no members superstep)."""
+    def _conclude(self, ctx) -> None:
+        """The pattern's rules over the groups the tasks could not decide (those of components
+        with a boundary group) and what the tasks need for theirs: the numbering of the new
+        groups, and the states of the local groups decided here."""
         parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
-        empty = np.empty(0, np.int64)
-        keys = _joined([p[0] for p in parts], empty)
-        names = parts[0][1].keys() if parts else ["size"]
-        partials = {k: _joined([p[1][k] for p in parts], empty) for k in names}
-        smallest = _joined([p[2] for p in parts], keys)
-        overlap = _joined([p[3] for p in parts], np.empty((0, 3), np.int64))
-        del parts                                    # the narrowed rows, now joined
-        vids, partials, at = combine_partials(keys, partials)
-        smallest = _smallest(smallest, at, len(vids))
-        del keys, at                                 # the concatenated rows: freed before the rules run
+        labels = _field(parts, "label")
+        local = _field(parts, "local")
+        names = parts[0]["partials"].keys()
+        vids, partials, at = combine_partials(labels, {k: _field(parts, "partials", k) for k in names})
+        smallest = _smallest(_field(parts, "smallest"), at, len(vids))
+        is_local = np.zeros(len(vids), bool)
+        is_local[at[local]] = True
         keep = np.flatnonzero(partials["size"] >= self.min_size)
         keep = keep[np.argsort(smallest[keep], kind="stable")]
-        vids = vids[keep]
+        vids, smallest, is_local = vids[keep], smallest[keep], is_local[keep]
         partials = {k: v[keep] for k, v in partials.items()}
         k = len(vids)
-        previous = self._state
+        start = float(ctx.instance["start"])
+        position = self._positions[ctx.instance["id"]]
+        previous = before_labels = None
         p = q = weight = np.empty(0, np.int64)
         index = _Positions(vids)
-        if previous is not None and len(overlap) and k:
-            before_at, now_at = self._vids.get_indexer(overlap[:, 0]), index.get_indexer(overlap[:, 1])
-            both = (before_at >= 0) & (now_at >= 0)
-            at, keys_pq = pd.factorize(before_at[both] * k + now_at[both])
-            weight = np.bincount(at, weights=overlap[both, 2], minlength=len(keys_pq)).astype(np.int64)
-            p, q = keys_pq // k, keys_pq % k
+        if position:
+            sent = [part["before"] for part in parts if part["before"] is not None and len(part["before"]["label"])]
+            record = _concat_records(([self._held] if self._held is not None else []) + sent)
+            previous = _state_of(record)
+            before_labels = record["label"] if record is not None else np.empty(0, np.int64)
+            overlap = np.concatenate([part["pairs"] for part in parts]).astype(np.int64)
+            if len(overlap) and k and len(before_labels):
+                before_at = _Positions(before_labels).get_indexer(overlap[:, 0])
+                now_at = index.get_indexer(overlap[:, 1])
+                both = (before_at >= 0) & (now_at >= 0)
+                key, pq = pd.factorize(before_at[both] * k + now_at[both])
+                weight = np.bincount(key, weights=overlap[both, 2], minlength=len(pq)).astype(np.int64)
+                p, q = pq // k, pq % k
+        elsewhere = _field(parts, "fresh")
+        counter = self.pattern.options.setdefault("_next_cluster_id", [0])
+        numbered = {}
+
+        def number(new):
+            numbered["fresh"] = np.sort(np.concatenate([elsewhere, smallest[new]]))
+            return counter[0] + np.searchsorted(numbered["fresh"], smallest[new])
+
         ids, overlap_frame, table, event_size, first_reported = self.pattern.conclude(
-            previous, float(ctx.instance["start"]), partials, p, q, weight, k, Bindings(self.pattern.params))
+            previous, start, partials, p, q, weight, k, Bindings(self.pattern.params), number=number)
+        base, counter[0] = counter[0], counter[0] + len(numbered["fresh"])
         empty = np.empty(0, np.int64)
         after = ClusterState(None, empty, empty, empty, empty, table, overlap_frame, event_size, first_reported,
                              member_lists={})
-        inside = self._in_frame(float(ctx.instance["start"]))
+        inside = self._in_frame(start)
         before = previous if self._inside else None
         changed, status, gone = self.pattern.changes(before, after) if inside else (empty, np.empty(0, object), empty)
-        last = ctx.instance["id"] == self._last["id"]
-        before_vids = self._vids
-        wanted = ids if (last and self._keep_last) else changed
-        ctx.globals["want_now"] = np.sort(vids[among(ids, wanted)])
-        ctx.globals["want_before"] = np.sort(before_vids.to_numpy()[among(previous.table.index.to_numpy(), gone)]) \
-            if len(gone) else empty
-        self._pending[ctx.instance["id"]] = (before, before_vids, after, ids, index, changed, status, gone, inside)
-        self._state, self._vids, self._inside = after, index, inside
-        return bool(len(ctx.globals["want_now"]) or len(ctx.globals["want_before"]))
+        wanted = ids if ctx.globals["gather"] else changed
+        mine = _record_of(after, vids)
+        ctx.globals.update(fresh=numbered["fresh"], base=base, time=start, inside=inside, before_inside=self._inside,
+                           decided=_pick(mine, np.flatnonzero(is_local)[np.argsort(vids[is_local])]),
+                           want_now=np.sort(vids[among(ids, wanted)]),
+                           want_before=np.sort(before_labels[among(previous.table.index.to_numpy(), gone)])
+                           if len(gone) else empty)
+        self._pending[ctx.instance["id"]] = (before, before_labels, after, ids, index, smallest, changed, status,
+                                             gone, inside)
+        self._held = _pick(mine, np.flatnonzero(~is_local))
+        self._state, self._inside = after, inside
 
     def _publish(self, ctx) -> None:
-        before, before_vids, after, ids, vids, changed, status, gone, inside = self._pending.pop(ctx.instance["id"])
-        (now_labels, now_ids), (before_labels, before_ids) = _gathered(ctx.aggregated.pop("members", None) or [])
+        """The instance's events: the driver's (members as the tasks reported them) and the
+        tasks', in the order of the driver path (groups by smallest member, then ``disappeared``
+        by cluster id)."""
+        before, before_labels, after, ids, vids, smallest, changed, status, gone, inside = \
+            self._pending.pop(ctx.instance["id"])
+        (now_labels, now_ids), (gone_labels, gone_ids) = _gathered(ctx.aggregated.pop("members", None) or [])
         after.member_lists = _lists(now_labels, now_ids, vids, ids)
         if before is not None and len(gone):
-            before.member_lists.update(_lists(before_labels, before_ids, before_vids, before.table.index.to_numpy()))
-        events = self.pattern.events(before, after, changed, status, gone) if inside else []
+            before.member_lists = _lists(gone_labels, gone_ids, _Positions(before_labels), before.table.index.to_numpy())
+        events = []
+        if inside:
+            events = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
+            events += ctx.aggregated.pop("events", None) or []
+            events.sort(key=lambda e: (e[0], e[1]))
         if ctx.instance["id"] == self._last["id"] and self._keep_last:
             _spell_out(after, ids)
-        self.results[ctx.instance["id"]] = (ctx.instance, None, inside, events)   # states: only the last is kept
-        ctx.globals.pop("want_now", None)
-        ctx.globals.pop("want_before", None)
+        self.results[ctx.instance["id"]] = (ctx.instance, None, inside, [e for _, _, e in events])
+        for name in ("want_now", "want_before", "fresh", "decided"):
+            ctx.globals.pop(name, None)
 
     def run(self, store, instances: list, **engine_options) -> list:
         """Run over ``instances`` (manifest entries in time order), each a lane of the same
-        supersteps; returns, per instance, (instance, ClusterState, in frame, events)."""
+        supersteps; returns, per instance, (instance, ClusterState, in frame, events): the last
+        instance's state holds its groups decided on the driver (every group where the frame
+        goes live: ``keep_last``)."""
         self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
         self._concluded, self._pending = set(), {}
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
-                                       globals_={"phase": "label"}, **engine_options).metrics
+                                       globals_={"phase": "label", "gather": False}, **engine_options).metrics
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
+
+
+def _in_driver_order(events: list, ids: np.ndarray, smallest: np.ndarray) -> list:
+    """Events as (0, smallest member id, event) and, for ``disappeared``, (1, cluster id, event):
+    sorted by these keys they come in the driver path's order. ``ids`` and ``smallest``: every
+    group's; only the events' are looked up (a partition has 18k groups and tens of events at 1M)."""
+    hit = among(ids, np.fromiter((e["cluster"] for e in events if e["status"] != "disappeared"), np.int64))
+    position = dict(zip(ids[hit].tolist(), smallest[hit].tolist()))
+    return [(1, e["cluster"], e) if e["status"] == "disappeared" else (0, position[e["cluster"]], e) for e in events]
+
+
+def _rank(chosen: np.ndarray, size: int) -> np.ndarray:
+    """Each of ``size`` items' position among ``chosen`` (-1 elsewhere)."""
+    out = np.full(size, -1, np.int64)
+    out[chosen] = np.arange(len(chosen))
+    return out
+
+
+# A group's state between instances, as arrays: label, cid (-1: no group), reported,
+# event_size and first_reported (NaN: none), values ({table column: values}, size first).
+def _record_of(state: ClusterState, labels: np.ndarray | None = None) -> dict:
+    """A :class:`ClusterState`'s groups as a record (``labels``: theirs, in table order)."""
+    table = state.table
+    cid = table.index.to_numpy()
+    return {"label": cid if labels is None else labels, "cid": cid, "reported": table["reported"].to_numpy(),
+            "event_size": values_at(state.event_size, cid), "first_reported": values_at(state.first_reported, cid),
+            "values": {c: table[c].to_numpy() for c in table.columns if c != "reported"}}
+
+
+def _state_of(record: dict | None) -> ClusterState | None:
+    """The record's groups as the previous :class:`ClusterState` the pattern's rules read."""
+    if record is None:
+        return None
+    cid = record["cid"]
+    table = pd.DataFrame({**record["values"], "reported": record["reported"]}, index=pd.Index(cid, name="cluster"))
+    empty = np.empty(0, np.int64)
+    return ClusterState(None, empty, empty, empty, empty, table, None, _as_dict(cid, record["event_size"]),
+                        _as_dict(cid, record["first_reported"]), member_lists={})
+
+
+def _as_dict(cid: np.ndarray, values: np.ndarray) -> dict:
+    have = ~np.isnan(values)
+    return dict(zip(cid[have].tolist(), values[have].tolist()))
+
+
+def _pick(record: dict | None, at: np.ndarray) -> dict | None:
+    if record is None:
+        return None
+    return {k: ({c: v[at] for c, v in value.items()} if isinstance(value, dict) else value[at])
+            for k, value in record.items()}
+
+
+def _put(record: dict, at: np.ndarray, values: dict) -> None:
+    for k, value in values.items():
+        if k == "values":
+            for c, v in value.items():
+                record["values"][c][at] = v
+        elif k != "label":
+            record[k][at] = value
+
+
+def _empty_record(labels: np.ndarray, table: pd.DataFrame) -> dict:
+    """A partition's record of its pieces (``labels``), none a group yet (columns as ``table``'s)."""
+    count = len(labels)
+    return {"label": labels, "cid": np.full(count, -1, np.int64), "reported": np.zeros(count, bool),
+            "event_size": np.full(count, np.nan), "first_reported": np.full(count, np.nan),
+            "values": {c: np.zeros(count, table[c].dtype) for c in table.columns if c != "reported"}}
+
+
+def _concat_records(records: list) -> dict | None:
+    records = [r for r in records if r is not None]
+    if not records:
+        return None
+    out = {k: np.concatenate([r[k] for r in records]) for k in records[0] if k != "values"}
+    out["values"] = {c: np.concatenate([r["values"][c] for r in records]) for c in records[0]["values"]}
+    return out
+
+
+def _field(parts: list, name: str, key=None) -> np.ndarray:
+    """One field of the partitions' summaries, joined at full width (empty parts skipped:
+    their dtype says nothing)."""
+    arrays = [part[name] if key is None else part[name][key] for part in parts]
+    full = [a for a in arrays if len(a)]
+    return _joined(full, arrays[0][:0] if arrays else np.empty(0, np.int64))
+
+
+def _piece_members(ids: np.ndarray, piece: np.ndarray, pieces: np.ndarray, cluster_ids: np.ndarray) -> dict:
+    """{cluster id: sorted member ids} of the partition's ``pieces`` (one cluster id each): one
+    sort of their members' rows."""
+    if not len(pieces):
+        return {}
+    chosen = np.zeros(int(piece.max()) + 2, bool)       # piece -1 (no piece) reads the last: False
+    chosen[pieces] = True
+    rows = np.flatnonzero(chosen[piece])
+    order = np.lexsort((ids[rows], piece[rows]))
+    at, members = piece[rows][order], ids[rows][order].tolist()
+    starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+    cid = np.empty(len(chosen), np.int64)
+    cid[pieces] = cluster_ids
+    bounds = np.r_[starts, len(at)].tolist()
+    return {c: members[a:b] for c, a, b in zip(cid[at[starts]].tolist(), bounds[:-1], bounds[1:])}
+
 
 
 class _Pieces:
@@ -648,6 +854,58 @@ def _smallest(ids: np.ndarray, piece: np.ndarray, count: int) -> np.ndarray:
     out = np.full(count, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(out, piece, ids)
     return out
+
+
+@njit(cache=True, nogil=True)
+def smallest_in_pieces(ids, piece, count):
+    """The smallest of ``ids`` per ``piece`` (0..count-1) in one pass, on the tasks (``np.minimum.at``
+    took 16 ms per partition and instance at 1M; the driver keeps to :func:`_smallest` over its
+    few groups: loading a kernel costs a process 24 MB)."""
+    out = np.full(count, np.iinfo(np.int64).max, np.int64)
+    for i in range(len(ids)):
+        if ids[i] < out[piece[i]]:
+            out[piece[i]] = ids[i]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def overlap_counts(before, now, before_count, count):
+    """(previous piece, piece, rows shared) for every pair of pieces that share a row, ordered
+    by previous piece, then piece (``before``: -1 where a row was in none); one counting sort
+    of the rows by previous piece, in place of a sparse matrix's build, sort and summing."""
+    start = np.zeros(before_count + 1, np.int64)
+    for i in range(len(before)):
+        if before[i] >= 0:
+            start[before[i] + 1] += 1
+    for b in range(before_count):
+        start[b + 1] += start[b]
+    order = np.empty(start[before_count], np.int64)
+    fill = start[:-1].copy()
+    for i in range(len(before)):
+        if before[i] >= 0:
+            order[fill[before[i]]] = i
+            fill[before[i]] += 1
+    slot = np.full(count, -1, np.int64)        # where a piece's pair with the current previous piece is
+    row, col, shared = np.empty(len(order), np.int64), np.empty(len(order), np.int64), np.empty(len(order), np.int64)
+    m = 0
+    for b in range(before_count):
+        first = m
+        for j in range(start[b], start[b + 1]):
+            c = now[order[j]]
+            if slot[c] < first:
+                slot[c] = m
+                row[m], col[m], shared[m] = b, c, 1
+                m += 1
+            else:
+                shared[slot[c]] += 1
+        for x in range(first + 1, m):          # a previous piece meets a few pieces: insertion sort
+            c, w = col[x], shared[x]
+            y = x - 1
+            while y >= first and col[y] > c:
+                col[y + 1], shared[y + 1] = col[y], shared[y]
+                y -= 1
+            col[y + 1], shared[y + 1] = c, w
+    return row[:m], col[:m], shared[:m]
 
 
 def _label_column(store, edge) -> set:
