@@ -69,13 +69,8 @@ class Sampling:
     pilot: int = 0
     #: how many candidates the pilot picks (0: ``delta`` split evenly, no pilot needed)
     candidates: int = 0
+    #: "sources" or "pairs"
     unit: str = "pairs"
-
-    UNITS = ("sources", "pairs")
-
-    def __post_init__(self):
-        if self.unit not in self.UNITS:
-            raise ValueError(f"sampling unit {self.unit!r} is not one of {self.UNITS}")
 
     @property
     def by_source(self) -> bool:

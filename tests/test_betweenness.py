@@ -189,49 +189,38 @@ def _pair_dependencies(G, s, t, weight):
     return {v: c / len(paths) for v, c in through.items()}
 
 
+@pytest.mark.parametrize("gather", [False, True], ids=["pairs-across-cuts", "sources-gathered"])
 @pytest.mark.parametrize("name", ["undirected-weighted-7", "directed-weighted-2"])
-def test_sampled_pairs_score_their_pair_dependencies(stored, name):
-    """Across cuts, with sampling capped before any stop, the estimate is the sum of the sampled
-    pairs' dependencies (paths crossing partitions included), scaled by n (n - 1) / samples."""
+def test_samples_score_their_dependencies(stored, name, gather):
+    """With sampling capped before any stop, the estimate sums the samples drawn as the sampler
+    draws them: across cuts the pairs' dependencies (paths crossing partitions included) scaled
+    by n (n - 1) / samples; gathered the sources' (with replacement: a source drawn twice counts
+    twice; NetworkX's subset betweenness of each, which halves undirected values) by n / samples."""
     _, weight, *_ = CASES[name]
     G, store = stored(name)
-    samples = 40
+    samples, unit = 40, "sources" if gather else "pairs"
     result = store.betweenness(epsilon=1e-6, max_samples=samples, batch_size=16, normalized=False,
-                               weight=weight, seed=3, gather=False, progress=False)
+                               weight=weight, seed=3, gather=gather, progress=False)
     info = result.aggregated
-    assert info["samples"] == samples and info["stop"] == "max_samples" and info["sample"] == "pairs"
+    assert info["samples"] == samples and info["stop"] == "max_samples" and info["sample"] == unit
     ids, n = store.vertex_ids.to_pylist(), len(G)
-    sampler = Sampling(n, 16, 1e-6, 0.1, samples, 3)
+    sampler = Sampling(n, 16, 1e-6, 0.1, samples, 3, unit=unit)
+    batches = range(-(-samples // 16))
     expected = dict.fromkeys(G, 0.0)
-    for batch in range(-(-samples // 16)):
-        for s, t in zip(*sampler.pairs(batch)):
-            for v, share in _pair_dependencies(G, ids[s], ids[t], weight).items():
-                expected[v] += share
-    scale = n * (n - 1) / samples * (1.0 if G.is_directed() else 0.5)
-    assert_matches(graphs.column(result, "betweenness"), {v: x * scale for v, x in expected.items()})
-
-
-@pytest.mark.parametrize("name", ["undirected-weighted-7", "directed-weighted-2"])
-def test_sampled_sources_score_their_dependencies(stored, name):
-    """With the topology gathered, capped before any stop, the estimate is the sum of the sampled
-    sources' dependencies (drawn with replacement: a source drawn twice counts twice), scaled by
-    n / samples, as NetworkX's subset betweenness of each source gives them."""
-    _, weight, *_ = CASES[name]
-    G, store = stored(name)
-    samples = 40
-    result = store.betweenness(epsilon=1e-6, max_samples=samples, batch_size=16, normalized=False,
-                               weight=weight, seed=3, gather=True, progress=False)
-    info = result.aggregated
-    assert info["samples"] == samples and info["stop"] == "max_samples" and info["sample"] == "sources"
-    ids, n = store.vertex_ids.to_pylist(), len(G)
-    sampler = Sampling(n, 16, 1e-6, 0.1, samples, 3, unit="sources")
-    drawn = np.concatenate([sampler.sources(batch) for batch in range(-(-samples // 16))])
-    assert len(drawn) == samples and len(set(drawn.tolist())) < samples     # with replacement
-    expected = dict.fromkeys(G, 0.0)
-    for s in drawn:
-        for v, x in nx.betweenness_centrality_subset(G, [ids[s]], list(G), normalized=False, weight=weight).items():
-            expected[v] += x
-    assert_matches(graphs.column(result, "betweenness"), {v: x * n / samples for v, x in expected.items()})
+    if gather:
+        drawn = np.concatenate([sampler.sources(batch) for batch in batches])
+        assert len(drawn) == samples and len(set(drawn.tolist())) < samples
+        for s in drawn:
+            for v, x in nx.betweenness_centrality_subset(G, [ids[s]], list(G), normalized=False,
+                                                         weight=weight).items():
+                expected[v] += x * n / samples
+    else:
+        scale = n * (n - 1) / samples * (1.0 if G.is_directed() else 0.5)
+        for batch in batches:
+            for s, t in zip(*sampler.pairs(batch)):
+                for v, share in _pair_dependencies(G, ids[s], ids[t], weight).items():
+                    expected[v] += share * scale
+    assert_matches(graphs.column(result, "betweenness"), expected)
 
 
 def test_cli_run_betweenness(spark, stored, tmp_path, capsys):
