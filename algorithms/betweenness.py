@@ -38,8 +38,9 @@ the results equal ``networkx.betweenness_centrality``.
 A master drives the phases: a phase ends in the first superstep that sends
 nothing, then the next starts; batches follow each other in one run. In the
 sampling modes (top-k, or ``epsilon``) a batch's columns are random source-target
-pairs whose only sink is the target, and the master stops once the confidence
-intervals allow (:mod:`algorithms.betweenness_sampling`). The ``n_local x B`` arrays stay in the worker processes between
+pairs whose only sink is the target (with the topology gathered, sampled sources instead),
+and the master stops once the confidence intervals allow
+(:mod:`algorithms.betweenness_sampling`). The ``n_local x B`` arrays stay in the worker processes between
 supersteps; sub-graph state carries only what they are computed from.
 
 Cost: every column is traversed in every sub-graph it reaches, again in parts where
@@ -58,7 +59,7 @@ from algorithms import brandes_kernels as kernels
 from algorithms.betweenness_gathered import (CANDIDATES_PER_TOP, GATHER_ARCS, PILOT_SAMPLES,
                                              GatheredBetweenness)
 from algorithms.betweenness_graph import LocalGraph, arc_graph, local_graph
-from algorithms.betweenness_sampling import PairSampling, stop_reason
+from algorithms.betweenness_sampling import Sampling, stop_reason
 from algorithms.weights import reject_bad_weights
 from algorithms.registry import Algorithm, Flag, GraphFramesMethod, NetworkX, register
 from gofs.errors import InputError
@@ -80,8 +81,9 @@ DEFAULT_BATCH_ELEMENTS = 1 << 21
 #: the same for sampled pairs: narrower batches, so the sampler checks its intervals often
 #: enough to stop near the fewest samples it needs
 SAMPLE_BATCH_ELEMENTS = 1 << 19
-#: sampled pairs per superstep with the topology gathered (a superstep costs little; checks stay frequent)
-GATHERED_SAMPLE_BATCH = 1024
+#: sampled sources per superstep with the topology gathered (7-8 CPU ms each at 100k road, ~10k
+#: needed there, ~105 ms at 1M: a superstep costs little against them; checks stay frequent)
+GATHERED_SAMPLE_BATCH = 256
 #: fewest sources per batch by default (a batch costs a few supersteps however small)
 MIN_DEFAULT_BATCH = 16
 #: fewest sampled pairs per batch by default (tens of thousands of samples, a few supersteps a batch)
@@ -217,7 +219,8 @@ def local_betweenness(n: int, src, dst, weight=None, directed: bool = False, nor
     graph, raw = arc_graph(n, src, dst, w, compress)
     sources = np.flatnonzero(graph.leaves.alive) if sources is None else np.asarray(sources, np.int64)
     csr = graph.csr
-    kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources, graph.leaves.reach, raw)
+    kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources, graph.leaves.reach, raw,
+                            None)
     return raw * _scale(n, normalized, directed)
 
 
@@ -324,7 +327,7 @@ class MultiSourceBetweenness(SubgraphProgram):
     def __init__(self, num_vertices: int, num_sources: int, batch_size: int, weight: str | None = None,
                  compress: bool = True, top: int | None = None, seed: int = 0,
                  keep_arrays: bool = True, template_vertices: int | None = None,
-                 sampling: PairSampling | None = None, sources: np.ndarray | None = None):
+                 sampling: Sampling | None = None, sources: np.ndarray | None = None):
         self.n = num_vertices
         self.template_vertices = num_vertices if template_vertices is None else template_vertices
         self.num_sources = num_sources
@@ -781,30 +784,30 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     normalized : divide by ``(n - 1)(n - 2)``; otherwise undirected values are halved
         (unordered pairs), as NetworkX does.
     weight : edge attribute of positive lengths; None counts hops.
-    top : approximate top-k mode with a guarantee: random source-target pairs are sampled in
-        batches until, with probability ``1 - delta``, the ``top`` vertices are separated from the
-        rest or every vertex's normalised value is known to within ``epsilon`` (default 0.01);
+    top : approximate top-k mode with a guarantee: random sources (with the topology gathered;
+        source-target pairs across cuts) are sampled in batches until, with probability
+        ``1 - delta``, the ``top`` vertices are separated from the rest or every vertex's normalised value is known to within ``epsilon`` (default 0.01);
         see :mod:`algorithms.betweenness_sampling`. The DataFrame holds those ``top`` vertices,
         highest first: each one's exact normalised value is at least the exact ``top``-th minus
         ``epsilon``.
     epsilon, delta : the guarantee of the sampling modes (``top``, or ``epsilon`` alone: every
         vertex estimated to within ``epsilon`` with probability ``1 - delta``).
     max_samples : stop sampling there whatever the intervals (default: where every interval is
-        narrower than ``epsilon`` whatever the mean); the reported ``epsilon`` then says what was reached.
-    seed : picks the source order or the sampled pairs.
+        narrower than ``epsilon`` whatever the scores); the reported ``epsilon`` then says what was reached.
+    seed : picks the source order or the samples.
     sources : exactly these vertex ids as sources (a sample the caller drew, e.g. NetworkX's
         ``k=`` sample from its ``seed``), scaled as NetworkX >= 3.5 scales a sample of
         ``k = len(sources)``: sources by ``1 / (k - 1)``, the others by ``1 / k`` (see
         :func:`sample_scales`). Runs without leaf compression, whose trees stand for all sources.
     instance : (engine option) run on this instance's topology, with the vertices it adds;
         traversed without leaf compression.
-    batch_size : sources (or sampled pairs) per batch (columns of the per-sub-graph arrays);
+    batch_size : sources (or samples) per batch (columns of the per-sub-graph arrays);
         default from memory.
     keep_arrays : keep each batch's ``n_local x batch`` arrays in the workers between supersteps
         (only their inputs travel as state); False recomputes them every superstep (less memory).
-    gather : gather the whole topology into every partition once and split the sources (or
-        sampled pairs) between sub-graphs (:mod:`algorithms.betweenness_gathered`) instead of
-        following paths across cuts (MS-BC); default: where the graph has at most
+    gather : gather the whole topology into every partition once and split the sources (all,
+        or sampled ones) between partitions (:mod:`algorithms.betweenness_gathered`) instead of
+        following paths across cuts (MS-BC, where samples are pairs); default: where the graph has at most
         ``GATHER_ARCS`` arcs and no ``instance`` is given.
     compress : strip hanging trees first and add their share exactly (MSL-BC): on undirected
         graphs, unweighted or with whole-number weights (see :func:`integral_weights`), exact
@@ -814,9 +817,9 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     -------
     RunResult whose ``dataframe`` has ``id`` and ``betweenness``; ``aggregated`` says how many
     sources ran (``sources``), in how many ``batches``, how many vertices leaf compression
-    stripped (``stripped``) and whether the result is ``exact``; when sampling pairs also the
-    ``samples``, the ``epsilon`` reached (widest interval, normalised), ``delta`` and why it
-    stopped (``stop``: "separated", "epsilon" or "max_samples").
+    stripped (``stripped``) and whether the result is ``exact``; when sampling also the
+    ``sample`` unit, the ``samples`` (pilot included), the ``epsilon`` reached (normalised), ``delta``
+    and why it stopped (``stop``: "separated", "epsilon" or "max_samples").
 
     Example
     -------
@@ -832,41 +835,43 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
     _check_count("max_samples", max_samples, 1 << 40)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"betweenness: seed must be an integer >= 0, got {seed!r}")
-    sampling_pairs = top is not None or epsilon is not None
+    guaranteed = top is not None or epsilon is not None
     source_ids = _source_ids(sources)
     chosen = np.asarray(store.vids_of(source_ids, instance), np.int64) if sources is not None else None
-    if chosen is not None and (k is not None or sampling_pairs):
+    if chosen is not None and (k is not None or guaranteed):
         raise InputError("betweenness: sources= excludes k= and top=/epsilon= (they sample sources themselves)")
-    if sampling_pairs:
+    if guaranteed:
         epsilon = 0.01 if epsilon is None else epsilon
         _check_fraction("epsilon", epsilon)
         _check_fraction("delta", delta)
         if k is not None:
-            raise InputError("betweenness: k= (sampled sources) and top=/epsilon= (sampled pairs) exclude each other")
+            raise InputError("betweenness: k= (a fixed number of sources) and top=/epsilon= (sampled until the "
+                             "guarantee holds) exclude each other")
     profile = check_positive_weights(store, weight, instance) if weight is not None else []
     sampling = None
-    if sampling_pairs and n > 2:
-        x_epsilon = epsilon * (n - 2) / n      # the sampled score's mean is the normalised value x (n - 2) / n
     largest = max((p["num_vertices"] for p in store.partitions), default=1)
     if gather is None:
         gather = instance is None and 2 * store.num_edges <= GATHER_ARCS
     elif gather and instance is not None:
         raise InputError("betweenness: gather=True runs on the template's topology, not on an instance")
-    if sampling_pairs and n > 2:
+    if guaranteed and n > 2:
+        unit = "sources" if gather else "pairs"     # across cuts a source's squares are never formed
+        x_epsilon = epsilon * (n - 2) / n      # the sampled score's mean is the normalised value x (n - 2) / n
         batch_size = batch_size or (GATHERED_SAMPLE_BATCH if gather else
                                     max(MIN_SAMPLE_BATCH, SAMPLE_BATCH_ELEMENTS // max(largest, 1)))
         pilot = -(-PILOT_SAMPLES // batch_size) if gather and top else 0
-        cap = int(max_samples or pilot * batch_size + PairSampling.default_max_samples(n, batch_size, x_epsilon, delta))
+        cap = int(max_samples or pilot * batch_size
+                  + Sampling.default_max_samples(n, batch_size, x_epsilon, delta, unit))
         batch_size = min(batch_size, cap)
         pilot = pilot if pilot * batch_size < cap else 0
-        sampling = PairSampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed), pilot,
-                                min(CANDIDATES_PER_TOP * top, n - 1) if pilot else 0)
+        sampling = Sampling(n, int(batch_size), x_epsilon, float(delta), cap, int(seed), pilot,
+                            min(CANDIDATES_PER_TOP * top, n - 1) if pilot else 0, unit)
     sources = sampling.max_samples if sampling else len(chosen) if chosen is not None else (n if k is None else int(k))
     if batch_size is None:
         batch_size = max(1, min(sources, max(MIN_DEFAULT_BATCH, DEFAULT_BATCH_ELEMENTS // max(largest, 1))))
     # an instance's removed edges may split a sub-graph, and leaf compression's component
     # sizes assume connected sub-graphs: instances are traversed uncompressed (still exact);
-    # sampled pairs score every vertex itself, so they run uncompressed too
+    # samples score every vertex themselves, so they run uncompressed too
     compress = (bool(compress) and not store.directed and instance is None and sampling is None
                 and chosen is None and (weight is None or integral_weights(profile)))
     if gather:
@@ -895,7 +900,8 @@ def betweenness(store, k: int | None = None, normalized: bool = True, weight: st
                "batch_size": int(batch_size)}
     if sampling:
         reached = program.summary.get("reached", 2 * program.summary.get("radius", np.inf))
-        summary.update(samples=program.summary.get("samples", done), epsilon=reached * n / (n - 2),
+        summary.update(sample=sampling.unit, samples=program.summary.get("samples", done),
+                       epsilon=reached * n / (n - 2),
                        delta=float(delta), stop=program.summary.get("stop", "max_samples"))
         if "planned_checks" in program.summary:
             summary["planned_checks"] = program.summary["planned_checks"]
@@ -912,9 +918,9 @@ register(Algorithm(
     flags={"k": Flag("sample this many sources (default: all, exact)", flag="--sources"),
            "normalized": Flag("not normalized (undirected pairs counted once)", flag="--raw", kind="negate"),
            "weight": Flag("edge attribute of positive lengths (default: hops)"),
-           "top": Flag("only the top K vertices, from sampled pairs until their confidence intervals separate "
-                       "them or are narrower than --epsilon", flag="--top-k"),
-           "epsilon": Flag("sample pairs until every normalised value is known to within EPSILON "
+           "top": Flag("only the top K vertices, from sampled sources (pairs across cuts) until their confidence "
+                       "intervals separate them or are narrower than --epsilon", flag="--top-k"),
+           "epsilon": Flag("sample until every normalised value is known to within EPSILON "
                            "(default 0.01 with --top-k)"),
            "delta": Flag("sampling: failure probability (default 0.1)"),
            "max_samples": Flag("sampling: stop there whatever the intervals"),

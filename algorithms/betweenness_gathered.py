@@ -1,4 +1,4 @@
-"""Betweenness on Gopher with the topology gathered: sources (or sampled pairs) split by sub-graph.
+"""Betweenness on Gopher with the topology gathered: sources (all, or sampled) split by sub-graph.
 
 Where the whole graph fits a task, paths need not be followed across cuts superstep by
 superstep (:class:`algorithms.betweenness.MultiSourceBetweenness`, whose columns are
@@ -7,17 +7,17 @@ broadcasts its arcs once (superstep 0); each worker process assembles the whole 
 for all the partitions it computes (:meth:`gopher.subgraph.Subgraph.process_pass`,
 leaf-compressed over the whole graph, not only inside sub-graphs), and each partition runs
 the sources it owns through the fused compiled Brandes pass
-(:func:`algorithms.brandes_kernels.brandes_sources`), or, sampling, the pairs whose source
-it owns through :func:`algorithms.brandes_kernels.pair_dependencies`, one batch per
-superstep (``compute_partition``: one call and one array of sums per partition, not per
-sub-graph; a 1M road graph has thousands of sub-graphs). The partial sums meet in a sum
+(:func:`algorithms.brandes_kernels.brandes_sources`), or, sampling, the sampled sources it
+owns through the same pass, their dependencies squared too, one batch per superstep
+(``compute_partition``: one call and one array of sums per partition, not per sub-graph; a
+1M road graph has thousands of sub-graphs). The partial sums meet in a sum
 aggregator; the master hands the total back for one superstep, in which each sub-graph
 keeps its rows.
 
-Sampling (:mod:`algorithms.betweenness_sampling`): on hop counts each pair is searched from
-both ends (balanced bidirectional breadth-first search). In top-k mode a pilot of a few
-batches picks the candidates that get 90% of ``delta`` (KADABRA's unequal split) and plans
-the checks around the stop its means predict; its samples are then set aside. The master
+Sampling (:mod:`algorithms.betweenness_sampling`): sources, whose whole Brandes pass scores
+every vertex with far less variance than a sampled pair. In top-k mode a pilot batch picks
+the candidates that get 90% of ``delta`` (KADABRA's unequal split) and plans the checks
+around the stop its means (and variances) predict; its samples are then set aside. The master
 tells the sub-graphs which batches end at a check; at each it computes every vertex's
 interval and stops when the reported top-k are within ``epsilon`` of the true k-th
 (:func:`algorithms.betweenness_sampling.top_k_guarantee`), or, without ``top``, when every
@@ -30,14 +30,15 @@ import pyarrow as pa
 
 from algorithms import brandes_kernels as kernels
 from algorithms.betweenness_graph import arc_graph
-from algorithms.betweenness_sampling import PairSampling, top_k_guarantee
+from algorithms.betweenness_sampling import Sampling, top_k_guarantee
 from gofs.errors import EngineError
 from gopher.program import SubgraphProgram
 
 #: gather the topology where the whole graph has at most this many arcs (each worker process keeps a copy)
 GATHER_ARCS = 1 << 23
-#: pilot samples (top-k): enough to rank the candidates, few against the tens of thousands that follow
-PILOT_SAMPLES = 1024
+#: pilot samples (top-k, sampled sources): enough to rank the candidates, few against the ~10k
+#: sources that follow at 100k road
+PILOT_SAMPLES = 256
 #: candidates per reported vertex that the pilot picks: with 4 a pilot of 1,024 missed true top
 #: vertices at 100k road often enough that their wide intervals cost 45% more samples; 8 did not
 CANDIDATES_PER_TOP = 8
@@ -66,18 +67,18 @@ def assemble(payloads: list, n: int, compress: bool):
 
 
 class GatheredBetweenness(SubgraphProgram):
-    """Exact, source-sampled (``k``) or pair-sampled betweenness on the gathered topology; see
+    """Exact, ``k``-source or sampled-source (with a guarantee) betweenness on the gathered topology; see
     the module docstring. Outputs ``tree`` and ``sampled`` as
     :class:`algorithms.betweenness.MultiSourceBetweenness` does, and fills ``summary``."""
 
     output_schema = {"tree": pa.float64(), "sampled": pa.float64()}
 
     def __init__(self, num_vertices: int, order, num_sources: int, weight: str | None, compress: bool,
-                 top: int | None = None, sampling: PairSampling | None = None):
+                 top: int | None = None, sampling: Sampling | None = None):
         self.n, self.order, self.num_sources = num_vertices, order, num_sources
         self.weight, self.compress, self.top, self.sampling = weight, compress, top, sampling
         self.edge_attributes = (weight,) if weight else ()
-        self.aggregators = {"raw": "sum", "stripped": "max"}
+        self.aggregators = {"raw": "sum", "squares": "sum", "stripped": "max"}
         self.candidates = None
         #: the checks: even until the pilot (top-k) plans them around its predicted stop
         self.plan = sampling.even_plan() if sampling else None
@@ -101,16 +102,16 @@ class GatheredBetweenness(SubgraphProgram):
     def _sampling_master(self, g, agg):
         s, batch, share = self.sampling, g["batch"], g.get("share")
         if batch == s.pilot - 1:
-            pilot = s.samples_after(batch)
-            total = np.asarray(agg["raw"], np.float64)
+            total, squares = self._scores(agg)
             self.candidates = np.argsort(-total, kind="stable")[:s.candidates]
-            self.plan = s.planned(s.predicted_stop(total, pilot, self.candidates, self.top))
+            self.plan = s.planned(s.predicted_stop(total, s.samples_after(batch), self.candidates, self.top,
+                                                   squares))
             self.summary["planned_checks"] = [int(x) for x in self.plan.points[:s.WINDOW]]
         stop = None
         if share is not None:
             m = s.measured(batch)
-            total = np.asarray(agg["raw"], np.float64)
-            below, above = s.bounds(total, m, s.log_terms(self.candidates, share))
+            total, squares = self._scores(agg)
+            below, above = s.bounds(total, m, s.log_terms(self.candidates, share), squares)
             if self.top:
                 reached, separated = top_k_guarantee(total / m, below, above, self.top)
                 stop = ("separated" if separated else "epsilon") if reached <= s.epsilon else None
@@ -125,6 +126,12 @@ class GatheredBetweenness(SubgraphProgram):
                 g["raw"] = total
         g["batch"] = batch + 1
         self._announce(g)
+
+    def _scores(self, agg) -> tuple[np.ndarray, np.ndarray]:
+        """The aggregated sums of the sampled sources' scores (in [0, 1]) and of their squares."""
+        scale = self.sampling.score_scale
+        return (np.asarray(agg["raw"], np.float64) * scale,
+                np.asarray(agg["squares"], np.float64) * (scale * scale))
 
     def _announce(self, g):
         """Tell the sub-graphs whether the next batch ends at a check (``share``: its share of
@@ -145,7 +152,7 @@ class GatheredBetweenness(SubgraphProgram):
             self._partition_work(subgraph, graph, ctx)
 
     def compute_partition(self, subgraphs, ctx):
-        """Every superstep after the topology arrived: the partition's sources (or sampled pairs)
+        """Every superstep after the topology arrived: the partition's sources (all, or this batch's sampled ones)
         run once, not once per sub-graph; the first sub-graph's state holds the partition's sums."""
         if ctx.superstep == 0:
             return False
@@ -166,11 +173,12 @@ class GatheredBetweenness(SubgraphProgram):
     @staticmethod
     def _keep_rows(sg, tree, raw):
         sg.state.pop("total", None)
+        sg.state.pop("squares", None)
         vids = sg.vertex_ids
         sg.state["sampled"], sg.state["tree"] = raw[vids], tree[vids]
 
     def _partition_work(self, first, graph, ctx):
-        """The sources (or this batch's sampled pairs) starting in ``first``'s partition."""
+        """The sources (all, or this batch's sampled ones) in ``first``'s partition."""
         partition = first.partition_pass(("betweenness partition vertices",), lambda whole: whole.vertex_ids)
         if self.sampling:
             self._sample(first.state, partition, graph, ctx)
@@ -180,23 +188,23 @@ class GatheredBetweenness(SubgraphProgram):
         mine = mine[graph.leaves.alive[mine]]
         raw = np.zeros(self.n)
         csr = graph.csr
-        kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, mine, graph.leaves.reach, raw)
+        kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, mine, graph.leaves.reach, raw, None)
         ctx.aggregate("raw", raw)
         ctx.aggregate("stripped", graph.leaves.stripped)
 
     def _sample(self, st, partition, graph, ctx):
         s, g = self.sampling, ctx.globals
         if "total" not in st:
-            st["total"] = np.zeros(self.n)
-        sources, targets = s.pairs(g["batch"])
-        mine = np.isin(sources, partition)
-        csr, reverse = graph.csr, graph.reverse
-        kernels.pair_dependencies(csr.indptr, csr.indices, csr.data, graph.unit, reverse.indptr, reverse.indices,
-                                  sources[mine], targets[mine], st["total"])
+            st["total"], st["squares"] = np.zeros(self.n), np.zeros(self.n)
+        sources = s.sources(g["batch"])
+        csr = graph.csr
+        kernels.brandes_sources(csr.indptr, csr.indices, csr.data, graph.unit, sources[np.isin(sources, partition)],
+                                graph.leaves.reach, st["total"], st["squares"])
         if g["pilot"] or g["share"] is not None:
             ctx.aggregate("raw", st["total"])
+            ctx.aggregate("squares", st["squares"])
         if g["pilot"]:                              # the pilot's samples only choose the candidates
-            st["total"] = np.zeros(self.n)
+            st.pop("total")
 
     def output(self, subgraph):
         st, n = subgraph.state, subgraph.num_vertices

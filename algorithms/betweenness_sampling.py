@@ -1,27 +1,36 @@
-"""Adaptive sampling of source-target pairs for betweenness with a guarantee.
+"""Adaptive sampling for betweenness with a guarantee: sampled sources or sampled pairs.
 
 KADABRA (Borassi & Natale, "KADABRA is an ADaptive Algorithm for Betweenness via
 Random Approximation", 2016) samples shortest paths between uniformly random pairs
-``(s, t)`` and stops as soon as per-vertex confidence intervals are tight enough.
-Here a sample scores every vertex ``v`` with its pair dependency
-``X_v = sigma_sv * sigma_vt / sigma_st`` (the share of ``s``-``t`` shortest paths
-through ``v``, in [0, 1]) rather than 0/1 for one sampled path: the same mean,
-``E[X_v] = sum over ordered pairs s != t of delta_st(v) / (n (n - 1))``, with
-less variance, computed by the Brandes sweeps with the target as the only sink.
+``(s, t)`` and stops as soon as per-vertex confidence intervals are tight enough. A sample
+here scores every vertex ``v`` with a value ``X_v`` in [0, 1] whose mean is the same for both
+units, ``E[X_v] = sum over ordered pairs s != t of delta_st(v) / (n (n - 1))``:
+
+- a **source** (``unit="sources"``, where the whole graph is in one task): one whole Brandes
+  pass from a uniformly random ``s`` scores ``X_v = delta_s.(v) / (n - 1)``, ``v``'s mean
+  dependency over every target. For the top vertices of a 100k road graph its variance is
+  ~6% of a pair's, so the same noise costs a few thousand sources instead of ~100k pairs;
+  the guarantee then needs an interval that sees the variance: the empirical Bernstein bound
+  of Maurer & Pontil ("Empirical Bernstein Bounds and Sample Variance Penalization", 2009,
+  Theorem 4), from the sums of the scores and of their squares.
+- a **pair** (``unit="pairs"``, where paths are followed across cuts and a source's
+  dependencies arrive in pieces over supersteps, so their squares are never formed):
+  ``X_v = sigma_sv * sigma_vt / sigma_st``, nearly 0/1, whose variance is bounded by its
+  mean (``X^2 <= X``); Bernstein's inequality with that bound, inverted for the true mean
+  (KADABRA's ``f`` and ``g``), needs no squares.
 
 At checks (in the number of samples, fixed before the samples they judge) each vertex's
-interval comes from Bernstein's inequality with the variance bounded by the mean
-(:meth:`PairSampling.bounds`, two-sided), with ``delta`` split over the vertices and the
-checks, so all intervals of all checks hold together with probability at least
-``1 - delta``. The even plan spaces the checks geometrically (each 15% past the last, up to
-``max_samples``) and splits ``delta`` evenly. In
-top-k on the gathered topology a pilot, whose samples are then set aside, fixes two uneven
-splits: KADABRA's over the vertices (the candidates it ranks highest share 90% of ``delta``)
-and one over the checks (:meth:`PairSampling.planned`: most of ``delta`` on a few checks
-around the stop the pilot's means predict). The gathered run stops when
-:func:`top_k_guarantee` reaches ``epsilon`` (the reported top-k are each at least the true
-k-th minus it); the run across cuts when the top-``k`` are separated from the rest
-(:func:`stop_reason`). Either stops when every interval is narrower than ``epsilon``.
+interval comes from :meth:`Sampling.bounds` (two-sided), with ``delta`` split over the
+vertices and the checks, so all intervals of all checks hold together with probability at
+least ``1 - delta``. The even plan spaces the checks geometrically (each 15% past the last, up
+to ``max_samples``) and splits ``delta`` evenly. In top-k on the gathered topology a pilot,
+whose samples are then set aside, fixes two uneven splits: KADABRA's over the vertices (the
+candidates it ranks highest share 90% of ``delta``) and one over the checks
+(:meth:`Sampling.planned`: most of ``delta`` on a few checks around the stop the pilot's
+means and variances predict). The gathered run stops when :func:`top_k_guarantee` reaches
+``epsilon`` (the reported top-k are each at least the true k-th minus it); the run across
+cuts when the top-``k`` are separated from the rest (:func:`stop_reason`). Either stops when
+every interval is narrower than ``epsilon``.
 """
 from __future__ import annotations
 
@@ -46,8 +55,9 @@ class CheckPlan:
 
 
 @dataclass(frozen=True)
-class PairSampling:
-    """The sampler's parameters for a graph of ``n`` vertices, ``batch`` samples per batch."""
+class Sampling:
+    """The sampler's parameters for a graph of ``n`` vertices, ``batch`` samples per batch, each
+    sample a uniformly random source (``unit="sources"``) or source-target pair (``"pairs"``)."""
 
     n: int
     batch: int
@@ -59,17 +69,29 @@ class PairSampling:
     pilot: int = 0
     #: how many candidates the pilot picks (0: ``delta`` split evenly, no pilot needed)
     candidates: int = 0
+    #: "sources" or "pairs"
+    unit: str = "pairs"
+
+    @property
+    def by_source(self) -> bool:
+        return self.unit == "sources"
 
     @classmethod
-    def default_max_samples(cls, n: int, batch: int, epsilon: float, delta: float) -> int:
+    def default_max_samples(cls, n: int, batch: int, epsilon: float, delta: float, unit: str = "pairs") -> int:
         """The number of samples at which each side of every vertex's interval (:meth:`bounds`,
-        this sampler's even split of ``delta``) is at most ``epsilon / 2`` whatever its mean:
-        the cap, where the rule stops for sure."""
-        cap = 1
+        this sampler's even split of ``delta``) is at most ``epsilon / 2`` whatever the scores
+        (variance at most its mean, at most 1 for pairs; at most 1/4 for sources): the cap,
+        where the rule stops for sure."""
+        cap, half = 2, epsilon / 2
         for _ in range(4):                  # the split depends on the checkpoints, which depend on the cap
-            log = cls(n, batch, epsilon, delta, cap, 0).log_term
-            half = epsilon / 2                              # m half^2 = 2 L (1 + 4 half / 3)
-            cap = max(2, math.ceil(2 * log * (1 + 4 * half / 3) / half ** 2))
+            log = cls(n, batch, epsilon, delta, cap, 0, unit=unit).log_term
+            if unit == "sources":           # sqrt(2 (1/4) L' / m) + 7 L' / (3 (m - 1)) <= half, L' = L + ln 2
+                wide = log + math.log(2)
+                cap = max(2, math.ceil((math.sqrt(wide / 2) / half) ** 2))
+                while math.sqrt(wide / (2 * cap)) + 7 * wide / (3 * (cap - 1)) > half:
+                    cap = math.ceil(cap * 1.01) + 1
+            else:                           # m half^2 = 2 L (1 + 4 half / 3)
+                cap = max(2, math.ceil(2 * log * (1 + 4 * half / 3) / half ** 2))
         return cap
 
     #: samples at the first checkpoint, and the growth from one checkpoint to the next
@@ -92,7 +114,8 @@ class PairSampling:
     @property
     def first_check(self) -> int:
         """Samples at the first checkpoint. With candidates, none before the interval of a mean
-        of 0 (:meth:`bounds`: ``8 L / (3 m)`` wide) is narrower than ``epsilon`` at the
+        of 0 (:meth:`bounds`: ``8 L / (3 m)`` wide for pairs, ``7 (L + ln 2) / (3 (m - 1))`` for
+        sources, which is no wider where ``L >= 5``) is narrower than ``epsilon`` at the
         candidates' log term with all of their ``delta`` on one check: earlier checks could not
         stop, and each one costs every interval a share of ``delta``."""
         if not 0 < self.candidates < self.n:
@@ -173,47 +196,76 @@ class PairSampling:
     def samples_after(self, batch: int) -> int:
         return min((batch + 1) * self.batch, self.max_samples)
 
+    def _batch_rng(self, batch: int) -> tuple[np.random.Generator, int]:
+        return np.random.default_rng([self.seed, batch]), self.samples_after(batch) - batch * self.batch
+
     def pairs(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         """The batch's (source numbers, target numbers), ``s != t``, the same in every task."""
-        size = self.samples_after(batch) - batch * self.batch
-        rng = np.random.default_rng([self.seed, batch])
+        rng, size = self._batch_rng(batch)
         s = rng.integers(0, self.n, size)
         t = rng.integers(0, max(self.n - 1, 1), size)
         return s, t + (t >= s)
 
-    def bounds(self, total: np.ndarray, m: int, log=None) -> tuple[np.ndarray, np.ndarray]:
-        """Per vertex (below, above): how far under and over its mean after ``m`` samples whose
-        scores (in [0, 1]) sum to ``total`` its true mean may lie, each side failing with
-        probability ``exp(-log)`` (``log``: :meth:`log_terms`, default the even split).
+    def sources(self, batch: int) -> np.ndarray:
+        """The batch's source numbers, drawn independently (with replacement: the samples of the
+        bound are independent), the same in every task."""
+        rng, size = self._batch_rng(batch)
+        return rng.integers(0, self.n, size)
 
-        Bernstein's inequality with the variance bounded by the true mean ``b`` itself (a
-        score in [0, 1] has ``X^2 <= X``), ``P(|mean - b| >= t) <= exp(-m t^2 / (2 b + 2 t / 3))``
-        per side, inverted for ``b`` (KADABRA's ``f`` and ``g``): ``b`` is at most ``mean + u``
-        with ``m u^2 = 2 L (mean + 4 u / 3)`` and at least ``mean - l`` with ``m l^2 = 2 L (mean
-        - 2 l / 3)``. On pair dependencies, nearly 0/1, this is narrower than the empirical
-        Bernstein bound, which pays for estimating the variance in ``delta`` and in its range
-        term."""
+    @property
+    def score_scale(self) -> float:
+        """What turns the kernels' sums into sums of scores in [0, 1]: a source's dependencies
+        are divided by the ``n - 1`` targets (a pair's are scores already)."""
+        return 1 / max(self.n - 1, 1) if self.by_source else 1.0
+
+    def bounds(self, total: np.ndarray, m: int, log=None, squares: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Per vertex (below, above): how far under and over its mean after ``m`` samples whose
+        scores (in [0, 1]) sum to ``total`` (and, sampling sources, whose squares sum to
+        ``squares``) its true mean may lie, each side failing with probability ``exp(-log)``
+        (``log``: :meth:`log_terms`, default the even split).
+
+        Sources: Maurer & Pontil's empirical Bernstein bound, each side
+        ``sqrt(2 V L' / m) + 7 L' / (3 (m - 1))`` with ``V`` the unbiased sample variance and
+        ``L' = log + ln 2`` (the bound holds with ``2 exp(-L')``: it covers the variance's
+        estimate too), needing ``m >= 2``. Pairs: Bernstein's inequality with the variance
+        bounded by the true mean ``b`` itself (a score in [0, 1] has ``X^2 <= X``),
+        ``P(|mean - b| >= t) <= exp(-m t^2 / (2 b + 2 t / 3))`` per side, inverted for ``b``
+        (KADABRA's ``f`` and ``g``): ``b`` is at most ``mean + u`` with ``m u^2 = 2 L (mean + 4 u
+        / 3)`` and at least ``mean - l`` with ``m l^2 = 2 L (mean - 2 l / 3)``. On pair
+        dependencies, nearly 0/1, this is narrower than the empirical bound, which pays for
+        estimating the variance in ``delta`` and in its range term."""
         total = np.asarray(total, np.float64)
-        if m < 1:
-            return np.full(len(total), np.inf), np.full(len(total), np.inf)
         log = self.log_term if log is None else log
+        if m < (2 if self.by_source else 1):
+            return np.full(len(total), np.inf), np.full(len(total), np.inf)
         mean = total / m
+        if self.by_source:
+            wide = log + math.log(2)
+            variance = np.maximum(np.asarray(squares, np.float64) - total * mean, 0.0) / (m - 1)
+            radius = np.sqrt(2 * variance * wide / m) + 7 * wide / (3 * (m - 1))
+            return np.minimum(radius, mean), radius
         root = 8 * m * log * mean
         above = (8 * log / 3 + np.sqrt(64 * log * log / 9 + root)) / (2 * m)
         below = (-4 * log / 3 + np.sqrt(16 * log * log / 9 + root)) / (2 * m)
         return np.clip(below, 0.0, mean), above          # >= 0: at mean 0 the root cancels to -2e-17
 
-    def predicted_stop(self, total: np.ndarray, m: int, candidates: np.ndarray, k: int) -> float:
+    def predicted_stop(self, total: np.ndarray, m: int, candidates: np.ndarray, k: int,
+                       squares: np.ndarray | None = None) -> float:
         """The measured samples at which :func:`top_k_guarantee` would reach ``epsilon`` if the
-        means stayed those of the pilot (``m`` samples summing to ``total``), with the window's
-        share of ``delta`` per check: where :meth:`planned` puts its checks."""
+        means (and, for sources, the sample variances) stayed those of the pilot (``m`` samples
+        summing to ``total``, their squares to ``squares``), with the window's share of
+        ``delta`` per check: where :meth:`planned` puts its checks."""
         mean = total / m
+        variance = np.maximum(squares - total * mean, 0.0) / max(m - 1, 1) if self.by_source else None
         log = self.log_terms(candidates, self.WINDOW_SHARE / self.WINDOW)
         points = list(self._checkpoints(self.first_check, 1.01))
         low, high = 0, len(points) - 1             # the bounds shrink with the samples: bisect
         while low < high:
             middle = (low + high) // 2
-            below, above = self.bounds(mean * points[middle], points[middle], log)
+            p = points[middle]
+            same = variance * (p - 1) + mean * mean * p if self.by_source else None
+            below, above = self.bounds(mean * p, p, log, same)
             if top_k_guarantee(mean, below, above, k)[0] <= self.epsilon:
                 high = middle
             else:

@@ -295,13 +295,11 @@ def add_columns(x, increment, cols):
 
 
 @njit(cache=True, nogil=True)
-def _expand_layer(indptr, indices, queue, lo, hi, dist, sigma, other, depth):
+def _expand_layer(indptr, indices, queue, lo, hi, dist, sigma, depth):
     """Discover the layer ``depth + 1`` of a breadth-first search from the layer ``queue[lo:hi]``
-    (at ``depth``), appending it to ``queue`` from ``hi`` with its path counts complete.
-    Returns (end of the new layer in ``queue``, the arcs leaving it, whether it holds a vertex
-    the search from the other end (distances ``other``) has reached). With ``other`` None (a
-    one-sided search) numba compiles the bookkeeping of both out."""
-    tail, arcs, meet = hi, 0, False
+    (at ``depth``), appending it to ``queue`` from ``hi`` with its path counts complete; returns
+    the end of the new layer in ``queue``."""
+    tail = hi
     step = depth + 1.0
     for i in range(lo, hi):
         v = queue[i]
@@ -312,22 +310,17 @@ def _expand_layer(indptr, indices, queue, lo, hi, dist, sigma, other, depth):
                 dist[u], sigma[u] = step, count
                 queue[tail] = u
                 tail += 1
-                if other is not None:
-                    arcs += indptr[u + 1] - indptr[u]
-                    meet = meet or other[u] < np.inf
             elif dist[u] == step:
                 sigma[u] += count
-    return tail, arcs, meet
+    return tail
 
 
 @njit(cache=True, nogil=True)
-def _search(indptr, indices, weights, unit, s, target, dist, sigma, stack, touched, heap_d, heap_v):
+def _search(indptr, indices, weights, unit, s, dist, sigma, stack, touched, heap_d, heap_v):
     """Shortest paths from ``s``: distances and path counts, with ``stack`` the vertices in the
     order they became final (a breadth-first search on hop counts, else Dijkstra with a binary
-    heap). With ``target >= 0`` (Dijkstra only: a pair on hop counts is searched from both ends,
-    :func:`_bidirectional_pairs`) it stops once the target is final and only vertices nearer
-    than it are on the stack. ``dist``/``sigma`` enter unreached (inf, 0); returns (vertices on the
-    stack, vertices touched), ``touched`` listing every entry to reset."""
+    heap). ``dist``/``sigma`` enter unreached (inf, 0); returns (vertices on the stack, vertices
+    touched), ``touched`` listing every entry to reset."""
     dist[s], sigma[s] = 0.0, 1.0
     touched[0] = s
     seen, done = 1, 0
@@ -335,7 +328,7 @@ def _search(indptr, indices, weights, unit, s, target, dist, sigma, stack, touch
         stack[0] = s
         lo, hi, depth = 0, 1, 0.0
         while lo < hi:
-            end, _, _ = _expand_layer(indptr, indices, stack, lo, hi, dist, sigma, None, depth)
+            end = _expand_layer(indptr, indices, stack, lo, hi, dist, sigma, depth)
             lo, hi, depth = hi, end, depth + 1.0
         touched[:hi] = stack[:hi]
         return lo, hi
@@ -344,8 +337,6 @@ def _search(indptr, indices, weights, unit, s, target, dist, sigma, stack, touch
         d, v, size = _heap_pop(heap_d, heap_v, size)
         if d > dist[v]:
             continue
-        if target >= 0 and d >= dist[target]:
-            break
         stack[done] = v
         done += 1
         count = sigma[v]
@@ -374,8 +365,8 @@ def _search_arrays(n, arcs):
 @njit(cache=True, nogil=True, inline="always")
 def _successor_sum(indptr, indices, weights, unit, dist, values, v):
     """The sum of ``values`` over ``v``'s successors on shortest paths (the arcs ``v -> u`` with
-    ``dist[v] + w == dist[u]``): the backward step both Brandes and the pair search take. Inlined
-    into both (as a call it cost the exact pass 19% more CPU at 20k)."""
+    ``dist[v] + w == dist[u]``): Brandes' backward step. Inlined (as a call it cost the exact pass
+    19% more CPU at 20k)."""
     dv = dist[v]
     total = 0.0
     for e in range(indptr[v], indptr[v + 1]):
@@ -386,9 +377,11 @@ def _successor_sum(indptr, indices, weights, unit, dist, values, v):
 
 
 @njit(cache=True, nogil=True)
-def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
+def brandes_sources(indptr, indices, weights, unit, sources, reach, raw, squares):
     """Whole-graph Brandes from each of ``sources`` in one compiled pass per source, adding
-    ``reach(s) * sigma(v) * y(v)`` (``y`` as in :mod:`algorithms.betweenness`) to ``raw``.
+    ``reach(s) * sigma(v) * y(v)`` (``y`` as in :mod:`algorithms.betweenness`) to ``raw`` and,
+    unless ``squares`` is None (numba then compiles it out), its square to ``squares``: the
+    sampler's variance-aware bound needs each sampled source's dependencies squared one by one.
 
     The forward pass (:func:`_search`) sets distances and path counts together and records
     the vertices in the order they become final; the backward pass pulls dependencies over
@@ -397,134 +390,17 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw):
     Brandes, with the leaf-compression weights ``reach``)."""
     dist, sigma, z, stack, touched, heap_d, heap_v = _search_arrays(len(reach), len(indices))
     for s in sources:
-        done, seen = _search(indptr, indices, weights, unit, s, -1, dist, sigma, stack, touched, heap_d, heap_v)
+        done, seen = _search(indptr, indices, weights, unit, s, dist, sigma, stack, touched, heap_d, heap_v)
         weight = reach[s]
         for p in range(done - 1, -1, -1):
             v = stack[p]
             total = _successor_sum(indptr, indices, weights, unit, dist, z, v)
             if v != s:
-                raw[v] += weight * sigma[v] * total
+                dependency = weight * sigma[v] * total
+                raw[v] += dependency
+                if squares is not None:
+                    squares[v] += dependency * dependency
             z[v] = total + reach[v] / sigma[v]
         for p in range(seen):
             v = touched[p]
             dist[v], sigma[v], z[v] = np.inf, 0.0, 0.0
-
-
-@njit(cache=True, nogil=True)
-def _pull_paths(indptr, indices, queue, lo, hi, dist, sigma, far_dist, far_sigma, far_depth, paths, pulled, work,
-                total):
-    """Score the shortest-path vertices one search settled before the meeting layer, walking
-    from that layer (``queue[lo:hi]``; on the paths where the far search reached a vertex at
-    ``far_depth``) back towards this search's start, one layer at a time over the arcs into
-    each vertex (``indptr``/``indices``: the arcs this search followed, reversed), so only the
-    paths' vertices and their arcs are visited, not the whole ball. ``pulled[v]`` becomes the
-    number of shortest paths from ``v`` to the far end (seeded with ``far_sigma`` at the
-    meeting layer, whose vertices are not scored here); each vertex between the meeting
-    layer and the start (excluded) adds ``sigma * pulled / paths`` to ``total``. ``work``
-    lists the vertices walked."""
-    size = 0
-    for p in range(lo, hi):
-        v = queue[p]
-        if far_dist[v] == far_depth:
-            pulled[v] = far_sigma[v]
-            work[size] = v
-            size += 1
-    head = 0
-    while head < size:
-        layer_end = size
-        for i in range(head, layer_end):
-            v = work[i]
-            before = dist[v] - 1.0
-            for e in range(indptr[v], indptr[v + 1]):
-                u = indices[e]
-                if dist[u] == before:
-                    if pulled[u] == 0.0:
-                        work[size] = u
-                        size += 1
-                    pulled[u] += pulled[v]
-        for i in range(layer_end, size):
-            u = work[i]
-            if dist[u] > 0.0:
-                total[u] += sigma[u] * pulled[u] / paths
-        head = layer_end
-
-
-@njit(cache=True, nogil=True)
-def _bidirectional_pairs(indptr, indices, rindptr, rindices, sources, targets, total):
-    """:func:`pair_dependencies` on hop counts: a balanced bidirectional breadth-first search
-    (KADABRA's), each round expanding the end whose frontier has fewer arcs to scan, until a
-    new layer reaches a vertex the other search has reached. Then ``d(s, t) = A + B`` with
-    layers 0..A from ``s`` and 0..B from ``t`` complete, and the shortest paths cross the
-    meeting layer ``M = {v: d(s, v) = A, d(v, t) = B}``: ``sigma_st`` is the sum over ``M`` of
-    ``sigma_sv sigma_vt``, and each side pulls the other's path counts back from ``M`` along the
-    paths only (:func:`_pull_paths`). A pair costs two balls of radius about ``d / 2`` instead
-    of one of radius ``d``; ``rindptr``/``rindices`` are the incoming arcs (the CSR itself when
-    undirected)."""
-    n = len(total)
-    ds, dt = np.full(n, np.inf), np.full(n, np.inf)
-    ss, st, fs, ft = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    qs, qt, work = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    for i in range(len(sources)):
-        s, t = sources[i], targets[i]
-        ds[s], ss[s], qs[0] = 0.0, 1.0, s
-        dt[t], st[t], qt[0] = 0.0, 1.0, t
-        s_lo, s_hi, t_lo, t_hi, a, b = 0, 1, 0, 1, 0, 0
-        s_arcs, t_arcs = indptr[s + 1] - indptr[s], rindptr[t + 1] - rindptr[t]
-        meet = s == t
-        while not meet and s_lo < s_hi and t_lo < t_hi:
-            if s_arcs <= t_arcs:
-                end, s_arcs, meet = _expand_layer(indptr, indices, qs, s_lo, s_hi, ds, ss, dt, a)
-                s_lo, s_hi, a = s_hi, end, a + 1
-            else:
-                end, t_arcs, meet = _expand_layer(rindptr, rindices, qt, t_lo, t_hi, dt, st, ds, b)
-                t_lo, t_hi, b = t_hi, end, b + 1
-        if meet and s != t:
-            paths = 0.0
-            for p in range(s_lo, s_hi):
-                v = qs[p]
-                if dt[v] == b:
-                    paths += ss[v] * st[v]
-            for p in range(s_lo, s_hi):         # the meeting layer, scored once (not s or t)
-                v = qs[p]
-                if dt[v] == b and v != s and v != t:
-                    total[v] += ss[v] * st[v] / paths
-            _pull_paths(rindptr, rindices, qs, s_lo, s_hi, ds, ss, dt, st, b, paths, fs, work, total)
-            _pull_paths(indptr, indices, qt, t_lo, t_hi, dt, st, ds, ss, a, paths, ft, work, total)
-        for p in range(s_hi):
-            v = qs[p]
-            ds[v], ss[v], fs[v] = np.inf, 0.0, 0.0
-        for p in range(t_hi):
-            v = qt[p]
-            dt[v], st[v], ft[v] = np.inf, 0.0, 0.0
-
-
-@njit(cache=True, nogil=True)
-def pair_dependencies(indptr, indices, weights, unit, rindptr, rindices, sources, targets, total):
-    """For each sampled pair ``(s, t)``, add every vertex's pair dependency
-    ``X_v = sigma_sv * sigma_vt / sigma_st`` (the share of the s-t shortest paths through
-    ``v``; 0 at ``s`` and ``t``) to ``total``.
-
-    On hop counts the search is bidirectional (:func:`_bidirectional_pairs`; ``rindptr``/
-    ``rindices``: the incoming arcs). With lengths, Dijkstra from ``s`` (:func:`_search`) stops
-    once ``t`` is final, so a pair costs the ball of radius ``d(s, t)``, not the graph;
-    ``sigma_vt`` is then pulled back from ``t`` over the settled vertices in reverse order.
-    Work arrays are allocated once per call and only touched entries are reset."""
-    if unit:
-        _bidirectional_pairs(indptr, indices, rindptr, rindices, sources, targets, total)
-        return
-    dist, sigma, back, stack, touched, heap_d, heap_v = _search_arrays(len(total), len(indices))
-    for i in range(len(sources)):
-        s, t = sources[i], targets[i]
-        done, seen = _search(indptr, indices, weights, unit, s, t, dist, sigma, stack, touched, heap_d, heap_v)
-        if dist[t] < np.inf:
-            back[t] = 1.0
-            through = 1.0 / sigma[t]
-            for p in range(done - 1, 0, -1):        # stack[0] is s, whose dependency is not scored
-                v = stack[p]
-                paths = _successor_sum(indptr, indices, weights, unit, dist, back, v)
-                if paths > 0.0:
-                    back[v] = paths
-                    total[v] += sigma[v] * paths * through
-        for p in range(seen):
-            v = touched[p]
-            dist[v], sigma[v], back[v] = np.inf, 0.0, 0.0

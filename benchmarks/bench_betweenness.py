@@ -4,7 +4,7 @@ On one road-like graph (:func:`goffish.generators.road_network`) it measures, in
 
 - exact betweenness on Gopher (MS-BC / MSL-BC) against igraph's exact betweenness,
   both forced into numpy arrays, and whether they agree (relative 1e-9);
-- approximate top-k on Gopher (sampled pairs, ``--epsilon``/``--delta``): seconds, samples,
+- approximate top-k on Gopher (sampled sources, ``--epsilon``/``--delta``): seconds, samples,
   the epsilon reached, precision@k against the exact ranking and precision within epsilon
   (the share of reported vertices whose exact normalised value is at least the exact k-th
   minus epsilon; igraph's exact answer is computed in the same run or read from
@@ -164,26 +164,37 @@ def _kernel_report(n: int, src, dst, lengths, exact_bc: np.ndarray, chunks: int 
 
 
 def sampler_budget(n: int, src, dst, top: int, epsilon: float, delta: float, sources: int = 400, seed: int = 1) -> dict:
-    """How many sampled pairs the top-``top`` sampler's rule needs on this graph, without an exact
-    reference: the top normalised values estimated from ``sources`` random sources (the fused
-    one-process pass), then the fewest samples at which the sampler's own interval
-    (:meth:`algorithms.betweenness_sampling.PairSampling.bounds`, with the largest variance a
-    score in [0, 1] of that mean can have) of the highest vertex is narrower than ``epsilon``."""
-    from algorithms.betweenness import local_betweenness
-    from algorithms.betweenness_sampling import PairSampling
+    """How many sampled sources the top-``top`` sampler's rule needs on this graph, without an exact
+    reference: the top normalised values and their scores' variances estimated from ``sources``
+    random sources (the fused one-process pass), then the fewest samples at which the sampler's
+    own interval (:meth:`algorithms.betweenness_sampling.Sampling.bounds`, empirical Bernstein,
+    the even split of ``delta``) of the highest vertex is narrower than ``epsilon``."""
+    from algorithms import brandes_kernels
+    from algorithms.betweenness_graph import arc_graph
+    from algorithms.betweenness_sampling import Sampling
 
-    chosen = np.random.default_rng(seed).choice(n, min(sources, n), replace=False)
+    graph, _ = arc_graph(n, np.r_[src, dst].astype(np.int64), np.r_[dst, src].astype(np.int64),
+                         np.ones(2 * len(src)), False)
+    drawn = np.random.default_rng(seed).integers(0, n, sources)
+    raw, squares = np.zeros(n), np.zeros(n)
     clock = time.process_time()
-    raw = local_betweenness(n, src, dst, normalized=False, compress=False, sources=chosen)
+    brandes_kernels.brandes_sources(graph.csr.indptr, graph.csr.indices, graph.csr.data, True, drawn, np.ones(n),
+                                    raw, squares)
     cpu = time.process_time() - clock
-    values = np.sort(2 * raw * n / len(chosen) / ((n - 1) * (n - 2)))[::-1]     # unordered pairs -> normalised
+    scores, squares = raw / (n - 1), squares / (n - 1) ** 2
+    mean = scores / sources
+    variance = np.maximum(squares - scores * mean, 0) / (sources - 1)
+    values = np.sort(mean * n / (n - 2))[::-1]                           # sampled mean -> normalised
     x_epsilon = epsilon * (n - 2) / n
-    sampling = PairSampling(n, 64, x_epsilon, delta, PairSampling.default_max_samples(n, 64, x_epsilon, delta), 0)
-    mean = values[0] * (n - 2) / n
-    m = 1024
-    while m < sampling.max_samples and sum(side[0] for side in sampling.bounds(np.array([mean * m]), m)) > x_epsilon:
+    sampling = Sampling(n, 256, x_epsilon, delta, Sampling.default_max_samples(n, 256, x_epsilon, delta, "sources"),
+                        0, unit="sources")
+    best = int(np.argmax(mean))
+    m = 256
+    while m < sampling.max_samples and 2 * sampling.bounds(
+            np.array([mean[best] * m]), m, squares=np.array([variance[best] * (m - 1) + mean[best] ** 2 * m]))[1][0] \
+            > x_epsilon:
         m = int(m * 1.05) + 1
-    return {"sources": len(chosen), "cpu_seconds": cpu, "top_values": values[:3].tolist(),
+    return {"sources": sources, "cpu_seconds": cpu, "top_values": values[:3].tolist(),
             "kth_value": float(values[top - 1]), "next_value": float(values[top]), "log_term": sampling.log_term,
             "cap": sampling.max_samples, "samples_needed": min(m, sampling.max_samples)}
 
@@ -293,7 +304,7 @@ def main(argv=None) -> int:
     parser.add_argument("--weight", choices=["length"], help="weighted by road length (default: hops)")
     parser.add_argument("--top", type=int, default=32)
     parser.add_argument("--batch-size", type=int, help="sources per batch, exact run (default: from memory)")
-    parser.add_argument("--top-batch-size", type=int, help="sampled pairs per batch, top-k run (default: from memory)")
+    parser.add_argument("--top-batch-size", type=int, help="samples per batch, top-k run (default: 256 sources)")
     parser.add_argument("--epsilon", type=float, default=0.01, help="top-k sampler's epsilon")
     parser.add_argument("--delta", type=float, default=0.1, help="top-k sampler's delta")
     parser.add_argument("--skip-exact", action="store_true", help="only top-k (exact reference still by igraph)")
@@ -305,7 +316,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kernels", action="store_true",
                         help="also time the fused compiled Brandes pass in one process on the whole graph, exact")
     parser.add_argument("--budget", action="store_true",
-                        help="estimate the samples the top-k sampler needs here (from 400 sampled sources)")
+                        help="estimate the sources the top-k sampler needs here (from 400 sampled sources)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated graph, its partitioning and the "
                                                              "top-k run's source order")
     parser.add_argument("--source-seeds", type=int, nargs="+",
