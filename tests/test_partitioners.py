@@ -294,13 +294,10 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
 def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(spark, monkeypatch):
     import gofs.partition.multilevel as multilevel
 
-    def no_clusters(cluster_weight, seed):
-        def clusters_of(rows):
-            ids = rows["a"][rows["vertex"]].to_numpy()
-            return pd.DataFrame({"vid": ids, "c": ids})
-        return clusters_of
+    def no_clusters(ids, vw, heads, tails, w, cluster_weight, seed):
+        return ids
 
-    monkeypatch.setattr(multilevel, "_matched_clusters", no_clusters)      # every in-range level stalls
+    monkeypatch.setattr(multilevel, "_range_clusters", no_clusters)      # every in-range level stalls
     n, src, dst = grid(16)
     report = {}
     parts = multilevel.multilevel_partition(n, src, dst, 2, seed=1, spark=spark, cluster_rounds=1,
