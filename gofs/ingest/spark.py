@@ -710,6 +710,12 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     First appearance as the local engine counts it (:func:`gofs.ingest.local.dense_ids`): the
     vertex file's rows in order, then every ``src`` column value in edge order, then every
     ``dst`` value in edge order. Vertices only in the edges get null attributes.
+
+    Each end is a position (vertex row, then ``src`` by edge, then ``dst`` by edge); every id's
+    first position is found by one grouping and sent to the task of its slice of the position
+    range (fixed bounds: no sampling job, no global sort), which sorts its slice and numbers it
+    from 0; v is the slice's offset (from the slices' counts, which the same tasks report) plus
+    that number.
     """
     from pyspark.sql import functions as F
 
@@ -719,16 +725,44 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     if vertex_rows is not None:
         _check_unique_ids(vertex_rows)
         ends = vertex_rows.frame.select("id", F.col("vpos").alias("pos")).unionByName(ends)
-    ordered = run.keep(ends.groupBy("id").agg(F.min("pos").alias("pos")).orderBy("pos"))
-    counts, _ = _partition_counts(ordered, {})
-    vertices = _indexed(ordered, "v", counts).select("id", "v")
+    slices = int(run.spark.conf.get("spark.sql.shuffle.partitions"))
+    positions = max(1, nv + 2 * m)
+    first = ends.groupBy("id").agg(F.min("pos").alias("pos")) \
+        .withColumn("slice", (F.col("pos") * slices / positions).cast("int"))
+    id_type = first.schema["id"].dataType.simpleString()
+    numbered = run.scratch(first.repartition(slices, "slice")
+                           .mapInArrow(_numbered_slices, f"kind int, id {id_type}, slice int, number long"))
+    counts = np.zeros(slices, np.int64)
+    for row in numbered.where(F.col("kind") == _SLICE_SIZE).select("slice", "number").collect():
+        counts[row["slice"]] += row["number"]
+    offsets = np.concatenate([[0], np.cumsum(counts)])[:-1]
+    start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.col("slice") + 1)
+    vertices = numbered.where(F.col("kind") == _SLICE_ROW).select("id", (start + F.col("number")).alias("v"))
     if vertex_rows is not None and len(vertex_rows.attributes):
-        vertices = vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left")
-    vertices = run.scratch(vertices)
+        vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
     dense = edges.join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
         .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
-    return vertices, run.scratch(dense), sum(counts.values())
+    return vertices, run.scratch(dense), int(counts.sum())
+
+
+_SLICE_ROW, _SLICE_SIZE = 0, 1      # kinds of a numbering task's rows
+
+
+def _numbered_slices(batches):
+    """Task: each slice of first positions it holds, sorted, numbered from 0: ``(ROW, id, slice,
+    number)`` per id and one ``(SIZE, null, slice, count)``."""
+    for piece, rows in rows_by(batches, "slice"):
+        rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
+        count = rows.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(np.full(count, _SLICE_ROW, np.int32)), rows.column("id").combine_chunks(),
+             pa.array(np.full(count, piece, np.int32)), pa.array(np.arange(count, dtype=np.int64))],
+            names=["kind", "id", "slice", "number"])
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([_SLICE_SIZE], pa.int32()), pa.nulls(1, rows.schema.field("id").type),
+             pa.array([piece], pa.int32()), pa.array([count], pa.int64())],
+            names=["kind", "id", "slice", "number"])
 
 
 # --------------------------------------------------------------------------- sub-graphs
