@@ -274,13 +274,14 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
     noisy = metis_partition(n, src, dst, 4)
     flip = rng.random(n) < 0.1
     noisy[flip] = rng.integers(0, 4, flip.sum())
-    pairs = spark.createDataFrame(pd.DataFrame({"a": np.minimum(src, dst), "b": np.maximum(src, dst),
-                                                "w": np.ones(src.size, np.int64)}))
+    a, b = np.minimum(src, dst), np.maximum(src, dst)
+    labelled = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.ones(src.size, np.int64),
+                                                   "pa": noisy[a], "pb": noisy[b]}))
     labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
     sizes = np.bincount(noisy, minlength=4)
     held, report = ScratchFrames(spark, "test"), {}
     try:
-        rows = boundary.refine_boundary(pairs, labels, sizes, 4, 4, 0, 0, 0.05, held, report).toPandas()
+        rows = boundary.refine_boundary(labelled, labels, sizes, 4, 4, 0, 0, 0.05, held, report).toPandas()
     finally:
         held.remove()
     parts = np.empty(n, np.int32)

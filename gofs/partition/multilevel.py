@@ -180,16 +180,18 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
             pair_summary = _pair_summary(pairs, summary)
             level = {"vertices": summary["vertices"], "edges": pair_summary["edges"]}
         with profile.stage("coarsen"):
-            coarse_weights, coarse_pairs, mappings, levels = _coarsen(weights, pairs, level, (summary, pair_summary),
-                                                                      k, cluster_rounds, seed, driver_budget_bytes,
-                                                                      driver_budget_edges, held, seconds["levels"])
+            coarse_weights, coarse_pairs, mappings, labelled, levels = _coarsen(
+                weights, pairs, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
+                driver_budget_edges, held, seconds["levels"])
         with profile.stage("metis"):
             projected, sizes = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
         with profile.stage("refine"):
-            for clusters in reversed(mappings):
+            for clusters in reversed(mappings[1:]):
                 projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+            labels, labelled = _projected(pairs, mappings[0] if mappings else None, labelled,
+                                          held(projected) if len(mappings) > 1 else projected)
             refined: dict = {}
-            labels = refine_boundary(pairs, held(projected), sizes, k, refine_iterations,
+            labels = refine_boundary(labelled, labels, sizes, k, refine_iterations,
                                      math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
                                      refined).localCheckpoint()
             report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
@@ -200,10 +202,31 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
     return labels
 
 
+def _projected(pairs, clusters, labelled, coarse_labels):
+    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb)``, from the partition
+    ``coarse_labels`` ``(vid, part)`` of the first level's clusters (of the vertices themselves
+    when no level was needed) and that level's ``clusters`` and ``labelled`` pairs
+    (:func:`_coarsen`): the pairs meet only the coarse table (small: Spark broadcasts it), not
+    the vertices' labels."""
+    from pyspark.sql import functions as F
+
+    if clusters is None:
+        labelled = pairs.select("a", "b", "w", F.col("a").alias("ca"), F.col("b").alias("cb"))
+        labels = coarse_labels
+    else:
+        labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part")
+    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa")), "ca") \
+        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb")), "cb") \
+        .select("a", "b", "w", "pa", "pb")
+    return labels, labelled
+
+
 def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int, seed: int, budget_bytes: int,
              budget_edges: int | None, held, seconds: list):
     """Cluster and contract until the coarse graph fits the budget: the coarse ``(vid, vw)`` and
-    ``(a, b, w)`` frames, the cluster mapping of every level (finest first) and the level sizes.
+    ``(a, b, w)`` frames, the cluster mapping of every level (finest first), the input pairs
+    with their first-level clusters ``(a, b, w, ca, cb)`` (None if no level) and the level sizes.
     ``summaries`` are the :func:`_vertex_summary` of ``weights`` and the :func:`_pair_summary` of ``pairs``."""
     from pyspark.sql import functions as F
 
@@ -213,7 +236,7 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
 
     summary, pair_summary = summaries
     bound = max(1, math.ceil(level["vertices"] / (k * _CLUSTERS_PER_PARTITION)))
-    mappings, levels, attempts, ranges_stalled = [], [level], 0, False
+    mappings, levels, attempts, ranges_stalled, first_labelled = [], [level], 0, False, None
     while too_big(levels[-1]):
         attempts += 1
         if attempts > _MAX_LEVELS:
@@ -226,13 +249,13 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
         if ranges is not None:
             wanted = budget_bytes / (BYTES_PER_COARSE_VERTEX + 3 * BYTES_PER_COARSE_EDGE)   # ~3 edges each
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
-            clusters, coarse_weights, coarse_pairs = _level_in_ranges(
+            clusters, coarse_weights, labelled = _level_in_ranges(
                 pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
         else:
             clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
             coarse_weights = held(clusters.join(weights, "vid").groupBy(F.col("c").alias("vid"))
                                   .agg(F.sum("vw").alias("vw")))
-            coarse_pairs = None
+            labelled = None
         coarse_summary = _vertex_summary(coarse_weights)
         coarse_n = coarse_summary["vertices"]
         clustered = time.perf_counter() - clock
@@ -245,14 +268,20 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
             seconds.append({"cluster": clustered, "stalled": True, "in_ranges": ranges is not None})
             continue
         ranges_stalled = False
-        pairs = held(_contract(pairs, clusters) if coarse_pairs is None else coarse_pairs)
+        if labelled is None:
+            labelled = _clustered_pairs(pairs, clusters)
+            if not mappings:            # the input pairs: the refinement reads them again
+                labelled = held(labelled)
+        if not mappings:
+            first_labelled = labelled
+        pairs = held(_contract(labelled))
         weights, summary = coarse_weights, coarse_summary
         pair_summary = _pair_summary(pairs, summary)
         mappings.append(clusters)
         levels.append({"vertices": coarse_n, "edges": pair_summary["edges"]})
         seconds.append({"cluster": clustered, "contract": time.perf_counter() - clock - clustered,
                         "in_ranges": ranges is not None})
-    return weights, pairs, mappings, levels
+    return weights, pairs, mappings, first_labelled, levels
 
 
 def _both_ways(pairs):
@@ -360,21 +389,22 @@ def _id_ranges(vertices: dict, pairs: dict, spark) -> dict | None:
             "count": -(-(int(vertices["high"]) - int(vertices["low"]) + 1) // width)}
 
 
-_MEMBER, _COARSE_VERTEX, _COARSE_PAIR, _CROSS_A, _CROSS_B = range(5)     # kinds of a range task's rows
-_LEVEL_ROWS = "kind int, a long, b long, w long, c long"
+_MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B = range(5)     # kinds of a range task's rows
+_LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
 
 
 def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held):
-    """One coarsening level clustered and contracted inside id ranges: ``(clusters, coarse
-    weights, coarse pairs)`` as ``(vid, c)``, ``(vid, vw)`` and ``(a, b, w)`` frames.
+    """One coarsening level clustered inside id ranges: ``(clusters, coarse weights, labelled
+    pairs)`` as ``(vid, c)``, ``(vid, vw)`` and ``(a, b, w, ca, cb)`` frames.
 
     Each range's graph (its vertices, the edges inside it) is clustered by heavy-edge matching
     (:func:`gofs.partition.matching.heavy_edge_clusters`) into clusters of at most
     ``cluster_weight`` vertex weight, in the task that holds the range; c is the smallest id of
     the cluster. A cluster never leaves its range, so the same task also sums its clusters'
-    weights and contracts its inner edges (one Spark pass, no join with the vertices); an edge
-    between two ranges goes to both, each naming its own end's cluster, and only those edges
-    meet again by a grouping. Coarse vertex ids keep the ids' locality for the next level.
+    weights and labels its inner edges with both ends' clusters (one Spark pass, no join with
+    the vertices); an edge between two ranges goes to both, each naming its own end's cluster,
+    and only those edges meet again by a grouping. Coarse vertex ids keep the ids' locality for
+    the next level.
     """
     from pyspark.sql import functions as F
 
@@ -391,13 +421,12 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
                  .mapInArrow(_clustered_ranges(_range_clusters, cluster_weight, seed), _LEVEL_ROWS))
     kind = F.col("kind")
     crossing = level.where(kind.isin(_CROSS_A, _CROSS_B)).groupBy("a", "b") \
-        .agg(F.max(F.when(kind == _CROSS_A, F.col("c"))).alias("ca"),
-             F.max(F.when(kind == _CROSS_B, F.col("c"))).alias("cb"), F.max("w").alias("w")) \
-        .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
-    coarse_pairs = level.where(kind == _COARSE_PAIR).select("a", "b", "w").unionByName(crossing)
-    return (level.where(kind == _MEMBER).select(F.col("a").alias("vid"), "c"),
+        .agg(F.max("w").alias("w"), F.max(F.when(kind == _CROSS_A, F.col("ca"))).alias("ca"),
+             F.max(F.when(kind == _CROSS_B, F.col("cb"))).alias("cb"))
+    labelled = level.where(kind == _INNER).select("a", "b", "w", "ca", "cb").unionByName(crossing)
+    return (level.where(kind == _MEMBER).select(F.col("a").alias("vid"), F.col("ca").alias("c")),
             level.where(kind == _COARSE_VERTEX).select(F.col("a").alias("vid"), F.col("w").alias("vw")),
-            coarse_pairs)
+            labelled)
 
 
 def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) -> np.ndarray:
@@ -420,8 +449,8 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
     """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)``, edges
     ``(a, b, w)``, ``a < b``, with at least one end in the range), the rows of
     :func:`_level_in_ranges`: each vertex's cluster (``clusters_of``: :func:`_range_clusters`),
-    each cluster's weight, the contracted inner edges and each edge to another range with this
-    end's cluster."""
+    each cluster's weight, the inner edges with both ends' clusters and each edge to another
+    range with this end's cluster."""
     def level(batches):
         for _, rows in rows_by(batches, "r"):
             a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
@@ -434,39 +463,37 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
             in_a, in_b = ids[at_a] == a, ids[at_b] == b
             inner = in_a & in_b
             cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
-            yield _level_batch(_MEMBER, ids, c=cluster)
+            yield _level_batch(_MEMBER, ids, ca=cluster)
             coarse, members = np.unique(cluster, return_inverse=True)
             yield _level_batch(_COARSE_VERTEX, coarse, w=np.bincount(members, weights=vw).astype(np.int64))
-            ca, cb = cluster[at_a[inner]], cluster[at_b[inner]]
-            apart = ca != cb
-            lo, hi, weight = np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart], w[inner][apart]
-            order = np.lexsort((hi, lo))
-            lo, hi, weight = lo[order], hi[order], weight[order]
-            starts = np.flatnonzero(np.r_[True, (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])][:lo.size])
-            summed = np.add.reduceat(weight, starts) if starts.size else weight
-            yield _level_batch(_COARSE_PAIR, lo[starts], hi[starts], summed)
+            yield _level_batch(_INNER, a[inner], b[inner], w[inner], cluster[at_a[inner]], cluster[at_b[inner]])
             only_a, only_b = in_a & ~in_b, in_b & ~in_a
-            yield _level_batch(_CROSS_A, a[only_a], b[only_a], w[only_a], cluster[at_a[only_a]])
-            yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cluster[at_b[only_b]])
+            yield _level_batch(_CROSS_A, a[only_a], b[only_a], w[only_a], ca=cluster[at_a[only_a]])
+            yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cb=cluster[at_b[only_b]])
     return level
 
 
-def _level_batch(kind: int, a, b=None, w=None, c=None) -> pa.RecordBatch:
+def _level_batch(kind: int, a, b=None, w=None, ca=None, cb=None) -> pa.RecordBatch:
     zeros = np.zeros(a.size, np.int64)
     return pa.RecordBatch.from_pydict({"kind": np.full(a.size, kind, np.int32), "a": a.astype(np.int64),
-                                       "b": zeros if b is None else b.astype(np.int64),
-                                       "w": zeros if w is None else w.astype(np.int64),
-                                       "c": zeros if c is None else c.astype(np.int64)})
+                                       **{name: zeros if x is None else x.astype(np.int64)
+                                          for name, x in (("b", b), ("w", w), ("ca", ca), ("cb", cb))}})
 
 
-def _contract(pairs, clusters):
-    """The coarse pairs ``(a, b, w)``, ``a < b``: edges between clusters, weights summed, inner
-    edges dropped. Joins each undirected pair once, not both of its directions."""
+def _clustered_pairs(pairs, clusters):
+    """The pairs ``(a, b, w)`` with both ends' clusters ``(ca, cb)``."""
     from pyspark.sql import functions as F
 
     return pairs.join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
-        .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b") \
-        .where(F.col("ca") != F.col("cb")) \
+        .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b")
+
+
+def _contract(labelled):
+    """The coarse pairs ``(a, b, w)``, ``a < b``, of pairs labelled with their clusters
+    ``(a, b, w, ca, cb)``: edges between clusters, weights summed, inner edges dropped."""
+    from pyspark.sql import functions as F
+
+    return labelled.where(F.col("ca") != F.col("cb")) \
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
