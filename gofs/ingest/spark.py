@@ -767,12 +767,14 @@ def _numbered_slices(batches):
 
 # --------------------------------------------------------------------------- sub-graphs
 
-_DISCOVERED = "v long, part int, lvid long, lsg long"
+_DISCOVERED = "kind int, v long, part int, lvid long, lsg long"
+_MEMBER_ROW, _PARTITION_SIZE = 0, 1     # kinds of a discovery task's rows
 
 
 def _discover_partitions(batches):
     """Task: for each partition in this task, the sub-graphs of its local edges (scipy kernel)
-    and its vertices' positions: ``(v, part, lvid, lsg)`` numbered inside the partition.
+    and its vertices' positions: ``(MEMBER_ROW, v, part, lvid, lsg)`` numbered inside the
+    partition, and its size: ``(PARTITION_SIZE, 0, part, vertices, sub-graphs)``.
 
     Rows are a partition's vertices ``(part, v, -1)`` and local edges ``(part, src, dst)``.
     Vertices are numbered in dense-id order before discovery, as the local engine does."""
@@ -784,8 +786,13 @@ def _discover_partitions(batches):
         d = np.searchsorted(members, b[~is_vertex])
         found = discover(members.size, s, d, np.zeros(members.size, np.int64), 1)
         yield pa.RecordBatch.from_pydict({
-            "v": members, "part": np.full(members.size, p, np.int32),
+            "kind": np.full(members.size, _MEMBER_ROW, np.int32), "v": members,
+            "part": np.full(members.size, p, np.int32),
             "lvid": found.new_of_old, "lsg": found.subgraph[found.new_of_old]})
+        subgraphs = int(found.subgraph.max()) + 1 if members.size else 0
+        yield pa.RecordBatch.from_pydict({"kind": np.array([_PARTITION_SIZE], np.int32), "v": np.zeros(1, np.int64),
+                                          "part": np.array([p], np.int32), "lvid": np.array([members.size], np.int64),
+                                          "lsg": np.array([subgraphs], np.int64)})
 
 
 def _subgraphs(run, edges, parts, k):
@@ -805,19 +812,19 @@ def _subgraphs(run, edges, parts, k):
     members = owner.select("part", F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"))
     found = run.scratch(members.unionByName(local).repartitionByRange(k, "part")
                         .mapInArrow(_discover_partitions, _DISCOVERED))
-    sizes = found.groupBy("part").agg(F.count(F.lit(1)).alias("n"), (F.max("lsg") + 1).alias("sgs")).collect()
     num_vertices = np.zeros(k, np.int64)
     num_subgraphs = np.zeros(k, np.int64)
-    for row in sizes:
-        num_vertices[row["part"]], num_subgraphs[row["part"]] = row["n"], row["sgs"]
+    for row in found.where(F.col("kind") == _PARTITION_SIZE).select("part", "lvid", "lsg").collect():
+        num_vertices[row["part"]], num_subgraphs[row["part"]] = row["lvid"], row["lsg"]
     offsets = {"vertex": np.concatenate([[0], np.cumsum(num_vertices)]),
                "subgraph": np.concatenate([[0], np.cumsum(num_subgraphs)])}
 
     def lookup(values):
         return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
 
-    mapping = run.scratch(found.select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
-                                       (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg")))
+    mapping = found.where(F.col("kind") == _MEMBER_ROW) \
+        .select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
+                (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg"))
     return labelled, mapping, offsets
 
 
