@@ -331,3 +331,43 @@ def test_hash_labels_on_spark_equal_the_numpy_hash(spark, seed, k):
     labels = hash_labels(spark.range(n).withColumnRenamed("id", "vid"), k, seed).toPandas().sort_values("vid")
     none = np.array([], dtype=np.int64)
     np.testing.assert_array_equal(labels["part"].to_numpy(), hash_partition(n, none, none, k, seed))
+
+
+def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
+    """One in-range level (clusters, their weights, the pairs labelled with both ends' clusters,
+    edges between ranges included) against the same contraction done in numpy."""
+    import gofs.partition.multilevel as multilevel
+    from gofs.spark_jobs import ScratchFrames
+
+    n, src, dst = grid(20, drop=0.1)
+    a, b = np.minimum(src, dst), np.maximum(src, dst)
+    pairs = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.arange(1, a.size + 1, dtype=np.int64)}))
+    vw = np.random.default_rng(2).integers(1, 4, n)
+    weights = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "vw": vw}))
+    ranges = {"low": 0, "width": 50, "count": 8, "mean_weight": vw.mean()}
+    held = ScratchFrames(spark, "test")
+    try:
+        clusters, coarse, labelled = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held)
+        clusters, coarse = clusters.toPandas(), coarse.toPandas()
+        labelled = labelled.toPandas().sort_values(["a", "b"])
+        contracted = multilevel._contract(held(spark.createDataFrame(labelled))).toPandas()
+    finally:
+        held.remove()
+    cluster = np.full(n, -1)
+    cluster[clusters["vid"].to_numpy()] = clusters["c"].to_numpy()
+    assert (cluster >= 0).all() and (cluster // 50 == np.arange(n) // 50).all()      # every vertex, inside its range
+    assert (cluster[cluster] == cluster).all()                                     # c: an id of the cluster itself
+    weight = np.bincount(cluster, weights=vw, minlength=n)
+    assert weight.max() <= 12 and np.unique(cluster).size < n / 2
+    assert sorted(zip(coarse["vid"], coarse["vw"])) == [(c, weight[c]) for c in np.unique(cluster)]
+    order = np.lexsort((b, a))
+    np.testing.assert_array_equal(labelled[["a", "b", "w"]].to_numpy(),
+                                  np.c_[a[order], b[order], np.arange(1, a.size + 1)[order]])
+    np.testing.assert_array_equal(labelled["ca"].to_numpy(), cluster[a[order]])
+    np.testing.assert_array_equal(labelled["cb"].to_numpy(), cluster[b[order]])
+    ca, cb = cluster[a], cluster[b]
+    apart = ca != cb
+    oracle = pd.DataFrame({"a": np.minimum(ca, cb)[apart], "b": np.maximum(ca, cb)[apart],
+                           "w": np.arange(1, a.size + 1)[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
+    got = contracted.sort_values(["a", "b"], ignore_index=True)
+    np.testing.assert_array_equal(got[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
