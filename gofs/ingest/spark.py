@@ -51,7 +51,7 @@ import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
-from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by
+from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -740,7 +740,7 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     vertices = numbered.where(F.col("kind") == _SLICE_ROW).select("id", (start + F.col("number")).alias("v"))
     if vertex_rows is not None and len(vertex_rows.attributes):
         vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
-    dense = edges.join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
+    dense = shuffled(edges).join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
         .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
     return vertices, run.scratch(dense), int(counts.sum())
@@ -804,7 +804,7 @@ def _subgraphs(run, edges, parts, k):
     from pyspark.sql import functions as F
 
     owner = parts.select("vid", "part")
-    labelled = run.scratch(edges
+    labelled = run.scratch(shuffled(edges)
                            .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src")
                            .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst"))
     local = labelled.where(F.col("ps") == F.col("pd")) \
@@ -902,7 +902,7 @@ def _edge_rows(edges, mapping, attributes: pa.Schema):
     far = cut.select(F.col("ps").alias("part"), F.col("dst").alias("v")) \
         .unionByName(cut.select(F.col("pd").alias("part"), F.col("src").alias("v")))
     ends = mapping.select("part", "v", "vid", "sg") \
-        .unionByName(far.join(mapping.select("v", "vid", "sg"), "v"))
+        .unionByName(shuffled(far).join(mapping.select("v", "vid", "sg"), "v"))
     return canonical.unionByName(mirrored).unionByName(ends, allowMissingColumns=True)
 
 
@@ -986,7 +986,7 @@ def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, desc
     from pyspark.sql import functions as F
 
     vertex_attributes = described.vertices.attributes if described.vertices is not None else pa.schema([])
-    vertex_rows = mapping.join(vertices, "v") \
+    vertex_rows = shuffled(mapping).join(vertices, "v") \
         .select("part", "vid", "id", "sg", *(["vattrs"] if len(vertex_attributes) else []))
     vertex_stats = run.scratch(vertex_rows.repartitionByRange(k, "part")
                                .mapInArrow(_vertex_writer(path, data, described.id_type, vertex_attributes),

@@ -57,7 +57,7 @@ from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
 from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import collect_arrow
-from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by
+from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
 
 DRIVER_BUDGET_BYTES = 48 << 20
 """Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
@@ -187,7 +187,7 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
             projected, sizes = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
         with profile.stage("refine"):
             for clusters in reversed(mappings[1:]):
-                projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+                projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
             labels, labelled = _projected(pairs, mappings[0] if mappings else None, labelled,
                                           held(projected) if len(mappings) > 1 else projected)
             refined: dict = {}
@@ -253,7 +253,7 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
                 pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
         else:
             clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
-            coarse_weights = held(clusters.join(weights, "vid").groupBy(F.col("c").alias("vid"))
+            coarse_weights = held(shuffled(clusters).join(weights, "vid").groupBy(F.col("c").alias("vid"))
                                   .agg(F.sum("vw").alias("vw")))
             labelled = None
         coarse_summary = _vertex_summary(coarse_weights)
@@ -484,7 +484,7 @@ def _clustered_pairs(pairs, clusters):
     """The pairs ``(a, b, w)`` with both ends' clusters ``(ca, cb)``."""
     from pyspark.sql import functions as F
 
-    return pairs.join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
+    return shuffled(pairs).join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
         .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b")
 
 
