@@ -138,3 +138,12 @@ def rows_by(batches, column: str):
     bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         yield int(key[lo]), table.slice(lo, hi - lo)
+
+
+def shuffled(frame):
+    """``frame`` for a join that must shuffle both sides, never broadcast one: Spark judges a
+    Parquet file by its compressed size, and an ingest's per-edge or per-vertex file (sorted,
+    dense ids) compresses to under its broadcast threshold while the rows, built into one hash
+    table through the driver, grow with the graph (a 5.6M-edge read, 4 MB on disk, did not fit
+    a 1 GiB driver)."""
+    return frame.hint("merge")

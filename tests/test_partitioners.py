@@ -274,13 +274,14 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
     noisy = metis_partition(n, src, dst, 4)
     flip = rng.random(n) < 0.1
     noisy[flip] = rng.integers(0, 4, flip.sum())
-    pairs = spark.createDataFrame(pd.DataFrame({"a": np.minimum(src, dst), "b": np.maximum(src, dst),
-                                                "w": np.ones(src.size, np.int64)}))
+    a, b = np.minimum(src, dst), np.maximum(src, dst)
+    labelled = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.ones(src.size, np.int64),
+                                                   "pa": noisy[a], "pb": noisy[b]}))
     labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
     sizes = np.bincount(noisy, minlength=4)
     held, report = ScratchFrames(spark, "test"), {}
     try:
-        rows = boundary.refine_boundary(pairs, labels, sizes, 4, 4, 0, 0, 0.05, held, report).toPandas()
+        rows = boundary.refine_boundary(labelled, labels, sizes, 4, 4, 0, 0, 0.05, held, report).toPandas()
     finally:
         held.remove()
     parts = np.empty(n, np.int32)
@@ -294,13 +295,10 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
 def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(spark, monkeypatch):
     import gofs.partition.multilevel as multilevel
 
-    def no_clusters(cluster_weight, seed):
-        def clusters_of(rows):
-            ids = rows["a"][rows["vertex"]].to_numpy()
-            return pd.DataFrame({"vid": ids, "c": ids})
-        return clusters_of
+    def no_clusters(ids, vw, heads, tails, w, cluster_weight, seed):
+        return ids
 
-    monkeypatch.setattr(multilevel, "_matched_clusters", no_clusters)      # every in-range level stalls
+    monkeypatch.setattr(multilevel, "_range_clusters", no_clusters)      # every in-range level stalls
     n, src, dst = grid(16)
     report = {}
     parts = multilevel.multilevel_partition(n, src, dst, 2, seed=1, spark=spark, cluster_rounds=1,
@@ -333,3 +331,43 @@ def test_hash_labels_on_spark_equal_the_numpy_hash(spark, seed, k):
     labels = hash_labels(spark.range(n).withColumnRenamed("id", "vid"), k, seed).toPandas().sort_values("vid")
     none = np.array([], dtype=np.int64)
     np.testing.assert_array_equal(labels["part"].to_numpy(), hash_partition(n, none, none, k, seed))
+
+
+def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
+    """One in-range level (clusters, their weights, the pairs labelled with both ends' clusters,
+    edges between ranges included) against the same contraction done in numpy."""
+    import gofs.partition.multilevel as multilevel
+    from gofs.spark_jobs import ScratchFrames
+
+    n, src, dst = grid(20, drop=0.1)
+    a, b = np.minimum(src, dst), np.maximum(src, dst)
+    pairs = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.arange(1, a.size + 1, dtype=np.int64)}))
+    vw = np.random.default_rng(2).integers(1, 4, n)
+    weights = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "vw": vw}))
+    ranges = {"low": 0, "width": 50, "count": 8, "mean_weight": vw.mean()}
+    held = ScratchFrames(spark, "test")
+    try:
+        clusters, coarse, labelled = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held)
+        clusters, coarse = clusters.toPandas(), coarse.toPandas()
+        labelled = labelled.toPandas().sort_values(["a", "b"])
+        contracted = multilevel._contract(held(spark.createDataFrame(labelled))).toPandas()
+    finally:
+        held.remove()
+    cluster = np.full(n, -1)
+    cluster[clusters["vid"].to_numpy()] = clusters["c"].to_numpy()
+    assert (cluster >= 0).all() and (cluster // 50 == np.arange(n) // 50).all()      # every vertex, inside its range
+    assert (cluster[cluster] == cluster).all()                                     # c: an id of the cluster itself
+    weight = np.bincount(cluster, weights=vw, minlength=n)
+    assert weight.max() <= 12 and np.unique(cluster).size < n / 2
+    assert sorted(zip(coarse["vid"], coarse["vw"])) == [(c, weight[c]) for c in np.unique(cluster)]
+    order = np.lexsort((b, a))
+    np.testing.assert_array_equal(labelled[["a", "b", "w"]].to_numpy(),
+                                  np.c_[a[order], b[order], np.arange(1, a.size + 1)[order]])
+    np.testing.assert_array_equal(labelled["ca"].to_numpy(), cluster[a[order]])
+    np.testing.assert_array_equal(labelled["cb"].to_numpy(), cluster[b[order]])
+    ca, cb = cluster[a], cluster[b]
+    apart = ca != cb
+    oracle = pd.DataFrame({"a": np.minimum(ca, cb)[apart], "b": np.maximum(ca, cb)[apart],
+                           "w": np.arange(1, a.size + 1)[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
+    got = contracted.sort_values(["a", "b"], ignore_index=True)
+    np.testing.assert_array_equal(got[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())

@@ -51,7 +51,7 @@ import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
-from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by
+from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -710,6 +710,12 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     First appearance as the local engine counts it (:func:`gofs.ingest.local.dense_ids`): the
     vertex file's rows in order, then every ``src`` column value in edge order, then every
     ``dst`` value in edge order. Vertices only in the edges get null attributes.
+
+    Each end is a position (vertex row, then ``src`` by edge, then ``dst`` by edge); every id's
+    first position is found by one grouping and sent to the task of its slice of the position
+    range (fixed bounds: no sampling job, no global sort), which sorts its slice and numbers it
+    from 0; v is the slice's offset (from the slices' counts, which the same tasks report) plus
+    that number.
     """
     from pyspark.sql import functions as F
 
@@ -719,26 +725,56 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     if vertex_rows is not None:
         _check_unique_ids(vertex_rows)
         ends = vertex_rows.frame.select("id", F.col("vpos").alias("pos")).unionByName(ends)
-    ordered = run.keep(ends.groupBy("id").agg(F.min("pos").alias("pos")).orderBy("pos"))
-    counts, _ = _partition_counts(ordered, {})
-    vertices = _indexed(ordered, "v", counts).select("id", "v")
+    slices = int(run.spark.conf.get("spark.sql.shuffle.partitions"))
+    positions = max(1, nv + 2 * m)
+    first = ends.groupBy("id").agg(F.min("pos").alias("pos")) \
+        .withColumn("slice", (F.col("pos") * slices / positions).cast("int"))
+    id_type = first.schema["id"].dataType.simpleString()
+    numbered = run.scratch(first.repartition(slices, "slice")
+                           .mapInArrow(_numbered_slices, f"kind int, id {id_type}, slice int, number long"))
+    counts = np.zeros(slices, np.int64)
+    for row in numbered.where(F.col("kind") == _SLICE_SIZE).select("slice", "number").collect():
+        counts[row["slice"]] += row["number"]
+    offsets = np.concatenate([[0], np.cumsum(counts)])[:-1]
+    start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.col("slice") + 1)
+    vertices = numbered.where(F.col("kind") == _SLICE_ROW).select("id", (start + F.col("number")).alias("v"))
     if vertex_rows is not None and len(vertex_rows.attributes):
-        vertices = vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left")
-    vertices = run.scratch(vertices)
-    dense = edges.join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
+        vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
+    dense = shuffled(edges).join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
         .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
-    return vertices, run.scratch(dense), sum(counts.values())
+    return vertices, run.scratch(dense), int(counts.sum())
+
+
+_SLICE_ROW, _SLICE_SIZE = 0, 1      # kinds of a numbering task's rows
+
+
+def _numbered_slices(batches):
+    """Task: each slice of first positions it holds, sorted, numbered from 0: ``(ROW, id, slice,
+    number)`` per id and one ``(SIZE, null, slice, count)``."""
+    for piece, rows in rows_by(batches, "slice"):
+        rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
+        count = rows.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(np.full(count, _SLICE_ROW, np.int32)), rows.column("id").combine_chunks(),
+             pa.array(np.full(count, piece, np.int32)), pa.array(np.arange(count, dtype=np.int64))],
+            names=["kind", "id", "slice", "number"])
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([_SLICE_SIZE], pa.int32()), pa.nulls(1, rows.schema.field("id").type),
+             pa.array([piece], pa.int32()), pa.array([count], pa.int64())],
+            names=["kind", "id", "slice", "number"])
 
 
 # --------------------------------------------------------------------------- sub-graphs
 
-_DISCOVERED = "v long, part int, lvid long, lsg long"
+_DISCOVERED = "kind int, v long, part int, lvid long, lsg long"
+_MEMBER_ROW, _PARTITION_SIZE = 0, 1     # kinds of a discovery task's rows
 
 
 def _discover_partitions(batches):
     """Task: for each partition in this task, the sub-graphs of its local edges (scipy kernel)
-    and its vertices' positions: ``(v, part, lvid, lsg)`` numbered inside the partition.
+    and its vertices' positions: ``(MEMBER_ROW, v, part, lvid, lsg)`` numbered inside the
+    partition, and its size: ``(PARTITION_SIZE, 0, part, vertices, sub-graphs)``.
 
     Rows are a partition's vertices ``(part, v, -1)`` and local edges ``(part, src, dst)``.
     Vertices are numbered in dense-id order before discovery, as the local engine does."""
@@ -750,8 +786,13 @@ def _discover_partitions(batches):
         d = np.searchsorted(members, b[~is_vertex])
         found = discover(members.size, s, d, np.zeros(members.size, np.int64), 1)
         yield pa.RecordBatch.from_pydict({
-            "v": members, "part": np.full(members.size, p, np.int32),
+            "kind": np.full(members.size, _MEMBER_ROW, np.int32), "v": members,
+            "part": np.full(members.size, p, np.int32),
             "lvid": found.new_of_old, "lsg": found.subgraph[found.new_of_old]})
+        subgraphs = int(found.subgraph.max()) + 1 if members.size else 0
+        yield pa.RecordBatch.from_pydict({"kind": np.array([_PARTITION_SIZE], np.int32), "v": np.zeros(1, np.int64),
+                                          "part": np.array([p], np.int32), "lvid": np.array([members.size], np.int64),
+                                          "lsg": np.array([subgraphs], np.int64)})
 
 
 def _subgraphs(run, edges, parts, k):
@@ -763,7 +804,7 @@ def _subgraphs(run, edges, parts, k):
     from pyspark.sql import functions as F
 
     owner = parts.select("vid", "part")
-    labelled = run.scratch(edges
+    labelled = run.scratch(shuffled(edges)
                            .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src")
                            .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst"))
     local = labelled.where(F.col("ps") == F.col("pd")) \
@@ -771,19 +812,19 @@ def _subgraphs(run, edges, parts, k):
     members = owner.select("part", F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"))
     found = run.scratch(members.unionByName(local).repartitionByRange(k, "part")
                         .mapInArrow(_discover_partitions, _DISCOVERED))
-    sizes = found.groupBy("part").agg(F.count(F.lit(1)).alias("n"), (F.max("lsg") + 1).alias("sgs")).collect()
     num_vertices = np.zeros(k, np.int64)
     num_subgraphs = np.zeros(k, np.int64)
-    for row in sizes:
-        num_vertices[row["part"]], num_subgraphs[row["part"]] = row["n"], row["sgs"]
+    for row in found.where(F.col("kind") == _PARTITION_SIZE).select("part", "lvid", "lsg").collect():
+        num_vertices[row["part"]], num_subgraphs[row["part"]] = row["lvid"], row["lsg"]
     offsets = {"vertex": np.concatenate([[0], np.cumsum(num_vertices)]),
                "subgraph": np.concatenate([[0], np.cumsum(num_subgraphs)])}
 
     def lookup(values):
         return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
 
-    mapping = run.scratch(found.select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
-                                       (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg")))
+    mapping = found.where(F.col("kind") == _MEMBER_ROW) \
+        .select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
+                (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg"))
     return labelled, mapping, offsets
 
 
@@ -861,7 +902,7 @@ def _edge_rows(edges, mapping, attributes: pa.Schema):
     far = cut.select(F.col("ps").alias("part"), F.col("dst").alias("v")) \
         .unionByName(cut.select(F.col("pd").alias("part"), F.col("src").alias("v")))
     ends = mapping.select("part", "v", "vid", "sg") \
-        .unionByName(far.join(mapping.select("v", "vid", "sg"), "v"))
+        .unionByName(shuffled(far).join(mapping.select("v", "vid", "sg"), "v"))
     return canonical.unionByName(mirrored).unionByName(ends, allowMissingColumns=True)
 
 
@@ -945,7 +986,7 @@ def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, desc
     from pyspark.sql import functions as F
 
     vertex_attributes = described.vertices.attributes if described.vertices is not None else pa.schema([])
-    vertex_rows = mapping.join(vertices, "v") \
+    vertex_rows = shuffled(mapping).join(vertices, "v") \
         .select("part", "vid", "id", "sg", *(["vattrs"] if len(vertex_attributes) else []))
     vertex_stats = run.scratch(vertex_rows.repartitionByRange(k, "part")
                                .mapInArrow(_vertex_writer(path, data, described.id_type, vertex_attributes),

@@ -148,15 +148,31 @@ def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_mov
     return refine
 
 
-def refine_boundary(pairs, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
+_ENDS = "u long, v long, pu int, pv int, w long"
+
+
+def _boundary_ends(batches):
+    """Task: of the edge ends it holds (all of each ``u``'s: split by ``u``), those of vertices
+    with an end in another partition."""
+    batches = list(batches)
+    if not batches:
+        return
+    ends = pa.Table.from_batches(batches)
+    u = ends.column("u").to_numpy()
+    cut = ends.column("pu").to_numpy() != ends.column("pv").to_numpy()
+    if cut.any():
+        yield from ends.filter(pa.array(np.isin(u, np.unique(u[cut])))).to_batches()
+
+
+def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
                     capacity_slack: float, held, report: dict | None = None):
     """The partition ``labels`` ``(vid, part)`` after boundary-only refinement, as ``(vid, part)``.
 
-    ``pairs`` ``(a, b, w)``: each undirected edge once, no self-loops; ``sizes``: the vertices
-    ``labels`` puts in each partition; ``held`` (:class:`gofs.spark_jobs.ScratchFrames`) keeps
-    the intermediate frames. Partitions end with at most ``(1 + capacity_slack) n / k`` vertices,
-    as far as their boundary vertices allow. ``report`` receives ``moves`` (per round, summed over
-    the tasks) and ``start_balance``.
+    ``labelled`` ``(a, b, w, pa, pb)``: each undirected edge once, no self-loops, with both ends'
+    partitions; ``sizes``: the vertices ``labels`` puts in each partition; ``held``
+    (:class:`gofs.spark_jobs.ScratchFrames`) keeps the intermediate frames. Partitions end with at
+    most ``(1 + capacity_slack) n / k`` vertices, as far as their boundary vertices allow.
+    ``report`` receives ``moves`` (per round, summed over the tasks) and ``start_balance``.
     """
     from pyspark.sql import functions as F
 
@@ -165,14 +181,12 @@ def refine_boundary(pairs, labels, sizes: np.ndarray, k: int, rounds: int, min_m
     n = int(sizes.sum())
     report["start_balance"] = float(sizes.max() * k / n) if n else 1.0
     capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
-    labelled = pairs.join(labels.select(F.col("vid").alias("a"), F.col("part").alias("pa")), "a") \
-        .join(labels.select(F.col("vid").alias("b"), F.col("part").alias("pb")), "b")
-    ends = labelled.select(F.col("a").alias("u"), F.col("b").alias("v"), F.col("pa").alias("pu"),
-                           F.col("pb").alias("pv"), "w") \
-        .unionByName(labelled.select(F.col("b").alias("u"), F.col("a").alias("v"), F.col("pb").alias("pu"),
-                                     F.col("pa").alias("pv"), "w"))
-    boundary = ends.where(F.col("pu") != F.col("pv")).select("u").distinct()
-    incident = held(ends.join(boundary, "u", "leftsemi"))
+    ends = labelled.select(F.col("a").alias("u"), F.col("b").alias("v"), F.col("pa").cast("int").alias("pu"),
+                           F.col("pb").cast("int").alias("pv"), "w") \
+        .unionByName(labelled.select(F.col("b").alias("u"), F.col("a").alias("v"), F.col("pb").cast("int").alias("pu"),
+                                     F.col("pa").cast("int").alias("pv"), "w"))
+    slices = int(labelled.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    incident = held(ends.repartition(slices, "u").mapInArrow(_boundary_ends, _ENDS))
     groups = max(1, math.ceil(incident.count() / ROWS_PER_TASK))
     spread = F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("u")), F.lit(groups)).cast("int")
     result = held(incident.withColumn("g", spread).repartition(groups, "g")

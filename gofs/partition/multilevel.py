@@ -57,7 +57,7 @@ from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
 from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import collect_arrow
-from gofs.spark_jobs import JobProfile, ScratchFrames
+from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
 
 DRIVER_BUDGET_BYTES = 48 << 20
 """Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
@@ -180,16 +180,18 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
             pair_summary = _pair_summary(pairs, summary)
             level = {"vertices": summary["vertices"], "edges": pair_summary["edges"]}
         with profile.stage("coarsen"):
-            coarse_weights, coarse_pairs, mappings, levels = _coarsen(weights, pairs, level, (summary, pair_summary),
-                                                                      k, cluster_rounds, seed, driver_budget_bytes,
-                                                                      driver_budget_edges, held, seconds["levels"])
+            coarse_weights, coarse_pairs, mappings, labelled, levels = _coarsen(
+                weights, pairs, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
+                driver_budget_edges, held, seconds["levels"])
         with profile.stage("metis"):
             projected, sizes = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
         with profile.stage("refine"):
-            for clusters in reversed(mappings):
-                projected = clusters.join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+            for clusters in reversed(mappings[1:]):
+                projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+            labels, labelled = _projected(pairs, mappings[0] if mappings else None, labelled,
+                                          held(projected) if len(mappings) > 1 else projected)
             refined: dict = {}
-            labels = refine_boundary(pairs, held(projected), sizes, k, refine_iterations,
+            labels = refine_boundary(labelled, labels, sizes, k, refine_iterations,
                                      math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
                                      refined).localCheckpoint()
             report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
@@ -200,10 +202,31 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
     return labels
 
 
+def _projected(pairs, clusters, labelled, coarse_labels):
+    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb)``, from the partition
+    ``coarse_labels`` ``(vid, part)`` of the first level's clusters (of the vertices themselves
+    when no level was needed) and that level's ``clusters`` and ``labelled`` pairs
+    (:func:`_coarsen`): the pairs meet only the coarse table (small: Spark broadcasts it), not
+    the vertices' labels."""
+    from pyspark.sql import functions as F
+
+    if clusters is None:
+        labelled = pairs.select("a", "b", "w", F.col("a").alias("ca"), F.col("b").alias("cb"))
+        labels = coarse_labels
+    else:
+        labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part")
+    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa")), "ca") \
+        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb")), "cb") \
+        .select("a", "b", "w", "pa", "pb")
+    return labels, labelled
+
+
 def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int, seed: int, budget_bytes: int,
              budget_edges: int | None, held, seconds: list):
     """Cluster and contract until the coarse graph fits the budget: the coarse ``(vid, vw)`` and
-    ``(a, b, w)`` frames, the cluster mapping of every level (finest first) and the level sizes.
+    ``(a, b, w)`` frames, the cluster mapping of every level (finest first), the input pairs
+    with their first-level clusters ``(a, b, w, ca, cb)`` (None if no level) and the level sizes.
     ``summaries`` are the :func:`_vertex_summary` of ``weights`` and the :func:`_pair_summary` of ``pairs``."""
     from pyspark.sql import functions as F
 
@@ -213,7 +236,7 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
 
     summary, pair_summary = summaries
     bound = max(1, math.ceil(level["vertices"] / (k * _CLUSTERS_PER_PARTITION)))
-    mappings, levels, attempts, ranges_stalled = [], [level], 0, False
+    mappings, levels, attempts, ranges_stalled, first_labelled = [], [level], 0, False, None
     while too_big(levels[-1]):
         attempts += 1
         if attempts > _MAX_LEVELS:
@@ -226,12 +249,13 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
         if ranges is not None:
             wanted = budget_bytes / (BYTES_PER_COARSE_VERTEX + 3 * BYTES_PER_COARSE_EDGE)   # ~3 edges each
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
-            clusters = held(_cluster_in_ranges(pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]),
-                                               seed))
+            clusters, coarse_weights, labelled = _level_in_ranges(
+                pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
         else:
             clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
-        coarse_weights = held(clusters.join(weights, "vid").groupBy(F.col("c").alias("vid"))
-                              .agg(F.sum("vw").alias("vw")))
+            coarse_weights = held(shuffled(clusters).join(weights, "vid").groupBy(F.col("c").alias("vid"))
+                                  .agg(F.sum("vw").alias("vw")))
+            labelled = None
         coarse_summary = _vertex_summary(coarse_weights)
         coarse_n = coarse_summary["vertices"]
         clustered = time.perf_counter() - clock
@@ -244,14 +268,20 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
             seconds.append({"cluster": clustered, "stalled": True, "in_ranges": ranges is not None})
             continue
         ranges_stalled = False
-        pairs = held(_contract(pairs, clusters))
+        if labelled is None:
+            labelled = _clustered_pairs(pairs, clusters)
+            if not mappings:            # the input pairs: the refinement reads them again
+                labelled = held(labelled)
+        if not mappings:
+            first_labelled = labelled
+        pairs = held(_contract(labelled))
         weights, summary = coarse_weights, coarse_summary
         pair_summary = _pair_summary(pairs, summary)
         mappings.append(clusters)
         levels.append({"vertices": coarse_n, "edges": pair_summary["edges"]})
         seconds.append({"cluster": clustered, "contract": time.perf_counter() - clock - clustered,
                         "in_ranges": ranges is not None})
-    return weights, pairs, mappings, levels
+    return weights, pairs, mappings, first_labelled, levels
 
 
 def _both_ways(pairs):
@@ -348,21 +378,34 @@ def _id_ranges(vertices: dict, pairs: dict, spark) -> dict | None:
     the smallest id of their cluster, so they keep it too). Then ``slices`` ranges of
     consecutive ids hold nearly all edges, and each range can be clustered as a whole
     graph in one task. Decided from the level's summaries (:func:`_vertex_summary`,
-    :func:`_pair_summary`), without a job. Returns ``{"low", "width", "mean_weight"}``
+    :func:`_pair_summary`), without a job. Returns ``{"low", "width", "mean_weight", "count"}``
     (range r holds the ids ``low + r * width`` up to the next range), or None when less
     than ``_RANGE_SHARE`` of the edge weight lies within ranges (e.g. R-MAT's ids).
     """
     width = _range_width(vertices, spark)
     if width is None or not pairs["weight"] or pairs["inside"] < _RANGE_SHARE * pairs["weight"]:
         return None
-    return {"low": int(vertices["low"]), "width": int(width), "mean_weight": vertices["weight"] / vertices["vertices"]}
+    return {"low": int(vertices["low"]), "width": int(width), "mean_weight": vertices["weight"] / vertices["vertices"],
+            "count": -(-(int(vertices["high"]) - int(vertices["low"]) + 1) // width)}
 
 
-def _cluster_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int):
-    """``(vid, c)``: each id range's graph (its vertices, the edges inside it) clustered by
-    heavy-edge matching (:func:`gofs.partition.matching.heavy_edge_clusters`) into clusters of
-    at most ``cluster_weight`` vertex weight, in the task that holds the range; c is the
-    smallest id of the cluster. Edges between ranges only become coarse edges."""
+_MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B = range(5)     # kinds of a range task's rows
+_LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
+
+
+def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held):
+    """One coarsening level clustered inside id ranges: ``(clusters, coarse weights, labelled
+    pairs)`` as ``(vid, c)``, ``(vid, vw)`` and ``(a, b, w, ca, cb)`` frames.
+
+    Each range's graph (its vertices, the edges inside it) is clustered by heavy-edge matching
+    (:func:`gofs.partition.matching.heavy_edge_clusters`) into clusters of at most
+    ``cluster_weight`` vertex weight, in the task that holds the range; c is the smallest id of
+    the cluster. A cluster never leaves its range, so the same task also sums its clusters'
+    weights and labels its inner edges with both ends' clusters (one Spark pass, no join with
+    the vertices); an edge between two ranges goes to both, each naming its own end's cluster,
+    and only those edges meet again by a grouping. Coarse vertex ids keep the ids' locality for
+    the next level.
+    """
     from pyspark.sql import functions as F
 
     low, width = ranges["low"], ranges["width"]
@@ -370,46 +413,87 @@ def _cluster_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed
     def range_of(column):
         return F.floor((F.col(column) - low) / width)
 
-    vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"), F.col("vid").alias("b"),
-                                 F.col("vw").alias("w"), F.lit(True).alias("vertex"))
-    edge_rows = pairs.where(range_of("a") == range_of("b")) \
-        .select(range_of("a").alias("r"), "a", "b", "w", F.lit(False).alias("vertex"))
-    return vertex_rows.unionByName(edge_rows).groupBy("r") \
-        .applyInPandas(_matched_clusters(cluster_weight, seed), "vid long, c long")
+    vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"),
+                                 F.col("vw").alias("w"))
+    edge_rows = pairs.select(range_of("a").alias("r"), "a", "b", "w")
+    far_ends = pairs.where(range_of("a") != range_of("b")).select(range_of("b").alias("r"), "a", "b", "w")
+    level = held(vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(ranges["count"], "r")
+                 .mapInArrow(_clustered_ranges(_range_clusters, cluster_weight, seed), _LEVEL_ROWS))
+    kind = F.col("kind")
+    crossing = level.where(kind.isin(_CROSS_A, _CROSS_B)).groupBy("a", "b") \
+        .agg(F.max("w").alias("w"), F.max(F.when(kind == _CROSS_A, F.col("ca"))).alias("ca"),
+             F.max(F.when(kind == _CROSS_B, F.col("cb"))).alias("cb"))
+    labelled = level.where(kind == _INNER).select("a", "b", "w", "ca", "cb").unionByName(crossing)
+    return (level.where(kind == _MEMBER).select(F.col("a").alias("vid"), F.col("ca").alias("c")),
+            level.where(kind == _COARSE_VERTEX).select(F.col("a").alias("vid"), F.col("w").alias("vw")),
+            labelled)
 
 
-def _matched_clusters(cluster_weight: float, seed: int):
-    """Task: one id range's rows (its vertices ``(a, a, vw, True)``, its edges
-    ``(a, b, w, False)``) -> a ``(vid, c)`` frame."""
-    def clusters_of(rows):
-        import pandas as pd
-        import scipy.sparse as sp
+def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) -> np.ndarray:
+    """The cluster of each of one range's vertices ``ids`` (sorted, weights ``vw``), given its
+    inner edges as positions ``heads``, ``tails`` in ``ids`` with weights ``w``: the smallest id
+    of the cluster."""
+    import scipy.sparse as sp
 
-        is_vertex = rows["vertex"].to_numpy(dtype=bool)
-        order = np.argsort(rows["a"].to_numpy()[is_vertex], kind="stable")
-        ids = rows["a"].to_numpy()[is_vertex][order]
-        vw = rows["w"].to_numpy()[is_vertex][order].astype(np.float64)
-        edges = rows[~is_vertex]
-        heads, tails = np.searchsorted(ids, edges["a"].to_numpy()), np.searchsorted(ids, edges["b"].to_numpy())
-        w = edges["w"].to_numpy().astype(np.float64)
-        both = sp.csr_matrix((np.r_[w, w], (np.r_[heads, tails], np.r_[tails, heads])), shape=(ids.size, ids.size))
-        wanted = math.ceil(2 * vw.sum() / cluster_weight)
-        label = heavy_edge_clusters(both.indptr.astype(np.int64), both.indices.astype(np.int64),
-                                    both.data.astype(np.float64), vw, float(cluster_weight), wanted, seed)
-        _, first, cluster = np.unique(label, return_index=True, return_inverse=True)
-        return pd.DataFrame({"vid": ids, "c": ids[first][cluster]})
-
-    return clusters_of
+    w = w.astype(np.float64)
+    both = sp.csr_matrix((np.r_[w, w], (np.r_[heads, tails], np.r_[tails, heads])), shape=(ids.size, ids.size))
+    wanted = math.ceil(2 * vw.sum() / cluster_weight)
+    label = heavy_edge_clusters(both.indptr.astype(np.int64), both.indices.astype(np.int64),
+                                both.data.astype(np.float64), vw.astype(np.float64), float(cluster_weight), wanted,
+                                seed)
+    _, first, cluster = np.unique(label, return_index=True, return_inverse=True)
+    return ids[first][cluster]
 
 
-def _contract(pairs, clusters):
-    """The coarse pairs ``(a, b, w)``, ``a < b``: edges between clusters, weights summed, inner
-    edges dropped. Joins each undirected pair once, not both of its directions."""
+def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
+    """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)``, edges
+    ``(a, b, w)``, ``a < b``, with at least one end in the range), the rows of
+    :func:`_level_in_ranges`: each vertex's cluster (``clusters_of``: :func:`_range_clusters`),
+    each cluster's weight, the inner edges with both ends' clusters and each edge to another
+    range with this end's cluster."""
+    def level(batches):
+        for _, rows in rows_by(batches, "r"):
+            a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
+            is_vertex = b < 0
+            order = np.argsort(a[is_vertex], kind="stable")
+            ids, vw = a[is_vertex][order], w[is_vertex][order]
+            a, b, w = a[~is_vertex], b[~is_vertex], w[~is_vertex]
+            at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
+            at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
+            in_a, in_b = ids[at_a] == a, ids[at_b] == b
+            inner = in_a & in_b
+            cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
+            yield _level_batch(_MEMBER, ids, ca=cluster)
+            coarse, members = np.unique(cluster, return_inverse=True)
+            yield _level_batch(_COARSE_VERTEX, coarse, w=np.bincount(members, weights=vw).astype(np.int64))
+            yield _level_batch(_INNER, a[inner], b[inner], w[inner], cluster[at_a[inner]], cluster[at_b[inner]])
+            only_a, only_b = in_a & ~in_b, in_b & ~in_a
+            yield _level_batch(_CROSS_A, a[only_a], b[only_a], w[only_a], ca=cluster[at_a[only_a]])
+            yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cb=cluster[at_b[only_b]])
+    return level
+
+
+def _level_batch(kind: int, a, b=None, w=None, ca=None, cb=None) -> pa.RecordBatch:
+    zeros = np.zeros(a.size, np.int64)
+    return pa.RecordBatch.from_pydict({"kind": np.full(a.size, kind, np.int32), "a": a.astype(np.int64),
+                                       **{name: zeros if x is None else x.astype(np.int64)
+                                          for name, x in (("b", b), ("w", w), ("ca", ca), ("cb", cb))}})
+
+
+def _clustered_pairs(pairs, clusters):
+    """The pairs ``(a, b, w)`` with both ends' clusters ``(ca, cb)``."""
     from pyspark.sql import functions as F
 
-    return pairs.join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
-        .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b") \
-        .where(F.col("ca") != F.col("cb")) \
+    return shuffled(pairs).join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
+        .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b")
+
+
+def _contract(labelled):
+    """The coarse pairs ``(a, b, w)``, ``a < b``, of pairs labelled with their clusters
+    ``(a, b, w, ca, cb)``: edges between clusters, weights summed, inner edges dropped."""
+    from pyspark.sql import functions as F
+
+    return labelled.where(F.col("ca") != F.col("cb")) \
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
