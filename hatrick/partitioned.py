@@ -52,13 +52,11 @@ import time
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from gopher.channel import Listener, connect
 from hatrick import datafile
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
-                          reachable_frame, reachable_pairs, same_label_pairs, select_vertices,
+                          reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
                           vertex_frame)
 from hatrick.ring import bucket_of
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
@@ -632,9 +630,8 @@ def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     order = np.argsort(keys)
     rank = np.empty(len(keys), np.int64)
     rank[order] = np.arange(len(keys))
-    keys, pairs, size = keys[order], rank[codes], len(keys)
-    edges = sp.csr_matrix((np.ones(len(u)), (pairs[:len(u)], pairs[len(u):])), shape=(size, size))
-    return MergedLabels(offsets, keys, connected_components(edges, directed=False)[1])
+    keys, pairs = keys[order], rank[codes]
+    return MergedLabels(offsets, keys, smallest_members(len(keys), pairs[:len(u)], pairs[len(u):]))
 
 
 class PartitionedGraph:
