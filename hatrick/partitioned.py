@@ -123,6 +123,8 @@ class Worker:
         self._listener = self._inbox = self._key = None
         self._sending: list[threading.Thread] = []
         self._entries = np.zeros(0, np.int64)
+        self._sent = {"ids": None, "owner": None, "label": None, "count": 0}   # the last send_ghosts, for changes
+        self._held: dict = {}           # by sender: the ghosts it holds of vertices owned here (join_ghosts)
         self._early: dict = {}          # payloads that arrived before they were asked for, by kind
         self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
         self._merged = None             # on the merger: the last merge_labels result
@@ -284,45 +286,75 @@ class Worker:
         return self.state.template.size if self.state.template is not None else 0
 
     def send_ghosts(self, peers: list) -> tuple[int, list, dict | None]:
-        """First half of the boundary exchange: its :meth:`ghosts` (id, vid, local label) go to
-        their owners, worker ``o`` at ``peers[o]`` (one message to every other worker, empty ones
-        too, on threads); with ``peers[o]`` None they are returned for the caller to hand over.
-        Answers (size of its label space, the vertex attributes it knows, those payloads)."""
+        """First half of the boundary exchange: what changed among its :meth:`ghosts` since the last
+        exchange goes to their owners, worker ``o`` at ``peers[o]`` (one message to every other
+        worker, empty ones too, on threads); with ``peers[o]`` None they are returned for the
+        caller to hand over. A message holds (vid, id, local label) of each ghost whose label
+        changed, appeared or went (label -1); the owner keeps the rest from earlier messages
+        (:meth:`join_ghosts`), so a batch sends ~8% of the boundary on a random graph, not all of
+        it. Everything is sent again (``full``) when the vids here were renumbered (a move
+        rebuilt the state) or the owner map changed. Answers (size of its label space, the
+        vertex attributes it knows, those payloads)."""
+        s = self.state
         vids = self.ghosts()
-        ids, labels = self.state.ids.to_numpy()[vids], self.state.comp[vids]
-        owners = self.owner[self._vid_buckets()[vids]]
+        label = np.full(len(s.comp), -1, np.int64)
+        label[vids] = s.comp[vids]
+        full = not self._same_ghost_numbering()
+        before = np.full(len(label), -1, np.int64)
+        if not full:
+            known = min(len(self._sent["label"]), len(label))
+            before[:known] = self._sent["label"][:known]
+        changed = np.flatnonzero(label != before)
+        self._sent = {"ids": s.ids, "owner": self.owner, "label": label, "count": self._sent["count"] + 1}
+        owners = self.owner[self._vid_buckets()[changed]]
+        ids = s.ids.to_numpy()
         handed = {}
         for o, peer in enumerate(peers):
             if o != self.index:
-                mine = owners == o
-                payload = datafile.dumps({"sender": self.index, "ids": ids[mine], "vids": vids[mine],
-                                          "template_size": self._template_size(), "labels": labels[mine]})
+                mine = changed[owners == o]
+                payload = datafile.dumps({"sender": self.index, "full": full, "count": self._sent["count"],
+                                          "ids": ids[mine], "vids": mine, "labels": label[mine],
+                                          "template_size": self._template_size()})
                 if peer is None:
                     handed[o] = payload
                 else:
                     self._send(peer, GHOSTS, payload)
-        return self.num_labels(), sorted(self.state.vattrs), handed or None
+        return self.num_labels(), sorted(s.vattrs), handed or None
+
+    def _same_ghost_numbering(self) -> bool:
+        """Whether the last :meth:`send_ghosts` named vertices by the same vids as now and under the
+        same owner map (a batch only appends ids; a move rebuilds the state and renumbers)."""
+        sent = self._sent
+        if sent["label"] is None or not np.array_equal(sent["owner"], self.owner):
+            return False
+        ids, before = self.state.ids, sent["ids"]
+        return ids is before or (len(before) <= len(ids) and ids[:len(before)].equals(before))
 
     def join_ghosts(self, arriving: int, handed: list, merger=None) -> bytes | None:
         """Second half: from the ghosts other workers hold of vertices owned here (``arriving``
-        messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads), the distinct
-        (sender, sender's label, label here) they join, so the merge follows the distinct label
-        pairs, not the boundary's vertices. They go to the merger (worker :data:`MERGER`, at
-        ``merger``; kept if this is it), so the driver never holds the boundary; with
-        ``merger`` None they are returned for the caller to hand over. Those vertices are kept
-        as this worker's entries (where paths come in, for :meth:`reach_summary`)."""
+        messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads, applied to what each
+        sender sent before), the distinct (sender, sender's label, label here) they join, so the
+        merge follows the distinct label pairs, not the boundary's vertices. They go to the merger
+        (worker :data:`MERGER`, at ``merger``; kept if this is it), so the driver never holds the
+        boundary; with ``merger`` None they are returned for the caller to hand over. Those
+        vertices are kept as this worker's entries (where paths come in, for :meth:`reach_summary`)."""
         messages = [datafile.loads(p) for p in handed] + [datafile.loads(self._receive(GHOSTS))
                                                           for _ in range(arriving)]
+        self._held = {m["sender"]: self._held_ghosts(m) for m in messages}     # senders gone are dropped
         senders, theirs, mine, entries = [], [], [], []
         size = self.num_labels() + 1
-        for m in messages:
-            here = self._ghost_labels(m)
-            known = here >= 0
-            pairs = pd.unique(m["labels"][known].astype(np.int64) * size + here[known])
-            senders.append(np.full(len(pairs), m["sender"], np.int64))
+        ids = self.state.ids.to_numpy()
+        for sender, held in sorted(self._held.items()):
+            at = np.flatnonzero(held["label"] >= 0)
+            here = self._ghost_vids(at, held["ids"][at], held["template_size"])
+            alive = np.zeros(len(here), bool)
+            alive[here >= 0] = self.state.alive[here[here >= 0]]
+            here = here[alive]
+            pairs = pd.unique(held["label"][at[alive]] * size + self.state.comp[here])
+            senders.append(np.full(len(pairs), sender, np.int64))
             theirs.append(pairs // size)
             mine.append(pairs % size)
-            entries.append(m["ids"][known])
+            entries.append(ids[here])
         self._entries = np.concatenate(entries) if entries else np.zeros(0, np.int64)     # distinct per sender
         joins = {"owner": self.index, "size": self.num_labels(), "senders": _joined(senders),
                  "theirs": _joined(theirs), "mine": _joined(mine)}
@@ -334,6 +366,40 @@ class Worker:
             return payload
         self._send(merger, JOINS, payload)
         return None
+
+    def _held_ghosts(self, message: dict) -> dict:
+        """What sender ``message["sender"]`` holds as ghosts of vertices owned here, by its vids
+        (``label`` -1: none), after applying ``message`` to what it sent before."""
+        held = None if message["full"] else self._held.get(message["sender"])
+        if not message["full"] and (held is None or held["count"] + 1 != message["count"]):
+            raise RuntimeError(f"hatrick worker {self.index}: ghost changes from worker {message['sender']} arrived "
+                               f"out of order (message {message['count']}, held "
+                               f"{None if held is None else held['count']})")
+        vids = np.asarray(message["vids"], np.int64)
+        size = int(vids.max()) + 1 if len(vids) else 0
+        if held is None or size > len(held["label"]):       # grown by the vertices the sender added
+            label = np.full(max(size, len(held["label"]) if held else 0), -1, np.int64)
+            held_ids = np.empty(len(label), dtype=np.asarray(message["ids"]).dtype if held is None
+                                else held["ids"].dtype)
+            if held is not None:
+                label[:len(held["label"])] = held["label"]
+                held_ids[:len(held["ids"])] = held["ids"]
+        else:                                               # updated in place: O(changes)
+            label, held_ids = held["label"], held["ids"]
+        label[vids] = message["labels"]
+        held_ids[vids] = message["ids"]
+        return {"label": label, "ids": held_ids, "count": message["count"],
+                "template_size": int(message["template_size"])}
+
+    def _ghost_vids(self, vids: np.ndarray, ids: np.ndarray, template_size: int) -> np.ndarray:
+        """Vids here of another worker's vertices (its ``vids``, ``ids``; -1: unknown here). A vid
+        below both workers' template size names the same vertex on both, so only the others are
+        looked up by id (the boundary of a graph that kept its template costs no hashing)."""
+        here = vids.copy()
+        rest = np.flatnonzero(here >= min(template_size, self._template_size()))
+        if len(rest):
+            here[rest] = self.state.ids.get_indexer(ids[rest])
+        return here
 
     def merge_labels(self, arriving: int, handed: list) -> int:
         """On the merger, after its own :meth:`join_ghosts`: the other workers' label pairs
@@ -352,21 +418,6 @@ class Worker:
         """On the merger: the global component numbers of ``parts``, each (worker index, that
         worker's local labels), by the last :meth:`merge_labels`."""
         return [self._merged.of(index, labels) for index, labels in parts]
-
-    def _ghost_labels(self, message: dict) -> np.ndarray:
-        """Local label of each ghost of a :meth:`send_ghosts` message (-1: not alive here). A vid
-        below both workers' template size names the same vertex on both, so only the others
-        are looked up by id (the boundary of a graph that kept its template costs no hashing)."""
-        s = self.state
-        vids = np.asarray(message["vids"], np.int64).copy()
-        shared = vids < min(int(message["template_size"]), self._template_size())
-        rest = np.flatnonzero(~shared)
-        if len(rest):
-            vids[rest] = s.ids.get_indexer(np.asarray(message["ids"])[rest])
-        known = vids >= 0
-        alive = np.zeros(len(vids), bool)
-        alive[known] = s.alive[vids[known]]
-        return np.where(alive, s.comp[np.maximum(vids, 0)], -1)
 
     def num_labels(self) -> int:
         """Size of the local label space (labels are vids)."""
