@@ -651,38 +651,27 @@ def _all(workers: list, name: str, *args) -> list:
 
 
 class MergedLabels:
-    """Global component numbers of the workers' local labels: the labels joined through ghosts
-    (``keys``: worker offset + label, sorted) share their group's number (after every plain
-    label's); any other label keeps its own (offset + label). Its size follows the boundary."""
+    """Global component numbers of the workers' local labels: worker ``i``'s label ``l`` is number
+    ``root[offsets[i] + l]``, the smallest (offset + label) joined with it through ghosts. Held
+    by the merger (a worker): one int per label of every worker, none of it on the driver."""
 
-    def __init__(self, offsets: np.ndarray, keys: np.ndarray, group: np.ndarray):
-        self.offsets, self.keys, self.group = offsets, keys, group
+    def __init__(self, offsets: np.ndarray, root: np.ndarray):
+        self.offsets, self.root = offsets, root
 
     def of(self, index: int, labels: np.ndarray) -> np.ndarray:
         """Global numbers of worker ``index``'s local ``labels``."""
-        number = self.offsets[index] + np.asarray(labels, np.int64)
-        if len(self.keys):
-            at = np.minimum(np.searchsorted(self.keys, number), len(self.keys) - 1)
-            hit = self.keys[at] == number
-            number[hit] = self.offsets[-1] + self.group[at[hit]]
-        return number
+        return self.root[self.offsets[index] + np.asarray(labels, np.int64)]
 
 
 def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     """Local labels joined through ghosts: ``joins`` holds, per owner worker, the distinct
-    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the merger joins
-    only those labels, so its work follows the distinct label pairs on the boundary, not V."""
+    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; one union-find
+    pass over those pairs in the workers' joint label space (no sort or hashing of the pairs:
+    its work follows the boundary's label pairs plus one array over the label space)."""
     left = [offsets[senders] + theirs for senders, theirs, _ in joins]
     right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
-    if not sum(len(part) for part in left):
-        return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    u, v = np.concatenate(left), np.concatenate(right)
-    codes, keys = pd.factorize(np.concatenate([u, v]))
-    order = np.argsort(keys)
-    rank = np.empty(len(keys), np.int64)
-    rank[order] = np.arange(len(keys))
-    keys, pairs = keys[order], rank[codes]
-    return MergedLabels(offsets, keys, smallest_members(len(keys), pairs[:len(u)], pairs[len(u):]))
+    u, v = _joined(left), _joined(right)
+    return MergedLabels(offsets, smallest_members(int(offsets[-1]), u, v))
 
 
 class PartitionedGraph:
