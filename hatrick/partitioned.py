@@ -367,6 +367,18 @@ class Worker:
         self._send(merger, JOINS, payload)
         return None
 
+    def exchange(self, peers: list, selectors: list) -> tuple:
+        """The boundary exchange of a worker that reaches the others at ``peers``, in one request
+        (one round trip from the driver, not four or more): :meth:`send_ghosts`,
+        :meth:`join_ghosts` (its pairs to the merger), on the merger :meth:`merge_labels`, then
+        :meth:`owned_labels` of each of ``selectors``; answers their answers in that order
+        (None for merge_labels on the other workers)."""
+        others = len(peers) - 1
+        sent = self.send_ghosts(peers)
+        joined = self.join_ghosts(others, [], peers[MERGER])
+        merged = self.merge_labels(others, []) if self.index == MERGER else None
+        return sent, joined, merged, [self.owned_labels(selector) for selector in selectors]
+
     def _held_ghosts(self, message: dict) -> dict:
         """What sender ``message["sender"]`` holds as ghosts of vertices owned here, by its vids
         (``label`` -1: none), after applying ``message`` to what it sent before."""
@@ -545,6 +557,19 @@ def _send_payload(peer, key, payload: bytes) -> None:
         channel.send_bytes(payload)
     finally:
         channel.close()
+
+
+class _Part:
+    """Item ``at`` (nested) of a combined request's answer (:meth:`Worker.exchange`), read when asked."""
+
+    def __init__(self, answer, *at: int):
+        self.answer, self.at = answer, at
+
+    def result(self):
+        value = self.answer.result()
+        for i in self.at:
+            value = value[i]
+        return value
 
 
 class _Done:
@@ -804,9 +829,7 @@ class PartitionedGraph:
         answers = [w.request("commit") for w in self.workers]
         exchange, self._selected = None, []
         if selections is not None and len(self.workers) > 1:
-            exchange = self._exchange()
-            if not self.directed:
-                self._selected = [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections]
+            exchange = self._exchange([] if self.directed else selections)
         for answer in answers:
             answer.result()
         self._clock = self._staged_clock
@@ -820,23 +843,28 @@ class PartitionedGraph:
                 return [a.result() for a in answers]
         return [a.result() for a in [w.request("owned_labels", selector) for w in self.workers]]
 
-    def _exchange(self) -> tuple[list, list, list]:
+    def _exchange(self, selections: list = ()) -> tuple[list, list, list]:
         """Start the boundary exchange and merge (:meth:`Worker.send_ghosts`, :meth:`Worker.join_ghosts`,
-        then :meth:`Worker.merge_labels` on the merger): workers in Spark tasks send ghosts and
-        label pairs to each other, so every request goes out at once and nothing of the boundary
-        passes through the driver; in-process ones hand theirs over through this caller.
+        then :meth:`Worker.merge_labels` on the merger) and ask for the :meth:`Worker.owned_labels`
+        of ``selections``: workers in Spark tasks send ghosts and label pairs to each other, all
+        of it in one :meth:`Worker.exchange` request each, so nothing of the boundary passes
+        through the driver; in-process ones hand theirs over through this caller.
         Returns the pending answers."""
         peers = [w.peer_address for w in self.workers]
-        sent = [w.request("send_ghosts", peers) for w in self.workers]
         merger = self.workers[MERGER]
         if all(peer is not None for peer in peers):
-            others = len(self.workers) - 1
-            joined = [w.request("join_ghosts", others, [], merger.peer_address) for w in self.workers]
-            return sent, joined, [merger.request("merge_labels", others, [])]
+            answers = [w.request("exchange", peers, list(selections)) for w in self.workers]
+            if selections:
+                self._selected = [(sel, [_Part(a, 3, j) for a in answers]) for j, sel in enumerate(selections)]
+            return [_Part(a, 0) for a in answers], [_Part(a, 1) for a in answers], [_Part(answers[MERGER], 2)]
+        sent = [w.request("send_ghosts", peers) for w in self.workers]
         handed = [answer.result()[2] or {} for answer in sent]
         joined = [w.request("join_ghosts", 0, [h[w.index] for h in handed if w.index in h]) for w in self.workers]
         pairs = [payload for payload in (answer.result() for answer in joined) if payload is not None]
-        return sent, joined, [merger.request("merge_labels", 0, pairs)]
+        merged = [merger.request("merge_labels", 0, pairs)]
+        if selections:
+            self._selected = [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections]
+        return sent, joined, merged
 
     def _boundaries(self) -> list:
         """Each worker's :meth:`Worker.send_ghosts` answer for the graph now, once the merger holds
