@@ -14,8 +14,8 @@ also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes t
 (each drops the vertex's edges it holds); the owner's verdict is the update's outcome.
 
 Components: each worker labels its own vertices (ghosts included) with local components. The
-workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`),
-each owner sends the distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one
+workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`; only
+those that changed since the last exchange, the owner keeps the rest), each owner sends the distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one
 worker, the merger, which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`)
 and answers global numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
 the boundary (on a graph without locality, a fixed share of V) never reaches the driver, which
