@@ -14,10 +14,11 @@ also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes t
 (each drops the vertex's edges it holds); the owner's verdict is the update's outcome.
 
 Components: each worker labels its own vertices (ghosts included) with local components. The
-workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`; only
-those that changed since the last exchange, the owner keeps the rest), each owner sends the distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one
-worker, the merger, which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`)
-and answers global numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
+workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`;
+only those that changed since the last exchange, the owner keeps the rest), each owner sends the
+distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one worker, the merger,
+which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`) and answers global
+numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
 the boundary (on a graph without locality, a fixed share of V) never reaches the driver, which
 holds only the labels of the vertices a result names. The exchange starts with the commit
 of a batch that live results will read, and its merge is kept until the graph changes. Labels are original ids of one member (for
@@ -678,7 +679,8 @@ def _all(workers: list, name: str, *args) -> list:
 class MergedLabels:
     """Global component numbers of the workers' local labels: worker ``i``'s label ``l`` is number
     ``root[offsets[i] + l]``, the smallest (offset + label) joined with it through ghosts. Held
-    by the merger (a worker): one int per label of every worker, none of it on the driver."""
+    by the merger worker: one int per label of every worker (with workers in Spark tasks, none
+    of it on the driver)."""
 
     def __init__(self, offsets: np.ndarray, root: np.ndarray):
         self.offsets, self.root = offsets, root
