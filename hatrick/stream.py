@@ -283,7 +283,7 @@ class Stream:
                               f"{first.producer!r} seq {first.seq}: {first.reason}", bad_rows)
         with self._lock:
             received = len(batch) + len(bad_rows)
-            batch, refused = self.marks.split(batch)
+            batch, refused, marks = self.marks.admit(batch)
             if len(refused):
                 bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
             if not len(batch):
@@ -293,7 +293,6 @@ class Stream:
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            marks = self.marks.advanced(batch)
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
             queries = self._query_records() if self._checkpoint else []
