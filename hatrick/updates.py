@@ -198,9 +198,12 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
         reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
     no_producer = col["producer"].isna().to_numpy()
     reasons.flag(no_producer, "field 'producer' is missing")
-    producer = _objects(col["producer"])
-    if no_producer.any() or not all(isinstance(p, str) for p in pd.unique(producer)):
-        producer = np.array(["" if m else str(v) for v, m in zip(producer, no_producer)], dtype=object)
+    codes, names = pd.factorize(col["producer"], use_na_sentinel=True)
+    if no_producer.any() or not all(isinstance(p, str) for p in names):
+        producer = np.array(["" if m else str(v) for v, m in zip(_objects(col["producer"]), no_producer)],
+                            dtype=object)
+    else:                                                # one Python string per producer, shared by its rows
+        producer = np.asarray(names, dtype=object)[codes]
     if _plain_kind(col["seq"]) in "iu":
         seq = col["seq"].to_numpy(np.int64)
     else:
@@ -239,14 +242,14 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
         no_attr[np.flatnonzero(setter)[~named]] = True
     reasons.flag(no_attr, "field 'attribute' must name an attribute")
     adds = op == ADD_EDGE
-    if adds.any():
+    if adds.any() and ("attribute" in frame.columns or "value" in frame.columns):
         given = adds & col["attribute"].notna().to_numpy()
         if given.any():
             named = col["attribute"].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
             reasons.flag(given & ~named, "field 'attribute' must name an attribute")
         reasons.flag(adds & ~given & col["value"].notna().to_numpy(), "field 'value' needs field 'attribute'")
     value = _objects(col["value"])
-    if len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
+    if "value" in frame.columns and len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
         odd = ~pd.Series(value, dtype=object).map(_is_scalar).to_numpy(bool)
         reasons.flag(odd, [f"field 'value': {type(v).__name__} values are not supported "
                            f"(numbers, strings, booleans or null)" for v in value[odd]])
@@ -255,6 +258,8 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     good = np.flatnonzero(~bad)
     if len(good) > 1 and (np.diff(times[good]) < 0).any():
         good = good[np.argsort(times[good], kind="stable")]
+    elif len(good) == n:                                 # every row, in order: the columns as they are
+        good = slice(None)
     batch = UpdateBatch(op[good], a[good], b[good], attribute[good], value[good], producer[good], seq[good],
                         times[good], text_values)
     if not bad.any():
