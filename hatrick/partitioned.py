@@ -53,6 +53,7 @@ import time
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from gopher.channel import Listener, connect
 from hatrick import datafile
@@ -60,41 +61,72 @@ from hatrick.live import (GraphView, State, apply_batch, build_state, components
                           reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
                           vertex_frame)
 from hatrick.ring import bucket_of
-from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
+from hatrick.updates import ADD_EDGE, ADD_VERTEX, OPS, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
 
 
 OWN, END_A, END_B, BROADCAST = range(4)     # why a worker gets a row
 GHOSTS, JOINS, BUCKETS = b"g", b"j", b"b"    # what a payload between workers holds (its first byte)
 MERGER = 0                                   # the worker that merges the boundary's label pairs
 MOVE_SECONDS = 120.0                         # how long a worker waits for buckets sent to it
+_IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)    # by op code
 
 
 def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per worker 0..W-1: the rows of ``batch`` it applies, in batch order, and why: ``OWN`` (its
     verdict is the update's), ``END_A``/``END_B`` (it owns that endpoint of an ``add_edge`` held
     elsewhere: the vertex exists) or ``BROADCAST`` (a ``remove_vertex`` of a vertex it does not own).
-    A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so each
-    worker's rows are one mask over the batch: no sort."""
+    A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so the
+    rows are dealt out in one pass over the batch (:func:`_deal`): no sort."""
     workers = int(owner.max()) + 1 if len(owner) else 1
     num_buckets = len(owner)
-    is_vertex = np.isin(batch.op, VERTEX_OPS)
+    is_vertex = _IS_VERTEX_OP[batch.op]
     bucket_a = bucket_of(batch.a, num_buckets)
-    bucket_b = np.where(is_vertex, bucket_a, bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets))
+    bucket_b = bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets)    # a vertex op's is its own
     owner_a, owner_b = owner[bucket_a], owner[bucket_b]
     target = owner_a if directed else owner[undirected_bucket(bucket_a, bucket_b)]
-    adds, removals = batch.op == ADD_EDGE, batch.op == REMOVE_VERTEX
-    out = []
-    for w in range(workers):
-        own = target == w
-        end_a = adds & (owner_a == w) & ~own
-        end_b = adds & (owner_b == w) & ~own
-        rows = np.flatnonzero(own | end_a | end_b | (removals & ~own))
-        why = np.full(len(rows), BROADCAST)
-        why[own[rows]] = OWN
-        why[end_a[rows]] = END_A
-        why[end_b[rows]] = END_B
-        out.append((rows, why))
-    return out
+    rows, why, offsets = _deal(batch.op, owner_a, owner_b, target, workers)
+    return [(rows[offsets[w]:offsets[w + 1]], why[offsets[w]:offsets[w + 1]]) for w in range(workers)]
+
+
+@njit(cache=True, nogil=True)
+def _deal(op, owner_a, owner_b, target, workers):
+    """Rows and reasons of :func:`route`, worker after worker (worker w's at offsets[w]:offsets[w+1])."""
+    counts = np.zeros(workers + 1, np.int64)
+    for i in range(len(op)):
+        t = target[i]
+        counts[t + 1] += 1
+        if op[i] == ADD_EDGE:
+            if owner_a[i] != t:
+                counts[owner_a[i] + 1] += 1
+            elif owner_b[i] != t:
+                counts[owner_b[i] + 1] += 1
+        elif op[i] == REMOVE_VERTEX:
+            for w in range(workers):
+                if w != t:
+                    counts[w + 1] += 1
+    offsets = np.cumsum(counts)
+    rows = np.empty(offsets[-1], np.int64)
+    why = np.empty(offsets[-1], np.int8)
+    fill = offsets[:-1].copy()
+    for i in range(len(op)):
+        t = target[i]
+        rows[fill[t]], why[fill[t]] = i, OWN
+        fill[t] += 1
+        if op[i] == ADD_EDGE:
+            if owner_a[i] != t:
+                w, reason = owner_a[i], END_A
+            elif owner_b[i] != t:
+                w, reason = owner_b[i], END_B
+            else:
+                continue
+            rows[fill[w]], why[fill[w]] = i, reason
+            fill[w] += 1
+        elif op[i] == REMOVE_VERTEX:
+            for w in range(workers):
+                if w != t:
+                    rows[fill[w]], why[fill[w]] = i, BROADCAST
+                    fill[w] += 1
+    return rows, why, offsets
 
 
 def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBatch:
