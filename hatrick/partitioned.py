@@ -61,14 +61,13 @@ from hatrick.live import (GraphView, State, apply_batch, build_state, components
                           reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
                           vertex_frame)
 from hatrick.ring import bucket_of
-from hatrick.updates import ADD_EDGE, ADD_VERTEX, OPS, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
+from hatrick.updates import ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, empty_rejected
 
 
 OWN, END_A, END_B, BROADCAST = range(4)     # why a worker gets a row
 GHOSTS, JOINS, BUCKETS = b"g", b"j", b"b"    # what a payload between workers holds (its first byte)
 MERGER = 0                                   # the worker that merges the boundary's label pairs
 MOVE_SECONDS = 120.0                         # how long a worker waits for buckets sent to it
-_IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)    # by op code
 
 
 def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -79,7 +78,7 @@ def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[n
     rows are dealt out in one pass over the batch (:func:`_deal`): no sort."""
     workers = int(owner.max()) + 1 if len(owner) else 1
     num_buckets = len(owner)
-    is_vertex = _IS_VERTEX_OP[batch.op]
+    is_vertex = IS_VERTEX_OP[batch.op]
     bucket_a = bucket_of(batch.a, num_buckets)
     bucket_b = bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets)    # a vertex op's is its own
     owner_a, owner_b = owner[bucket_a], owner[bucket_b]

@@ -21,6 +21,7 @@ from gofs.errors import InputError
 OPS = ("add_vertex", "remove_vertex", "add_edge", "remove_edge", "set_vertex", "set_edge")
 ADD_VERTEX, REMOVE_VERTEX, ADD_EDGE, REMOVE_EDGE, SET_VERTEX, SET_EDGE = range(len(OPS))
 VERTEX_OPS = (ADD_VERTEX, REMOVE_VERTEX, SET_VERTEX)
+IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)     # by op code (a lookup, not an np.isin per batch)
 COLUMNS = ("op", "id", "src", "dst", "attribute", "value", "producer", "seq", "time")
 REJECTED_COLUMNS = ["producer", "seq", "op", "reason"]
 MAX_SEQ = 1 << 62      # a seq near 2**63 would leave its producer no seq above the mark
@@ -41,6 +42,9 @@ class UpdateBatch:
     ``a`` is the vertex id of a vertex op and the source of an edge op; ``b`` the
     destination of an edge op (unused for vertex ops). ``text_values`` is set when
     values came as text (file, socket and Kafka sources) and are parsed per attribute.
+    A column absent from the updates (e.g. ``attribute`` and ``value`` of edge updates) is one
+    null seen by every row (a read-only stride-0 view): :meth:`take` keeps it so and pickling
+    sends the null once, so routing a batch to workers copies and ships only the columns it has.
     """
 
     op: np.ndarray
@@ -57,8 +61,14 @@ class UpdateBatch:
         return len(self.op)
 
     def take(self, rows) -> "UpdateBatch":
-        return UpdateBatch(self.op[rows], self.a[rows], self.b[rows], self.attribute[rows], self.value[rows],
-                           self.producer[rows], self.seq[rows], self.time[rows], self.text_values)
+        op = self.op[rows]
+        return UpdateBatch(op, self.a[rows], self.b[rows], _take(self.attribute, rows, len(op)),
+                           _take(self.value, rows, len(op)), self.producer[rows], self.seq[rows], self.time[rows],
+                           self.text_values)
+
+    def __reduce__(self):
+        return _unpickled_batch, (self.op, self.a, self.b, _packed(self.attribute), _packed(self.value),
+                                  self.producer, self.seq, self.time, self.text_values)
 
     def rejected(self, rows, reasons) -> pd.DataFrame:
         """Rows ``rows`` as a rejection table with ``reasons`` (a string or one per row)."""
@@ -66,6 +76,27 @@ class UpdateBatch:
         return pd.DataFrame({"producer": self.producer[rows], "seq": self.seq[rows],
                              "op": np.asarray(OPS, dtype=object)[self.op[rows]],
                              "reason": np.broadcast_to(np.asarray(reasons, dtype=object), rows.shape)})
+
+
+def absent_column(n: int) -> np.ndarray:
+    """A column of ``n`` nulls as one null seen by every row (see :class:`UpdateBatch`)."""
+    return np.broadcast_to(_NULL, (n,))
+
+
+_NULL = np.full(1, None, dtype=object)
+
+
+def _take(column: np.ndarray, rows, count: int) -> np.ndarray:
+    return absent_column(count) if column.strides == (0,) else column[rows]
+
+
+def _packed(column: np.ndarray):
+    return len(column) if column.strides == (0,) else column
+
+
+def _unpickled_batch(op, a, b, attribute, value, producer, seq, time, text_values) -> UpdateBatch:
+    attribute, value = (absent_column(c) if isinstance(c, int) else c for c in (attribute, value))
+    return UpdateBatch(op, a, b, attribute, value, producer, seq, time, text_values)
 
 
 def to_frame(updates) -> pd.DataFrame:
@@ -221,7 +252,7 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     else:
         times = np.full(n, _time.time())
 
-    vertex_op = np.isin(op, VERTEX_OPS)
+    vertex_op = (op >= 0) & IS_VERTEX_OP[op]
     edge_op = (op >= 0) & ~vertex_op
     ids = col["id"] if "id" in frame.columns else col["src"]
     a_vertex = _ids(ids, id_type, vertex_op, "id", reasons)
@@ -231,7 +262,7 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     if id_type == "int64":
         a = a.astype(np.int64)
     setter = (op == SET_VERTEX) | (op == SET_EDGE)
-    attribute = _objects(col["attribute"])
+    attribute = _objects(col["attribute"]) if "attribute" in frame.columns else absent_column(n)
     no_attr = np.zeros(n, bool)
     if setter.any():
         names = col["attribute"][setter]
@@ -248,7 +279,7 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
             named = col["attribute"].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
             reasons.flag(given & ~named, "field 'attribute' must name an attribute")
         reasons.flag(adds & ~given & col["value"].notna().to_numpy(), "field 'value' needs field 'attribute'")
-    value = _objects(col["value"])
+    value = _objects(col["value"]) if "value" in frame.columns else absent_column(n)
     if "value" in frame.columns and len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
         odd = ~pd.Series(value, dtype=object).map(_is_scalar).to_numpy(bool)
         reasons.flag(odd, [f"field 'value': {type(v).__name__} values are not supported "
@@ -260,8 +291,9 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
         good = good[np.argsort(times[good], kind="stable")]
     elif len(good) == n:                                 # every row, in order: the columns as they are
         good = slice(None)
-    batch = UpdateBatch(op[good], a[good], b[good], attribute[good], value[good], producer[good], seq[good],
-                        times[good], text_values)
+    kept = op[good]
+    batch = UpdateBatch(kept, a[good], b[good], _take(attribute, good, len(kept)), _take(value, good, len(kept)),
+                        producer[good], seq[good], times[good], text_values)
     if not bad.any():
         return batch, empty_rejected()
     text = reasons.text[bad]
