@@ -63,7 +63,7 @@ class ProducerMarks:
                 reasons[late] = [f"out of order: producer {producer!r} already sent seq "
                                  f"{self.hwm[producer]}, and seq {s} was never applied; refused"
                                  for s in batch.seq[late]]
-        order = _by_producer_and_seq(codes, batch.seq)
+        order = _by_producer_and_seq(codes, batch.seq, len(producers))
         c, s = codes[order], batch.seq[order]
         repeat = np.r_[False, (c[1:] == c[:-1]) & (s[1:] == s[:-1])]
         keep = ~below
@@ -107,11 +107,11 @@ class ProducerMarks:
         return out
 
 
-def _by_producer_and_seq(codes: np.ndarray, seq: np.ndarray) -> np.ndarray:
+def _by_producer_and_seq(codes: np.ndarray, seq: np.ndarray, producers: int) -> np.ndarray:
     """Rows in (producer code, seq, row) order. Producers usually number a batch's rows in the
-    order they come, so a stable sort by code alone is tried first (a radix sort of small ints);
-    the sort by seq is done only if some producer's seqs do not rise."""
-    order = np.argsort(codes, kind="stable")
+    order they come, so a stable sort by code alone is tried first (numpy's stable sort of int16
+    is a radix sort); the sort by seq is done only if some producer's seqs do not rise."""
+    order = np.argsort(codes.astype(np.int16) if producers < 1 << 15 else codes, kind="stable")
     c, s = codes[order], seq[order]
     if ((c[1:] == c[:-1]) & (s[1:] <= s[:-1])).any():
         order = np.lexsort((seq, codes))                    # stable: equal seqs stay in row order
