@@ -45,9 +45,9 @@ class ProducerMarks:
         codes, producers = pd.factorize(batch.producer)
         old = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
         below = batch.seq <= old[codes]
-        refused = np.zeros(n, bool)
-        reasons = np.full(n, None, dtype=object)
+        refused, reasons = np.zeros(n, bool), None     # reasons: made where a row may be refused
         if below.any() and self.gaps:
+            reasons = np.full(n, None, dtype=object)
             rows = np.flatnonzero(below)
             rows = rows[np.argsort(codes[rows], kind="stable")]
             cuts = np.flatnonzero(np.diff(codes[rows])) + 1
@@ -75,6 +75,8 @@ class ProducerMarks:
                 same &= _same(getattr(batch, name), later, first)
             keep[later] = False
             clash = later[~same]
+            if reasons is None:
+                reasons = np.full(n, None, dtype=object)
             refused[clash] = True
             reasons[clash] = [f"seq {s} of producer {p!r} names two different updates in this batch; "
                               f"the first is kept" for s, p in zip(batch.seq[clash], batch.producer[clash])]

@@ -128,12 +128,14 @@ class _Reasons:
     """The first reason each row is bad for (rows flagged later keep their first reason)."""
 
     def __init__(self, n: int):
-        self.text = np.full(n, None, dtype=object)
+        self.text = None                        # made at the first bad row (most batches have none)
         self.bad = np.zeros(n, bool)
 
     def flag(self, mask: np.ndarray, reason) -> None:
         new = mask & ~self.bad
         if new.any():
+            if self.text is None:
+                self.text = np.full(len(self.bad), None, dtype=object)
             self.text[new] = reason if isinstance(reason, str) else np.asarray(reason, dtype=object)[new[mask]]
             self.bad |= new
 
