@@ -87,7 +87,11 @@ _NULL = np.full(1, None, dtype=object)
 
 
 def _take(column: np.ndarray, rows, count: int) -> np.ndarray:
-    return absent_column(count) if column.strides == (0,) else column[rows]
+    """``column[rows]`` (``count`` of them) as a new array, never a view of ``column`` (whose data may
+    be the caller's frame); an absent column stays one null."""
+    if column.strides == (0,):
+        return absent_column(count)
+    return column[rows].copy() if isinstance(rows, slice) else column[rows]
 
 
 def _packed(column: np.ndarray):
@@ -231,12 +235,12 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
         reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
     no_producer = col["producer"].isna().to_numpy()
     reasons.flag(no_producer, "field 'producer' is missing")
-    codes, names = pd.factorize(col["producer"], use_na_sentinel=True)
-    if no_producer.any() or not all(isinstance(p, str) for p in names):
+    producer_codes, producers = pd.factorize(col["producer"], use_na_sentinel=True)
+    if no_producer.any() or not all(isinstance(p, str) for p in producers):
         producer = np.array(["" if m else str(v) for v, m in zip(_objects(col["producer"]), no_producer)],
                             dtype=object)
     else:                                                # one Python string per producer, shared by its rows
-        producer = np.asarray(names, dtype=object)[codes]
+        producer = np.asarray(producers, dtype=object)[producer_codes]
     if _plain_kind(col["seq"]) in "iu":
         seq = col["seq"].to_numpy(np.int64)
     else:
@@ -291,11 +295,11 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     good = np.flatnonzero(~bad)
     if len(good) > 1 and (np.diff(times[good]) < 0).any():
         good = good[np.argsort(times[good], kind="stable")]
-    elif len(good) == n:                                 # every row, in order: the columns as they are
+    elif len(good) == n:                                 # every row, in order: each column copied whole
         good = slice(None)
-    kept = op[good]
-    batch = UpdateBatch(kept, a[good], b[good], _take(attribute, good, len(kept)), _take(value, good, len(kept)),
-                        producer[good], seq[good], times[good], text_values)
+    count = len(op[good])
+    batch = UpdateBatch(*(_take(column, good, count) for column in (op, a, b, attribute, value)),
+                        producer[good], _take(seq, good, count), _take(times, good, count), text_values)
     if not bad.any():
         return batch, empty_rejected()
     text = reasons.text[bad]
