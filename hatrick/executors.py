@@ -245,7 +245,7 @@ SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "size
                     "vertex_frame", "part", "owned", "send_ghosts", "join_ghosts", "edge_frame", "owned_labels",
                     "components_frame", "reachable", "reach_summary", "held_edges", "keep", "loaded_clock",
                     "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state", "busy",
-                    "merge_labels", "global_labels"})
+                    "merge_labels", "global_labels", "exchange"})
 
 
 class WorkerTasks:

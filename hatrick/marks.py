@@ -35,16 +35,19 @@ class ProducerMarks:
         self.hwm = {str(p): int(s) for p, s in (hwm or {}).items()}
         self.gaps = {str(p): np.asarray(g, np.int64).reshape(-1, 2) for p, g in (gaps or {}).items() if len(g)}
 
-    def split(self, batch: UpdateBatch) -> tuple[UpdateBatch, pd.DataFrame]:
-        """(the new updates, the refused ones as a rejection table); the rest are replays."""
-        if not len(batch):
-            return batch, empty_rejected()
+    def admit(self, batch: UpdateBatch) -> tuple[UpdateBatch, pd.DataFrame, "ProducerMarks"]:
+        """(the new updates, the refused ones as a rejection table, the marks once the new ones are
+        applied); the rest are replays. One factorize of the producers and one grouping of the rows
+        by (producer, seq) serve both the split and the new marks."""
         n = len(batch)
+        if not n:
+            return batch, empty_rejected(), self
         codes, producers = pd.factorize(batch.producer)
-        marks = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
-        below = batch.seq <= marks[codes]
-        reasons = np.full(n, None, dtype=object)
+        old = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
+        below = batch.seq <= old[codes]
+        refused, reasons = np.zeros(n, bool), None     # reasons: made where a row may be refused
         if below.any() and self.gaps:
+            reasons = np.full(n, None, dtype=object)
             rows = np.flatnonzero(below)
             rows = rows[np.argsort(codes[rows], kind="stable")]
             cuts = np.flatnonzero(np.diff(codes[rows])) + 1
@@ -55,12 +58,14 @@ class ProducerMarks:
                     continue
                 seq = batch.seq[group]
                 at = np.searchsorted(gaps[:, 0], seq, "right") - 1
-                late = (at >= 0) & (seq <= gaps[np.maximum(at, 0), 1])
-                reasons[group[late]] = [f"out of order: producer {producer!r} already sent seq "
-                                        f"{self.hwm[producer]}, and seq {s} was never applied; refused"
-                                        for s in seq[late]]
-        order = np.lexsort((np.arange(n), batch.seq, codes))
-        repeat = np.r_[False, (codes[order][1:] == codes[order][:-1]) & (batch.seq[order][1:] == batch.seq[order][:-1])]
+                late = group[(at >= 0) & (seq <= gaps[np.maximum(at, 0), 1])]
+                refused[late] = True
+                reasons[late] = [f"out of order: producer {producer!r} already sent seq "
+                                 f"{self.hwm[producer]}, and seq {s} was never applied; refused"
+                                 for s in batch.seq[late]]
+        order = _by_producer_and_seq(codes, batch.seq, len(producers))
+        c, s = codes[order], batch.seq[order]
+        repeat = np.r_[False, (c[1:] == c[:-1]) & (s[1:] == s[:-1])]
         keep = ~below
         if repeat.any():
             run_start = np.maximum.accumulate(np.where(~repeat, np.arange(n), 0))
@@ -70,25 +75,26 @@ class ProducerMarks:
                 same &= _same(getattr(batch, name), later, first)
             keep[later] = False
             clash = later[~same]
+            if reasons is None:
+                reasons = np.full(n, None, dtype=object)
+            refused[clash] = True
             reasons[clash] = [f"seq {s} of producer {p!r} names two different updates in this batch; "
                               f"the first is kept" for s, p in zip(batch.seq[clash], batch.producer[clash])]
-        refused = np.flatnonzero(pd.notna(reasons))
-        keep[refused] = False
+        keep &= ~refused
         fresh = batch if keep.all() else batch.take(np.flatnonzero(keep))
-        return fresh, (batch.rejected(refused, reasons[refused]) if len(refused) else empty_rejected())
+        rows = np.flatnonzero(refused)
+        rejected = batch.rejected(rows, reasons[rows]) if len(rows) else empty_rejected()
+        return fresh, rejected, self._advanced(producers, old, codes[order[keep[order]]], s[keep[order]])
 
-    def advanced(self, fresh: UpdateBatch) -> "ProducerMarks":
-        """The marks once ``fresh`` (new updates only, see :meth:`split`) is applied: each producer's
-        mark rises to its largest seq, and the seqs it skipped on the way are remembered."""
+    def _advanced(self, producers, old: np.ndarray, c: np.ndarray, s: np.ndarray) -> "ProducerMarks":
+        """The marks once the new updates with producer codes ``c`` and seqs ``s`` (sorted by
+        (code, seq), no repeats; ``old[code]``: the mark before) are applied: each producer's mark
+        rises to its largest seq, and the seqs it skipped on the way are remembered."""
         out = ProducerMarks.__new__(ProducerMarks)
         out.hwm, out.gaps = dict(self.hwm), dict(self.gaps)
-        if not len(fresh):
+        if not len(c):
             return out
-        codes, producers = pd.factorize(fresh.producer)
-        order = np.lexsort((fresh.seq, codes))
-        c, s = codes[order], fresh.seq[order]
         first = np.r_[True, c[1:] != c[:-1]]
-        old = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
         prev = np.where(first, old[c], np.r_[0, s[:-1]])
         skipped = np.flatnonzero(s - prev > 1)
         last = np.r_[np.flatnonzero(first)[1:], len(s)] - 1
@@ -101,3 +107,14 @@ class ProducerMarks:
                 held = self.gaps.get(name)
                 out.gaps[name] = (new if held is None else np.concatenate([held, new]))[-MAX_GAPS:]
         return out
+
+
+def _by_producer_and_seq(codes: np.ndarray, seq: np.ndarray, producers: int) -> np.ndarray:
+    """Rows in (producer code, seq, row) order. Producers usually number a batch's rows in the
+    order they come, so a stable sort by code alone is tried first (numpy's stable sort of int16
+    is a radix sort); the sort by seq is done only if some producer's seqs do not rise."""
+    order = np.argsort(codes.astype(np.int16) if producers < 1 << 15 else codes, kind="stable")
+    c, s = codes[order], seq[order]
+    if ((c[1:] == c[:-1]) & (s[1:] <= s[:-1])).any():
+        order = np.lexsort((seq, codes))                    # stable: equal seqs stay in row order
+    return order

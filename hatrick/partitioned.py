@@ -14,10 +14,11 @@ also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes t
 (each drops the vertex's edges it holds); the owner's verdict is the update's outcome.
 
 Components: each worker labels its own vertices (ghosts included) with local components. The
-workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`),
-each owner sends the distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one
-worker, the merger, which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`)
-and answers global numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
+workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`;
+only those that changed since the last exchange, the owner keeps the rest), each owner sends the
+distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one worker, the merger,
+which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`) and answers global
+numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
 the boundary (on a graph without locality, a fixed share of V) never reaches the driver, which
 holds only the labels of the vertices a result names. The exchange starts with the commit
 of a batch that live results will read, and its merge is kept until the graph changes. Labels are original ids of one member (for
@@ -52,16 +53,15 @@ import time
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
+from numba import njit
 
 from gopher.channel import Listener, connect
 from hatrick import datafile
 from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
-                          reachable_frame, reachable_pairs, same_label_pairs, select_vertices,
+                          reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
                           vertex_frame)
 from hatrick.ring import bucket_of
-from hatrick.updates import ADD_EDGE, ADD_VERTEX, REMOVE_VERTEX, VERTEX_OPS, UpdateBatch, empty_rejected
+from hatrick.updates import ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, empty_rejected
 
 
 OWN, END_A, END_B, BROADCAST = range(4)     # why a worker gets a row
@@ -74,28 +74,58 @@ def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[n
     """Per worker 0..W-1: the rows of ``batch`` it applies, in batch order, and why: ``OWN`` (its
     verdict is the update's), ``END_A``/``END_B`` (it owns that endpoint of an ``add_edge`` held
     elsewhere: the vertex exists) or ``BROADCAST`` (a ``remove_vertex`` of a vertex it does not own).
-    A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so each
-    worker's rows are one mask over the batch: no sort."""
+    A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so the
+    rows are dealt out in one pass over the batch (:func:`_deal`): no sort."""
     workers = int(owner.max()) + 1 if len(owner) else 1
     num_buckets = len(owner)
-    is_vertex = np.isin(batch.op, VERTEX_OPS)
+    is_vertex = IS_VERTEX_OP[batch.op]
     bucket_a = bucket_of(batch.a, num_buckets)
-    bucket_b = np.where(is_vertex, bucket_a, bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets))
+    bucket_b = bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets)    # a vertex op's is its own
     owner_a, owner_b = owner[bucket_a], owner[bucket_b]
     target = owner_a if directed else owner[undirected_bucket(bucket_a, bucket_b)]
-    adds, removals = batch.op == ADD_EDGE, batch.op == REMOVE_VERTEX
-    out = []
-    for w in range(workers):
-        own = target == w
-        end_a = adds & (owner_a == w) & ~own
-        end_b = adds & (owner_b == w) & ~own
-        rows = np.flatnonzero(own | end_a | end_b | (removals & ~own))
-        why = np.full(len(rows), BROADCAST)
-        why[own[rows]] = OWN
-        why[end_a[rows]] = END_A
-        why[end_b[rows]] = END_B
-        out.append((rows, why))
-    return out
+    rows, why, offsets = _deal(batch.op, owner_a, owner_b, target, workers)
+    return [(rows[offsets[w]:offsets[w + 1]], why[offsets[w]:offsets[w + 1]]) for w in range(workers)]
+
+
+@njit(cache=True, nogil=True)
+def _deal(op, owner_a, owner_b, target, workers):
+    """Rows and reasons of :func:`route`, worker after worker (worker w's at offsets[w]:offsets[w+1])."""
+    counts = np.zeros(workers + 1, np.int64)
+    for i in range(len(op)):
+        t = target[i]
+        counts[t + 1] += 1
+        if op[i] == ADD_EDGE:
+            if owner_a[i] != t:
+                counts[owner_a[i] + 1] += 1
+            elif owner_b[i] != t:
+                counts[owner_b[i] + 1] += 1
+        elif op[i] == REMOVE_VERTEX:
+            for w in range(workers):
+                if w != t:
+                    counts[w + 1] += 1
+    offsets = np.cumsum(counts)
+    rows = np.empty(offsets[-1], np.int64)
+    why = np.empty(offsets[-1], np.int8)
+    fill = offsets[:-1].copy()
+    for i in range(len(op)):
+        t = target[i]
+        rows[fill[t]], why[fill[t]] = i, OWN
+        fill[t] += 1
+        if op[i] == ADD_EDGE:
+            if owner_a[i] != t:
+                w, reason = owner_a[i], END_A
+            elif owner_b[i] != t:
+                w, reason = owner_b[i], END_B
+            else:
+                continue
+            rows[fill[w]], why[fill[w]] = i, reason
+            fill[w] += 1
+        elif op[i] == REMOVE_VERTEX:
+            for w in range(workers):
+                if w != t:
+                    rows[fill[w]], why[fill[w]] = i, BROADCAST
+                    fill[w] += 1
+    return rows, why, offsets
 
 
 def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBatch:
@@ -125,6 +155,8 @@ class Worker:
         self._listener = self._inbox = self._key = None
         self._sending: list[threading.Thread] = []
         self._entries = np.zeros(0, np.int64)
+        self._sent = {"ids": None, "owner": None, "label": None, "count": 0}   # the last send_ghosts, for changes
+        self._held: dict = {}           # by sender: the ghosts it holds of vertices owned here (join_ghosts)
         self._early: dict = {}          # payloads that arrived before they were asked for, by kind
         self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
         self._merged = None             # on the merger: the last merge_labels result
@@ -286,45 +318,75 @@ class Worker:
         return self.state.template.size if self.state.template is not None else 0
 
     def send_ghosts(self, peers: list) -> tuple[int, list, dict | None]:
-        """First half of the boundary exchange: its :meth:`ghosts` (id, vid, local label) go to
-        their owners, worker ``o`` at ``peers[o]`` (one message to every other worker, empty ones
-        too, on threads); with ``peers[o]`` None they are returned for the caller to hand over.
-        Answers (size of its label space, the vertex attributes it knows, those payloads)."""
+        """First half of the boundary exchange: what changed among its :meth:`ghosts` since the last
+        exchange goes to their owners, worker ``o`` at ``peers[o]`` (one message to every other
+        worker, empty ones too, on threads); with ``peers[o]`` None they are returned for the
+        caller to hand over. A message holds (vid, id, local label) of each ghost whose label
+        changed, appeared or went (label -1); the owner keeps the rest from earlier messages
+        (:meth:`join_ghosts`), so a batch sends ~8% of the boundary on a random graph, not all of
+        it. Everything is sent again (``full``) when the vids here were renumbered (a move
+        rebuilt the state) or the owner map changed. Answers (size of its label space, the
+        vertex attributes it knows, those payloads)."""
+        s = self.state
         vids = self.ghosts()
-        ids, labels = self.state.ids.to_numpy()[vids], self.state.comp[vids]
-        owners = self.owner[self._vid_buckets()[vids]]
+        label = np.full(len(s.comp), -1, np.int64)
+        label[vids] = s.comp[vids]
+        full = not self._same_ghost_numbering()
+        before = np.full(len(label), -1, np.int64)
+        if not full:
+            known = min(len(self._sent["label"]), len(label))
+            before[:known] = self._sent["label"][:known]
+        changed = np.flatnonzero(label != before)
+        self._sent = {"ids": s.ids, "owner": self.owner, "label": label, "count": self._sent["count"] + 1}
+        owners = self.owner[self._vid_buckets()[changed]]
+        ids = s.ids.to_numpy()
         handed = {}
         for o, peer in enumerate(peers):
             if o != self.index:
-                mine = owners == o
-                payload = datafile.dumps({"sender": self.index, "ids": ids[mine], "vids": vids[mine],
-                                          "template_size": self._template_size(), "labels": labels[mine]})
+                mine = changed[owners == o]
+                payload = datafile.dumps({"sender": self.index, "full": full, "count": self._sent["count"],
+                                          "ids": ids[mine], "vids": mine, "labels": label[mine],
+                                          "template_size": self._template_size()})
                 if peer is None:
                     handed[o] = payload
                 else:
                     self._send(peer, GHOSTS, payload)
-        return self.num_labels(), sorted(self.state.vattrs), handed or None
+        return self.num_labels(), sorted(s.vattrs), handed or None
+
+    def _same_ghost_numbering(self) -> bool:
+        """Whether the last :meth:`send_ghosts` named vertices by the same vids as now and under the
+        same owner map (a batch only appends ids; a move rebuilds the state and renumbers)."""
+        sent = self._sent
+        if sent["label"] is None or not np.array_equal(sent["owner"], self.owner):
+            return False
+        ids, before = self.state.ids, sent["ids"]
+        return ids is before or (len(before) <= len(ids) and ids[:len(before)].equals(before))
 
     def join_ghosts(self, arriving: int, handed: list, merger=None) -> bytes | None:
         """Second half: from the ghosts other workers hold of vertices owned here (``arriving``
-        messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads), the distinct
-        (sender, sender's label, label here) they join, so the merge follows the distinct label
-        pairs, not the boundary's vertices. They go to the merger (worker :data:`MERGER`, at
-        ``merger``; kept if this is it), so the driver never holds the boundary; with
-        ``merger`` None they are returned for the caller to hand over. Those vertices are kept
-        as this worker's entries (where paths come in, for :meth:`reach_summary`)."""
+        messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads, applied to what each
+        sender sent before), the distinct (sender, sender's label, label here) they join, so the
+        merge follows the distinct label pairs, not the boundary's vertices. They go to the merger
+        (worker :data:`MERGER`, at ``merger``; kept if this is it), so the driver never holds the
+        boundary; with ``merger`` None they are returned for the caller to hand over. Those
+        vertices are kept as this worker's entries (where paths come in, for :meth:`reach_summary`)."""
         messages = [datafile.loads(p) for p in handed] + [datafile.loads(self._receive(GHOSTS))
                                                           for _ in range(arriving)]
+        self._held = {m["sender"]: self._held_ghosts(m) for m in messages}     # senders gone are dropped
         senders, theirs, mine, entries = [], [], [], []
         size = self.num_labels() + 1
-        for m in messages:
-            here = self._ghost_labels(m)
-            known = here >= 0
-            pairs = pd.unique(m["labels"][known].astype(np.int64) * size + here[known])
-            senders.append(np.full(len(pairs), m["sender"], np.int64))
+        ids = self.state.ids.to_numpy()
+        for sender, held in sorted(self._held.items()):
+            at = np.flatnonzero(held["label"] >= 0)
+            here = self._ghost_vids(at, held["ids"][at], held["template_size"])
+            alive = np.zeros(len(here), bool)
+            alive[here >= 0] = self.state.alive[here[here >= 0]]
+            here = here[alive]
+            pairs = pd.unique(held["label"][at[alive]] * size + self.state.comp[here])
+            senders.append(np.full(len(pairs), sender, np.int64))
             theirs.append(pairs // size)
             mine.append(pairs % size)
-            entries.append(m["ids"][known])
+            entries.append(ids[here])
         self._entries = np.concatenate(entries) if entries else np.zeros(0, np.int64)     # distinct per sender
         joins = {"owner": self.index, "size": self.num_labels(), "senders": _joined(senders),
                  "theirs": _joined(theirs), "mine": _joined(mine)}
@@ -336,6 +398,52 @@ class Worker:
             return payload
         self._send(merger, JOINS, payload)
         return None
+
+    def exchange(self, peers: list, selectors: list) -> tuple:
+        """The boundary exchange of a worker that reaches the others at ``peers``, in one request
+        (one round trip from the driver, not four or more): :meth:`send_ghosts`,
+        :meth:`join_ghosts` (its pairs to the merger), on the merger :meth:`merge_labels`, then
+        :meth:`owned_labels` of each of ``selectors``; answers their answers in that order
+        (None for merge_labels on the other workers)."""
+        others = len(peers) - 1
+        sent = self.send_ghosts(peers)
+        joined = self.join_ghosts(others, [], peers[MERGER])
+        merged = self.merge_labels(others, []) if self.index == MERGER else None
+        return sent, joined, merged, [self.owned_labels(selector) for selector in selectors]
+
+    def _held_ghosts(self, message: dict) -> dict:
+        """What sender ``message["sender"]`` holds as ghosts of vertices owned here, by its vids
+        (``label`` -1: none), after applying ``message`` to what it sent before."""
+        held = None if message["full"] else self._held.get(message["sender"])
+        if not message["full"] and (held is None or held["count"] + 1 != message["count"]):
+            raise RuntimeError(f"hatrick worker {self.index}: ghost changes from worker {message['sender']} arrived "
+                               f"out of order (message {message['count']}, held "
+                               f"{None if held is None else held['count']})")
+        vids = np.asarray(message["vids"], np.int64)
+        size = int(vids.max()) + 1 if len(vids) else 0
+        if held is None or size > len(held["label"]):       # grown by the vertices the sender added
+            label = np.full(max(size, len(held["label"]) if held else 0), -1, np.int64)
+            held_ids = np.empty(len(label), dtype=np.asarray(message["ids"]).dtype if held is None
+                                else held["ids"].dtype)
+            if held is not None:
+                label[:len(held["label"])] = held["label"]
+                held_ids[:len(held["ids"])] = held["ids"]
+        else:                                               # updated in place: O(changes)
+            label, held_ids = held["label"], held["ids"]
+        label[vids] = message["labels"]
+        held_ids[vids] = message["ids"]
+        return {"label": label, "ids": held_ids, "count": message["count"],
+                "template_size": int(message["template_size"])}
+
+    def _ghost_vids(self, vids: np.ndarray, ids: np.ndarray, template_size: int) -> np.ndarray:
+        """Vids here of another worker's vertices (its ``vids``, ``ids``; -1: unknown here). A vid
+        below both workers' template size names the same vertex on both, so only the others are
+        looked up by id (the boundary of a graph that kept its template costs no hashing)."""
+        here = vids.copy()
+        rest = np.flatnonzero(here >= min(template_size, self._template_size()))
+        if len(rest):
+            here[rest] = self.state.ids.get_indexer(ids[rest])
+        return here
 
     def merge_labels(self, arriving: int, handed: list) -> int:
         """On the merger, after its own :meth:`join_ghosts`: the other workers' label pairs
@@ -354,21 +462,6 @@ class Worker:
         """On the merger: the global component numbers of ``parts``, each (worker index, that
         worker's local labels), by the last :meth:`merge_labels`."""
         return [self._merged.of(index, labels) for index, labels in parts]
-
-    def _ghost_labels(self, message: dict) -> np.ndarray:
-        """Local label of each ghost of a :meth:`send_ghosts` message (-1: not alive here). A vid
-        below both workers' template size names the same vertex on both, so only the others
-        are looked up by id (the boundary of a graph that kept its template costs no hashing)."""
-        s = self.state
-        vids = np.asarray(message["vids"], np.int64).copy()
-        shared = vids < min(int(message["template_size"]), self._template_size())
-        rest = np.flatnonzero(~shared)
-        if len(rest):
-            vids[rest] = s.ids.get_indexer(np.asarray(message["ids"])[rest])
-        known = vids >= 0
-        alive = np.zeros(len(vids), bool)
-        alive[known] = s.alive[vids[known]]
-        return np.where(alive, s.comp[np.maximum(vids, 0)], -1)
 
     def num_labels(self) -> int:
         """Size of the local label space (labels are vids)."""
@@ -498,6 +591,19 @@ def _send_payload(peer, key, payload: bytes) -> None:
         channel.close()
 
 
+class _Part:
+    """Item ``at`` (nested) of a combined request's answer (:meth:`Worker.exchange`), read when asked."""
+
+    def __init__(self, answer, *at: int):
+        self.answer, self.at = answer, at
+
+    def result(self):
+        value = self.answer.result()
+        for i in self.at:
+            value = value[i]
+        return value
+
+
 class _Done:
     """The value of a request answered in the caller's process."""
 
@@ -602,39 +708,28 @@ def _all(workers: list, name: str, *args) -> list:
 
 
 class MergedLabels:
-    """Global component numbers of the workers' local labels: the labels joined through ghosts
-    (``keys``: worker offset + label, sorted) share their group's number (after every plain
-    label's); any other label keeps its own (offset + label). Its size follows the boundary."""
+    """Global component numbers of the workers' local labels: worker ``i``'s label ``l`` is number
+    ``root[offsets[i] + l]``, the smallest (offset + label) joined with it through ghosts. Held
+    by the merger worker: one int per label of every worker (with workers in Spark tasks, none
+    of it on the driver)."""
 
-    def __init__(self, offsets: np.ndarray, keys: np.ndarray, group: np.ndarray):
-        self.offsets, self.keys, self.group = offsets, keys, group
+    def __init__(self, offsets: np.ndarray, root: np.ndarray):
+        self.offsets, self.root = offsets, root
 
     def of(self, index: int, labels: np.ndarray) -> np.ndarray:
         """Global numbers of worker ``index``'s local ``labels``."""
-        number = self.offsets[index] + np.asarray(labels, np.int64)
-        if len(self.keys):
-            at = np.minimum(np.searchsorted(self.keys, number), len(self.keys) - 1)
-            hit = self.keys[at] == number
-            number[hit] = self.offsets[-1] + self.group[at[hit]]
-        return number
+        return self.root[self.offsets[index] + np.asarray(labels, np.int64)]
 
 
 def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     """Local labels joined through ghosts: ``joins`` holds, per owner worker, the distinct
-    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; the merger joins
-    only those labels, so its work follows the distinct label pairs on the boundary, not V."""
+    (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; one union-find
+    pass over those pairs in the workers' joint label space (no sort or hashing of the pairs:
+    its work follows the boundary's label pairs plus one array over the label space)."""
     left = [offsets[senders] + theirs for senders, theirs, _ in joins]
     right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
-    if not sum(len(part) for part in left):
-        return MergedLabels(offsets, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    u, v = np.concatenate(left), np.concatenate(right)
-    codes, keys = pd.factorize(np.concatenate([u, v]))
-    order = np.argsort(keys)
-    rank = np.empty(len(keys), np.int64)
-    rank[order] = np.arange(len(keys))
-    keys, pairs, size = keys[order], rank[codes], len(keys)
-    edges = sp.csr_matrix((np.ones(len(u)), (pairs[:len(u)], pairs[len(u):])), shape=(size, size))
-    return MergedLabels(offsets, keys, connected_components(edges, directed=False)[1])
+    u, v = _joined(left), _joined(right)
+    return MergedLabels(offsets, smallest_members(int(offsets[-1]), u, v))
 
 
 class PartitionedGraph:
@@ -767,9 +862,7 @@ class PartitionedGraph:
         answers = [w.request("commit") for w in self.workers]
         exchange, self._selected = None, []
         if selections is not None and len(self.workers) > 1:
-            exchange = self._exchange()
-            if not self.directed:
-                self._selected = [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections]
+            exchange = self._exchange([] if self.directed else selections)
         for answer in answers:
             answer.result()
         self._clock = self._staged_clock
@@ -783,23 +876,28 @@ class PartitionedGraph:
                 return [a.result() for a in answers]
         return [a.result() for a in [w.request("owned_labels", selector) for w in self.workers]]
 
-    def _exchange(self) -> tuple[list, list, list]:
+    def _exchange(self, selections: list = ()) -> tuple[list, list, list]:
         """Start the boundary exchange and merge (:meth:`Worker.send_ghosts`, :meth:`Worker.join_ghosts`,
-        then :meth:`Worker.merge_labels` on the merger): workers in Spark tasks send ghosts and
-        label pairs to each other, so every request goes out at once and nothing of the boundary
-        passes through the driver; in-process ones hand theirs over through this caller.
+        then :meth:`Worker.merge_labels` on the merger) and ask for the :meth:`Worker.owned_labels`
+        of ``selections``: workers in Spark tasks send ghosts and label pairs to each other, all
+        of it in one :meth:`Worker.exchange` request each, so nothing of the boundary passes
+        through the driver; in-process ones hand theirs over through this caller.
         Returns the pending answers."""
         peers = [w.peer_address for w in self.workers]
-        sent = [w.request("send_ghosts", peers) for w in self.workers]
         merger = self.workers[MERGER]
         if all(peer is not None for peer in peers):
-            others = len(self.workers) - 1
-            joined = [w.request("join_ghosts", others, [], merger.peer_address) for w in self.workers]
-            return sent, joined, [merger.request("merge_labels", others, [])]
+            answers = [w.request("exchange", peers, list(selections)) for w in self.workers]
+            if selections:
+                self._selected = [(sel, [_Part(a, 3, j) for a in answers]) for j, sel in enumerate(selections)]
+            return [_Part(a, 0) for a in answers], [_Part(a, 1) for a in answers], [_Part(answers[MERGER], 2)]
+        sent = [w.request("send_ghosts", peers) for w in self.workers]
         handed = [answer.result()[2] or {} for answer in sent]
         joined = [w.request("join_ghosts", 0, [h[w.index] for h in handed if w.index in h]) for w in self.workers]
         pairs = [payload for payload in (answer.result() for answer in joined) if payload is not None]
-        return sent, joined, [merger.request("merge_labels", 0, pairs)]
+        merged = [merger.request("merge_labels", 0, pairs)]
+        if selections:
+            self._selected = [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections]
+        return sent, joined, merged
 
     def _boundaries(self) -> list:
         """Each worker's :meth:`Worker.send_ghosts` answer for the graph now, once the merger holds

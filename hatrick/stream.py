@@ -283,7 +283,7 @@ class Stream:
                               f"{first.producer!r} seq {first.seq}: {first.reason}", bad_rows)
         with self._lock:
             received = len(batch) + len(bad_rows)
-            batch, refused = self.marks.split(batch)
+            batch, refused, marks = self.marks.admit(batch)
             if len(refused):
                 bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
             if not len(batch):
@@ -293,7 +293,6 @@ class Stream:
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            marks = self.marks.advanced(batch)
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
             queries = self._query_records() if self._checkpoint else []
@@ -537,17 +536,17 @@ class Stream:
                 plan_migration(load, state, self.owner, ring.workers, self.tau, state_tau=self.tau)
             try:
                 moved_bytes = self.live.rescale(plan.owner, added)
+                pause = _time.perf_counter() - clock
+                worker_state = self.live.sizes().sum(axis=1).tolist()   # also finds a worker lost as the move ended
             except (WorkerLost, WorkerFailed) as error:
                 if not retries:
                     raise
                 self._recover(error if isinstance(error, WorkerLost) else WorkerLost(str(error)))
                 return self.rescale(workers, planner, retries - 1)
             self.ring, self.owner = ring, plan.owner
-            pause = _time.perf_counter() - clock
             report = RescaleReport(before, workers, planner, len(plan.moved), plan.moved_fraction,
                                    by_ring.moved_fraction, moved_bytes, pause,
-                                   plan.max_load / (load.sum() / workers), plan.feasible,
-                                   self.live.sizes().sum(axis=1).tolist())
+                                   plan.max_load / (load.sum() / workers), plan.feasible, worker_state)
             self.rescales.append(report)
             return report
 

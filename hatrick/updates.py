@@ -21,6 +21,7 @@ from gofs.errors import InputError
 OPS = ("add_vertex", "remove_vertex", "add_edge", "remove_edge", "set_vertex", "set_edge")
 ADD_VERTEX, REMOVE_VERTEX, ADD_EDGE, REMOVE_EDGE, SET_VERTEX, SET_EDGE = range(len(OPS))
 VERTEX_OPS = (ADD_VERTEX, REMOVE_VERTEX, SET_VERTEX)
+IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)     # by op code (a lookup, not an np.isin per batch)
 COLUMNS = ("op", "id", "src", "dst", "attribute", "value", "producer", "seq", "time")
 REJECTED_COLUMNS = ["producer", "seq", "op", "reason"]
 MAX_SEQ = 1 << 62      # a seq near 2**63 would leave its producer no seq above the mark
@@ -41,6 +42,9 @@ class UpdateBatch:
     ``a`` is the vertex id of a vertex op and the source of an edge op; ``b`` the
     destination of an edge op (unused for vertex ops). ``text_values`` is set when
     values came as text (file, socket and Kafka sources) and are parsed per attribute.
+    A column absent from the updates (e.g. ``attribute`` and ``value`` of edge updates) is one
+    null seen by every row (a read-only stride-0 view): :meth:`take` keeps it so and pickling
+    sends the null once, so routing a batch to workers copies and ships only the columns it has.
     """
 
     op: np.ndarray
@@ -57,8 +61,14 @@ class UpdateBatch:
         return len(self.op)
 
     def take(self, rows) -> "UpdateBatch":
-        return UpdateBatch(self.op[rows], self.a[rows], self.b[rows], self.attribute[rows], self.value[rows],
-                           self.producer[rows], self.seq[rows], self.time[rows], self.text_values)
+        op = self.op[rows]
+        return UpdateBatch(op, self.a[rows], self.b[rows], _take(self.attribute, rows, len(op)),
+                           _take(self.value, rows, len(op)), self.producer[rows], self.seq[rows], self.time[rows],
+                           self.text_values)
+
+    def __reduce__(self):
+        return _unpickled_batch, (self.op, self.a, self.b, _packed(self.attribute), _packed(self.value),
+                                  self.producer, self.seq, self.time, self.text_values)
 
     def rejected(self, rows, reasons) -> pd.DataFrame:
         """Rows ``rows`` as a rejection table with ``reasons`` (a string or one per row)."""
@@ -66,6 +76,31 @@ class UpdateBatch:
         return pd.DataFrame({"producer": self.producer[rows], "seq": self.seq[rows],
                              "op": np.asarray(OPS, dtype=object)[self.op[rows]],
                              "reason": np.broadcast_to(np.asarray(reasons, dtype=object), rows.shape)})
+
+
+def absent_column(n: int) -> np.ndarray:
+    """A column of ``n`` nulls as one null seen by every row (see :class:`UpdateBatch`)."""
+    return np.broadcast_to(_NULL, (n,))
+
+
+_NULL = np.full(1, None, dtype=object)
+
+
+def _take(column: np.ndarray, rows, count: int) -> np.ndarray:
+    """``column[rows]`` (``count`` of them) as a new array, never a view of ``column`` (whose data may
+    be the caller's frame); an absent column stays one null."""
+    if column.strides == (0,):
+        return absent_column(count)
+    return column[rows].copy() if isinstance(rows, slice) else column[rows]
+
+
+def _packed(column: np.ndarray):
+    return len(column) if column.strides == (0,) else column
+
+
+def _unpickled_batch(op, a, b, attribute, value, producer, seq, time, text_values) -> UpdateBatch:
+    attribute, value = (absent_column(c) if isinstance(c, int) else c for c in (attribute, value))
+    return UpdateBatch(op, a, b, attribute, value, producer, seq, time, text_values)
 
 
 def to_frame(updates) -> pd.DataFrame:
@@ -97,12 +132,14 @@ class _Reasons:
     """The first reason each row is bad for (rows flagged later keep their first reason)."""
 
     def __init__(self, n: int):
-        self.text = np.full(n, None, dtype=object)
+        self.text = None                        # made at the first bad row (most batches have none)
         self.bad = np.zeros(n, bool)
 
     def flag(self, mask: np.ndarray, reason) -> None:
         new = mask & ~self.bad
         if new.any():
+            if self.text is None:
+                self.text = np.full(len(self.bad), None, dtype=object)
             self.text[new] = reason if isinstance(reason, str) else np.asarray(reason, dtype=object)[new[mask]]
             self.bad |= new
 
@@ -198,9 +235,12 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
         reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
     no_producer = col["producer"].isna().to_numpy()
     reasons.flag(no_producer, "field 'producer' is missing")
-    producer = _objects(col["producer"])
-    if no_producer.any() or not all(isinstance(p, str) for p in pd.unique(producer)):
-        producer = np.array(["" if m else str(v) for v, m in zip(producer, no_producer)], dtype=object)
+    producer_codes, producers = pd.factorize(col["producer"], use_na_sentinel=True)
+    if no_producer.any() or not all(isinstance(p, str) for p in producers):
+        producer = np.array(["" if m else str(v) for v, m in zip(_objects(col["producer"]), no_producer)],
+                            dtype=object)
+    else:                                                # one Python string per producer, shared by its rows
+        producer = np.asarray(producers, dtype=object)[producer_codes]
     if _plain_kind(col["seq"]) in "iu":
         seq = col["seq"].to_numpy(np.int64)
     else:
@@ -218,7 +258,7 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     else:
         times = np.full(n, _time.time())
 
-    vertex_op = np.isin(op, VERTEX_OPS)
+    vertex_op = (op >= 0) & IS_VERTEX_OP[op]
     edge_op = (op >= 0) & ~vertex_op
     ids = col["id"] if "id" in frame.columns else col["src"]
     a_vertex = _ids(ids, id_type, vertex_op, "id", reasons)
@@ -228,7 +268,7 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     if id_type == "int64":
         a = a.astype(np.int64)
     setter = (op == SET_VERTEX) | (op == SET_EDGE)
-    attribute = _objects(col["attribute"])
+    attribute = _objects(col["attribute"]) if "attribute" in frame.columns else absent_column(n)
     no_attr = np.zeros(n, bool)
     if setter.any():
         names = col["attribute"][setter]
@@ -239,14 +279,14 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
         no_attr[np.flatnonzero(setter)[~named]] = True
     reasons.flag(no_attr, "field 'attribute' must name an attribute")
     adds = op == ADD_EDGE
-    if adds.any():
+    if adds.any() and ("attribute" in frame.columns or "value" in frame.columns):
         given = adds & col["attribute"].notna().to_numpy()
         if given.any():
             named = col["attribute"].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
             reasons.flag(given & ~named, "field 'attribute' must name an attribute")
         reasons.flag(adds & ~given & col["value"].notna().to_numpy(), "field 'value' needs field 'attribute'")
-    value = _objects(col["value"])
-    if len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
+    value = _objects(col["value"]) if "value" in frame.columns else absent_column(n)
+    if "value" in frame.columns and len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
         odd = ~pd.Series(value, dtype=object).map(_is_scalar).to_numpy(bool)
         reasons.flag(odd, [f"field 'value': {type(v).__name__} values are not supported "
                            f"(numbers, strings, booleans or null)" for v in value[odd]])
@@ -255,8 +295,11 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     good = np.flatnonzero(~bad)
     if len(good) > 1 and (np.diff(times[good]) < 0).any():
         good = good[np.argsort(times[good], kind="stable")]
-    batch = UpdateBatch(op[good], a[good], b[good], attribute[good], value[good], producer[good], seq[good],
-                        times[good], text_values)
+    elif len(good) == n:                                 # every row, in order: each column copied whole
+        good = slice(None)
+    count = len(op[good])
+    batch = UpdateBatch(*(_take(column, good, count) for column in (op, a, b, attribute, value)),
+                        producer[good], _take(seq, good, count), _take(times, good, count), text_values)
     if not bad.any():
         return batch, empty_rejected()
     text = reasons.text[bad]

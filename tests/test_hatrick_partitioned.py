@@ -180,3 +180,42 @@ def test_a_worker_owns_by_the_buckets_of_its_ids_as_they_grow_and_as_the_bucket_
     assert len(worker.state.ids) > N
     worker.owner = HashRing(range(2), 128).owners(BUCKETS // 2)
     assert np.array_equal(worker.owned(), owned_by_hash())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_boundary_exchange_sends_only_the_ghosts_that_changed(monkeypatch):
+    """The first exchange sends every ghost's label; after a batch that changes no component,
+    only the ghost it adds (if any) is sent, and the merged components still equal NetworkX's,
+    also after random batches and a move that renumbers the workers' vertices."""
+    from hatrick import datafile
+    from hatrick.partitioned import Worker
+
+    sent = []
+    send = Worker.send_ghosts
+
+    def counted(worker, peers):
+        answer = send(worker, peers)
+        sent.extend(len(datafile.loads(p)["vids"]) for p in (answer[2] or {}).values())
+        return answer
+
+    monkeypatch.setattr(Worker, "send_ghosts", counted)
+    single, ref = start(False, seed=9)
+    graph = PartitionedGraph(single, owners(2))
+    check(graph, single, ref)
+    ghosts = sum(len(w.ghosts()) for w in graph.workers)
+    assert ghosts > 4 and sum(sent) == ghosts
+    component = next(c for c in ref.partition() if len(c) > 2)
+    u, v = sorted(component)[:2]
+    sent.clear()
+    rows = [{"op": "add_edge", "src": u, "dst": v, "producer": "q", "seq": 1, "time": 0.0}]
+    graph.apply(validate(rows, "int64")[0])
+    ref.apply(rows[0])
+    check(graph, single, ref)
+    assert sum(sent) <= 1
+    for step, rows in enumerate(batches(13, 6, 30, False)):
+        if step == 3:
+            graph.rescale(owners(3))
+        graph.apply(validate(rows, "int64")[0])
+        for row in rows:
+            ref.apply(row)
+        check(graph, single, ref)

@@ -95,3 +95,31 @@ def test_text_values_parse_by_kind():
     assert ok.tolist() == [False, True]
     values, _, ok = coerce(np.array(["true", "no"], dtype=object), "bool", text=True)
     assert ok.tolist() == [True, False] and bool(values[0])
+
+
+def test_absent_attribute_and_value_stay_one_null_through_take_and_pickle():
+    import pickle
+
+    frame = pd.DataFrame({"op": "add_edge", "src": np.arange(2000), "dst": np.arange(1, 2001),
+                          "producer": "p", "seq": np.arange(1, 2001), "time": 1.0})
+    batch, _ = validate(frame, "int64")
+    part = batch.take(np.arange(0, 2000, 2))
+    wired = pickle.loads(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+    assert len(part.attribute) == len(wired.value) == 1000
+    assert all(v is None for v in wired.attribute) and all(v is None for v in wired.value)
+    assert np.array_equal(wired.a, np.arange(0, 2000, 2)) and np.array_equal(wired.seq, np.arange(1, 2001, 2))
+    with_values = batch.take(np.arange(0, 2000, 2))
+    with_values.value = np.full(1000, None, dtype=object)          # a column the updates had
+    sizes = [len(pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL)) for b in (part, with_values)]
+    assert sizes[0] < sizes[1] - 900                                 # the absent column is not sent row by row
+
+
+def test_a_validated_batch_does_not_change_with_the_callers_frame():
+    frame = pd.DataFrame({"op": "add_edge", "src": [1, 2, 3], "dst": [2, 3, 4], "producer": "p",
+                          "seq": [1, 2, 3], "time": [1.0, 2.0, 3.0], "attribute": ["w", None, None],
+                          "value": [1.5, None, None]})
+    batch, _ = validate(frame, "int64")
+    frame.loc[0, ["src", "dst", "seq", "time", "value"]] = [7, 8, 9, 9.0, 2.5]
+    frame.loc[0, "attribute"] = "x"
+    assert batch.a.tolist() == [1, 2, 3] and batch.b.tolist() == [2, 3, 4] and batch.seq.tolist() == [1, 2, 3]
+    assert batch.time.tolist() == [1.0, 2.0, 3.0] and batch.attribute[0] == "w" and batch.value[0] == 1.5
