@@ -140,11 +140,28 @@ def settings_before_sql_state(spark, keys) -> dict | None:
         options, conf = session.initialSessionOptions(), spark.sparkContext._jsc.sc().conf()
     except Exception:                    # another Spark build: the public way
         return None
-    values = {}
-    for key in keys:
-        option = options.get(key)
-        values[key] = option.get() if option.isDefined() else conf.get(key, None)
-    return values
+    return {key: options.apply(key) if options.contains(key) else conf.get(key, None) for key in keys}
+
+
+def thread_properties(spark):
+    """The calling thread's Spark local properties (job group, scheduler pool, ...) for a thread
+    that runs a job on its behalf, as ``pyspark.InheritableThread`` copies them at its start; None
+    where PySpark does not pin threads (then there is nothing per thread to copy). A thread kept
+    for the next job cannot be an InheritableThread: that one copies only when it starts and
+    closes its Py4J connection when it ends, so each run paid a new connection (its
+    authentication and a JVM thread: 2-10 ms). No public API copies them."""
+    from py4j.clientserver import ClientServer
+    from pyspark import SparkContext
+
+    if not isinstance(SparkContext._gateway, ClientServer):
+        return None
+    return spark.sparkContext._jsc.sc().getLocalProperties().clone()
+
+
+def adopt_thread_properties(spark, properties) -> None:
+    """Make ``properties`` (:func:`thread_properties`) the calling thread's, replacing its own."""
+    if properties is not None:
+        spark.sparkContext._jsc.sc().setLocalProperties(properties)
 
 
 def jvm_started() -> bool:

@@ -6,6 +6,7 @@ every shim against the new version (Spark 4 has public replacements for some), t
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -94,6 +95,25 @@ def test_release_local_checkpoint_frees_its_blocks(spark):
     assert len(spark_compat.persistent_rdd_ids(spark) - before) == 1
     spark_compat.release_local_checkpoint(checkpoint)
     assert spark_compat.persistent_rdd_ids(spark) - before == set()
+
+
+def test_thread_properties_carry_the_callers_local_properties_to_another_thread(spark):
+    sc = spark.sparkContext
+    sc.setLocalProperty("goffish.test.carried", "yes")
+    try:
+        properties = spark_compat.thread_properties(spark)
+    finally:
+        sc.setLocalProperty("goffish.test.carried", None)
+    seen = []
+
+    def other():
+        spark_compat.adopt_thread_properties(spark, properties)
+        seen.append(sc.getLocalProperty("goffish.test.carried"))
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert seen == ["yes"] and sc.getLocalProperty("goffish.test.carried") is None
 
 
 def test_connect_to_submitted_jvm_is_harmless_when_connected(spark):
