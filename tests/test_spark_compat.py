@@ -116,6 +116,26 @@ def test_thread_properties_carry_the_callers_local_properties_to_another_thread(
     assert seen == ["yes"] and sc.getLocalProperty("goffish.test.carried") is None
 
 
+def test_forget_zip_importers_caches_none_and_imports_from_the_zip_still_work(spark):
+    def task(numbers):
+        import importlib
+        import sys
+        import zipimport
+
+        from sparkshim.compat import forget_zip_importers
+
+        list(numbers)
+        importlib.import_module("pyspark.sql.avro")       # from pyspark.zip: caches a zip importer
+        before = sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+        forget_zip_importers()
+        after = sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+        module = importlib.import_module("pyspark.sql.avro.functions")     # needs one again
+        yield before, after, module.__name__
+
+    [(before, after, name)] = spark.sparkContext.parallelize([0], 1).mapPartitions(task).collect()
+    assert before > 0 and after == 0 and name == "pyspark.sql.avro.functions"
+
+
 def test_connect_to_submitted_jvm_is_harmless_when_connected(spark):
     spark_compat.connect_to_submitted_jvm()
     assert spark.range(3).count() == 3
