@@ -180,6 +180,22 @@ def forget_zip_importers() -> None:
             sys.path_importer_cache.pop(path, None)
 
 
+def forgets_zip_importers(function):
+    """A Spark task function (an iterator of rows or batches in, one out) that calls
+    :func:`forget_zip_importers` when its task ends, however it ends: every Python job goffish
+    runs (Gopher's stages, GoFS's reads and ingest jobs) is one, so a worker pays the re-read
+    on its first goffish task, not on every task."""
+
+    @functools.wraps(function)
+    def task(iterator):
+        try:
+            yield from function(iterator)
+        finally:
+            forget_zip_importers()
+
+    return task
+
+
 def jvm_started() -> bool:
     """Whether this Python process already has a Spark JVM (a session, or spark-submit's)."""
     from pyspark import SparkContext

@@ -136,6 +136,38 @@ def test_forget_zip_importers_caches_none_and_imports_from_the_zip_still_work(sp
     assert before > 0 and after == 0 and name == "pyspark.sql.avro.functions"
 
 
+def test_forgets_zip_importers_passes_rows_through_and_leaves_none_however_the_task_ends(spark):
+    def task(numbers):
+        import importlib
+        import sys
+        import zipimport
+
+        from sparkshim.compat import forgets_zip_importers
+
+        def zip_importers():
+            return sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+
+        def failing(rows):
+            yield from rows
+            raise ValueError("the program failed")
+
+        importlib.import_module("pyspark.sql.avro")           # from pyspark.zip: caches a zip importer
+        counts = [zip_importers()]
+        rows = list(forgets_zip_importers(lambda rows: (2 * r for r in rows))(numbers))
+        counts.append(zip_importers())
+        importlib.import_module("pyspark.sql.protobuf")       # caches one again
+        counts.append(zip_importers())
+        try:
+            list(forgets_zip_importers(failing)(iter([1])))
+        except ValueError:
+            counts.append(zip_importers())
+        yield rows, counts
+
+    [(rows, counts)] = spark.sparkContext.parallelize([1, 2, 3], 1).mapPartitions(task).collect()
+    assert rows == [2, 4, 6]
+    assert counts[0] > 0 and counts[1] == 0 and counts[2] > 0 and counts[3] == 0 and len(counts) == 4
+
+
 def test_connect_to_submitted_jvm_is_harmless_when_connected(spark):
     spark_compat.connect_to_submitted_jvm()
     assert spark.range(3).count() == 3
