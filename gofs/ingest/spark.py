@@ -749,6 +749,7 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
 _SLICE_ROW, _SLICE_SIZE = 0, 1      # kinds of a numbering task's rows
 
 
+@forgets_zip_importers
 def _numbered_slices(batches):
     """Task: each slice of first positions it holds, sorted, numbered from 0: ``(ROW, id, slice,
     number)`` per id and one ``(SIZE, null, slice, count)``."""

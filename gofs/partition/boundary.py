@@ -153,6 +153,7 @@ def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_mov
 _ENDS = "u long, v long, pu int, pv int, w long"
 
 
+@forgets_zip_importers
 def _boundary_ends(batches):
     """Task: of the edge ends it holds (all of each ``u``'s: split by ``u``), those of vertices
     with an end in another partition."""
