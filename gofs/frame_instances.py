@@ -14,7 +14,7 @@ import pyarrow as pa
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
 from gofs.instances import _check_schema, _entry, after_commit, open_for_append
-from sparkshim.compat import arrow_schema, spark_schema
+from sparkshim.compat import arrow_schema, forgets_zip_importers, spark_schema
 
 _P, _VID = "_gofs_partition", "_gofs_vid"      # key columns, named apart from any user column
 
@@ -100,6 +100,7 @@ def _vertex_keys(spark, path: str, data: str, manifest: dict):
     id_type = pa.int64() if manifest["id_type"] == "int64" else pa.string()
     schema = pa.schema([(_P, pa.int32()), (_VID, pa.int64()), ("id", id_type)])
 
+    @forgets_zip_importers
     def read(batches):
         fs, _ = layout.filesystem(path)
         for batch in batches:
@@ -137,6 +138,7 @@ def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values
     k = manifest["num_partitions"]
     names = attributes.names
 
+    @forgets_zip_importers
     def write(batches):
         fs, _ = layout.filesystem(path)
         batches = [b for b in batches if b.num_rows]

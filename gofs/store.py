@@ -383,8 +383,9 @@ class GraphStore:
         store = GraphStore.__new__(GraphStore)
         store.__setstate__(self.__getstate__())
         sample = getattr(self, method)(_smallest(self, parts), **kw).schema
-        from sparkshim.compat import spark_schema
+        from sparkshim.compat import forgets_zip_importers, spark_schema
 
+        @forgets_zip_importers
         def read(batches):
             for batch in batches:
                 for p in batch.column(0).to_pylist():

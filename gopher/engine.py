@@ -40,6 +40,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -206,18 +207,28 @@ GOFFISH_KEYS = ("tasks", "checkpointInterval", "checkpointSeconds", "transport",
                 "maxFrameBytes", "taskCacheBytes", "bundleCacheDir", "bundleCacheBytes", "runDir")
 
 
+_FIXED_SETTINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # SparkContext -> its SPARK_KEYS
+
+
 def read_settings(spark) -> tuple[dict, bool]:
     """The settings a run reads, one key at a time from the session's runtime conf: a
     ``SparkContext.getConf()`` copies the whole conf over Py4J (hundreds of round trips), five
-    of which once cost a warm run more than its superstep. Where the session has not built its
-    SQL state yet (a fresh process's first run), they are read without it: a run does not wait
-    for it (~0.5 s). Returns (settings, whether that state is still to be built)."""
-    keys = SPARK_KEYS + tuple(f"spark.goffish.{key}" for key in GOFFISH_KEYS)
+    of which once cost a warm run more than its superstep. :data:`SPARK_KEYS` are Spark's own,
+    fixed once its context starts (``spark.conf.set`` refuses them), so they are read once per
+    SparkContext; the ``spark.goffish.*`` ones may change between runs and are read each run.
+    Where the session has not built its SQL state yet (a fresh process's first run), they are
+    read without it: a run does not wait for it (~0.5 s). Returns (settings, whether that state
+    is still to be built)."""
+    fixed = _FIXED_SETTINGS.get(spark.sparkContext)
+    keys = (SPARK_KEYS if fixed is None else ()) + tuple(f"spark.goffish.{key}" for key in GOFFISH_KEYS)
     values = settings_before_sql_state(spark, keys)
     pending = values is not None
     if not pending:
         conf = spark.conf
         values = {key: conf.get(key, None) for key in keys}
+    if fixed is None:
+        fixed = _FIXED_SETTINGS[spark.sparkContext] = {key: values[key] for key in SPARK_KEYS}
+    values.update(fixed)
     return {key: value for key, value in values.items() if value not in (None, "")}, pending
 
 

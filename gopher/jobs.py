@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from sparkshim.compat import spark_schema
+from sparkshim.compat import forgets_zip_importers, spark_schema
 from gopher import codec
 from gopher.worker import GopherProgramError, TaskWorker
 
@@ -88,7 +88,7 @@ class JobTransport:
 
     def _run(self, function, step: int):
         spec = self.spec
-        out = self.records.partitionBy(spec.tasks, spec.task_of).mapPartitions(function).persist()
+        out = self.records.partitionBy(spec.tasks, spec.task_of).mapPartitions(forgets_zip_importers(function)).persist()
         if step % _LINEAGE_CUT == _LINEAGE_CUT - 1:
             out.localCheckpoint()
         try:
@@ -139,7 +139,7 @@ class JobTransport:
                     worker.import_partition(p, blob)
                     yield from worker.output(tables, schema)
 
-        self.cached = frame.mapInArrow(run, spark_schema(schema)).persist()
+        self.cached = frame.mapInArrow(forgets_zip_importers(run), spark_schema(schema)).persist()
         try:
             self.cached.count()
         except Exception as exc:

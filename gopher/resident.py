@@ -45,6 +45,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
@@ -53,7 +54,7 @@ import pyarrow as pa
 
 from gofs import files, layout
 from gofs.errors import EngineError
-from sparkshim.compat import spark_schema
+from sparkshim.compat import forgets_zip_importers, spark_schema
 from gopher import codec
 from gopher.channel import HANDSHAKE_SECONDS, Listener, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker
@@ -137,7 +138,7 @@ def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, resu
             side.close()
         return iter(())
 
-    return run
+    return forgets_zip_importers(run)
 
 
 class _TaskSide:
@@ -358,17 +359,20 @@ def _results_root(options, local: bool) -> str:
 class BackgroundJob:
     """A Spark job running in a thread of its own (its own job group): the barrier stage of a run,
     or a Hatrick stream worker's long-running task;
-    its result is what the tasks yield."""
+    its result is what the tasks yield. The thread has the caller's Spark local properties
+    (as ``pyspark.InheritableThread`` would) and is kept for a later job (:func:`_on_stage_thread`)."""
 
     def __init__(self, spark, rdd, group: str, description: str):
-        from pyspark import InheritableThread
+        from sparkshim.compat import adopt_thread_properties, thread_properties
 
         self.error: BaseException | None = None
         self.result = None
         self.finished = threading.Event()
+        properties = thread_properties(spark)
 
         def run():
             try:
+                adopt_thread_properties(spark, properties)
                 spark.sparkContext.setJobGroup(group, description, interruptOnCancel=True)
                 self.result = rdd.collect()
             except BaseException as exc:       # handed to the driver loop
@@ -376,11 +380,46 @@ class BackgroundJob:
             finally:
                 self.finished.set()
 
-        self.thread = InheritableThread(target=run, daemon=True)
-        self.thread.start()
+        _on_stage_thread(run)
 
     def done(self) -> bool:
         return self.finished.is_set()
+
+
+_IDLE_STAGE_THREADS: list = []      # the inboxes of stage threads waiting for a job
+_STAGE_THREADS_LOCK = threading.Lock()
+
+
+def _on_stage_thread(work) -> None:
+    """Run ``work`` on an idle stage thread, or on a new one where none is idle. Stage threads are
+    daemons kept for the next job: PySpark gives each Python thread a Py4J connection of its
+    own, so a new thread per run paid a new connection (its authentication, a JVM thread)."""
+    with _STAGE_THREADS_LOCK:
+        inbox = _IDLE_STAGE_THREADS.pop() if _IDLE_STAGE_THREADS else None
+    if inbox is None:
+        inbox = queue.SimpleQueue()
+        threading.Thread(target=_serve_stage_jobs, args=(inbox,), daemon=True, name="gopher-stage").start()
+    inbox.put(work)
+
+
+def _serve_stage_jobs(inbox: queue.SimpleQueue) -> None:
+    while True:
+        inbox.get()()
+        with _STAGE_THREADS_LOCK:
+            _IDLE_STAGE_THREADS.append(inbox)
+
+
+_TASK_NUMBERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # SparkContext -> {tasks: RDD}
+
+
+def task_numbers(sc, tasks: int):
+    """An RDD of ``tasks`` partitions holding their numbers, what a run's stage maps: made once per
+    SparkContext and task count (``parallelize`` ships its data through a file and a few JVM
+    calls, a share of a warm run's fixed cost)."""
+    made = _TASK_NUMBERS.setdefault(sc, {})
+    if tasks not in made:
+        made[tasks] = sc.parallelize(range(tasks), tasks)
+    return made[tasks]
 
 
 class ResidentTransport:
@@ -472,7 +511,7 @@ class ResidentTransport:
                            self.results.path, self.options.max_frame_bytes, self.local,
                            self.options.rendezvous_timeout)
         tasks = self.spec.tasks
-        stage = self.spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(fn)
+        stage = task_numbers(self.spark.sparkContext, tasks).barrier().mapPartitions(fn)
         self.job = BackgroundJob(self.spark, stage, self.group,
                         f"gopher: {type(self.spec.program).__name__} on {self.spec.store.path}")
         self._rendezvous(resume)

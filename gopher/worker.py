@@ -120,7 +120,8 @@ class TimeSeriesContext(ComputeContext):
         self._before: LaneState | None = None       # the previous instance's lane here (lanes side by side)
 
     def _begin(self, subgraph) -> None:
-        super()._begin(subgraph)
+        self._subgraph = subgraph            # ComputeContext._begin inline: it runs once per sub-graph
+        self._halt = False
         if self._forward is not None:
             self._forward._subgraph = subgraph
 
@@ -207,9 +208,15 @@ class ActiveSubgraphs(Sequence):
         return self._at(range(len(self._ks))[i])
 
     def __iter__(self):
-        """Without the index checks of ``__getitem__``: a superstep's per-sub-graph loop walks
-        every active sub-graph through this."""
-        return map(self._at, range(len(self._ks)))
+        """Without the index checks of ``__getitem__`` nor a method call per item: a superstep's
+        per-sub-graph loop walks every active sub-graph through this."""
+        built, states, subgraph = self._built, self._states, self._view.subgraph
+        for i, k in enumerate(self._ks):
+            sg = built[i]
+            if sg is None:
+                sg = built[i] = subgraph(k)
+                sg.state = states[k]
+            yield sg
 
     def _at(self, i: int) -> Subgraph:
         sg = self._built[i]

@@ -140,11 +140,73 @@ def settings_before_sql_state(spark, keys) -> dict | None:
         options, conf = session.initialSessionOptions(), spark.sparkContext._jsc.sc().conf()
     except Exception:                    # another Spark build: the public way
         return None
-    values = {}
-    for key in keys:
-        option = options.get(key)
-        values[key] = option.get() if option.isDefined() else conf.get(key, None)
-    return values
+    return {key: options.apply(key) if options.contains(key) else conf.get(key, None) for key in keys}
+
+
+def thread_properties(spark):
+    """The calling thread's Spark local properties (job group, scheduler pool, ...) for a thread
+    that runs a job on its behalf, as ``pyspark.InheritableThread`` copies them at its start; None
+    where PySpark does not pin threads (then there is nothing per thread to copy). A thread kept
+    for the next job cannot be an InheritableThread: that one copies only when it starts and
+    closes its Py4J connection when it ends, so each run paid a new connection (its
+    authentication and a JVM thread: 2-10 ms). No public API copies them."""
+    from py4j.clientserver import ClientServer
+    from pyspark import SparkContext
+
+    if not isinstance(SparkContext._gateway, ClientServer):
+        return None
+    return spark.sparkContext._jsc.sc().getLocalProperties().clone()
+
+
+def adopt_thread_properties(spark, properties) -> None:
+    """Make ``properties`` (:func:`thread_properties`) the calling thread's, replacing its own."""
+    if properties is not None:
+        spark.sparkContext._jsc.sc().setLocalProperties(properties)
+
+
+def forget_zip_importers() -> None:
+    """In a Python worker, at the end of a task: drop the zip importers from
+    ``sys.path_importer_cache``. PySpark 3.5's worker calls ``importlib.invalidate_caches()``
+    before every task (``setup_spark_files``), and on Python >= 3.10 that makes every cached zip
+    importer read its archive's directory again: pyspark.zip once per package imported from it,
+    py4j's zip, spark-core's jar (13 here), ~90 ms of CPU a task, most of a warm run's fixed
+    cost. Dropped, an importer is made again only where an import needs one, from zipimport's
+    own directory cache (no archive read); what imports, and from where, does not change."""
+    import sys
+    import zipimport
+
+    for path, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter):
+            sys.path_importer_cache.pop(path, None)
+
+
+def forgets_zip_importers(function):
+    """A Spark task function (an iterator of rows or batches in, one out) that calls
+    :func:`forget_zip_importers` when its task ends, however it ends: every Python job goffish
+    runs (Gopher's stages, GoFS's reads and ingest jobs) is one, so a worker pays the re-read
+    on its first goffish task, not on every task."""
+
+    @functools.wraps(function)
+    def task(iterator):
+        try:
+            yield from function(iterator)
+        finally:
+            forget_zip_importers()
+
+    return task
+
+
+def serve_python_workers(prepare) -> None:
+    """Be PySpark's Python daemon (``pyspark.daemon.manager``, what Spark runs when
+    ``spark.python.daemon.module`` is unset: it writes its port to stdout and forks a worker per
+    request) after ``prepare()`` and with no zip importer cached, so every worker forked
+    inherits what ``prepare`` imported and pays no re-read. No public API starts one; a module
+    named by that setting must speak this protocol."""
+    from pyspark import daemon
+
+    prepare()
+    forget_zip_importers()
+    daemon.manager()
 
 
 def jvm_started() -> bool:

@@ -15,6 +15,7 @@ import threading
 import time
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from pyspark import cloudpickle
 
@@ -312,3 +313,52 @@ def test_a_versioned_graphs_weight_profile_is_computed_once_by_a_plain_spark_job
     assert road.store.edge_attribute_profile("length") == first
     assert [row["partition"] for row in first] == list(range(road.num_partitions))
     assert sum(row["rows"] for row in first) == road.num_edges and isinstance(first[0]["rows"], int)
+
+
+class ReadsLocalProperty(SubgraphProgram):
+    """Outputs, for every vertex, a Spark local property as its task saw it."""
+
+    output_schema = {"seen": pa.string()}
+
+    def compute(self, subgraph, messages, ctx):
+        ctx.vote_to_halt()
+
+    def output(self, subgraph):
+        from pyspark import TaskContext
+
+        return {"seen": pa.array([TaskContext.get().getLocalProperty("goffish.test.seen")] * subgraph.num_vertices,
+                                 pa.string())}
+
+
+def test_a_runs_stage_has_the_callers_local_properties_on_a_thread_kept_for_the_next(spark, road):
+    """A run's stage runs on a thread of its own, with the caller's local properties (a scheduler
+    pool, say) as ``InheritableThread`` gives them; the thread is kept, so a later run opens no
+    new Py4J connection."""
+    from gopher import resident
+
+    def stage_threads():
+        return {t for t in threading.enumerate() if t.name == "gopher-stage"}
+
+    def settled():                                   # every stage has ended and its thread is idle
+        for job in list(resident._ENDING):
+            job.finished.wait()
+        deadline = time.monotonic() + 10
+        while len(resident._IDLE_STAGE_THREADS) < len(stage_threads()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    sc = spark.sparkContext
+    sc.setLocalProperty("goffish.test.seen", "the caller's")
+    try:
+        result = road.run(ReadsLocalProperty(), progress=False)
+    finally:
+        sc.setLocalProperty("goffish.test.seen", None)
+    assert set(result.to_arrow(["seen"]).column("seen").to_pylist()) == {"the caller's"}
+    result.unpersist()
+    settled()
+    before = stage_threads()
+    for _ in range(2):
+        seen = road.run(ReadsLocalProperty(), progress=False)
+        assert set(seen.to_arrow(["seen"]).column("seen").to_pylist()) == {None}
+        seen.unpersist()
+        settled()
+    assert before and stage_threads() == before

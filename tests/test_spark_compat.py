@@ -6,6 +6,7 @@ every shim against the new version (Spark 4 has public replacements for some), t
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -94,6 +95,77 @@ def test_release_local_checkpoint_frees_its_blocks(spark):
     assert len(spark_compat.persistent_rdd_ids(spark) - before) == 1
     spark_compat.release_local_checkpoint(checkpoint)
     assert spark_compat.persistent_rdd_ids(spark) - before == set()
+
+
+def test_thread_properties_carry_the_callers_local_properties_to_another_thread(spark):
+    sc = spark.sparkContext
+    sc.setLocalProperty("goffish.test.carried", "yes")
+    try:
+        properties = spark_compat.thread_properties(spark)
+    finally:
+        sc.setLocalProperty("goffish.test.carried", None)
+    seen = []
+
+    def other():
+        spark_compat.adopt_thread_properties(spark, properties)
+        seen.append(sc.getLocalProperty("goffish.test.carried"))
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert seen == ["yes"] and sc.getLocalProperty("goffish.test.carried") is None
+
+
+def test_forget_zip_importers_caches_none_and_imports_from_the_zip_still_work(spark):
+    def task(numbers):
+        import importlib
+        import sys
+        import zipimport
+
+        from sparkshim.compat import forget_zip_importers
+
+        list(numbers)
+        importlib.import_module("pyspark.sql.avro")       # from pyspark.zip: caches a zip importer
+        before = sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+        forget_zip_importers()
+        after = sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+        module = importlib.import_module("pyspark.sql.avro.functions")     # needs one again
+        yield before, after, module.__name__
+
+    [(before, after, name)] = spark.sparkContext.parallelize([0], 1).mapPartitions(task).collect()
+    assert before > 0 and after == 0 and name == "pyspark.sql.avro.functions"
+
+
+def test_forgets_zip_importers_passes_rows_through_and_leaves_none_however_the_task_ends(spark):
+    def task(numbers):
+        import importlib
+        import sys
+        import zipimport
+
+        from sparkshim.compat import forgets_zip_importers
+
+        def zip_importers():
+            return sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+
+        def failing(rows):
+            yield from rows
+            raise ValueError("the program failed")
+
+        importlib.import_module("pyspark.sql.avro")           # from pyspark.zip: caches a zip importer
+        counts = [zip_importers()]
+        rows = list(forgets_zip_importers(lambda rows: (2 * r for r in rows))(numbers))
+        counts.append(zip_importers())
+        importlib.import_module("pyspark.sql.protobuf")       # caches one again
+        counts.append(zip_importers())
+        try:
+            list(forgets_zip_importers(failing)(iter([1])))
+        except ValueError:
+            counts.append(zip_importers())
+        yield rows, counts
+
+    [(rows, counts)] = spark.sparkContext.parallelize([1, 2, 3], 1).mapPartitions(task).collect()
+    assert rows == [2, 4, 6]
+    assert counts[0] > 0 and counts[1] == 0 and counts[2] > 0 and counts[3] == 0 and len(counts) == 4
 
 
 def test_connect_to_submitted_jvm_is_harmless_when_connected(spark):

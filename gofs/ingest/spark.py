@@ -53,7 +53,7 @@ from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
 from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
 from gofs.partition import check_partitioner, partition_frames
-from sparkshim.compat import arrow_schema, release_local_checkpoint
+from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
 
 _INT_PATTERN = r"^[+-]?[0-9]+$"
@@ -749,6 +749,7 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
 _SLICE_ROW, _SLICE_SIZE = 0, 1      # kinds of a numbering task's rows
 
 
+@forgets_zip_importers
 def _numbered_slices(batches):
     """Task: each slice of first positions it holds, sorted, numbered from 0: ``(ROW, id, slice,
     number)`` per id and one ``(SIZE, null, slice, count)``."""
@@ -771,6 +772,7 @@ _DISCOVERED = "kind int, v long, part int, lvid long, lsg long"
 _MEMBER_ROW, _PARTITION_SIZE = 0, 1     # kinds of a discovery task's rows
 
 
+@forgets_zip_importers
 def _discover_partitions(batches):
     """Task: for each partition in this task, the sub-graphs of its local edges (scipy kernel)
     and its vertices' positions: ``(MEMBER_ROW, v, part, lvid, lsg)`` numbered inside the
@@ -836,6 +838,7 @@ _SUBGRAPH_ROWS, _META_ROWS, _PARTITION_ROWS = 0, 1, 2
 
 
 def _vertex_writer(path: str, data: str, id_type: pa.DataType, attributes: pa.Schema):
+    @forgets_zip_importers
     def write(batches):
         fs, _ = layout.filesystem(path)
         for p, rows in rows_by(batches, "part"):
@@ -861,6 +864,7 @@ def _vertex_table(rows: pa.Table, id_type: pa.DataType, attributes: pa.Schema) -
 def _edge_writer(path: str, data: str, attributes: pa.Schema):
     """Task: partition p's edge rows (:func:`_edge_rows`) renumbered by the ends it was sent
     (its own vertices and the far ends of its cut edges), written as p's edge file."""
+    @forgets_zip_importers
     def write(batches):
         fs, _ = layout.filesystem(path)
         for p, rows in rows_by(batches, "part"):
@@ -943,6 +947,7 @@ def _edge_statistics(p: int, rows: pa.Table):
 
 def _single_file_writer(path: str, target: str, build):
     """Task: write every row it gets (one task: the frame is repartitioned to one) as one file."""
+    @forgets_zip_importers
     def write(batches):
         batches = list(batches)
         fs, _ = layout.filesystem(path)

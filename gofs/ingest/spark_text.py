@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from gofs import files, layout
+from sparkshim.compat import forgets_zip_importers
 from gofs.errors import InputError
 import gofs.ingest.formats as formats
 from gofs.ingest.read_local import parse_edge_list
@@ -122,6 +123,7 @@ def _schema(names: list[str], types: dict[str, str], text_ids: bool):
 
 def _range_reader(ranges: list, names: list[str], types: dict[str, str], directory: str):
     """Task: parse each range it is given (by index) and write it as ``directory/part-NNNNN.parquet``."""
+    @forgets_zip_importers
     def read(batches):
         out_fs, out_root = layout.filesystem(directory)
         for batch in batches:

@@ -20,6 +20,7 @@ from numba import njit
 
 from gofs.partition.matching import splitmix
 from gofs.spark_jobs import rows_by
+from sparkshim.compat import forgets_zip_importers
 
 ROWS_PER_TASK = 1 << 21
 """Boundary edge ends one refinement task holds at most (about 64 MiB of numpy arrays)."""
@@ -125,6 +126,7 @@ def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_mov
     limit, target = shares(sizes, capacity, groups)
     per_group_min = math.ceil(min_moves / groups)
 
+    @forgets_zip_importers
     def refine(batches):
         for _, rows in rows_by(batches, "g"):
             u, v = rows.column("u").to_numpy(), rows.column("v").to_numpy()
@@ -151,6 +153,7 @@ def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_mov
 _ENDS = "u long, v long, pu int, pv int, w long"
 
 
+@forgets_zip_importers
 def _boundary_ends(batches):
     """Task: of the edge ends it holds (all of each ``u``'s: split by ``u``), those of vertices
     with an end in another partition."""

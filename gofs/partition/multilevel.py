@@ -56,7 +56,7 @@ from gofs.partition.arrays import collect_labels
 from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
 from gofs.partition.boundary import refine_boundary
-from sparkshim.compat import collect_arrow
+from sparkshim.compat import collect_arrow, forgets_zip_importers
 from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
 
 DRIVER_BUDGET_BYTES = 48 << 20
@@ -451,6 +451,7 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
     :func:`_level_in_ranges`: each vertex's cluster (``clusters_of``: :func:`_range_clusters`),
     each cluster's weight, the inner edges with both ends' clusters and each edge to another
     range with this end's cluster."""
+    @forgets_zip_importers
     def level(batches):
         for _, rows in rows_by(batches, "r"):
             a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
