@@ -7,8 +7,7 @@ reused as is (its master and conf win, nothing is changed on it); otherwise a
 What :func:`session` sets, only when it builds the session and only for keys
 that neither SparkConf (spark-defaults.conf, spark-submit ``--conf``) nor the
 ``conf`` argument set: see :data:`DEFAULTS`. It never changes the log level or
-``spark.sql.shuffle.partitions``. With a local master its Python workers fork from
-:mod:`gopher.worker_daemon`. If no checkpoint directory is set it creates
+``spark.sql.shuffle.partitions``. If no checkpoint directory is set it creates
 a temporary one, removed when the Python process exits
 (:mod:`sparkshim.checkpoints`). A JVM it starts maps the class-data archive built at
 set-up, where one exists and ``spark.driver.extraJavaOptions`` is unset
@@ -27,7 +26,6 @@ from sparkshim.checkpoints import ensure_checkpoint_dir
 from gofs.errors import SetupError
 
 _JAR_CONF = "spark.goffish.graphframes.jar"
-_DAEMON = "spark.python.daemon.module"      # Spark's PythonWorkerFactory; see gopher.worker_daemon
 
 DEFAULTS = {
     # Arrow for toPandas/createDataFrame: GoFS moves columns as Arrow anyway.
@@ -37,14 +35,6 @@ DEFAULTS = {
     # Remove checkpoint files of RDDs that are garbage-collected.
     "spark.cleaner.referenceTracking.cleanCheckpoints": "true",
 }
-
-
-def daemon_setting(master: str, keys_set: set) -> dict:
-    """The Python daemon setting a session built for ``master`` gets: :mod:`gopher.worker_daemon`
-    where the executors run this Python (a local master) and nobody set the key, else nothing."""
-    if master.startswith("local") and _DAEMON not in keys_set:
-        return {_DAEMON: "gopher.worker_daemon"}
-    return {}
 
 
 class JavaNotFoundError(SetupError):
@@ -116,9 +106,6 @@ def session(master: str | None = None, app_name: str = "goffish", conf: dict | N
         if not spark_conf.contains(key):
             builder = builder.config(key, value)
     for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    for key, value in daemon_setting(master or spark_conf.get("spark.master", "local[*]"),
-                                     set(dict(spark_conf.getAll())) | set(conf or {})).items():
         builder = builder.config(key, value)
     if not jvm_started():                # the archive is for a JVM about to start, never a running one
         archive = java_options({key: (conf or {}).get(key, spark_conf.get(key, None)) for key in (JAVA_OPTIONS, SETTING)})

@@ -196,19 +196,6 @@ def forgets_zip_importers(function):
     return task
 
 
-def serve_python_workers(prepare) -> None:
-    """Be PySpark's Python daemon (``pyspark.daemon.manager``, what Spark runs when
-    ``spark.python.daemon.module`` is unset: it writes its port to stdout and forks a worker per
-    request) after ``prepare()`` and with no zip importer cached, so every worker forked
-    inherits what ``prepare`` imported and pays no re-read. No public API starts one; a module
-    named by that setting must speak this protocol."""
-    from pyspark import daemon
-
-    prepare()
-    forget_zip_importers()
-    daemon.manager()
-
-
 def jvm_started() -> bool:
     """Whether this Python process already has a Spark JVM (a session, or spark-submit's)."""
     from pyspark import SparkContext
