@@ -799,7 +799,9 @@ def run_on_local_cluster(tmp_path, master: str, body: str, name: str = "job", di
     env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     done = subprocess.run([str(Path(python).parent / "spark-submit"), "--master", master, str(script)],
                           capture_output=True, text=True, env=env, timeout=600)
-    error = done.stderr[done.stderr.find("Traceback"):][:3000] if "Traceback" in done.stderr else done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line or line.startswith("Exception")]
+    error = (done.stderr[done.stderr.find("Traceback"):][:3000] if "Traceback" in done.stderr
+             else "\n".join(errors[:40] + ["..."]) + "\n" + done.stderr[-3000:])
     assert (done.returncode != 0) == dies, error
     return json.loads(done.stdout.strip().splitlines()[-1])
 
