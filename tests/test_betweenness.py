@@ -367,24 +367,28 @@ def _source_scores(G, weight=None) -> np.ndarray:
 def test_brandes_squares_each_sources_dependencies(G, seed):
     """Sampling sources, the pass adds each source's dependency to ``raw`` and its square to
     ``squares`` (a source drawn twice counts twice), equal to NetworkX's subset betweenness of
-    that one source (which halves undirected values)."""
+    that one source (which halves undirected values). Hop counts (the breadth-first layers) and
+    lengths (Dijkstra) both."""
     D = nx.MultiDiGraph(G.edges(keys=True, data=True))
     D.add_nodes_from(G.nodes)
-    nodes, src, dst, w = _arrays(D, "real")
-    n = len(nodes)
-    if n < 2:
-        return
-    graph, _ = arc_graph(n, np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(w, np.float64), False)
-    drawn = np.random.default_rng(seed).integers(0, n, 6)
-    raw, squares = np.zeros(n), np.zeros(n)
-    kernels.brandes_sources(graph.csr.indptr, graph.csr.indices, graph.csr.data, graph.unit, drawn, np.ones(n),
-                            raw, squares)
-    ids = list(nodes)
-    per_source = {s: nx.betweenness_centrality_subset(D, [ids[s]], ids, normalized=False, weight="real")
-                  for s in set(drawn.tolist())}
-    expected = np.array([[per_source[s][v] for v in ids] for s in drawn])
-    np.testing.assert_allclose(raw, expected.sum(0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(squares, (expected ** 2).sum(0), rtol=1e-12, atol=1e-12)
+    for weight in (None, "real"):
+        nodes, src, dst, w = _arrays(D, weight)
+        n = len(nodes)
+        if n < 2:
+            return
+        w = np.ones(len(src)) if weight is None else np.asarray(w, np.float64)
+        graph, _ = arc_graph(n, np.asarray(src, np.int64), np.asarray(dst, np.int64), w, False)
+        assert graph.unit or weight is not None                 # hop counts take the breadth-first path
+        drawn = np.random.default_rng(seed).integers(0, n, 6)
+        raw, squares = np.zeros(n), np.zeros(n)
+        kernels.brandes_sources(graph.csr.indptr, graph.csr.indices, graph.csr.data, graph.unit, drawn, np.ones(n),
+                                raw, squares)
+        ids = list(nodes)
+        per_source = {s: nx.betweenness_centrality_subset(D, [ids[s]], ids, normalized=False, weight=weight)
+                      for s in set(drawn.tolist())}
+        expected = np.array([[per_source[s][v] for v in ids] for s in drawn])
+        np.testing.assert_allclose(raw, expected.sum(0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(squares, (expected ** 2).sum(0), rtol=1e-12, atol=1e-12)
 
 
 def test_source_intervals_hold_with_probability_delta():
