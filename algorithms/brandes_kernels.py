@@ -324,22 +324,18 @@ def _breadth_first(indptr, indices, s, dist, sigma, stack, starts):
 
 
 @njit(cache=True, nogil=True)
-def _dijkstra(indptr, indices, weights, s, dist, sigma, stack, starts, touched, heap_d, heap_v):
+def _dijkstra(indptr, indices, weights, s, dist, sigma, stack, touched, heap_d, heap_v):
     """Distances and path counts from ``s`` with a binary heap, ``stack`` the vertices in the order
-    they became final, grouped as :func:`_breadth_first`'s layers are, by equal distance (no
-    shortest-path arc joins two of them); returns (layers, vertices touched), ``touched``
-    listing every entry to reset."""
+    they became final; returns (vertices on the stack, vertices touched), ``touched`` listing
+    every entry to reset."""
     dist[s], sigma[s] = 0.0, 1.0
     touched[0] = s
-    seen, done, layers = 1, 0, 0
+    seen, done = 1, 0
     size = _heap_push(heap_d, heap_v, 0, 0.0, s)
     while size > 0:
         d, v, size = _heap_pop(heap_d, heap_v, size)
         if d > dist[v]:
             continue
-        if done == 0 or d > dist[stack[done - 1]]:
-            starts[layers] = done
-            layers += 1
         stack[done] = v
         done += 1
         count = sigma[v]
@@ -354,8 +350,7 @@ def _dijkstra(indptr, indices, weights, s, dist, sigma, stack, starts, touched, 
                 size = _heap_push(heap_d, heap_v, size, step, u)
             elif step == dist[u]:
                 sigma[u] += count
-    starts[layers] = done
-    return layers, seen
+    return done, seen
 
 
 @njit(cache=True, nogil=True)
@@ -365,17 +360,17 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw, squares
     unless ``squares`` is None (numba then compiles it out), its square to ``squares``: the
     sampler's variance-aware bound needs each sampled source's dependencies squared one by one.
 
-    The forward pass sets distances and path counts together and groups the vertices in
-    layers of equal distance; the backward pass, layer by layer from the farthest, sums
-    ``z = (reach + dependency) / sigma`` over each vertex's successors, then settles the layer.
-    On hop counts it sums ``z`` over *every* neighbour with no distance test: a neighbour in a
-    nearer layer is not yet settled and one in the same layer only after the whole layer is
-    summed, so both still hold zero and only the next layer counts (the same sums in the same
-    order; the tests cost ~35% more CPU at 20k). With lengths it tests ``dist[v] + w ==
-    dist[u]`` per arc. The settling is written out here, not called: a call per vertex costs
-    numba's reference counting on every array, ~50% more CPU. The work arrays are allocated
-    once per call and only the entries a source touched are reset, so a source costs what its
-    traversal costs."""
+    The forward pass sets distances and path counts together and stacks the vertices in the
+    order they became final; the backward pass settles ``z = (reach + dependency) / sigma``
+    over that stack in reverse, from the sum of ``z`` over each vertex's successors. With
+    lengths it settles one vertex at a time and finds successors by ``dist[v] + w == dist[u]``.
+    On hop counts it settles a whole layer at a time and sums ``z`` over *every* neighbour: one
+    in a nearer layer is not settled yet and one in the same layer only after the layer's sums,
+    so both still hold zero and only the next layer counts (the same sums in the same order,
+    without the test's unpredictable branch: ~35% less CPU at 20k). The settling is written
+    here, not called: a call per vertex pays numba's reference counting on each array (~50%
+    more CPU). The work arrays are allocated once per call and only the entries a source
+    touched are reset, so a source costs what its traversal costs."""
     n = len(reach)
     dist, sigma, z, partial = np.full(n, np.inf), np.zeros(n), np.zeros(n), np.empty(n)
     stack, starts = np.empty(n + 1, np.int64), np.empty(n + 2, np.int64)
@@ -384,26 +379,32 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw, squares
     heap_d, heap_v = np.empty(arcs, np.float64), np.empty(arcs, np.int64)
     for s in sources:
         if unit:
-            layers, seen = _breadth_first(indptr, indices, s, dist, sigma, stack, starts)
+            layer, seen = _breadth_first(indptr, indices, s, dist, sigma, stack, starts)
+            hi = seen
         else:
-            layers, seen = _dijkstra(indptr, indices, weights, s, dist, sigma, stack, starts, touched, heap_d,
-                                     heap_v)
+            hi, seen = _dijkstra(indptr, indices, weights, s, dist, sigma, stack, touched, heap_d, heap_v)
         weight = reach[s]
-        for d in range(layers - 1, -1, -1):
-            for p in range(starts[d], starts[d + 1]):
-                v = stack[p]
-                dv = dist[v]
-                total = 0.0
-                if unit:
+        while hi > 0:                                   # settle stack[lo:hi]
+            if unit:
+                layer -= 1
+                lo = starts[layer]
+                for p in range(lo, hi):
+                    v = stack[p]
+                    total = 0.0
                     for e in range(indptr[v], indptr[v + 1]):
                         total += z[indices[e]]
-                else:
-                    for e in range(indptr[v], indptr[v + 1]):
-                        u = indices[e]
-                        if dv + weights[e] == dist[u]:
-                            total += z[u]
-                partial[p] = total
-            for p in range(starts[d], starts[d + 1]):
+                    partial[p] = total
+            else:
+                lo = hi - 1
+                v = stack[lo]
+                dv = dist[v]
+                total = 0.0
+                for e in range(indptr[v], indptr[v + 1]):
+                    u = indices[e]
+                    if dv + weights[e] == dist[u]:
+                        total += z[u]
+                partial[lo] = total
+            for p in range(lo, hi):
                 v = stack[p]
                 if v != s:
                     dependency = weight * sigma[v] * partial[p]
@@ -411,6 +412,7 @@ def brandes_sources(indptr, indices, weights, unit, sources, reach, raw, squares
                     if squares is not None:
                         squares[v] += dependency * dependency
                 z[v] = partial[p] + reach[v] / sigma[v]
+            hi = lo
         for p in range(seen):
             v = touched[p]
             dist[v], sigma[v], z[v] = np.inf, 0.0, 0.0
