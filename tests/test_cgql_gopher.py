@@ -216,3 +216,26 @@ def test_overlap_counts_match_a_sparse_matrix_of_the_shared_rows(seed):
     row, col, shared = overlap_counts(before, now, before_count, count)
     assert np.array_equal(np.column_stack([row, col, shared]),
                           np.column_stack([expected.row, expected.col, expected.data]))
+
+
+@pytest.mark.parametrize("seed,directed", [(1, False), (2, True)])
+def test_diameter_runs_on_gopher_and_matches_the_oracle(tmp_path, spark, seed, directed):
+    """Diameter in hops on Gopher: measured on the tasks for the groups inside one partition, and
+    for those across after a boundary step that gathers their kept edges on one task; the events
+    equal the driver path's (in order) and the NetworkX oracle's."""
+    pool, views = local_history(seed, directed=directed)
+    g = store_history(pool, views, str(tmp_path / "g.gofs"), 4, directed)
+    cases = [("DETECT Cluster(usage < 30, diameter < 4) WHERE edge: {type = power}",
+              [("usage", "<", 30)], [("diameter", "<", 4)]),
+             ("DETECT Cluster(usage < 34, diameter >= 3) WHERE edge: {type = power}",
+              [("usage", "<", 34)], [("diameter", ">=", 3)]),
+             ("DETECT Cluster(diameter > 5, sum(node.usage) > 100) WHERE edge: {type = power}",
+              [], [("diameter", ">", 5), ("sum_usage", ">", 100)])]
+    drop = ("detected", "seq", "topic")
+    for text, members, aggregates in cases:
+        on_gopher = query(g, text, spark=spark)
+        assert on_gopher.query.past_engine == "gopher"
+        got = [{k: v for k, v in e.items() if k not in drop} for e in on_gopher.read()]
+        expected = [{k: v for k, v in e.items() if k not in drop} for e in query(views, text).read()]
+        assert got == expected and expected
+        assert grouped(cluster_tuples(got)) == grouped(oracle.cluster_events(views, members, {"power"}, aggregates))

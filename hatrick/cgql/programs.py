@@ -67,7 +67,8 @@ from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
 from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, among,
-                                   combine_partials, inherited_ids, partial_kinds, values_at)
+                                   combine_partials, derive_aggregates, diameters, inherited_ids, partial_kinds,
+                                   satisfies, values_at)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
@@ -91,14 +92,12 @@ _LIST = Aggregator(operator.add, [])
 
 def runs_on_gopher(the_plan) -> bool:
     """Whether every sub-query of a plan has a Gopher program: Reach, and Cluster without
-    ``alias.*`` wildcards or diameter (the others run on the driver, instance by instance)."""
+    ``alias.*`` wildcards (the others run on the driver, instance by instance)."""
     for sq in the_plan.subqueries:
         if type(sq.pattern) not in (Cluster, Reach):
             return False
         conditions = [c for group in sq.pattern._vertex_condition_groups() for c in group]
         if any(isinstance(c.value, n.Wildcard) for c in conditions):
-            return False
-        if any(c.aggregate.function == "diameter" for c in sq.pattern.aggregate_conditions()):
             return False
     return True
 
@@ -140,7 +139,7 @@ class ClusterProgram(PatternProgram):
     message_dtype = "int64"
     combiner = "min"
     partition_messages = True
-    aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "members": _CONCAT}
+    aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "members": _CONCAT, "diameters": _CONCAT}
 
     def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
         self.pattern = pattern
@@ -149,6 +148,7 @@ class ClusterProgram(PatternProgram):
                                if c.aggregate.attribute})
         self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
         self.min_size = int(pattern.options.get("min_size", 2))
+        self.diameter = any(c.aggregate.function == "diameter" for c in pattern.aggregate_conditions())
         self._pass_key = _pass_key(pattern, self.min_size)
         # driver side only (master): the boundary groups' state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
@@ -186,10 +186,16 @@ class ClusterProgram(PatternProgram):
             ctx.aggregate("changed", propagate_labels(_Pieces(lane, whole), messages, ctx, len(lane["labels"]),
                                                       lane["piece"], lane["usable"]) if len(messages.vertices) else 0)
             return votes
+        if phase == "edges":
+            _send_groups(ctx, whole, lane, ctx.globals["measure"])
+            return votes
+        if phase == "diameters":
+            ctx.aggregate("diameters", [_gathered_diameters(ctx.partition_messages().payloads, ctx.globals["limits"])])
+            return votes
         before = ctx.state_before(keeper)
         previous = None if before is None else before.get("lane")
         if phase == "summary":
-            ctx.aggregate("summary", [self._summary(whole, lane, previous, ctx.globals)])
+            ctx.aggregate("summary", [{**self._summary(whole, lane, previous, ctx.globals), "keeper": keeper.id}])
         else:
             ctx.aggregate("events", self._rules(whole, lane, previous, ctx.globals))
             ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
@@ -224,7 +230,10 @@ class ClusterProgram(PatternProgram):
         return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": whole.ids,
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
-                "kinds": partial_kinds(self.pattern.aggregate_conditions())}
+                "kinds": partial_kinds(self.pattern.aggregate_conditions()),
+                # diameter: the kept local edges, as rows and as a symmetric adjacency of the partition
+                "kept": (src[kept], dst[kept]) if self.diameter else None,
+                "adjacency": (graph + graph.T).tocsr() if self.diameter else None}
 
     def _summary(self, whole: dict, lane: dict, previous, globals_: dict) -> dict:
         """Split the partition's groups between here and the driver, and report the driver's part.
@@ -292,9 +301,16 @@ class ClusterProgram(PatternProgram):
         order the driver path gives them in."""
         prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
         fresh, base = globals_["fresh"], globals_["base"]
+        def diameter(satisfied, limits):         # clean groups lie in this partition: its kept edges
+            rank = _rank(clean_now, len(lane["labels"]))
+            rows = whole["members"]
+            rows = rows[rank[lane["piece"][rows]] >= 0]
+            return diameters(whole["adjacency"], rows, rank[lane["piece"][rows]], len(clean_now),
+                             only=satisfied, limits=limits)
+
         ids, overlap, table, event_size, first_reported = self.pattern.conclude(
             prior, globals_["time"], partials, p, q, weight, len(clean_now), Bindings(self.pattern.params),
-            number=lambda new: base + np.searchsorted(fresh, smallest[new]), inherited=heirs)
+            diameter=diameter, number=lambda new: base + np.searchsorted(fresh, smallest[new]), inherited=heirs)
         after = ClusterState(None, *[np.empty(0, np.int64)] * 4, table, overlap, event_size, first_reported,
                              member_lists={})
         out = []
@@ -349,29 +365,70 @@ class ClusterProgram(PatternProgram):
         if phase == "wait" and (position == 0 or position - 1 in self._concluded):
             ctx.globals.update(phase="summary", gather=self._keep_last and ctx.instance["id"] == self._last["id"])
         elif phase == "summary":
-            self._conclude(ctx)
+            parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
+            groups = _combined(parts, self.min_size)
+            measure = self._to_measure(parts, groups) if self.diameter else None
+            if measure is not None and len(measure["label"]):
+                self._parked[ctx.instance["id"]] = (parts, groups)
+                ctx.globals.update(phase="edges", measure=measure, limits=self._limits())
+            else:
+                self._conclude(ctx, parts, groups, None)
+                self._concluded.add(position)
+                ctx.globals["phase"] = "rules"
+        elif phase == "edges":
+            ctx.globals["phase"] = "diameters"
+        elif phase == "diameters":
+            parts, groups = self._parked.pop(ctx.instance["id"])
+            measured = ctx.aggregated.pop("diameters")
+            labels = _joined([m[0] for m in measured], np.empty(0, np.int64))
+            values = np.concatenate([m[1] for m in measured]) if measured else np.empty(0)
+            order = np.argsort(labels)
+            self._conclude(ctx, parts, groups, (labels[order], values[order]))
+            for name in ("measure", "limits"):
+                ctx.globals.pop(name)
             self._concluded.add(position)
             ctx.globals["phase"] = "rules"
         elif phase == "rules":
             self._publish(ctx)
             ctx.halt()
 
-    def _conclude(self, ctx) -> None:
+    def _limits(self) -> list:
+        """[(op, bound)] of the diameter conditions, as :meth:`hatrick.cgql.patterns.Cluster.conclude` reads them."""
+        b = Bindings(self.pattern.params)
+        return [(c.op, b.scalar(c.value, "diameter")) for c in self.pattern.aggregate_conditions()
+                if c.aggregate.function == "diameter"]
+
+    def _cheap(self, partials: dict, k: int) -> np.ndarray:
+        """Which of ``k`` groups satisfy every aggregate condition but the diameter (the groups
+        ``conclude`` asks a diameter of)."""
+        cheap = tuple(c for c in self.pattern.aggregate_conditions() if c.aggregate.function != "diameter")
+        return satisfies(derive_aggregates(partials, cheap, k), cheap, Bindings(self.pattern.params), k)
+
+    def _to_measure(self, parts: list, groups: dict) -> dict:
+        """The driver's groups whose diameter ``conclude`` will ask for (three or more members,
+        every other condition satisfied) and where each is measured: the partition that holds
+        most of its members (its keeper sub-graph), which the others send their pieces' kept
+        edges to (:func:`_send_groups`); {"label": sorted group labels, "target": sub-graph ids}."""
+        partials = groups["final_partials"]
+        need = self._cheap(partials, len(groups["final"])) & (partials["size"] >= 3)
+        wanted = groups["kept"][need]                     # rows of the combined groups
+        rows = np.flatnonzero(np.isin(groups["at"], wanted))
+        if not len(rows):
+            return {"label": np.empty(0, np.int64), "target": np.empty(0, np.int64)}
+        keeper = np.repeat([p["keeper"] for p in parts], [len(p["label"]) for p in parts])
+        size = _field(parts, "partials", "size")
+        order = np.lexsort((-size[rows], groups["at"][rows]))        # by group, largest piece first
+        rows = rows[order]
+        first = rows[np.r_[True, groups["at"][rows][1:] != groups["at"][rows][:-1]]]
+        by_label = np.argsort(groups["labels"][first])
+        return {"label": groups["labels"][first][by_label], "target": keeper[first][by_label]}
+
+    def _conclude(self, ctx, parts: list, groups: dict, measured) -> None:
         """The pattern's rules over the groups the tasks could not decide (those of components
         with a boundary group) and what the tasks need for theirs: the numbering of the new
-        groups, and the states of the local groups decided here."""
-        parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
-        labels = _field(parts, "label")
-        local = _field(parts, "local")
-        names = parts[0]["partials"].keys()
-        vids, partials, at = combine_partials(labels, {k: _field(parts, "partials", k) for k in names})
-        smallest = _smallest(_field(parts, "smallest"), at, len(vids))
-        is_local = np.zeros(len(vids), bool)
-        is_local[at[local]] = True
-        keep = np.flatnonzero(partials["size"] >= self.min_size)
-        keep = keep[np.argsort(smallest[keep], kind="stable")]
-        vids, smallest, is_local = vids[keep], smallest[keep], is_local[keep]
-        partials = {k: v[keep] for k, v in partials.items()}
+        groups, and the states of the local groups decided here. ``measured``: (sorted labels,
+        hop diameters) of the groups :meth:`_to_measure` picked."""
+        vids, smallest, is_local, partials = groups["final"], groups["smallest"], groups["is_local"], groups["final_partials"]
         k = len(vids)
         start = float(ctx.instance["start"])
         position = self._positions[ctx.instance["id"]]
@@ -399,8 +456,17 @@ class ClusterProgram(PatternProgram):
             numbered["fresh"] = np.sort(np.concatenate([elsewhere, smallest[new]]))
             return counter[0] + np.searchsorted(numbered["fresh"], smallest[new])
 
+        def diameter(satisfied, limits):       # sizes, NaN where not asked; the measured groups' values
+            out = partials["size"] - 1.0
+            out[(out >= 2) & ~satisfied] = np.nan
+            if measured is not None:
+                at = np.flatnonzero((out >= 2) & satisfied)
+                out[at] = measured[1][np.searchsorted(measured[0], vids[at])]
+            return out
+
         ids, overlap_frame, table, event_size, first_reported = self.pattern.conclude(
-            previous, start, partials, p, q, weight, k, Bindings(self.pattern.params), number=number)
+            previous, start, partials, p, q, weight, k, Bindings(self.pattern.params), diameter=diameter,
+            number=number)
         base, counter[0] = counter[0], counter[0] + len(numbered["fresh"])
         empty = np.empty(0, np.int64)
         after = ClusterState(None, empty, empty, empty, empty, table, overlap_frame, event_size, first_reported,
@@ -447,10 +513,72 @@ class ClusterProgram(PatternProgram):
         instance's state holds its groups decided on the driver (every group where the frame
         goes live: ``keep_last``)."""
         self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
-        self._concluded, self._pending = set(), {}
+        self._concluded, self._pending, self._parked = set(), {}, {}
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "label", "gather": False}, **engine_options).metrics
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
+
+
+def _combined(parts: list, min_size: int) -> dict:
+    """The partitions' summaries as the driver's groups: rows (``labels``, ``at`` their group),
+    and the groups of ``min_size`` or more in the order of their smallest member (``kept``:
+    which groups; ``final`` their labels, ``smallest``, ``is_local``, ``final_partials``)."""
+    labels = _field(parts, "label")
+    local = _field(parts, "local")
+    names = parts[0]["partials"].keys()
+    vids, partials, at = combine_partials(labels, {k: _field(parts, "partials", k) for k in names})
+    smallest = _smallest(_field(parts, "smallest"), at, len(vids))
+    is_local = np.zeros(len(vids), bool)
+    is_local[at[local]] = True
+    keep = np.flatnonzero(partials["size"] >= min_size)
+    keep = keep[np.argsort(smallest[keep], kind="stable")]
+    return {"labels": labels, "at": at, "kept": keep, "final": vids[keep], "smallest": smallest[keep],
+            "is_local": is_local[keep], "final_partials": {k: v[keep] for k, v in partials.items()}}
+
+
+def _send_groups(ctx, whole: dict, lane: dict, measure: dict) -> None:
+    """The boundary step of diameter: send the members and kept edges (local, and remote ones
+    out of them) of this partition's pieces of the ``measure`` groups, as vertex ids, to the
+    sub-graph that measures each group; one payload per target. Only tasks see them."""
+    wanted, targets = measure["label"], measure["target"]
+    labels, piece, vids = lane["labels"], lane["piece"], whole["vertex_ids"]
+    at = np.minimum(np.searchsorted(wanted, labels), max(len(wanted) - 1, 0))
+    target = np.where(wanted[at] == labels, targets[at], -1) if len(wanted) else np.full(len(labels), -1)
+    target = np.r_[target, -1]                            # piece -1 (no piece) reads the last: none
+    rows = whole["members"]
+    rows = rows[target[piece[rows]] >= 0]
+    kept_src, kept_dst = whole["kept"]
+    inner = target[piece[kept_src]] >= 0
+    out = np.flatnonzero(whole["usable"])
+    out = out[target[piece[whole["remote_src"][out]]] >= 0]
+    src = np.concatenate([vids[kept_src[inner]], vids[whole["remote_src"][out]]])
+    dst = np.concatenate([vids[kept_dst[inner]], whole["remote_dst"][out]])
+    edge_target = np.concatenate([target[piece[kept_src[inner]]], target[piece[whole["remote_src"][out]]]])
+    member_target = target[piece[rows]]
+    chosen = np.unique(member_target)
+    ctx.send_to_subgraphs(chosen, [(labels[piece[rows[member_target == t]]], vids[rows[member_target == t]],
+                                    src[edge_target == t], dst[edge_target == t]) for t in chosen.tolist()])
+
+
+def _gathered_diameters(payloads: list, limits: list):
+    """(group labels, hop diameters) of the groups whose pieces arrived here (:func:`_send_groups`),
+    by the pattern's own kernel (:func:`hatrick.cgql.patterns.diameters`) over their kept edges;
+    an edge to a vertex that is no member of the same group is none of its edges."""
+    if not payloads:
+        return np.empty(0, np.int64), np.empty(0)
+    labels = np.concatenate([p[0] for p in payloads]).astype(np.int64)
+    vids = np.concatenate([p[1] for p in payloads]).astype(np.int64)
+    src = np.concatenate([p[2] for p in payloads]).astype(np.int64)
+    dst = np.concatenate([p[3] for p in payloads]).astype(np.int64)
+    order = np.argsort(vids)
+    vids, labels = vids[order], labels[order]
+    distinct, group = np.unique(labels, return_inverse=True)
+    a = np.minimum(np.searchsorted(vids, src), len(vids) - 1)
+    b = np.minimum(np.searchsorted(vids, dst), len(vids) - 1)
+    edge = (vids[a] == src) & (vids[b] == dst) & (labels[a] == labels[b])
+    a, b, m = a[edge], b[edge], len(vids)
+    adjacency = csr_matrix((np.ones(2 * len(a), bool), (np.r_[a, b], np.r_[b, a])), shape=(m, m))
+    return distinct, diameters(adjacency, np.arange(m), group.reshape(-1), len(distinct), limits=limits)
 
 
 def _in_driver_order(events: list, ids: np.ndarray, smallest: np.ndarray) -> list:
