@@ -170,11 +170,8 @@ class Query:
         chosen = _past_instances(store, self.plan)
         if not chosen:
             return
-        records = sorted(self.plan.vertex_attributes)
-        runs = {}
-        for sq in self.plan.subqueries:
-            runs[sq.name], self.past_metrics[sq.name] = run_past(store, sq, chosen, self.plan.has_live, records,
-                                                                 spark=spark)
+        runs, self.past_metrics = run_past(store, self.plan.subqueries, chosen, self.plan.has_live,
+                                           sorted(self.plan.vertex_attributes), spark=spark)
         for i, instance in enumerate(chosen):
             for sq in self.plan.subqueries:
                 _, state, inside, events = runs[sq.name][i]

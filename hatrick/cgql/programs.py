@@ -66,7 +66,7 @@ from algorithms.components import propagate_labels, tell_labels
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
-from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, among,
+from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, EvolvedState, Reach, ReachState, aggregate_partials, among,
                                    combine_partials, derive_aggregates, diameters, inherited_ids, partial_kinds,
                                    satisfies, values_at)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
@@ -91,9 +91,16 @@ _LIST = Aggregator(operator.add, [])
 
 
 def runs_on_gopher(the_plan) -> bool:
-    """Whether every sub-query of a plan has a Gopher program: Reach, and Cluster without
-    ``alias.*`` wildcards (the others run on the driver, instance by instance)."""
+    """Whether every sub-query of a plan has a Gopher program: Reach, Cluster without ``alias.*``
+    wildcards, and Evolved over a Cluster's alias without diameter in its WHERE (the others run
+    on the driver, instance by instance)."""
+    clusters = {sq.clause.alias for sq in the_plan.subqueries if type(sq.pattern) is Cluster}
     for sq in the_plan.subqueries:
+        if type(sq.pattern) is Evolved:
+            if sq.pattern.alias not in clusters or any(c.aggregate.function == "diameter"
+                                                       for c in sq.pattern.clause.aggregates):
+                return False
+            continue
         if type(sq.pattern) not in (Cluster, Reach):
             return False
         conditions = [c for group in sq.pattern._vertex_condition_groups() for c in group]
@@ -139,13 +146,15 @@ class ClusterProgram(PatternProgram):
     message_dtype = "int64"
     combiner = "min"
     partition_messages = True
-    aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "members": _CONCAT, "diameters": _CONCAT}
+    aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "evolved": _LIST, "members": _CONCAT,
+                   "diameters": _CONCAT}
 
-    def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
+    def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool, followers=()):
         self.pattern = pattern
+        self.followers = list(followers)         # [(Evolved pattern over this alias, its in_frame)]
         (self.conditions,) = pattern._vertex_condition_groups()
-        self.columns = sorted({c.aggregate.attribute for c in pattern.aggregate_conditions()
-                               if c.aggregate.attribute})
+        self.aggregates = pattern.aggregate_conditions() + tuple(c for f, _ in self.followers for c in f.clause.aggregates)
+        self.columns = sorted({c.aggregate.attribute for c in self.aggregates if c.aggregate.attribute})
         self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
         self.min_size = int(pattern.options.get("min_size", 2))
         self.diameter = any(c.aggregate.function == "diameter" for c in pattern.aggregate_conditions())
@@ -197,7 +206,9 @@ class ClusterProgram(PatternProgram):
         if phase == "summary":
             ctx.aggregate("summary", [{**self._summary(whole, lane, previous, ctx.globals), "keeper": keeper.id}])
         else:
-            ctx.aggregate("events", self._rules(whole, lane, previous, ctx.globals))
+            events, evolved = self._rules(whole, lane, previous, ctx.globals)
+            ctx.aggregate("events", events)
+            ctx.aggregate("evolved", evolved)
             ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
         return votes
 
@@ -230,7 +241,7 @@ class ClusterProgram(PatternProgram):
         return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": whole.ids,
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
-                "kinds": partial_kinds(self.pattern.aggregate_conditions()),
+                "kinds": partial_kinds(self.aggregates),
                 # diameter: the kept local edges, as rows and as a symmetric adjacency of the partition
                 "kept": (src[kept], dst[kept]) if self.diameter else None,
                 "adjacency": (graph + graph.T).tocsr() if self.diameter else None}
@@ -281,9 +292,10 @@ class ClusterProgram(PatternProgram):
         clean_pair = pair[~dirty[pair[:, 0]]]
         p = _rank(clean_before, before_count)[clean_pair[:, 0]]
         q = _rank(clean_now, count)[clean_pair[:, 1]]
-        prior = _state_of(_pick(previous["record"], clean_before)) if known else None
+        prior_record = _pick(previous["record"], clean_before) if known else None
+        prior = _state_of(prior_record)
         heirs = inherited_ids(prior, p, q, clean_pair[:, 2], len(clean_now))
-        lane["clean"] = (prior, clean_before, clean_now, p, q, clean_pair[:, 2], heirs,
+        lane["clean"] = (prior_record, prior, clean_before, clean_now, p, q, clean_pair[:, 2], heirs,
                          {k: v[clean_now] for k, v in partials.items()}, smallest[clean_now])
         driver_pair = pair[dirty[pair[:, 0]]]
         return {"label": labels[now_dirty], "local": local[now_dirty], "smallest": smallest[now_dirty],
@@ -298,8 +310,9 @@ class ClusterProgram(PatternProgram):
         numbered as the driver said; the partition's local groups' states for the next instance
         (those of the other components as the driver decided them). Returns the events as
         (0, smallest member id, event) and, for ``disappeared``, (1, cluster id, event): the
-        order the driver path gives them in."""
-        prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
+        order the driver path gives them in; and the followers' ``evolved`` events as (follower,
+        cluster id, event)."""
+        prior_record, prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
         fresh, base = globals_["fresh"], globals_["base"]
         def diameter(satisfied, limits):         # clean groups lie in this partition: its kept edges
             rank = _rank(clean_now, len(lane["labels"]))
@@ -314,19 +327,24 @@ class ClusterProgram(PatternProgram):
         after = ClusterState(None, *[np.empty(0, np.int64)] * 4, table, overlap, event_size, first_reported,
                              member_lists={})
         out = []
+        follow = self._follow(prior_record, after, partials, globals_["time"])
+        news = _new_qualifying(follow, globals_["follow_inside"], globals_["follow_before_inside"])
+        changed = np.empty(0, np.int64)
         if globals_["inside"]:
             before = prior if globals_["before_inside"] else None
             changed, status, gone = self.pattern.changes(before, after)
-            evented = among(ids, changed)
-            after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[evented], ids[evented])
+        evented = among(ids, np.concatenate([changed, *news]))
+        after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[evented], ids[evented])
+        if globals_["inside"]:
             if len(gone):
                 before_ids = before.table.index.to_numpy()
                 before.member_lists = _piece_members(whole["ids"], previous["piece"],
                                                      clean_before[among(before_ids, gone)],
                                                      before_ids[among(before_ids, gone)])
             out = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
-        record = _empty_record(lane["labels"], table)
-        _put(record, clean_now, _record_of(after))
+        evolved = self._evolved_events(follow, globals_["follow_inside"], globals_["follow_before_inside"])
+        record = _empty_record(lane["labels"], table, len(self.followers))
+        _put(record, clean_now, _record_of(after, None, follow))
         decided = globals_["decided"]
         if decided is not None and len(decided["label"]):
             where = np.searchsorted(decided["label"], lane["labels"])
@@ -334,7 +352,28 @@ class ClusterProgram(PatternProgram):
                                  & (decided["label"][np.minimum(where, len(decided["label"]) - 1)] == lane["labels"]))
             _put(record, hit, _pick(decided, where[hit]))
         lane["record"] = record
+        return out, evolved
+
+    def _follow(self, before: dict | None, after: ClusterState, partials: dict, time: float) -> list:
+        """The followers' rules over ``after``'s groups (:meth:`hatrick.cgql.patterns.Evolved.conclude`),
+        their previous states from the groups' ``before`` record: [(before, after) EvolvedState]."""
+        ids = after.table.index.to_numpy()
+        out = []
+        for i, (f, _) in enumerate(self.followers):
+            first, was = None, np.empty(0, np.int64)
+            if before is not None:
+                first = _as_dict(before["cid"], before[f"first_satisfied{i}"])
+                was = before["cid"][before[f"qualifying{i}"]]
+            values = derive_aggregates(partials, f.clause.aggregates, len(ids))
+            qualifying, first_satisfied, frame = f.conclude(ids, after.table["size"].to_numpy(), values,
+                                                            after.first_reported, first, time, Bindings(f.params))
+            out.append((EvolvedState(None, was, first or {}), EvolvedState(after, qualifying, first_satisfied, frame)))
         return out
+
+    def _evolved_events(self, follow: list, inside: list, before_inside: list) -> list:
+        """(follower, cluster id, event) of the followers in frame (members from their alias's state)."""
+        return [(i, e["cluster"], e) for i, ((f, _), (before, after)) in enumerate(zip(self.followers, follow))
+                if inside[i] for e in f.diff(before if before_inside[i] else None, after)]
 
     @staticmethod
     def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
@@ -432,7 +471,7 @@ class ClusterProgram(PatternProgram):
         k = len(vids)
         start = float(ctx.instance["start"])
         position = self._positions[ctx.instance["id"]]
-        previous = before_labels = None
+        previous = before_labels = record = None
         p = q = weight = np.empty(0, np.int64)
         index = _Positions(vids)
         if position:
@@ -474,24 +513,28 @@ class ClusterProgram(PatternProgram):
         inside = self._in_frame(start)
         before = previous if self._inside else None
         changed, status, gone = self.pattern.changes(before, after) if inside else (empty, np.empty(0, object), empty)
-        wanted = ids if ctx.globals["gather"] else changed
-        mine = _record_of(after, vids)
+        follow = self._follow(record, after, partials, start)
+        follow_inside = [in_frame(start) for _, in_frame in self.followers]
+        news = _new_qualifying(follow, follow_inside, self._follow_inside)
+        wanted = ids if ctx.globals["gather"] else np.concatenate([changed, *news])
+        mine = _record_of(after, vids, follow)
         ctx.globals.update(fresh=numbered["fresh"], base=base, time=start, inside=inside, before_inside=self._inside,
+                           follow_inside=follow_inside, follow_before_inside=self._follow_inside,
                            decided=_pick(mine, np.flatnonzero(is_local)[np.argsort(vids[is_local])]),
                            want_now=np.sort(vids[among(ids, wanted)]),
                            want_before=np.sort(before_labels[among(previous.table.index.to_numpy(), gone)])
                            if len(gone) else empty)
         self._pending[ctx.instance["id"]] = (before, before_labels, after, ids, index, smallest, changed, status,
-                                             gone, inside)
+                                             gone, inside, follow, follow_inside, self._follow_inside)
         self._held = _pick(mine, np.flatnonzero(~is_local))
-        self._state, self._inside = after, inside
+        self._state, self._inside, self._follow_inside = after, inside, follow_inside
 
     def _publish(self, ctx) -> None:
         """The instance's events: the driver's (members as the tasks reported them) and the
         tasks', in the order of the driver path (groups by smallest member, then ``disappeared``
         by cluster id)."""
-        before, before_labels, after, ids, vids, smallest, changed, status, gone, inside = \
-            self._pending.pop(ctx.instance["id"])
+        before, before_labels, after, ids, vids, smallest, changed, status, gone, inside, follow, follow_inside, \
+            follow_before_inside = self._pending.pop(ctx.instance["id"])
         (now_labels, now_ids), (gone_labels, gone_ids) = _gathered(ctx.aggregated.pop("members", None) or [])
         after.member_lists = _lists(now_labels, now_ids, vids, ids)
         if before is not None and len(gone):
@@ -504,6 +547,12 @@ class ClusterProgram(PatternProgram):
         if ctx.instance["id"] == self._last["id"] and self._keep_last:
             _spell_out(after, ids)
         self.results[ctx.instance["id"]] = (ctx.instance, None, inside, [e for _, _, e in events])
+        evolved = self._evolved_events(follow, follow_inside, follow_before_inside)
+        evolved += ctx.aggregated.pop("evolved", None) or []
+        evolved.sort(key=lambda e: (e[0], e[1]))
+        for i, results in enumerate(self.follower_results):
+            results[ctx.instance["id"]] = (ctx.instance, None, follow_inside[i], [e for f, _, e in evolved if f == i])
+        self._follow_states = [after_state for _, after_state in follow]
         for name in ("want_now", "want_before", "fresh", "decided"):
             ctx.globals.pop(name, None)
 
@@ -514,8 +563,12 @@ class ClusterProgram(PatternProgram):
         goes live: ``keep_last``)."""
         self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
         self._concluded, self._pending, self._parked = set(), {}, {}
+        self._follow_inside, self._follow_states = [False] * len(self.followers), []
+        self.follower_results = [{} for _ in self.followers]
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "label", "gather": False}, **engine_options).metrics
+        self.followed = [_with_last_state([results[i["id"]] for i in instances], state)
+                         for results, state in zip(self.follower_results, self._follow_states)]
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
 
 
@@ -599,13 +652,18 @@ def _rank(chosen: np.ndarray, size: int) -> np.ndarray:
 
 # A group's state between instances, as arrays: label, cid (-1: no group), reported,
 # event_size and first_reported (NaN: none), values ({table column: values}, size first).
-def _record_of(state: ClusterState, labels: np.ndarray | None = None) -> dict:
-    """A :class:`ClusterState`'s groups as a record (``labels``: theirs, in table order)."""
+def _record_of(state: ClusterState, labels: np.ndarray | None = None, follow: list = ()) -> dict:
+    """A :class:`ClusterState`'s groups as a record (``labels``: theirs, in table order), with
+    each follower's first satisfied times and qualifying flags (``follow``: (before, after) states)."""
     table = state.table
     cid = table.index.to_numpy()
-    return {"label": cid if labels is None else labels, "cid": cid, "reported": table["reported"].to_numpy(),
-            "event_size": values_at(state.event_size, cid), "first_reported": values_at(state.first_reported, cid),
-            "values": {c: table[c].to_numpy() for c in table.columns if c != "reported"}}
+    out = {"label": cid if labels is None else labels, "cid": cid, "reported": table["reported"].to_numpy(),
+           "event_size": values_at(state.event_size, cid), "first_reported": values_at(state.first_reported, cid),
+           "values": {c: table[c].to_numpy() for c in table.columns if c != "reported"}}
+    for i, (_, after) in enumerate(follow):
+        out[f"first_satisfied{i}"] = values_at(after.first_satisfied, cid)
+        out[f"qualifying{i}"] = among(cid, after.qualifying)
+    return out
 
 
 def _state_of(record: dict | None) -> ClusterState | None:
@@ -640,12 +698,21 @@ def _put(record: dict, at: np.ndarray, values: dict) -> None:
             record[k][at] = value
 
 
-def _empty_record(labels: np.ndarray, table: pd.DataFrame) -> dict:
+def _empty_record(labels: np.ndarray, table: pd.DataFrame, followers: int) -> dict:
     """A partition's record of its pieces (``labels``), none a group yet (columns as ``table``'s)."""
     count = len(labels)
-    return {"label": labels, "cid": np.full(count, -1, np.int64), "reported": np.zeros(count, bool),
-            "event_size": np.full(count, np.nan), "first_reported": np.full(count, np.nan),
-            "values": {c: np.zeros(count, table[c].dtype) for c in table.columns if c != "reported"}}
+    out = {"label": labels, "cid": np.full(count, -1, np.int64), "reported": np.zeros(count, bool),
+           "event_size": np.full(count, np.nan), "first_reported": np.full(count, np.nan),
+           "values": {c: np.zeros(count, table[c].dtype) for c in table.columns if c != "reported"}}
+    for i in range(followers):
+        out[f"first_satisfied{i}"], out[f"qualifying{i}"] = np.full(count, np.nan), np.zeros(count, bool)
+    return out
+
+
+def _new_qualifying(follow: list, inside: list, before_inside: list) -> list:
+    """Per follower in frame, the ids that start qualifying (their members are wanted)."""
+    return [np.setdiff1d(after.qualifying, before.qualifying if before_inside[i] else np.empty(0, np.int64))
+            for i, (before, after) in enumerate(follow) if inside[i]]
 
 
 def _concat_records(records: list) -> dict | None:
@@ -917,14 +984,28 @@ def spread_bits(indptr, indices, bits, start):
     return gained
 
 
-def run_past(store, subquery, instances: list, keep_last: bool, records: list, **engine_options):
-    """A sub-query's past over ``instances`` on Gopher: ([(instance, state, in frame, events)], the
-    run's metrics)."""
-    if isinstance(subquery.pattern, Reach):
-        program = ReachProgram(subquery.pattern, store, subquery.in_frame, records)
-    else:
-        program = ClusterProgram(subquery.pattern, store, subquery.in_frame, keep_last)
-    return program.run(store, instances, **engine_options), program.metrics
+def run_past(store, subqueries: list, instances: list, keep_last: bool, records: list, **engine_options):
+    """The sub-queries' past over ``instances`` on Gopher, one run per Reach or Cluster (an Evolved
+    sub-query follows its alias's Cluster run): ({name: [(instance, state, in frame, events)]},
+    {name: the run's metrics})."""
+    followers: dict = {}
+    for sq in subqueries:
+        if isinstance(sq.pattern, Evolved):
+            followers.setdefault(sq.pattern.alias, []).append(sq)
+    runs, metrics = {}, {}
+    for sq in subqueries:
+        if isinstance(sq.pattern, Evolved):
+            continue
+        follow = followers.get(sq.clause.alias, []) if sq.clause.alias else []
+        if isinstance(sq.pattern, Reach):
+            program = ReachProgram(sq.pattern, store, sq.in_frame, records)
+        else:
+            program = ClusterProgram(sq.pattern, store, sq.in_frame, keep_last,
+                                     [(f.pattern, f.in_frame) for f in follow])
+        runs[sq.name], metrics[sq.name] = program.run(store, instances, **engine_options), program.metrics
+        for f, followed in zip(follow, getattr(program, "followed", [])):
+            runs[f.name], metrics[f.name] = followed, program.metrics
+    return runs, metrics
 
 
 def _attribute_table(parts: list) -> pd.DataFrame:
