@@ -246,7 +246,8 @@ def test_evolved_follows_its_alias_on_gopher_and_matches_the_oracle(tmp_path, sp
     """Evolved on Gopher: its rules run where its alias's groups are decided (tasks or driver),
     first satisfied times and qualifying flags carried from instance to instance with the
     groups; every topic's events equal the driver path's (in order), the evolved ones the
-    NetworkX oracle's, also with SUCCEEDS / PREDATES and a frame of its own."""
+    NetworkX oracle's, also with SUCCEEDS / PREDATES, a frame of its own and diameter in its
+    WHERE (every group's, measured as the alias's are)."""
     pool, views = local_history(seed, directed=directed)
     g = store_history(pool, views, str(tmp_path / "g.gofs"), 4, directed)
     cases = [("DETECT Cluster(sum(node.usage) > 40) WHERE edge: {type = power} AS S; "
@@ -256,7 +257,10 @@ def test_evolved_follows_its_alias_on_gopher_and_matches_the_oracle(tmp_path, sp
               "DETECT Cluster(size > 4) WHERE edge: {type = power} AS H",
               [], [("size", ">", 4)], [("max_usage", ">", 30)], "predates"),
              ("DETECT Cluster(usage < 34, diameter < 5) WHERE edge: {type = power} AS S; "
-              "DETECT Evolved(S) WHERE avg(node.usage) < 15 FROM 3 TO 6", None, None, None, None)]
+              "DETECT Evolved(S) WHERE avg(node.usage) < 15 FROM 3 TO 6", None, None, None, None),
+             ("DETECT Cluster(usage < 34, sum(node.usage) > 50) WHERE edge: {type = power} AS S; "
+              "DETECT Evolved(S) WHERE diameter > 4",
+              [("usage", "<", 34)], [("sum_usage", ">", 50)], [("diameter", ">", 4)], None)]
     drop = ("detected", "seq", "topic")
     for text, members, aggregates, where, relation in cases:
         on_gopher, on_driver = query(g, text, spark=spark), query(views, text)

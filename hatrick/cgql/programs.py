@@ -92,13 +92,12 @@ _LIST = Aggregator(operator.add, [])
 
 def runs_on_gopher(the_plan) -> bool:
     """Whether every sub-query of a plan has a Gopher program: Reach, Cluster without ``alias.*``
-    wildcards, and Evolved over a Cluster's alias without diameter in its WHERE (the others run
-    on the driver, instance by instance)."""
+    wildcards, and Evolved over a Cluster's alias (the others run on the driver, instance by
+    instance)."""
     clusters = {sq.clause.alias for sq in the_plan.subqueries if type(sq.pattern) is Cluster}
     for sq in the_plan.subqueries:
         if type(sq.pattern) is Evolved:
-            if sq.pattern.alias not in clusters or any(c.aggregate.function == "diameter"
-                                                       for c in sq.pattern.clause.aggregates):
+            if sq.pattern.alias not in clusters:
                 return False
             continue
         if type(sq.pattern) not in (Cluster, Reach):
@@ -157,7 +156,9 @@ class ClusterProgram(PatternProgram):
         self.columns = sorted({c.aggregate.attribute for c in self.aggregates if c.aggregate.attribute})
         self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
         self.min_size = int(pattern.options.get("min_size", 2))
-        self.diameter = any(c.aggregate.function == "diameter" for c in pattern.aggregate_conditions())
+        self.diameter = any(c.aggregate.function == "diameter" for c in self.aggregates)
+        # a follower's diameter is every group's, exact (the alias's own only where it may be reported)
+        self.exact = any(c.aggregate.function == "diameter" for f, _ in self.followers for c in f.clause.aggregates)
         self._pass_key = _pass_key(pattern, self.min_size)
         # driver side only (master): the boundary groups' state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
@@ -314,12 +315,12 @@ class ClusterProgram(PatternProgram):
         cluster id, event)."""
         prior_record, prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
         fresh, base = globals_["fresh"], globals_["base"]
-        def diameter(satisfied, limits):         # clean groups lie in this partition: its kept edges
-            rank = _rank(clean_now, len(lane["labels"]))
-            rows = whole["members"]
-            rows = rows[rank[lane["piece"][rows]] >= 0]
-            return diameters(whole["adjacency"], rows, rank[lane["piece"][rows]], len(clean_now),
-                             only=satisfied, limits=limits)
+        exact = _clean_diameters(whole, lane, clean_now) if self.exact else None
+
+        def diameter(satisfied, limits):
+            if exact is not None:
+                return _unless(exact, satisfied)
+            return _clean_diameters(whole, lane, clean_now, satisfied, limits)
 
         ids, overlap, table, event_size, first_reported = self.pattern.conclude(
             prior, globals_["time"], partials, p, q, weight, len(clean_now), Bindings(self.pattern.params),
@@ -327,7 +328,7 @@ class ClusterProgram(PatternProgram):
         after = ClusterState(None, *[np.empty(0, np.int64)] * 4, table, overlap, event_size, first_reported,
                              member_lists={})
         out = []
-        follow = self._follow(prior_record, after, partials, globals_["time"])
+        follow = self._follow(prior_record, after, partials, globals_["time"], exact)
         news = _new_qualifying(follow, globals_["follow_inside"], globals_["follow_before_inside"])
         changed = np.empty(0, np.int64)
         if globals_["inside"]:
@@ -354,9 +355,10 @@ class ClusterProgram(PatternProgram):
         lane["record"] = record
         return out, evolved
 
-    def _follow(self, before: dict | None, after: ClusterState, partials: dict, time: float) -> list:
+    def _follow(self, before: dict | None, after: ClusterState, partials: dict, time: float, exact) -> list:
         """The followers' rules over ``after``'s groups (:meth:`hatrick.cgql.patterns.Evolved.conclude`),
-        their previous states from the groups' ``before`` record: [(before, after) EvolvedState]."""
+        their previous states from the groups' ``before`` record, ``exact``: the groups' hop
+        diameters where a follower reads them: [(before, after) EvolvedState]."""
         ids = after.table.index.to_numpy()
         out = []
         for i, (f, _) in enumerate(self.followers):
@@ -365,6 +367,8 @@ class ClusterProgram(PatternProgram):
                 first = _as_dict(before["cid"], before[f"first_satisfied{i}"])
                 was = before["cid"][before[f"qualifying{i}"]]
             values = derive_aggregates(partials, f.clause.aggregates, len(ids))
+            if any(c.aggregate.function == "diameter" for c in f.clause.aggregates):
+                values["diameter"] = exact
             qualifying, first_satisfied, frame = f.conclude(ids, after.table["size"].to_numpy(), values,
                                                             after.first_reported, first, time, Bindings(f.params))
             out.append((EvolvedState(None, was, first or {}), EvolvedState(after, qualifying, first_satisfied, frame)))
@@ -409,7 +413,7 @@ class ClusterProgram(PatternProgram):
             measure = self._to_measure(parts, groups) if self.diameter else None
             if measure is not None and len(measure["label"]):
                 self._parked[ctx.instance["id"]] = (parts, groups)
-                ctx.globals.update(phase="edges", measure=measure, limits=self._limits())
+                ctx.globals.update(phase="edges", measure=measure, limits=[] if self.exact else self._limits())
             else:
                 self._conclude(ctx, parts, groups, None)
                 self._concluded.add(position)
@@ -449,7 +453,7 @@ class ClusterProgram(PatternProgram):
         most of its members (its keeper sub-graph), which the others send their pieces' kept
         edges to (:func:`_send_groups`); {"label": sorted group labels, "target": sub-graph ids}."""
         partials = groups["final_partials"]
-        need = self._cheap(partials, len(groups["final"])) & (partials["size"] >= 3)
+        need = (self._cheap(partials, len(groups["final"])) | self.exact) & (partials["size"] >= 3)
         wanted = groups["kept"][need]                     # rows of the combined groups
         rows = np.flatnonzero(np.isin(groups["at"], wanted))
         if not len(rows):
@@ -495,13 +499,14 @@ class ClusterProgram(PatternProgram):
             numbered["fresh"] = np.sort(np.concatenate([elsewhere, smallest[new]]))
             return counter[0] + np.searchsorted(numbered["fresh"], smallest[new])
 
-        def diameter(satisfied, limits):       # sizes, NaN where not asked; the measured groups' values
-            out = partials["size"] - 1.0
-            out[(out >= 2) & ~satisfied] = np.nan
-            if measured is not None:
-                at = np.flatnonzero((out >= 2) & satisfied)
-                out[at] = measured[1][np.searchsorted(measured[0], vids[at])]
-            return out
+        exact = partials["size"] - 1.0               # the measured groups' diameters, sizes - 1 for the rest
+        if measured is not None and len(measured[0]):
+            at = np.minimum(np.searchsorted(measured[0], vids), len(measured[0]) - 1)
+            hit = measured[0][at] == vids
+            exact[hit] = measured[1][at[hit]]
+
+        def diameter(satisfied, limits):       # limits were applied where measured
+            return _unless(exact, satisfied)
 
         ids, overlap_frame, table, event_size, first_reported = self.pattern.conclude(
             previous, start, partials, p, q, weight, k, Bindings(self.pattern.params), diameter=diameter,
@@ -513,7 +518,7 @@ class ClusterProgram(PatternProgram):
         inside = self._in_frame(start)
         before = previous if self._inside else None
         changed, status, gone = self.pattern.changes(before, after) if inside else (empty, np.empty(0, object), empty)
-        follow = self._follow(record, after, partials, start)
+        follow = self._follow(record, after, partials, start, exact)
         follow_inside = [in_frame(start) for _, in_frame in self.followers]
         news = _new_qualifying(follow, follow_inside, self._follow_inside)
         wanted = ids if ctx.globals["gather"] else np.concatenate([changed, *news])
@@ -570,6 +575,21 @@ class ClusterProgram(PatternProgram):
         self.followed = [_with_last_state([results[i["id"]] for i in instances], state)
                          for results, state in zip(self.follower_results, self._follow_states)]
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
+
+
+def _clean_diameters(whole: dict, lane: dict, pieces: np.ndarray, only=None, limits=()) -> np.ndarray:
+    """Hop diameters of the partition's ``pieces`` (whole groups: no kept edge leaves them) over
+    its kept edges, by the pattern's kernel (``only``/``limits`` as it takes them)."""
+    rank = _rank(pieces, len(lane["labels"]))
+    rows = whole["members"]
+    rows = rows[rank[lane["piece"][rows]] >= 0]
+    return diameters(whole["adjacency"], rows, rank[lane["piece"][rows]], len(pieces), only=only, limits=limits)
+
+
+def _unless(exact: np.ndarray, satisfied: np.ndarray) -> np.ndarray:
+    """Exact diameters as ``Cluster.conclude`` asks them: NaN for the groups of three or more that
+    fail another condition (a follower needed every group's)."""
+    return np.where((exact >= 2) & ~satisfied, np.nan, exact)
 
 
 def _combined(parts: list, min_size: int) -> dict:
