@@ -49,8 +49,22 @@ per instance, in supersteps:
     At the last instance of a frame that goes live every group goes to the
     driver (the state handed to the live part).
 
-Only the summaries of groups that touch a partition boundary, overlap pairs and
-events reach the driver; vertices and edges never do.
+``diameter`` (hops) is asked of the groups that pass every other condition (of
+every group where an Evolved reads it). A group decided on its partition's task
+is measured there over the partition's kept edges. For the driver's groups a
+boundary step runs between ``summary`` and the driver's rules: ``edges`` (each
+partition sends its pieces' members and kept edges, as vertex ids, to the keeper
+sub-graph of the partition that holds most of the group) and ``diameters`` (that
+task measures them with :func:`hatrick.cgql.patterns.diameters`, the pattern's
+kernel); only (group label, diameter) pairs reach the driver.
+
+An ``Evolved`` sub-query follows its alias's Cluster run (``followers``): its
+rules (:meth:`hatrick.cgql.patterns.Evolved.conclude`, the live path's) run
+wherever a group is decided, its first satisfied time and qualifying flag
+travel with the group's record from instance to instance, like its event size.
+
+Only the summaries of groups that touch a partition boundary, overlap pairs,
+diameters and events reach the driver; vertices and edges never do.
 """
 from __future__ import annotations
 
