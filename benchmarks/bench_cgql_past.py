@@ -12,7 +12,9 @@ follow / message), 1% of the edges changing type per hour. In one session:
    nothing, so the workers have imported their modules, as for CC; then CC
    once more, untimed, so the warm-up's reads leave the peer no colder);
 2. a ``Cluster`` query over the whole past (``--cluster``);
-3. a ``Reach`` query over ``--sources`` selected sources (``--reach``).
+3. a ``Reach`` query over ``--sources`` selected sources (``--reach``);
+4. an ``Evolved`` query over the ``Cluster`` query's groups as its alias (``--evolved``;
+   events: both topics').
 
 Per phase: wall seconds and the driver's peak Python RSS (the process's high-water
 mark, reset before each phase through ``/proc/self/clear_refs``), next to the idle
@@ -41,6 +43,7 @@ from benchmarks import print_results
 
 CLUSTER = "DETECT Cluster(usage < 30, sum(node.usage) > 400) WHERE edge: {type = power}"
 REACH = "DETECT Reach(source: {source = 1}, sink: {usage > 38}) WHERE edge: {type = power}"
+EVOLVED = CLUSTER + " AS S; DETECT Evolved(S) WHERE sum(node.usage) > 600 AND SUCCEEDS S"
 #: untimed, after the idle figure (what they leave counts against the queries' peaks): the same programs over
 #: the first instance, selecting nothing (other conditions than the timed queries': no partition pass is reused)
 WARM = ("DETECT Cluster(usage < 0) WHERE edge: {type = follow} FROM 0 TO 1",
@@ -139,12 +142,13 @@ def main(argv=None) -> dict:
            "idle_rss_mb": idle}
     phases = [("cc_independent", lambda: run_independent(g, ConnectedComponents(), progress=False)),
               ("cluster", lambda: goffish.query(g, CLUSTER)),
-              ("reach", lambda: goffish.query(g, REACH))]
+              ("reach", lambda: goffish.query(g, REACH)),
+              ("evolved", lambda: goffish.query(g, EVOLVED))]
     for name, run in phases:
         _reset_peak()
         clock = time.perf_counter()
         result = run()
-        events = None if name == "cc_independent" else result.read()
+        events = None if name == "cc_independent" else [e for t in result.query.topics.values() for e in t.read()]
         out[f"{name}_s"] = time.perf_counter() - clock
         out[f"{name}_rss_mb"] = _rss_peak_mb()
         out[f"{name}_events"] = None if events is None else len(events)
@@ -152,8 +156,8 @@ def main(argv=None) -> dict:
             out[f"{name}_run"] = _run_profile(result.metrics)
         else:
             out[f"{name}_engine"] = result.query.past_engine
-            out[f"{name}_run"] = _run_profile(*result.query.past_metrics.values())
-    for name in ("cluster", "reach"):
+            out[f"{name}_run"] = _run_profile(result.query.past_metrics[result.query.plan.subqueries[0].name])
+    for name in ("cluster", "reach", "evolved"):
         out[f"{name}_vs_cc"] = out[f"{name}_s"] / out["cc_independent_s"]
         out[f"{name}_rss_vs_idle"] = out[f"{name}_rss_mb"] / idle
     out["load"] = os.getloadavg()

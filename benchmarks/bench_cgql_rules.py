@@ -110,10 +110,10 @@ def main(argv=None) -> dict:
             summary_s = time.process_time() - clock
             fresh = np.sort(summary["fresh"].astype(np.int64))       # the driver's numbering: no other groups
             state.update(fresh=fresh, base=base, time=3600.0 * hour, inside=True, before_inside=hour > 0,
-                         decided=None)
+                         decided=None, follow_inside=[], follow_before_inside=[])
             base += len(fresh)
             clock = time.process_time()
-            found = program._rules(whole, lane, previous, state)
+            found, _ = program._rules(whole, lane, previous, state)
             rules_s = time.process_time() - clock
             if rep and hour:
                 for name, seconds in (("peer", peer), ("summary", summary_s), ("rules", rules_s)):

@@ -216,3 +216,58 @@ def test_overlap_counts_match_a_sparse_matrix_of_the_shared_rows(seed):
     row, col, shared = overlap_counts(before, now, before_count, count)
     assert np.array_equal(np.column_stack([row, col, shared]),
                           np.column_stack([expected.row, expected.col, expected.data]))
+
+
+@pytest.mark.parametrize("seed,directed", [(1, False), (2, True)])
+def test_diameter_runs_on_gopher_and_matches_the_oracle(tmp_path, spark, seed, directed):
+    """Diameter in hops on Gopher: measured on the tasks for the groups inside one partition, and
+    for those across after a boundary step that gathers their kept edges on one task; the events
+    equal the driver path's (in order) and the NetworkX oracle's."""
+    pool, views = local_history(seed, directed=directed)
+    g = store_history(pool, views, str(tmp_path / "g.gofs"), 4, directed)
+    cases = [("DETECT Cluster(usage < 30, diameter < 4) WHERE edge: {type = power}",
+              [("usage", "<", 30)], [("diameter", "<", 4)]),
+             ("DETECT Cluster(usage < 34, diameter >= 3) WHERE edge: {type = power}",
+              [("usage", "<", 34)], [("diameter", ">=", 3)]),
+             ("DETECT Cluster(diameter > 5, sum(node.usage) > 100) WHERE edge: {type = power}",
+              [], [("diameter", ">", 5), ("sum_usage", ">", 100)])]
+    drop = ("detected", "seq", "topic")
+    for text, members, aggregates in cases:
+        on_gopher = query(g, text, spark=spark)
+        assert on_gopher.query.past_engine == "gopher"
+        got = [{k: v for k, v in e.items() if k not in drop} for e in on_gopher.read()]
+        expected = [{k: v for k, v in e.items() if k not in drop} for e in query(views, text).read()]
+        assert got == expected and expected
+        assert grouped(cluster_tuples(got)) == grouped(oracle.cluster_events(views, members, {"power"}, aggregates))
+
+
+@pytest.mark.parametrize("seed,directed", [(1, False), (2, True)])
+def test_evolved_follows_its_alias_on_gopher_and_matches_the_oracle(tmp_path, spark, seed, directed):
+    """Evolved on Gopher: its rules run where its alias's groups are decided (tasks or driver),
+    first satisfied times and qualifying flags carried from instance to instance with the
+    groups; every topic's events equal the driver path's (in order), the evolved ones the
+    NetworkX oracle's, also with SUCCEEDS / PREDATES, a frame of its own and diameter in its
+    WHERE (every group's, measured as the alias's are)."""
+    pool, views = local_history(seed, directed=directed)
+    g = store_history(pool, views, str(tmp_path / "g.gofs"), 4, directed)
+    cases = [("DETECT Cluster(sum(node.usage) > 40) WHERE edge: {type = power} AS S; "
+              "DETECT Evolved(S) WHERE sum(node.usage) < 90 AND SUCCEEDS S",
+              [], [("sum_usage", ">", 40)], [("sum_usage", "<", 90)], "succeeds"),
+             ("DETECT Evolved(H) WHERE max(node.usage) > 30 AND PREDATES H AND "
+              "DETECT Cluster(size > 4) WHERE edge: {type = power} AS H",
+              [], [("size", ">", 4)], [("max_usage", ">", 30)], "predates"),
+             ("DETECT Cluster(usage < 34, diameter < 5) WHERE edge: {type = power} AS S; "
+              "DETECT Evolved(S) WHERE avg(node.usage) < 15 FROM 3 TO 6", None, None, None, None),
+             ("DETECT Cluster(usage < 34, sum(node.usage) > 50) WHERE edge: {type = power} AS S; "
+              "DETECT Evolved(S) WHERE diameter > 4",
+              [("usage", "<", 34)], [("sum_usage", ">", 50)], [("diameter", ">", 4)], None)]
+    drop = ("detected", "seq", "topic")
+    for text, members, aggregates, where, relation in cases:
+        on_gopher, on_driver = query(g, text, spark=spark), query(views, text)
+        assert on_gopher.query.past_engine == "gopher"
+        got, expected = ([{k: v for k, v in e.items() if k not in drop} for t in q.query.topics.values() for e in t.read()]
+                         for q in (on_gopher, on_driver))
+        assert got == expected and any(e["pattern"] == "Evolved" for e in got)
+        if members is not None:
+            evolved = [(e["time"], e["cluster"]) for e in got if e["pattern"] == "Evolved"]
+            assert evolved == oracle.evolved_events(views, members, {"power"}, aggregates, where, relation)

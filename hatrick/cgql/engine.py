@@ -8,11 +8,11 @@ to a stream. Sources:
   path): one :class:`hatrick.cgql.views.StoreInstanceView` per stored instance
   whose start lies in the past part of the frame, in time order, reading only
   the columns the query needs. With a Spark session, a past part whose
-  sub-queries are Reach and Cluster (no ``alias.*`` wildcard, no diameter) runs
+  sub-queries are Reach, Cluster and Evolved (no ``alias.*`` wildcard) runs
   as Gopher programs, the instances as lanes of shared supersteps
-  (:mod:`hatrick.cgql.programs`): only summaries, pairs and events' members reach the driver. Others are evaluated per instance
-  in the driver process (one csgraph call per pattern and instance);
-  ``Query.past_engine`` says which ran.
+  (:mod:`hatrick.cgql.programs`): only summaries, pairs, diameters and events' members reach the
+  driver. A query with a wildcard is evaluated per instance in the driver process (one csgraph
+  call per pattern and instance); ``Query.past_engine`` says which ran.
 - a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
   that calls ``callback(view)`` after every applied batch (Hatrick's
   ``Stream``); its ``store``/``graph`` attribute, if any, serves the past part.
@@ -164,17 +164,15 @@ class Query:
         return len(self.topics[sq.topic].publish([{**head, **e, **tail} for e in events]))
 
     def run_past_on_gopher(self, store, spark) -> None:
-        """The past part as Gopher programs (:mod:`hatrick.cgql.programs`): one run per
-        sub-query over the stored instances, then the events published instance by instance."""
+        """The past part as Gopher programs (:mod:`hatrick.cgql.programs`): one run per Reach or
+        Cluster sub-query (an Evolved follows its alias's) over the stored instances, then the
+        events published instance by instance."""
         self.past_engine = "gopher"
         chosen = _past_instances(store, self.plan)
         if not chosen:
             return
-        records = sorted(self.plan.vertex_attributes)
-        runs = {}
-        for sq in self.plan.subqueries:
-            runs[sq.name], self.past_metrics[sq.name] = run_past(store, sq, chosen, self.plan.has_live, records,
-                                                                 spark=spark)
+        runs, self.past_metrics = run_past(store, self.plan.subqueries, chosen, self.plan.has_live,
+                                           sorted(self.plan.vertex_attributes), spark=spark)
         for i, instance in enumerate(chosen):
             for sq in self.plan.subqueries:
                 _, state, inside, events = runs[sq.name][i]
@@ -304,7 +302,7 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     grow_factor, min_size : Cluster's ``grew`` threshold and smallest reported group.
     spark : SparkSession
         Runs the past part over a stored graph as Gopher programs (default: the active session;
-        without one, or for patterns that have no program yet, the driver reads each instance).
+        without one, or for a query with ``alias.*`` wildcards, the driver reads each instance).
 
     Returns
     -------

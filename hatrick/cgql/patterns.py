@@ -677,7 +677,7 @@ def derive_aggregates(partials: dict, conditions, k: int) -> dict:
         if agg.function == "count":
             out[name] = count
             continue
-        if (agg.attribute, "sum") not in partials:
+        if (agg.attribute, "sum" if agg.function == "avg" else agg.function) not in partials:
             raise located(agg, f"aggregate {agg}: vertex attribute {agg.attribute!r} is not numeric")
         present = count > 0
         if agg.function == "sum":
@@ -800,29 +800,35 @@ class Evolved(Pattern):
         if not isinstance(state, ClusterState):
             raise located(self.clause.pattern, f"Evolved({self.alias}): {self.alias!r} must be the alias of a "
                                                "Cluster sub-query")
-        b = self.bindings(aliases)
         ids = state.table.index.to_numpy()     # in label order 0..k-1 (see Cluster.evaluate)
-        k = len(ids)
-        values = aggregate_values(snap, state.positions, state.label, k, self.clause.aggregates,
+        values = aggregate_values(snap, state.positions, state.label, len(ids), self.clause.aggregates,
                                   state.adjacency, state.local)
-        holds = satisfies(values, self.clause.aggregates, b, k)
-        current = set(ids.tolist())
-        first_satisfied = ({c: v for c, v in previous.first_satisfied.items() if c in current}
-                           if previous is not None else {})
+        qualifying, first_satisfied, frame = self.conclude(
+            ids, state.table["size"].to_numpy(), values, state.first_reported,
+            previous.first_satisfied if previous is not None else None, snap.time, self.bindings(aliases))
+        return EvolvedState(state, qualifying, first_satisfied, frame)
+
+    def conclude(self, ids: np.ndarray, size: np.ndarray, values: dict, first_reported: dict,
+                 first_satisfied_before: dict | None, time: float, b: Bindings):
+        """The rules over the alias's groups ``ids`` (their sizes, the WHERE aggregates' values,
+        the alias's first report times), wherever the groups were found (a driver snapshot or a
+        Gopher run): (qualifying ids, first times each satisfied the WHERE, the values table)."""
+        holds = satisfies(values, self.clause.aggregates, b, len(ids))
+        first_satisfied = _still(first_satisfied_before, ids) if first_satisfied_before is not None else {}
         for cid in ids[holds].tolist():
-            first_satisfied.setdefault(cid, snap.time)
-        reported = pd.Series(state.first_reported, dtype=np.float64).reindex(ids).to_numpy()
-        satisfied_at = pd.Series(first_satisfied, dtype=np.float64).reindex(ids).to_numpy()
+            first_satisfied.setdefault(cid, time)
+        reported = values_at(first_reported, ids)
+        satisfied_at = values_at(first_satisfied, ids)
         relation = self.clause.temporal[0].relation if self.clause.temporal else None
         ever_reported = ~np.isnan(reported)
         if relation == "succeeds":
-            qualifying = holds & ever_reported & (reported < snap.time)
+            qualifying = holds & ever_reported & (reported < time)
         elif relation == "predates":
             qualifying = ever_reported & (np.nan_to_num(satisfied_at, nan=np.inf) < reported)
         else:
             qualifying = holds & ever_reported
-        frame = pd.DataFrame({"size": state.table["size"].to_numpy(), **values}, index=state.table.index)
-        return EvolvedState(state, ids[qualifying], first_satisfied, frame)
+        frame = pd.DataFrame({"size": size, **values}, index=pd.Index(ids, name="cluster"))
+        return ids[qualifying], first_satisfied, frame
 
     def diff(self, before, after):
         new = np.setdiff1d(after.qualifying, before.qualifying if before is not None else np.empty(0, np.int64))

@@ -49,8 +49,22 @@ per instance, in supersteps:
     At the last instance of a frame that goes live every group goes to the
     driver (the state handed to the live part).
 
-Only the summaries of groups that touch a partition boundary, overlap pairs and
-events reach the driver; vertices and edges never do.
+``diameter`` (hops) is asked of the groups that pass every other condition (of
+every group where an Evolved reads it). A group decided on its partition's task
+is measured there over the partition's kept edges. For the driver's groups a
+boundary step runs between ``summary`` and the driver's rules: ``edges`` (each
+partition sends its pieces' members and kept edges, as vertex ids, to the keeper
+sub-graph of the partition that holds most of the group) and ``diameters`` (that
+task measures them with :func:`hatrick.cgql.patterns.diameters`, the pattern's
+kernel); only (group label, diameter) pairs reach the driver.
+
+An ``Evolved`` sub-query follows its alias's Cluster run (``followers``): its
+rules (:meth:`hatrick.cgql.patterns.Evolved.conclude`, the live path's) run
+wherever a group is decided, its first satisfied time and qualifying flag
+travel with the group's record from instance to instance, like its event size.
+
+Only the summaries of groups that touch a partition boundary, overlap pairs,
+diameters and events reach the driver; vertices and edges never do.
 """
 from __future__ import annotations
 
@@ -66,8 +80,9 @@ from algorithms.components import propagate_labels, tell_labels
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
-from hatrick.cgql.patterns import (Cluster, ClusterState, Reach, ReachState, aggregate_partials, among,
-                                   combine_partials, inherited_ids, partial_kinds, values_at)
+from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, EvolvedState, Reach, ReachState, aggregate_partials, among,
+                                   combine_partials, derive_aggregates, diameters, inherited_ids, partial_kinds,
+                                   satisfies, values_at)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
@@ -90,15 +105,19 @@ _LIST = Aggregator(operator.add, [])
 
 
 def runs_on_gopher(the_plan) -> bool:
-    """Whether every sub-query of a plan has a Gopher program: Reach, and Cluster without
-    ``alias.*`` wildcards or diameter (the others run on the driver, instance by instance)."""
+    """Whether every sub-query of a plan has a Gopher program: Reach, Cluster without ``alias.*``
+    wildcards, and Evolved over a Cluster's alias (the others run on the driver, instance by
+    instance)."""
+    clusters = {sq.clause.alias for sq in the_plan.subqueries if type(sq.pattern) is Cluster}
     for sq in the_plan.subqueries:
+        if type(sq.pattern) is Evolved:
+            if sq.pattern.alias not in clusters:
+                return False
+            continue
         if type(sq.pattern) not in (Cluster, Reach):
             return False
         conditions = [c for group in sq.pattern._vertex_condition_groups() for c in group]
         if any(isinstance(c.value, n.Wildcard) for c in conditions):
-            return False
-        if any(c.aggregate.function == "diameter" for c in sq.pattern.aggregate_conditions()):
             return False
     return True
 
@@ -140,15 +159,20 @@ class ClusterProgram(PatternProgram):
     message_dtype = "int64"
     combiner = "min"
     partition_messages = True
-    aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "members": _CONCAT}
+    aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "evolved": _LIST, "members": _CONCAT,
+                   "diameters": _CONCAT}
 
-    def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool):
+    def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool, followers=()):
         self.pattern = pattern
+        self.followers = list(followers)         # [(Evolved pattern over this alias, its in_frame)]
         (self.conditions,) = pattern._vertex_condition_groups()
-        self.columns = sorted({c.aggregate.attribute for c in pattern.aggregate_conditions()
-                               if c.aggregate.attribute})
+        self.aggregates = pattern.aggregate_conditions() + tuple(c for f, _ in self.followers for c in f.clause.aggregates)
+        self.columns = sorted({c.aggregate.attribute for c in self.aggregates if c.aggregate.attribute})
         self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
         self.min_size = int(pattern.options.get("min_size", 2))
+        self.diameter = any(c.aggregate.function == "diameter" for c in self.aggregates)
+        # a follower's diameter is every group's, exact (the alias's own only where it may be reported)
+        self.exact = any(c.aggregate.function == "diameter" for f, _ in self.followers for c in f.clause.aggregates)
         self._pass_key = _pass_key(pattern, self.min_size)
         # driver side only (master): the boundary groups' state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
@@ -186,12 +210,20 @@ class ClusterProgram(PatternProgram):
             ctx.aggregate("changed", propagate_labels(_Pieces(lane, whole), messages, ctx, len(lane["labels"]),
                                                       lane["piece"], lane["usable"]) if len(messages.vertices) else 0)
             return votes
+        if phase == "edges":
+            _send_groups(ctx, whole, lane, ctx.globals["measure"])
+            return votes
+        if phase == "diameters":
+            ctx.aggregate("diameters", [_gathered_diameters(ctx.partition_messages().payloads, ctx.globals["limits"])])
+            return votes
         before = ctx.state_before(keeper)
         previous = None if before is None else before.get("lane")
         if phase == "summary":
-            ctx.aggregate("summary", [self._summary(whole, lane, previous, ctx.globals)])
+            ctx.aggregate("summary", [{**self._summary(whole, lane, previous, ctx.globals), "keeper": keeper.id}])
         else:
-            ctx.aggregate("events", self._rules(whole, lane, previous, ctx.globals))
+            events, evolved = self._rules(whole, lane, previous, ctx.globals)
+            ctx.aggregate("events", events)
+            ctx.aggregate("evolved", evolved)
             ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
         return votes
 
@@ -224,7 +256,10 @@ class ClusterProgram(PatternProgram):
         return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": whole.ids,
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
-                "kinds": partial_kinds(self.pattern.aggregate_conditions())}
+                "kinds": partial_kinds(self.aggregates),
+                # diameter: the kept local edges, as rows and as a symmetric adjacency of the partition
+                "kept": (src[kept], dst[kept]) if self.diameter else None,
+                "adjacency": (graph + graph.T).tocsr() if self.diameter else None}
 
     def _summary(self, whole: dict, lane: dict, previous, globals_: dict) -> dict:
         """Split the partition's groups between here and the driver, and report the driver's part.
@@ -272,9 +307,10 @@ class ClusterProgram(PatternProgram):
         clean_pair = pair[~dirty[pair[:, 0]]]
         p = _rank(clean_before, before_count)[clean_pair[:, 0]]
         q = _rank(clean_now, count)[clean_pair[:, 1]]
-        prior = _state_of(_pick(previous["record"], clean_before)) if known else None
+        prior_record = _pick(previous["record"], clean_before) if known else None
+        prior = _state_of(prior_record)
         heirs = inherited_ids(prior, p, q, clean_pair[:, 2], len(clean_now))
-        lane["clean"] = (prior, clean_before, clean_now, p, q, clean_pair[:, 2], heirs,
+        lane["clean"] = (prior_record, prior, clean_before, clean_now, p, q, clean_pair[:, 2], heirs,
                          {k: v[clean_now] for k, v in partials.items()}, smallest[clean_now])
         driver_pair = pair[dirty[pair[:, 0]]]
         return {"label": labels[now_dirty], "local": local[now_dirty], "smallest": smallest[now_dirty],
@@ -289,28 +325,41 @@ class ClusterProgram(PatternProgram):
         numbered as the driver said; the partition's local groups' states for the next instance
         (those of the other components as the driver decided them). Returns the events as
         (0, smallest member id, event) and, for ``disappeared``, (1, cluster id, event): the
-        order the driver path gives them in."""
-        prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
+        order the driver path gives them in; and the followers' ``evolved`` events as (follower,
+        cluster id, event)."""
+        prior_record, prior, clean_before, clean_now, p, q, weight, heirs, partials, smallest = lane.pop("clean")
         fresh, base = globals_["fresh"], globals_["base"]
+        exact = _clean_diameters(whole, lane, clean_now) if self.exact else None
+
+        def diameter(satisfied, limits):
+            if exact is not None:
+                return _unless(exact, satisfied)
+            return _clean_diameters(whole, lane, clean_now, satisfied, limits)
+
         ids, overlap, table, event_size, first_reported = self.pattern.conclude(
             prior, globals_["time"], partials, p, q, weight, len(clean_now), Bindings(self.pattern.params),
-            number=lambda new: base + np.searchsorted(fresh, smallest[new]), inherited=heirs)
+            diameter=diameter, number=lambda new: base + np.searchsorted(fresh, smallest[new]), inherited=heirs)
         after = ClusterState(None, *[np.empty(0, np.int64)] * 4, table, overlap, event_size, first_reported,
                              member_lists={})
         out = []
+        follow = self._follow(prior_record, after, partials, globals_["time"], exact)
+        news = _new_qualifying(follow, globals_["follow_inside"], globals_["follow_before_inside"])
+        changed = np.empty(0, np.int64)
         if globals_["inside"]:
             before = prior if globals_["before_inside"] else None
             changed, status, gone = self.pattern.changes(before, after)
-            evented = among(ids, changed)
-            after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[evented], ids[evented])
+        evented = among(ids, np.concatenate([changed, *news]))
+        after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[evented], ids[evented])
+        if globals_["inside"]:
             if len(gone):
                 before_ids = before.table.index.to_numpy()
                 before.member_lists = _piece_members(whole["ids"], previous["piece"],
                                                      clean_before[among(before_ids, gone)],
                                                      before_ids[among(before_ids, gone)])
             out = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
-        record = _empty_record(lane["labels"], table)
-        _put(record, clean_now, _record_of(after))
+        evolved = self._evolved_events(follow, globals_["follow_inside"], globals_["follow_before_inside"])
+        record = _empty_record(lane["labels"], table, len(self.followers))
+        _put(record, clean_now, _record_of(after, None, follow))
         decided = globals_["decided"]
         if decided is not None and len(decided["label"]):
             where = np.searchsorted(decided["label"], lane["labels"])
@@ -318,7 +367,31 @@ class ClusterProgram(PatternProgram):
                                  & (decided["label"][np.minimum(where, len(decided["label"]) - 1)] == lane["labels"]))
             _put(record, hit, _pick(decided, where[hit]))
         lane["record"] = record
+        return out, evolved
+
+    def _follow(self, before: dict | None, after: ClusterState, partials: dict, time: float, exact) -> list:
+        """The followers' rules over ``after``'s groups (:meth:`hatrick.cgql.patterns.Evolved.conclude`),
+        their previous states from the groups' ``before`` record, ``exact``: the groups' hop
+        diameters where a follower reads them: [(before, after) EvolvedState]."""
+        ids = after.table.index.to_numpy()
+        out = []
+        for i, (f, _) in enumerate(self.followers):
+            first, was = None, np.empty(0, np.int64)
+            if before is not None:
+                first = _as_dict(before["cid"], before[f"first_satisfied{i}"])
+                was = before["cid"][before[f"qualifying{i}"]]
+            values = derive_aggregates(partials, f.clause.aggregates, len(ids))
+            if any(c.aggregate.function == "diameter" for c in f.clause.aggregates):
+                values["diameter"] = exact
+            qualifying, first_satisfied, frame = f.conclude(ids, after.table["size"].to_numpy(), values,
+                                                            after.first_reported, first, time, Bindings(f.params))
+            out.append((EvolvedState(None, was, first or {}), EvolvedState(after, qualifying, first_satisfied, frame)))
         return out
+
+    def _evolved_events(self, follow: list, inside: list, before_inside: list) -> list:
+        """(follower, cluster id, event) of the followers in frame (members from their alias's state)."""
+        return [(i, e["cluster"], e) for i, ((f, _), (before, after)) in enumerate(zip(self.followers, follow))
+                if inside[i] for e in f.diff(before if before_inside[i] else None, after)]
 
     @staticmethod
     def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
@@ -349,33 +422,74 @@ class ClusterProgram(PatternProgram):
         if phase == "wait" and (position == 0 or position - 1 in self._concluded):
             ctx.globals.update(phase="summary", gather=self._keep_last and ctx.instance["id"] == self._last["id"])
         elif phase == "summary":
-            self._conclude(ctx)
+            parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
+            groups = _combined(parts, self.min_size)
+            measure = self._to_measure(parts, groups) if self.diameter else None
+            if measure is not None and len(measure["label"]):
+                self._parked[ctx.instance["id"]] = (parts, groups)
+                ctx.globals.update(phase="edges", measure=measure, limits=[] if self.exact else self._limits())
+            else:
+                self._conclude(ctx, parts, groups, None)
+                self._concluded.add(position)
+                ctx.globals["phase"] = "rules"
+        elif phase == "edges":
+            ctx.globals["phase"] = "diameters"
+        elif phase == "diameters":
+            parts, groups = self._parked.pop(ctx.instance["id"])
+            measured = ctx.aggregated.pop("diameters")
+            labels = _joined([m[0] for m in measured], np.empty(0, np.int64))
+            values = np.concatenate([m[1] for m in measured]) if measured else np.empty(0)
+            order = np.argsort(labels)
+            self._conclude(ctx, parts, groups, (labels[order], values[order]))
+            for name in ("measure", "limits"):
+                ctx.globals.pop(name)
             self._concluded.add(position)
             ctx.globals["phase"] = "rules"
         elif phase == "rules":
             self._publish(ctx)
             ctx.halt()
 
-    def _conclude(self, ctx) -> None:
+    def _limits(self) -> list:
+        """[(op, bound)] of the diameter conditions, as :meth:`hatrick.cgql.patterns.Cluster.conclude` reads them."""
+        b = Bindings(self.pattern.params)
+        return [(c.op, b.scalar(c.value, "diameter")) for c in self.pattern.aggregate_conditions()
+                if c.aggregate.function == "diameter"]
+
+    def _cheap(self, partials: dict, k: int) -> np.ndarray:
+        """Which of ``k`` groups satisfy every aggregate condition but the diameter (the groups
+        ``conclude`` asks a diameter of)."""
+        cheap = tuple(c for c in self.pattern.aggregate_conditions() if c.aggregate.function != "diameter")
+        return satisfies(derive_aggregates(partials, cheap, k), cheap, Bindings(self.pattern.params), k)
+
+    def _to_measure(self, parts: list, groups: dict) -> dict:
+        """The driver's groups whose diameter ``conclude`` will ask for (three or more members,
+        every other condition satisfied) and where each is measured: the partition that holds
+        most of its members (its keeper sub-graph), which the others send their pieces' kept
+        edges to (:func:`_send_groups`); {"label": sorted group labels, "target": sub-graph ids}."""
+        partials = groups["final_partials"]
+        need = (self._cheap(partials, len(groups["final"])) | self.exact) & (partials["size"] >= 3)
+        wanted = groups["kept"][need]                     # rows of the combined groups
+        rows = np.flatnonzero(np.isin(groups["at"], wanted))
+        if not len(rows):
+            return {"label": np.empty(0, np.int64), "target": np.empty(0, np.int64)}
+        keeper = np.repeat([p["keeper"] for p in parts], [len(p["label"]) for p in parts])
+        size = _field(parts, "partials", "size")
+        order = np.lexsort((-size[rows], groups["at"][rows]))        # by group, largest piece first
+        rows = rows[order]
+        first = rows[np.r_[True, groups["at"][rows][1:] != groups["at"][rows][:-1]]]
+        by_label = np.argsort(groups["labels"][first])
+        return {"label": groups["labels"][first][by_label], "target": keeper[first][by_label]}
+
+    def _conclude(self, ctx, parts: list, groups: dict, measured) -> None:
         """The pattern's rules over the groups the tasks could not decide (those of components
         with a boundary group) and what the tasks need for theirs: the numbering of the new
-        groups, and the states of the local groups decided here."""
-        parts = ctx.aggregated.pop("summary")        # popped: the next plan would carry it to the tasks
-        labels = _field(parts, "label")
-        local = _field(parts, "local")
-        names = parts[0]["partials"].keys()
-        vids, partials, at = combine_partials(labels, {k: _field(parts, "partials", k) for k in names})
-        smallest = _smallest(_field(parts, "smallest"), at, len(vids))
-        is_local = np.zeros(len(vids), bool)
-        is_local[at[local]] = True
-        keep = np.flatnonzero(partials["size"] >= self.min_size)
-        keep = keep[np.argsort(smallest[keep], kind="stable")]
-        vids, smallest, is_local = vids[keep], smallest[keep], is_local[keep]
-        partials = {k: v[keep] for k, v in partials.items()}
+        groups, and the states of the local groups decided here. ``measured``: (sorted labels,
+        hop diameters) of the groups :meth:`_to_measure` picked."""
+        vids, smallest, is_local, partials = groups["final"], groups["smallest"], groups["is_local"], groups["final_partials"]
         k = len(vids)
         start = float(ctx.instance["start"])
         position = self._positions[ctx.instance["id"]]
-        previous = before_labels = None
+        previous = before_labels = record = None
         p = q = weight = np.empty(0, np.int64)
         index = _Positions(vids)
         if position:
@@ -399,8 +513,18 @@ class ClusterProgram(PatternProgram):
             numbered["fresh"] = np.sort(np.concatenate([elsewhere, smallest[new]]))
             return counter[0] + np.searchsorted(numbered["fresh"], smallest[new])
 
+        exact = partials["size"] - 1.0               # the measured groups' diameters, sizes - 1 for the rest
+        if measured is not None and len(measured[0]):
+            at = np.minimum(np.searchsorted(measured[0], vids), len(measured[0]) - 1)
+            hit = measured[0][at] == vids
+            exact[hit] = measured[1][at[hit]]
+
+        def diameter(satisfied, limits):       # limits were applied where measured
+            return _unless(exact, satisfied)
+
         ids, overlap_frame, table, event_size, first_reported = self.pattern.conclude(
-            previous, start, partials, p, q, weight, k, Bindings(self.pattern.params), number=number)
+            previous, start, partials, p, q, weight, k, Bindings(self.pattern.params), diameter=diameter,
+            number=number)
         base, counter[0] = counter[0], counter[0] + len(numbered["fresh"])
         empty = np.empty(0, np.int64)
         after = ClusterState(None, empty, empty, empty, empty, table, overlap_frame, event_size, first_reported,
@@ -408,24 +532,28 @@ class ClusterProgram(PatternProgram):
         inside = self._in_frame(start)
         before = previous if self._inside else None
         changed, status, gone = self.pattern.changes(before, after) if inside else (empty, np.empty(0, object), empty)
-        wanted = ids if ctx.globals["gather"] else changed
-        mine = _record_of(after, vids)
+        follow = self._follow(record, after, partials, start, exact)
+        follow_inside = [in_frame(start) for _, in_frame in self.followers]
+        news = _new_qualifying(follow, follow_inside, self._follow_inside)
+        wanted = ids if ctx.globals["gather"] else np.concatenate([changed, *news])
+        mine = _record_of(after, vids, follow)
         ctx.globals.update(fresh=numbered["fresh"], base=base, time=start, inside=inside, before_inside=self._inside,
+                           follow_inside=follow_inside, follow_before_inside=self._follow_inside,
                            decided=_pick(mine, np.flatnonzero(is_local)[np.argsort(vids[is_local])]),
                            want_now=np.sort(vids[among(ids, wanted)]),
                            want_before=np.sort(before_labels[among(previous.table.index.to_numpy(), gone)])
                            if len(gone) else empty)
         self._pending[ctx.instance["id"]] = (before, before_labels, after, ids, index, smallest, changed, status,
-                                             gone, inside)
+                                             gone, inside, follow, follow_inside, self._follow_inside)
         self._held = _pick(mine, np.flatnonzero(~is_local))
-        self._state, self._inside = after, inside
+        self._state, self._inside, self._follow_inside = after, inside, follow_inside
 
     def _publish(self, ctx) -> None:
         """The instance's events: the driver's (members as the tasks reported them) and the
         tasks', in the order of the driver path (groups by smallest member, then ``disappeared``
         by cluster id)."""
-        before, before_labels, after, ids, vids, smallest, changed, status, gone, inside = \
-            self._pending.pop(ctx.instance["id"])
+        before, before_labels, after, ids, vids, smallest, changed, status, gone, inside, follow, follow_inside, \
+            follow_before_inside = self._pending.pop(ctx.instance["id"])
         (now_labels, now_ids), (gone_labels, gone_ids) = _gathered(ctx.aggregated.pop("members", None) or [])
         after.member_lists = _lists(now_labels, now_ids, vids, ids)
         if before is not None and len(gone):
@@ -438,6 +566,12 @@ class ClusterProgram(PatternProgram):
         if ctx.instance["id"] == self._last["id"] and self._keep_last:
             _spell_out(after, ids)
         self.results[ctx.instance["id"]] = (ctx.instance, None, inside, [e for _, _, e in events])
+        evolved = self._evolved_events(follow, follow_inside, follow_before_inside)
+        evolved += ctx.aggregated.pop("evolved", None) or []
+        evolved.sort(key=lambda e: (e[0], e[1]))
+        for i, results in enumerate(self.follower_results):
+            results[ctx.instance["id"]] = (ctx.instance, None, follow_inside[i], [e for f, _, e in evolved if f == i])
+        self._follow_states = [after_state for _, after_state in follow]
         for name in ("want_now", "want_before", "fresh", "decided"):
             ctx.globals.pop(name, None)
 
@@ -447,10 +581,91 @@ class ClusterProgram(PatternProgram):
         instance's state holds its groups decided on the driver (every group where the frame
         goes live: ``keep_last``)."""
         self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
-        self._concluded, self._pending = set(), {}
+        self._concluded, self._pending, self._parked = set(), {}, {}
+        self._follow_inside, self._follow_states = [False] * len(self.followers), []
+        self.follower_results = [{} for _ in self.followers]
         self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
                                        globals_={"phase": "label", "gather": False}, **engine_options).metrics
+        self.followed = [_with_last_state([results[i["id"]] for i in instances], state)
+                         for results, state in zip(self.follower_results, self._follow_states)]
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
+
+
+def _clean_diameters(whole: dict, lane: dict, pieces: np.ndarray, only=None, limits=()) -> np.ndarray:
+    """Hop diameters of the partition's ``pieces`` (whole groups: no kept edge leaves them) over
+    its kept edges, by the pattern's kernel (``only``/``limits`` as it takes them)."""
+    rank = _rank(pieces, len(lane["labels"]))
+    rows = whole["members"]
+    rows = rows[rank[lane["piece"][rows]] >= 0]
+    return diameters(whole["adjacency"], rows, rank[lane["piece"][rows]], len(pieces), only=only, limits=limits)
+
+
+def _unless(exact: np.ndarray, satisfied: np.ndarray) -> np.ndarray:
+    """Exact diameters as ``Cluster.conclude`` asks them: NaN for the groups of three or more that
+    fail another condition (a follower needed every group's)."""
+    return np.where((exact >= 2) & ~satisfied, np.nan, exact)
+
+
+def _combined(parts: list, min_size: int) -> dict:
+    """The partitions' summaries as the driver's groups: rows (``labels``, ``at`` their group),
+    and the groups of ``min_size`` or more in the order of their smallest member (``kept``:
+    which groups; ``final`` their labels, ``smallest``, ``is_local``, ``final_partials``)."""
+    labels = _field(parts, "label")
+    local = _field(parts, "local")
+    names = parts[0]["partials"].keys()
+    vids, partials, at = combine_partials(labels, {k: _field(parts, "partials", k) for k in names})
+    smallest = _smallest(_field(parts, "smallest"), at, len(vids))
+    is_local = np.zeros(len(vids), bool)
+    is_local[at[local]] = True
+    keep = np.flatnonzero(partials["size"] >= min_size)
+    keep = keep[np.argsort(smallest[keep], kind="stable")]
+    return {"labels": labels, "at": at, "kept": keep, "final": vids[keep], "smallest": smallest[keep],
+            "is_local": is_local[keep], "final_partials": {k: v[keep] for k, v in partials.items()}}
+
+
+def _send_groups(ctx, whole: dict, lane: dict, measure: dict) -> None:
+    """The boundary step of diameter: send the members and kept edges (local, and remote ones
+    out of them) of this partition's pieces of the ``measure`` groups, as vertex ids, to the
+    sub-graph that measures each group; one payload per target. Only tasks see them."""
+    wanted, targets = measure["label"], measure["target"]
+    labels, piece, vids = lane["labels"], lane["piece"], whole["vertex_ids"]
+    at = np.minimum(np.searchsorted(wanted, labels), max(len(wanted) - 1, 0))
+    target = np.where(wanted[at] == labels, targets[at], -1) if len(wanted) else np.full(len(labels), -1)
+    target = np.r_[target, -1]                            # piece -1 (no piece) reads the last: none
+    rows = whole["members"]
+    rows = rows[target[piece[rows]] >= 0]
+    kept_src, kept_dst = whole["kept"]
+    inner = target[piece[kept_src]] >= 0
+    out = np.flatnonzero(whole["usable"])
+    out = out[target[piece[whole["remote_src"][out]]] >= 0]
+    src = np.concatenate([vids[kept_src[inner]], vids[whole["remote_src"][out]]])
+    dst = np.concatenate([vids[kept_dst[inner]], whole["remote_dst"][out]])
+    edge_target = np.concatenate([target[piece[kept_src[inner]]], target[piece[whole["remote_src"][out]]]])
+    member_target = target[piece[rows]]
+    chosen = np.unique(member_target)
+    ctx.send_to_subgraphs(chosen, [(labels[piece[rows[member_target == t]]], vids[rows[member_target == t]],
+                                    src[edge_target == t], dst[edge_target == t]) for t in chosen.tolist()])
+
+
+def _gathered_diameters(payloads: list, limits: list):
+    """(group labels, hop diameters) of the groups whose pieces arrived here (:func:`_send_groups`),
+    by the pattern's own kernel (:func:`hatrick.cgql.patterns.diameters`) over their kept edges;
+    an edge to a vertex that is no member of the same group is none of its edges."""
+    if not payloads:
+        return np.empty(0, np.int64), np.empty(0)
+    labels = np.concatenate([p[0] for p in payloads]).astype(np.int64)
+    vids = np.concatenate([p[1] for p in payloads]).astype(np.int64)
+    src = np.concatenate([p[2] for p in payloads]).astype(np.int64)
+    dst = np.concatenate([p[3] for p in payloads]).astype(np.int64)
+    order = np.argsort(vids)
+    vids, labels = vids[order], labels[order]
+    distinct, group = np.unique(labels, return_inverse=True)
+    a = np.minimum(np.searchsorted(vids, src), len(vids) - 1)
+    b = np.minimum(np.searchsorted(vids, dst), len(vids) - 1)
+    edge = (vids[a] == src) & (vids[b] == dst) & (labels[a] == labels[b])
+    a, b, m = a[edge], b[edge], len(vids)
+    adjacency = csr_matrix((np.ones(2 * len(a), bool), (np.r_[a, b], np.r_[b, a])), shape=(m, m))
+    return distinct, diameters(adjacency, np.arange(m), group.reshape(-1), len(distinct), limits=limits)
 
 
 def _in_driver_order(events: list, ids: np.ndarray, smallest: np.ndarray) -> list:
@@ -471,13 +686,18 @@ def _rank(chosen: np.ndarray, size: int) -> np.ndarray:
 
 # A group's state between instances, as arrays: label, cid (-1: no group), reported,
 # event_size and first_reported (NaN: none), values ({table column: values}, size first).
-def _record_of(state: ClusterState, labels: np.ndarray | None = None) -> dict:
-    """A :class:`ClusterState`'s groups as a record (``labels``: theirs, in table order)."""
+def _record_of(state: ClusterState, labels: np.ndarray | None = None, follow: list = ()) -> dict:
+    """A :class:`ClusterState`'s groups as a record (``labels``: theirs, in table order), with
+    each follower's first satisfied times and qualifying flags (``follow``: (before, after) states)."""
     table = state.table
     cid = table.index.to_numpy()
-    return {"label": cid if labels is None else labels, "cid": cid, "reported": table["reported"].to_numpy(),
-            "event_size": values_at(state.event_size, cid), "first_reported": values_at(state.first_reported, cid),
-            "values": {c: table[c].to_numpy() for c in table.columns if c != "reported"}}
+    out = {"label": cid if labels is None else labels, "cid": cid, "reported": table["reported"].to_numpy(),
+           "event_size": values_at(state.event_size, cid), "first_reported": values_at(state.first_reported, cid),
+           "values": {c: table[c].to_numpy() for c in table.columns if c != "reported"}}
+    for i, (_, after) in enumerate(follow):
+        out[f"first_satisfied{i}"] = values_at(after.first_satisfied, cid)
+        out[f"qualifying{i}"] = among(cid, after.qualifying)
+    return out
 
 
 def _state_of(record: dict | None) -> ClusterState | None:
@@ -512,12 +732,21 @@ def _put(record: dict, at: np.ndarray, values: dict) -> None:
             record[k][at] = value
 
 
-def _empty_record(labels: np.ndarray, table: pd.DataFrame) -> dict:
+def _empty_record(labels: np.ndarray, table: pd.DataFrame, followers: int) -> dict:
     """A partition's record of its pieces (``labels``), none a group yet (columns as ``table``'s)."""
     count = len(labels)
-    return {"label": labels, "cid": np.full(count, -1, np.int64), "reported": np.zeros(count, bool),
-            "event_size": np.full(count, np.nan), "first_reported": np.full(count, np.nan),
-            "values": {c: np.zeros(count, table[c].dtype) for c in table.columns if c != "reported"}}
+    out = {"label": labels, "cid": np.full(count, -1, np.int64), "reported": np.zeros(count, bool),
+           "event_size": np.full(count, np.nan), "first_reported": np.full(count, np.nan),
+           "values": {c: np.zeros(count, table[c].dtype) for c in table.columns if c != "reported"}}
+    for i in range(followers):
+        out[f"first_satisfied{i}"], out[f"qualifying{i}"] = np.full(count, np.nan), np.zeros(count, bool)
+    return out
+
+
+def _new_qualifying(follow: list, inside: list, before_inside: list) -> list:
+    """Per follower in frame, the ids that start qualifying (their members are wanted)."""
+    return [np.setdiff1d(after.qualifying, before.qualifying if before_inside[i] else np.empty(0, np.int64))
+            for i, (before, after) in enumerate(follow) if inside[i]]
 
 
 def _concat_records(records: list) -> dict | None:
@@ -789,14 +1018,28 @@ def spread_bits(indptr, indices, bits, start):
     return gained
 
 
-def run_past(store, subquery, instances: list, keep_last: bool, records: list, **engine_options):
-    """A sub-query's past over ``instances`` on Gopher: ([(instance, state, in frame, events)], the
-    run's metrics)."""
-    if isinstance(subquery.pattern, Reach):
-        program = ReachProgram(subquery.pattern, store, subquery.in_frame, records)
-    else:
-        program = ClusterProgram(subquery.pattern, store, subquery.in_frame, keep_last)
-    return program.run(store, instances, **engine_options), program.metrics
+def run_past(store, subqueries: list, instances: list, keep_last: bool, records: list, **engine_options):
+    """The sub-queries' past over ``instances`` on Gopher, one run per Reach or Cluster (an Evolved
+    sub-query follows its alias's Cluster run): ({name: [(instance, state, in frame, events)]},
+    {name: the run's metrics})."""
+    followers: dict = {}
+    for sq in subqueries:
+        if isinstance(sq.pattern, Evolved):
+            followers.setdefault(sq.pattern.alias, []).append(sq)
+    runs, metrics = {}, {}
+    for sq in subqueries:
+        if isinstance(sq.pattern, Evolved):
+            continue
+        follow = followers.get(sq.clause.alias, []) if sq.clause.alias else []
+        if isinstance(sq.pattern, Reach):
+            program = ReachProgram(sq.pattern, store, sq.in_frame, records)
+        else:
+            program = ClusterProgram(sq.pattern, store, sq.in_frame, keep_last,
+                                     [(f.pattern, f.in_frame) for f in follow])
+        runs[sq.name], metrics[sq.name] = program.run(store, instances, **engine_options), program.metrics
+        for f, followed in zip(follow, getattr(program, "followed", [])):
+            runs[f.name], metrics[f.name] = followed, program.metrics
+    return runs, metrics
 
 
 def _attribute_table(parts: list) -> pd.DataFrame:
