@@ -80,7 +80,8 @@ def state_to_tree(s: State) -> dict:
             "static_edge": sorted(s.static_edge), "batch": s.batch, "time": float(s.time), "free": s.free,
             "template": None if s.template is None else {
                 "keys": s.template.keys, "edge": _columns_out(s.template.edge),
-                "vertex_present": dict(s.template.vertex_present), "size": s.template.size}}
+                "vertex_present": dict(s.template.vertex_present), "size": s.template.size,
+                "counts": s.template.counts, "vertices": s.template.vertices}}
 
 
 def state_from_tree(t: dict) -> State:
@@ -91,7 +92,9 @@ def state_from_tree(t: dict) -> State:
                  None if t["template"] is None else TemplateValues(t["template"]["keys"],
                                                                    _columns_in(t["template"]["edge"]),
                                                                    dict(t["template"]["vertex_present"]),
-                                                                   int(t["template"].get("size", 0))))
+                                                                   int(t["template"]["size"]),
+                                                                   t["template"]["counts"],
+                                                                   int(t["template"]["vertices"])))
 
 
 _BATCH_FIELDS = ("op", "a", "b", "attribute", "value", "producer", "seq", "time")

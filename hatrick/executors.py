@@ -115,7 +115,7 @@ def serve(index: int, driver, key: RunKey, host: str) -> None:
     on ``host`` for buckets other workers send it (its address is the answer to the first message)."""
     kind, payload, owner = driver.recv()
     try:
-        state = _state_of(payload) if kind == "init" else load_graph_state(payload)[0]
+        state = _state_of(payload) if kind == "init" else load_graph_state(payload)
     except Exception as exc:
         driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
         return
@@ -245,7 +245,7 @@ SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "size
                     "vertex_frame", "part", "owned", "send_ghosts", "join_ghosts", "edge_frame", "owned_labels",
                     "components_frame", "reachable", "reach_summary", "held_edges", "keep", "loaded_clock",
                     "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state", "busy",
-                    "merge_labels", "global_labels", "exchange"})
+                    "merge_labels", "global_labels", "exchange", "instance_part"})
 
 
 class WorkerTasks:

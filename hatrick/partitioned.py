@@ -35,9 +35,11 @@ in two phases (:meth:`PartitionedGraph.stage`, then :meth:`~PartitionedGraph.com
 :meth:`~PartitionedGraph.abandon`), so the stream makes it durable before any worker shows it and
 a failure on one worker changes none.
 
+Snapshots are built by the workers, each for its buckets (:meth:`Worker.instance_part`); the
+driver concatenates those changes against the template and commits the instance once.
 What still needs the whole graph in one place goes through :meth:`PartitionedGraph.gather`
 (``Worker.part`` from every worker, rebuilt on the driver: O(graph), free for one worker):
-snapshots and the ``vertices()``/``edges()`` frames of an ``on_batch`` view (which is how
+the ``vertices()``/``edges()`` frames of an ``on_batch`` view (which is how
 CGQL's live patterns see the graph; workers in Spark tasks send their states for every view).
 
 Migration (:meth:`Worker.extract` / :meth:`Worker.absorb`): the moved buckets' edges, owned
@@ -57,10 +59,11 @@ from numba import njit
 
 from gopher.channel import Listener, connect
 from hatrick import datafile
-from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
+from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
                           reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
                           vertex_frame)
 from hatrick.ring import bucket_of
+from hatrick.snapshot import instance_part
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, empty_rejected
 
 
@@ -267,6 +270,19 @@ class Worker:
     def vertex_frame(self) -> pd.DataFrame:
         """Owned alive vertices with their attributes."""
         return vertex_frame(self.state, self.owned())
+
+    def instance_part(self) -> dict:
+        """This worker's part of a snapshot instance (:func:`hatrick.snapshot.instance_part`): its
+        owned vertices, the edges it holds and the template edges of the buckets it owns (the
+        template's vids are the same on every worker, so their buckets are found here)."""
+        t = self.state.template
+        rows = np.arange(len(t.keys))
+        if not (self.owner == self.index).all():
+            u, v = t.keys >> _SHIFT, t.keys & np.int64((1 << int(_SHIFT)) - 1)
+            buckets = self._vid_buckets()
+            edge_bucket = buckets[u] if self.state.directed else undirected_bucket(buckets[u], buckets[v])
+            rows = rows[self.owner[edge_bucket] == self.index]
+        return instance_part(self.state, self.owned(), rows)
 
     def part(self) -> dict:
         """Everything this worker owns, as plain arrays (for :meth:`PartitionedGraph.gather`)."""
@@ -946,7 +962,7 @@ class PartitionedGraph:
     def gather(self) -> State:
         """THE GATHER: the whole graph as one :class:`hatrick.live.State` on the driver (every
         worker's :meth:`Worker.part`, rebuilt; O(graph)). Free for one worker (its own state). Used
-        only where a feature needs the whole graph: snapshots and ``on_batch`` view frames.
+        only where a feature needs the whole graph: ``on_batch`` view frames.
         Component labels of a gathered state are its own."""
         if len(self.workers) == 1:
             return self.workers[0].state
@@ -970,6 +986,11 @@ class PartitionedGraph:
                                    f"{self.batch}; with workers in Spark tasks, read them in the callback")
             return self.gather()
         return GraphView(gathered, time=self.time, seq=seq)
+
+    def instance_parts(self) -> list[dict]:
+        """Every worker's part of a snapshot instance (:meth:`Worker.instance_part`), built where
+        its state is: only the changes against the template reach the driver."""
+        return self._each("instance_part")
 
     def edges(self) -> pd.DataFrame:
         return pd.concat([w.edge_frame() for w in self.workers], ignore_index=True)

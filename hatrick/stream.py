@@ -62,7 +62,7 @@ from hatrick.marks import ProducerMarks
 from hatrick.partitioned import PartitionedGraph, Worker
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
-from hatrick.snapshot import SnapshotReport, build_instance
+from hatrick.snapshot import SnapshotReport, combine_parts
 from hatrick.updates import UpdateError, empty_rejected, validate
 
 
@@ -143,7 +143,6 @@ class Stream:
         self.owner = self.ring.owners(num_buckets)
         self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
         restored = self._checkpoint.load() if self._checkpoint else None
-        self._template = None           # the snapshots' template, read when the first one is written
         self._tasks = None
         self.recoveries = 0             # times lost worker tasks were replaced (from the checkpoint)
         if _on_executors(executors, graph):
@@ -207,7 +206,7 @@ class Stream:
         if self._tasks:
             loaded = self._tasks.load(self.graph, range(workers), self.owner)
         else:
-            state = load_graph_state(self.graph)[0]
+            state = load_graph_state(self.graph)
             loaded = [Worker(i, state, self.owner) for i in range(workers)]
         if workers > 1:
             held = loaded[0].request("held_edges").result()
@@ -355,7 +354,7 @@ class Stream:
         self._checkpoint.wait()
         restored = self._checkpoint.load()
         self.live = self._adopt(restored["graph"]) if restored else \
-            PartitionedGraph(load_graph_state(self.graph)[0], self.owner)
+            PartitionedGraph(load_graph_state(self.graph), self.owner)
         self.live.place_on(self._tasks)
         self.recoveries += 1
 
@@ -465,9 +464,7 @@ class Stream:
         end = max(end, start)
         if self._checkpoint:
             self._checkpoint.snapshot_started(self.snapshots, self._covered, self.live.batch, start, end)
-        if self._template is None:
-            self._template = load_graph_state(self.graph)[1]
-        instance, report = build_instance(self.live.gather(), self._template, start, end)   # the gather
+        instance, report = combine_parts(self.live.instance_parts(), start, end)
         report.instance = append_instances(self.graph.path, [instance])[0]
         self.graph.refresh()
         report.buffered_updates = self.buffer.drain()["volume"]

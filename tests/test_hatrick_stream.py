@@ -479,6 +479,35 @@ def test_a_removed_vertex_takes_every_copy_of_its_edges_out_of_the_snapshot(tmp_
         assert stored_edge_counts(graph, s.snapshot()) == networkx_edge_counts(ref), seed
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_workers_build_their_buckets_parts_of_a_snapshot_with_the_values_of_one(tmp_path, spark):
+    """The same log on 1 and on 3 workers (each building its buckets' part of the instance):
+    both snapshots store the same vertices, edge copies and vertex and edge values, and the
+    3 workers' parts split the changes between them (each one's part is its own)."""
+    stored = []
+    for workers in (1, 3):
+        graph = sample_graph(str(tmp_path / f"g{workers}.gofs"))
+        log, ref = log_and_reference(graph, 11, 400)
+        s = graph.stream(num_buckets=16, workers=workers)
+        push_all(s, log, 50)
+        parts = s.live.instance_parts()
+        assert len(parts) == workers
+        if workers == 3:
+            assert sum(part["counts"]["removed_edges"] > 0 for part in parts) >= 2
+            assert sum(part["counts"]["vertex_rows"] > 0 for part in parts) == 3
+        instance = s.snapshot()
+        g = graph.refresh()
+        assert stored_edge_counts(g, instance) == networkx_edge_counts(ref)
+        vertices = g.vertices(instance=instance, attributes=["load"]).toPandas()
+        edges = pd.concat([g.read_edge_partition(p, attributes=["load"], instance=instance).to_pandas()
+                           for p in range(g.num_partitions)])
+        stored.append((sorted((int(i), None if pd.isna(x) else float(x)) for i, x in zip(vertices.id, vertices.load)),
+                       sorted((min(a, b), max(a, b), None if pd.isna(x) else float(x))
+                              for a, b, x in zip(edges.src, edges.dst, edges.load))))
+    assert stored[0] == stored[1]
+    assert any(x is not None for _, x in stored[0][0]) and any(x is not None for *_, x in stored[0][1])
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_stream_changes_a_template_attribute_live_in_its_snapshot_and_after_a_restart(tmp_path, workers):
     """A line cut, restored and re-typed keeps the new type; an add carries a static value; a
@@ -613,12 +642,19 @@ def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph,
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("workers", [1, 2])
-def test_snapshots_forced_by_a_full_buffer_hold_each_edge_once_with_workers_in_spark_tasks(graph, workers, spark):
-    """A buffer of 60 updates overflows every few batches of 25, each time forcing a snapshot of
-    the workers' gathered state before the batch: every instance equals NetworkX at that point,
-    the live graph equals it after every batch, and a stream opened on the graph afterwards
-    loads the last instance with each edge once (no template's worth added)."""
+def test_snapshots_forced_by_a_full_buffer_hold_each_edge_once_with_workers_in_spark_tasks(graph, workers, spark,
+                                                                                          monkeypatch):
+    """A buffer of 60 updates overflows every few batches of 25, each time forcing a snapshot
+    that the workers build for their buckets (the driver never gathers the graph): every instance
+    equals NetworkX at that point, the live graph equals it after every batch, and a stream opened
+    on the graph afterwards loads the last instance with each edge once (no template's worth added)."""
     from hatrick.buffer import SnapshotPolicy
+    from hatrick.partitioned import PartitionedGraph
+
+    def no_gather(self):
+        raise AssertionError("a snapshot gathered the live graph onto the driver")
+
+    monkeypatch.setattr(PartitionedGraph, "gather", no_gather)
 
     log, ref = random_log(21, 300), template_reference(graph)
     never_due = SnapshotPolicy(min_volume=10**9, max_volume=10**9, max_age=float("inf"), capacity=60)
