@@ -743,29 +743,33 @@ class GraphView:
     """The graph after one batch, for callbacks: ``time`` (the largest event time applied so far,
     which is the batch's max event time when batches arrive in time order), ``seq``
     (the batch number), ``vertices()`` and ``edges()`` as pandas DataFrames, built on first use
-    and cached. The state is immutable, so a view stays valid after later batches. ``state`` may
-    be a function returning the state (then ``time`` and ``seq`` are given): it is called on first
-    use of the frames (a partitioned graph gathers its workers' states of that batch then)."""
+    and cached. The state is immutable, so a view stays valid after later batches. Instead of
+    ``state``, ``frames`` may be a function returning (vertices, edges) (then ``time`` and ``seq``
+    are given): it is called on first use of the frames (a partitioned graph asks its workers for
+    their parts of that batch's frames then)."""
 
-    def __init__(self, state, time: float | None = None, seq: int | None = None):
-        self._state = state
+    def __init__(self, state: State | None = None, time: float | None = None, seq: int | None = None,
+                 frames=None):
+        self._state, self._frames = state, frames
         self.time = float(state.time if time is None else time)
         self.seq = int(state.batch if seq is None else seq)
         self._vertices = self._edges = None
 
-    def _resolved(self) -> State:
-        if callable(self._state):
-            self._state = self._state()
-        return self._state
+    def _resolve(self) -> None:
+        if self._frames is not None:
+            self._vertices, self._edges = self._frames()
+        else:
+            self._vertices, self._edges = vertex_frame(self._state), edge_frame(self._state)
+        self._state = self._frames = None
 
     def vertices(self) -> pd.DataFrame:
         if self._vertices is None:
-            self._vertices = vertex_frame(self._resolved())
+            self._resolve()
         return self._vertices
 
     def edges(self) -> pd.DataFrame:
         if self._edges is None:
-            self._edges = edge_frame(self._resolved())
+            self._resolve()
         return self._edges
 
 

@@ -309,14 +309,16 @@ class Stream:
                     self._recover(error)
             if self._checkpoint:
                 try:
-                    self._checkpoint.commit(pending, self.live.staged_states, marks.hwm, buffered, marks.gaps,
+                    self._checkpoint.commit(pending, self.live, marks.hwm, buffered, marks.gaps,
                                             owner=self.live.owner, queries=queries)
                 except BaseException:
                     self.live.abandon()
                     raise
             try:
-                self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
-                                 if self._live_queries else None)
+                written = self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
+                                           if self._live_queries else None)
+                if self._checkpoint:
+                    self._checkpoint.states_written(written)
             except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
                 self._recover(error)
             self.marks = marks
@@ -351,6 +353,7 @@ class Stream:
         if self._checkpoint is None or self._tasks is None:
             raise WorkerLost(f"{error}; the stream has no checkpoint, so its live state is lost") from error
         self.live.abort()
+        self._checkpoint.drop_awaited()
         self._checkpoint.wait()
         restored = self._checkpoint.load()
         self.live = self._adopt(restored["graph"]) if restored else \
@@ -541,6 +544,8 @@ class Stream:
                 self._recover(error if isinstance(error, WorkerLost) else WorkerLost(str(error)))
                 return self.rescale(workers, planner, retries - 1)
             self.ring, self.owner = ring, plan.owner
+            if self._checkpoint:                    # a removed worker never reports its state file
+                self._checkpoint.drop_awaited()
             report = RescaleReport(before, workers, planner, len(plan.moved), plan.moved_fraction,
                                    by_ring.moved_fraction, moved_bytes, pause,
                                    plan.max_load / (load.sum() / workers), plan.feasible, worker_state)
@@ -591,9 +596,13 @@ class Stream:
 
     def close(self) -> None:
         """Stop consuming and end the workers' Spark tasks (their state goes with them; the
-        checkpoint keeps what was committed)."""
+        checkpoint keeps what was committed, with the full state the workers were writing)."""
         with self._lock:
             self.stop()
+            if self._checkpoint:
+                with contextlib.suppress(WorkerLost):
+                    self._checkpoint.states_written(self.live.written(wait=True))
+                self._checkpoint.wait()
             if self._tasks is not None:
                 with contextlib.suppress(WorkerLost):   # a lost worker's results stay as they were
                     self._settle()

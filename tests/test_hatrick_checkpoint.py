@@ -73,10 +73,10 @@ def test_failed_full_write_is_reported_and_loses_nothing(tmp_path, monkeypatch):
     ck, state = start(tmp_path, full_every=2)
     batches = list(random_batches(1, 4, 10))
 
-    def broken(payload):
+    def broken(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ck, "_write_full", broken)
+    monkeypatch.setattr(ck, "_write_manifest", broken)
     state = push(ck, state, batches[0])
     state = push(ck, state, batches[1])                   # starts the (failing) background full write
     ck.wait()
