@@ -16,9 +16,9 @@ Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
 4. with a checkpoint directory (:mod:`hatrick.checkpoint`: data files, never
    pickles, in a directory only this user can write), the batch, the new marks
    and what the buffer then holds are logged to one
-   file (written while step 3 runs, fsynced, moved into place atomically; the
-   full state follows in the background every ``full_checkpoint_every``
-   batches), and only then do the workers show the new state. So a crash at any
+   file (written while step 3 runs, fsynced, moved into place atomically; every
+   ``full_checkpoint_every`` batches the workers write their states in the
+   background and the driver commits the manifest naming them), and only then do the workers show the new state. So a crash at any
    point, followed by a restart from the checkpoint and a replay of the
    producers' logs (or Spark's own replay of the uncommitted micro-batch),
    applies every update exactly once;
