@@ -312,6 +312,9 @@ class Checkpoint:
     def _replay(self) -> dict:
         base = os.stat(self.path)
         payload = self._read(self.path)
+        for name in payload["states"]:
+            if not (isinstance(name, str) and name.startswith(STATE_PREFIX) and name == os.path.basename(name)):
+                raise InputError(f"{self.path}: names {name!r}, not a state file of this directory")
         states = [state_from_tree(self._read(os.path.join(self.directory, name))["state"]) for name in payload["states"]]
         owner = np.asarray(payload["owner"], np.int64)
         graph = PartitionedGraph.restore(states, owner)
