@@ -31,6 +31,9 @@ Each N also gets an open loop at ``--rate`` (no rescale): p50/p99 latency from a
     ./run.sh bench hatrick --master 'local-cluster[2,1,4096]' --workers 2 \\
         --driver-memory 1000000 10000000 --batch 50000 --memory-batches 3
 
+(``--memory-snapshot``: with a checkpoint whose full state the workers write after the last
+push, and a snapshot, inside the measured span.)
+
 ``--partitioned BATCHES`` instead runs the partitioned live
 graph alone, without the stream around it, for 1, 2 and 3 workers, with a scale-out and a
 scale-in during the 2-worker run.
@@ -280,7 +283,10 @@ def driver_memory(g_for, args) -> list:
         rss_before = high_water_mark_kb()
         tracemalloc.start()
         clock = time.perf_counter()
-        stream = Stream(g, workers=args.workers, executors=True)
+        checkpoint = os.path.join(os.path.dirname(g.path), f"ck{count}") if args.memory_snapshot else None
+        stream = Stream(g, workers=args.workers, executors=True, checkpoint=checkpoint,
+                        full_checkpoint_every=max(args.memory_batches - 1, 1))
+        extra = {}
         try:
             start_s = time.perf_counter() - clock
             mark_query_sets(stream, n, args.seed)
@@ -288,13 +294,23 @@ def driver_memory(g_for, args) -> list:
                 stream.push(frame)
             reach = len(stream.live_results["reach"])
             live = int(stream.live.sizes()[:, 1].sum())
+            if args.memory_snapshot:
+                clock = time.perf_counter()
+                stream.snapshot()
+                extra["snapshot_s"] = time.perf_counter() - clock
+                extra["snapshot"] = dataclasses.asdict(stream.snapshots[-1])
+                clock = time.perf_counter()
+                stream.close()                  # waits for the full state the last pushes started
+                extra["close_s"] = time.perf_counter() - clock
+                extra["checkpoint_mb"] = sum(os.path.getsize(os.path.join(checkpoint, f))
+                                             for f in os.listdir(checkpoint)) / 2**20
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
             stream.close()
         rows.append({"live_edges": live, "graph_edges": count, "pushes": len(frames), "start_s": start_s,
                      "reach_pairs": reach, "python_peak_mb": peak / 2**20,
-                     "rss_peak_mb": high_water_mark_kb() / 1024, "rss_before_mb": rss_before / 1024})
+                     "rss_peak_mb": high_water_mark_kb() / 1024, "rss_before_mb": rss_before / 1024, **extra})
     for row in rows:
         row["python_peak_vs_first"] = row["python_peak_mb"] / rows[0]["python_peak_mb"]
     return rows
@@ -491,6 +507,9 @@ def main(argv=None) -> int:
     p.add_argument("--driver-memory", type=int, nargs="+", default=None, metavar="EDGES",
                    help="only the driver's memory for graphs of EDGES edges (workers in Spark tasks on --master)")
     p.add_argument("--memory-batches", type=int, default=3, help="with --driver-memory: batches pushed")
+    p.add_argument("--memory-snapshot", action="store_true",
+                   help="with --driver-memory: a checkpoint whose full state is written after the last push, "
+                        "and a snapshot, inside the measured span")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

@@ -1,7 +1,11 @@
 """The exactly-once checkpoint of a stream: a full state, a log of batches since, snapshot progress.
 
-The full state is the partitioned live graph's worker states and bucket owners
-(:mod:`hatrick.partitioned`); logged batches are replayed through the same routing.
+The full state is a small manifest (bucket owners, marks, buffer, live queries) naming one state
+file per worker (:mod:`hatrick.statefile`), which each worker of the partitioned live graph
+(:mod:`hatrick.partitioned`) writes itself, in its Spark task or in this process: no worker's
+state passes through the driver. Logged batches are replayed through the same routing.
+Workers in Spark tasks write into the checkpoint directory at the same path, so it must be
+reachable there from the executors (a local-cluster, or a mount the executors share).
 
 Everything is stored as data (:mod:`hatrick.datafile`, JSON), never as pickles,
 and only in a directory this user owns that nobody else may write to: a
@@ -17,23 +21,20 @@ import stat
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-import pandas as pd
 
-from gofs import files
 from gofs.errors import InputError
 from hatrick import datafile
-from hatrick.live import Column, State, TemplateValues
+from hatrick.live import State
 from hatrick.partitioned import PartitionedGraph
 from hatrick.snapshot import SnapshotReport
+from hatrick.statefile import FORMAT, state_from_tree, write_durably, write_state_file
 from hatrick.updates import UpdateBatch
 
 FULL_NAME = "hatrick-checkpoint.data"
 SNAPSHOTS_NAME = "hatrick-snapshots.json"
 LOG_PREFIX, LOG_SUFFIX = "hatrick-batch-", ".data"
+STATE_PREFIX = "hatrick-state-"
 LEGACY_PICKLE = "hatrick-checkpoint.pkl"
-FORMAT = 3          # 3: data files (no pickles), buffer summary per batch, snapshot record
-_FULL_CHUNK = 1 << 20      # bytes of a full state synced at a time
-_datasync = getattr(os, "fdatasync", os.fsync)
 
 
 def private_directory(directory: str) -> str:
@@ -63,37 +64,7 @@ def _read_owned(path: str) -> bytes:
         return f.read()
 
 
-# states and batches as data ------------------------------------------------------------------------
-def _columns_out(columns: dict) -> dict:
-    return {name: {"values": c.values, "present": c.present} for name, c in columns.items()}
-
-
-def _columns_in(tree: dict) -> dict:
-    return {name: Column(c["values"], c["present"]) for name, c in tree.items()}
-
-
-def state_to_tree(s: State) -> dict:
-    return {"directed": s.directed, "ids": s.ids.to_numpy(), "alive": s.alive, "comp": s.comp,
-            "vattrs": _columns_out(s.vattrs), "vkinds": dict(s.vkinds), "keys": s.keys, "key_slots": s.key_slots,
-            "src": s.src, "dst": s.dst, "mult": s.mult, "touched": s.touched, "eattrs": _columns_out(s.eattrs),
-            "ekinds": dict(s.ekinds), "static_vertex": sorted(s.static_vertex),
-            "static_edge": sorted(s.static_edge), "batch": s.batch, "time": float(s.time), "free": s.free,
-            "template": None if s.template is None else {
-                "keys": s.template.keys, "edge": _columns_out(s.template.edge),
-                "vertex_present": dict(s.template.vertex_present), "size": s.template.size}}
-
-
-def state_from_tree(t: dict) -> State:
-    return State(bool(t["directed"]), pd.Index(t["ids"]), t["alive"], t["comp"], _columns_in(t["vattrs"]),
-                 dict(t["vkinds"]), t["keys"], t["key_slots"], t["src"], t["dst"], t["mult"], t["touched"],
-                 _columns_in(t["eattrs"]), dict(t["ekinds"]), frozenset(t["static_vertex"]),
-                 frozenset(t["static_edge"]), int(t["batch"]), float(t["time"]), t["free"],
-                 None if t["template"] is None else TemplateValues(t["template"]["keys"],
-                                                                   _columns_in(t["template"]["edge"]),
-                                                                   dict(t["template"]["vertex_present"]),
-                                                                   int(t["template"].get("size", 0))))
-
-
+# batches as data ------------------------------------------------------------------------------------
 _BATCH_FIELDS = ("op", "a", "b", "attribute", "value", "producer", "seq", "time")
 
 
@@ -127,14 +98,16 @@ class _LogGap(InputError):
 
 
 class Checkpoint:
-    """Exactly-once state in ``directory``: a full state file plus a log of the batches applied since.
+    """Exactly-once state in ``directory``: a full state (a manifest and one state file per worker)
+    plus a log of the batches applied since.
 
     Every batch's de-duplicated updates, the resulting producer marks and what the elastic buffer
     then holds go to one log file, written to a temporary name, fsynced and renamed (atomic) by a
     writer thread while the batch is applied (:meth:`begin`); :meth:`commit` returns once it is in
     place, so a committed batch survives a crash. Every ``full_every`` batches the whole state is
-    written the same way by a background thread (states are immutable, so the writer reads a stable
-    one while later batches go on); once it is in place, the log files it covers are removed. Loading
+    written the same way, each worker's state file by that worker on a thread of its own (states
+    are immutable, so it reads a stable one while later batches go on), then the manifest naming
+    them, atomically, by the driver; once it is in place, the log files it covers are removed. Loading
     replays the logged batches on the newest full state; applying a batch is deterministic, so this
     rebuilds exactly the state that was committed. The first commit writes the full state
     synchronously: it is the base every log replays on.
@@ -157,26 +130,11 @@ class Checkpoint:
         self._log_writer = ThreadPoolExecutor(1, thread_name_prefix="hatrick-log")
         self._full_writer = ThreadPoolExecutor(1, thread_name_prefix="hatrick-checkpoint")
         self._full: Future | None = None
+        self._awaited: dict | None = None       # a full state whose files the workers are writing
         self._failure: BaseException | None = None
 
-    def _write_bytes(self, path: str, data: bytes, chunk: int | None = None) -> None:
-        """Write ``data`` to ``path`` atomically (:func:`gofs.files.write_atomic`). With ``chunk``, the
-        data goes to disk ``chunk`` bytes at a time, each synced before the next is written: a full
-        state is megabytes, and a log fsync issued meanwhile (by the other writer) would otherwise
-        wait for all of them to reach the disk."""
-        view = memoryview(data)
-        step = chunk or max(len(view), 1)
-
-        def write(out):
-            for start in range(0, len(view), step):
-                out.write(view[start:start + step])
-                out.flush()
-                _datasync(out.fileno())
-
-        files.write_atomic(path, write=write)
-
-    def _write(self, path: str, payload: dict, chunk: int | None = None) -> None:
-        self._write_bytes(path, datafile.dumps({"format": FORMAT, **payload}), chunk)
+    def _write(self, path: str, payload: dict) -> None:
+        write_durably(path, datafile.dumps({"format": FORMAT, **payload}))
 
     def _log(self, batch_no: int) -> str:
         return os.path.join(self.directory, f"{LOG_PREFIX}{batch_no:012d}{LOG_SUFFIX}")
@@ -185,15 +143,23 @@ class Checkpoint:
         names = sorted(n for n in os.listdir(self.directory) if n.startswith(LOG_PREFIX) and n.endswith(LOG_SUFFIX))
         return [(int(n[len(LOG_PREFIX):-len(LOG_SUFFIX)]), os.path.join(self.directory, n)) for n in names]
 
-    def _write_full(self, payload: dict) -> None:
-        self._write(self.path, payload, chunk=_FULL_CHUNK)
-        for number, path in self._logged():
-            if number <= payload["states"][0]["batch"]:
-                os.remove(path)
+    def _state_path(self, batch_no: int, worker: int) -> str:
+        return os.path.join(self.directory, f"{STATE_PREFIX}{batch_no:012d}-{worker:04d}{LOG_SUFFIX}")
 
-    def _write_full_in_background(self, payload: dict) -> None:
+    def _write_manifest(self, batch_no: int, paths: list, record: dict) -> None:
+        """Commit a full state: the manifest naming the workers' state files of batch ``batch_no``
+        (all in place) is written atomically; then the logs it covers and older state files go."""
+        self._write(self.path, {"batch": batch_no, "states": [os.path.basename(p) for p in paths], **record})
+        for number, path in self._logged():
+            if number <= batch_no:
+                os.remove(path)
+        for name in os.listdir(self.directory):
+            if name.startswith(STATE_PREFIX) and int(name[len(STATE_PREFIX):].split("-")[0]) < batch_no:
+                os.remove(os.path.join(self.directory, name))
+
+    def _in_background(self, write, *args) -> None:
         try:
-            self._write_full(payload)
+            write(*args)
         except BaseException as error:                 # reported by the next begin()
             self._failure = error
 
@@ -216,31 +182,73 @@ class Checkpoint:
                    "queries": list(queries or [])}
         return _LogWrite(path, self._log_writer.submit(self._write, path, payload))
 
-    def commit(self, pending: "_LogWrite | None", state, hwm: dict, buffer: dict,
+    def commit(self, pending: "_LogWrite | None", states, hwm: dict, buffer: dict,
                gaps: dict | None = None, owner: np.ndarray | None = None, queries: list | None = None) -> None:
-        """Return once the batch that made ``state`` is durable; every ``full_every`` batches,
-        start writing the full state in the background. ``state``: one :class:`State`, or the
-        states of a partitioned graph's workers (in worker order) with ``owner`` (bucket -> worker), or
-        a function returning those states, called only when the full state is written (workers in
-        Spark tasks send theirs then)."""
-        owner = np.zeros(1, np.int64) if owner is None else np.asarray(owner, np.int64)
-
-        def payload() -> dict:
-            states = state() if callable(state) else state
-            states = [states] if isinstance(states, State) else list(states)
-            return {"states": [state_to_tree(s) for s in states], "owner": owner, "hwm": dict(hwm),
-                    "gaps": dict(gaps or {}), "buffer": buffer, "queries": list(queries or [])}
-
+        """Return once the batch that made ``states`` is durable; every ``full_every`` batches,
+        start a full state. ``states``: one :class:`State`, or the states of a partitioned graph's
+        workers (in worker order) with ``owner`` (bucket -> worker), written by this checkpoint on
+        its writer thread; or a :class:`PartitionedGraph` with a staged batch, whose workers write
+        their staged states themselves (:meth:`PartitionedGraph.write_staged`, on their own
+        threads: the manifest follows once they report them written, :meth:`states_written`)."""
+        record = {"owner": np.zeros(1, np.int64) if owner is None else np.asarray(owner, np.int64),
+                  "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer, "queries": list(queries or [])}
         if pending is None:
             self.wait()
-            self._write_full(payload())
+            self._awaited = None
+            self._start_full(states, record, wait=True)
             self._since_full = 0
             return
         pending.result()
         self._since_full += 1
-        if self._since_full >= self.full_every and (self._full is None or self._full.done()):
+        if self._since_full >= self.full_every and self._awaited is None and (self._full is None or self._full.done()):
             self._since_full = 0
-            self._full = self._full_writer.submit(self._write_full_in_background, payload())
+            self._start_full(states, record, wait=False)
+
+    def _start_full(self, states, record: dict, wait: bool) -> None:
+        if isinstance(states, PartitionedGraph):
+            batch_no = states.staged_batch
+            paths = [self._state_path(batch_no, i) for i in range(len(states.workers))]
+            states.write_staged(paths, wait)
+            if wait:
+                self._write_manifest(batch_no, paths, record)
+            else:
+                self._awaited = {"batch": batch_no, "paths": paths, "missing": set(paths), "record": record}
+            return
+        states = [states] if isinstance(states, State) else list(states)
+        batch_no = states[0].batch
+        paths = [self._state_path(batch_no, i) for i in range(len(states))]
+
+        def write() -> None:
+            for path, state in zip(paths, states):
+                write_state_file(path, state)
+            self._write_manifest(batch_no, paths, record)
+
+        if wait:
+            write()
+        else:
+            self._full = self._full_writer.submit(self._in_background, write)
+
+    def states_written(self, reports: list) -> None:
+        """The workers' reports of state files they finished writing, ``(path, error or None)``:
+        once every file of the awaited full state is in place, its manifest is written (on the
+        writer thread); a failed one abandons it and is raised by the next :meth:`begin`."""
+        awaited = self._awaited
+        for path, error in reports:
+            if awaited is None or path not in awaited["missing"]:
+                continue
+            if error is not None:
+                self._failure, self._awaited = OSError(f"{path}: {error}"), None
+                return
+            awaited["missing"].discard(path)
+        if awaited is not None and not awaited["missing"]:
+            self._awaited = None
+            self._full = self._full_writer.submit(self._in_background, self._write_manifest, awaited["batch"],
+                                                  awaited["paths"], awaited["record"])
+
+    def drop_awaited(self) -> None:
+        """Forget a full state the workers are still writing (they were replaced or rescaled, so
+        some will never report it); the next one is started ``full_every`` batches later."""
+        self._awaited = None
 
     def abandon(self, pending: "_LogWrite | None") -> None:
         """The batch was not applied: wait for its log write and remove the file (were a crash to
@@ -260,7 +268,7 @@ class Checkpoint:
 
     # snapshots -------------------------------------------------------------------------------------
     def _write_snapshots(self, record: dict) -> None:
-        self._write_bytes(self.snapshots_path, json.dumps({"format": FORMAT, **record}).encode())
+        write_durably(self.snapshots_path, json.dumps({"format": FORMAT, **record}).encode())
 
     def snapshot_started(self, snapshots: list, covered: int, batch: int, start: float, end: float) -> None:
         """Record that a snapshot of the state after ``batch`` with this (start, end) is being written."""
@@ -304,10 +312,11 @@ class Checkpoint:
     def _replay(self) -> dict:
         base = os.stat(self.path)
         payload = self._read(self.path)
-        if "states" in payload:
-            states, owner = [state_from_tree(s) for s in payload["states"]], np.asarray(payload["owner"], np.int64)
-        else:                                           # written before the live graph was partitioned
-            states, owner = [state_from_tree(payload["state"])], np.zeros(1, np.int64)
+        for name in payload["states"]:
+            if not (isinstance(name, str) and name.startswith(STATE_PREFIX) and name == os.path.basename(name)):
+                raise InputError(f"{self.path}: names {name!r}, not a state file of this directory")
+        states = [state_from_tree(self._read(os.path.join(self.directory, name))["state"]) for name in payload["states"]]
+        owner = np.asarray(payload["owner"], np.int64)
         graph = PartitionedGraph.restore(states, owner)
         logged = [(number, path) for number, path in self._logged() if number > graph.batch]
         now = os.stat(self.path)

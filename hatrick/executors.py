@@ -39,7 +39,7 @@ from gofs.errors import InputError
 from gopher.channel import Listener, RunKey, connect, frames_authenticated
 from gopher.resident import LOOPBACK, BackgroundJob
 from hatrick import datafile
-from hatrick.checkpoint import state_from_tree, state_to_tree
+from hatrick.statefile import state_from_tree, state_to_tree
 from hatrick.loading import load_graph_state
 from hatrick.partitioned import Worker
 
@@ -115,7 +115,7 @@ def serve(index: int, driver, key: RunKey, host: str) -> None:
     on ``host`` for buckets other workers send it (its address is the answer to the first message)."""
     kind, payload, owner = driver.recv()
     try:
-        state = _state_of(payload) if kind == "init" else load_graph_state(payload)[0]
+        state = _state_of(payload) if kind == "init" else load_graph_state(payload)
     except Exception as exc:
         driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
         return
@@ -138,7 +138,7 @@ def _answer(worker: Worker, driver) -> None:
         try:
             name, args = pickle.loads(frame)
             value = worker.request(name, *args).result()
-            if name in ("state", "staged_state", "empty_state"):
+            if name in ("state", "empty_state"):
                 value = _state_bytes(value)
             driver.send(("ok", value))
         except Exception as exc:
@@ -174,7 +174,7 @@ class _Answer:
         kind, value = self._read
         if kind == "error":
             raise WorkerFailed(value)
-        if self.name in ("state", "staged_state", "empty_state"):
+        if self.name in ("state", "empty_state"):
             return _state_of(value)
         return value
 
@@ -241,11 +241,11 @@ class RemoteWorker:
         return lambda *args: self.request(name, *args).result()
 
 
-SERVED = frozenset({"stage", "staged_state", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
+SERVED = frozenset({"stage", "commit", "abandon", "clock", "sizes", "bucket_state", "stale_edges",
                     "vertex_frame", "part", "owned", "send_ghosts", "join_ghosts", "edge_frame", "owned_labels",
                     "components_frame", "reachable", "reach_summary", "held_edges", "keep", "loaded_clock",
                     "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state", "busy",
-                    "merge_labels", "global_labels", "exchange"})
+                    "merge_labels", "global_labels", "exchange", "instance_part", "write_state", "written"})
 
 
 class WorkerTasks:

@@ -78,12 +78,16 @@ class TemplateValues:
     ``vertex_present`` (name -> which template vids have a value; the values stay in the state),
     ``size``: vids 0..size-1 are the graph's ids as loaded (template first), the same in every
     state derived from it (:mod:`hatrick.partitioned` keeps them on every worker), so these vids
-    and keys mean the same everywhere."""
+    and keys mean the same everywhere. What a snapshot writes against (:mod:`hatrick.snapshot`):
+    ``counts`` (the template's copies of each key) and ``vertices`` (the GoFS template's vertex
+    count: vids from there on are vertices an instance or the stream added)."""
 
     keys: np.ndarray
     edge: dict
     vertex_present: dict
     size: int = 0
+    counts: np.ndarray | None = None
+    vertices: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,12 +150,13 @@ class State:
 
 def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | None = None,
                 edge_columns: dict | None = None, static_vertex=(), static_edge=(), time: float = float("-inf"),
-                template_edges: tuple | None = None) -> State:
+                template_edges: tuple | None = None, template_vertices: int | None = None) -> State:
     """The state of a graph given as original ids: all vertices, edges (parallel ones add
     multiplicity; attributes of the last copy win) and attribute columns (name -> (kind, values
     with None/NaN for missing)). Components are computed from scratch. ``template_edges``
     (src ids, dst ids, {static name: values}) are the template's edges whose static values come
-    back with them (default: these edges and their static columns)."""
+    back with them (default: these edges and their static columns); ``template_vertices``: how many
+    of ``ids`` the GoFS template has (default all)."""
     index = pd.Index(np.asarray(ids))
     if not index.is_unique:
         raise InputError("build_state: vertex ids are not unique")
@@ -178,19 +183,20 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
                     dst=v[first].astype(np.int64), mult=counts.astype(np.int64), touched=np.full(len(uniq), time),
                     eattrs=eattrs, ekinds=ekinds)
     if template_edges is None:
-        t_keys = uniq
+        t_keys, t_counts = uniq, counts.astype(np.int64)
         t_columns = {name: eattrs[name] for name in static_edge if name in eattrs}
     else:
         t_src, t_dst, t_values = template_edges
         t_all = base.key(index.get_indexer(np.asarray(t_src)), index.get_indexer(np.asarray(t_dst)))
-        t_keys, t_first = np.unique(t_all[::-1], return_index=True)
+        t_keys, t_first, t_counts = np.unique(t_all[::-1], return_index=True, return_counts=True)
         t_last = len(t_all) - 1 - t_first
         t_columns = {}
         for name, values in t_values.items():
             col, null = _column_from(ekinds[name], np.asarray(values, dtype=object)[t_last])
             t_columns[name] = Column(col, ~null)
     template = TemplateValues(t_keys, t_columns, {name: vattrs[name].present.copy() for name in static_vertex
-                                                  if name in vattrs}, n)
+                                                  if name in vattrs}, n, t_counts.astype(np.int64),
+                              n if template_vertices is None else int(template_vertices))
     return replace(state, comp=components_from_scratch(state), template=template)
 
 
@@ -737,29 +743,33 @@ class GraphView:
     """The graph after one batch, for callbacks: ``time`` (the largest event time applied so far,
     which is the batch's max event time when batches arrive in time order), ``seq``
     (the batch number), ``vertices()`` and ``edges()`` as pandas DataFrames, built on first use
-    and cached. The state is immutable, so a view stays valid after later batches. ``state`` may
-    be a function returning the state (then ``time`` and ``seq`` are given): it is called on first
-    use of the frames (a partitioned graph gathers its workers' states of that batch then)."""
+    and cached. The state is immutable, so a view stays valid after later batches. Instead of
+    ``state``, ``frames`` may be a function returning (vertices, edges) (then ``time`` and ``seq``
+    are given): it is called on first use of the frames (a partitioned graph asks its workers for
+    their parts of that batch's frames then)."""
 
-    def __init__(self, state, time: float | None = None, seq: int | None = None):
-        self._state = state
+    def __init__(self, state: State | None = None, time: float | None = None, seq: int | None = None,
+                 frames=None):
+        self._state, self._frames = state, frames
         self.time = float(state.time if time is None else time)
         self.seq = int(state.batch if seq is None else seq)
         self._vertices = self._edges = None
 
-    def _resolved(self) -> State:
-        if callable(self._state):
-            self._state = self._state()
-        return self._state
+    def _resolve(self) -> None:
+        if self._frames is not None:
+            self._vertices, self._edges = self._frames()
+        else:
+            self._vertices, self._edges = vertex_frame(self._state), edge_frame(self._state)
+        self._state = self._frames = None
 
     def vertices(self) -> pd.DataFrame:
         if self._vertices is None:
-            self._vertices = vertex_frame(self._resolved())
+            self._resolve()
         return self._vertices
 
     def edges(self) -> pd.DataFrame:
         if self._edges is None:
-            self._edges = edge_frame(self._resolved())
+            self._resolve()
         return self._edges
 
 

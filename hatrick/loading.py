@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 
 from hatrick.live import State, build_state
-from hatrick.snapshot import Template
 from hatrick.updates import kind_of_type
 
 
-def load_graph_state(graph) -> tuple[State, Template]:
-    """The graph's latest state (last instance, else template) and its template, as live-graph objects."""
+def load_graph_state(graph) -> State:
+    """The graph's latest state (last instance, else template), with its template's edges and
+    vertex count (what snapshots are written against)."""
     import pyarrow as pa
 
     template_ids = graph.vertex_ids.to_numpy(zero_copy_only=False)
@@ -46,7 +46,6 @@ def load_graph_state(graph) -> tuple[State, Template]:
                         time=graph.instances[-1]["end"] if graph.instances else float("-inf"),
                         template_edges=(tt.column("src").to_numpy(zero_copy_only=False),
                                         tt.column("dst").to_numpy(zero_copy_only=False),
-                                        {n: tt.column(n).to_numpy(zero_copy_only=False) for n in static_e}))
-    template = Template.of(state, index.get_indexer(tt.column("src").to_numpy(zero_copy_only=False)),
-                           index.get_indexer(tt.column("dst").to_numpy(zero_copy_only=False)), len(template_ids))
-    return state, template
+                                        {n: tt.column(n).to_numpy(zero_copy_only=False) for n in static_e}),
+                        template_vertices=len(template_ids))
+    return state

@@ -35,10 +35,12 @@ in two phases (:meth:`PartitionedGraph.stage`, then :meth:`~PartitionedGraph.com
 :meth:`~PartitionedGraph.abandon`), so the stream makes it durable before any worker shows it and
 a failure on one worker changes none.
 
-What still needs the whole graph in one place goes through :meth:`PartitionedGraph.gather`
-(``Worker.part`` from every worker, rebuilt on the driver: O(graph), free for one worker):
-snapshots and the ``vertices()``/``edges()`` frames of an ``on_batch`` view (which is how
-CGQL's live patterns see the graph; workers in Spark tasks send their states for every view).
+Snapshots are built by the workers, each for its buckets (:meth:`Worker.instance_part`); the
+driver concatenates those changes against the template and commits the instance once.
+The ``vertices()``/``edges()`` frames of an ``on_batch`` view (which is how CGQL's live
+patterns see the graph) are the workers' own frames, sent when a callback first reads them:
+O(graph) on the driver, though no state is rebuilt there; :meth:`PartitionedGraph.gather`
+(``Worker.part`` from every worker, rebuilt: O(graph), free for one worker) is left for inspection.
 
 Migration (:meth:`Worker.extract` / :meth:`Worker.absorb`): the moved buckets' edges, owned
 vertices and attributes travel as a :mod:`hatrick.datafile` payload from the old owner to the
@@ -57,10 +59,12 @@ from numba import njit
 
 from gopher.channel import Listener, connect
 from hatrick import datafile
-from hatrick.live import (GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
+from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
                           reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
                           vertex_frame)
 from hatrick.ring import bucket_of
+from hatrick.snapshot import instance_part
+from hatrick.statefile import write_state_file
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, empty_rejected
 
 
@@ -154,6 +158,8 @@ class Worker:
         self.peer_address = None        # where other workers send it buckets (None: through the caller)
         self._listener = self._inbox = self._key = None
         self._sending: list[threading.Thread] = []
+        self._writing: list[threading.Thread] = []
+        self._written: queue.Queue = queue.Queue()
         self._entries = np.zeros(0, np.int64)
         self._sent = {"ids": None, "owner": None, "label": None, "count": 0}   # the last send_ghosts, for changes
         self._held: dict = {}           # by sender: the ghosts it holds of vertices owned here (join_ghosts)
@@ -196,8 +202,8 @@ class Worker:
         return _rebuild(self.state, [])
 
     def close(self) -> None:
-        """Finish sending buckets and stop taking them."""
-        for thread in self._sending:
+        """Finish sending buckets and writing state files, and stop taking buckets."""
+        for thread in self._sending + self._writing:
             thread.join()
         if self._listener is not None:
             self._listener.close()
@@ -210,12 +216,41 @@ class Worker:
         self._staged, outcome = apply_batch(self.state, batch)
         return outcome
 
-    def staged_state(self) -> State:
-        """The staged version (immutable: what a checkpoint writes)."""
-        return self._staged
+    def write_state(self, path: str, wait: bool) -> None:
+        """Write the staged state (the committed one if none is staged) to ``path`` as a full
+        checkpoint's state file (:func:`hatrick.statefile.write_state_file`): now, or (``wait``
+        False) on a thread while this worker goes on with later batches; :meth:`written` reports it."""
+        state = self._staged if self._staged is not None else self.state
+        if wait:
+            write_state_file(path, state)
+            return
+        thread = threading.Thread(target=self._write_behind, args=(path, state), daemon=True,
+                                  name=f"hatrick-state-{self.index}")
+        thread.start()
+        self._writing = [t for t in self._writing if t.is_alive()] + [thread]
 
-    def commit(self) -> None:
+    def _write_behind(self, path: str, state: State) -> None:
+        try:
+            write_state_file(path, state)
+            self._written.put((path, None))
+        except Exception as exc:
+            self._written.put((path, repr(exc)))
+
+    def written(self, wait: bool = False) -> list:
+        """``(path, error or None)`` of each state file :meth:`write_state` finished since last
+        asked (``wait``: once those it is writing are done)."""
+        for thread in self._writing if wait else []:
+            thread.join()
+        done = []
+        while not self._written.empty():
+            done.append(self._written.get_nowait())
+        return done
+
+    def commit(self) -> list:
+        """Show the staged state; answers :meth:`written` (so the driver learns of finished state
+        files with no request of its own)."""
         self.state, self._staged = self._staged, None
+        return self.written()
 
     def abandon(self) -> None:
         self._staged = None
@@ -267,6 +302,19 @@ class Worker:
     def vertex_frame(self) -> pd.DataFrame:
         """Owned alive vertices with their attributes."""
         return vertex_frame(self.state, self.owned())
+
+    def instance_part(self) -> dict:
+        """This worker's part of a snapshot instance (:func:`hatrick.snapshot.instance_part`): its
+        owned vertices, the edges it holds and the template edges of the buckets it owns (the
+        template's vids are the same on every worker, so their buckets are found here)."""
+        t = self.state.template
+        rows = np.arange(len(t.keys))
+        if not (self.owner == self.index).all():
+            u, v = t.keys >> _SHIFT, t.keys & np.int64((1 << int(_SHIFT)) - 1)
+            buckets = self._vid_buckets()
+            edge_bucket = buckets[u] if self.state.directed else undirected_bucket(buckets[u], buckets[v])
+            rows = rows[self.owner[edge_bucket] == self.index]
+        return instance_part(self.state, self.owned(), rows)
 
     def part(self) -> dict:
         """Everything this worker owns, as plain arrays (for :meth:`PartitionedGraph.gather`)."""
@@ -848,25 +896,37 @@ class PartitionedGraph:
             raise
         return applied, (pd.concat(rejected, ignore_index=True) if rejected else empty_rejected())
 
-    def staged_states(self) -> list[State]:
-        return [w.staged_state() for w in self.workers]
+    @property
+    def staged_batch(self) -> int:
+        """The number of the batch staged now."""
+        return self._staged_clock[0]
+
+    def written(self, wait: bool = False) -> list:
+        """Every worker's :meth:`Worker.written` reports."""
+        return [report for reports in self._each("written", wait) for report in reports]
+
+    def write_staged(self, paths: list, wait: bool) -> None:
+        """Each worker writes its staged state to its path of ``paths`` (:meth:`Worker.write_state`)."""
+        for answer in [w.request("write_state", path, wait) for w, path in zip(self.workers, paths)]:
+            answer.result()
 
     def states(self) -> list[State]:
         """Each worker's current (immutable) state, in worker order: what a full checkpoint holds."""
         return self._each("state")
 
-    def commit(self, selections: list | None = None) -> None:
-        """Show the staged batch on every worker. ``selections`` (a list of selectors, for live
+    def commit(self, selections: list | None = None) -> list:
+        """Show the staged batch on every worker; returns their reports of state files written
+        (:meth:`Worker.written`). ``selections`` (a list of selectors, for live
         results read right after): start the boundary exchange and ask for those selectors'
         :meth:`Worker.owned_labels` in the same wave, so a live result costs no more round trips."""
         answers = [w.request("commit") for w in self.workers]
         exchange, self._selected = None, []
         if selections is not None and len(self.workers) > 1:
             exchange = self._exchange([] if self.directed else selections)
-        for answer in answers:
-            answer.result()
+        written = [report for answer in answers for report in answer.result()]
         self._clock = self._staged_clock
         self._summary = exchange
+        return written
 
     def _owned_labels(self, selector) -> list:
         """Each worker's :meth:`Worker.owned_labels` of ``selector`` (asked with the commit if it
@@ -946,30 +1006,36 @@ class PartitionedGraph:
     def gather(self) -> State:
         """THE GATHER: the whole graph as one :class:`hatrick.live.State` on the driver (every
         worker's :meth:`Worker.part`, rebuilt; O(graph)). Free for one worker (its own state). Used
-        only where a feature needs the whole graph: snapshots and ``on_batch`` view frames.
-        Component labels of a gathered state are its own."""
+        only for inspection (:attr:`hatrick.stream.Stream.state`) and to restore a checkpoint onto
+        another bucket count. Component labels of a gathered state are its own."""
         if len(self.workers) == 1:
             return self.workers[0].state
         return _gather_states(self.states(), self.owner)
 
     def view(self) -> GraphView:
-        """The graph now, for ``on_batch`` callbacks: time and seq at once; frames on first use
-        (one worker in this process: its state; several: a gather of the workers' states as they
-        are now; workers in Spark tasks: a gather when the frames are first read, which must be
-        before the next batch)."""
+        """The graph now, for ``on_batch`` callbacks: time and seq at once; frames on first use,
+        each the workers' own frames one after another (:meth:`Worker.vertex_frame`,
+        :meth:`Worker.edge_frame`: no state is rebuilt on the driver). One worker in this process:
+        its state; several: their states as they are now; workers in Spark tasks: asked when the
+        frames are first read, which must be before the next batch."""
         if len(self.workers) == 1 and isinstance(self.workers[0], Worker):
             return GraphView(self.workers[0].state)
+        time, seq = self.time, self.batch
         if all(isinstance(w, Worker) for w in self.workers):
-            states, owner = self.states(), self.owner
-            return GraphView(lambda: _gather_states(states, owner), time=self.time, seq=self.batch)
-        seq = self.batch
+            held = [Worker(w.index, w.state, w.owner) for w in self.workers]      # immutable states of now
+            return GraphView(frames=lambda: _frames(held), time=time, seq=seq)
 
-        def gathered() -> State:                  # workers in Spark tasks hold only their current state
+        def current() -> tuple[pd.DataFrame, pd.DataFrame]:   # workers in Spark tasks hold only their current state
             if self.batch != seq:
                 raise RuntimeError(f"hatrick: the frames of the view of batch {seq} were first read after batch "
                                    f"{self.batch}; with workers in Spark tasks, read them in the callback")
-            return self.gather()
-        return GraphView(gathered, time=self.time, seq=seq)
+            return _frames(self.workers)
+        return GraphView(frames=current, time=time, seq=seq)
+
+    def instance_parts(self) -> list[dict]:
+        """Every worker's part of a snapshot instance (:meth:`Worker.instance_part`), built where
+        its state is: only the changes against the template reach the driver."""
+        return self._each("instance_part")
 
     def edges(self) -> pd.DataFrame:
         return pd.concat([w.edge_frame() for w in self.workers], ignore_index=True)
@@ -1079,6 +1145,14 @@ class PartitionedGraph:
             w.close()
         self.workers = kept
         return sent
+
+
+def _frames(workers: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(vertices, edges) of the graph: every worker's owned vertices and held edges, asked at once."""
+    vertices = [w.request("vertex_frame") for w in workers]
+    edges = [w.request("edge_frame") for w in workers]
+    return (pd.concat([a.result() for a in vertices], ignore_index=True),
+            pd.concat([a.result() for a in edges], ignore_index=True))
 
 
 def _gather_states(states: list[State], owner: np.ndarray) -> State:

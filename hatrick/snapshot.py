@@ -6,7 +6,9 @@ writes the live state relative to the template: that equals the previous
 snapshot with the buffered updates applied, and each instance is readable on
 its own by ``g.edges(instance=...)`` / ``g.vertices(instance=...)``.
 
-Vertices the stream added beyond the template are stored as the instance's
+Each worker builds the part of its buckets (:func:`instance_part`: its owned vertices, the edges
+it holds, the template edges its buckets own) where its state is; the driver only concatenates
+those changes (:func:`combine_parts`) and commits the one instance. Vertices the stream added beyond the template are stored as the instance's
 added vertices (each keeps its internal id from snapshot to snapshot, see
 :mod:`gofs.vids`), with the edges touching them as added edges. What an
 instance cannot carry (documented limits of the GoFS format, not worked around
@@ -23,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from gofs.instances import Instance
-from hatrick.live import Column, State
+from hatrick.live import Column, State, _SHIFT
 
 _ARROW = {"double": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(), "string": pa.string()}
 
@@ -42,19 +44,6 @@ class SnapshotReport:
     vertex_rows: int = 0
     edge_rows: int = 0
     seconds: float = 0.0
-
-
-class Template:
-    """The template's vertex count and edge multiset, in the live graph's vids and keys."""
-
-    def __init__(self, num_vertices: int, keys: np.ndarray, counts: np.ndarray):
-        self.num_vertices = num_vertices
-        self.keys, self.counts = keys, counts
-
-    @classmethod
-    def of(cls, state: State, src_vids: np.ndarray, dst_vids: np.ndarray, num_vertices: int) -> "Template":
-        keys, counts = np.unique(state.key(src_vids, dst_vids), return_counts=True)
-        return cls(num_vertices, keys, counts)
 
 
 def _arrow(column: Column, rows: np.ndarray, kind: str) -> pa.Array:
@@ -81,49 +70,53 @@ def _static_values_changed(state: State, slots: np.ndarray, keys: np.ndarray) ->
     return changed
 
 
-def build_instance(state: State, template: Template, start: float, end: float) -> tuple[Instance, SnapshotReport]:
-    """The instance holding ``state`` (topology against ``template``, dynamic attribute values)."""
-    n0 = template.num_vertices
-    ids = state.ids.to_numpy()
-    report = SnapshotReport(start=start, end=end)
-    new_vertices = n0 + np.flatnonzero(state.alive[n0:])
-    report.added_vertices = len(new_vertices)
-    added_vertices = pa.table({"id": pa.array(ids[new_vertices])}) if len(new_vertices) else None
+PART_TABLES = ("vertex_values", "edge_values", "added_edges", "removed_edges", "added_vertices")
+_COUNTS = ("added_vertices", "added_edges", "removed_edges", "vertex_rows", "edge_rows")
 
+
+def instance_part(state: State, vids: np.ndarray, template_rows: np.ndarray) -> dict:
+    """One worker's part of a snapshot instance, against the template ``state.template``:
+    ``vids`` are the alive vertices it owns, every live edge of ``state`` is its own, and
+    ``template_rows`` (positions in the template's sorted keys) are the template edges its
+    buckets own. Returns the :data:`PART_TABLES` (Arrow tables or None) and the counts of a
+    :class:`SnapshotReport`."""
+    t = state.template
+    ids = state.ids.to_numpy()
+    out = dict.fromkeys(PART_TABLES)
+    new_vertices = vids[vids >= t.vertices]
+    out["added_vertices"] = pa.table({"id": pa.array(ids[new_vertices])}) if len(new_vertices) else None
+
+    t_keys, t_counts = t.keys[template_rows], t.counts[template_rows]
     live = state.live_slots()
     keys = state.key(state.src[live], state.dst[live])
     order = np.argsort(keys)
     live, keys = live[order], keys[order]
-    at = np.searchsorted(template.keys, keys)
-    at_c = np.minimum(at, max(len(template.keys) - 1, 0))
-    found = (at < len(template.keys)) & (template.keys[at_c] == keys) if len(template.keys) else np.zeros(len(keys), bool)
-    have = np.where(found, template.counts[at_c] if len(template.keys) else 0, 0)
+    at = np.searchsorted(t_keys, keys)
+    at_c = np.minimum(at, max(len(t_keys) - 1, 0))
+    found = (at < len(t_keys)) & (t_keys[at_c] == keys) if len(t_keys) else np.zeros(len(keys), bool)
+    have = np.where(found, t_counts[at_c] if len(t_keys) else 0, 0)
     now = state.mult[live]
 
     changed = found & _static_values_changed(state, live, keys)
     kept = np.where(changed, 0, np.minimum(now, have))   # template copies that stay as they are
     added_slots = np.repeat(live, now - kept)
-    still = np.zeros(len(template.keys), np.int64)
+    still = np.zeros(len(t_keys), np.int64)
     still[at_c[found]] = kept[found]
-    gone = np.repeat(np.arange(len(template.keys)), template.counts - still)
-    shift, mask = np.int64(31), np.int64((1 << 31) - 1)
-    removed = None
+    gone = np.repeat(np.arange(len(t_keys)), t_counts - still)
     if len(gone):                         # one row per removed copy: GoFS names the k-th copy by the k-th row
-        u, v = template.keys[gone] >> shift, template.keys[gone] & mask
-        removed = pa.table({"src": pa.array(ids[u]), "dst": pa.array(ids[v])})
-    report.removed_edges = len(gone)
+        mask = np.int64((1 << int(_SHIFT)) - 1)
+        u, v = t_keys[gone] >> np.int64(_SHIFT), t_keys[gone] & mask
+        out["removed_edges"] = pa.table({"src": pa.array(ids[u]), "dst": pa.array(ids[v])})
 
     dynamic_e = [n for n in state.eattrs if n not in state.static_edge]
     dynamic_v = [n for n in state.vattrs if n not in state.static_vertex]
-    added = None
     if len(added_slots):
         cols = {"src": pa.array(ids[state.src[added_slots]]), "dst": pa.array(ids[state.dst[added_slots]])}
         for name in state.eattrs:                       # static ones too: an added edge carries its own
             cols[name] = _arrow(state.eattrs[name], added_slots, state.ekinds[name])
-        added = pa.table(cols)
-    report.added_edges = len(added_slots)
+        out["added_edges"] = pa.table(cols)
 
-    edge_values = None
+    edge_rows = vertex_rows = 0
     if dynamic_e:
         slots = live[kept > 0]
         any_set = np.zeros(len(slots), bool)
@@ -133,19 +126,31 @@ def build_instance(state: State, template: Template, start: float, end: float) -
         cols = {"src": pa.array(ids[state.src[slots]]), "dst": pa.array(ids[state.dst[slots]])}
         for name in dynamic_e:
             cols[name] = _arrow(state.eattrs[name], slots, state.ekinds[name])
-        edge_values = pa.table(cols)
-        report.edge_rows = len(slots)
+        out["edge_values"] = pa.table(cols)
+        edge_rows = len(slots)
 
-    vertex_values = None
     if dynamic_v:
-        vids = np.flatnonzero(state.alive)
         any_set = np.zeros(len(vids), bool)
         for name in dynamic_v:
             any_set |= state.vattrs[name].present[vids]
-        vids = vids[any_set]
-        cols = {"id": pa.array(ids[vids])}
+        picked = vids[any_set]
+        cols = {"id": pa.array(ids[picked])}
         for name in dynamic_v:
-            cols[name] = _arrow(state.vattrs[name], vids, state.vkinds[name])
-        vertex_values = pa.table(cols)
-        report.vertex_rows = len(vids)
-    return Instance(start, end, vertex_values, edge_values, added, removed, added_vertices), report
+            cols[name] = _arrow(state.vattrs[name], picked, state.vkinds[name])
+        out["vertex_values"] = pa.table(cols)
+        vertex_rows = len(picked)
+    out["counts"] = dict(zip(_COUNTS, (len(new_vertices), len(added_slots), len(gone), vertex_rows, edge_rows)))
+    return out
+
+
+def combine_parts(parts: list[dict], start: float, end: float) -> tuple[Instance, SnapshotReport]:
+    """The instance of the workers' :func:`instance_part` answers: each table the parts'
+    tables one after another (a column one worker never saw is null in its rows)."""
+    tables = {}
+    for name in PART_TABLES:
+        present = [part[name] for part in parts if part[name] is not None]
+        tables[name] = pa.concat_tables(present, promote_options="default") if present else None
+    report = SnapshotReport(start=start, end=end,
+                            **{name: sum(part["counts"][name] for part in parts) for name in _COUNTS})
+    return Instance(start, end, tables["vertex_values"], tables["edge_values"], tables["added_edges"],
+                    tables["removed_edges"], tables["added_vertices"]), report

@@ -16,9 +16,9 @@ Structured Streaming micro-batch, see :mod:`hatrick.sources`) goes through:
 4. with a checkpoint directory (:mod:`hatrick.checkpoint`: data files, never
    pickles, in a directory only this user can write), the batch, the new marks
    and what the buffer then holds are logged to one
-   file (written while step 3 runs, fsynced, moved into place atomically; the
-   full state follows in the background every ``full_checkpoint_every``
-   batches), and only then do the workers show the new state. So a crash at any
+   file (written while step 3 runs, fsynced, moved into place atomically; every
+   ``full_checkpoint_every`` batches the workers write their states in the
+   background and the driver commits the manifest naming them), and only then do the workers show the new state. So a crash at any
    point, followed by a restart from the checkpoint and a replay of the
    producers' logs (or Spark's own replay of the uncommitted micro-batch),
    applies every update exactly once;
@@ -62,7 +62,7 @@ from hatrick.marks import ProducerMarks
 from hatrick.partitioned import PartitionedGraph, Worker
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
-from hatrick.snapshot import SnapshotReport, build_instance
+from hatrick.snapshot import SnapshotReport, combine_parts
 from hatrick.updates import UpdateError, empty_rejected, validate
 
 
@@ -143,7 +143,6 @@ class Stream:
         self.owner = self.ring.owners(num_buckets)
         self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
         restored = self._checkpoint.load() if self._checkpoint else None
-        self._template = None           # the snapshots' template, read when the first one is written
         self._tasks = None
         self.recoveries = 0             # times lost worker tasks were replaced (from the checkpoint)
         if _on_executors(executors, graph):
@@ -207,7 +206,7 @@ class Stream:
         if self._tasks:
             loaded = self._tasks.load(self.graph, range(workers), self.owner)
         else:
-            state = load_graph_state(self.graph)[0]
+            state = load_graph_state(self.graph)
             loaded = [Worker(i, state, self.owner) for i in range(workers)]
         if workers > 1:
             held = loaded[0].request("held_edges").result()
@@ -310,14 +309,16 @@ class Stream:
                     self._recover(error)
             if self._checkpoint:
                 try:
-                    self._checkpoint.commit(pending, self.live.staged_states, marks.hwm, buffered, marks.gaps,
+                    self._checkpoint.commit(pending, self.live, marks.hwm, buffered, marks.gaps,
                                             owner=self.live.owner, queries=queries)
                 except BaseException:
                     self.live.abandon()
                     raise
             try:
-                self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
-                                 if self._live_queries else None)
+                written = self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
+                                           if self._live_queries else None)
+                if self._checkpoint:
+                    self._checkpoint.states_written(written)
             except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
                 self._recover(error)
             self.marks = marks
@@ -352,10 +353,11 @@ class Stream:
         if self._checkpoint is None or self._tasks is None:
             raise WorkerLost(f"{error}; the stream has no checkpoint, so its live state is lost") from error
         self.live.abort()
+        self._checkpoint.drop_awaited()
         self._checkpoint.wait()
         restored = self._checkpoint.load()
         self.live = self._adopt(restored["graph"]) if restored else \
-            PartitionedGraph(load_graph_state(self.graph)[0], self.owner)
+            PartitionedGraph(load_graph_state(self.graph), self.owner)
         self.live.place_on(self._tasks)
         self.recoveries += 1
 
@@ -465,9 +467,7 @@ class Stream:
         end = max(end, start)
         if self._checkpoint:
             self._checkpoint.snapshot_started(self.snapshots, self._covered, self.live.batch, start, end)
-        if self._template is None:
-            self._template = load_graph_state(self.graph)[1]
-        instance, report = build_instance(self.live.gather(), self._template, start, end)   # the gather
+        instance, report = combine_parts(self.live.instance_parts(), start, end)
         report.instance = append_instances(self.graph.path, [instance])[0]
         self.graph.refresh()
         report.buffered_updates = self.buffer.drain()["volume"]
@@ -544,6 +544,8 @@ class Stream:
                 self._recover(error if isinstance(error, WorkerLost) else WorkerLost(str(error)))
                 return self.rescale(workers, planner, retries - 1)
             self.ring, self.owner = ring, plan.owner
+            if self._checkpoint:                    # a removed worker never reports its state file
+                self._checkpoint.drop_awaited()
             report = RescaleReport(before, workers, planner, len(plan.moved), plan.moved_fraction,
                                    by_ring.moved_fraction, moved_bytes, pause,
                                    plan.max_load / (load.sum() / workers), plan.feasible, worker_state)
@@ -594,9 +596,13 @@ class Stream:
 
     def close(self) -> None:
         """Stop consuming and end the workers' Spark tasks (their state goes with them; the
-        checkpoint keeps what was committed)."""
+        checkpoint keeps what was committed, with the full state the workers were writing)."""
         with self._lock:
             self.stop()
+            if self._checkpoint:
+                with contextlib.suppress(WorkerLost):
+                    self._checkpoint.states_written(self.live.written(wait=True))
+                self._checkpoint.wait()
             if self._tasks is not None:
                 with contextlib.suppress(WorkerLost):   # a lost worker's results stay as they were
                     self._settle()

@@ -73,10 +73,10 @@ def test_failed_full_write_is_reported_and_loses_nothing(tmp_path, monkeypatch):
     ck, state = start(tmp_path, full_every=2)
     batches = list(random_batches(1, 4, 10))
 
-    def broken(payload):
+    def broken(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ck, "_write_full", broken)
+    monkeypatch.setattr(ck, "_write_manifest", broken)
     state = push(ck, state, batches[0])
     state = push(ck, state, batches[1])                   # starts the (failing) background full write
     ck.wait()
@@ -188,3 +188,44 @@ def test_a_new_checkpoint_directory_is_private_and_its_files_are_data(tmp_path):
         with open(os.path.join(ck.directory, name), "rb") as f:
             assert f.read(15) == b"HATRICK-DATA-1\n"
     same_graph(Checkpoint(ck.directory).load()["state"], state)
+
+
+def test_workers_write_their_state_files_and_the_manifest_follows_once_all_are_in_place(tmp_path):
+    """A partitioned graph's workers write their full-state files themselves (on threads, reported
+    with their next commit); only then is the manifest naming them written, and it replaces the
+    logs and older state files. Files of a full state whose manifest never came are ignored by a
+    restart, which equals the graph after every committed batch."""
+    from hatrick.partitioned import PartitionedGraph
+
+    rng = np.random.default_rng(5)
+    base = build_state(np.arange(N), rng.integers(0, N, 80), rng.integers(0, N, 80), directed=False)
+    graph = PartitionedGraph(base, np.arange(8) % 2)
+    ref = PartitionedGraph(base, np.zeros(8, np.int64))
+    ck = Checkpoint(str(tmp_path / "ck"), full_every=2)
+    written = []
+    for number, batch in enumerate(random_batches(6, 7, 12), start=1):
+        pending = ck.begin(number, batch, {"p": int(batch.seq.max())}, BUFFER)
+        graph.stage(batch)
+        ck.commit(pending, graph, {"p": int(batch.seq.max())}, BUFFER, owner=graph.owner)
+        reports = graph.commit()
+        written += reports
+        ck.states_written(reports)
+        ref.apply(batch)
+    ck.wait()
+    states = sorted(n for n in os.listdir(ck.directory) if n.startswith("hatrick-state-"))
+    from hatrick import datafile
+
+    manifest = datafile.loads(open(ck.path, "rb").read())
+    assert len(manifest["states"]) == 2 and set(manifest["states"]) <= set(states)
+    assert manifest["batch"] < 7 and all(int(n.split("-")[2]) >= manifest["batch"] for n in states)
+    assert all(error is None for _, error in written)
+    graph.written(wait=True)                     # the last full's files land, their report is never given
+    restored = Checkpoint(ck.directory, 2).load()
+    assert restored["graph"].batch == 7 and restored["hwm"] == {"p": int(batch.seq.max())}
+    got, want = restored["graph"].gather(), ref.gather()
+    assert live_edge_counts(edge_frame(got), False) == live_edge_counts(edge_frame(want), False)
+    assert live_partition(components_frame(got)) == live_partition(components_frame(want))
+    with open(ck.path, "wb") as out:            # a manifest naming a file outside the directory is refused
+        out.write(datafile.dumps({**manifest, "states": ["../elsewhere.data"]}))
+    with pytest.raises(InputError, match="not a state file of this directory"):
+        Checkpoint(ck.directory, 2).load()

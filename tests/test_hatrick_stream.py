@@ -479,6 +479,35 @@ def test_a_removed_vertex_takes_every_copy_of_its_edges_out_of_the_snapshot(tmp_
         assert stored_edge_counts(graph, s.snapshot()) == networkx_edge_counts(ref), seed
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_workers_build_their_buckets_parts_of_a_snapshot_with_the_values_of_one(tmp_path, spark):
+    """The same log on 1 and on 3 workers (each building its buckets' part of the instance):
+    both snapshots store the same vertices, edge copies and vertex and edge values, and the
+    3 workers' parts split the changes between them (each one's part is its own)."""
+    stored = []
+    for workers in (1, 3):
+        graph = sample_graph(str(tmp_path / f"g{workers}.gofs"))
+        log, ref = log_and_reference(graph, 11, 400)
+        s = graph.stream(num_buckets=16, workers=workers)
+        push_all(s, log, 50)
+        parts = s.live.instance_parts()
+        assert len(parts) == workers
+        if workers == 3:
+            assert sum(part["counts"]["removed_edges"] > 0 for part in parts) >= 2
+            assert sum(part["counts"]["vertex_rows"] > 0 for part in parts) == 3
+        instance = s.snapshot()
+        g = graph.refresh()
+        assert stored_edge_counts(g, instance) == networkx_edge_counts(ref)
+        vertices = g.vertices(instance=instance, attributes=["load"]).toPandas()
+        edges = pd.concat([g.read_edge_partition(p, attributes=["load"], instance=instance).to_pandas()
+                           for p in range(g.num_partitions)])
+        stored.append((sorted((int(i), None if pd.isna(x) else float(x)) for i, x in zip(vertices.id, vertices.load)),
+                       sorted((min(a, b), max(a, b), None if pd.isna(x) else float(x))
+                              for a, b, x in zip(edges.src, edges.dst, edges.load))))
+    assert stored[0] == stored[1]
+    assert any(x is not None for _, x in stored[0][0]) and any(x is not None for *_, x in stored[0][1])
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_stream_changes_a_template_attribute_live_in_its_snapshot_and_after_a_restart(tmp_path, workers):
     """A line cut, restored and re-typed keeps the new type; an add carries a static value; a
@@ -525,8 +554,16 @@ def test_workers_hold_parts_of_the_live_graph_with_the_results_of_one(graph, tmp
         ref.apply(update)
     one = graph.stream(num_buckets=16)
     many = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=3, full_checkpoint_every=3)
-    seen = {}
-    many.on_batch(lambda view: seen.update(seq=view.seq, edges=len(view.edges())))
+    views = {"one": [], "many": []}
+
+    def frames(view):                                      # read after the next batch: views keep their batch
+        edges, vertices = view.edges(), view.vertices()
+        edge_load, vertex_load = (f.get("load", pd.Series(np.nan, index=f.index)).fillna(-1) for f in (edges, vertices))
+        return (view.seq, sorted((min(u, v), max(u, v), w) for u, v, w in zip(edges.src, edges.dst, edge_load)),
+                sorted(zip(vertices.id, vertex_load)))
+
+    one.on_batch(views["one"].append)
+    many.on_batch(views["many"].append)
     for s in (one, many):
         s.reachable([0, 1, 2], list(range(10, 30)), live="q")
         push_all(s, log[:200], 30)
@@ -536,7 +573,8 @@ def test_workers_hold_parts_of_the_live_graph_with_the_results_of_one(graph, tmp
     for s in (one, many):
         push_all(s, log[200:], 30)
     check_equal(many, ref)
-    assert seen == {"seq": many.live.batch, "edges": many.num_edges} and many.num_edges == one.num_edges
+    assert len(views["many"]) == many.live.batch and many.num_edges == one.num_edges
+    assert [frames(v) for v in views["many"]] == [frames(v) for v in views["one"]]
     key = ["source", "sink"]
     for s in (one, many):
         assert s.live_results["q"].sort_values(key).values.tolist() == \
@@ -555,7 +593,7 @@ def test_workers_hold_parts_of_the_live_graph_with_the_results_of_one(graph, tmp
     restarted = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=3)
     assert restarted.workers == 3 and restarted.live.batch == many.live.batch
     check_equal(restarted, ref)
-    instance = restarted.snapshot()                         # written from the gathered workers
+    instance = restarted.snapshot()                         # built by the workers, each for its buckets
     g = graph.refresh()
     stored = pd.concat([g.read_edge_partition(p, instance=instance).to_pandas() for p in range(g.num_partitions)])
     assert live_edge_counts(stored, False) == ref.edge_counts()
@@ -581,14 +619,22 @@ def test_a_template_edge_removed_and_added_gets_its_static_value_back_on_any_wor
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph, tmp_path, spark):
+def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph, tmp_path, spark, monkeypatch):
     """executors=True: each worker is a long-running Spark task holding its buckets' state (the
     same Worker, reached over a socket); pushes, a scale-out that starts a task and moves buckets
     to it, live reach, a checkpoint restart and a snapshot give what the in-process stream gives."""
+    from hatrick import datafile
+
     log, ref = log_and_reference(graph, 11, 240)
     s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, executors=True, full_checkpoint_every=3)
+
+    def fetched(*args):
+        raise AssertionError("a worker's state was fetched to the driver")
+
     try:
         assert type(s.live.workers[0]).__name__ == "RemoteWorker"
+        monkeypatch.setattr(partitioned_module.PartitionedGraph, "states", fetched)    # full checkpoints and
+        monkeypatch.setattr(partitioned_module.PartitionedGraph, "gather", fetched)    # snapshots: by the workers
         s.reachable([0, 1, 2], list(range(10, 30)), live="q")
         push_all(s, log[:120], 30)
         out = s.rescale(2, planner="ring")                  # local[2]: two tasks fit when nothing feeds them
@@ -602,9 +648,13 @@ def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph,
         instance = s.snapshot()
     finally:
         s.close()
+        monkeypatch.undo()
     g = graph.refresh()
     stored = pd.concat([g.read_edge_partition(p, instance=instance).to_pandas() for p in range(g.num_partitions)])
     assert live_edge_counts(stored, False) == ref.edge_counts()
+    manifest = datafile.loads((tmp_path / "ck" / "hatrick-checkpoint.data").read_bytes())
+    assert manifest["batch"] > 4 and manifest["states"] == [f"hatrick-state-{manifest['batch']:012d}-{i:04d}.data"
+                                                            for i in range(2)]      # a full after the rescale
     restarted = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=2)
     check_equal(restarted, ref)
     with pytest.raises(InputError, match="3 worker"):
@@ -613,12 +663,19 @@ def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph,
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("workers", [1, 2])
-def test_snapshots_forced_by_a_full_buffer_hold_each_edge_once_with_workers_in_spark_tasks(graph, workers, spark):
-    """A buffer of 60 updates overflows every few batches of 25, each time forcing a snapshot of
-    the workers' gathered state before the batch: every instance equals NetworkX at that point,
-    the live graph equals it after every batch, and a stream opened on the graph afterwards
-    loads the last instance with each edge once (no template's worth added)."""
+def test_snapshots_forced_by_a_full_buffer_hold_each_edge_once_with_workers_in_spark_tasks(graph, workers, spark,
+                                                                                          monkeypatch):
+    """A buffer of 60 updates overflows every few batches of 25, each time forcing a snapshot
+    that the workers build for their buckets (the driver never gathers the graph): every instance
+    equals NetworkX at that point, the live graph equals it after every batch, and a stream opened
+    on the graph afterwards loads the last instance with each edge once (no template's worth added)."""
     from hatrick.buffer import SnapshotPolicy
+    from hatrick.partitioned import PartitionedGraph
+
+    def no_gather(self):
+        raise AssertionError("a snapshot gathered the live graph onto the driver")
+
+    monkeypatch.setattr(PartitionedGraph, "gather", no_gather)
 
     log, ref = random_log(21, 300), template_reference(graph)
     never_due = SnapshotPolicy(min_volume=10**9, max_volume=10**9, max_age=float("inf"), capacity=60)
