@@ -25,7 +25,13 @@ ensure_env() {
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
     "$VENV/bin/python" -m pip install --quiet -e ".[test]"
     "$VENV/bin/python" -c "from goffish.jars import resolve_graphframes_jar as r; import sys; j = r(); print('GraphFrames jar:', j or 'not available (GraphFrames baselines will be skipped)', file=sys.stderr)"
+    rm -f "$VENV/.worker-archives"            # a reinstalled PySpark brings its archives without bytecode
     touch "$stamp"
+  fi
+  if [ ! -f "$VENV/.worker-archives" ]; then
+    # once: bytecode for the modules Spark's Python workers import on start (goffish/worker_archives.py)
+    "$VENV/bin/python" -m goffish.worker_archives || echo "run.sh: PySpark's worker archives keep sources only (Python workers start slower)" >&2
+    touch "$VENV/.worker-archives"
   fi
   if [ ! -f "$VENV/.class-archive" ]; then
     # once: the Spark driver JVM's class-data archive, mapped by every later session (goffish/class_archive.py)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow as pa          # pyarrow.compute (~60 ms) is imported where used: a fresh Python worker imports this module
 
 from gofs import files, layout, manifest as manifest_io, vids as vid_space
 from gofs.errors import InputError, ManifestError
@@ -238,6 +237,8 @@ class GraphStore:
         adds. Raises InputError naming the first id the graph (or instance) does not have.
         For very many ids, join with :meth:`vertex_id_frame` on Spark instead.
         """
+        import pyarrow.compute as pc
+
         values = list(vertex_ids) if not isinstance(vertex_ids, (np.ndarray, pa.Array)) else vertex_ids
         try:
             keys = pa.array(values, type=self.id_type)
@@ -321,6 +322,8 @@ class GraphStore:
         Original ids come from this partition's id column and, for remote ends, from only
         the rows of the other partitions' id columns that hold them: memory stays
         O(this partition), whatever the graph's size."""
+        import pyarrow.compute as pc
+
         static, dynamic = self._split_attributes(attributes, self.edge_attributes,
                                                  self.instance_edge_attributes, "edge")
         selected = self.select_instances(instance, time)
@@ -351,6 +354,8 @@ class GraphStore:
     def _apply_topology(self, table, inst, p, eids):
         """Drop the instance's removed edges (``eids``: the eid of each row of ``table``); add its
         added edges (those whose source is in ``p``)."""
+        import pyarrow.compute as pc
+
         removed, mine = self._topology_changes(inst, p)
         if len(removed):
             table = table.filter(pc.invert(pc.is_in(eids, value_set=removed)))
@@ -369,6 +374,8 @@ class GraphStore:
     def _topology_changes(self, inst: dict, p: int):
         """(eids of the edges instance ``inst`` removes, the edges it adds whose source is in
         partition ``p`` or None if it adds none)."""
+        import pyarrow.compute as pc
+
         changes = files.read_columns(self.fs, layout.instance_topology(self.root, inst["id"]), None)
         removed = changes.filter(pc.equal(changes.column("op"), "remove")).column("eid").combine_chunks()
         added = changes.filter(pc.equal(changes.column("op"), "add"))
@@ -486,6 +493,8 @@ _PROFILE = pa.schema([("partition", pa.int32()), ("rows", pa.int64()), ("min", p
 
 def _profile_partition(store: GraphStore, p: int, attribute: str, inst: dict | None = None) -> dict:
     """One row of :meth:`GraphStore.edge_attribute_profile` (each input edge once: no mirror rows)."""
+    import pyarrow.compute as pc
+
     table = files.read_columns(store.fs, layout.template_edges(store.root, p), ["eid", "src", "dst", "mirror", attribute])
     table = table.filter(pc.invert(table.column("mirror")))
     added_vertices = None
@@ -515,6 +524,8 @@ def _instance_edges_of(store: GraphStore, inst: dict, p: int, template: pa.Table
     """(src, dst, ``attribute``) of partition ``p``'s edges in instance ``inst``: the template's
     it keeps and those it adds from ``p`` (an added edge without the attribute has it null),
     and the instance's added vertices (for original ids)."""
+    import pyarrow.compute as pc
+
     removed, mine = store._topology_changes(inst, p)
     kept = template.filter(pc.invert(pc.is_in(template.column("eid"), value_set=removed)))
     if mine is None:
