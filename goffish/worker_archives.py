@@ -30,10 +30,18 @@ WORKER_START = ("pyspark.daemon", "pyspark.worker")
 
 
 def archives() -> list[Path]:
-    """PySpark's worker archives, where Spark's JVM puts them on its workers' path."""
+    """PySpark's worker archives, where Spark's JVM puts them on its workers' path, when they belong to
+    the PySpark installed in this environment: a Spark installation elsewhere (``SPARK_HOME``) is not
+    ours to rewrite, nor is a PySpark outside this virtual environment."""
     import pyspark
 
-    lib = Path(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)) / "python" / "lib"
+    package = Path(pyspark.__file__).resolve().parent
+    if sys.prefix == sys.base_prefix or not package.is_relative_to(Path(sys.prefix).resolve()):
+        return []
+    home = os.environ.get("SPARK_HOME")
+    if home and Path(home).resolve() != package:
+        return []
+    lib = package / "python" / "lib"
     return sorted(p for p in [lib / "pyspark.zip", *lib.glob("py4j-*-src.zip")] if p.is_file())
 
 
