@@ -378,16 +378,14 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
 def test_id_ranges_widen_where_narrow_ones_cut_a_coarse_level():
     """The narrowest ranges that hold 80% of the weight; else the widest that fit a task (the
     5.6M road's second level: 52% inside 8 ranges, 73% inside 2, all inside 1); none for ids
-    without locality, unless the level was contracted from an in-range one."""
+    without locality (under half inside the narrowest)."""
     from gofs.partition.multilevel import _id_ranges
 
     vertices = {"vertices": 452_888, "low": 0, "high": 3_957_578, "weight": 3_957_579}
     pairs = {"edges": 647_646, "weight": 1000, "inside": {8: 521, 4: 593, 2: 730, 1: 1000}}
-    assert _id_ranges(vertices, pairs, False, False)["count"] == 1
-    assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, False, False)["count"] == 8
-    assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, False, True)["count"] == 1
-    rmat = {**pairs, "inside": {8: 240, 4: 380, 2: 620, 1: 1000}}
-    assert _id_ranges(vertices, rmat, False, False) is None
-    assert _id_ranges(vertices, rmat, True, False)["count"] == 1
+    assert _id_ranges(vertices, pairs, False)["count"] == 1
+    assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, False)["count"] == 8
+    assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, True)["count"] == 1
+    assert _id_ranges(vertices, {**pairs, "inside": {8: 240, 4: 380, 2: 620, 1: 1000}}, False) is None
     crowded = {**pairs, "edges": 9 << 20}                   # 9M pairs: at least 4 ranges of 4M
-    assert _id_ranges(vertices, crowded, False, False)["count"] == 4
+    assert _id_ranges(vertices, crowded, False)["count"] == 4

@@ -243,7 +243,6 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
     bound = max(1, math.ceil(level["vertices"] / (k * _CLUSTERS_PER_PARTITION)))
     mappings, levels, attempts, first_labelled = [], [level], 0, None
     stalled = None          # after a level that stalled: "ranges" (retry in the widest), "widest" (propagate)
-    local = False           # the level was contracted from one clustered in id ranges
     while too_big(levels[-1]):
         attempts += 1
         if attempts > _MAX_LEVELS:
@@ -252,9 +251,11 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
                                f"attempts (vertices/edges per level: {sizes}); raise driver_budget_bytes / "
                                "driver_budget_edges")
         clock = time.perf_counter()
-        ranges = None if stalled == "widest" else _id_ranges(summary, pair_summary, local, stalled == "ranges")
+        ranges = None if stalled == "widest" else _id_ranges(summary, pair_summary, stalled == "ranges")
         if ranges is not None:
             wanted = budget_bytes / (BYTES_PER_COARSE_VERTEX + 3 * BYTES_PER_COARSE_EDGE)   # ~3 edges each
+            if budget_edges is not None and levels[-1]["edges"]:       # as many edges per vertex as now
+                wanted = min(wanted, budget_edges * levels[-1]["vertices"] / levels[-1]["edges"])
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
             clusters, coarse_weights, labelled = _level_in_ranges(
                 pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
@@ -274,7 +275,7 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
             seconds.append({"cluster": clustered, "stalled": True, "in_ranges": ranges is not None,
                             "ranges": ranges and ranges["count"]})
             continue
-        stalled, local = None, ranges is not None
+        stalled = None
         if labelled is None:
             labelled = _clustered_pairs(pairs, clusters)
             if not mappings:            # the input pairs: the refinement reads them again
@@ -382,7 +383,7 @@ def _range_counts(vertices: dict, spark) -> dict:
         count = max(fewest, count // 2)
 
 
-def _id_ranges(vertices: dict, pairs: dict, local: bool, widest: bool) -> dict | None:
+def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     """Ranges of vertex ids to cluster in, if the ids are local.
 
     Many inputs number their vertices with locality (road networks by position, web
@@ -390,8 +391,7 @@ def _id_ranges(vertices: dict, pairs: dict, local: bool, widest: bool) -> dict |
     the smallest id of their cluster, so they keep it too). Then ranges of consecutive
     ids hold nearly all edges, and each range can be clustered as a whole graph in one
     task. The ids count as local when at least ``_RANGE_SHARE`` of the edge weight lies
-    inside the narrowest ranges, or when ``local`` (the level was contracted from one
-    clustered in ranges). The ranges are then the narrowest that hold ``_RANGE_LOCAL`` of
+    inside the narrowest ranges. The ranges are then the narrowest that hold ``_RANGE_LOCAL`` of
     the weight with at most ``_RANGE_EDGES`` pairs each, else (or if ``widest``, after a
     level stalled in narrower ones) the widest: a coarse level's vertices that no range
     could merge (their edges all leave it, as for ids that appear only as an edge's
@@ -404,7 +404,7 @@ def _id_ranges(vertices: dict, pairs: dict, local: bool, widest: bool) -> dict |
     if not inside or not pairs["weight"]:
         return None
     counts = list(inside)
-    if not local and inside[counts[0]] < _RANGE_SHARE * pairs["weight"]:
+    if inside[counts[0]] < _RANGE_SHARE * pairs["weight"]:
         return None
     fitting = [c for c in counts if pairs["edges"] <= c * _RANGE_EDGES] or counts[:1]
     chosen = fitting[-1] if widest else next(
