@@ -293,6 +293,8 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
 
 
 def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(spark, monkeypatch):
+    """A level that stalls in ranges is retried in the widest ranges (one here: 256 vertices fit
+    one task), and only then taken by label propagation."""
     import gofs.partition.multilevel as multilevel
 
     def no_clusters(ids, vw, heads, tails, w, cluster_weight, seed):
@@ -306,8 +308,8 @@ def test_multilevel_level_that_stalls_in_ranges_falls_back_to_label_propagation(
                                             refine_iterations=0, report=report)
     assert_valid(parts, n, 2)
     levels = report["seconds"]["levels"]
-    assert levels[0]["stalled"] and levels[0]["in_ranges"]
-    assert not levels[1]["in_ranges"] and "contract" in levels[1]
+    assert [(level.get("stalled", False), level["ranges"]) for level in levels[:3]] == [(True, 4), (True, 1), (False, None)]
+    assert "contract" in levels[2]
     assert report["levels"][1]["vertices"] < 0.95 * n
 
 
@@ -371,3 +373,19 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
                            "w": np.arange(1, a.size + 1)[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
     got = contracted.sort_values(["a", "b"], ignore_index=True)
     np.testing.assert_array_equal(got[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
+
+
+def test_id_ranges_widen_where_narrow_ones_cut_a_coarse_level():
+    """The narrowest ranges that hold 80% of the weight; else the widest that fit a task (the
+    5.6M road's second level: 52% inside 8 ranges, 73% inside 2, all inside 1); none for ids
+    without locality (under half inside the narrowest)."""
+    from gofs.partition.multilevel import _id_ranges
+
+    vertices = {"vertices": 452_888, "low": 0, "high": 3_957_578, "weight": 3_957_579}
+    pairs = {"edges": 647_646, "weight": 1000, "inside": {8: 521, 4: 593, 2: 730, 1: 1000}}
+    assert _id_ranges(vertices, pairs, False)["count"] == 1
+    assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, False)["count"] == 8
+    assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, True)["count"] == 1
+    assert _id_ranges(vertices, {**pairs, "inside": {8: 240, 4: 380, 2: 620, 1: 1000}}, False) is None
+    crowded = {**pairs, "edges": 9 << 20}                   # 9M pairs: at least 4 ranges of 4M
+    assert _id_ranges(vertices, crowded, False)["count"] == 4

@@ -14,7 +14,10 @@ working on a smaller graph with the same structure:
      graph is clustered in the one task that holds it by repeated heavy-edge
      matching (:mod:`gofs.partition.matching`, METIS's own coarsening, in numba)
      until its clusters reach a chosen weight. One Spark pass per level,
-     shrinking the graph up to 64x with connected clusters;
+     shrinking the graph up to 64x with connected clusters. A coarse level
+     takes wider (fewer) ranges where narrow ones cut too much of its weight,
+     and a level that stalls in ranges is retried in the widest before label
+     propagation takes it;
    - otherwise by size-constrained label propagation (Meyerhenke, Sanders and
      Schulz, "Partitioning Complex Networks via Size-constrained Clustering",
      SEA 2014): every round a random half of the vertices join the
@@ -74,7 +77,9 @@ _COIN_BITS = 20
 _MAX_LEVELS = 12
 _STALLED = 0.95                 # a level keeping more than this share of vertices has stopped coarsening
 _RANGE_SHARE = 0.5              # cluster inside id ranges when at least this share of edge weight lies within them
+_RANGE_LOCAL = 0.8              # ranges narrower than the widest must hold at least this share of edge weight
 _RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's clustering input)
+_RANGE_EDGES = 1 << 22          # and at most about this many pairs
 _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the vertex count by at most this factor
 _PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
@@ -236,7 +241,8 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
 
     summary, pair_summary = summaries
     bound = max(1, math.ceil(level["vertices"] / (k * _CLUSTERS_PER_PARTITION)))
-    mappings, levels, attempts, ranges_stalled, first_labelled = [], [level], 0, False, None
+    mappings, levels, attempts, first_labelled = [], [level], 0, None
+    stalled = None          # after a level that stalled: "ranges" (retry in the widest), "widest" (propagate)
     while too_big(levels[-1]):
         attempts += 1
         if attempts > _MAX_LEVELS:
@@ -245,9 +251,11 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
                                f"attempts (vertices/edges per level: {sizes}); raise driver_budget_bytes / "
                                "driver_budget_edges")
         clock = time.perf_counter()
-        ranges = None if ranges_stalled else _id_ranges(summary, pair_summary, pairs.sparkSession)
+        ranges = None if stalled == "widest" else _id_ranges(summary, pair_summary, stalled == "ranges")
         if ranges is not None:
             wanted = budget_bytes / (BYTES_PER_COARSE_VERTEX + 3 * BYTES_PER_COARSE_EDGE)   # ~3 edges each
+            if budget_edges is not None and levels[-1]["edges"]:       # as many edges per vertex as now
+                wanted = min(wanted, budget_edges * levels[-1]["vertices"] / levels[-1]["edges"])
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
             clusters, coarse_weights, labelled = _level_in_ranges(
                 pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
@@ -260,14 +268,14 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
         coarse_n = coarse_summary["vertices"]
         clustered = time.perf_counter() - clock
         if coarse_n > _STALLED * levels[-1]["vertices"]:
-            # In ranges: the parts fell apart into their connected pieces (a sparse coarse
-            # graph); label propagation takes this level. Else the clusters are full: allow
-            # bigger ones on the next try.
-            ranges_stalled = ranges is not None
-            bound *= 1 if ranges_stalled else 2
-            seconds.append({"cluster": clustered, "stalled": True, "in_ranges": ranges is not None})
+            # In ranges: the ranges cut what was left to merge; the widest ranges take this
+            # level, then label propagation. Else the clusters are full: allow bigger ones.
+            stalled = "ranges" if ranges is not None and not ranges["widest"] else "widest"
+            bound *= 1 if ranges is not None else 2
+            seconds.append({"cluster": clustered, "stalled": True, "in_ranges": ranges is not None,
+                            "ranges": ranges and ranges["count"]})
             continue
-        ranges_stalled = False
+        stalled = None
         if labelled is None:
             labelled = _clustered_pairs(pairs, clusters)
             if not mappings:            # the input pairs: the refinement reads them again
@@ -280,7 +288,7 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
         mappings.append(clusters)
         levels.append({"vertices": coarse_n, "edges": pair_summary["edges"]})
         seconds.append({"cluster": clustered, "contract": time.perf_counter() - clock - clustered,
-                        "in_ranges": ranges is not None})
+                        "in_ranges": ranges is not None, "ranges": ranges and ranges["count"]})
     return weights, pairs, mappings, first_labelled, levels
 
 
@@ -345,48 +353,65 @@ def _vertex_summary(weights) -> dict:
 
 
 def _pair_summary(pairs, vertices: dict) -> dict:
-    """One job: the number of ``(a, b, w)`` pairs, their total weight and the weight inside the
-    id ranges of :func:`_range_width` (what :func:`_id_ranges` decides by), counted together."""
+    """One job: the number of ``(a, b, w)`` pairs, their total weight and, for each candidate
+    count of id ranges (:func:`_range_counts`), the weight inside those ranges (what
+    :func:`_id_ranges` decides by), counted together."""
     from pyspark.sql import functions as F
 
-    width = _range_width(vertices, pairs.sparkSession)
-    if width is None:
-        count, total = pairs.agg(F.count(F.lit(1)), F.sum("w")).first()
-        return {"edges": int(count), "weight": total, "inside": 0}
+    counts = _range_counts(vertices, pairs.sparkSession)
     low = vertices["low"]
-    same = F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width)
-    count, total, inside = pairs.agg(F.count(F.lit(1)), F.sum("w"),
-                                     F.sum(F.when(same, F.col("w")).otherwise(0))).first()
-    return {"edges": int(count), "weight": total, "inside": inside}
+    inside = [F.sum(F.when(F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width),
+                           F.col("w")).otherwise(0)) for width in counts.values()]
+    count, total, *within = pairs.agg(F.count(F.lit(1)), F.sum("w"), *inside).first()
+    return {"edges": int(count), "weight": total, "inside": dict(zip(counts, within))}
 
 
-def _range_width(vertices: dict, spark) -> int | None:
-    """The width of the id ranges a level is clustered in (None: no vertices): at least
-    ``spark.sql.shuffle.partitions`` ranges, of at most about ``_RANGE_VERTICES`` vertices."""
+def _range_counts(vertices: dict, spark) -> dict:
+    """Candidate counts of id ranges for a level, narrowest ranges first, each with its width
+    (none without vertices): from at least ``spark.sql.shuffle.partitions`` ranges, halving
+    down to the fewest that keep about ``_RANGE_VERTICES`` vertices in each."""
     if vertices["low"] is None:
-        return None
-    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    count = max(slices, math.ceil(vertices["vertices"] / _RANGE_VERTICES), 2)
-    return max(1, math.ceil((vertices["high"] - vertices["low"] + 1) / count))
+        return {}
+    span = vertices["high"] - vertices["low"] + 1
+    fewest = math.ceil(vertices["vertices"] / _RANGE_VERTICES)
+    count = max(int(spark.conf.get("spark.sql.shuffle.partitions")), fewest, 2)
+    counts = {}
+    while True:
+        counts[count] = max(1, math.ceil(span / count))
+        if count <= fewest:
+            return counts
+        count = max(fewest, count // 2)
 
 
-def _id_ranges(vertices: dict, pairs: dict, spark) -> dict | None:
-    """Ranges of vertex ids to cluster in, if the ids are local (most edge weight inside them).
+def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
+    """Ranges of vertex ids to cluster in, if the ids are local.
 
     Many inputs number their vertices with locality (road networks by position, web
     graphs by URL, and the ingest's dense ids keep the file's order; coarse ids are
-    the smallest id of their cluster, so they keep it too). Then ``slices`` ranges of
-    consecutive ids hold nearly all edges, and each range can be clustered as a whole
-    graph in one task. Decided from the level's summaries (:func:`_vertex_summary`,
-    :func:`_pair_summary`), without a job. Returns ``{"low", "width", "mean_weight", "count"}``
-    (range r holds the ids ``low + r * width`` up to the next range), or None when less
-    than ``_RANGE_SHARE`` of the edge weight lies within ranges (e.g. R-MAT's ids).
+    the smallest id of their cluster, so they keep it too). Then ranges of consecutive
+    ids hold nearly all edges, and each range can be clustered as a whole graph in one
+    task. The ids count as local when at least ``_RANGE_SHARE`` of the edge weight lies
+    inside the narrowest ranges. The ranges are then the narrowest that hold ``_RANGE_LOCAL`` of
+    the weight with at most ``_RANGE_EDGES`` pairs each, else (or if ``widest``, after a
+    level stalled in narrower ones) the widest: a coarse level's vertices that no range
+    could merge (their edges all leave it, as for ids that appear only as an edge's
+    destination) keep their weight crossing narrow ranges, and stall them. Decided from
+    the level's summaries (:func:`_vertex_summary`, :func:`_pair_summary`), without a job.
+    Returns ``{"low", "width", "mean_weight", "count"}`` (range r holds the ids
+    ``low + r * width`` up to the next range), or None (e.g. R-MAT's ids).
     """
-    width = _range_width(vertices, spark)
-    if width is None or not pairs["weight"] or pairs["inside"] < _RANGE_SHARE * pairs["weight"]:
+    inside = pairs["inside"]
+    if not inside or not pairs["weight"]:
         return None
+    counts = list(inside)
+    if inside[counts[0]] < _RANGE_SHARE * pairs["weight"]:
+        return None
+    fitting = [c for c in counts if pairs["edges"] <= c * _RANGE_EDGES] or counts[:1]
+    chosen = fitting[-1] if widest else next(
+        (c for c in fitting if inside[c] >= _RANGE_LOCAL * pairs["weight"]), fitting[-1])
+    width = max(1, math.ceil((vertices["high"] - vertices["low"] + 1) / chosen))
     return {"low": int(vertices["low"]), "width": int(width), "mean_weight": vertices["weight"] / vertices["vertices"],
-            "count": -(-(int(vertices["high"]) - int(vertices["low"]) + 1) // width)}
+            "count": -(-(int(vertices["high"]) - int(vertices["low"]) + 1) // width), "widest": chosen == fitting[-1]}
 
 
 _MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B = range(5)     # kinds of a range task's rows
