@@ -37,6 +37,15 @@ STATE_PREFIX = "hatrick-state-"
 LEGACY_PICKLE = "hatrick-checkpoint.pkl"
 
 
+def _state_batch(name: str):
+    """The batch number of a workers' state file named ``hatrick-state-<batch>-<worker>.data``, or None
+    for any other file: only the files this checkpoint wrote are ever removed."""
+    if not (name.startswith(STATE_PREFIX) and name.endswith(LOG_SUFFIX)):
+        return None
+    batch, _, worker = name[len(STATE_PREFIX):-len(LOG_SUFFIX)].partition("-")
+    return int(batch) if batch.isdigit() and worker.isdigit() else None
+
+
 def private_directory(directory: str) -> str:
     """Create ``directory`` (mode 0700) or check that an existing one is this user's own and not
     writable by group or others; raises InputError naming it otherwise."""
@@ -154,7 +163,8 @@ class Checkpoint:
             if number <= batch_no:
                 os.remove(path)
         for name in os.listdir(self.directory):
-            if name.startswith(STATE_PREFIX) and int(name[len(STATE_PREFIX):].split("-")[0]) < batch_no:
+            number = _state_batch(name)
+            if number is not None and number < batch_no:
                 os.remove(os.path.join(self.directory, name))
 
     def _in_background(self, write, *args) -> None:

@@ -202,6 +202,8 @@ def test_workers_write_their_state_files_and_the_manifest_follows_once_all_are_i
     graph = PartitionedGraph(base, np.arange(8) % 2)
     ref = PartitionedGraph(base, np.zeros(8, np.int64))
     ck = Checkpoint(str(tmp_path / "ck"), full_every=2)
+    stray = tmp_path / "ck" / "hatrick-state-notes.txt"          # not the checkpoint's: never removed
+    stray.write_text("the user's")
     written = []
     for number, batch in enumerate(random_batches(6, 7, 12), start=1):
         pending = ck.begin(number, batch, {"p": int(batch.seq.max())}, BUFFER)
@@ -212,7 +214,8 @@ def test_workers_write_their_state_files_and_the_manifest_follows_once_all_are_i
         ck.states_written(reports)
         ref.apply(batch)
     ck.wait()
-    states = sorted(n for n in os.listdir(ck.directory) if n.startswith("hatrick-state-"))
+    states = sorted(n for n in os.listdir(ck.directory) if n.startswith("hatrick-state-") and n.endswith(".data"))
+    assert stray.read_text() == "the user's"
     from hatrick import datafile
 
     manifest = datafile.loads(open(ck.path, "rb").read())
