@@ -166,6 +166,7 @@ class Worker:
         self._early: dict = {}          # payloads that arrived before they were asked for, by kind
         self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
         self._merged = None             # on the merger: the last merge_labels result
+        self.patterns: dict = {}        # by live CGQL sub-query: what its evaluation here keeps (pattern_step)
         self._bucket_cache = (None, 0, np.zeros(0, np.int64))     # (ids hashed, bucket count, their buckets)
         self._owned_cache = (None, None, np.zeros(0, bool))       # (ids, owner map, which vids are owned here)
         self.busy: dict = {}            # seconds in requests by name, "cpu": their thread CPU time ("cpu:NAME" by
@@ -193,6 +194,13 @@ class Worker:
         self.busy["cpu"] = self.busy.get("cpu", 0.0) + cpu
         self.busy[f"cpu:{name}"] = self.busy.get(f"cpu:{name}", 0.0) + cpu
         return _Done(value)
+
+    def pattern_step(self, step: str, key: str, *args):
+        """One step of a live CGQL pattern's evaluation over this worker's state (``step`` of
+        :data:`hatrick.cgql.onworkers.STEPS`; ``key`` names the sub-query whose memory it uses)."""
+        from hatrick.cgql.onworkers import STEPS
+
+        return STEPS[step](self, key, *args)
 
     def set_owner(self, owner: np.ndarray) -> None:
         self.owner = owner
@@ -1015,22 +1023,28 @@ class PartitionedGraph:
     def view(self) -> GraphView:
         """The graph now, for ``on_batch`` callbacks: time and seq at once; frames on first use,
         each the workers' own frames one after another (:meth:`Worker.vertex_frame`,
-        :meth:`Worker.edge_frame`: no state is rebuilt on the driver). One worker in this process:
-        its state; several: their states as they are now; workers in Spark tasks: asked when the
-        frames are first read, which must be before the next batch."""
-        if len(self.workers) == 1 and isinstance(self.workers[0], Worker):
-            return GraphView(self.workers[0].state)
+        :meth:`Worker.edge_frame`: no state is rebuilt on the driver); ``workers`` evaluate live
+        CGQL patterns where the state is (:mod:`hatrick.cgql.onworkers`). Workers in this process:
+        their states as they are now; workers in Spark tasks: asked when the frames are first read
+        or a pattern is evaluated, which must be before the next batch."""
         time, seq = self.time, self.batch
         if all(isinstance(w, Worker) for w in self.workers):
-            held = [Worker(w.index, w.state, w.owner) for w in self.workers]      # immutable states of now
-            return GraphView(frames=lambda: _frames(held), time=time, seq=seq)
+            held = [_held(w) for w in self.workers]        # immutable states of now
+            if len(held) == 1:
+                return GraphView(held[0].state, workers=held, owner=self.owner, directed=self.directed)
+            return GraphView(frames=lambda: _frames(held), time=time, seq=seq, workers=held, owner=self.owner,
+                             directed=self.directed)
 
         def current() -> tuple[pd.DataFrame, pd.DataFrame]:   # workers in Spark tasks hold only their current state
-            if self.batch != seq:
-                raise RuntimeError(f"hatrick: the frames of the view of batch {seq} were first read after batch "
-                                   f"{self.batch}; with workers in Spark tasks, read them in the callback")
+            self._check_current(seq)
             return _frames(self.workers)
-        return GraphView(frames=current, time=time, seq=seq)
+        return GraphView(frames=current, time=time, seq=seq, workers=[_Current(w, self, seq) for w in self.workers],
+                         owner=self.owner, directed=self.directed)
+
+    def _check_current(self, seq: int) -> None:
+        if self.batch != seq:
+            raise RuntimeError(f"hatrick: the view of batch {seq} was first read after batch {self.batch}; "
+                               "with workers in Spark tasks, read it in the callback")
 
     def instance_parts(self) -> list[dict]:
         """Every worker's part of a snapshot instance (:meth:`Worker.instance_part`), built where
@@ -1145,6 +1159,25 @@ class PartitionedGraph:
             w.close()
         self.workers = kept
         return sent
+
+
+def _held(w: Worker) -> Worker:
+    """A worker over ``w``'s state of now (states are immutable), sharing its live patterns' memory."""
+    held = Worker(w.index, w.state, w.owner)
+    held.patterns = w.patterns
+    return held
+
+
+class _Current:
+    """A worker in a Spark task as a view of batch ``seq`` sees it: its requests are refused once
+    a later batch is applied (the task holds only its current state)."""
+
+    def __init__(self, worker, graph: PartitionedGraph, seq: int):
+        self.worker, self.graph, self.seq = worker, graph, seq
+
+    def request(self, name: str, *args):
+        self.graph._check_current(self.seq)
+        return self.worker.request(name, *args)
 
 
 def _frames(workers: list) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -44,6 +44,7 @@ import time as clock
 
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import CGQLError, located
+from hatrick.cgql.onworkers import WorkerSnapshot, evaluate, on_workers
 from hatrick.cgql.parser import parse
 from hatrick.cgql.planner import Plan, plan
 from hatrick.cgql.programs import run_past, runs_on_gopher
@@ -138,13 +139,15 @@ class Query:
     # evaluation ---------------------------------------------------------------------
     def feed(self, view) -> int:
         """Evaluate every sub-query on one snapshot and publish its events; returns how many."""
-        snap = Snapshot.of(view, self.directed)
+        snap = on_workers(view, self.directed, self.plan) or Snapshot.of(view, self.directed)
         if not self.plan.start <= snap.time < self.plan.end:
             return 0
         aliases, published = {}, 0
         for sq in self.plan.subqueries:
             previous = self.states.get(sq.name)
-            state = sq.pattern.evaluate(snap, previous, {a: aliases[a] for a in sq.depends})
+            depends = {a: aliases[a] for a in sq.depends}
+            state = evaluate(sq.pattern, snap, previous, depends) if isinstance(snap, WorkerSnapshot) else \
+                sq.pattern.evaluate(snap, previous, depends)
             if sq.clause.alias:
                 aliases[sq.clause.alias] = state
             inside = sq.in_frame(snap.time)

@@ -318,6 +318,10 @@ class ClusterState:
     adjacency: sp.csr_matrix = None
     local: np.ndarray = None
     member_lists: dict | None = None          # {cluster id: sorted member ids} when members were fetched
+    fetch: object = None                      # cluster ids -> their sorted member lists, asked of the stream's
+                                              # workers (hatrick.cgql.onworkers), where the members are
+    follower_values: object = None            # (aggregate conditions) -> {column: per-group values}, from the
+                                              # groups' partials where the members are not here
 
     @property
     def reported_ids(self) -> np.ndarray:
@@ -330,6 +334,8 @@ class ClusterState:
         """Sorted member ids of each of ``cluster_ids``."""
         if self.member_lists is not None:
             return [self.member_lists[c] for c in np.asarray(cluster_ids).tolist()]
+        if self.fetch is not None:
+            return self.fetch(cluster_ids)
         if self.__dict__.get("_by_cluster") is None:
             order = np.argsort(self.cluster, kind="stable")     # member ids are sorted: stays sorted
             self.__dict__["_by_cluster"] = (self.cluster[order], self.member_ids[order].tolist())
@@ -801,8 +807,9 @@ class Evolved(Pattern):
             raise located(self.clause.pattern, f"Evolved({self.alias}): {self.alias!r} must be the alias of a "
                                                "Cluster sub-query")
         ids = state.table.index.to_numpy()     # in label order 0..k-1 (see Cluster.evaluate)
-        values = aggregate_values(snap, state.positions, state.label, len(ids), self.clause.aggregates,
-                                  state.adjacency, state.local)
+        values = state.follower_values(self.clause.aggregates) if state.follower_values is not None else \
+            aggregate_values(snap, state.positions, state.label, len(ids), self.clause.aggregates,
+                             state.adjacency, state.local)
         qualifying, first_satisfied, frame = self.conclude(
             ids, state.table["size"].to_numpy(), values, state.first_reported,
             previous.first_satisfied if previous is not None else None, snap.time, self.bindings(aliases))

@@ -1,0 +1,112 @@
+"""Live CGQL Reach, Cluster and Evolved evaluated by the stream's workers (:mod:`hatrick.cgql.onworkers`):
+with 1, 2 and 3 workers (and workers in Spark tasks) the events are those of one worker and of a
+NetworkX recomputation of every batch (:mod:`cgql_oracle`); the driver never reads the frames."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import cgql_oracle as oracle
+import goffish
+from gofs.ingest.read_local import from_pandas
+from hatrick import partitioned as partitioned_module
+from hatrick.cgql import PandasView
+
+N, BATCHES = 30, 7
+REACH = "DETECT Reach(source: {usage > 20}, sink: {usage < 15}) WHERE edge: {type = power}"
+CLUSTER = "DETECT Cluster(usage < 30) WHERE edge: {type = power}"
+SIZED = "DETECT Cluster(sum(node.usage) > 40, diameter >= 2) WHERE edge: {type = power}"
+EVOLVED = ("DETECT Cluster(sum(node.usage) > 40) WHERE edge: {type = power} AS S; "
+           "DETECT Evolved(S) WHERE sum(node.usage) < 90 AND diameter < 4 AND SUCCEEDS S")
+QUERIES = (REACH, CLUSTER, SIZED, EVOLVED)
+
+
+def make_graph(path: str, directed: bool):
+    rng = np.random.default_rng(3)
+    vertices = pd.DataFrame({"id": np.arange(N), "usage": rng.integers(0, 40, N)})
+    src, dst = rng.integers(0, N, 40), rng.integers(0, N, 40)
+    keep = src != dst
+    edges = pd.DataFrame({"src": src[keep], "dst": dst[keep], "type": rng.choice(["power", "follow"], int(keep.sum()))})
+    return goffish.ingest(from_pandas(edges, vertices, directed=directed), path, num_partitions=2,
+                          partitioner="hash")
+
+
+def batches(seed: int = 5) -> list:
+    """Batches of edges added (with a type) and removed, at times 1, 2, ..."""
+    rng = np.random.default_rng(seed)
+    out, seq, added = [], 0, []
+    for t in range(1, BATCHES + 1):
+        rows = []
+
+        def row(**fields):
+            nonlocal seq
+            seq += 1
+            rows.append({"producer": "p", "seq": seq, "time": float(t), **fields})
+        for _ in range(8):
+            a, b = (int(x) for x in rng.choice(N, 2, replace=False))
+            row(op="add_edge", src=a, dst=b)
+            row(op="set_edge", src=a, dst=b, attribute="type", value=str(rng.choice(["power", "follow"])))
+            added.append((a, b))
+        for _ in range(4):
+            a, b = added.pop(int(rng.integers(len(added))))
+            row(op="remove_edge", src=a, dst=b)
+        out.append(rows)
+    return out
+
+
+def run(graph, directed: bool, record: bool = False, **options) -> tuple[dict, list]:
+    """Events of every query over the batches on ``graph.stream(**options)`` (and, ``record``,
+    every batch's frames as PandasViews for the oracle)."""
+    s = graph.stream(num_buckets=16, **options)
+    topics = {text: goffish.query(s, text) for text in QUERIES}
+    views = []
+    if record:
+        s.on_batch(lambda v: views.append(PandasView(v.time, v.seq, v.vertices(), v.edges(), directed)))
+    try:
+        for rows in batches():
+            s.push(rows)
+        events = {text: [{k: v for k, v in e.items() if k not in ("detected", "topic")}
+                         for name in t.query.topics for e in t.query.topics[name].read()]
+                  for text, t in topics.items()}
+    finally:
+        for t in topics.values():
+            t.cancel()
+        s.close()
+    return events, views
+
+
+def expected(views: list, directed: bool) -> dict:
+    """The NetworkX recomputation of every query's events over the recorded batches."""
+    power = {"power"}
+    return {
+        REACH: oracle.reach_events(views, [("usage", ">", 20)], [("usage", "<", 15)], power, directed),
+        CLUSTER: [e for e in oracle.cluster_events(views, [("usage", "<", 30)], power, [])],
+        SIZED: oracle.cluster_events(views, [], power, [("sum_usage", ">", 40), ("diameter", ">=", 2)]),
+        EVOLVED: [(t, "evolved", c) for t, c in oracle.evolved_events(
+            views, [], power, [("sum_usage", ">", 40)], [("sum_usage", "<", 90), ("diameter", "<", 4)], "succeeds")],
+    }
+
+
+def comparable(text: str, events: list) -> list:
+    if text == EVOLVED:
+        return sorted((e["time"], e["status"], e["cluster"]) for e in events if e["status"] == "evolved")
+    if text == REACH:
+        return sorted((e["time"], e["status"], e["source"], e["sink"]) for e in events)
+    return sorted((e["time"], e["status"], e["cluster"], tuple(e["members"]), tuple(e.get("parents", ())))
+                  for e in events)
+
+
+@pytest.mark.parametrize("directed", [True, False])
+def test_workers_give_the_events_of_one_worker_and_of_networkx(tmp_path, directed, monkeypatch):
+    graph = make_graph(str(tmp_path / "g.gofs"), directed)
+    one, views = run(graph, directed, record=True, workers=1)
+    oracles = expected(views, directed)
+    for text in QUERIES:
+        assert comparable(text, one[text]) == sorted(oracles[text]) and oracles[text], text
+
+    def no_frames(workers):
+        raise AssertionError("a live CGQL query read the workers' frames")
+    monkeypatch.setattr(partitioned_module, "_frames", no_frames)
+    for workers in (2, 3):
+        many, _ = run(graph, directed, workers=workers)
+        for text in QUERIES:
+            assert many[text] == one[text], (workers, text)      # every field, seqs included
