@@ -32,7 +32,9 @@ Each N also gets an open loop at ``--rate`` (no rescale): p50/p99 latency from a
         --driver-memory 1000000 10000000 --batch 50000 --memory-batches 3
 
 (``--memory-snapshot``: with a checkpoint whose full state the workers write after the last
-push, and a snapshot, inside the measured span.)
+push, and a snapshot, inside the measured span; ``--memory-query TEXT``: with a live CGQL query
+registered on the stream, e.g. ``"DETECT Cluster(id < 20000, size >= 4)"``, evaluated after every
+push: its batches evaluated and events are reported beside the peak.)
 
 ``--partitioned BATCHES`` instead runs the partitioned live
 graph alone, without the stream around it, for 1, 2 and 3 workers, with a scale-out and a
@@ -59,6 +61,7 @@ import pandas as pd
 
 from gofs.store import GraphStore
 from hatrick.buffer import SnapshotPolicy
+from hatrick.cgql import query
 from hatrick.live import components_from_scratch
 from hatrick.stream import Stream
 
@@ -290,9 +293,14 @@ def driver_memory(g_for, args) -> list:
         try:
             start_s = time.perf_counter() - clock
             mark_query_sets(stream, n, args.seed)
+            topic = query(stream, args.memory_query) if args.memory_query else None
             for frame in frames:
                 stream.push(frame)
             reach = len(stream.live_results["reach"])
+            if topic is not None:
+                extra.update(query_snapshots=topic.query.snapshots, query_events=len(topic.read()),
+                             query_error=repr(topic.query.error) if topic.query.error else None)
+                topic.cancel()
             live = int(stream.live.sizes()[:, 1].sum())
             if args.memory_snapshot:
                 clock = time.perf_counter()
@@ -507,6 +515,8 @@ def main(argv=None) -> int:
     p.add_argument("--driver-memory", type=int, nargs="+", default=None, metavar="EDGES",
                    help="only the driver's memory for graphs of EDGES edges (workers in Spark tasks on --master)")
     p.add_argument("--memory-batches", type=int, default=3, help="with --driver-memory: batches pushed")
+    p.add_argument("--memory-query", default=None, metavar="TEXT",
+                   help="with --driver-memory: a live CGQL query on the stream during the measured span")
     p.add_argument("--memory-snapshot", action="store_true",
                    help="with --driver-memory: a checkpoint whose full state is written after the last push, "
                         "and a snapshot, inside the measured span")

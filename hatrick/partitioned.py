@@ -37,8 +37,11 @@ a failure on one worker changes none.
 
 Snapshots are built by the workers, each for its buckets (:meth:`Worker.instance_part`); the
 driver concatenates those changes against the template and commits the instance once.
-The ``vertices()``/``edges()`` frames of an ``on_batch`` view (which is how CGQL's live
-patterns see the graph) are the workers' own frames, sent when a callback first reads them:
+CGQL's live Reach, Cluster and Evolved run on the workers named by an ``on_batch`` view
+(:meth:`Worker.pattern_step`, :mod:`hatrick.cgql.onworkers`: summaries that grow with the
+boundary, clusters and matched pairs reach the driver; what a query remembers of its members
+moves with their buckets). The view's ``vertices()``/``edges()`` frames (read by other callbacks
+and by queries with ``alias.*`` wildcards) are the workers' own frames, sent when first read:
 O(graph) on the driver, though no state is rebuilt there; :meth:`PartitionedGraph.gather`
 (``Worker.part`` from every worker, rebuilt: O(graph), free for one worker) is left for inspection.
 
@@ -567,15 +570,20 @@ class Worker:
         return datafile.dumps(payload)
 
     def _split(self, buckets: np.ndarray) -> tuple[dict, dict]:
-        """(the part of buckets ``buckets``, the part of the others) of this worker's state."""
+        """(the part of buckets ``buckets``, the part of the others) of this worker's state; the
+        moving part takes along what live CGQL patterns remember of its vertices
+        (:func:`hatrick.cgql.onworkers.take_memory`)."""
+        from hatrick.cgql.onworkers import take_memory
+
         s = self.state
         moving = np.zeros(len(self.owner), bool)
         moving[buckets] = True
         slots, edge_bucket = self._edge_buckets()
         alive = self.owned()
         vertex_moving = moving[self._vid_buckets()[alive]]
-        return (_part(s, slots[moving[edge_bucket]], alive[vertex_moving]),
-                _part(s, slots[~moving[edge_bucket]], alive[~vertex_moving]))
+        payload = _part(s, slots[moving[edge_bucket]], alive[vertex_moving])
+        payload["patterns"] = take_memory(self.patterns, payload["vids"])
+        return payload, _part(s, slots[~moving[edge_bucket]], alive[~vertex_moving])
 
     def extract_to(self, buckets: np.ndarray, peer):
         """:meth:`extract` for the worker listening at ``peer``: the payload goes straight there
@@ -625,9 +633,13 @@ class Worker:
 
     def absorb(self, payload: bytes) -> None:
         """Take over buckets extracted by another worker."""
+        from hatrick.cgql.onworkers import give_memory
+
         s = self.state
         slots, _ = self._edge_buckets()
-        self.state = _rebuild(s, [_part(s, slots, self.owned()), datafile.loads(payload)])
+        part = datafile.loads(payload)
+        give_memory(self.patterns, part.get("patterns"))
+        self.state = _rebuild(s, [_part(s, slots, self.owned()), part])
 
 
 def _unknown(s: State, selector) -> bool:
@@ -1031,15 +1043,19 @@ class PartitionedGraph:
         if all(isinstance(w, Worker) for w in self.workers):
             held = [_held(w) for w in self.workers]        # immutable states of now
             if len(held) == 1:
-                return GraphView(held[0].state, workers=held, owner=self.owner, directed=self.directed)
+                return GraphView(held[0].state, workers=held, owner=self.owner, directed=self.directed,
+                                 current_workers=self._current_workers)
             return GraphView(frames=lambda: _frames(held), time=time, seq=seq, workers=held, owner=self.owner,
-                             directed=self.directed)
+                             directed=self.directed, current_workers=self._current_workers)
 
         def current() -> tuple[pd.DataFrame, pd.DataFrame]:   # workers in Spark tasks hold only their current state
             self._check_current(seq)
             return _frames(self.workers)
         return GraphView(frames=current, time=time, seq=seq, workers=[_Current(w, self, seq) for w in self.workers],
-                         owner=self.owner, directed=self.directed)
+                         owner=self.owner, directed=self.directed, current_workers=self._current_workers)
+
+    def _current_workers(self) -> list:
+        return self.workers
 
     def _check_current(self, seq: int) -> None:
         if self.batch != seq:

@@ -53,16 +53,19 @@ def batches(seed: int = 5) -> list:
     return out
 
 
-def run(graph, directed: bool, record: bool = False, **options) -> tuple[dict, list]:
+def run(graph, directed: bool, record: bool = False, rescale_at: dict | None = None,
+        **options) -> tuple[dict, list]:
     """Events of every query over the batches on ``graph.stream(**options)`` (and, ``record``,
-    every batch's frames as PandasViews for the oracle)."""
+    every batch's frames as PandasViews for the oracle; ``rescale_at``: {batch: workers} before it)."""
     s = graph.stream(num_buckets=16, **options)
     topics = {text: goffish.query(s, text) for text in QUERIES}
     views = []
     if record:
         s.on_batch(lambda v: views.append(PandasView(v.time, v.seq, v.vertices(), v.edges(), directed)))
     try:
-        for rows in batches():
+        for i, rows in enumerate(batches()):
+            if i in (rescale_at or {}):
+                s.rescale(rescale_at[i])
             s.push(rows)
         events = {text: [{k: v for k, v in e.items() if k not in ("detected", "topic")}
                          for name in t.query.topics for e in t.query.topics[name].read()]
@@ -106,7 +109,14 @@ def test_workers_give_the_events_of_one_worker_and_of_networkx(tmp_path, directe
     def no_frames(workers):
         raise AssertionError("a live CGQL query read the workers' frames")
     monkeypatch.setattr(partitioned_module, "_frames", no_frames)
-    for workers in (2, 3):
-        many, _ = run(graph, directed, workers=workers)
+    for workers, rescale_at in ((2, None), (3, None), (2, {2: 3, 4: 2})):
+        many, _ = run(graph, directed, rescale_at=rescale_at, workers=workers)
         for text in QUERIES:
-            assert many[text] == one[text], (workers, text)      # every field, seqs included
+            assert many[text] == one[text], (workers, rescale_at, text)      # every field, seqs included
+
+
+def test_workers_in_spark_tasks_give_the_events_of_one_worker(tmp_path, spark):
+    graph = make_graph(str(tmp_path / "g.gofs"), False)
+    one, _ = run(graph, False, workers=1)
+    tasks, _ = run(graph, False, workers=2, executors=True)
+    assert tasks == one and all(one.values())

@@ -43,8 +43,8 @@ the driver measures it with the same kernel: its cost grows with the groups that
 boundary, not with V (routing them to one worker instead, like the past path's keeper
 sub-graph, would keep even those off the driver).
 
-After a rescale a worker may remember vertices it no longer owns: it hands them over (through
-the driver, O(moved members), once) so identities survive the move. A query whose previous state
+A worker's memory of its members' cluster ids moves with their buckets when the stream rescales
+(:func:`take_memory` / :func:`give_memory`, in the buckets' payload), so identities survive the move. A query whose previous state
 came from elsewhere (a past part, or a stream restored from a checkpoint) seeds the workers' memory
 from that state's members once.
 """
@@ -57,7 +57,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from hatrick.cgql import nodes as n
+from hatrick.cgql.errors import located
 from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, Reach, ReachState, aggregate_partials,
                                    derive_aggregates, diameters, partial_kinds, positions_in)
 from hatrick.cgql.programs import runs_on_gopher
@@ -70,12 +70,14 @@ __all__ = ["WorkerSnapshot", "on_workers", "evaluate", "STEPS"]
 
 class WorkerSnapshot:
     """A live view evaluated by its workers: ``time``, ``seq``, whether Reach follows edge
-    direction, the workers holding the batch and the bucket owner map."""
+    direction, the workers holding the batch, the bucket owner map and ``current_workers()`` (the
+    stream's workers later on, which keep the members of the batch before)."""
 
     def __init__(self, view, directed: bool, the_plan):
         self.time, self.seq = float(view.time), int(view.seq)
         self.directed = bool(directed)
         self.workers, self.owner, self.plan = view.workers, view.owner, the_plan
+        self.current_workers = view.current_workers
 
 
 def on_workers(view, directed, the_plan) -> WorkerSnapshot | None:
@@ -125,7 +127,6 @@ def _check_known(conditions, edge, aggregates, known_vertex: set, known_edge: se
     vertex_conditions_mask(pd.DataFrame(columns=["id", *sorted(known_vertex)]), conditions, bindings)
     if edge is not None:
         edge_condition_mask(pd.DataFrame(columns=["src", "dst", *sorted(known_edge)]), edge, bindings)
-    from hatrick.cgql.errors import located
     for c in aggregates:
         attribute = c.aggregate.attribute
         if attribute and c.aggregate.function != "diameter" and attribute not in known_vertex and attribute != "id":
@@ -217,11 +218,7 @@ def _cluster(pattern: Cluster, snap: WorkerSnapshot, previous) -> ClusterState:
     _check_known(conditions, pattern.clause.edge, aggregates, set().union(*[a["vertex_known"] for a in started]),
                  set().union(*[a["edge_known"] for a in started]), b)
     asked = _by_owner(snap, np.concatenate([a["cross_ghost"] for a in started]))
-    stray_ids = np.concatenate([a["stray_ids"] for a in started])
-    stray_cids = np.concatenate([a["stray_cids"] for a in started])
-    owners = _owners(snap, stray_ids) if len(stray_ids) else np.zeros(0, np.int64)
-    parts = _ask(workers, "cluster_pieces", key,
-                 [(asked[w], stray_ids[owners == w], stray_cids[owners == w]) for w in range(len(workers))])
+    parts = _ask(workers, "cluster_pieces", key, [(asked[w],) for w in range(len(workers))])
     groups = _join_pieces(started, asked, parts, min_size)
     k = groups.k
     p, q, weight = _overlap_counts(previous, parts, groups)
@@ -236,7 +233,7 @@ def _cluster(pattern: Cluster, snap: WorkerSnapshot, previous) -> ClusterState:
     _ask(workers, "cluster_commit", key, [(snap.seq, parts[w]["pieces"], cids[w]) for w in range(len(workers))])
     empty = np.empty(0, np.int64)
     state = ClusterState(snap, empty, empty, empty, empty, table, overlap, event_size, first_reported,
-                         fetch=_Members(key, snap.seq, workers))
+                         fetch=_Members(key, snap.seq, snap.current_workers))
     state.follower_values = lambda conds: _follower_values(partials, conds, k, diameter)
     return state
 
@@ -388,16 +385,18 @@ def _follower_values(partials: dict, conditions, k: int, diameter) -> dict:
 
 class _Members:
     """``ClusterState.fetch``: sorted member ids of some clusters of batch ``seq``, asked of the
-    workers (each keeps its members' cluster ids two batches back)."""
+    stream's workers as they are now (``workers()``; each keeps its members' cluster ids two
+    batches back, and a rescale moves them with the buckets)."""
 
-    def __init__(self, key: str, seq: int, workers: list):
+    def __init__(self, key: str, seq: int, workers):
         self.key, self.seq, self.workers = key, seq, workers
 
     def __call__(self, cluster_ids) -> list:
         wanted = np.asarray(cluster_ids, np.int64)
         if not len(wanted):
             return []
-        answers = _ask(self.workers, "cluster_members", self.key, [(self.seq, wanted)] * len(self.workers))
+        workers = self.workers()
+        answers = _ask(workers, "cluster_members", self.key, [(self.seq, wanted)] * len(workers))
         ids = np.concatenate([a[0] for a in answers])
         cid = np.concatenate([a[1] for a in answers])
         order = np.lexsort((ids, cid))
@@ -488,7 +487,7 @@ def cluster_start(w, key: str, spec: dict, seed) -> dict:
     if seed is not None:
         ids, cids = np.asarray(seed[0]), np.asarray(seed[1], np.int64)
         mine = _owners_here(w, ids) == w.index if len(ids) else np.zeros(0, bool)
-        memory["generations"], memory["owner"] = {-1: _generation(ids[mine], cids[mine])}, w.owner
+        memory["generations"] = {-1: _generation(ids[mine], cids[mine])}
     owned = w.owned()
     frame, vertex_known = _vertex_columns(s, owned, sorted(set(spec["vertex"]) | set(spec["aggregates"])))
     chosen = vertex_conditions_mask(frame, spec["conditions"], Bindings(spec["params"]))
@@ -510,37 +509,22 @@ def cluster_start(w, key: str, spec: dict, seed) -> dict:
     ids = s.ids.to_numpy()
     cross = pd.unique(piece[member_end] * np.int64(len(ids) + 1) + ghost) if len(ghost) else np.zeros(0, np.int64)
     cross_piece, cross_ghost = cross // (len(ids) + 1), cross % (len(ids) + 1)
-    stray_ids, stray_cids = _strays(w, memory)
     columns = {name: frame[name].to_numpy()[chosen] for name in spec["aggregates"]}
     memory["pending"] = {"members": members, "piece": piece, "adjacency": adjacency, "cross_piece": cross_piece,
                          "edge_member": member_end, "edge_ghost": ghost, "columns": columns,
                          "min_size": spec["min_size"], "kinds": spec["kinds"]}
     return {"cross_piece": cross_piece, "cross_ghost": ids[cross_ghost], "vertex_known": vertex_known,
-            "edge_known": edge_known, "stray_ids": stray_ids, "stray_cids": stray_cids}
-
-
-def _strays(w, memory: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The remembered (ids, cluster ids) of vertices another worker owns since a rescale, taken
-    out of this worker's memory (checked only when the owner map changed)."""
-    latest = _latest(memory)
-    if latest is None or memory.get("owner") is w.owner:
-        return np.zeros(0, latest["ids"].dtype if latest else np.int64), np.zeros(0, np.int64)
-    memory["owner"] = w.owner
-    gone = _owners_here(w, latest["ids"]) != w.index if len(latest["ids"]) else np.zeros(0, bool)
-    if gone.any():
-        _drop_from_latest(memory, ~gone)
-    return latest["ids"][gone], latest["cids"][gone]
+            "edge_known": edge_known}
 
 
 def _owners_here(w, ids: np.ndarray) -> np.ndarray:
     return w.owner[bucket_of(np.asarray(ids), len(w.owner))]
 
 
-def cluster_pieces(w, key: str, asked: np.ndarray, stray_ids: np.ndarray, stray_cids: np.ndarray) -> dict:
+def cluster_pieces(w, key: str, asked: np.ndarray) -> dict:
     """Round 2 of Cluster: the pieces of ``asked`` (owned vertices that are ghosts on a kept edge
     elsewhere; -1: not a member), and per piece that may be in a group its size, smallest member
-    id, partials and overlap counts with the previous batch's clusters (``stray_*``: remembered
-    elsewhere, owned here now)."""
+    id, partials and overlap counts with the previous batch's clusters."""
     s = w.state
     memory = _memory(w, key)
     pending = memory["pending"]
@@ -566,11 +550,6 @@ def cluster_pieces(w, key: str, asked: np.ndarray, stray_ids: np.ndarray, stray_
     ids = s.ids.to_numpy()
     member_ids = ids[members[in_piece]]
     smallest = pd.Series(member_ids).groupby(label).min().reindex(np.arange(len(pieces))).to_numpy()
-    if len(stray_ids):
-        latest = _latest(memory)
-        memory["generations"][max(memory["generations"], default=-1)] = _generation(
-            np.concatenate([latest["ids"], stray_ids]) if latest else stray_ids,
-            np.concatenate([latest["cids"], stray_cids]) if latest else stray_cids)
     cid, overlap_piece, count = _overlap_here(_latest(memory), member_ids, pieces[label])
     pending["in_piece"] = in_piece
     return {"pieces": pieces, "asked_piece": asked_piece, "size": size[pieces], "smallest": smallest,
@@ -628,7 +607,6 @@ def cluster_commit(w, key: str, seq: int, pieces: np.ndarray, cids: np.ndarray) 
     ids = s.ids.to_numpy()[pending["members"][keep]]
     generations = memory["generations"]
     generations[int(seq)] = _generation(ids, cid[keep])
-    memory["owner"] = w.owner
     for old in sorted(generations)[:-2]:
         del generations[old]
 
@@ -652,10 +630,30 @@ def _latest(memory: dict):
     return generations[max(generations)] if generations else None
 
 
-def _drop_from_latest(memory: dict, keep: np.ndarray) -> None:
-    latest_seq = max(memory["generations"])
-    latest = memory["generations"][latest_seq]
-    memory["generations"][latest_seq] = _generation(latest["ids"][keep], latest["cids"][keep])
+def take_memory(patterns: dict, moving_ids: np.ndarray) -> dict:
+    """The remembered cluster ids of vertices ``moving_ids`` (leaving this worker with their
+    buckets), taken out of ``patterns``, as a :mod:`hatrick.datafile` tree for :func:`give_memory`."""
+    out = {}
+    for key, memory in patterns.items():
+        for seq, generation in list(memory.get("generations", {}).items()):
+            moving = np.isin(generation["ids"], moving_ids)
+            if moving.any():
+                out.setdefault(key, {})[str(seq)] = {"ids": generation["ids"][moving],
+                                                     "cids": generation["cids"][moving]}
+                memory["generations"][seq] = _generation(generation["ids"][~moving], generation["cids"][~moving])
+    return out
+
+
+def give_memory(patterns: dict, incoming: dict | None) -> None:
+    """Add what :func:`take_memory` took on another worker to this worker's ``patterns``."""
+    for key, generations in (incoming or {}).items():
+        memory = patterns.setdefault(key, {"generations": {}})
+        for seq, part in generations.items():
+            here = memory["generations"].get(int(seq))
+            ids, cids = np.asarray(part["ids"]), np.asarray(part["cids"], np.int64)
+            if here is not None:
+                ids, cids = np.concatenate([here["ids"], ids]), np.concatenate([here["cids"], cids])
+            memory["generations"][int(seq)] = _generation(ids, cids)
 
 
 STEPS = {"reach_start": reach_start, "reach_finish": reach_finish, "cluster_start": cluster_start,
