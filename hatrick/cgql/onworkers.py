@@ -448,10 +448,10 @@ def reach_start(w, key: str, spec: dict) -> dict:
     sinks = owned[vertex_conditions_mask(frame, spec["sinks"], b)]
     a, z, edge_known = _kept_edges(s, spec, spec["params"])
     is_owned = w._owned_vids()
-    ends = np.unique(np.concatenate([a, z]))
-    ghosts = ends[~is_owned[ends]]
+    ghost_a, ghost_z = np.unique(a[~is_owned[a]]), np.unique(z[~is_owned[z]])
+    ghosts = np.union1d(ghost_a, ghost_z)
     _memory(w, key)["pending"] = {"a": a, "z": z, "sources": sources, "sinks": sinks, "ghosts": ghosts,
-                                  "directed": spec["directed"]}
+                                  "ghost_a": ghost_a, "ghost_z": ghost_z, "directed": spec["directed"]}
     return {"ghosts": s.ids.to_numpy()[ghosts], "vertex_known": vertex_known, "edge_known": edge_known}
 
 
@@ -468,8 +468,10 @@ def reach_finish(w, key: str, entries: np.ndarray) -> dict:
         records[name] = _column_out(column, np.union1d(sources, sinks))
     size = len(s.alive)
     a, z = pending["a"], pending["z"]
-    if pending["directed"]:
-        u, v = directed_pairs(size, a, z, np.union1d(sources, boundary), np.union1d(sinks, boundary))
+    if pending["directed"]:             # paths come in at entries and ghosts with kept out-edges here
+        entry = entry[entry >= 0]
+        u, v = directed_pairs(size, a, z, np.union1d(sources, np.union1d(pending["ghost_a"], entry)),
+                              np.union1d(sinks, np.union1d(pending["ghost_z"], entry)))
         return {"u": ids[u], "v": ids[v], "sources": ids[sources], "sinks": ids[sinks], "records": records}
     graph = sp.csr_matrix((np.ones(len(a), bool), (a, z)), shape=(size, size))
     pieces, piece = connected_components(graph, directed=False)
