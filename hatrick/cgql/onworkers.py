@@ -162,19 +162,23 @@ def _reach(pattern: Reach, snap: WorkerSnapshot) -> ReachState:
 
 
 def _undirected_pairs(parts: list) -> tuple[np.ndarray, np.ndarray]:
-    """(source, sink) ids in one joined piece: pieces of the workers holding one vertex are joined."""
+    """(source, sink) ids in one joined piece: pieces of the workers holding one vertex are joined
+    (union-find over the pieces named, numbered densely: the boundary's and the selection's)."""
     offsets = np.cumsum([0] + [p["pieces"] for p in parts])
-    ids = np.concatenate([p["boundary"] for p in parts])
-    node = np.concatenate([offsets[i] + p["boundary_piece"] for i, p in enumerate(parts)])
-    code, _ = pd.factorize(ids)
+
+    def nodes(field: str) -> np.ndarray:
+        return np.concatenate([offsets[i] + p[field] for i, p in enumerate(parts)])
+    named = [nodes("boundary_piece"), nodes("source_piece"), nodes("sink_piece")]
+    dense, _ = pd.factorize(np.concatenate(named))
+    boundary, s_node, t_node = np.split(dense.astype(np.int64), np.cumsum([len(x) for x in named])[:-1])
+    code, _ = pd.factorize(np.concatenate([p["boundary"] for p in parts]))
     order = np.argsort(code, kind="stable")
     same = code[order][1:] == code[order][:-1]
-    root = smallest_members(int(offsets[-1]), node[order][:-1][same], node[order][1:][same])
+    root = smallest_members(int(dense.max()) + 1 if len(dense) else 0, boundary[order][:-1][same],
+                            boundary[order][1:][same])
     s_ids = np.concatenate([p["sources"] for p in parts])
     t_ids = np.concatenate([p["sinks"] for p in parts])
-    s_lab = root[np.concatenate([offsets[i] + p["source_piece"] for i, p in enumerate(parts)])]
-    t_lab = root[np.concatenate([offsets[i] + p["sink_piece"] for i, p in enumerate(parts)])]
-    return same_label_pairs(s_ids, s_lab, t_ids, t_lab)
+    return same_label_pairs(s_ids, root[s_node], t_ids, root[t_node])
 
 
 def _records_of(frame: pd.DataFrame):
