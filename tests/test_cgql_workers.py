@@ -120,3 +120,32 @@ def test_workers_in_spark_tasks_give_the_events_of_one_worker(tmp_path, spark):
     one, _ = run(graph, False, workers=1)
     tasks, _ = run(graph, False, workers=2, executors=True)
     assert tasks == one and all(one.values())
+
+
+def test_a_frame_straddling_now_hands_the_past_groups_to_the_workers(tmp_path, monkeypatch):
+    """A Cluster frame from stored instances into the live stream: the past part's last groups
+    seed the workers' memory, so identities go on as the driver's evaluation of the frames has them."""
+    from hatrick.cgql import onworkers
+    from hatrick.cgql import engine
+
+    def events(on_workers: bool) -> list:
+        graph = make_graph(str(tmp_path / f"g{on_workers}.gofs"), False)
+        s = graph.stream(num_buckets=16, workers=2)
+        for rows in batches()[:3]:
+            s.push(rows)
+            s.snapshot()
+        if not on_workers:
+            monkeypatch.setattr(engine, "on_workers", lambda view, directed, plan: None)
+        topic = goffish.query(graph, EVOLVED.replace("{type = power} AS", "{type = power} FROM 0 TO 100 AS"),
+                              stream=s)
+        try:
+            for rows in batches()[3:]:
+                s.push(rows)
+            return [{k: v for k, v in e.items() if k not in ("detected", "topic")}
+                    for name in topic.query.topics for e in topic.query.topics[name].read()]
+        finally:
+            topic.cancel()
+            monkeypatch.undo()
+            s.close()
+    driver, workers = events(False), events(True)
+    assert workers == driver and any(e["time"] < 3.5 for e in driver) and any(e["time"] > 3.5 for e in driver)
