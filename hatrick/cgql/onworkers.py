@@ -414,7 +414,7 @@ class _Members:
 def _vertex_columns(s, vids: np.ndarray, names: list) -> tuple[pd.DataFrame, set]:
     """``id`` and ``names`` of vertices ``vids`` (an attribute this worker never saw: all missing)."""
     frame = {"id": s.ids.to_numpy()[vids]}
-    for name in names:
+    for name in (name for name in names if name != "id"):
         column = s.vattrs.get(name)
         frame[name] = _column_out(column, vids) if column is not None else np.full(len(vids), None, object)
     return pd.DataFrame(frame), set(s.vattrs)
@@ -486,8 +486,8 @@ def reach_finish(w, key: str, entries: np.ndarray) -> dict:
 
 def cluster_start(w, key: str, spec: dict, seed) -> dict:
     """Round 1 of Cluster: members, their pieces over kept edges between owned members, and
-    (piece, ghost id) of each kept edge from a member to a ghost; remembered vertices this
-    worker no longer owns (after a rescale) go back to the driver for their owners."""
+    (piece, ghost id) of each kept edge from a member to a ghost. ``seed``: (member ids, cluster
+    ids) of a previous state found elsewhere, remembered for the owned ones."""
     s = w.state
     memory = _memory(w, key)
     if seed is not None:
@@ -557,7 +557,6 @@ def cluster_pieces(w, key: str, asked: np.ndarray) -> dict:
     member_ids = ids[members[in_piece]]
     smallest = pd.Series(member_ids).groupby(label).min().reindex(np.arange(len(pieces))).to_numpy()
     cid, overlap_piece, count = _overlap_here(_latest(memory), member_ids, pieces[label])
-    pending["in_piece"] = in_piece
     return {"pieces": pieces, "asked_piece": asked_piece, "size": size[pieces], "smallest": smallest,
             "partials": partials, "overlap_cid": cid, "overlap_piece": overlap_piece, "overlap_count": count}
 
