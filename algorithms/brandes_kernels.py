@@ -26,6 +26,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gofs.numba_cache import serialise_compilation
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
+
 
 @njit(cache=True, nogil=True)
 def _heap_push(keys, vals, size, key, val):

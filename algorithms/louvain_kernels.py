@@ -19,6 +19,10 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from gofs.numba_cache import serialise_compilation
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
+
 
 @njit(cache=True, nogil=True)
 def _local_moves(indptr, indices, weights, degree, order, resolution, two_m, start, total):

@@ -43,8 +43,11 @@ from numba import njit
 from scipy.sparse.csgraph import breadth_first_order
 
 from gofs.errors import InputError
+from gofs.numba_cache import serialise_compilation
 from hatrick.updates import (ADD_EDGE, ADD_VERTEX, DTYPES, REMOVE_EDGE, REMOVE_VERTEX, SET_EDGE, SET_VERTEX,
                              UpdateBatch, coerce, empty_rejected, infer_kind)
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 _SHIFT = np.int64(31)
 MAX_VERTICES = 1 << 31

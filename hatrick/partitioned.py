@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
+from gofs.numba_cache import serialise_compilation
 from gopher.channel import Listener, connect
 from hatrick import datafile
 from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
@@ -69,6 +70,8 @@ from hatrick.ring import bucket_of
 from hatrick.snapshot import instance_part
 from hatrick.statefile import write_state_file
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, empty_rejected
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 
 OWN, END_A, END_B, BROADCAST = range(4)     # why a worker gets a row

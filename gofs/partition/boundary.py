@@ -18,9 +18,12 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from gofs.numba_cache import serialise_compilation
 from gofs.partition.matching import splitmix
 from gofs.spark_jobs import rows_by
 from sparkshim.compat import forgets_zip_importers
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 ROWS_PER_TASK = 1 << 21
 """Boundary edge ends one refinement task holds at most (about 64 MiB of numpy arrays)."""

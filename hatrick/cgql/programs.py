@@ -77,6 +77,7 @@ from numba import njit
 from scipy.sparse.csgraph import connected_components
 
 from algorithms.components import propagate_labels, tell_labels
+from gofs.numba_cache import serialise_compilation
 from gopher.aggregators import Aggregator
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
@@ -84,6 +85,8 @@ from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, EvolvedState,
                                    combine_partials, derive_aggregates, diameters, inherited_ids, partial_kinds,
                                    satisfies, values_at)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 __all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
 

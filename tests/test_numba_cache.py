@@ -1,0 +1,55 @@
+"""numba compilations queue on one machine-wide lock (gofs.numba_cache), so concurrent workers cannot
+corrupt the kernel cache: a process that compiles waits while another holds the lock."""
+import fcntl
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from gofs.numba_cache import lock_path, serialise_compilation
+
+KERNEL = textwrap.dedent("""
+    print("started", flush=True)
+    from gofs.numba_cache import serialise_compilation
+    serialise_compilation()
+    from numba import njit
+
+    @njit(cache=True)
+    def twice_plus_one(x):
+        return x * 2 + 1
+
+    print(twice_plus_one(20), flush=True)
+""")
+
+
+def test_a_compilation_waits_for_the_lock_and_finishes_after(tmp_path):
+    module = tmp_path / "kernel_under_lock.py"
+    module.write_text(KERNEL)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        child = subprocess.Popen([sys.executable, str(module)], stdout=subprocess.PIPE, text=True,
+                                 env={**os.environ, "PYTHONPATH": root})
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(3.0)
+        assert child.poll() is None, "the kernel compiled while another process held the lock"
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0
+    assert out.strip() == "41"
+    assert any(name.endswith(".nbi") for name in os.listdir(tmp_path / "__pycache__"))
+
+
+def test_registering_twice_keeps_one_listener():
+    from numba.core import event
+    serialise_compilation()
+    serialise_compilation()
+    ours = [listener for listener in event._registered["numba:compiler_lock"]
+            if type(listener).__module__ == "gofs.numba_cache"]
+    assert len(ours) == 1
