@@ -139,9 +139,11 @@ def query(graph_or_stream, text: str, params: dict | None = None, time_ordered: 
 
 
 def _is_stored(source) -> bool:
+    """Whether ``source`` has stored instances (a path, a store, a graph handle or a stream over
+    one): a query's past part over them runs on Gopher."""
     from gofs.store import GraphStore
 
-    return isinstance(source, (str, GraphStore))
+    return isinstance(source, (str, GraphStore)) or isinstance(getattr(source, "store", None), GraphStore)
 
 
 def __getattr__(name):

@@ -229,12 +229,13 @@ def cmd_query(args) -> int:
         key, value = kv.split("=", 1)
         params[key] = _param_value(value)
     stream = source = None
+    spark = _spark(args)                 # past frames run on Gopher, live ones on the stream's workers
     if args.stream:
         import goffish
 
-        stream = goffish.open(args.graph, spark=_spark(args)).stream()
+        stream = goffish.open(args.graph, spark=spark).stream()
     topic = query(args.graph, args.text, params=params, time_ordered=args.time_ordered, stream=stream,
-                  now=args.now, time_unit=args.time_unit)
+                  now=args.now, time_unit=args.time_unit, spark=spark)
     if stream is not None:
         source = stream.start(args.stream, trigger="availableNow" if args.duration is None else "processingTime=1 second")
     topics = topic.query.topics

@@ -5,18 +5,18 @@ the past part of its frame over stored snapshots, and subscribes the live part
 to a stream. Sources:
 
 - a GoFS graph (``gofs.store.GraphStore``, a ``goffish`` graph handle or its
-  path): one :class:`hatrick.cgql.views.StoreInstanceView` per stored instance
-  whose start lies in the past part of the frame, in time order, reading only
-  the columns the query needs. With a Spark session, a past part whose
-  sub-queries are Reach, Cluster and Evolved (no ``alias.*`` wildcard) runs
-  as Gopher programs, the instances as lanes of shared supersteps
-  (:mod:`hatrick.cgql.programs`): only summaries, pairs, diameters and events' members reach the
-  driver. A query with a wildcard is evaluated per instance in the driver process (one csgraph
-  call per pattern and instance); ``Query.past_engine`` says which ran.
+  path): the stored instances whose start lies in the past part of the frame
+  are its past, run as Gopher programs with the instances as lanes of shared
+  supersteps (:mod:`hatrick.cgql.programs`; the sub-queries an ``alias.*``
+  wildcard ties together as the stages of one run), on the session given, else
+  the active one: only summaries, pairs, diameters and events' members reach
+  the driver, never an instance's vertices or edges.
 - a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
   that calls ``callback(view)`` after every applied batch (Hatrick's
   ``Stream``); its ``store``/``graph`` attribute, if any, serves the past part.
-- an iterable of GraphViews: a recorded history, used as stored snapshots.
+- an iterable of GraphViews: a recorded history the caller holds in this
+  process, evaluated view by view as live views are (``Query.past_engine`` is
+  "driver" there, "gopher" for a stored graph).
 
 The seam: the live callback is registered before the past part is evaluated;
 views arriving meanwhile are buffered and replayed after it. A view is
@@ -47,9 +47,9 @@ from hatrick.cgql.errors import CGQLError, located
 from hatrick.cgql.onworkers import WorkerSnapshot, evaluate, on_workers
 from hatrick.cgql.parser import parse
 from hatrick.cgql.planner import Plan, plan
-from hatrick.cgql.programs import run_past, runs_on_gopher
+from hatrick.cgql.programs import run_past
 from hatrick.cgql.topics import Topic
-from hatrick.cgql.views import Snapshot, StoreInstanceView
+from hatrick.cgql.views import Snapshot
 
 __all__ = ["query", "Query", "active_queries"]
 
@@ -184,8 +184,9 @@ class Query:
             self.snapshots += 1
             self._last_time = max(self._last_time, float(instance["start"]))
 
-    def run_past(self, views) -> None:
-        """Evaluate stored snapshots (time order) that fall in the past part of the frame."""
+    def replay(self, views) -> None:
+        """Evaluate the recorded views (time order) that fall in the past part of the frame, as
+        live views are evaluated."""
         self.past_engine = "driver"
         for view in views:
             if self.cancelled:
@@ -305,7 +306,7 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     grow_factor, min_size : Cluster's ``grew`` threshold and smallest reported group.
     spark : SparkSession
         Runs the past part over a stored graph as Gopher programs (default: the active session;
-        without one, or for a query with ``alias.*`` wildcards, the driver reads each instance).
+        without one, ``goffish.session()`` makes one).
 
     Returns
     -------
@@ -345,13 +346,10 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     if live is not None and the_plan.has_live:
         registered.attach(live)
     try:
-        spark = spark or _active_session()
-        if the_plan.has_past and history is None and store is not None and spark is not None \
-                and runs_on_gopher(the_plan):
-            registered.run_past_on_gopher(store, spark)
-        elif the_plan.has_past:
-            past = history if history is not None else _store_views(store, the_plan) if store is not None else []
-            registered.run_past(past)
+        if the_plan.has_past and history is not None:
+            registered.replay(history)
+        elif the_plan.has_past and store is not None:
+            registered.run_past_on_gopher(store, spark or store.spark)
     except BaseException:
         registered.cancel()
         raise
@@ -385,12 +383,6 @@ def restore_query(record: dict, stream, view) -> Query:
     restored._buffer = None
     restored._on_batch(view)
     return restored
-
-
-def _active_session():
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
 
 
 def _run_cancels(statements) -> list:
@@ -451,21 +443,6 @@ def _past_instances(store, the_plan: Plan) -> list:
     hi = min(the_plan.end, the_plan.now)
     return sorted((i for i in store.instances if the_plan.start <= i["start"] < hi),
                   key=lambda i: (i["start"], i["id"]))
-
-
-def _store_views(store, the_plan: Plan):
-    chosen = _past_instances(store, the_plan)
-    vertex = sorted(the_plan.vertex_attributes)
-    edge = sorted(the_plan.edge_attributes | _label_attributes(store, the_plan))
-    for inst in chosen:
-        yield StoreInstanceView(store, inst, vertex, edge)
-
-
-def _label_attributes(store, the_plan: Plan) -> set:
-    if not any(sq.clause.edge is not None and sq.clause.edge.labels for sq in the_plan.subqueries):
-        return set()
-    known = set(store.edge_attributes) | set(store.instance_edge_attributes)
-    return {next((c for c in ("type", "label") if c in known), "type")}
 
 
 def _check_store_attributes(store, the_plan: Plan) -> None:

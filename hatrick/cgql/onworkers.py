@@ -2,8 +2,8 @@
 
 A live view of a partitioned stream (:meth:`hatrick.partitioned.PartitionedGraph.view`) names
 the workers holding its batch; :func:`on_workers` wraps it as a :class:`WorkerSnapshot` for a
-query whose sub-queries all have a worker evaluation (those :func:`hatrick.cgql.programs.runs_on_gopher`
-accepts: no ``alias.*`` wildcard), and :func:`evaluate` gives the pattern's state from the
+query whose sub-queries all have a worker evaluation (:func:`evaluates_on_workers`: no ``alias.*``
+wildcard), and :func:`evaluate` gives the pattern's state from the
 workers' summaries. The driver never reads the graph's frames; what reaches it grows with the
 boundary between workers, the clusters and the matched vertices and pairs, not with V.
 
@@ -57,10 +57,10 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import located
 from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, Reach, ReachState, aggregate_partials,
                                    derive_aggregates, diameters, partial_kinds, positions_in)
-from hatrick.cgql.programs import runs_on_gopher
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, vertex_conditions_mask
 from hatrick.live import _column_out, directed_pairs, same_label_pairs, smallest_members
 from hatrick.ring import bucket_of
@@ -80,10 +80,27 @@ class WorkerSnapshot:
         self.current_workers = view.current_workers
 
 
+def evaluates_on_workers(the_plan) -> bool:
+    """Whether every sub-query of a plan has a worker evaluation: Reach, Cluster without ``alias.*``
+    wildcards, and Evolved over a Cluster's alias (the others read the view's frames)."""
+    clusters = {sq.clause.alias for sq in the_plan.subqueries if type(sq.pattern) is Cluster}
+    for sq in the_plan.subqueries:
+        if type(sq.pattern) is Evolved:
+            if sq.pattern.alias not in clusters:
+                return False
+            continue
+        if type(sq.pattern) not in (Cluster, Reach):
+            return False
+        conditions = [c for group in sq.pattern._vertex_condition_groups() for c in group]
+        if any(isinstance(c.value, n.Wildcard) for c in conditions):
+            return False
+    return True
+
+
 def on_workers(view, directed, the_plan) -> WorkerSnapshot | None:
     """A :class:`WorkerSnapshot` of ``view`` when its workers can evaluate every sub-query of
     ``the_plan`` (else None: the query reads the view's frames)."""
-    if getattr(view, "workers", None) is None or not runs_on_gopher(the_plan):
+    if getattr(view, "workers", None) is None or not evaluates_on_workers(the_plan):
         return None
     return WorkerSnapshot(view, bool(view.directed if directed is None else directed), the_plan)
 

@@ -63,6 +63,17 @@ rules (:meth:`hatrick.cgql.patterns.Evolved.conclude`, the live path's) run
 wherever a group is decided, its first satisfied time and qualifying flag
 travel with the group's record from instance to instance, like its event size.
 
+An ``alias.*`` wildcard (``{name = C1.*}``: the vertices whose ``name`` equals
+that of a member of a group the Cluster ``AS C1`` reports in the same instance)
+ties its sub-query to its alias's: both run as stages of one run
+(:class:`StagedProgram`), the Cluster first in every lane. At its ``rules``
+superstep each partition marks its members of reported groups (its own groups
+by their record, the driver's by the labels the driver names) and sends the
+distinct values they have of the compared attributes to every partition (none
+for ``id``); the next stage reads both as the alias's
+:class:`hatrick.cgql.views.ReportedMembers` through the live path's condition
+rules. The driver sees only the reported boundary groups' labels.
+
 Only the summaries of groups that touch a partition boundary, overlap pairs,
 diameters and events reach the driver; vertices and edges never do.
 """
@@ -79,16 +90,19 @@ from scipy.sparse.csgraph import connected_components
 from algorithms.components import propagate_labels, tell_labels
 from gofs.numba_cache import serialise_compilation
 from gopher.aggregators import Aggregator
+from gopher.context import MasterContext
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
+from hatrick.cgql.errors import located
 from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, EvolvedState, Reach, ReachState, aggregate_partials, among,
                                    combine_partials, derive_aggregates, diameters, inherited_ids, partial_kinds,
                                    satisfies, values_at)
-from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, text_frame, vertex_conditions_mask
+from hatrick.cgql.views import (Bindings, ReportedMembers, _plain, edge_condition_mask, text_frame,
+                                vertex_conditions_mask)
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
-__all__ = ["runs_on_gopher", "ClusterProgram", "ReachProgram", "run_past"]
+__all__ = ["ClusterProgram", "ReachProgram", "StagedProgram", "run_past"]
 
 def _stacked(parts: list) -> list:
     """A task's list of per-sub-graph parts as one part: arrays concatenated field by field
@@ -107,24 +121,6 @@ _CONCAT = Aggregator(operator.add, [], pack=_stacked)
 _LIST = Aggregator(operator.add, [])
 
 
-def runs_on_gopher(the_plan) -> bool:
-    """Whether every sub-query of a plan has a Gopher program: Reach, Cluster without ``alias.*``
-    wildcards, and Evolved over a Cluster's alias (the others run on the driver, instance by
-    instance)."""
-    clusters = {sq.clause.alias for sq in the_plan.subqueries if type(sq.pattern) is Cluster}
-    for sq in the_plan.subqueries:
-        if type(sq.pattern) is Evolved:
-            if sq.pattern.alias not in clusters:
-                return False
-            continue
-        if type(sq.pattern) not in (Cluster, Reach):
-            return False
-        conditions = [c for group in sq.pattern._vertex_condition_groups() for c in group]
-        if any(isinstance(c.value, n.Wildcard) for c in conditions):
-            return False
-    return True
-
-
 class PatternProgram(TimeSeriesProgram):
     """What the pattern programs share: the attributes they load (only those the query names,
     static or per instance as the store keeps them, text edge values as their stored codes) and
@@ -141,6 +137,24 @@ class PatternProgram(TimeSeriesProgram):
         self.vertex_attributes = tuple(sorted((vertex - {"id"}) - dynamic_v))
         self.instance_edge_attributes = tuple(sorted(edge_names & dynamic_e))
         self.edge_attributes = tuple(sorted(edge_names - dynamic_e))
+
+    def _bindings(self, keeper) -> Bindings:
+        """The parameters and, for ``alias.*`` wildcards, what the partition holds of each alias
+        in this instance (:class:`hatrick.cgql.views.ReportedMembers`, left by :class:`StagedProgram`)."""
+        return Bindings(self.pattern.params, keeper.state.get("aliases"))
+
+    def _pass(self, keeper) -> dict:
+        """The partition's pass of this instance (:meth:`gopher.subgraph.Subgraph.partition_pass`)."""
+        return keeper.partition_pass(self._pass_key, lambda whole: self._partition(whole, self._bindings(keeper)))
+
+    def run(self, store, instances: list, **engine_options) -> list:
+        """Run over ``instances`` (manifest entries in time order), each a lane of the same
+        supersteps; returns, per instance, (instance, state, in frame, events), the state only
+        at the last instance (see :meth:`start` and :meth:`finish`)."""
+        globals_ = self.start(instances)
+        self.metrics = run_independent(store, self, instances=[i["id"] for i in instances], globals_=globals_,
+                                       **engine_options).metrics
+        return self.finish(instances)
 
     def _rows(self, subgraph, local: np.ndarray, usable: np.ndarray):
         """(vertex frame, kept local edges, kept remote edges): ``local``/``usable`` narrowed by
@@ -165,18 +179,21 @@ class ClusterProgram(PatternProgram):
     aggregators = {"changed": "sum", "summary": _LIST, "events": _LIST, "evolved": _LIST, "members": _CONCAT,
                    "diameters": _CONCAT}
 
-    def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool, followers=()):
+    def __init__(self, pattern: Cluster, store, in_frame, keep_last: bool, followers=(), shared=None):
         self.pattern = pattern
+        # the attributes the ``alias.*`` wildcards over this Cluster compare (None: no wildcard reads it)
+        self.shared = None if shared is None else tuple(sorted(shared))
         self.followers = list(followers)         # [(Evolved pattern over this alias, its in_frame)]
         (self.conditions,) = pattern._vertex_condition_groups()
         self.aggregates = pattern.aggregate_conditions() + tuple(c for f, _ in self.followers for c in f.clause.aggregates)
         self.columns = sorted({c.aggregate.attribute for c in self.aggregates if c.aggregate.attribute})
-        self._declare(store, {c.attribute for c in self.conditions} | set(self.columns), pattern.clause.edge)
+        self._declare(store, {c.attribute for c in self.conditions} | set(self.columns) | set(self.shared or ()),
+                      pattern.clause.edge)
         self.min_size = int(pattern.options.get("min_size", 2))
         self.diameter = any(c.aggregate.function == "diameter" for c in self.aggregates)
         # a follower's diameter is every group's, exact (the alias's own only where it may be reported)
         self.exact = any(c.aggregate.function == "diameter" for f, _ in self.followers for c in f.clause.aggregates)
-        self._pass_key = _pass_key(pattern, self.min_size)
+        self._pass_key = _pass_key(pattern, self.min_size, self.shared)
         # driver side only (master): the boundary groups' state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
         self.results: dict = {}
@@ -198,7 +215,7 @@ class ClusterProgram(PatternProgram):
         if phase == "wait":
             return votes
         keeper = subgraphs[0]
-        whole = keeper.partition_pass(self._pass_key, self._partition)
+        whole = self._pass(keeper)
         if ctx.superstep == 0:
             keeper.state["lane"] = lane = {"piece": whole["piece"], "usable": whole["usable"],
                                            # vids grow with the row: a piece's first is its smallest
@@ -228,9 +245,38 @@ class ClusterProgram(PatternProgram):
             ctx.aggregate("events", events)
             ctx.aggregate("evolved", evolved)
             ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
+            if self.shared is not None:
+                self._share_members(ctx, whole, lane)
         return votes
 
-    def _partition(self, whole) -> dict:
+    def _share_members(self, ctx, whole: dict, lane: dict) -> None:
+        """What the ``alias.*`` wildcards over this Cluster read of this instance: which of the
+        partition's vertices are members of a reported group (``lane["reported"]``: the groups
+        decided here by their record, the driver's by the labels it named), and the distinct
+        values the members have of each shared attribute, sent to every partition (read by
+        :meth:`reported_members` there; only tasks see them)."""
+        reported = lane["record"]["reported"] | among(lane["labels"], ctx.globals["reported_boundary"])
+        piece = lane["piece"]
+        inside = np.flatnonzero(piece >= 0)
+        mask = np.zeros(len(piece), bool)
+        mask[inside] = reported[piece[inside]]
+        lane["reported"] = mask
+        for attribute, values in whole["shared"].items():
+            distinct = pd.unique(values[mask])
+            ctx.send_to_all(("members", self.pattern.clause.alias, attribute, distinct[pd.notna(distinct)]))
+
+    def reported_members(self, state: dict, payloads: list) -> ReportedMembers:
+        """This Cluster's :class:`hatrick.cgql.views.ReportedMembers` in a partition, from its
+        lane's ``state`` and the values every partition sent (:meth:`_share_members`)."""
+        alias = self.pattern.clause.alias
+        values = {a: [] for a in self.shared if a != "id"}
+        for p in payloads:
+            if isinstance(p, tuple) and len(p) == 4 and p[0] == "members" and p[1] == alias:
+                values[p[2]].append(p[3])
+        return ReportedMembers(state["lane"]["reported"],
+                               {a: pd.unique(np.concatenate(v)) if v else np.empty(0) for a, v in values.items()})
+
+    def _partition(self, whole, b: Bindings) -> dict:
         """Members, kept edges and their pieces over the whole partition in a few C passes (pieces
         never cross sub-graphs: local edges do not), numbered so that each sub-graph's pieces are
         consecutive: {"piece" (-1 outside), "members" (rows in a piece), "starts" (each piece's
@@ -238,7 +284,7 @@ class ClusterProgram(PatternProgram):
         src, dst = whole.edge_src, whole.edge_dst
         remote = whole.remote_edges
         frame, local, usable = self._rows(whole, np.ones(len(src), bool), np.ones(len(remote), bool))
-        members = vertex_conditions_mask(frame, self.conditions, Bindings(self.pattern.params))
+        members = vertex_conditions_mask(frame, self.conditions, b)
         kept = np.flatnonzero(local & members[src] & members[dst])
         usable &= members[remote.src]
         size = whole.num_vertices
@@ -262,7 +308,8 @@ class ClusterProgram(PatternProgram):
                 "kinds": partial_kinds(self.aggregates),
                 # diameter: the kept local edges, as rows and as a symmetric adjacency of the partition
                 "kept": (src[kept], dst[kept]) if self.diameter else None,
-                "adjacency": (graph + graph.T).tocsr() if self.diameter else None}
+                "adjacency": (graph + graph.T).tocsr() if self.diameter else None,
+                "shared": {a: frame[a].to_numpy() for a in self.shared or () if a != "id"}}
 
     def _summary(self, whole: dict, lane: dict, previous, globals_: dict) -> dict:
         """Split the partition's groups between here and the driver, and report the driver's part.
@@ -546,6 +593,8 @@ class ClusterProgram(PatternProgram):
                            want_now=np.sort(vids[among(ids, wanted)]),
                            want_before=np.sort(before_labels[among(previous.table.index.to_numpy(), gone)])
                            if len(gone) else empty)
+        if self.shared is not None:
+            ctx.globals["reported_boundary"] = np.sort(vids[~is_local & table["reported"].to_numpy()])
         self._pending[ctx.instance["id"]] = (before, before_labels, after, ids, index, smallest, changed, status,
                                              gone, inside, follow, follow_inside, self._follow_inside)
         self._held = _pick(mine, np.flatnonzero(~is_local))
@@ -575,20 +624,22 @@ class ClusterProgram(PatternProgram):
         for i, results in enumerate(self.follower_results):
             results[ctx.instance["id"]] = (ctx.instance, None, follow_inside[i], [e for f, _, e in evolved if f == i])
         self._follow_states = [after_state for _, after_state in follow]
-        for name in ("want_now", "want_before", "fresh", "decided"):
+        for name in ("want_now", "want_before", "fresh", "decided", "reported_boundary"):
             ctx.globals.pop(name, None)
 
-    def run(self, store, instances: list, **engine_options) -> list:
-        """Run over ``instances`` (manifest entries in time order), each a lane of the same
-        supersteps; returns, per instance, (instance, ClusterState, in frame, events): the last
-        instance's state holds its groups decided on the driver (every group where the frame
-        goes live: ``keep_last``)."""
+    def start(self, instances: list) -> dict:
+        """The driver's bookkeeping for a run over ``instances`` (manifest entries in time order);
+        returns each lane's first globals."""
         self._last, self._positions = instances[-1], {i["id"]: k for k, i in enumerate(instances)}
         self._concluded, self._pending, self._parked = set(), {}, {}
         self._follow_inside, self._follow_states = [False] * len(self.followers), []
         self.follower_results = [{} for _ in self.followers]
-        self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
-                                       globals_={"phase": "label", "gather": False}, **engine_options).metrics
+        return {"phase": "label", "gather": False}
+
+    def finish(self, instances: list) -> list:
+        """Per instance, (instance, ClusterState, in frame, events): the last instance's state
+        holds its groups decided on the driver (every group where the frame goes live:
+        ``keep_last``); the followers' results in ``followed``."""
         self.followed = [_with_last_state([results[i["id"]] for i in instances], state)
                          for results, state in zip(self.follower_results, self._follow_states)]
         return _with_last_state([self.results[i["id"]] for i in instances], self._state)
@@ -834,7 +885,7 @@ class ReachProgram(PatternProgram):
         votes = np.ones(len(subgraphs), bool)
         votes[0] = False
         keeper = subgraphs[0]
-        whole = keeper.partition_pass(self._pass_key, self._partition)
+        whole = self._pass(keeper)
         if ctx.superstep == 0:
             source = whole["is_source"]
             ctx.aggregate("sources", [(whole["vertex_ids"][source], whole["records"]["id"][source],
@@ -849,10 +900,9 @@ class ReachProgram(PatternProgram):
             ctx.aggregate("pairs", [self._pairs(keeper.state["bits"], whole, ctx.globals["sources"])])
         return votes
 
-    def _partition(self, whole) -> dict:
+    def _partition(self, whole, b: Bindings) -> dict:
         """The kept local edges as one CSR over the partition, the kept remote rows, the sources,
         the sinks and the attribute rows events carry: one pass for all the partition's sub-graphs."""
-        b = Bindings(self.pattern.params)
         src, dst = whole.edge_src, whole.edge_dst
         remote = whole.remote_edges
         frame, local, usable = self._rows(whole, np.ones(len(src), bool), remote.outgoing(self.directed))
@@ -925,12 +975,13 @@ class ReachProgram(PatternProgram):
             self.results.append((instance, None, inside, events))     # states: only the last is kept
             self._state, self._inside = after, inside
 
-    def run(self, store, instances: list, **engine_options) -> list:
-        """Run over ``instances`` (manifest entries in time order), each a lane of the same
-        supersteps; returns, per instance, (instance, ReachState, in frame, events)."""
+    def start(self, instances: list) -> dict:
+        """The driver's bookkeeping for a run over ``instances``; returns each lane's first globals."""
         self._instances, self._sources, self._reached = instances, {}, {}
-        self.metrics = run_independent(store, self, instances=[i["id"] for i in instances],
-                                       globals_={"phase": "spread"}, **engine_options).metrics
+        return {"phase": "spread"}
+
+    def finish(self, instances: list) -> list:
+        """Per instance, (instance, ReachState, in frame, events)."""
         return _with_last_state(self.results, self._state)
 
 
@@ -1021,26 +1072,183 @@ def spread_bits(indptr, indices, bits, start):
     return gained
 
 
+class StagedProgram(TimeSeriesProgram):
+    """Pattern programs one after another in every lane (instance) of one run: where a sub-query
+    has an ``alias.*`` wildcard, it needs, per instance, the members of the groups its alias's
+    Cluster reports in that instance, which that Cluster's program leaves on the tasks
+    (:meth:`ClusterProgram._share_members`). So the Cluster runs first in the lane, and when its
+    ``master`` halts the lane goes on with the next program from its superstep 0, whose
+    partition pass reads the alias as :class:`hatrick.cgql.views.ReportedMembers`.
+
+    Each stage sees its own superstep count, globals, aggregators and sub-graph state (the
+    ``k``-th entry of the real state; :meth:`gopher.worker.TimeSeriesContext.state_before`
+    gives the previous instance's entry), as if it ran alone; the stages' programs keep
+    their own driver-side bookkeeping. Lanes of different instances may be in different stages."""
+
+    text_as_categorical = True
+    partition_messages = True
+
+    def __init__(self, stages: list):
+        self.stages = list(stages)
+        vertex_messages = {(p.message_dtype, p.combiner) for p in self.stages if isinstance(p, ClusterProgram)}
+        (self.message_dtype, self.combiner), = vertex_messages or {("int64", None)}
+        self.aggregators = {f"{k}:{name}": spec for k, p in enumerate(self.stages) for name, spec in p.aggregators.items()}
+        for name in ("vertex_attributes", "instance_vertex_attributes", "edge_attributes", "instance_edge_attributes"):
+            setattr(self, name, tuple(sorted(set().union(*(getattr(p, name) for p in self.stages)))))
+        # what a stage's alias left decides its pass: keyed by the aliases' keys too
+        by_alias = {p.pattern.clause.alias: p for p in self.stages if p.pattern.clause.alias}
+        for p in self.stages:
+            used = sorted(p.pattern.aliases())
+            p._pass_key = (*p._pass_key, tuple(by_alias[a]._pass_key for a in used))
+
+    # task side ----------------------------------------------------------------------------
+    def compute_partition(self, subgraphs, ctx):
+        if not subgraphs:
+            return False
+        k, superstep = ctx.globals["stage"], ctx.superstep - ctx.globals["offset"]
+        real = subgraphs[0]
+        if superstep == 0 and k:
+            aliases = real.state.setdefault("aliases", {})
+            before = self.stages[k - 1]
+            if isinstance(before, ClusterProgram) and before.shared is not None:
+                aliases[before.pattern.clause.alias] = before.reported_members(real.state[k - 1],
+                                                                               ctx.partition_messages().payloads)
+        state = real.state.setdefault(k, {})
+        state["aliases"] = real.state.get("aliases")
+        stage_globals = _unprefixed(ctx.globals, k)
+        return self.stages[k].compute_partition(_StageSubgraphs(subgraphs, _StageSubgraph(real, state)),
+                                                _StageContext(ctx, k, superstep, stage_globals))
+
+    # driver side ----------------------------------------------------------------------------
+    def master(self, ctx):
+        """The lane's stage's ``master``; when it halts, the next stage starts (the lane ends
+        after the last)."""
+        k = ctx.globals["stage"]
+        prefix = f"{k}:"
+        aggregated = {name[len(prefix):]: ctx.aggregated.pop(name) for name in list(ctx.aggregated)
+                      if name.startswith(prefix)}
+        stage_globals = _unprefixed(ctx.globals, k)
+        stage = MasterContext(ctx.superstep - ctx.globals["offset"], aggregated, stage_globals, ctx.metrics,
+                              ctx.instance)
+        self.stages[k].master(stage)
+        ctx.aggregated.update({prefix + name: value for name, value in aggregated.items()})
+        for name in [name for name in ctx.globals if name.startswith(prefix)]:
+            del ctx.globals[name]
+        if not stage.halted:
+            ctx.globals.update({prefix + name: value for name, value in stage_globals.items()})
+        elif k + 1 < len(self.stages):
+            ctx.globals.update(stage=k + 1, offset=ctx.superstep + 1)
+        else:
+            ctx.halt()
+
+    def run(self, store, instances: list, **engine_options) -> list:
+        """Every stage over ``instances`` in one run; returns each stage's per-instance results
+        (:meth:`PatternProgram.run`)."""
+        globals_ = {"stage": 0, "offset": 0}
+        for k, p in enumerate(self.stages):
+            globals_.update({f"{k}:{name}": value for name, value in p.start(instances).items()})
+        self.metrics = run_independent(store, self, instances=[i["id"] for i in instances], globals_=globals_,
+                                       **engine_options).metrics
+        for p in self.stages:
+            p.metrics = self.metrics
+        return [p.finish(instances) for p in self.stages]
+
+
+def _unprefixed(globals_: dict, k: int) -> dict:
+    """Stage ``k``'s globals (kept as ``"k:name"`` in the lane's: a lane's first globals are
+    copied flat, so a nested dict would be shared by the lanes)."""
+    prefix = f"{k}:"
+    return {name[len(prefix):]: value for name, value in globals_.items() if name.startswith(prefix)}
+
+
+class _StageSubgraph:
+    """A stage's view of the partition's first sub-graph (the one the pattern programs keep
+    their partition's state in): its own ``state``, everything else the sub-graph's."""
+
+    def __init__(self, real, state: dict):
+        self._real, self.state = real, state
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _StageSubgraphs:
+    """A partition's active sub-graphs as a stage sees them (the first through :class:`_StageSubgraph`)."""
+
+    def __init__(self, subgraphs, first: _StageSubgraph):
+        self._subgraphs, self._first = subgraphs, first
+
+    def __len__(self) -> int:
+        return len(self._subgraphs)
+
+    def __getitem__(self, i):
+        return self._first if i == 0 else self._subgraphs[i]
+
+
+class _StageContext:
+    """A stage's compute context: its superstep count, globals and aggregators (prefixed with
+    its number in the run's), its entry of the previous instance's state; the rest the task's."""
+
+    def __init__(self, real, k: int, superstep: int, globals_: dict):
+        self._real, self._k, self.superstep, self.globals = real, k, superstep, globals_
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def aggregate(self, name: str, value) -> None:
+        self._real.aggregate(f"{self._k}:{name}", value)
+
+    def state_before(self, subgraph) -> dict | None:
+        before = self._real.state_before(subgraph._real)
+        return None if before is None else before.get(self._k)
+
+
+def wildcard_attributes(subqueries: list) -> dict:
+    """{alias: the attributes ``alias.*`` wildcards compare} over the sub-queries."""
+    out: dict = {}
+    for sq in subqueries:
+        for c in (c for group in sq.pattern._vertex_condition_groups() for c in group):
+            if isinstance(c.value, n.Wildcard):
+                out.setdefault(c.value.alias, set()).add(c.attribute)
+    return out
+
+
 def run_past(store, subqueries: list, instances: list, keep_last: bool, records: list, **engine_options):
     """The sub-queries' past over ``instances`` on Gopher, one run per Reach or Cluster (an Evolved
-    sub-query follows its alias's Cluster run): ({name: [(instance, state, in frame, events)]},
-    {name: the run's metrics})."""
+    sub-query follows its alias's Cluster run), except that the sub-queries an ``alias.*``
+    wildcard ties together run as the stages of one run (:class:`StagedProgram`), in the plan's
+    dependency order: ({name: [(instance, state, in frame, events)]}, {name: the run's metrics})."""
+    for sq in subqueries:
+        if not isinstance(sq.pattern, (Reach, Cluster, Evolved)):
+            raise located(sq.clause.pattern, f"pattern {sq.clause.pattern.name} has no Gopher program: its past "
+                                              "frames cannot run over a stored graph")
     followers: dict = {}
     for sq in subqueries:
         if isinstance(sq.pattern, Evolved):
             followers.setdefault(sq.pattern.alias, []).append(sq)
-    runs, metrics = {}, {}
+    shared = wildcard_attributes(subqueries)
+    programs = {}
     for sq in subqueries:
         if isinstance(sq.pattern, Evolved):
             continue
         follow = followers.get(sq.clause.alias, []) if sq.clause.alias else []
         if isinstance(sq.pattern, Reach):
-            program = ReachProgram(sq.pattern, store, sq.in_frame, records)
+            programs[sq.name] = ReachProgram(sq.pattern, store, sq.in_frame, records)
         else:
-            program = ClusterProgram(sq.pattern, store, sq.in_frame, keep_last,
-                                     [(f.pattern, f.in_frame) for f in follow])
-        runs[sq.name], metrics[sq.name] = program.run(store, instances, **engine_options), program.metrics
-        for f, followed in zip(follow, getattr(program, "followed", [])):
+            programs[sq.name] = ClusterProgram(sq.pattern, store, sq.in_frame, keep_last,
+                                               [(f.pattern, f.in_frame) for f in follow], shared.get(sq.clause.alias))
+    tied = [name for name, sq in ((sq.name, sq) for sq in subqueries) if name in programs
+            and (sq.clause.alias in shared or sq.pattern.aliases())]
+    runs, metrics = {}, {}
+    if tied:
+        staged = StagedProgram([programs[name] for name in tied])
+        runs.update(zip(tied, staged.run(store, instances, **engine_options)))
+    for name, program in programs.items():
+        if name not in runs:
+            runs[name] = program.run(store, instances, **engine_options)
+        metrics[name] = program.metrics
+        for f, followed in zip(followers.get(program.pattern.clause.alias, []) if program.pattern.clause.alias else [],
+                               getattr(program, "followed", [])):
             runs[f.name], metrics[f.name] = followed, program.metrics
     return runs, metrics
 

@@ -2,8 +2,9 @@
 
 Patterns consume the ``GraphView`` protocol, satisfied by Hatrick's live graph
 (``hatrick.live.GraphView``), by :class:`StoreInstanceView` (one stored GoFS
-instance, reading only the columns a query needs) and by :class:`PandasView`
-(any pair of DataFrames; used for replays and tests):
+instance read whole into this process, for a replay or a comparison: a query
+over a stored graph runs its past on Gopher and never reads one) and by
+:class:`PandasView` (any pair of DataFrames; used for replays and tests):
 
 - ``time`` (float) and ``seq`` (int, increasing per source);
 - ``vertices()`` -> DataFrame with ``id`` and one column per vertex attribute;
@@ -274,11 +275,7 @@ def _condition_mask(frame: pd.DataFrame, c: n.VertexCondition, bindings: Binding
     if isinstance(column.dtype, pd.CategoricalDtype) and not isinstance(c.value, n.Wildcard):
         return _coded_mask(column, c, bindings, kind)
     if isinstance(c.value, n.Wildcard) and kind == "vertex" and not _is_list_column(column):
-        # same value as a member of the alias's reported clusters: compare integer codes
-        codes = _codes(snap, c.attribute)
-        member = np.zeros(codes.max() + 2 if len(codes) else 1, bool)
-        member[codes[_wildcard_values(c, bindings, snap)]] = True
-        hit = member[codes] & (codes >= 0)
+        hit = _same_value_as_members(c, bindings, snap, column)
         return hit if c.op == "=" else ~hit
     if c.op == "in" or isinstance(c.value, n.Wildcard):
         values = column.to_numpy()[_wildcard_values(c, bindings, snap)] if isinstance(c.value, n.Wildcard) \
@@ -348,14 +345,47 @@ def _list_contains(column: pd.Series, values) -> np.ndarray:
     return hit.groupby(level=0).any().reindex(column.index, fill_value=False).to_numpy(dtype=bool)
 
 
-def _wildcard_values(c: n.VertexCondition, bindings: Bindings, snap) -> np.ndarray:
-    """Positions of the members of the clusters currently reported under the wildcard's alias."""
+def _alias_state(c: n.VertexCondition, bindings: Bindings):
     alias = c.value.alias
     state = bindings.aliases.get(alias)
     if state is None:
         raise located(c.value, f"alias {alias!r} is not defined by a sub-query of this query (AS {alias})")
-    positions = state.reported_positions()
-    return positions
+    return state
+
+
+def _wildcard_values(c: n.VertexCondition, bindings: Bindings, snap) -> np.ndarray:
+    """Positions of the members of the clusters currently reported under the wildcard's alias."""
+    return _alias_state(c, bindings).reported_positions()
+
+
+def _same_value_as_members(c: n.VertexCondition, bindings: Bindings, snap, column: pd.Series) -> np.ndarray:
+    """The wildcard's rule: the rows whose ``c.attribute`` equals that of a member of a cluster
+    the alias reports (a missing value equals none). Over a whole snapshot the members are
+    positions in it (integer codes compared); over one partition of a Gopher run the alias's
+    state is its :class:`ReportedMembers` there."""
+    state = _alias_state(c, bindings)
+    if isinstance(state, ReportedMembers):
+        return state.same_value(c.attribute, column)
+    codes = _codes(snap, c.attribute)
+    member = np.zeros(codes.max() + 2 if len(codes) else 1, bool)
+    member[codes[state.reported_positions()]] = True
+    return member[codes] & (codes >= 0)
+
+
+@dataclass
+class ReportedMembers:
+    """What an ``alias.*`` wildcard reads of its alias in one partition and instance of a Gopher
+    run: ``mask``, which of the partition's vertices are members of a cluster the alias reports,
+    and ``values``, {attribute: the distinct values the members of every partition have}
+    (gathered between the tasks; ``id`` needs none: a vertex equals only itself)."""
+    mask: np.ndarray
+    values: dict
+
+    def same_value(self, attribute: str, column: pd.Series) -> np.ndarray:
+        if attribute == "id":
+            return self.mask.copy()
+        values = self.values[attribute]
+        return column.isin(values).to_numpy(dtype=bool) & column.notna().to_numpy()
 
 
 def _codes(snap, attribute: str) -> np.ndarray:
