@@ -245,8 +245,8 @@ SERVED = frozenset({"stage", "commit", "abandon", "clock", "sizes", "bucket_stat
                     "vertex_frame", "part", "owned", "send_ghosts", "join_ghosts", "edge_frame", "owned_labels",
                     "components_frame", "reachable", "reach_summary", "held_edges", "keep", "loaded_clock",
                     "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state", "busy",
-                    "merge_labels", "global_labels", "exchange", "instance_part", "write_state", "written",
-                    "pattern_step"})
+                    "merge_labels", "global_labels", "exchange", "stage_instance_part",
+                    "write_instance_partitions", "write_state", "written", "pattern_step"})
 
 
 class WorkerTasks:

@@ -82,8 +82,10 @@ class TemplateValues:
     ``size``: vids 0..size-1 are the graph's ids as loaded (template first), the same in every
     state derived from it (:mod:`hatrick.partitioned` keeps them on every worker), so these vids
     and keys mean the same everywhere. What a snapshot writes against (:mod:`hatrick.snapshot`):
-    ``counts`` (the template's copies of each key) and ``vertices`` (the GoFS template's vertex
-    count: vids from there on are vertices an instance or the stream added)."""
+    ``counts`` (the template's copies of each key), ``eids`` (the GoFS edge id of every copy, key
+    by key in ``keys`` order, ascending within a key: GoFS names a key's k-th copy by its k-th
+    smallest eid) and ``vertices`` (the GoFS template's vertex count: vids from there on are
+    vertices an instance or the stream added)."""
 
     keys: np.ndarray
     edge: dict
@@ -91,6 +93,7 @@ class TemplateValues:
     size: int = 0
     counts: np.ndarray | None = None
     vertices: int = 0
+    eids: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -153,12 +156,14 @@ class State:
 
 def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | None = None,
                 edge_columns: dict | None = None, static_vertex=(), static_edge=(), time: float = float("-inf"),
-                template_edges: tuple | None = None, template_vertices: int | None = None) -> State:
+                template_edges: tuple | None = None, template_vertices: int | None = None,
+                template_eids: np.ndarray | None = None) -> State:
     """The state of a graph given as original ids: all vertices, edges (parallel ones add
     multiplicity; attributes of the last copy win) and attribute columns (name -> (kind, values
     with None/NaN for missing)). Components are computed from scratch. ``template_edges``
     (src ids, dst ids, {static name: values}) are the template's edges whose static values come
-    back with them (default: these edges and their static columns); ``template_vertices``: how many
+    back with them (default: these edges and their static columns), ``template_eids`` their GoFS
+    edge ids (what a snapshot names removed and valued copies by); ``template_vertices``: how many
     of ``ids`` the GoFS template has (default all)."""
     index = pd.Index(np.asarray(ids))
     if not index.is_unique:
@@ -185,6 +190,7 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
     state = replace(base, vattrs=vattrs, vkinds=vkinds, keys=uniq, key_slots=slots, src=u[first].astype(np.int64),
                     dst=v[first].astype(np.int64), mult=counts.astype(np.int64), touched=np.full(len(uniq), time),
                     eattrs=eattrs, ekinds=ekinds)
+    eids = None
     if template_edges is None:
         t_keys, t_counts = uniq, counts.astype(np.int64)
         t_columns = {name: eattrs[name] for name in static_edge if name in eattrs}
@@ -197,9 +203,12 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
         for name, values in t_values.items():
             col, null = _column_from(ekinds[name], np.asarray(values, dtype=object)[t_last])
             t_columns[name] = Column(col, ~null)
+        if template_eids is not None:
+            template_eids = np.asarray(template_eids, np.int64)
+            eids = template_eids[np.lexsort((template_eids, t_all))]
     template = TemplateValues(t_keys, t_columns, {name: vattrs[name].present.copy() for name in static_vertex
                                                   if name in vattrs}, n, t_counts.astype(np.int64),
-                              n if template_vertices is None else int(template_vertices))
+                              n if template_vertices is None else int(template_vertices), eids)
     return replace(state, comp=components_from_scratch(state), template=template)
 
 

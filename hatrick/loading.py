@@ -17,6 +17,7 @@ def load_graph_state(graph) -> State:
     """The graph's latest state (last instance, else template), with its template's edges and
     vertex count (what snapshots are written against)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     template_ids = graph.vertex_ids.to_numpy(zero_copy_only=False)
     latest = graph.instances[-1]["id"] if graph.instances else None
@@ -32,7 +33,9 @@ def load_graph_state(graph) -> State:
     vt = pa.concat_tables([graph.read_vertex_partition(p, attributes=vattrs, instance=latest) for p in parts])
     et = pa.concat_tables([graph.read_edge_partition(p, attributes=eattrs, instance=latest) for p in parts])
     static_e = [n for n in ekind if ekind[n]]
-    tt = pa.concat_tables([graph.read_edge_partition(p, attributes=static_e) for p in parts])
+    tt = pa.concat_tables([graph.read_edge_partition(p, attributes=static_e, internal=True) for p in parts])
+    tt = tt.filter(pc.invert(tt.column("mirror")))          # each template edge once, with its eid
+    t_src, t_dst = (template_ids[tt.column(c).to_numpy()] for c in ("src", "dst"))
     rows = index.get_indexer(vt.column("id").to_numpy(zero_copy_only=False))
     vcols = {}
     for name in vattrs:
@@ -44,8 +47,6 @@ def load_graph_state(graph) -> State:
                         et.column("dst").to_numpy(zero_copy_only=False), graph.directed, vcols, ecols,
                         static_vertex=[n for n in vkind if vkind[n]], static_edge=static_e,
                         time=graph.instances[-1]["end"] if graph.instances else float("-inf"),
-                        template_edges=(tt.column("src").to_numpy(zero_copy_only=False),
-                                        tt.column("dst").to_numpy(zero_copy_only=False),
-                                        {n: tt.column(n).to_numpy(zero_copy_only=False) for n in static_e}),
-                        template_vertices=len(template_ids))
+                        template_edges=(t_src, t_dst, {n: tt.column(n).to_numpy(zero_copy_only=False) for n in static_e}),
+                        template_vertices=len(template_ids), template_eids=tt.column("eid").to_numpy())
     return state

@@ -35,8 +35,9 @@ in two phases (:meth:`PartitionedGraph.stage`, then :meth:`~PartitionedGraph.com
 :meth:`~PartitionedGraph.abandon`), so the stream makes it durable before any worker shows it and
 a failure on one worker changes none.
 
-Snapshots are built by the workers, each for its buckets (:meth:`Worker.instance_part`); the
-driver concatenates those changes against the template and commits the instance once.
+Snapshots are written by the workers, each staging its buckets' part
+(:meth:`Worker.stage_instance_part`) and writing the aligned files of its share of the GoFS
+partitions (:meth:`Worker.write_instance_partitions`); the driver commits the instance once.
 CGQL's live Reach, Cluster and Evolved run on the workers named by an ``on_batch`` view
 (:meth:`Worker.pattern_step`, :mod:`hatrick.cgql.onworkers`: summaries that grow with the
 boundary, clusters and matched pairs reach the driver; what a query remembers of its members
@@ -67,6 +68,7 @@ from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, co
                           reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
                           vertex_frame)
 from hatrick.ring import bucket_of
+from gofs.instance_parts import stage_part, write_partition, write_topology
 from hatrick.snapshot import instance_part
 from hatrick.statefile import write_state_file
 from hatrick.updates import ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, empty_rejected
@@ -317,10 +319,12 @@ class Worker:
         """Owned alive vertices with their attributes."""
         return vertex_frame(self.state, self.owned())
 
-    def instance_part(self) -> dict:
-        """This worker's part of a snapshot instance (:func:`hatrick.snapshot.instance_part`): its
-        owned vertices, the edges it holds and the template edges of the buckets it owns (the
-        template's vids are the same on every worker, so their buckets are found here)."""
+    def stage_instance_part(self, target) -> tuple[dict, object, dict]:
+        """Stage this worker's part of snapshot instance ``target`` (a
+        :class:`gofs.instance_parts.Target`; :func:`hatrick.snapshot.instance_part`): its owned
+        vertices, the edges it holds and the template edges of the buckets it owns (the template's
+        vids are the same on every worker, so their buckets are found here). Answers (attribute
+        types, the vertices it owns beyond the template with a partition hint, its counts)."""
         t = self.state.template
         rows = np.arange(len(t.keys))
         if not (self.owner == self.index).all():
@@ -328,7 +332,17 @@ class Worker:
             buckets = self._vid_buckets()
             edge_bucket = buckets[u] if self.state.directed else undirected_bucket(buckets[u], buckets[v])
             rows = rows[self.owner[edge_bucket] == self.index]
-        return instance_part(self.state, self.owned(), rows)
+        part = instance_part(self.state, self.owned(), rows, target.offsets)
+        return stage_part(target, self.index, part), part["added_vertices"], part["counts"]
+
+    def write_instance_partitions(self, target, partitions: list[int], vertex_schema, edge_schema,
+                                  added_edge_schema, topology: bool):
+        """Write the row-aligned value files of ``partitions`` of instance ``target`` from every
+        worker's staged part (:func:`gofs.instance_parts.write_partition`) and, if ``topology``,
+        its topology file (answered: what the log entry records)."""
+        for p in partitions:
+            write_partition(target, p, vertex_schema, edge_schema)
+        return write_topology(target, added_edge_schema) if topology else None
 
     def part(self) -> dict:
         """Everything this worker owns, as plain arrays (for :meth:`PartitionedGraph.gather`)."""
@@ -1065,10 +1079,19 @@ class PartitionedGraph:
             raise RuntimeError(f"hatrick: the view of batch {seq} was first read after batch {self.batch}; "
                                "with workers in Spark tasks, read it in the callback")
 
-    def instance_parts(self) -> list[dict]:
-        """Every worker's part of a snapshot instance (:meth:`Worker.instance_part`), built where
-        its state is: only the changes against the template reach the driver."""
-        return self._each("instance_part")
+    def stage_instance(self, target) -> list[tuple]:
+        """Every worker stages its part of snapshot instance ``target``
+        (:meth:`Worker.stage_instance_part`); their answers in worker order."""
+        return self._each("stage_instance_part", target)
+
+    def write_instance(self, target, vertex_schema, edge_schema, added_edge_schema) -> dict:
+        """Every worker writes the files of the GoFS partitions dealt to it (partition p to worker
+        p mod N) from the staged parts, worker 0 also the topology (its answer is returned)."""
+        n = len(self.workers)
+        answers = [w.request("write_instance_partitions", target, list(range(i, target.partitions, n)),
+                             vertex_schema, edge_schema, added_edge_schema, i == 0)
+                   for i, w in enumerate(self.workers)]
+        return [answer.result() for answer in answers][0]
 
     def edges(self) -> pd.DataFrame:
         return pd.concat([w.edge_frame() for w in self.workers], ignore_index=True)

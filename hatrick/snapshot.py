@@ -1,4 +1,4 @@
-"""Turn the live graph into a GoFS instance (through the public ``gofs.instances`` API).
+"""Turn the live graph into a GoFS instance, written by the workers where the state is.
 
 A GoFS instance stores its topology as a change against the template (added
 and removed edges) and its values as per-instance attributes, so a snapshot
@@ -7,9 +7,11 @@ snapshot with the buffered updates applied, and each instance is readable on
 its own by ``g.edges(instance=...)`` / ``g.vertices(instance=...)``.
 
 Each worker builds the part of its buckets (:func:`instance_part`: its owned vertices, the edges
-it holds, the template edges its buckets own) where its state is; the driver only concatenates
-those changes (:func:`combine_parts`) and commits the one instance. Vertices the stream added beyond the template are stored as the instance's
-added vertices (each keeps its internal id from snapshot to snapshot, see
+it holds, the template edges its buckets own) in the template's internal ids (vids, eids: every
+worker holds the template's keys and eids), stages it and writes the row-aligned files of its
+share of the GoFS partitions (:mod:`gofs.instance_parts`); the driver only places the vertices
+the stream added beyond the template and commits the instance: nothing of the size of the graph
+reaches it. Those added vertices keep their internal id from snapshot to snapshot (see
 :mod:`gofs.vids`), with the edges touching them as added edges. What an
 instance cannot carry (documented limits of the GoFS format, not worked around
 here): a removed template vertex loses its edges and values but stays listed;
@@ -19,13 +21,12 @@ cannot shadow a template column), so in that instance it is an added edge.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from gofs.instances import Instance
-from hatrick.live import Column, State, _SHIFT
+from hatrick.live import Column, State
 
 _ARROW = {"double": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(), "string": pa.string()}
 
@@ -44,6 +45,12 @@ class SnapshotReport:
     vertex_rows: int = 0
     edge_rows: int = 0
     seconds: float = 0.0
+    parts: list = field(default_factory=list)     # each worker's counts
+
+    @classmethod
+    def of_parts(cls, parts: list[dict], start: float, end: float) -> "SnapshotReport":
+        """The report of the workers' parts (their :func:`instance_part` counts)."""
+        return cls(start=start, end=end, parts=parts, **{name: sum(part[name] for part in parts) for name in _COUNTS})
 
 
 def _arrow(column: Column, rows: np.ndarray, kind: str) -> pa.Array:
@@ -70,23 +77,27 @@ def _static_values_changed(state: State, slots: np.ndarray, keys: np.ndarray) ->
     return changed
 
 
-PART_TABLES = ("vertex_values", "edge_values", "added_edges", "removed_edges", "added_vertices")
 _COUNTS = ("added_vertices", "added_edges", "removed_edges", "vertex_rows", "edge_rows")
 
 
-def instance_part(state: State, vids: np.ndarray, template_rows: np.ndarray) -> dict:
-    """One worker's part of a snapshot instance, against the template ``state.template``:
-    ``vids`` are the alive vertices it owns, every live edge of ``state`` is its own, and
-    ``template_rows`` (positions in the template's sorted keys) are the template edges its
-    buckets own. Returns the :data:`PART_TABLES` (Arrow tables or None) and the counts of a
-    :class:`SnapshotReport`."""
+def instance_part(state: State, vids: np.ndarray, template_rows: np.ndarray, offsets: np.ndarray) -> dict:
+    """One worker's part of a snapshot instance against the template ``state.template``, in the
+    template's internal ids (what :func:`gofs.instance_parts.stage_part` takes): ``vids`` are the
+    alive vertices it owns, every live edge of ``state`` is its own, and ``template_rows``
+    (positions in the template's sorted keys) are the template edges its buckets own; ``offsets``
+    (first vid of every GoFS partition, then the template's vertex count) place a vertex the
+    stream added near a template neighbour. Also ``added_vertices`` (``id``, ``hint``: that
+    partition or -1) and the counts of a :class:`SnapshotReport`."""
     t = state.template
+    if t.eids is None:
+        raise RuntimeError("hatrick: this live state has no template edge ids (a checkpoint written before "
+                           "they were kept); restart the stream from the graph's latest instance to snapshot it")
     ids = state.ids.to_numpy()
-    out = dict.fromkeys(PART_TABLES)
+    out = {}
     new_vertices = vids[vids >= t.vertices]
-    out["added_vertices"] = pa.table({"id": pa.array(ids[new_vertices])}) if len(new_vertices) else None
 
-    t_keys, t_counts = t.keys[template_rows], t.counts[template_rows]
+    first_eid = np.cumsum(t.counts) - t.counts          # where each template key's eids start
+    t_keys, t_counts, t_first = t.keys[template_rows], t.counts[template_rows], first_eid[template_rows]
     live = state.live_slots()
     keys = state.key(state.src[live], state.dst[live])
     order = np.argsort(keys)
@@ -102,55 +113,66 @@ def instance_part(state: State, vids: np.ndarray, template_rows: np.ndarray) -> 
     added_slots = np.repeat(live, now - kept)
     still = np.zeros(len(t_keys), np.int64)
     still[at_c[found]] = kept[found]
-    gone = np.repeat(np.arange(len(t_keys)), t_counts - still)
-    if len(gone):                         # one row per removed copy: GoFS names the k-th copy by the k-th row
-        mask = np.int64((1 << int(_SHIFT)) - 1)
-        u, v = t_keys[gone] >> np.int64(_SHIFT), t_keys[gone] & mask
-        out["removed_edges"] = pa.table({"src": pa.array(ids[u]), "dst": pa.array(ids[v])})
+    gone = t_counts - still                               # GoFS removes a key's first copies (smallest eids)
+    out["removed"] = pa.table({"eid": pa.array(t.eids[_ranges(t_first, gone)])}) if gone.any() else None
 
     dynamic_e = [n for n in state.eattrs if n not in state.static_edge]
     dynamic_v = [n for n in state.vattrs if n not in state.static_vertex]
+    out["added_edges"] = None
+    hint = np.full(len(new_vertices), -1, np.int64)
     if len(added_slots):
-        cols = {"src": pa.array(ids[state.src[added_slots]]), "dst": pa.array(ids[state.dst[added_slots]])}
+        src, dst = state.src[added_slots], state.dst[added_slots]
+        cols = {"src": pa.array(np.where(src < t.vertices, src, -1)), "dst": pa.array(np.where(dst < t.vertices, dst, -1)),
+                "src_id": pa.array(ids[src]), "dst_id": pa.array(ids[dst])}
         for name in state.eattrs:                       # static ones too: an added edge carries its own
             cols[name] = _arrow(state.eattrs[name], added_slots, state.ekinds[name])
         out["added_edges"] = pa.table(cols)
+        for mine, other in ((src, dst), (dst, src)) if len(new_vertices) else ():   # placed near a template neighbour
+            near = np.flatnonzero((mine >= t.vertices) & (other < t.vertices))
+            at_new = np.minimum(np.searchsorted(new_vertices, mine[near]), len(new_vertices) - 1)
+            ok = new_vertices[at_new] == mine[near]
+            np.maximum.at(hint, at_new[ok], np.searchsorted(offsets, other[near[ok]], side="right") - 1)
+    out["added_vertices"] = pa.table({"id": pa.array(ids[new_vertices]), "hint": pa.array(hint)}) \
+        if len(new_vertices) else None
 
+    out["edge_values"] = None
     edge_rows = vertex_rows = 0
     if dynamic_e:
-        slots = live[kept > 0]
+        slots, copies = live[kept > 0], kept[kept > 0]
         any_set = np.zeros(len(slots), bool)
         for name in dynamic_e:
             any_set |= state.eattrs[name].present[slots]
-        slots = np.repeat(slots[any_set], kept[kept > 0][any_set])      # every template copy of a key has its values
-        cols = {"src": pa.array(ids[state.src[slots]]), "dst": pa.array(ids[state.dst[slots]])}
+        slots, copies, first = slots[any_set], copies[any_set], at_c[kept > 0][any_set]
+        eids = t.eids[_ranges(t_first[first] + t_counts[first] - copies, copies)]   # the copies kept: the last ones
+        slots = np.repeat(slots, copies)                # every kept template copy of a key has its values
+        cols = {"eid": pa.array(eids), "src": pa.array(state.src[slots]), "dst": pa.array(state.dst[slots])}
         for name in dynamic_e:
             cols[name] = _arrow(state.eattrs[name], slots, state.ekinds[name])
         out["edge_values"] = pa.table(cols)
         edge_rows = len(slots)
 
+    out["vertex_values"] = out["added_values"] = None
     if dynamic_v:
         any_set = np.zeros(len(vids), bool)
         for name in dynamic_v:
             any_set |= state.vattrs[name].present[vids]
         picked = vids[any_set]
-        cols = {"id": pa.array(ids[picked])}
-        for name in dynamic_v:
-            cols[name] = _arrow(state.vattrs[name], picked, state.vkinds[name])
-        out["vertex_values"] = pa.table(cols)
+        for table, rows, key in (("vertex_values", picked[picked < t.vertices], "vid"),
+                                 ("added_values", picked[picked >= t.vertices], "id")):
+            cols = {key: pa.array(rows if key == "vid" else ids[rows])}
+            for name in dynamic_v:
+                cols[name] = _arrow(state.vattrs[name], rows, state.vkinds[name])
+            out[table] = pa.table(cols)
         vertex_rows = len(picked)
-    out["counts"] = dict(zip(_COUNTS, (len(new_vertices), len(added_slots), len(gone), vertex_rows, edge_rows)))
+    out["counts"] = dict(zip(_COUNTS, (len(new_vertices), len(added_slots), int(gone.sum()), vertex_rows, edge_rows)))
     return out
 
 
-def combine_parts(parts: list[dict], start: float, end: float) -> tuple[Instance, SnapshotReport]:
-    """The instance of the workers' :func:`instance_part` answers: each table the parts'
-    tables one after another (a column one worker never saw is null in its rows)."""
-    tables = {}
-    for name in PART_TABLES:
-        present = [part[name] for part in parts if part[name] is not None]
-        tables[name] = pa.concat_tables(present, promote_options="default") if present else None
-    report = SnapshotReport(start=start, end=end,
-                            **{name: sum(part["counts"][name] for part in parts) for name in _COUNTS})
-    return Instance(start, end, tables["vertex_values"], tables["edge_values"], tables["added_edges"],
-                    tables["removed_edges"], tables["added_vertices"]), report
+def _ranges(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """first[i], first[i] + 1, ..., first[i] + lengths[i] - 1, for every i, one after another."""
+    lengths = np.asarray(lengths, np.int64)
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    starts = np.repeat(np.asarray(first, np.int64) - (np.cumsum(lengths) - lengths), lengths)
+    return starts + np.arange(total)

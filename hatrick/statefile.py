@@ -37,7 +37,7 @@ def state_to_tree(s: State) -> dict:
             "template": None if s.template is None else {
                 "keys": s.template.keys, "edge": _columns_out(s.template.edge),
                 "vertex_present": dict(s.template.vertex_present), "size": s.template.size,
-                "counts": s.template.counts, "vertices": s.template.vertices}}
+                "counts": s.template.counts, "vertices": s.template.vertices, "eids": s.template.eids}}
 
 
 def state_from_tree(t: dict) -> State:
@@ -50,7 +50,8 @@ def state_from_tree(t: dict) -> State:
                                                                    dict(t["template"]["vertex_present"]),
                                                                    int(t["template"]["size"]),
                                                                    t["template"]["counts"],
-                                                                   int(t["template"]["vertices"])))
+                                                                   int(t["template"]["vertices"]),
+                                                                   t["template"].get("eids")))
 
 
 def write_durably(path: str, data: bytes, chunk: int | None = None) -> None:

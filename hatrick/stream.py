@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from gofs.errors import InputError
-from gofs.instances import append_instances
+from gofs.instance_parts import append_parts
 from gofs.store import as_store
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
 from hatrick.checkpoint import Checkpoint
@@ -62,7 +62,7 @@ from hatrick.marks import ProducerMarks
 from hatrick.partitioned import PartitionedGraph, Worker
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
-from hatrick.snapshot import SnapshotReport, combine_parts
+from hatrick.snapshot import SnapshotReport
 from hatrick.updates import UpdateError, empty_rejected, validate
 
 
@@ -467,8 +467,16 @@ class Stream:
         end = max(end, start)
         if self._checkpoint:
             self._checkpoint.snapshot_started(self.snapshots, self._covered, self.live.batch, start, end)
-        instance, report = combine_parts(self.live.instance_parts(), start, end)
-        report.instance = append_instances(self.graph.path, [instance])[0]
+        counts = []
+
+        def stage(target):
+            answers = self.live.stage_instance(target)
+            counts.extend(c for *_, c in answers)
+            return [(types, added) for types, added, _ in answers]
+
+        instance = append_parts(self.graph.path, start, end, stage, self.live.write_instance)
+        report = SnapshotReport.of_parts(counts, start, end)
+        report.instance = instance
         self.graph.refresh()
         report.buffered_updates = self.buffer.drain()["volume"]
         report.seconds = _time.perf_counter() - clock

@@ -481,7 +481,7 @@ def test_a_removed_vertex_takes_every_copy_of_its_edges_out_of_the_snapshot(tmp_
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_workers_build_their_buckets_parts_of_a_snapshot_with_the_values_of_one(tmp_path, spark):
-    """The same log on 1 and on 3 workers (each building its buckets' part of the instance):
+    """The same log on 1 and on 3 workers (each writing its buckets' part of the instance):
     both snapshots store the same vertices, edge copies and vertex and edge values, and the
     3 workers' parts split the changes between them (each one's part is its own)."""
     stored = []
@@ -490,12 +490,12 @@ def test_workers_build_their_buckets_parts_of_a_snapshot_with_the_values_of_one(
         log, ref = log_and_reference(graph, 11, 400)
         s = graph.stream(num_buckets=16, workers=workers)
         push_all(s, log, 50)
-        parts = s.live.instance_parts()
+        instance = s.snapshot()
+        parts = s.snapshots[-1].parts
         assert len(parts) == workers
         if workers == 3:
-            assert sum(part["counts"]["removed_edges"] > 0 for part in parts) >= 2
-            assert sum(part["counts"]["vertex_rows"] > 0 for part in parts) == 3
-        instance = s.snapshot()
+            assert sum(part["removed_edges"] > 0 for part in parts) >= 2
+            assert sum(part["vertex_rows"] > 0 for part in parts) == 3
         g = graph.refresh()
         assert stored_edge_counts(g, instance) == networkx_edge_counts(ref)
         vertices = g.vertices(instance=instance, attributes=["load"]).toPandas()
@@ -506,6 +506,39 @@ def test_workers_build_their_buckets_parts_of_a_snapshot_with_the_values_of_one(
                               for a, b, x in zip(edges.src, edges.dst, edges.load))))
     assert stored[0] == stored[1]
     assert any(x is not None for _, x in stored[0][0]) and any(x is not None for *_, x in stored[0][1])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_snapshot_whose_writer_fails_leaves_the_graph_as_it_was(tmp_path, monkeypatch):
+    """A worker failing while it writes its partitions' files: no instance is committed, the
+    instance directory (staged parts and files already written) is gone, and the next snapshot
+    of the same stream writes the instance the NetworkX reference expects."""
+    import os
+
+    from gofs import instance_parts
+
+    graph = sample_graph(str(tmp_path / "g.gofs"))
+    log, ref = log_and_reference(graph, 5, 300)
+    s = graph.stream(num_buckets=8, workers=2)
+    push_all(s, log, 50)
+    written = instance_parts.write_partition
+
+    def fail_on_the_last(target, p, *args):
+        written(target, p, *args)
+        if p == target.partitions - 1:
+            raise OSError("disk full")
+
+    monkeypatch.setattr(partitioned_module, "write_partition", fail_on_the_last)
+    with pytest.raises(OSError, match="disk full"):
+        s.snapshot()
+    g = graph.refresh()
+    assert g.instances == []
+    assert not os.path.exists(os.path.join(g.store.root, "instances")) or \
+        os.listdir(os.path.join(g.store.root, "instances")) == []
+    monkeypatch.setattr(partitioned_module, "write_partition", written)
+    instance = s.snapshot()
+    assert [i["id"] for i in graph.refresh().instances] == [instance]
+    assert stored_edge_counts(graph.refresh(), instance) == networkx_edge_counts(ref)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
