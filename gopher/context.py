@@ -44,8 +44,7 @@ class ComputeContext:
         vertex_ids = np.asarray(vertex_ids, dtype=np.int64)
         values = np.broadcast_to(np.asarray(values, dtype=self.message_dtype), vertex_ids.shape)
         if len(vertex_ids):
-            self.outbox.vertex_targets.append(vertex_ids)
-            self.outbox.vertex_values.append(np.ascontiguousarray(values))
+            self.outbox.add_vertex_batch(vertex_ids, np.ascontiguousarray(values))
 
     def send_to_subgraph(self, subgraph_id: int, payload) -> None:
         self.send_to_subgraphs(np.array([subgraph_id], dtype=np.int64), [payload])

@@ -53,10 +53,16 @@ class Outbox:
         self.subgraph_senders: list[int] = []      # one per batch of subgraph_targets
         self.subgraph_payloads: list = []
         self.broadcasts: list = []
+        self._vertex_messages = 0
+
+    def add_vertex_batch(self, targets: np.ndarray, values: np.ndarray) -> None:
+        self.vertex_targets.append(targets)
+        self.vertex_values.append(values)
+        self._vertex_messages += len(targets)
 
     def count(self) -> int:
-        return (sum(len(t) for t in self.vertex_targets) + len(self.subgraph_payloads)
-                + len(self.broadcasts))
+        """Messages queued so far (a task's partitions share one outbox: each reads it before and after)."""
+        return self._vertex_messages + len(self.subgraph_payloads) + len(self.broadcasts)
 
     def route(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc) -> dict[int, dict]:
         """Group messages by destination partition: {partition: batch dict}."""
@@ -126,18 +132,21 @@ class Inbox:
         self.sg_starts = bundle.sg_starts
         vt = [b["vertex"][0] for b in batches if "vertex" in b]
         vv = [b["vertex"][1] for b in batches if "vertex" in b]
-        targets = np.concatenate(vt) if vt else np.empty(0, np.int64)
-        values = np.concatenate(vv) if vv else np.empty(0)
-        targets, values = combine(targets, values, ufunc)
-        local = bundle.local_index(targets)
-        here = local >= 0                 # not a vertex that only another instance adds
-        local, values = local[here], values[here]
-        order = np.argsort(local, kind="stable")
-        self.local, self.values = local[order], values[order]
-        self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
+        if vt:
+            targets, values = combine(np.concatenate(vt), np.concatenate(vv), ufunc)
+            local = bundle.local_index(targets)
+            here = local >= 0                 # not a vertex that only another instance adds
+            local, values = local[here], values[here]
+            order = np.argsort(local, kind="stable")
+            self.local, self.values = local[order], values[order]
+            self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
+        else:                                 # no vertex messages: none of the passes above
+            self.local, self.values = np.empty(0, np.int64), np.empty(0)
+            self.vertex_bounds = np.zeros(len(self.sg_starts), np.int64)
         self._bounds = self.vertex_bounds.tolist()     # Python ints: for_subgraph runs once per sub-graph
         self._starts = self.sg_starts.tolist()
         self._no_values = self.values[:0]              # what a sub-graph without vertex messages gets
+        self.local_count = len(self.local)
         self.subgraph_messages = _by_target(bundle, [b["subgraph"] for b in batches if "subgraph" in b])
         self.broadcasts = [m for b in batches for m in b.get("broadcast", [])]
         self.count = len(self.local) + sum(len(v[1]) for v in self.subgraph_messages.values()) + len(self.broadcasts)
@@ -157,8 +166,11 @@ class Inbox:
         return Messages(self.local, self.values, senders + [-1] * len(self.broadcasts), payloads + self.broadcasts)
 
     def for_subgraph(self, k: int) -> Messages:
-        a, b = self._bounds[k], self._bounds[k + 1]
         senders, payloads = self.subgraph_messages.get(k, _NO_PAYLOADS)
+        if not (self.local_count or self.broadcasts):     # sub-graph messages only (or none)
+            return Messages(_NO_VERTICES, self._no_values, senders if senders else _NO_VERTICES,
+                            payloads if payloads else [])
+        a, b = self._bounds[k], self._bounds[k + 1]
         if self.broadcasts:
             senders, payloads = [*senders, *[-1] * len(self.broadcasts)], [*payloads, *self.broadcasts]
         if a == b:

@@ -210,11 +210,11 @@ class ActiveSubgraphs(Sequence):
     def __iter__(self):
         """Without the index checks of ``__getitem__`` nor a method call per item: a superstep's
         per-sub-graph loop walks every active sub-graph through this."""
-        built, states, subgraph = self._built, self._states, self._view.subgraph
+        built, states, subgraph, made = self._built, self._states, self._view.subgraph, self._view._subgraphs
         for i, k in enumerate(self._ks):
             sg = built[i]
             if sg is None:
-                sg = built[i] = subgraph(k)
+                sg = built[i] = made.get(k) or subgraph(k)
                 sg.state = states[k]
             yield sg
 
@@ -337,10 +337,11 @@ class TaskWorker:
         clock = time.perf_counter()
         outgoing: dict = {}
         lanes: dict = {}
+        boxes = {lane: (Outbox(), Outbox()) for lane in plan}     # a lane's sends from all of its partitions
         with files.traced() as reads:
             for p, run in self.partitions.items():
                 for lane, step in plan.items():
-                    report = self._step_lane(p, run, lane, step, outgoing)
+                    report = self._step_lane(p, run, lane, step, *boxes[lane])
                     total = lanes.setdefault(lane, {"active": 0, "halted": 0, "subgraphs": 0, "sent": 0,
                                                     "forward": 0, "received": 0, "partials": {}})
                     for name in ("active", "halted", "subgraphs", "sent", "forward", "received"):
@@ -348,6 +349,11 @@ class TaskWorker:
                     for name, value in report["partials"].items():
                         total["partials"][name] = value if name not in total["partials"] else \
                             self.specs[name].combine(total["partials"][name], value)
+        offsets = (self.spec.vertex_offsets, self.spec.subgraph_offsets)
+        for lane, pair in boxes.items():         # routed once per lane: one batch per destination partition
+            for kind, box in zip(("messages", "forward"), pair):
+                for dst, batch in box.route(*offsets, self.ufunc).items():
+                    outgoing.setdefault(dst, {}).setdefault(kind, {})[lane] = [batch]
         for total in lanes.values():
             for name, value in total["partials"].items():
                 if self.specs[name].pack is not None:
@@ -355,7 +361,9 @@ class TaskWorker:
         return outgoing, {"lanes": lanes, "compute_seconds": time.perf_counter() - clock,
                           "files": sorted(set(reads))}
 
-    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, outgoing: dict) -> dict:
+    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, out: Outbox, ahead: Outbox) -> dict:
+        """Partition ``p``'s part of ``lane`` in this superstep; its sends go into ``out`` and
+        ``ahead`` (forward), shared by the task's partitions and routed once after them all."""
         program = self.spec.program
         view = partition_view(self.spec, p, step.instance)
         n = view.bundle.num_subgraphs
@@ -372,7 +380,7 @@ class TaskWorker:
         inbox = Inbox(batches, view.bundle, self.ufunc)
         wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
         active = np.arange(n) if wake else np.flatnonzero(~state.halted[:n] | inbox.receiving())
-        out, ahead = Outbox(), Outbox()
+        sent, forward = out.count(), ahead.count()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
         if not step.sequential and isinstance(lane, int) and lane > 0:
             ctx._before = run.lanes.get(lane - 1)
@@ -401,12 +409,9 @@ class TaskWorker:
                 halts[i] = ctx._halt
                 states[k] = sg.state
         state.halted[active] = halts
-        offsets = (self.spec.vertex_offsets, self.spec.subgraph_offsets)
-        for kind, box in (("messages", out), ("forward", ahead)):
-            for dst, batch in box.route(*offsets, self.ufunc).items():
-                outgoing.setdefault(dst, {}).setdefault(kind, {}).setdefault(lane, []).append(batch)
         return {"active": int(len(active)), "halted": int(state.halted[:n].sum()), "subgraphs": n,
-                "sent": out.count(), "forward": ahead.count(), "received": inbox.count, "partials": ctx.partials}
+                "sent": out.count() - sent, "forward": ahead.count() - forward, "received": inbox.count,
+                "partials": ctx.partials}
 
     # after the supersteps ---------------------------------------------------------
     def merge(self, lanes: dict) -> dict:
