@@ -190,7 +190,8 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
 
     ``labelled`` ``(a, b, w, pa, pb, ca, cb)``: each undirected edge once, no self-loops, with
     both ends' partitions and clusters (each end's first-level cluster, whose vertices all share a
-    partition; the ends themselves for a band of just the boundary vertices); ``sizes``: the vertices ``labels`` puts in each partition; ``held``
+    partition; the ends themselves for a band of just the boundary vertices); ``sizes``: the
+    vertices ``labels`` puts in each partition; ``held``
     (:class:`gofs.spark_jobs.ScratchFrames`) keeps the intermediate frames. Partitions end with at
     most ``(1 + capacity_slack) n / k`` vertices, as far as their boundary vertices allow.
     ``report`` receives ``moves`` (greedy moves per round, summed over the tasks), ``fm_gains``
