@@ -83,14 +83,22 @@ def test_boundary_refinement_reaches_a_local_optimum_within_capacity():
                       & (weights.argmax(axis=1) != refined) & room[weights.argmax(axis=1)])
 
 
-def test_boundary_refinement_pushes_an_overfull_partition_down_to_capacity():
+def test_boundary_refinement_pushes_an_overfull_partition_down_to_capacity(monkeypatch):
     """Only boundary vertices move: an overflow smaller than the boundary is pushed out, the
-    vertices that lose least first."""
+    vertices that lose least first (greedy rounds alone); FM then straightens the jagged cut
+    that leaves, into the grid's best cut between two columns, without refilling the partition."""
+    import gofs.partition.boundary as boundary
+
     n, src, dst = grid(30, drop=0.0)
     parts = (np.arange(n) % 30 >= 14).astype(np.int32)     # columns 0-13 vs 14-29: 420 / 480 vertices
-    refined, capacity, _ = refine(n, src, dst, parts, 2)
-    assert capacity == 472 and np.bincount(refined, minlength=2).tolist() == [428, 472]
-    assert edge_cut(refined, src, dst) <= edge_cut(parts, src, dst) + 8     # each pushed vertex costs at most 1
+    monkeypatch.setattr(boundary, "FM_PASSES", 0)
+    pushed, capacity, _ = refine(n, src, dst, parts, 2)
+    assert capacity == 472 and np.bincount(pushed, minlength=2).tolist() == [428, 472]
+    assert edge_cut(pushed, src, dst) <= edge_cut(parts, src, dst) + 8     # each pushed vertex costs at most 1
+    monkeypatch.undo()
+    smoothed, _, _ = refine(n, src, dst, parts, 2)
+    assert np.bincount(smoothed, minlength=2).max() <= capacity
+    assert edge_cut(smoothed, src, dst) == 30 < edge_cut(pushed, src, dst)     # a straight cut: one edge per row
 
 
 @pytest.mark.parametrize("groups", [2, 3])

@@ -276,7 +276,7 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
     noisy[flip] = rng.integers(0, 4, flip.sum())
     a, b = np.minimum(src, dst), np.maximum(src, dst)
     labelled = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.ones(src.size, np.int64),
-                                                   "pa": noisy[a], "pb": noisy[b]}))
+                                                   "pa": noisy[a], "pb": noisy[b], "ca": a, "cb": b}))
     labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
     sizes = np.bincount(noisy, minlength=4)
     held, report = ScratchFrames(spark, "test"), {}

@@ -1,14 +1,17 @@
-"""Boundary-only refinement of a projected partition, in as few tasks as its boundary needs.
+"""Refinement of a projected partition in a band around its boundary, in as few tasks as the band needs.
 
 A partition projected from METIS's answer on the coarse graph is already close to a local
-optimum: only vertices with a neighbour in another partition (the *boundary*) can gain by
-moving, and on a road graph they are a few thousand of millions. So instead of a Spark job per
-propagation step over every edge, the edges that touch the boundary are sent, with both ends'
-partitions, to one task (more only when they exceed :data:`ROWS_PER_TASK`), where a numba kernel
-moves boundary vertices to the partition holding most of their edge weight, one at a time
-(no two-cycles), rounds until nothing gains, and pushes an over-full partition's cheapest
-boundary vertices out. Several tasks split each partition's room (and its excess) evenly, so
-the capacity holds whatever they do at the same time.
+optimum: only vertices near a neighbour in another partition can gain by moving, and on a road
+graph they are a small share of millions. The *band* is the vertices of the clusters (of the
+first coarsening level: whole clusters share a partition after projection) that hold a cut
+edge, on both sides of the boundary: several hops wide, about one cluster. So instead of a
+Spark job per propagation step over every edge, the edges that touch the band are sent, with
+both ends' partitions, to one task (more only when they exceed :data:`ROWS_PER_TASK`), where
+numba kernels move band vertices to the partition holding most of their edge weight, one at a
+time (no two-cycles), rounds until nothing gains, push an over-full partition's cheapest
+vertices out, and then run k-way FM passes (:func:`gofs.partition.fm.fm_passes`), which also
+take losing moves to smooth the boundary. Several tasks split each partition's room (and its
+excess) evenly, so the capacity holds whatever they do at the same time.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import pyarrow as pa
 from numba import njit
 
 from gofs.numba_cache import serialise_compilation
+from gofs.partition.fm import fm_passes
 from gofs.partition.matching import splitmix
 from gofs.spark_jobs import rows_by
 from sparkshim.compat import forgets_zip_importers
@@ -27,7 +31,12 @@ serialise_compilation()  # one compilation at a time on this machine: numba's ke
 
 ROWS_PER_TASK = 1 << 21
 """Boundary edge ends one refinement task holds at most (about 64 MiB of numpy arrays)."""
-_MOVES, _ROUNDS = 0, 1       # kinds of rows a refinement task returns
+FM_PASSES = 8
+"""FM passes a refinement task runs at most after its greedy rounds."""
+FM_PATIENCE = 1000
+"""An FM pass stops after this many moves without a better cut (road grids: 300 or more
+reach the same cut)."""
+_MOVES, _ROUNDS, _GAINS = 0, 1, 2       # kinds of rows a refinement task returns
 _RESULT = "kind int, a long, b long"
 
 
@@ -124,8 +133,9 @@ def shares(sizes: np.ndarray, capacity: int, groups: int) -> tuple[np.ndarray, n
 
 
 def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_moves: int, seed: int):
-    """Task: its boundary edge ends ``(g, u, v, pu, pv, w)`` grouped by ``g``; yields the moves
-    ``(MOVES, vid, to)`` and each group's moves per round ``(ROUNDS, round, moves)``."""
+    """Task: its band's edge ends ``(g, u, v, pu, pv, w)`` grouped by ``g``; yields the moves
+    ``(MOVES, vid, to)``, each group's greedy moves per round ``(ROUNDS, round, moves)`` and
+    the cut weight each FM pass removed ``(GAINS, pass, weight)``."""
     limit, target = shares(sizes, capacity, groups)
     per_group_min = math.ceil(min_moves / groups)
 
@@ -143,42 +153,53 @@ def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_mov
             neighbour = np.where(ids[at] == v, at, -1).astype(np.int64)
             start = pu[first].astype(np.int64)
             part = start.copy()
-            moves = refine_rounds(indptr, neighbour, pv.astype(np.int64), weight, part, ids,
-                                  np.asarray(sizes, np.int64).copy(), limit, target, rounds, per_group_min, seed)
+            fixed, counts = pv.astype(np.int64), np.asarray(sizes, np.int64).copy()
+            moves = refine_rounds(indptr, neighbour, fixed, weight, part, ids, counts, limit, target, rounds,
+                                  per_group_min, seed)
+            # FM fills a partition only up to its target: no losing move refills an over-full one.
+            gains = fm_passes(indptr, neighbour, fixed, weight, part, ids, counts, target, FM_PASSES, FM_PATIENCE,
+                              seed)
             changed = np.flatnonzero(part != start)
             yield pa.RecordBatch.from_pydict({"kind": np.full(changed.size, _MOVES, np.int32),
                                               "a": ids[changed], "b": part[changed]})
             yield pa.RecordBatch.from_pydict({"kind": np.full(moves.size, _ROUNDS, np.int32),
                                               "a": np.arange(moves.size, dtype=np.int64), "b": moves})
+            yield pa.RecordBatch.from_pydict({"kind": np.full(gains.size, _GAINS, np.int32),
+                                              "a": np.arange(gains.size, dtype=np.int64),
+                                              "b": gains.astype(np.int64)})
     return refine
 
 
-_ENDS = "u long, v long, pu int, pv int, w long"
+_ENDS = "u long, v long, pu int, pv int, w long, cu long"
 
 
 @forgets_zip_importers
-def _boundary_ends(batches):
-    """Task: of the edge ends it holds (all of each ``u``'s: split by ``u``), those of vertices
-    with an end in another partition."""
+def _band_ends(batches):
+    """Task: of the edge ends it holds (all of each cluster ``cu``'s: split by ``cu``), those of
+    the clusters with an end in another partition."""
     batches = list(batches)
     if not batches:
         return
     ends = pa.Table.from_batches(batches)
-    u = ends.column("u").to_numpy()
+    cu = ends.column("cu").to_numpy()
     cut = ends.column("pu").to_numpy() != ends.column("pv").to_numpy()
     if cut.any():
-        yield from ends.filter(pa.array(np.isin(u, np.unique(u[cut])))).to_batches()
+        yield from ends.filter(pa.array(np.isin(cu, np.unique(cu[cut])))).to_batches()
 
 
 def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
                     capacity_slack: float, held, report: dict | None = None):
-    """The partition ``labels`` ``(vid, part)`` after boundary-only refinement, as ``(vid, part)``.
+    """The partition ``labels`` ``(vid, part)`` after refinement in the band, as ``(vid, part)``.
 
-    ``labelled`` ``(a, b, w, pa, pb)``: each undirected edge once, no self-loops, with both ends'
-    partitions; ``sizes``: the vertices ``labels`` puts in each partition; ``held``
+    ``labelled`` ``(a, b, w, pa, pb, ca, cb)``: each undirected edge once, no self-loops, with
+    both ends' partitions and clusters (each end's first-level cluster, whose vertices all share a
+    partition; the ends themselves for a band of just the boundary vertices); ``sizes``: the
+    vertices ``labels`` puts in each partition; ``held``
     (:class:`gofs.spark_jobs.ScratchFrames`) keeps the intermediate frames. Partitions end with at
     most ``(1 + capacity_slack) n / k`` vertices, as far as their boundary vertices allow.
-    ``report`` receives ``moves`` (per round, summed over the tasks) and ``start_balance``.
+    ``report`` receives ``moves`` (greedy moves per round, summed over the tasks), ``fm_gains``
+    (cut weight removed per FM pass, summed), ``band`` (edge ends sent to the tasks) and
+    ``start_balance``.
     """
     from pyspark.sql import functions as F
 
@@ -187,22 +208,28 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
     n = int(sizes.sum())
     report["start_balance"] = float(sizes.max() * k / n) if n else 1.0
     capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
-    ends = labelled.select(F.col("a").alias("u"), F.col("b").alias("v"), F.col("pa").cast("int").alias("pu"),
-                           F.col("pb").cast("int").alias("pv"), "w") \
-        .unionByName(labelled.select(F.col("b").alias("u"), F.col("a").alias("v"), F.col("pb").cast("int").alias("pu"),
-                                     F.col("pa").cast("int").alias("pv"), "w"))
+    def ends(u, v):
+        return labelled.select(F.col(u).alias("u"), F.col(v).alias("v"), F.col("p" + u).cast("int").alias("pu"),
+                               F.col("p" + v).cast("int").alias("pv"), "w", F.col("c" + u).alias("cu"))
+
     slices = int(labelled.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    incident = held(ends.repartition(slices, "u").mapInArrow(_boundary_ends, _ENDS))
-    groups = max(1, math.ceil(incident.count() / ROWS_PER_TASK))
-    spread = F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("u")), F.lit(groups)).cast("int")
+    incident = held(ends("a", "b").unionByName(ends("b", "a")).repartition(slices, "cu")
+                    .mapInArrow(_band_ends, _ENDS))
+    report["band"] = incident.count()
+    groups = max(1, math.ceil(report["band"] / ROWS_PER_TASK))
+    spread = F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("cu")), F.lit(groups)).cast("int")
     result = held(incident.withColumn("g", spread).repartition(groups, "g")
                   .mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed), _RESULT))
-    per_round = np.zeros(rounds, np.int64)
-    ran = 0
-    for r, moved in result.where(F.col("kind") == _ROUNDS).select("a", "b").collect():
-        per_round[r] += moved
-        ran = max(ran, r + 1)
-    report["moves"] = per_round[:ran].tolist()
+    per_round, per_pass = np.zeros(rounds, np.int64), np.zeros(FM_PASSES, np.int64)
+    ran = passes = 0
+    for kind, r, count in result.where(F.col("kind") != _MOVES).select("kind", "a", "b").collect():
+        if kind == _ROUNDS:
+            per_round[r] += count
+            ran = max(ran, r + 1)
+        else:
+            per_pass[r] += count
+            passes = max(passes, r + 1)
+    report["moves"], report["fm_gains"] = per_round[:ran].tolist(), per_pass[:passes].tolist()
     moves = result.where(F.col("kind") == _MOVES).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("to"))
     return labels.join(moves, "vid", "left") \
         .select("vid", F.coalesce(F.col("to"), F.col("part")).cast("int").alias("part"))

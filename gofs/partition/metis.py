@@ -40,10 +40,11 @@ def _adjacency(num_vertices: int, src: np.ndarray, dst: np.ndarray) -> sp.csr_ma
 
 def weighted_parts(num_vertices: int, heads: np.ndarray, tails: np.ndarray, edge_weights: np.ndarray,
                    vertex_weights: np.ndarray, num_partitions: int, seed: int = 0, recursive: bool = False,
-                   ufactor: int | None = None) -> np.ndarray:
+                   ufactor: int | None = None, tries: int = 1) -> np.ndarray:
     """METIS on a weighted graph given as each undirected edge once (``heads[i]``, ``tails[i]``,
     no self-loops, no repeats), for the multilevel partitioner's coarse graphs and id ranges.
-    Weights are clipped to int32, as METIS takes them. Returns ``int32`` labels."""
+    Weights are clipped to int32, as METIS takes them. ``tries``: METIS's ``ncuts``, the best
+    of that many partitionings. Returns ``int32`` labels."""
     k = int(num_partitions)
     if k == 1 or num_vertices <= 1:
         return np.zeros(num_vertices, dtype=np.int32)
@@ -52,7 +53,7 @@ def weighted_parts(num_vertices: int, heads: np.ndarray, tails: np.ndarray, edge
     idx = pymetis.zero_copy_dtype()
     limit = np.iinfo(np.int32).max
     xadj, adjncy, eweights = _weighted_csr(num_vertices, heads, tails, np.minimum(edge_weights, limit), idx)
-    options = pymetis.Options(seed=seed) if ufactor is None else pymetis.Options(seed=seed, ufactor=ufactor)
+    options = pymetis.Options(seed=seed, ncuts=int(tries), **({} if ufactor is None else {"ufactor": ufactor}))
     _, parts = pymetis.part_graph(k, xadj=xadj, adjncy=adjncy, vweights=np.minimum(vertex_weights, limit).astype(idx),
                                   eweights=eweights, recursive=recursive, options=options)
     return np.asarray(parts, dtype=np.int32)
