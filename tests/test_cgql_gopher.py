@@ -74,8 +74,9 @@ def road_like(seed=3):
     return views
 
 
-def test_cluster_past_runs_on_gopher_where_the_driver_path_cannot(tmp_path):
-    views = road_like()
+def _stored_for_a_capped_driver(views, tmp_path):
+    """The views stored as a 4-partition graph with one instance each, where the capped driver
+    writes its events, and the environment that driver runs in."""
     first = views[0]
     path = str(tmp_path / "g.gofs")
     g = goffish.ingest(from_pandas(first.edges()[["src", "dst"]], first.vertices()[["id"]], directed=False),
@@ -84,6 +85,12 @@ def test_cluster_past_runs_on_gopher_where_the_driver_path_cannot(tmp_path):
                         for v in views])
     out = str(tmp_path / "events.json")
     env = dict(os.environ, PYTHONPATH=ROOT, ARROW_DEFAULT_MEMORY_POOL="system", MALLOC_ARENA_MAX="2")
+    return path, out, env
+
+
+def test_cluster_past_runs_on_gopher_where_the_driver_path_cannot(tmp_path):
+    views = road_like()
+    path, out, env = _stored_for_a_capped_driver(views, tmp_path)
     done = subprocess.run([sys.executable, "-c", _CAPPED, path, QUERY, out, "56"], env=env,
                           capture_output=True, text=True, timeout=900)
     assert "GOPHER OK" in done.stdout, done.stdout + done.stderr[-3000:]
@@ -413,14 +420,7 @@ def test_cluster_diameter_evolved_and_wildcard_reach_at_scale_match_the_oracle(t
         assert not (v.vertices()["usage"].to_numpy() < 20)[~hot].any()
         message = e["type"].to_numpy() == "message"
         assert hot[e["src"].to_numpy()[message]].all() and hot[e["dst"].to_numpy()[message]].all()
-    first = views[0]
-    path = str(tmp_path / "g.gofs")
-    g = goffish.ingest(from_pandas(first.edges()[["src", "dst"]], first.vertices()[["id"]], directed=False),
-                       path, num_partitions=4)
-    g.append_instances([Instance(v.time, v.time + 1, vertex_values=v.vertices(), edge_values=v.edges())
-                        for v in views])
-    out = str(tmp_path / "events.json")
-    env = dict(os.environ, PYTHONPATH=ROOT, ARROW_DEFAULT_MEMORY_POOL="system", MALLOC_ARENA_MAX="2")
+    path, out, env = _stored_for_a_capped_driver(views, tmp_path)
     text, warm = hot_query(), hot_query("FROM 0 TO 1")
     done = subprocess.run([sys.executable, "-c", _CAPPED_ORACLE, path, text, warm, out, "56"], env=env,
                           capture_output=True, text=True, timeout=900)
