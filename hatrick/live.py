@@ -38,12 +38,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from numba import njit
-from scipy.sparse.csgraph import breadth_first_order
 
 from gofs.errors import InputError
 from gofs.numba_cache import serialise_compilation
+from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.updates import (ADD_EDGE, ADD_VERTEX, DTYPES, REMOVE_EDGE, REMOVE_VERTEX, SET_EDGE, SET_VERTEX,
                              UpdateBatch, coerce, empty_rejected, infer_kind)
 
@@ -817,48 +816,18 @@ def select_vertices(state: State, selector) -> np.ndarray:
     return np.unique(vids[vids >= 0])
 
 
-def reachable_pairs(state: State, sources: np.ndarray, sinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (source vid, sink vid) with a path from source to sink (undirected: same component)."""
+def reachable_in(state: State, sources: np.ndarray, sinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (source vid, sink vid) with a path from source to sink (undirected: same component,
+    from the components kept here; directed: :func:`hatrick.reachability.reachable_pairs`)."""
     if not len(sources) or not len(sinks):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if not state.directed:
         return same_label_pairs(sources, state.comp[sources], sinks, state.comp[sinks])
     live = state.live_slots()
-    return directed_pairs(len(state.alive), state.src[live], state.dst[live], sources, sinks)
-
-
-def same_label_pairs(sources: np.ndarray, s_lab: np.ndarray, sinks: np.ndarray,
-                     t_lab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (source, sink) whose labels (``s_lab``, ``t_lab``: components) are equal, by
-    source then sink order (a sorted join: no pandas merge per live result)."""
-    order = np.argsort(t_lab, kind="stable")
-    t_sorted, t_lab_sorted = sinks[order], t_lab[order]
-    lo = np.searchsorted(t_lab_sorted, s_lab, "left")
-    count = np.searchsorted(t_lab_sorted, s_lab, "right") - lo
-    src = np.repeat(sources, count)
-    starts = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
-    return src, t_sorted[starts]
-
-
-def directed_pairs(n: int, src: np.ndarray, dst: np.ndarray, sources: np.ndarray,
-                   sinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (source, sink) of nodes 0..n-1 with a directed path over edges ``src -> dst`` (a
-    node reaches itself)."""
-    if not len(sources) or not len(sinks):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    graph = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
-    is_sink = np.zeros(n, bool)
-    is_sink[sinks] = True
-    out_s, out_t = [], []
-    for s in sources:                                  # one BFS per source vertex, in C
-        seen = breadth_first_order(graph, s, directed=True, return_predecessors=False)
-        hit = seen[is_sink[seen]]
-        out_s.append(np.full(len(hit), s))
-        out_t.append(hit)
-    return np.concatenate(out_s).astype(np.int64), np.concatenate(out_t).astype(np.int64)
+    return reachable_pairs(len(state.alive), state.src[live], state.dst[live], sources, sinks)
 
 
 def reachable_frame(state: State, sources, sinks) -> pd.DataFrame:
-    s, t = reachable_pairs(state, select_vertices(state, sources), select_vertices(state, sinks))
+    s, t = reachable_in(state, select_vertices(state, sources), select_vertices(state, sinks))
     ids = state.ids.to_numpy()
     return pd.DataFrame({"source": ids[s], "sink": ids[t]})

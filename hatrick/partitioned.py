@@ -64,9 +64,9 @@ from numba import njit
 from gofs.numba_cache import serialise_compilation
 from gopher.channel import Listener, connect
 from hatrick import datafile
-from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, components_frame, directed_pairs, edge_frame,
-                          reachable_frame, reachable_pairs, same_label_pairs, select_vertices, smallest_members,
-                          vertex_frame)
+from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, components_frame, edge_frame,
+                          reachable_frame, reachable_in, select_vertices, smallest_members, vertex_frame)
+from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.ring import bucket_of
 from gofs.instance_parts import stage_part, write_partition, write_topology
 from hatrick.snapshot import instance_part
@@ -564,7 +564,7 @@ class Worker:
         s = self.state
         picked = [self._picked(sel) for sel in (sources, sinks)]
         entry = s.vids_of(np.asarray(self._entries, dtype=s.ids.dtype))
-        u, v = reachable_pairs(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], self.ghosts()))
+        u, v = reachable_in(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], self.ghosts()))
         ids = s.ids.to_numpy()
         return ids[u], ids[v], ids[picked[0]], ids[picked[1]]
 
@@ -1147,8 +1147,8 @@ class PartitionedGraph:
         answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
         u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
         nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
-        s, t = directed_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
-                              nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
+        s, t = reachable_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
+                               nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
         ids = nodes.to_numpy()
         return pd.DataFrame({"source": ids[s], "sink": ids[t]})
 

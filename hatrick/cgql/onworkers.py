@@ -19,7 +19,7 @@ Reach
     boundary vertices (touched ghosts and asked entries) and of its selected sources and sinks;
     the driver joins pieces holding the same vertex and pairs sources and sinks of one joined
     piece. Directed: each worker sends its pairs from (sources, boundary) to (sinks, boundary)
-    over its kept edges; the driver follows them (:func:`hatrick.live.directed_pairs`), as
+    over its kept edges; the driver follows them (:func:`hatrick.reachability.reachable_pairs`), as
     :meth:`~hatrick.partitioned.PartitionedGraph._directed_reach` does for ``s.reachable``.
     Attribute records travel for the selected sources and sinks only.
 Cluster
@@ -62,7 +62,8 @@ from hatrick.cgql.errors import located
 from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, Reach, ReachState, aggregate_partials,
                                    derive_aggregates, diameters, partial_kinds, positions_in)
 from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, vertex_conditions_mask
-from hatrick.live import _column_out, directed_pairs, same_label_pairs, smallest_members
+from hatrick.live import _column_out, smallest_members
+from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.ring import bucket_of
 
 __all__ = ["WorkerSnapshot", "on_workers", "evaluate", "STEPS"]
@@ -167,8 +168,8 @@ def _reach(pattern: Reach, snap: WorkerSnapshot) -> ReachState:
     if directed:
         u, v, picked_s, picked_t = (np.concatenate([p[f] for p in parts]) for f in ("u", "v", "sources", "sinks"))
         nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
-        s, t = directed_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
-                              nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
+        s, t = reachable_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
+                               nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
         ids = nodes.to_numpy()
         source, sink = ids[s], ids[t]
     else:
@@ -491,8 +492,8 @@ def reach_finish(w, key: str, entries: np.ndarray) -> dict:
     a, z = pending["a"], pending["z"]
     if pending["directed"]:             # paths come in at entries and ghosts with kept out-edges here
         entry = entry[entry >= 0]
-        u, v = directed_pairs(size, a, z, np.union1d(sources, np.union1d(pending["ghost_a"], entry)),
-                              np.union1d(sinks, np.union1d(pending["ghost_z"], entry)))
+        u, v = reachable_pairs(size, a, z, np.union1d(sources, np.union1d(pending["ghost_a"], entry)),
+                               np.union1d(sinks, np.union1d(pending["ghost_z"], entry)))
         return {"u": ids[u], "v": ids[v], "sources": ids[sources], "sinks": ids[sinks], "records": records}
     graph = sp.csr_matrix((np.ones(len(a), bool), (a, z)), shape=(size, size))
     pieces, piece = connected_components(graph, directed=False)

@@ -17,9 +17,8 @@ Semantics (each decided here; the tests' brute-force oracles re-derive them):
     WHERE edge condition (through any vertices; directed graphs follow edge
     direction). ``reachable`` when a pair enters the set, ``unreachable``
     when it leaves (path broken, endpoint removed or no longer matching).
-    Vectorised: one ``scipy.sparse.csgraph.connected_components`` (weak for
-    undirected, strong for directed graphs), then reachability between
-    components by sparse boolean products over the condensation.
+    Vectorised: :func:`hatrick.reachability.reachable_pairs`, the kernel the
+    live path and the Gopher program share.
 
 ``Cluster(conditions, aggregate conditions)``
     Members: vertices matching the vertex conditions (in the call and in a
@@ -56,11 +55,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra
+from scipy.sparse.csgraph import connected_components, dijkstra
 
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import CGQLSyntaxError, located
 from hatrick.cgql.views import Bindings, Snapshot, _plain
+from hatrick.reachability import reachable_pairs
 
 __all__ = ["Pattern", "Reach", "Cluster", "Evolved", "register_pattern", "PATTERNS", "check_clause"]
 
@@ -195,7 +195,9 @@ class Reach(Pattern):
         sinks = np.flatnonzero(snap.vertex_mask(sinks_cond, b))
         edges = snap.edge_mask(self.clause.edge, b)
         directed = snap.directed if self.options.get("directed") is None else bool(self.options["directed"])
-        s, t = reachable_pairs(snap, edges, sources, sinks, directed)
+        s, t = reachable_pairs(snap.num_vertices, snap.src[edges], snap.dst[edges], sources, sinks, directed)
+        distinct = s != t
+        s, t = s[distinct], t[distinct]
         pairs = pd.MultiIndex.from_arrays([snap.ids[s], snap.ids[t]], names=["source", "sink"])
         return ReachState(pairs, lambda ids: snap.records(snap.index.get_indexer(ids)))
 
@@ -227,76 +229,6 @@ class Reach(Pattern):
         return [{"status": status, "source": _plain(a), "sink": _plain(z), "source_attributes": sa,
                  "sink_attributes": za}
                 for a, z, sa, za in zip(source.tolist(), sink.tolist(), source_attrs, sink_attrs)]
-
-
-def reachable_pairs(snap: Snapshot, edges: np.ndarray, sources: np.ndarray, sinks: np.ndarray,
-                    directed: bool):
-    """Positions (s, t), s != t, of source/sink pairs joined by a path over the selected edges."""
-    empty = np.empty(0, np.int64)
-    if len(sources) == 0 or len(sinks) == 0:
-        return empty, empty
-    adjacency = snap.adjacency(edges, symmetric=not directed)
-    k, label = connected_components(adjacency, directed=directed, connection="strong")
-    if directed:
-        # reachability between strongly connected components over the condensation DAG, restricted to
-        # the components that a source reaches and that reach a sink (two csgraph traversals)
-        a, z = label[snap.src[edges]], label[snap.dst[edges]]
-        keep = a != z
-        source_components, sink_components = np.unique(label[sources]), np.unique(label[sinks])
-        relevant = (_reached(a[keep], z[keep], k, source_components)
-                    & _reached(z[keep], a[keep], k, sink_components))
-        index = np.full(k, -1, np.int64)
-        index[relevant] = np.arange(int(relevant.sum()))
-        inside = keep & relevant[a] & relevant[z]
-        r = int(relevant.sum())
-        dag = sp.csr_matrix((np.ones(int(inside.sum()), np.int32), (index[a[inside]], index[z[inside]])),
-                            shape=(r, r))
-        starts = index[source_components[relevant[source_components]]]
-        reach = sp.csr_matrix((np.ones(len(starts), np.int32), (np.arange(len(starts)), starts)),
-                              shape=(len(starts), r))
-        frontier = reach
-        while frontier.nnz:
-            step = (frontier @ dag).astype(bool).astype(np.int32)
-            frontier = step - step.multiply(reach)      # newly reached (row, component) entries
-            frontier.eliminate_zeros()
-            reach = reach + frontier
-        reachable_sinks = sinks[relevant[label[sinks]]]
-        sink_onehot = sp.csr_matrix((np.ones(len(reachable_sinks), np.int32),
-                                     (index[label[reachable_sinks]], np.arange(len(reachable_sinks)))),
-                                    shape=(r, len(reachable_sinks)))
-        hits = (reach @ sink_onehot).tocoo()
-        rows = np.searchsorted(starts, index[label[sources]])
-        known = relevant[label[sources]]
-        s, t = _join(rows[known], sources[known], hits.row, reachable_sinks[hits.col])
-    else:
-        s, t = _join(label[sources], sources, label[sinks], sinks)
-    keep = s != t
-    return s[keep].astype(np.int64), t[keep].astype(np.int64)
-
-
-def _join(left_key, left, right_key, right):
-    """All (left[i], right[j]) with left_key[i] == right_key[j] (an equi-join in numpy)."""
-    order = np.argsort(right_key, kind="stable")
-    right_key, right = right_key[order], right[order]
-    lo = np.searchsorted(right_key, left_key, side="left")
-    counts = np.searchsorted(right_key, left_key, side="right") - lo
-    total = int(counts.sum())
-    before = np.cumsum(counts) - counts
-    gather = np.arange(total) - np.repeat(before, counts) + np.repeat(lo, counts)
-    return np.repeat(left, counts), right[gather]
-
-
-def _reached(src: np.ndarray, dst: np.ndarray, k: int, starts: np.ndarray) -> np.ndarray:
-    """Mask of the k nodes reachable from any of ``starts`` over edges src -> dst (starts included)."""
-    if len(starts) == 0:
-        return np.zeros(k, bool)
-    hub = np.full(len(starts), k)
-    graph = sp.csr_matrix((np.ones(len(src) + len(starts), bool),
-                           (np.concatenate([src, hub]), np.concatenate([dst, starts]))), shape=(k + 1, k + 1))
-    order = breadth_first_order(graph, k, directed=True, return_predecessors=False)
-    mask = np.zeros(k + 1, bool)
-    mask[order] = True
-    return mask[:k]
 
 
 # Cluster -------------------------------------------------------------------------------

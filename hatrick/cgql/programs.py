@@ -99,6 +99,7 @@ from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, EvolvedState,
                                    satisfies, values_at)
 from hatrick.cgql.views import (Bindings, ReportedMembers, _plain, edge_condition_mask, text_frame,
                                 vertex_conditions_mask)
+from hatrick.reachability import set_bits, source_bits, spread_bits
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
@@ -855,9 +856,10 @@ class _RemoteRows:
 class ReachProgram(PatternProgram):
     """One Reach sub-query over a sequence of instances: per instance, the sources are numbered
     (``select``), every vertex gathers the set of sources that reach it as a bit set, spread
-    inside a partition by :func:`spread_bits` and across partitions over the kept remote edges
-    (``spread``), and the sinks report their (source, sink) pairs with the endpoints'
-    attributes (``summary``). Only the pairs reach the driver."""
+    inside a partition by :func:`hatrick.reachability.spread_bits` (the live path's kernel) and
+    across partitions over the kept remote edges (``spread``), and the sinks report their
+    (source, sink) pairs with the endpoints' attributes (``summary``). Only the pairs reach the
+    driver."""
 
     partition_messages = True
     aggregators = {"changed": "sum", "sources": _CONCAT, "pairs": _CONCAT}
@@ -917,18 +919,15 @@ class ReachProgram(PatternProgram):
     @staticmethod
     def _sources_bits(whole: dict, numbered: np.ndarray) -> np.ndarray:
         """The partition's bit sets at superstep 1: each source has its own bit."""
-        bits = np.zeros((len(whole["is_source"]), max(1, -(-len(numbered) // 64))), np.uint64)
         local = np.flatnonzero(whole["is_source"])
-        bit = np.searchsorted(numbered, whole["vertex_ids"][local])
-        np.bitwise_or.at(bits, (local, bit // 64), np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64)))
-        return bits
+        return source_bits(len(whole["is_source"]), local, np.searchsorted(numbered, whole["vertex_ids"][local]),
+                           len(numbered))
 
     @staticmethod
     def _pairs(bits: np.ndarray, whole: dict, numbered: np.ndarray):
         """(source vid, sink id) pairs at the partition's sinks, and the sinks' attribute rows."""
         sinks = np.flatnonzero(whole["is_sink"] & bits.any(axis=1))
-        flags = np.unpackbits(bits[sinks].view(np.uint8), axis=1, bitorder="little")[:, :len(numbered)]
-        row, bit = np.nonzero(flags)
+        row, bit = set_bits(bits[sinks])
         records = {a: v[sinks] for a, v in whole["records"].items()}
         return numbered[bit], records["id"][row], records
 
@@ -1033,43 +1032,6 @@ def _spread(ctx, whole: dict, bits: np.ndarray, start: np.ndarray) -> int:
         groups = np.split(rows, cut[1:])
         ctx.send_to_subgraphs(targets[cut], [(dst[g], bits[src[g]]) for g in groups])
     return int(gained.sum())
-
-
-@njit(cache=True, nogil=True)
-def spread_bits(indptr, indices, bits, start):
-    """Close the per-vertex bit sets over a CSR graph from the vertices in ``start`` (a worklist:
-    a vertex is revisited only when it gains a bit). Vertex ``v``'s edges are
-    ``indices[indptr[v]:indptr[v + 1]]``. Returns the mask of vertices that gained."""
-    n, words = bits.shape
-    gained = np.zeros(n, np.bool_)
-    queued = np.zeros(n, np.bool_)
-    queue = np.empty(n, np.int64)
-    head = tail = 0
-    for v in start:
-        gained[v] = True
-        if not queued[v]:
-            queued[v] = True
-            queue[tail % n] = v
-            tail += 1
-    while head < tail:
-        v = queue[head % n]
-        head += 1
-        queued[v] = False
-        for e in range(indptr[v], indptr[v + 1]):
-            u = indices[e]
-            grew = False
-            for w in range(words):
-                new = bits[v, w] & ~bits[u, w]
-                if new:
-                    bits[u, w] |= new
-                    grew = True
-            if grew:
-                gained[u] = True
-                if not queued[u]:
-                    queued[u] = True
-                    queue[tail % n] = u
-                    tail += 1
-    return gained
 
 
 class StagedProgram(TimeSeriesProgram):

@@ -13,7 +13,7 @@ over a stored graph runs its past on Gopher and never reads one) and by
 A :class:`Snapshot` wraps one view: vertices sorted by id (so component
 labels and cluster identities are deterministic), edge endpoints as vertex
 positions (edges whose endpoint is not a vertex are dropped), and a cache of
-masks and adjacency matrices keyed by the bound conditions, shared by every
+masks keyed by the bound conditions, shared by every
 registered query that sees the same view object.
 """
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from gofs.errors import InputError
 from hatrick.cgql import nodes as n
@@ -186,16 +185,6 @@ class Snapshot:
         if key[1] is not None:
             self._cache[key] = mask
         return mask
-
-    def adjacency(self, edges: np.ndarray, symmetric: bool) -> sp.csr_matrix:
-        """Boolean adjacency (CSR, n x n) of the selected edges; symmetrised when asked."""
-        src, dst = self.src[edges], self.dst[edges]
-        if symmetric:
-            src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-        data = np.ones(len(src), dtype=bool)
-        matrix = sp.csr_matrix((data, (src, dst)), shape=(self.num_vertices, self.num_vertices))
-        matrix.sum_duplicates()
-        return matrix
 
     def records(self, positions: np.ndarray) -> list[dict]:
         """Attribute dicts (without ``id``) of the vertices at ``positions``, for event payloads."""
