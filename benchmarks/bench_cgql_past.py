@@ -80,15 +80,17 @@ def _run_profile(metrics) -> dict:
 
 
 def _compile_kernels() -> None:
-    """Compile the Reach program's numba kernels and Cluster's overlap counting (the warm-up query
-    selects no groups: it never counts overlaps) into their on-disk cache in a child process, as the
-    untimed CC run does for the components kernels: the workers then load them instead of timing a
-    compile, and the driver's memory is not changed by them."""
-    code = ("import numpy as np; from hatrick.cgql.programs import overlap_counts; "
-            "from hatrick.reachability import set_bits, spread_bits; "
+    """Compile the Reach program's numba kernels, Cluster's overlap counting (the warm-up query
+    selects no groups: it never counts overlaps) and its pass's kernels into their on-disk cache in a
+    child process, as the untimed CC run does for the components kernels: the workers then load them
+    instead of timing a compile, and the driver's memory is not changed by them."""
+    code = ("import numpy as np; from hatrick.cgql.programs import overlap_counts, kept_adjacency, "
+            "first_row_numbering; from hatrick.reachability import set_bits, spread_bits; "
             "spread_bits(np.zeros(2, np.int64), np.empty(0, np.int64), np.zeros((1, 1), np.uint64), "
             "np.zeros(1, np.int64)); set_bits(np.zeros((1, 1), np.uint64)); "
-            "overlap_counts(np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 1)")
+            "overlap_counts(np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 1); "
+            "kept_adjacency(np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1, bool), np.ones(1, bool), 1); "
+            "first_row_numbering(np.zeros(1, np.int32), np.ones(1, bool), 1)")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

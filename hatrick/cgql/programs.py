@@ -166,8 +166,13 @@ class PatternProgram(TimeSeriesProgram):
         if self.edge is not None:
             names = self.edge_attributes + self.instance_edge_attributes
             remote = subgraph.remote_edges
-            local = local & edge_condition_mask(text_frame({a: subgraph.edge_attribute(a) for a in names}), self.edge, b)
-            usable = usable & edge_condition_mask(text_frame({a: remote.attribute(a) for a in names}), self.edge, b)
+            pairs = {a: (subgraph.edge_attribute(a), remote.attribute(a)) for a in names}
+            joined = {a: _joinable(*pair) for a, pair in pairs.items()}
+            if all(v is not None for v in joined.values()):     # one decision over local, then remote rows
+                kept = edge_condition_mask(text_frame(joined), self.edge, b)
+                return frame, local & kept[:len(local)], usable & kept[len(local):]
+            local = local & edge_condition_mask(text_frame({a: v[0] for a, v in pairs.items()}), self.edge, b)
+            usable = usable & edge_condition_mask(text_frame({a: v[1] for a, v in pairs.items()}), self.edge, b)
         return frame, local, usable
 
 
@@ -278,7 +283,7 @@ class ClusterProgram(PatternProgram):
                                {a: pd.unique(np.concatenate(v)) if v else np.empty(0) for a, v in values.items()})
 
     def _partition(self, whole, b: Bindings) -> dict:
-        """Members, kept edges and their pieces over the whole partition in a few C passes (pieces
+        """Members, kept edges and their pieces over the whole partition in a few compiled passes (pieces
         never cross sub-graphs: local edges do not), numbered so that each sub-graph's pieces are
         consecutive: {"piece" (-1 outside), "members" (rows in a piece), "starts" (each piece's
         first row), "usable" remote rows, "columns" (aggregated attributes at the members)}."""
@@ -286,24 +291,18 @@ class ClusterProgram(PatternProgram):
         remote = whole.remote_edges
         frame, local, usable = self._rows(whole, np.ones(len(src), bool), np.ones(len(remote), bool))
         members = vertex_conditions_mask(frame, self.conditions, b)
-        kept = np.flatnonzero(local & members[src] & members[dst])
         usable &= members[remote.src]
         size = whole.num_vertices
-        touched = members.copy() if self.min_size < 2 else np.zeros(size, bool)
-        touched[src[kept]] = touched[dst[kept]] = True
+        indptr, indices, touched = kept_adjacency(src, dst, local, members, size)
+        if self.min_size < 2:
+            touched |= members
         touched[remote.src[usable]] = True
-        graph = csr_matrix((np.ones(len(kept)), *_adjacency(src[kept], dst[kept], size, False)), shape=(size, size))
+        graph = csr_matrix((np.ones(len(indices)), indices, indptr), shape=(size, size))
         count, piece = connected_components(graph, directed=True, connection="weak")   # float data: used as is
-        # scipy numbers the pieces in the order of their first vertex and a piece is touched whole,
-        # so in row order each touched piece's first row is where its number exceeds all before
+        out, starts = first_row_numbering(piece, touched, count)
         rows = np.flatnonzero(touched)
-        numbers = piece[rows]
-        fresh = numbers > np.maximum.accumulate(np.r_[-1, numbers[:-1]])
-        renumbered = np.full(count, -1, np.int64)
-        renumbered[numbers[fresh]] = np.arange(int(fresh.sum()))
-        out = np.full(size, -1, np.int64)
-        out[rows] = renumbered[numbers]
-        return {"piece": out, "members": rows, "usable": usable, "starts": rows[fresh], "ids": whole.ids,
+        kept = np.flatnonzero(local & members[src] & members[dst]) if self.diameter else None
+        return {"piece": out, "members": rows, "usable": usable, "starts": starts, "ids": whole.ids,
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
                 "kinds": partial_kinds(self.aggregates),
@@ -1285,6 +1284,55 @@ def smallest_in_pieces(ids, piece, count):
 
 
 @njit(cache=True, nogil=True)
+def kept_adjacency(src, dst, kept, members, size):
+    """(indptr, indices) of the CSR of the local edges ``src`` -> ``dst`` that the WHERE clause
+    keeps (``kept``) between two members, in their order, and the mask of the vertices they
+    touch: the kept edges listed in one pass without a branch (half the edges are kept, at
+    random: a branch would mispredict), then counted and placed."""
+    chosen = np.empty(len(src), np.int64)
+    m = 0
+    for e in range(len(src)):
+        chosen[m] = e
+        m += kept[e] & members[src[e]] & members[dst[e]]
+    indptr = np.zeros(size + 1, np.int64)
+    touched = np.zeros(size, np.bool_)
+    for i in range(m):
+        e = chosen[i]
+        indptr[src[e] + 1] += 1
+        touched[src[e]] = True
+        touched[dst[e]] = True
+    for v in range(size):
+        indptr[v + 1] += indptr[v]
+    indices = np.empty(m, np.int64)
+    fill = indptr[:-1].copy()
+    for i in range(m):
+        e = chosen[i]
+        indices[fill[src[e]]] = dst[e]
+        fill[src[e]] += 1
+    return indptr, indices, touched
+
+
+@njit(cache=True, nogil=True)
+def first_row_numbering(piece, touched, count):
+    """The touched rows' pieces (``piece``: 0..count-1 per row) renumbered in the order of their
+    first touched row, -1 for a row not touched, and each renumbered piece's first row: so
+    each sub-graph's pieces are consecutive and a piece's first row is its smallest vertex."""
+    renumbered = np.full(count, -1, np.int64)
+    out = np.full(len(piece), -1, np.int64)
+    starts = np.empty(count, np.int64)
+    n = 0
+    for v in range(len(piece)):
+        if touched[v]:
+            p = piece[v]
+            if renumbered[p] < 0:
+                renumbered[p] = n
+                starts[n] = v
+                n += 1
+            out[v] = renumbered[p]
+    return out, starts[:n]
+
+
+@njit(cache=True, nogil=True)
 def overlap_counts(before, now, before_count, count):
     """(previous piece, piece, rows shared) for every pair of pieces that share a row, ordered
     by previous piece, then piece (``before``: -1 where a row was in none); one counting sort
@@ -1322,6 +1370,17 @@ def overlap_counts(before, now, before_count, count):
                 y -= 1
             col[y + 1], shared[y + 1] = c, w
     return row[:m], col[:m], shared[:m]
+
+
+def _joinable(local, remote):
+    """An edge attribute's local values followed by its remote ones, where both are of one kind
+    (numpy arrays of one dtype, or Categoricals over the same values: then by their codes),
+    so the WHERE condition is decided in one pass; None otherwise."""
+    if isinstance(local, pd.Categorical) and isinstance(remote, pd.Categorical) and local.dtype == remote.dtype:
+        return pd.Categorical.from_codes(np.concatenate([local.codes, remote.codes]), dtype=local.dtype)
+    if isinstance(local, np.ndarray) and isinstance(remote, np.ndarray) and local.dtype == remote.dtype:
+        return np.concatenate([local, remote])
+    return None
 
 
 def _label_column(store, edge) -> set:

@@ -290,14 +290,33 @@ def _condition_mask(frame: pd.DataFrame, c: n.VertexCondition, bindings: Binding
     return np.asarray(result.fillna(False) if isinstance(result, pd.Series) else result, dtype=bool)
 
 
+#: {(distinct values, whether one is missing, the condition bound, kind): the condition at each
+#: distinct value}: a stored graph's few text values (edge types) come back in every partition and
+#: instance, and deciding them through pandas costs more than gathering the codes
+_CODED_DECISIONS: dict = {}
+_CODED_DECISIONS_KEPT = 256
+_CODED_DISTINCT_KEYED = 64          # more distinct values than this: decided each time, not kept
+
+
 def _coded_mask(column: pd.Series, c: n.VertexCondition, bindings: Bindings, kind: str) -> np.ndarray:
     """A condition on a categorical column, decided once per distinct value (the same rule as
     on plain values; a missing value is one more distinct value) and gathered by code."""
-    codes = column.cat.codes.to_numpy()
-    distinct = column.cat.categories.to_numpy(dtype=object)
-    if (codes < 0).any():
-        distinct = np.append(distinct, None)         # code -1 picks the last: the missing value
-    hit = _condition_mask(text_frame({c.attribute: distinct}), c, bindings, kind, None)
+    coded = column.array                      # the Categorical: its codes without a Series around them
+    codes, categories = coded.codes, coded.categories
+    missing = bool((codes < 0).any())
+    bound = _bound_key((c,), bindings) if len(categories) <= _CODED_DISTINCT_KEYED else None
+    key = None if bound is None else (str(categories.dtype), tuple(categories), missing, bound, kind)
+    hit = None if key is None else _CODED_DECISIONS.get(key)
+    if hit is None:
+        distinct = categories.to_numpy(dtype=object)
+        if missing:
+            distinct = np.append(distinct, None)         # code -1 picks the last: the missing value
+        hit = _condition_mask(text_frame({c.attribute: distinct}), c, bindings, kind, None)
+        if key is not None:
+            if len(_CODED_DECISIONS) >= _CODED_DECISIONS_KEPT:
+                _CODED_DECISIONS.clear()
+            hit.flags.writeable = False
+            _CODED_DECISIONS[key] = hit
     return hit[codes]
 
 
