@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa          # pyarrow.compute (~60 ms) is imported where used: a fresh Python worker imports this module
 
-from gofs import files, layout, vids as vid_space
+from gofs import files, layout, manifest as manifest_io, vids as vid_space
 
 
 @dataclass
@@ -151,15 +151,17 @@ def load_partition(store, p: int, vertex_attributes=(), edge_attributes=()) -> P
 
 def load_instance_attributes(store, bundle: PartitionBundle, instance: dict,
                              vertex_attributes=(), edge_attributes=(), categorical: bool = False) -> tuple[dict, dict]:
-    """Instance values aligned with ``bundle``: ({name: per-vertex}, {name: (local, remote)}).
+    """Instance values aligned with ``bundle``: ({name: per-vertex}, {name: (local, remote)}), of
+    the attributes named that the instance stores (:func:`gofs.manifest.stored_columns`: its own
+    and the static ones it overrides, which then take the template's place).
 
     ``categorical``: text edge values come as ``pandas.Categorical`` (the stored dictionary codes
     over the distinct values), so a reader can decide a condition once per distinct value."""
     p = bundle.partition
     vertex = {}
     edge = {}
-    have_v = [a for a in vertex_attributes if a in instance["vertex_attributes"]]
-    have_e = [a for a in edge_attributes if a in instance["edge_attributes"]]
+    have_v = [a for a in vertex_attributes if a in manifest_io.stored_columns(instance, "vertex")]
+    have_e = [a for a in edge_attributes if a in manifest_io.stored_columns(instance, "edge")]
     if have_v:
         t = files.read_columns(store.fs, layout.instance_vertices(store.root, instance["id"], p), have_v)
         vertex = {a: _column(t, a) for a in have_v}

@@ -196,6 +196,8 @@ def sync(fs, paths) -> None:
                 directories.add(folder)
         elif os.path.exists(path):
             _fsync(path)
+        else:
+            continue                    # never written (an instance with no files): nothing names it
         directories.add(os.path.dirname(path.rstrip("/")))
     for folder in sorted(directories, key=len, reverse=True):
         _fsync(folder)

@@ -13,10 +13,11 @@ import pyarrow as pa
 
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
-from gofs.instances import _check_schema, _entry, after_commit, open_for_append
+from gofs.instances import after_commit, check_schema, log_entry, open_for_append, static_types, time_range, \
+    with_template_values
 from sparkshim.compat import arrow_schema, forgets_zip_importers, spark_schema
 
-_P, _VID = "_gofs_partition", "_gofs_vid"      # key columns, named apart from any user column
+_P, _VID, _GIVEN = "_gofs_partition", "_gofs_vid", "_gofs_given"    # named apart from any user column
 
 
 def append_vertex_frame(path: str, frame, start: float, end: float | None = None, columns=None, spark=None) -> int:
@@ -26,7 +27,8 @@ def append_vertex_frame(path: str, frame, start: float, end: float | None = None
     ----------
     path : the GoFS graph.
     frame : Spark DataFrame with an ``id`` column (the graph's vertex ids) and the values;
-        vertices it does not mention get nulls.
+        vertices it does not mention get nulls (a column named like a static attribute
+        overrides it for the vertices it mentions; the others keep the template's value).
     start, end : the instance's time range (``end`` defaults to ``start``).
     columns : which columns to keep (default: all but ``id``).
 
@@ -47,21 +49,23 @@ def append_vertex_frame(path: str, frame, start: float, end: float | None = None
     with open_for_append(fs, root) as (snapshot, locked):
         manifest = snapshot.manifest
         where = f"instance (start={start})"
-        start, end = _time_range(start, end, manifest, where)
+        start, end = time_range(start, end, manifest, where)
         vschema = manifest_io.field_types(manifest["instance_schema"]["vertex"], f"{path}: instance schema")
-        static = {f["name"] for f in manifest["vertex_schema"]} | {"id", "vid", "sg", "instance", "start", "end"}
+        static = static_types(manifest, "vertex")
         attributes = pa.schema([types.field(c) for c in names])
-        _check_schema("vertex", attributes.empty_table(), vschema, static, f"{where} vertex values")
+        overrides = check_schema("vertex", attributes.empty_table(), vschema, static, f"{where} vertex values")
+        attributes = pa.schema([pa.field(f.name, static[f.name]) if f.name in static else f for f in attributes])
         _check_id_type(types.field("id").type, manifest["id_type"], where)
         data = layout.version_root(root, snapshot.version)
         iid = housekeeping.next_instance_id(fs, data, snapshot)
         keys = _vertex_keys(spark, path, data, manifest)
         _validate(values, keys, where)
         try:
-            _write_aligned(spark, path, data, manifest, iid, values, keys, attributes)
-            vschema.update({f.name: f.type for f in attributes})
+            _write_aligned(spark, path, data, manifest, iid, values, keys, attributes, overrides, where)
+            vschema.update({f.name: f.type for f in attributes if f.name not in static})
             entry = {"op": "append", "data": snapshot.version,
-                     "instances": [_entry(iid, start, end, attributes.empty_table(), None, (None, None, None))],
+                     "instances": [log_entry(iid, start, end, attributes.empty_table(), None, (None, None, None),
+                                             {"vertex": overrides})],
                      "instance_schema": {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),
                                          "edge": manifest["instance_schema"]["edge"]}}
             manifest_io.commit(fs, root, snapshot.head + 1, entry, durable=[layout.instance_dir(data, iid)])
@@ -72,20 +76,6 @@ def append_vertex_frame(path: str, frame, start: float, end: float | None = None
             raise
         after_commit(fs, root, locked)
     return iid
-
-
-def _time_range(start, end, manifest: dict, where: str) -> tuple[float, float]:
-    try:
-        start = float(start)
-        end = float(end if end is not None else start)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: start/end must be numbers") from None
-    if not (np.isfinite(start) and np.isfinite(end)) or end < start:
-        raise InputError(f"{where}: need finite start <= end, got start {start}, end {end}")
-    if manifest["instances"] and start < manifest["instances"][-1]["start"]:
-        raise InputError(f"{where}: starts before the previous instance ({manifest['instances'][-1]['start']}); "
-                         "instances are appended in time order")
-    return start, end
 
 
 def _check_id_type(id_type: pa.DataType, graph_id_type: str, where: str) -> None:
@@ -131,8 +121,10 @@ def _validate(values, keys, where: str) -> None:
     raise InputError(f"{where} vertex values, field 'id': vertex {row['id']!r} given twice")
 
 
-def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values, keys, attributes: pa.Schema):
-    """Each task writes the instance file of the partitions it holds, rows in template order."""
+def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values, keys, attributes: pa.Schema,
+                   overrides: list[str], where: str):
+    """Each task writes the instance file of the partitions it holds, rows in template order
+    (override columns completed from the template's values where the frame names no vertex)."""
     from pyspark.sql import functions as F
 
     k = manifest["num_partitions"]
@@ -148,12 +140,19 @@ def _write_aligned(spark, path: str, data: str, manifest: dict, iid: int, values
         for p in np.unique(table.column(_P).to_numpy()):
             rows = table.filter(pa.compute.equal(table.column(_P), int(p)))
             rows = rows.take(pa.array(np.argsort(rows.column(_VID).to_numpy(), kind="stable")))
-            aligned = pa.table({n: rows.column(n).cast(attributes.field(n).type) for n in names}, schema=attributes)
+            given = rows.column(_GIVEN).is_valid().to_numpy(zero_copy_only=False)
+            if overrides:
+                template = files.read_columns(fs, layout.template_vertices(data, int(p)), overrides)
+            aligned = pa.table({n: with_template_values(rows.column(n).combine_chunks(), given,
+                                                        template.column(n).combine_chunks(), f"{where}, field '{n}'")
+                                if n in overrides else rows.column(n).cast(attributes.field(n).type)
+                                for n in names}, schema=attributes)
             files.write_table(fs, layout.instance_vertices(data, iid, int(p)), aligned)
             yield pa.RecordBatch.from_pydict({"p": pa.array([int(p)], pa.int32()),
                                               "rows": pa.array([aligned.num_rows], pa.int64())})
 
-    aligned = keys.join(values, "id", "left").select(_P, _VID, *names).repartition(max(k, 1), F.col(_P))
+    aligned = keys.join(values.withColumn(_GIVEN, F.lit(True)), "id", "left").select(_P, _VID, _GIVEN, *names) \
+        .repartition(max(k, 1), F.col(_P))
     written = {r["p"]: r["rows"] for r in aligned.mapInArrow(write, "p int, rows long").collect()}
     fs, _ = layout.filesystem(path)
     for p, info in enumerate(manifest["partitions"]):

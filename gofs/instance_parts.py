@@ -17,10 +17,13 @@ append (:func:`append_parts`) never holds more than the parts' summaries:
    instance directory; one killed leaves an uncommitted directory that the next writer removes.
 
 The files and the entry are exactly those :func:`gofs.instances.append_instances` writes for the
-same instance, so readers see no difference.
+same instance, so readers see no difference. That includes static attributes a writer gives
+values for: the instance overrides them, and a row no writer staged a value for (a piece without
+that column counts as none) keeps the template's value.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,9 +32,9 @@ import pyarrow.compute as pc
 
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
-from gofs.instances import AddedVertices, _check_schema, _entry, _Registry, after_commit, open_for_append
+from gofs.instances import (AddedVertices, Registry, after_commit, check_schema, log_entry, open_for_append,
+                            static_types, time_range, with_template_values)
 from gofs.vids import partition_of_vids
-from gofs.frame_instances import _time_range
 
 PARTS = "_parts"
 _VERTEX, _EDGE = "v", "e"                            # per-partition staged files
@@ -41,12 +44,15 @@ _WHOLE = ("added_values", "removed", "added_edges")  # staged once per writer
 @dataclass(frozen=True)
 class Target:
     """Where a writer puts its part of instance ``iid`` (small and picklable: it goes to every writer).
-    ``offsets``: the first template vid of every partition, then the template's vertex count."""
+    ``offsets``: the first template vid of every partition, then the template's vertex count.
+    ``overrides``: {kind: static attribute names} the instance overrides, known once every part
+    is staged (what :func:`write_partition` completes from the template)."""
 
     path: str
     data: str
     iid: int
     offsets: np.ndarray
+    overrides: dict = dataclasses.field(default_factory=dict)
 
     @property
     def partitions(self) -> int:
@@ -104,32 +110,41 @@ def write_partition(target: Target, p: int, vertex_schema: pa.Schema | None, edg
     """Partition ``p``'s value files, row-aligned with its template files: vertex rows are its
     template vertices then the vertices the instance adds there (vid order, as
     :func:`gofs.instances.append_instances` writes them); edge rows follow its template edge file
-    (mirror rows included). Rows no writer staged are null."""
+    (mirror rows included). Rows no writer staged are null, except in the static columns the
+    instance overrides (``target.overrides``): there they hold the template's value."""
     fs, _ = layout.filesystem(target.path)
+    overrides = target.overrides
     if vertex_schema is not None:
         first, size = int(target.offsets[p]), int(target.offsets[p + 1] - target.offsets[p])
         position = np.full(size, -1, np.int64)
         pieces = _staged(fs, target, f"{_VERTEX}-{p:05d}-")
-        values = _conform(pieces, vertex_schema)
+        values, given = _conform(pieces, vertex_schema)
         if values.num_rows:
             position[pa.chunked_array(pieces_column(pieces, "vid")).to_numpy() - first] = np.arange(values.num_rows)
-        table = values.take(pa.array(position, mask=position < 0))
+        table, chosen = _placed(values, given, position)
         added = _added_here(fs, target, p)
         if added is not None and added.num_rows:
             pieces = _staged(fs, target, "added_values-")
             at = np.full(added.num_rows, -1, np.int64)
-            extra = _conform(pieces, vertex_schema)
+            extra, extra_given = _conform(pieces, vertex_schema)
             if extra.num_rows:
                 ids = pa.chunked_array(pieces_column(pieces, "id")).cast(added.column("id").type)
                 found = pc.index_in(added.column("id"), value_set=ids).to_numpy(zero_copy_only=False)
                 hit = ~np.isnan(found.astype(float))
                 at[hit] = found[hit].astype(np.int64)
-            table = pa.concat_tables([table, extra.take(pa.array(at, mask=at < 0))])
-        files.put_table(fs, layout.instance_vertices(target.data, target.iid, p), table)
+            extra, extra_chosen = _placed(extra, extra_given, at)
+            table = pa.concat_tables([table, extra])
+            chosen = {name: np.concatenate([chosen[name], extra_chosen[name]]) for name in chosen}
+        names = overrides.get("vertex", [])
+        template = files.read_columns(fs, layout.template_vertices(target.data, p), names) if names else None
+        files.put_table(fs, layout.instance_vertices(target.data, target.iid, p),
+                        _with_template(table, chosen, template, f"instance {target.iid} vertex values"))
     if edge_schema is not None:
-        eids = files.read_columns(fs, layout.template_edges(target.data, p), ["eid"]).column("eid").to_numpy()
+        names = overrides.get("edge", [])
+        template = files.read_columns(fs, layout.template_edges(target.data, p), ["eid", *names])
+        eids = template.column("eid").to_numpy()
         pieces = _staged(fs, target, f"{_EDGE}-{p:05d}-")
-        values = _conform(pieces, edge_schema)
+        values, given = _conform(pieces, edge_schema)
         position = np.full(len(eids), -1, np.int64)
         if values.num_rows:
             staged = pa.chunked_array(pieces_column(pieces, "eid")).to_numpy()
@@ -137,21 +152,50 @@ def write_partition(target: Target, p: int, vertex_schema: pa.Schema | None, edg
             at = np.minimum(np.searchsorted(staged[order], eids), len(staged) - 1)
             hit = staged[order][at] == eids
             position[hit] = order[at[hit]]
+        table, chosen = _placed(values, given, position)
         files.put_table(fs, layout.instance_edges(target.data, target.iid, p),
-                        values.take(pa.array(position, mask=position < 0)))
+                        _with_template(table, chosen, template.select(names) if names else None,
+                                       f"instance {target.iid} edge values"))
+
+
+def _placed(values: pa.Table, given: dict, position: np.ndarray) -> tuple[pa.Table, dict]:
+    """Row i of the result is ``values``' row position[i] (null where -1), and per column which
+    result rows a writer gave a value for."""
+    chosen = {name: np.zeros(len(position), bool) for name in given}
+    hit = position >= 0
+    for name, mask in given.items():
+        chosen[name][hit] = mask[position[hit]]
+    return values.take(pa.array(position, mask=~hit)), chosen
+
+
+def _with_template(table: pa.Table, chosen: dict, template: pa.Table | None, where: str) -> pa.Table:
+    """``table`` with each of ``template``'s columns (an override) completed from it where no
+    writer gave a value; the template has no rows for vertices the instance adds (null there)."""
+    if template is None:
+        return table
+    for name in template.column_names:
+        base = template.column(name).combine_chunks()
+        base = pa.concat_arrays([base, pa.nulls(table.num_rows - len(base), base.type)]) \
+            if table.num_rows > len(base) else base
+        column = with_template_values(table.column(name).combine_chunks(), chosen[name], base, f"{where}, field '{name}'")
+        table = table.set_column(table.column_names.index(name), name, column)
+    return table
 
 
 def pieces_column(pieces: list[pa.Table], name: str) -> list[pa.Array]:
     return [chunk for piece in pieces for chunk in piece.column(name).chunks]
 
 
-def _conform(pieces: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    """The staged ``pieces`` one after another with ``schema``'s columns (null where a writer had none)."""
+def _conform(pieces: list[pa.Table], schema: pa.Schema) -> tuple[pa.Table, dict]:
+    """The staged ``pieces`` one after another with ``schema``'s columns (null where a writer had
+    none), and per column which rows a writer gave (its piece has the column)."""
+    given = {f.name: np.concatenate([np.full(piece.num_rows, f.name in piece.column_names) for piece in pieces])
+             if pieces else np.zeros(0, bool) for f in schema}
     if not pieces:
-        return schema.empty_table()
+        return schema.empty_table(), given
     return pa.concat_tables([pa.table({f.name: piece.column(f.name).cast(f.type) if f.name in piece.column_names
                                        else pa.nulls(piece.num_rows, f.type) for f in schema}, schema=schema)
-                             for piece in pieces])
+                             for piece in pieces]), given
 
 
 def _added_here(fs, target: Target, p: int) -> pa.Table | None:
@@ -214,7 +258,7 @@ def append_parts(path: str, start: float, end: float, stage, write) -> int:
     with open_for_append(fs, root) as (snapshot, locked):
         manifest = snapshot.manifest
         where = f"instance (start={start})"
-        start, end = _time_range(start, end, manifest, where)
+        start, end = time_range(start, end, manifest, where)
         data = layout.version_root(root, snapshot.version)
         iid = housekeeping.next_instance_id(fs, data, snapshot)
         offsets = np.array([q["vertex_offset"] for q in manifest["partitions"]] + [manifest["num_vertices"]], np.int64)
@@ -223,23 +267,25 @@ def append_parts(path: str, start: float, end: float, stage, write) -> int:
             answers = stage(target)
             vschema, eschema = (manifest_io.field_types(manifest["instance_schema"][kind], f"{path}: instance schema")
                                 for kind in ("vertex", "edge"))
-            static = {kind: {f["name"] for f in manifest[f"{kind}_schema"]} | {"instance", "start", "end"}
-                      for kind in ("vertex", "edge")}
             new = {kind: _merged_types([types[kind] for types, _ in answers], f"{where} {kind} values")
                    for kind in ("vertex", "edge")}
+            overrides = {}
             for kind, known in (("vertex", vschema), ("edge", eschema)):
-                _check_schema(kind, pa.schema(list(new[kind].items())).empty_table(), known,
-                              static[kind] | {"id", "vid", "sg", "src", "dst", "eid"}, f"{where} {kind} values")
-                known.update(new[kind])
+                static = static_types(manifest, kind)
+                overrides[kind] = check_schema(kind, pa.schema(list(new[kind].items())).empty_table(), known, static,
+                                               f"{where} {kind} values")
+                new[kind].update({name: static[name] for name in overrides[kind]})
+                known.update({name: type_ for name, type_ in new[kind].items() if name not in static})
             added_edge_types = _merged_types([types.get("added_edges", {}) for types, _ in answers],
                                              f"{where} added edges")
             added = _place_added(fs, data, manifest, target, [a for _, a in answers if a is not None])
             vertex_schema = pa.schema(list(new["vertex"].items())) if new["vertex"] else None
             edge_schema = pa.schema(list(new["edge"].items())) if new["edge"] else None
+            target = dataclasses.replace(target, overrides=overrides)
             topology = write(target, vertex_schema, edge_schema, pa.schema(list(added_edge_types.items())))
             layout.remove(fs, target.parts_dir())
-            entry = _entry(iid, start, end, vertex_schema.empty_table() if vertex_schema else None,
-                           edge_schema.empty_table() if edge_schema else None, (None, None, None))
+            entry = log_entry(iid, start, end, vertex_schema.empty_table() if vertex_schema else None,
+                              edge_schema.empty_table() if edge_schema else None, (None, None, None), overrides)
             if topology["written"]:
                 entry["topology"] = {"added": topology["added"], "removed": topology["removed"]}
             if added is not None:
@@ -283,7 +329,7 @@ def _place_added(fs, data: str, manifest: dict, target: Target, tables: list[pa.
     unique = np.unique(ids)
     best = np.full(len(unique), -1, np.int64)              # any writer's hint (the largest one)
     np.maximum.at(best, np.searchsorted(unique, ids), hints)
-    registry = _Registry(fs, data, manifest)
+    registry = Registry(fs, data, manifest)
     added = AddedVertices(unique, registry.vids_for(unique, best), manifest["num_vertices"])
     files.put_table(fs, layout.instance_added_vertices(data, target.iid), added.table(id_type))
     grown = registry.table_if_grown(manifest["id_type"])

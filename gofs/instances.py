@@ -4,6 +4,13 @@ Instance values are stored row-aligned with the template files of each
 partition, so a reader zips columns instead of joining. All instances of one
 call are validated first, written, and only then committed by one log entry
 (:mod:`gofs.manifest`): a failed or killed append leaves the graph as it was.
+
+A value given for a static (template) attribute overrides the template's for that instance
+only: the instance's files hold the whole column (the template's values copied where the
+instance gives none) and its log entry lists the name (:func:`gofs.manifest.overridden`), so a
+reader takes one column from one file either way. This module owns the instance format; the
+writers that align values elsewhere (:mod:`gofs.instance_parts`, :mod:`gofs.frame_instances`)
+use its public helpers.
 """
 from __future__ import annotations
 
@@ -28,6 +35,8 @@ class Instance:
     ``vertex_values``: table with an ``id`` column plus attributes.
     ``edge_values``: table with ``src``/``dst`` columns plus attributes, or
     exactly one row per input edge (in ingest order) and no ``src``/``dst``.
+    A column named like a static attribute of the template overrides it in this instance for
+    the rows given (a null given is a null); the other rows keep the template's value.
     ``added_edges`` (``src``, ``dst`` and optional attributes) and
     ``removed_edges`` (``src``, ``dst``) change the topology of this instance only.
     ``added_vertices`` (an ``id`` column) are vertices this instance has beyond the
@@ -90,6 +99,20 @@ class _Template:
         keys = self._pair_keys(canon.column("src").to_numpy(), canon.column("dst").to_numpy())
         order = np.lexsort((eids, keys))
         return keys[order], eids[order]
+
+    def static_column(self, kind: str, name: str, rows: int) -> pa.Array:
+        """The template's values of static ``kind`` attribute ``name`` by vid (vertices) or eid
+        (edges), padded with nulls to ``rows`` (the vertices an instance adds have none)."""
+        if kind == "vertex":
+            column = pa.chunked_array([c for p in range(self.k) for c in files.read_columns(
+                self.fs, layout.template_vertices(self.root, p), [name]).column(name).chunks])
+        else:
+            edges = pa.concat_tables([files.read_columns(self.fs, layout.template_edges(self.root, p),
+                                                         ["eid", "mirror", name]) for p in range(self.k)])
+            edges = edges.filter(pc.invert(edges.column("mirror")))
+            column = _spread(edges.select([name]), edges.column("eid").to_numpy(), self.num_edges).column(name)
+        column = column.combine_chunks()
+        return pa.concat_arrays([column, pa.nulls(rows - len(column), column.type)]) if rows > len(column) else column
 
     def _pair_keys(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         if not self.directed:
@@ -164,7 +187,7 @@ class AddedVertices:
         return pa.table({"vid": pa.array(self.vids, pa.int64()), "id": pa.array(self.ids, id_type)})
 
 
-class _Registry:
+class Registry:
     """Vertices earlier instances added, with their vids: a vertex added again keeps its
     vid, a new one gets the next free vid of its partition (:mod:`gofs.vids`). An instance
     that places new vertices stores the whole registry after it, so an append reads one
@@ -223,12 +246,50 @@ def _spread(values: pa.Table, index: np.ndarray, size: int) -> pa.Table:
     return values.take(pa.array(position, mask=position < 0))
 
 
-def _check_schema(kind: str, table: pa.Table, known: dict, static: set, where: str) -> None:
+#: column names of the value files and read frames that no attribute may take
+RESERVED = {"vertex": {"id", "vid", "sg", "instance", "start", "end"},
+            "edge": {"src", "dst", "eid", "instance", "start", "end"}}
+
+
+def static_types(manifest: dict, kind: str) -> dict:
+    """{name: Arrow type} of the template's static ``kind`` attributes (what an instance may override)."""
+    return manifest_io.field_types(manifest[f"{kind}_schema"], f"{kind} schema")
+
+
+def check_schema(kind: str, table: pa.Table, known: dict, static: dict, where: str) -> list[str]:
+    """Check ``table``'s attribute columns against the per-instance types ``known`` so far and the
+    template's ``static`` types; returns the names that override a static attribute (their values
+    must convert to the template's type, :func:`with_template_values`)."""
     for f in table.schema:
-        if f.name in static:
-            raise InputError(f"{where}, field '{f.name}': clashes with a static {kind} attribute of the template")
-        if f.name in known and not known[f.name].equals(f.type):
+        if f.name in RESERVED[kind]:
+            raise InputError(f"{where}, field '{f.name}': clashes with a key column of the {kind} files")
+        if f.name not in static and f.name in known and not known[f.name].equals(f.type):
             raise InputError(f"{where}, field '{f.name}': type {f.type} differs from earlier instances ({known[f.name]})")
+    return [f.name for f in table.schema if f.name in static]
+
+
+def with_template_values(given: pa.Array, chosen: np.ndarray, template: pa.Array, where: str) -> pa.Array:
+    """An override column: ``given`` where ``chosen``, else the template's value (same rows)."""
+    try:
+        given = given.cast(template.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"{where}: values do not fit the template's type {template.type} ({exc})") from None
+    return pc.if_else(pa.array(chosen, pa.bool_()), given, template)
+
+
+def time_range(start, end, manifest: dict, where: str) -> tuple[float, float]:
+    """(start, end) of one instance appended after the graph's last one, checked."""
+    try:
+        start = float(start)
+        end = float(end if end is not None else start)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: start/end must be numbers") from None
+    if not (np.isfinite(start) and np.isfinite(end)) or end < start:
+        raise InputError(f"{where}: need finite start <= end, got start {start}, end {end}")
+    if manifest["instances"] and start < manifest["instances"][-1]["start"]:
+        raise InputError(f"{where}: starts before the previous instance ({manifest['instances'][-1]['start']}); "
+                         "instances are appended in time order")
+    return start, end
 
 
 def append_instances(path: str, instances: list[Instance]) -> list[int]:
@@ -254,12 +315,12 @@ def append_instances(path: str, instances: list[Instance]) -> list[int]:
                                     housekeeping.next_instance_id(fs, data, snapshot))
         written = []
         try:
-            for iid, _, _, vertex_table, edge_table, changes in prepared:
+            for iid, _, _, vertex_table, edge_table, changes, _ in prepared:
                 written.append(iid)
                 _write_instance(fs, data, snapshot.manifest, iid, vertex_table, edge_table, changes)
             entry = {"op": "append", "data": snapshot.version, "instances": [
-                _entry(iid, start, end, vertex_table, edge_table, changes)
-                for iid, start, end, vertex_table, edge_table, changes in prepared],
+                log_entry(iid, start, end, vertex_table, edge_table, changes, overrides)
+                for iid, start, end, vertex_table, edge_table, changes, overrides in prepared],
                 "instance_schema": schema}
             manifest_io.commit(fs, root, snapshot.head + 1, entry,
                                durable=[layout.instance_dir(data, iid) for iid in written])
@@ -310,10 +371,9 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
     where = f"{data}: instance schema"
     vschema = manifest_io.field_types(manifest["instance_schema"]["vertex"], where)
     eschema = manifest_io.field_types(manifest["instance_schema"]["edge"], where)
-    vstatic = {f["name"] for f in manifest["vertex_schema"]} | {"id", "vid", "sg", "instance", "start", "end"}
-    estatic = {f["name"] for f in manifest["edge_schema"]} | {"src", "dst", "eid", "instance", "start", "end"}
+    vstatic, estatic = static_types(manifest, "vertex"), static_types(manifest, "edge")
     last_start = manifest["instances"][-1]["start"] if manifest["instances"] else -np.inf
-    registry = _Registry(fs, data, manifest)
+    registry = Registry(fs, data, manifest)
     prepared = []
     for number, inst in enumerate(instances):
         where = f"instance {number} (start={inst.start})"
@@ -330,6 +390,7 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             raise InputError(f"{where}: starts before the previous instance ({last_start}); instances are appended in time order")
         last_start = start
         vertex_table = edge_table = None
+        overrides = {"vertex": [], "edge": []}
         added_edges = _table(inst.added_edges, f"{where} added_edges")
         added = _added_vertices(template, registry, _table(inst.added_vertices, f"{where} added_vertices"),
                                 added_edges, where)
@@ -342,10 +403,11 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
                 row = int(np.flatnonzero(pd.Index(vids).duplicated())[0])
                 raise InputError(f"{where} vertex values row {row + 1}, field 'id': vertex given twice")
             attrs = vt.drop(["id"])
-            _check_schema("vertex", attrs, vschema, vstatic, f"{where} vertex values")
-            vschema.update({f.name: f.type for f in attrs.schema})
+            overrides["vertex"] = check_schema("vertex", attrs, vschema, vstatic, f"{where} vertex values")
+            vschema.update({f.name: f.type for f in attrs.schema if f.name not in vstatic})
             rows = vids if added is None else added.rows_of(vids, template.n)
-            vertex_table = _spread(attrs, rows, template.n + (0 if added is None else len(added)))
+            vertex_table = _with_overrides(template, "vertex", _spread(attrs, rows, template.n + (0 if added is None else len(added))),
+                                           rows, overrides["vertex"], f"{where} vertex values")
         et = _table(inst.edge_values, f"{where} edge_values")
         if et is not None:
             if "src" in et.column_names or "dst" in et.column_names:
@@ -356,15 +418,29 @@ def _prepare(fs, data: str, snapshot, instances: list[Instance], next_id: int):
             else:
                 raise InputError(f"{where} edge values: need 'src' and 'dst' columns, or exactly one row per "
                                  f"edge ({template.num_edges}), got {et.num_rows} rows")
-            _check_schema("edge", attrs, eschema, estatic, f"{where} edge values")
-            eschema.update({f.name: f.type for f in attrs.schema})
-            edge_table = _spread(attrs, eids, template.num_edges)
+            overrides["edge"] = check_schema("edge", attrs, eschema, estatic, f"{where} edge values")
+            eschema.update({f.name: f.type for f in attrs.schema if f.name not in estatic})
+            edge_table = _with_overrides(template, "edge", _spread(attrs, eids, template.num_edges), eids,
+                                         overrides["edge"], f"{where} edge values")
         topology = _topology(template, added_edges, _table(inst.removed_edges, f"{where} removed_edges"), added, where)
         changes = (topology, added, registry.table_if_grown(template.id_type))
-        prepared.append((next_id + number, start, end, vertex_table, edge_table, changes))
+        prepared.append((next_id + number, start, end, vertex_table, edge_table, changes, overrides))
     schema = {"vertex": manifest_io.schema_fields(pa.schema(list(vschema.items()))),
               "edge": manifest_io.schema_fields(pa.schema(list(eschema.items())))}
     return prepared, schema
+
+
+def _with_overrides(template: _Template, kind: str, table: pa.Table, rows: np.ndarray, names: list[str],
+                    where: str) -> pa.Table:
+    """``table`` (spread over every row) with each override column completed from the template
+    where ``rows`` gave no value."""
+    chosen = np.zeros(table.num_rows, bool)
+    chosen[rows] = True
+    for name in names:
+        column = with_template_values(table.column(name).combine_chunks(), chosen,
+                                      template.static_column(kind, name, table.num_rows), f"{where}, field '{name}'")
+        table = table.set_column(table.column_names.index(name), name, column)
+    return table
 
 
 def _write_instance(fs, data: str, manifest: dict, iid: int, vertex_table, edge_table, changes) -> None:
@@ -398,21 +474,28 @@ def _edge_rows(fs, data: str, k: int) -> list[np.ndarray]:
             for p in range(k)]
 
 
-def _entry(iid, start, end, vertex_table, edge_table, changes) -> dict:
+def log_entry(iid, start, end, vertex_table, edge_table, changes, overrides: dict | None = None) -> dict:
+    """The log entry of one instance: its time range, the attributes its value files hold (those
+    of ``overrides``, {kind: names}, listed as overriding the template's), topology counts."""
     topology, added, registry = changes
-    entry = {"id": iid, "start": start, "end": end,
-             "vertex_attributes": [] if vertex_table is None else vertex_table.column_names,
-             "edge_attributes": [] if edge_table is None else edge_table.column_names,
-             "topology": None if topology is None else {
-                 "added": int(pc.sum(pc.equal(topology.column("op"), "add")).as_py() or 0),
-                 "removed": int(pc.sum(pc.equal(topology.column("op"), "remove")).as_py() or 0)}}
+    overrides = overrides or {}
+    entry = {"id": iid, "start": start, "end": end}
+    for kind, table in (("vertex", vertex_table), ("edge", edge_table)):
+        shadowing = overrides.get(kind) or []
+        entry[f"{kind}_attributes"] = [] if table is None else [c for c in table.column_names if c not in shadowing]
+    for kind in ("vertex", "edge"):
+        if overrides.get(kind):
+            entry[f"{kind}_overrides"] = list(overrides[kind])
+    entry["topology"] = None if topology is None else {
+        "added": int(pc.sum(pc.equal(topology.column("op"), "add")).as_py() or 0),
+        "removed": int(pc.sum(pc.equal(topology.column("op"), "remove")).as_py() or 0)}
     if added is not None:
         entry["topology"]["added_vertices"] = len(added)
         entry["topology"]["registry"] = registry is not None
     return entry
 
 
-def _added_vertices(template: _Template, registry: _Registry, table: pa.Table | None,
+def _added_vertices(template: _Template, registry: Registry, table: pa.Table | None,
                     added_edges: pa.Table | None, where: str) -> AddedVertices | None:
     """The instance's added vertices with their vids. A vertex no earlier instance added is
     placed in the partition of its first template neighbour among the added edges (else by

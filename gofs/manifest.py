@@ -106,6 +106,22 @@ def field_types(fields: list[dict], where: str) -> dict[str, pa.DataType]:
 
 # --------------------------------------------------------------------------- reading
 
+def overridden(instance: dict, kind: str) -> list[str]:
+    """The static ``kind`` ("vertex" or "edge") attributes of the template whose values
+    ``instance`` (a log entry's instance) shadows: its value files hold a column of that name,
+    complete for every row (the template's value copied where the instance changed nothing),
+    which readers take instead of the template's. Entries written before overrides existed
+    have none."""
+    return instance.get(f"{kind}_overrides", [])
+
+
+def stored_columns(instance: dict, kind: str) -> list[str]:
+    """Every column ``instance``'s ``kind`` value files hold: its per-instance attributes and the
+    static ones it overrides. The one rule readers follow: a name listed here is read from the
+    instance's files, any other static name from the template's."""
+    return [*instance[f"{kind}_attributes"], *overridden(instance, kind)]
+
+
 def _check_version(document: dict, where: str) -> None:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ManifestError(f"{where}: not a GoFS manifest (missing \"format\": \"{FORMAT}\")")

@@ -270,15 +270,21 @@ class GraphStore:
         """The dense internal id of an original vertex id (see :meth:`vids_of`)."""
         return int(self.vids_of([vertex_id], instance)[0])
 
-    def _instance_columns(self, kind: str, inst: dict, p: int, attributes: list[str], rows: int) -> dict:
-        have = [a for a in attributes if a in inst[f"{kind}_attributes"]]
+    def _instance_columns(self, kind: str, inst: dict, p: int, static: list[str], dynamic: list[str],
+                          rows: int) -> dict:
+        """Instance ``inst``'s columns of partition ``p``: each of ``dynamic`` (null where the
+        instance has none) and those of ``static`` it overrides (:func:`gofs.manifest.overridden`),
+        which replace the template's."""
+        stored = manifest_io.stored_columns(inst, kind)
+        shadowed = [a for a in static if a in stored]
+        have = [a for a in dynamic if a in stored] + shadowed
         table = None
         if have:
             path = (layout.instance_vertices if kind == "vertex" else layout.instance_edges)(self.root, inst["id"], p)
             table = files.read_columns(self.fs, path, have)
-        types = self._instance_types[kind]
+        types = {**self._instance_types[kind], **{a: self._static_types[kind][a] for a in shadowed}}
         out = {}
-        for a in attributes:
+        for a in [*dynamic, *shadowed]:
             # the schema is the truth: Parquet stores some types in a wider form (date64 as date32)
             out[a] = table.column(a).cast(types[a]) if table is not None and a in have else pa.nulls(rows, type=types[a])
         return out
@@ -299,7 +305,8 @@ class GraphStore:
         tables = []
         for inst in selected:
             rows = self._with_added_vertices(base, inst, p)
-            tables.append(_with_instance(rows, inst, self._instance_columns("vertex", inst, p, dynamic, rows.num_rows)))
+            tables.append(_with_instance(rows, inst, self._instance_columns("vertex", inst, p, static, dynamic,
+                                                                            rows.num_rows)))
         return pa.concat_tables(tables)
 
     def _with_added_vertices(self, base: pa.Table, inst: dict, p: int) -> pa.Table:
@@ -333,7 +340,7 @@ class GraphStore:
         if internal:
             if not selected:
                 return base
-            return pa.concat_tables([_with_instance(base, inst, self._instance_columns("edge", inst, p, dynamic,
+            return pa.concat_tables([_with_instance(base, inst, self._instance_columns("edge", inst, p, static, dynamic,
                                                                                           base.num_rows))
                                      for inst in selected])
         keep = pc.invert(base.column("mirror").combine_chunks())
@@ -344,7 +351,7 @@ class GraphStore:
             return external
         tables = []
         for inst in selected:
-            columns = self._instance_columns("edge", inst, p, dynamic, base.num_rows)
+            columns = self._instance_columns("edge", inst, p, static, dynamic, base.num_rows)
             table = _with_instance(external, inst, {c: v.filter(keep) for c, v in columns.items()})
             if inst.get("topology"):
                 table = self._apply_topology(table, inst, p, kept.column("eid"))
@@ -496,6 +503,9 @@ def _profile_partition(store: GraphStore, p: int, attribute: str, inst: dict | N
     import pyarrow.compute as pc
 
     table = files.read_columns(store.fs, layout.template_edges(store.root, p), ["eid", "src", "dst", "mirror", attribute])
+    if inst is not None and attribute in manifest_io.overridden(inst, "edge"):
+        shadow = store._instance_columns("edge", inst, p, [attribute], [], table.num_rows)[attribute]
+        table = table.set_column(table.column_names.index(attribute), attribute, shadow)
     table = table.filter(pc.invert(table.column("mirror")))
     added_vertices = None
     if inst is not None and inst.get("topology"):
@@ -546,6 +556,8 @@ def _smallest(store: GraphStore, parts: list[int]) -> int:
 
 
 def _with_instance(base: pa.Table, inst: dict, columns: dict) -> pa.Table:
+    """``base`` with ``inst``'s id and time range and its ``columns``: per-instance attributes
+    after them, and the static ones it overrides in place of the template's."""
     rows = base.num_rows
     out = {c: base.column(c) for c in base.column_names}
     out["instance"] = pa.array(np.full(rows, inst["id"], np.int64))

@@ -264,7 +264,9 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
         template = bundle
         bundle_key = (*bundle_key, "topology", instance["id"])
         bundle = cache.get(bundle_key, lambda: freeze(instance_bundle(store, template, instance)))
-    vattrs, eattrs = tuple(program.instance_vertex_attributes), tuple(program.instance_edge_attributes)
+    # static attributes too: an instance that overrides one holds it (gofs.bundle.load_instance_attributes)
+    vattrs = (*program.instance_vertex_attributes, *program.vertex_attributes)
+    eattrs = (*program.instance_edge_attributes, *program.edge_attributes)
     categorical = bool(program.text_as_categorical)
     program_class = (type(program).__module__, type(program).__qualname__)
     process_key = (*_graph_key(store), "process pass", None if instance is None else instance["id"], program_class)

@@ -14,8 +14,9 @@ Semantics, in the order updates are applied (event time, then arrival):
   copy drops them); ``set_*`` needs the vertex/edge to exist; a null value unsets;
   ``add_edge`` may carry one attribute value (``attribute``/``value``), set as
   the edge is added (a value of the wrong kind refuses the whole add);
-- static (template) vertex attributes are read-only; a static edge attribute's
-  value can be set (or carried by an add) like any other, of the template's kind;
+- a static (template) attribute's value can be set (an edge's also carried by an
+  add) like any other, of the template's kind; a snapshot writes the changed values
+  into its instance, which overrides the template's there (:mod:`gofs.instances`);
   a template edge or vertex that is removed and comes back gets its template
   values back; a new attribute takes the kind of its first value and later
   values must be of that kind.
@@ -76,8 +77,9 @@ def empty_column(kind: str, size: int) -> Column:
 @dataclass(frozen=True)
 class TemplateValues:
     """The template's static attribute values, for template edges and vertices that come back
-    after a removal: ``keys`` (sorted edge keys), ``edge`` (name -> Column aligned with keys),
-    ``vertex_present`` (name -> which template vids have a value; the values stay in the state),
+    after a removal, and what a snapshot compares the live values with: ``keys`` (sorted edge
+    keys), ``edge`` (name -> Column aligned with keys), ``vertex`` (name -> Column by vid: the
+    GoFS template's values, none for the vertices beyond it),
     ``size``: vids 0..size-1 are the graph's ids as loaded (template first), the same in every
     state derived from it (:mod:`hatrick.partitioned` keeps them on every worker), so these vids
     and keys mean the same everywhere. What a snapshot writes against (:mod:`hatrick.snapshot`):
@@ -88,7 +90,7 @@ class TemplateValues:
 
     keys: np.ndarray
     edge: dict
-    vertex_present: dict
+    vertex: dict
     size: int = 0
     counts: np.ndarray | None = None
     vertices: int = 0
@@ -156,14 +158,16 @@ class State:
 def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | None = None,
                 edge_columns: dict | None = None, static_vertex=(), static_edge=(), time: float = float("-inf"),
                 template_edges: tuple | None = None, template_vertices: int | None = None,
-                template_eids: np.ndarray | None = None) -> State:
+                template_eids: np.ndarray | None = None, template_vertex_values: dict | None = None) -> State:
     """The state of a graph given as original ids: all vertices, edges (parallel ones add
     multiplicity; attributes of the last copy win) and attribute columns (name -> (kind, values
     with None/NaN for missing)). Components are computed from scratch. ``template_edges``
     (src ids, dst ids, {static name: values}) are the template's edges whose static values come
     back with them (default: these edges and their static columns), ``template_eids`` their GoFS
     edge ids (what a snapshot names removed and valued copies by); ``template_vertices``: how many
-    of ``ids`` the GoFS template has (default all)."""
+    of ``ids`` the GoFS template has (default all); ``template_vertex_values``: {static name: the
+    template's values of those vertices} where the vertex columns hold other values (a loaded
+    instance that overrides them; default: the vertex columns' own)."""
     index = pd.Index(np.asarray(ids))
     if not index.is_unique:
         raise InputError("build_state: vertex ids are not unique")
@@ -205,9 +209,18 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
         if template_eids is not None:
             template_eids = np.asarray(template_eids, np.int64)
             eids = template_eids[np.lexsort((template_eids, t_all))]
-    template = TemplateValues(t_keys, t_columns, {name: vattrs[name].present.copy() for name in static_vertex
-                                                  if name in vattrs}, n, t_counts.astype(np.int64),
-                              n if template_vertices is None else int(template_vertices), eids)
+    t_vertices = n if template_vertices is None else int(template_vertices)
+    t_vertex = {}
+    for name in static_vertex:
+        if name not in vattrs:
+            continue
+        column = Column(vattrs[name].values.copy(), vattrs[name].present.copy())
+        column.present[t_vertices:] = False
+        if name in (template_vertex_values or {}):
+            values, null = _column_from(vkinds[name], template_vertex_values[name])
+            column.values[:t_vertices], column.present[:t_vertices] = values, ~null
+        t_vertex[name] = column
+    template = TemplateValues(t_keys, t_columns, t_vertex, n, t_counts.astype(np.int64), t_vertices, eids)
     return replace(state, comp=components_from_scratch(state), template=template)
 
 
@@ -424,14 +437,16 @@ def _restore_template_edges(d: _Draft, slots: np.ndarray, keys: np.ndarray) -> N
 
 
 def _restore_template_vertices(d: _Draft, vids: np.ndarray) -> None:
-    """Template vertices that came back get their static values back (the values stay in place)."""
+    """Template vertices that came back get their static values back."""
     t = d.s.template
-    if t is None or not t.vertex_present or not len(vids):
+    if t is None or not t.vertex or not len(vids):
         return
-    for name, present in t.vertex_present.items():
-        mine = vids[vids < len(present)]
+    for name, column in t.vertex.items():
+        mine = vids[vids < len(column.present)]
         if len(mine):
-            d.own("v", name).present[mine] = present[mine]
+            own = d.own("v", name)
+            own.values[mine] = column.values[mine]
+            own.present[mine] = column.present[mine]
 
 
 def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> None:
@@ -562,16 +577,12 @@ def _apply_vertex_sets(d: _Draft, batch: UpdateBatch, rows, vid, ok) -> None:
 def _set_values(d: _Draft, kind: str, batch: UpdateBatch, rows: np.ndarray, targets: np.ndarray) -> None:
     """Set attribute values (rows in apply order; the last per target and attribute wins)."""
     kinds = d.vkinds if kind == "v" else d.ekinds
-    static = d.s.static_vertex if kind == "v" else frozenset()
     table = d.vattrs if kind == "v" else d.eattrs
     size = len(d.ids) if kind == "v" else len(d.src)
     names = batch.attribute[rows].astype(str)
     for name in pd.unique(names):
         mine = names == name
         r, t = rows[mine], targets[mine]
-        if name in static:
-            d.rejected.append(batch.rejected(r, f"attribute '{name}' is static (template) and read-only"))
-            continue
         values = batch.value[r]
         if name not in kinds:
             present = values[pd.notna(pd.Series(values, dtype=object)).to_numpy()]

@@ -9,13 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from gofs.manifest import overridden
 from hatrick.live import State, build_state
 from hatrick.updates import kind_of_type
 
 
 def load_graph_state(graph) -> State:
-    """The graph's latest state (last instance, else template), with its template's edges and
-    vertex count (what snapshots are written against)."""
+    """The graph's latest state (last instance, else template), with its template's edges, vertex
+    count and the static vertex values the last instance overrides (what snapshots are written
+    against)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -43,10 +45,16 @@ def load_graph_state(graph) -> State:
         values[rows] = vt.column(name).to_numpy(zero_copy_only=False)
         vcols[name] = ({**vkind, **dyn_v}[name], values)
     ecols = {n: ({**ekind, **dyn_e}[n], et.column(n).to_numpy(zero_copy_only=False)) for n in eattrs}
+    shadowed = [n for n in overridden(graph.instances[-1], "vertex") if vkind.get(n)] if graph.instances else []
+    template_vertex_values = None
+    if shadowed:
+        tv = pa.concat_tables([graph.read_vertex_partition(p, attributes=shadowed) for p in parts])
+        template_vertex_values = {n: tv.column(n).to_numpy(zero_copy_only=False) for n in shadowed}
     state = build_state(ids, et.column("src").to_numpy(zero_copy_only=False),
                         et.column("dst").to_numpy(zero_copy_only=False), graph.directed, vcols, ecols,
                         static_vertex=[n for n in vkind if vkind[n]], static_edge=static_e,
                         time=graph.instances[-1]["end"] if graph.instances else float("-inf"),
                         template_edges=(t_src, t_dst, {n: tt.column(n).to_numpy(zero_copy_only=False) for n in static_e}),
-                        template_vertices=len(template_ids), template_eids=tt.column("eid").to_numpy())
+                        template_vertices=len(template_ids), template_eids=tt.column("eid").to_numpy(),
+                        template_vertex_values=template_vertex_values)
     return state

@@ -754,9 +754,9 @@ def _rebuild(like: State, parts: list[dict]) -> State:
             values[:size] = np.where(column.present[:size], column.values[:size].astype(object), None)
         for p in parts:
             column = p["vattrs"].get(name)
-            if column is not None and len(p["vids"]):
-                at = index.get_indexer(p["vids"])[column["present"]]
-                values[at] = np.asarray(column["values"], dtype=object)[column["present"]]
+            if column is not None and len(p["vids"]):           # the owner's values, unset ones too
+                at = index.get_indexer(p["vids"])
+                values[at] = np.where(column["present"], np.asarray(column["values"], dtype=object), None)
         vcols[name] = (kind, values)
     ecols = {}
     for name, kind in ekinds.items():

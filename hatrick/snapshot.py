@@ -12,12 +12,13 @@ worker holds the template's keys and eids), stages it and writes the row-aligned
 share of the GoFS partitions (:mod:`gofs.instance_parts`); the driver only places the vertices
 the stream added beyond the template and commits the instance: nothing of the size of the graph
 reaches it. Those added vertices keep their internal id from snapshot to snapshot (see
-:mod:`gofs.vids`), with the edges touching them as added edges. What an
-instance cannot carry (documented limits of the GoFS format, not worked around
-here): a removed template vertex loses its edges and values but stays listed;
-static vertex attributes are read-only for streams. A template edge whose static value the
-stream changed is written as removed and added again with its values (instance values
-cannot shadow a template column), so in that instance it is an added edge.
+:mod:`gofs.vids`), with the edges touching them as added edges. A static vertex
+value the stream changed (or gave a vertex beyond the template) is written into the instance,
+which then overrides the template's column (:mod:`gofs.instances`). What an instance cannot
+carry (a documented limit of the GoFS format, not worked around here): a removed template vertex
+loses its edges and values but stays listed. A template edge whose static value the stream
+changed is written as removed and added again with its values, so in that instance it is an
+added edge.
 """
 from __future__ import annotations
 
@@ -57,6 +58,17 @@ def _arrow(column: Column, rows: np.ndarray, kind: str) -> pa.Array:
     return pa.array(column.values[rows], type=_ARROW[kind], mask=~column.present[rows])
 
 
+def _differs(live: Column, rows: np.ndarray, original: Column | None, at: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """Whether ``live``'s value at each of ``rows`` differs from ``original``'s at ``at`` (where
+    ``hit``; elsewhere the original has no value): a value set, unset or changed."""
+    was = hit & original.present[at] if original is not None and len(original.present) else np.zeros(len(rows), bool)
+    now = live.present[rows]
+    same_value = np.zeros(len(rows), bool)
+    both = np.flatnonzero(was & now)
+    same_value[both] = live.values[rows[both]] == original.values[at[both]]
+    return (was != now) | (was & now & ~same_value)
+
+
 def _static_values_changed(state: State, slots: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Which live edges (``slots`` with their sorted ``keys``) hold a static attribute value other
     than their template value (an edge that is not a template edge compares with no value)."""
@@ -67,14 +79,22 @@ def _static_values_changed(state: State, slots: np.ndarray, keys: np.ndarray) ->
     at = np.minimum(np.searchsorted(t.keys, keys), max(len(t.keys) - 1, 0))
     hit = (t.keys[at] == keys) if len(t.keys) else np.zeros(len(keys), bool)
     for name, original in t.edge.items():
-        live = state.eattrs[name]
-        was = hit & original.present[at] if len(t.keys) else hit
-        now = live.present[slots]
-        same_value = np.zeros(len(slots), bool)
-        both = np.flatnonzero(was & now)
-        same_value[both] = live.values[slots[both]] == original.values[at[both]]
-        changed |= (was != now) | (was & now & ~same_value)
+        changed |= _differs(state.eattrs[name], slots, original, at, hit)
     return changed
+
+
+def _static_vertex_changes(state: State, vids: np.ndarray) -> dict:
+    """{static name: which of ``vids`` hold a value other than the template's} for the static
+    vertex attributes some of them changed (a vertex beyond the template compares with none)."""
+    t = state.template
+    hit = vids < t.vertices
+    at = np.where(hit, vids, 0)
+    changes = {}
+    for name in sorted(state.static_vertex & set(state.vattrs)):
+        changed = _differs(state.vattrs[name], vids, t.vertex.get(name), at, hit)
+        if changed.any():
+            changes[name] = changed
+    return changes
 
 
 _COUNTS = ("added_vertices", "added_edges", "removed_edges", "vertex_rows", "edge_rows")
@@ -152,15 +172,18 @@ def instance_part(state: State, vids: np.ndarray, template_rows: np.ndarray, off
         edge_rows = len(slots)
 
     out["vertex_values"] = out["added_values"] = None
-    if dynamic_v:
+    static_v = _static_vertex_changes(state, vids)      # written too: the instance overrides them
+    if dynamic_v or static_v:
         any_set = np.zeros(len(vids), bool)
         for name in dynamic_v:
             any_set |= state.vattrs[name].present[vids]
+        for changed in static_v.values():
+            any_set |= changed
         picked = vids[any_set]
         for table, rows, key in (("vertex_values", picked[picked < t.vertices], "vid"),
                                  ("added_values", picked[picked >= t.vertices], "id")):
             cols = {key: pa.array(rows if key == "vid" else ids[rows])}
-            for name in dynamic_v:
+            for name in [*dynamic_v, *static_v]:
                 cols[name] = _arrow(state.vattrs[name], rows, state.vkinds[name])
             out[table] = pa.table(cols)
         vertex_rows = len(picked)

@@ -36,8 +36,17 @@ def state_to_tree(s: State) -> dict:
             "static_edge": sorted(s.static_edge), "batch": s.batch, "time": float(s.time), "free": s.free,
             "template": None if s.template is None else {
                 "keys": s.template.keys, "edge": _columns_out(s.template.edge),
-                "vertex_present": dict(s.template.vertex_present), "size": s.template.size,
+                "vertex": _columns_out(s.template.vertex), "size": s.template.size,
                 "counts": s.template.counts, "vertices": s.template.vertices, "eids": s.template.eids}}
+
+
+def _template_vertex(t: dict) -> dict:
+    """The template's static vertex values; a state written while they were read-only kept only
+    which vertices had one (the values were the state's own, never changed)."""
+    if "vertex" in t["template"]:
+        return _columns_in(t["template"]["vertex"])
+    return {name: Column(t["vattrs"][name]["values"][:len(present)].copy(), present)
+            for name, present in t["template"]["vertex_present"].items()}
 
 
 def state_from_tree(t: dict) -> State:
@@ -47,7 +56,7 @@ def state_from_tree(t: dict) -> State:
                  frozenset(t["static_edge"]), int(t["batch"]), float(t["time"]), t["free"],
                  None if t["template"] is None else TemplateValues(t["template"]["keys"],
                                                                    _columns_in(t["template"]["edge"]),
-                                                                   dict(t["template"]["vertex_present"]),
+                                                                   _template_vertex(t),
                                                                    int(t["template"]["size"]),
                                                                    t["template"]["counts"],
                                                                    int(t["template"]["vertices"]),

@@ -60,18 +60,18 @@ def test_wrong_attribute_types_are_rejected_whole():
                          u("set_edge", 8, src=0, dst=1, attribute="hits", value=2.5),
                          u("set_vertex", 9, id=9, attribute="speed", value=1.0),
                          u("set_edge", 10, src=0, dst=1, attribute="kind", value=4),
-                         u("set_vertex", 11, id=0, attribute="zone", value="z")], "int64")
+                         u("set_vertex", 11, id=0, attribute="zone", value="z"),
+                         u("set_vertex", 12, id=1, attribute="zone", value=4)], "int64")
     after, outcome = apply_batch(state, batch)
     reasons = dict(zip(outcome.rejected.seq, outcome.rejected.reason))
     assert reasons == {2: "attribute 'speed' holds double values", 3: "attribute 'speed' holds double values",
                        5: "attribute 'name' holds string values",
                        8: "attribute 'hits' holds int64 values", 9: "unknown vertex 9",
-                       10: "attribute 'kind' holds string values",
-                       11: "attribute 'zone' is static (template) and read-only"}
+                       10: "attribute 'kind' holds string values", 12: "attribute 'zone' holds string values"}
     vertices = vertex_frame(after).set_index("id")
     assert vertices.loc[0, "speed"] == 3.5 and pd.isna(vertices.loc[1, "speed"]) and pd.isna(vertices.loc[2, "speed"])
     assert vertices.loc[2, "name"] == "x" and pd.isna(vertices.loc[1, "name"])
-    assert vertices.loc[0, "zone"] == "a"
+    assert vertices.loc[0, "zone"] == "z" and vertices.loc[1, "zone"] == "b"      # a static value can be set
     assert edge_frame(after).to_dict("records") == [{"src": 0, "dst": 1, "kind": "rail", "hits": 2}]
 
 
