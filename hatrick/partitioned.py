@@ -150,7 +150,7 @@ def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBat
     op[ends] = ADD_VERTEX
     a[why == END_B] = part.b[why == END_B]
     return UpdateBatch(op, a, part.b, part.attribute, part.value, part.producer, part.seq, part.time,
-                       part.text_values)
+                       part.text_values, part.producer_codes)
 
 
 class Worker:
