@@ -41,7 +41,7 @@ from gopher.resident import LOOPBACK, BackgroundJob
 from hatrick import datafile
 from hatrick.statefile import state_from_tree, state_to_tree
 from hatrick.loading import load_graph_state
-from hatrick.partitioned import Worker
+from hatrick.partitioned import Worker, warm_up
 
 RENDEZVOUS_SECONDS = 120.0
 
@@ -121,6 +121,7 @@ def serve(index: int, driver, key: RunKey, host: str) -> None:
         return
     worker = Worker(index, state, owner)
     try:
+        warm_up(state)
         driver.send(("ok", worker.listen(host, key)))
         _answer(worker, driver)
     finally:

@@ -42,7 +42,7 @@ class ProducerMarks:
         n = len(batch)
         if not n:
             return batch, empty_rejected(), self
-        codes, producers = pd.factorize(batch.producer)
+        codes, producers = batch.producer_codes or pd.factorize(batch.producer)
         old = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
         below = batch.seq <= old[codes]
         refused, reasons = np.zeros(n, bool), None     # reasons: made where a row may be refused

@@ -150,7 +150,7 @@ def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBat
     op[ends] = ADD_VERTEX
     a[why == END_B] = part.b[why == END_B]
     return UpdateBatch(op, a, part.b, part.attribute, part.value, part.producer, part.seq, part.time,
-                       part.text_values)
+                       part.text_values, part.producer_codes)
 
 
 class Worker:
@@ -644,19 +644,32 @@ class Worker:
                 return data[1:]
             self._early.setdefault(bytes(data[:1]), []).append(data[1:])
 
-    def absorb_from(self, payload: bytes | None) -> None:
-        """:meth:`absorb` ``payload``, or (None) the next one another worker sends here."""
-        self.absorb(self._receive(BUCKETS) if payload is None else payload)
+    def absorb_from(self, handed: list, arriving: int) -> None:
+        """:meth:`absorb` the ``handed`` payloads and the next ``arriving`` ones other workers send
+        here, in one rebuild (a new worker takes what every sender gives it at once)."""
+        self.absorb(*handed, *[self._receive(BUCKETS) for _ in range(arriving)])
 
-    def absorb(self, payload: bytes) -> None:
-        """Take over buckets extracted by another worker."""
+    def absorb(self, *payloads: bytes) -> None:
+        """Take over buckets extracted by other workers."""
         from hatrick.cgql.onworkers import give_memory
 
         s = self.state
         slots, _ = self._edge_buckets()
-        part = datafile.loads(payload)
-        give_memory(self.patterns, part.get("patterns"))
-        self.state = _rebuild(s, [_part(s, slots, self.owned()), part])
+        parts = [datafile.loads(payload) for payload in payloads]
+        for part in parts:
+            give_memory(self.patterns, part.get("patterns"))
+        self.state = _rebuild(s, [_part(s, slots, self.owned()), *parts])
+
+
+def warm_up(like: State) -> None:
+    """Move a few of ``like``'s edges and vertices from one worker to another over a small copy,
+    so that a process that has just started a worker has loaded what a move uses (numba's kernels
+    from its cache, the modules that move live CGQL memory) before a rescale's pause needs them:
+    in a new executor that loading took most of a scale-out's pause."""
+    sample = dataclasses.replace(like, template=None)
+    sample = _rebuild(sample, [_part(like, like.live_slots()[:4], np.flatnonzero(like.alive)[:4])])
+    sender, receiver = Worker(0, sample, np.zeros(2, np.int64)), Worker(1, sample, np.array([0, 1]))
+    receiver.absorb(sender.extract(np.array([1])))
 
 
 def _unknown(s: State, selector) -> bool:
@@ -1182,7 +1195,12 @@ class PartitionedGraph:
         self.workers = self.workers[:count]
         for w in self.workers:
             w.owner = owner_after
-        for answer in [self.workers[target].request("absorb_from", payload) for target, payload in deliveries]:
+        handed = {}
+        for target, payload in deliveries:            # None: sent to the target directly
+            handed.setdefault(target, []).append(payload)
+        for answer in [self.workers[target].request("absorb_from", [p for p in payloads if p is not None],
+                                                    payloads.count(None))
+                       for target, payloads in handed.items()]:
             answer.result()
         return sent
 
@@ -1193,7 +1211,8 @@ class PartitionedGraph:
         what stays; returns the bytes sent."""
         kept = self.workers[:count]
         owners = [w.request("set_owner", owner_after) for w in kept]
-        absorbed = [self.workers[target].request("absorb_from", None) for target, _ in extracted]
+        arriving = np.bincount([target for target, _ in extracted], minlength=count)
+        absorbed = [w.request("absorb_from", [], int(arriving[w.index])) for w in kept if arriving[w.index]]
         sent = sum(answer.result() for _, answer in extracted)
         for answer in owners + absorbed:
             answer.result()

@@ -45,6 +45,9 @@ class UpdateBatch:
     A column absent from the updates (e.g. ``attribute`` and ``value`` of edge updates) is one
     null seen by every row (a read-only stride-0 view): :meth:`take` keeps it so and pickling
     sends the null once, so routing a batch to workers copies and ships only the columns it has.
+    ``producer_codes`` (codes, names), where :func:`validate` made it, is the producer column
+    factorized (``producer == names[codes]``): admitting, routing and shipping a batch then
+    handle small integers, not one Python string per row.
     """
 
     op: np.ndarray
@@ -56,19 +59,24 @@ class UpdateBatch:
     seq: np.ndarray
     time: np.ndarray
     text_values: bool = False
+    producer_codes: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.op)
 
     def take(self, rows) -> "UpdateBatch":
         op = self.op[rows]
+        codes = self.producer_codes
+        if codes is not None:
+            codes = (codes[0][rows], codes[1])
         return UpdateBatch(op, self.a[rows], self.b[rows], _take(self.attribute, rows, len(op)),
-                           _take(self.value, rows, len(op)), self.producer[rows], self.seq[rows], self.time[rows],
-                           self.text_values)
+                           _take(self.value, rows, len(op)), self.producer[rows] if codes is None else
+                           codes[1][codes[0]], self.seq[rows], self.time[rows], self.text_values, codes)
 
     def __reduce__(self):
+        producer = self.producer if self.producer_codes is None else self.producer_codes
         return _unpickled_batch, (self.op, self.a, self.b, _packed(self.attribute), _packed(self.value),
-                                  self.producer, self.seq, self.time, self.text_values)
+                                  producer, self.seq, self.time, self.text_values)
 
     def rejected(self, rows, reasons) -> pd.DataFrame:
         """Rows ``rows`` as a rejection table with ``reasons`` (a string or one per row)."""
@@ -100,7 +108,10 @@ def _packed(column: np.ndarray):
 
 def _unpickled_batch(op, a, b, attribute, value, producer, seq, time, text_values) -> UpdateBatch:
     attribute, value = (absent_column(c) if isinstance(c, int) else c for c in (attribute, value))
-    return UpdateBatch(op, a, b, attribute, value, producer, seq, time, text_values)
+    codes = producer if isinstance(producer, tuple) else None
+    if codes is not None:
+        producer = codes[1][codes[0]]
+    return UpdateBatch(op, a, b, attribute, value, producer, seq, time, text_values, codes)
 
 
 def to_frame(updates) -> pd.DataFrame:
@@ -239,8 +250,11 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     if no_producer.any() or not all(isinstance(p, str) for p in producers):
         producer = np.array(["" if m else str(v) for v, m in zip(_objects(col["producer"]), no_producer)],
                             dtype=object)
+        codes = None
     else:                                                # one Python string per producer, shared by its rows
-        producer = np.asarray(producers, dtype=object)[producer_codes]
+        producer_names = np.asarray(producers, dtype=object)
+        codes = producer_codes.astype(np.int32 if len(producer_names) < 1 << 31 else np.int64)
+        producer = producer_names[codes]
     if _plain_kind(col["seq"]) in "iu":
         seq = col["seq"].to_numpy(np.int64)
     else:
@@ -299,7 +313,8 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
         good = slice(None)
     count = len(op[good])
     batch = UpdateBatch(*(_take(column, good, count) for column in (op, a, b, attribute, value)),
-                        producer[good], _take(seq, good, count), _take(times, good, count), text_values)
+                        producer[good], _take(seq, good, count), _take(times, good, count), text_values,
+                        None if codes is None else (_take(codes, good, count), producer_names))
     if not bad.any():
         return batch, empty_rejected()
     text = reasons.text[bad]
