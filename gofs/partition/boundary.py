@@ -151,8 +151,8 @@ def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: 
 
     A module-level function, so that a task's closure names it (cloudpickle ships it by
     reference) instead of carrying the numba kernels it calls: a kernel shipped by value is
-    rebuilt in the worker without its on-disk cache and compiled again by every task
-    (about 10 s per ingest)."""
+    rebuilt in the worker without its on-disk cache and compiled again by every ingest (about
+    28 s of the refine task on a 200K-edge road grid at load 11)."""
     u, v = rows.column("u").to_numpy(), rows.column("v").to_numpy()
     order = np.lexsort((v, u))
     u, v = u[order], v[order]
