@@ -53,3 +53,22 @@ def test_registering_twice_keeps_one_listener():
     ours = [listener for listener in event._registered["numba:compiler_lock"]
             if type(listener).__module__ == "gofs.numba_cache"]
     assert len(ours) == 1
+
+
+def test_partitioner_tasks_name_their_kernels_instead_of_shipping_them():
+    """A numba kernel pickled into a Spark task is rebuilt in the worker without its disk cache
+    and compiled again by every task; the partitioner's task functions must reach their
+    kernels through module-level functions that cloudpickle ships by reference."""
+    import numpy as np
+    from numba.core.registry import CPUDispatcher
+    from pyspark import cloudpickle
+
+    from gofs.partition import boundary, multilevel
+
+    tasks = {"refine": boundary._refiner(np.array([5, 5]), 6, 1, 3, 1, 0),
+             "ranges": multilevel._clustered_ranges(multilevel._range_clusters, 3.0, 0)}
+    shipped = cloudpickle.dumps(boundary.refine_rounds)
+    assert b"numba" in shipped, "the check below would not see a kernel shipped by value"
+    assert isinstance(boundary.refine_rounds, CPUDispatcher)
+    for name, task in tasks.items():
+        assert b"numba" not in cloudpickle.dumps(task), f"the {name} task carries a numba kernel by value"

@@ -133,41 +133,49 @@ def shares(sizes: np.ndarray, capacity: int, groups: int) -> tuple[np.ndarray, n
 
 
 def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_moves: int, seed: int):
-    """Task: its band's edge ends ``(g, u, v, pu, pv, w)`` grouped by ``g``; yields the moves
-    ``(MOVES, vid, to)``, each group's greedy moves per round ``(ROUNDS, round, moves)`` and
-    the cut weight each FM pass removed ``(GAINS, pass, weight)``."""
+    """Task: its band's edge ends ``(g, u, v, pu, pv, w)`` grouped by ``g``, each refined by
+    :func:`_refine_group`."""
     limit, target = shares(sizes, capacity, groups)
     per_group_min = math.ceil(min_moves / groups)
 
     @forgets_zip_importers
     def refine(batches):
         for _, rows in rows_by(batches, "g"):
-            u, v = rows.column("u").to_numpy(), rows.column("v").to_numpy()
-            order = np.lexsort((v, u))
-            u, v = u[order], v[order]
-            pu, pv = rows.column("pu").to_numpy()[order], rows.column("pv").to_numpy()[order]
-            weight = rows.column("w").to_numpy()[order].astype(np.float64)
-            ids, first = np.unique(u, return_index=True)
-            indptr = np.r_[first, u.size].astype(np.int64)
-            at = np.minimum(np.searchsorted(ids, v), ids.size - 1)
-            neighbour = np.where(ids[at] == v, at, -1).astype(np.int64)
-            start = pu[first].astype(np.int64)
-            part = start.copy()
-            fixed, counts = pv.astype(np.int64), np.asarray(sizes, np.int64).copy()
-            moves = refine_rounds(indptr, neighbour, fixed, weight, part, ids, counts, limit, target, rounds,
-                                  per_group_min, seed)
-            # FM fills a partition only up to its target: no losing move refills an over-full one.
-            gains = fm_passes(indptr, neighbour, fixed, weight, part, ids, counts, target, FM_PASSES, FM_PATIENCE,
-                              seed)
-            changed = np.flatnonzero(part != start)
-            yield pa.RecordBatch.from_pydict({"kind": np.full(changed.size, _MOVES, np.int32),
-                                              "a": ids[changed], "b": part[changed]})
-            yield pa.RecordBatch.from_pydict({"kind": np.full(moves.size, _ROUNDS, np.int32),
-                                              "a": np.arange(moves.size, dtype=np.int64), "b": moves})
-            yield pa.RecordBatch.from_pydict({"kind": np.full(gains.size, _GAINS, np.int32),
-                                              "a": np.arange(gains.size, dtype=np.int64),
-                                              "b": gains.astype(np.int64)})
+            yield from _refine_group(rows, sizes, limit, target, rounds, per_group_min, seed)
     return refine
+
+
+def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: int, seed: int):
+    """One group's band refined: yields the moves ``(MOVES, vid, to)``, the greedy moves per round
+    ``(ROUNDS, round, moves)`` and the cut weight each FM pass removed ``(GAINS, pass, weight)``.
+
+    A module-level function, so that a task's closure names it (cloudpickle ships it by
+    reference) instead of carrying the numba kernels it calls: a kernel shipped by value is
+    rebuilt in the worker without its on-disk cache and compiled again by every ingest (about
+    28 s of the refine task on a 200K-edge road grid at load 11)."""
+    u, v = rows.column("u").to_numpy(), rows.column("v").to_numpy()
+    order = np.lexsort((v, u))
+    u, v = u[order], v[order]
+    pu, pv = rows.column("pu").to_numpy()[order], rows.column("pv").to_numpy()[order]
+    weight = rows.column("w").to_numpy()[order].astype(np.float64)
+    ids, first = np.unique(u, return_index=True)
+    indptr = np.r_[first, u.size].astype(np.int64)
+    at = np.minimum(np.searchsorted(ids, v), ids.size - 1)
+    neighbour = np.where(ids[at] == v, at, -1).astype(np.int64)
+    start = pu[first].astype(np.int64)
+    part = start.copy()
+    fixed, counts = pv.astype(np.int64), np.asarray(sizes, np.int64).copy()
+    moves = refine_rounds(indptr, neighbour, fixed, weight, part, ids, counts, limit, target, rounds,
+                          min_moves, seed)
+    # FM fills a partition only up to its target: no losing move refills an over-full one.
+    gains = fm_passes(indptr, neighbour, fixed, weight, part, ids, counts, target, FM_PASSES, FM_PATIENCE, seed)
+    changed = np.flatnonzero(part != start)
+    yield pa.RecordBatch.from_pydict({"kind": np.full(changed.size, _MOVES, np.int32),
+                                      "a": ids[changed], "b": part[changed]})
+    yield pa.RecordBatch.from_pydict({"kind": np.full(moves.size, _ROUNDS, np.int32),
+                                      "a": np.arange(moves.size, dtype=np.int64), "b": moves})
+    yield pa.RecordBatch.from_pydict({"kind": np.full(gains.size, _GAINS, np.int32),
+                                      "a": np.arange(gains.size, dtype=np.int64), "b": gains.astype(np.int64)})
 
 
 _ENDS = "u long, v long, pu int, pv int, w long, cu long"
