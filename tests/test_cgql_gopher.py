@@ -160,20 +160,28 @@ def local_history(seed: int, n: int = 240, steps: int = 7, directed: bool = Fals
     return pool, views
 
 
-def store_history(pool, views, path: str, partitions: int, directed: bool):
-    """``views`` as GoFS instances at their times (absent pool edges as removed edges)."""
+def store_history(pool, views, path: str, partitions: int, directed: bool, template_ids=None):
+    """``views`` as GoFS instances at their times (absent pool edges as removed edges); a view's
+    vertices beyond ``template_ids`` (default: the first view's) are the instance's added
+    vertices, its edges beyond the pool its added edges (with their type)."""
+    template_ids = views[0].vertices()["id"].to_numpy() if template_ids is None else np.asarray(template_ids)
     template = pd.DataFrame({"src": pool[:, 0], "dst": pool[:, 1]})
-    g = goffish.ingest(from_pandas(template, views[0].vertices()[["id"]], directed=directed), path,
+    g = goffish.ingest(from_pandas(template, pd.DataFrame({"id": template_ids}), directed=directed), path,
                        num_partitions=partitions)
+    known = set(map(tuple, pool.tolist()))
     instances = []
     for v in views:
         e = v.edges()
         kind = {(a, b): k for a, b, k in e.itertuples(index=False)}
         gone = [p for p in map(tuple, pool.tolist()) if p not in kind]
+        added = e[[(a, b) not in known for a, b in zip(e["src"], e["dst"])]]
+        new_ids = np.setdiff1d(v.vertices()["id"].to_numpy(), template_ids)
         instances.append(Instance(v.time, v.time + 1, vertex_values=v.vertices(),
                                   edge_values=pd.DataFrame({"src": pool[:, 0], "dst": pool[:, 1],
                                                             "type": [kind.get(tuple(p), "none") for p in pool.tolist()]}),
-                                  removed_edges=pd.DataFrame({"src": [a for a, _ in gone], "dst": [b for _, b in gone]})))
+                                  removed_edges=pd.DataFrame({"src": [a for a, _ in gone], "dst": [b for _, b in gone]}),
+                                  added_vertices=pd.DataFrame({"id": new_ids}) if len(new_ids) else None,
+                                  added_edges=added.reset_index(drop=True) if len(added) else None))
     g.append_instances(instances)
     return g
 
@@ -205,6 +213,82 @@ def test_cluster_rules_split_between_tasks_and_driver_match_the_oracle(tmp_path,
         if members is not None:
             assert grouped(cluster_tuples(got)) == grouped(oracle.cluster_events(views, members, edge, aggregates))
     assert statuses == {"created", "merged", "split", "grew", "disappeared"}
+
+
+def grown_history(seed: int, directed: bool, extras: int = 48):
+    """:func:`local_history` where each snapshot also has vertices beyond the template (ids 1000
+    on, a random half of ``extras`` per snapshot: instances add different ones, and one comes
+    back after a gap), each tied to two template vertices 20 apart (so it may join two groups)
+    and some to the next extra, edges of a per-snapshot type; their usage changes per snapshot.
+    Returns (pool, views, template ids)."""
+    pool, views = local_history(seed, directed=directed)
+    rng = np.random.default_rng(seed + 100)
+    template = views[0].vertices()["id"].to_numpy()
+    n = len(template)
+    extra = 1000 + np.arange(extras)
+    anchor = rng.integers(0, n, extras)
+    src = np.concatenate([extra, extra, extra[:-1]])
+    dst = np.concatenate([anchor, (anchor + 20) % n, extra[1:]])
+    chained = np.r_[np.ones(2 * extras, bool), rng.random(extras - 1) < 0.5]
+    src, dst = src[chained], dst[chained]
+    out = []
+    for v in views:
+        present = np.zeros(n + 1000 + extras, bool)
+        present[template] = True
+        present[extra] = rng.random(extras) < 0.5
+        keep = present[src] & present[dst]
+        kinds = rng.choice(["power", "follow"], int(keep.sum()), p=[0.8, 0.2])
+        vertices = pd.concat([v.vertices(), pd.DataFrame({"id": extra[present[extra]],
+                                                          "usage": rng.integers(0, 40, int(present[extra].sum()))})])
+        edges = pd.concat([v.edges(), pd.DataFrame({"src": src[keep], "dst": dst[keep], "type": kinds})])
+        out.append(PandasView(v.time, v.seq, vertices.reset_index(drop=True), edges.reset_index(drop=True), directed))
+    return pool, out, template
+
+
+GROWN_CASES = [
+    ("DETECT Cluster(usage < 30) WHERE edge: {type = power}", [("usage", "<", 30)], [], None, None),
+    ("DETECT Cluster(usage < 34, sum(node.usage) > 60, diameter < 9) WHERE edge: {type = power}",
+     [("usage", "<", 34)], [("sum_usage", ">", 60), ("diameter", "<", 9)], None, None),
+    ("DETECT Cluster(usage < 34, sum(node.usage) > 50) WHERE edge: {type = power} AS S; "
+     "DETECT Evolved(S) WHERE max(node.usage) > 25 AND SUCCEEDS S",
+     [("usage", "<", 34)], [("sum_usage", ">", 50)], [("max_usage", ">", 25)], "succeeds"),
+    ("DETECT Cluster(usage < 30) WHERE edge: {type = power} AS A; "
+     "DETECT Reach(source: {id = A.*}, sink: {usage > 35}) WHERE edge: {type = follow}", None, None, None, None),
+]
+
+
+@pytest.mark.parametrize("seed,directed,partitions", [(1, False, 2), (2, True, 4)])
+def test_past_frames_over_instances_that_add_vertices_match_the_oracle(tmp_path, spark, seed, directed, partitions):
+    """Instances that add vertices beyond the template, different ones each (members of groups,
+    some joining two groups; one removed, then added again): the state carried from one
+    instance to the next follows each vertex, not its row. Cluster (statuses, aggregates,
+    diameter), Evolved and an ``A.*`` wildcard on Gopher publish the driver path's events
+    (Query.replay over in-memory views, in order), Cluster and Evolved the NetworkX oracle's."""
+    pool, views, template = grown_history(seed, directed)
+    g = store_history(pool, views, str(tmp_path / "g.gofs"), partitions, directed, template)
+    present = [set(v.vertices()["id"]) - set(template.tolist()) for v in views]
+    assert len({frozenset(p) for p in present}) == len(views)
+    assert any(x in a and x not in b and x in c for a, b, c in zip(present, present[1:], present[2:]) for x in a)
+    drop = ("detected", "seq", "topic")
+    statuses, extras_in = set(), set()
+    for text, members, aggregates, where, relation in GROWN_CASES:
+        on_gopher, on_driver = query(g, text, spark=spark), query(views, text)
+        assert on_gopher.query.past_engine == "gopher" and on_driver.query.past_engine == "driver"
+        got, expected = ([{k: v for k, v in e.items() if k not in drop} for t in q.query.topics.values() for e in t.read()]
+                         for q in (on_gopher, on_driver))
+        assert got == expected and expected
+        clusters = [e for e in got if e["pattern"] == "Cluster"]
+        statuses |= {e["status"] for e in clusters}
+        extras_in |= {e["status"] for e in clusters if any(m >= 1000 for m in e["members"])}
+        if members is None:
+            continue
+        expected_clusters = oracle.cluster_events(views, members, {"power"}, aggregates)
+        assert grouped(cluster_tuples(clusters)) == grouped(expected_clusters)
+        if where is not None:
+            evolved = [(e["time"], e["cluster"]) for e in got if e["pattern"] == "Evolved"]
+            assert evolved == oracle.evolved_events(views, members, {"power"}, aggregates, where, relation) and evolved
+    assert statuses == {"created", "merged", "split", "grew", "disappeared"}
+    assert {"created", "merged"} <= extras_in
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -35,8 +35,9 @@ per instance, in supersteps:
     label changes; then the lane waits until the previous instance's lane has
     been concluded.
 ``summary``
-    the overlaps of the previous instance's groups with this one's join them
-    into components; a component whose groups all lie inside this partition is
+    the overlaps of the previous instance's groups with this one's (its pieces
+    matched to this instance's rows vertex by vertex: instances may add
+    different vertices, :func:`_carried_at`) join them into components; a component whose groups all lie inside this partition is
     decided here, the others go to the driver: their groups' partial aggregates
     (:func:`hatrick.cgql.patterns.aggregate_partials`), smallest member ids and
     overlaps, and the previous groups' states. The driver's ``master`` reduces
@@ -200,6 +201,7 @@ class ClusterProgram(PatternProgram):
         # a follower's diameter is every group's, exact (the alias's own only where it may be reported)
         self.exact = any(c.aggregate.function == "diameter" for f, _ in self.followers for c in f.clause.aggregates)
         self._pass_key = _pass_key(pattern, self.min_size, self.shared)
+        self.template_vertices = store.num_vertices     # vids from here on: vertices instances add
         # driver side only (master): the boundary groups' state and the events, instance by instance
         self._in_frame, self._keep_last = in_frame, keep_last
         self.results: dict = {}
@@ -223,7 +225,7 @@ class ClusterProgram(PatternProgram):
         keeper = subgraphs[0]
         whole = self._pass(keeper)
         if ctx.superstep == 0:
-            keeper.state["lane"] = lane = {"piece": whole["piece"], "usable": whole["usable"],
+            keeper.state["lane"] = lane = {"piece": whole["piece"], "usable": whole["usable"], "added": whole["added"],
                                            # vids grow with the row: a piece's first is its smallest
                                            "labels": whole["vertex_ids"][whole["starts"]]}
             changed = np.ones(len(whole["starts"]), bool)
@@ -250,7 +252,7 @@ class ClusterProgram(PatternProgram):
             events, evolved = self._rules(whole, lane, previous, ctx.globals)
             ctx.aggregate("events", events)
             ctx.aggregate("evolved", evolved)
-            ctx.aggregate("members", [self._members(whole["ids"], lane, previous, ctx.globals)])
+            ctx.aggregate("members", [self._members(whole, lane, previous, ctx.globals)])
             if self.shared is not None:
                 self._share_members(ctx, whole, lane)
         return votes
@@ -302,7 +304,10 @@ class ClusterProgram(PatternProgram):
         out, starts = first_row_numbering(piece, touched, count)
         rows = np.flatnonzero(touched)
         kept = np.flatnonzero(local & members[src] & members[dst]) if self.diameter else None
+        first_added = int(np.searchsorted(whole.vertex_ids, self.template_vertices))
         return {"piece": out, "members": rows, "usable": usable, "starts": starts, "ids": whole.ids,
+                # the rows past the template's: the vertices this instance adds here (vids, ids)
+                "added": (whole.vertex_ids[first_added:].copy(), whole.ids[first_added:].copy()),
                 "vertex_ids": whole.vertex_ids, "remote_src": remote.src, "remote_dst": remote.dst,
                 "columns": {a: frame[a].to_numpy()[rows] for a in self.columns},
                 "kinds": partial_kinds(self.aggregates),
@@ -340,7 +345,8 @@ class ClusterProgram(PatternProgram):
         before_node = ~before_local | (previous["record"]["cid"] >= 0) if known else before_local
         pair = np.empty((0, 3), np.int64)
         if before_count and count:
-            row, col, shared = overlap_counts(previous["piece"][rows], at, before_count, count)
+            before_at = _carried_at(previous["piece"], previous["added"][0], whole["added"][0], rows)
+            row, col, shared = overlap_counts(before_at, at, before_count, count)
             keep = before_node[row] & node[col]
             pair = np.column_stack([row[keep], col[keep], shared[keep]])
         total = before_count + count
@@ -403,7 +409,7 @@ class ClusterProgram(PatternProgram):
         if globals_["inside"]:
             if len(gone):
                 before_ids = before.table.index.to_numpy()
-                before.member_lists = _piece_members(whole["ids"], previous["piece"],
+                before.member_lists = _piece_members(_ids_before(whole, previous), previous["piece"],
                                                      clean_before[among(before_ids, gone)],
                                                      before_ids[among(before_ids, gone)])
             out = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
@@ -444,13 +450,14 @@ class ClusterProgram(PatternProgram):
                 if inside[i] for e in f.diff(before if before_inside[i] else None, after)]
 
     @staticmethod
-    def _members(ids: np.ndarray, lane: dict, previous, globals_: dict):
+    def _members(whole: dict, lane: dict, previous, globals_: dict):
         """(label, member id) pairs of the wanted groups now and before."""
         out = []
         for have, wanted in ((lane, globals_["want_now"]), (previous, globals_["want_before"])):
             if have is None or not len(wanted):
-                out.append((np.empty(0, np.int64), ids[:0]))
+                out.append((np.empty(0, np.int64), whole["ids"][:0]))
                 continue
+            ids = whole["ids"] if have is lane else _ids_before(whole, previous)
             piece, labels = have["piece"], have["labels"]
             hit = np.isin(labels, wanted)
             at = np.flatnonzero(piece >= 0)
@@ -652,6 +659,38 @@ def _clean_diameters(whole: dict, lane: dict, pieces: np.ndarray, only=None, lim
     rows = whole["members"]
     rows = rows[rank[lane["piece"][rows]] >= 0]
     return diameters(whole["adjacency"], rows, rank[lane["piece"][rows]], len(pieces), only=only, limits=limits)
+
+
+def _carried_at(values: np.ndarray, before_vids: np.ndarray, now_vids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The previous instance's per-row ``values`` of the partition (a piece per row) at this
+    instance's ``rows``, vertex by vertex, -1 for a vertex the previous instance lacked. A
+    partition's rows are its template vertices (the same in every instance), then the vertices
+    the instance adds there in vid order (:func:`gofs.bundle.instance_bundle`; ``*_vids``: those
+    vids), so template rows carry over as they are and added ones are matched by vid; where
+    both instances add the same vertices (none, commonly) the rows are the same."""
+    if np.array_equal(before_vids, now_vids):
+        return values[rows]
+    template = len(values) - len(before_vids)
+    out = np.full(len(rows), -1, values.dtype)
+    added = rows >= template
+    out[~added] = values[rows[~added]]
+    if len(before_vids):
+        vids = now_vids[rows[added] - template]
+        at = np.minimum(np.searchsorted(before_vids, vids), len(before_vids) - 1)
+        hit = before_vids[at] == vids
+        out[np.flatnonzero(added)[hit]] = values[template + at[hit]]
+    return out
+
+
+def _ids_before(whole: dict, previous: dict) -> np.ndarray:
+    """The original id of each row of the partition in the previous instance: the template's,
+    then the vertices that instance added here (kept in its lane, see :func:`_carried_at`)."""
+    (before_vids, before_ids), now_vids = previous["added"], whole["added"][0]
+    if np.array_equal(before_vids, now_vids):
+        return whole["ids"]
+    head = whole["ids"][:len(whole["ids"]) - len(now_vids)]
+    return np.concatenate([head, before_ids] if head.dtype == before_ids.dtype
+                          else [head.astype(object), before_ids.astype(object)])
 
 
 def _unless(exact: np.ndarray, satisfied: np.ndarray) -> np.ndarray:
