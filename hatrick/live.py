@@ -495,12 +495,13 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
         d.affected.append(d.comp[d.src[slot[gone]]])
     dropped = known & (final == 0)
     if dropped.any():
-        _release(d, slot[dropped], uniq[dropped])
+        _free(d, slot[dropped])
         slot[dropped] = -1
     fresh = (slot < 0) & (final > 0)
     if fresh.any():
         firsts = sel[first[fresh]]
-        slot[fresh] = _allocate(d, u[firsts], v[firsts], uniq[fresh])
+        slot[fresh] = _allocate(d, u[firsts], v[firsts], len(firsts))
+    _reindex(d, uniq[dropped], uniq[fresh], slot[fresh])
     have = slot >= 0
     d.mult[slot[have]] = final[have]
     cleared = have & (last_reset >= 0)
@@ -528,20 +529,24 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
 
 def _release(d: _Draft, slots: np.ndarray, keys: np.ndarray) -> None:
     """Remove the (present) ``keys`` held in ``slots`` from the index; their slots become free."""
+    _free(d, slots)
+    _reindex(d, keys, np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _free(d: _Draft, slots: np.ndarray) -> None:
+    """Empty ``slots`` (no multiplicity, no attributes) and make them free; the index is :func:`_reindex`'s."""
     d.mult[slots] = 0
     for name in list(d.eattrs):
         d.own("e", name).present[slots] = False
-    at = np.searchsorted(d.keys, keys)
-    d.keys, d.key_slots = np.delete(d.keys, at), np.delete(d.key_slots, at)
     d.free = np.concatenate([d.free, slots])
 
 
-def _allocate(d: _Draft, u: np.ndarray, v: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Slots for new (sorted, distinct) ``keys`` with endpoints ``u``, ``v``: free slots first,
-    then new ones at the end. A slot comes with multiplicity 0 and no attributes."""
-    reused = d.free[len(d.free) - min(len(keys), len(d.free)):]
+def _allocate(d: _Draft, u: np.ndarray, v: np.ndarray, count: int) -> np.ndarray:
+    """Slots for ``count`` new edges with endpoints ``u``, ``v``: free slots first, then new ones
+    at the end. A slot comes with multiplicity 0 and no attributes; the index is :func:`_reindex`'s."""
+    reused = d.free[len(d.free) - min(count, len(d.free)):]
     d.free = d.free[:len(d.free) - len(reused)]
-    extra = len(keys) - len(reused)
+    extra = count - len(reused)
     if extra:
         size = len(d.src) + extra
         d.src = np.concatenate([d.src, np.zeros(extra, np.int64)])
@@ -556,9 +561,39 @@ def _allocate(d: _Draft, u: np.ndarray, v: np.ndarray, keys: np.ndarray) -> np.n
     d.own_ends()
     d.src[slots], d.dst[slots] = u, v
     d.touched[reused] = -np.inf
-    at = np.searchsorted(d.keys, keys)
-    d.keys, d.key_slots = np.insert(d.keys, at, keys), np.insert(d.key_slots, at, slots)
     return slots
+
+
+def _reindex(d: _Draft, removed: np.ndarray, added: np.ndarray, added_slots: np.ndarray) -> None:
+    """The key index without the (present) keys ``removed`` and with the (absent, sorted, distinct)
+    keys ``added`` in ``added_slots``: one merge pass (:func:`_merged_index`), not a delete and an
+    insert that each move the whole index."""
+    if not len(removed) and not len(added):
+        return
+    dropped = np.sort(np.searchsorted(d.keys, removed))
+    d.keys, d.key_slots = _merged_index(d.keys, d.key_slots, dropped, added, added_slots.astype(d.key_slots.dtype))
+
+
+@njit(cache=True, nogil=True)
+def _merged_index(keys, slots, dropped, added, added_slots):
+    """Sorted ``keys`` (with their ``slots``) less positions ``dropped`` (ascending), merged with
+    sorted ``added`` (with ``added_slots``)."""
+    size = len(keys) - len(dropped) + len(added)
+    out_keys, out_slots = np.empty(size, keys.dtype), np.empty(size, slots.dtype)
+    i = j = k = o = 0
+    while o < size:
+        if k < len(dropped) and i == dropped[k]:
+            i += 1
+            k += 1
+        elif j < len(added) and (i >= len(keys) or added[j] < keys[i]):
+            out_keys[o], out_slots[o] = added[j], added_slots[j]
+            j += 1
+            o += 1
+        else:
+            out_keys[o], out_slots[o] = keys[i], slots[i]
+            i += 1
+            o += 1
+    return out_keys, out_slots
 
 
 def _slots(d: _Draft, keys: np.ndarray) -> np.ndarray:
