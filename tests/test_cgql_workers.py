@@ -149,3 +149,35 @@ def test_a_frame_straddling_now_hands_the_past_groups_to_the_workers(tmp_path, m
             s.close()
     driver, workers = events(False), events(True)
     assert workers == driver and any(e["time"] < 3.5 for e in driver) and any(e["time"] > 3.5 for e in driver)
+
+
+@pytest.mark.parametrize("executors", [False, True])
+def test_a_cancelled_query_leaves_nothing_on_the_workers(tmp_path, spark, executors):
+    """Each live query's sub-queries keep memory on every worker (Cluster ids one batch back, Reach
+    its round); cancelling one frees exactly its keys on every worker, also on a worker its
+    buckets moved to, and later batches bring none back."""
+    from hatrick.cgql.onworkers import memory_keys
+
+    graph = make_graph(str(tmp_path / "g.gofs"), False)
+    s = graph.stream(num_buckets=16, workers=2, executors=executors)
+    evolved, reach = goffish.query(s, EVOLVED), goffish.query(s, f"{REACH} AS cancelled_reach")
+    try:
+        for rows in batches()[:2]:
+            s.push(rows)
+        if not executors:
+            s.rescale(3)
+        s.push(batches()[2])
+        kept = {name: set(memory_keys(t.query.plan)) for name, t in (("evolved", evolved), ("reach", reach))}
+        assert len(kept["evolved"]) == 1 and len(kept["reach"]) == 1        # Evolved reads its alias S's memory
+        everything = kept["evolved"] | kept["reach"]
+        assert [set(keys) for keys in s.pattern_keys()] == [everything] * s.workers
+        evolved.cancel()
+        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"]] * s.workers
+        s.push(batches()[3])
+        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"]] * s.workers
+        goffish.query(None, "CANCEL cancelled_reach")
+        assert s.pattern_keys() == [[]] * s.workers
+    finally:
+        for t in (evolved, reach):
+            t.cancel()
+        s.close()

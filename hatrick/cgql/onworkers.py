@@ -43,7 +43,8 @@ the driver measures it with the same kernel: its cost grows with the groups that
 boundary, not with V (routing them to one worker instead, like the past path's keeper
 sub-graph, would keep even those off the driver).
 
-A worker's memory of its members' cluster ids moves with their buckets when the stream rescales
+What a worker keeps for a sub-query (its pending round, its members' cluster ids) is freed when
+the query is cancelled (:func:`memory_keys`). A worker's memory of its members' cluster ids moves with their buckets when the stream rescales
 (:func:`take_memory` / :func:`give_memory`, in the buckets' payload), so identities survive the move. A query whose previous state
 came from elsewhere (a past part, or a stream restored from a checkpoint) seeds the workers' memory
 from that state's members once.
@@ -66,7 +67,7 @@ from hatrick.live import _column_out, smallest_members
 from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.ring import bucket_of
 
-__all__ = ["WorkerSnapshot", "on_workers", "evaluate", "STEPS"]
+__all__ = ["WorkerSnapshot", "on_workers", "evaluate", "memory_keys", "STEPS"]
 
 
 class WorkerSnapshot:
@@ -127,6 +128,12 @@ def _key(pattern) -> str:
     if "_workers_key" not in pattern.options:
         pattern.options["_workers_key"] = uuid.uuid4().hex
     return pattern.options["_workers_key"]
+
+
+def memory_keys(the_plan) -> list[str]:
+    """The names under which workers keep the memory of ``the_plan``'s sub-queries (those
+    evaluated on workers so far): what a cancelled query frees (``Stream.forget_patterns``)."""
+    return [sq.pattern.options["_workers_key"] for sq in the_plan.subqueries if "_workers_key" in sq.pattern.options]
 
 
 def _owners(snap: WorkerSnapshot, ids: np.ndarray) -> np.ndarray:
