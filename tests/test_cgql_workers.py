@@ -181,3 +181,52 @@ def test_a_cancelled_query_leaves_nothing_on_the_workers(tmp_path, spark, execut
         for t in (evolved, reach):
             t.cancel()
         s.close()
+
+
+WILDCARDS = (
+    "DETECT Cluster(usage < 30) WHERE edge: {type = power} AS A; "
+    "DETECT Reach(source: {id = A.*}, sink: {usage > 35}) WHERE edge: {type = follow}",
+    "DETECT Reach(source: {usage = C1.*}, sink: {usage > 33}) WHERE edge: {type = follow} "
+    "AND DETECT Cluster(sum(node.usage) > 40, diameter < 4) WHERE edge: {type = power} AS C1; "
+    "DETECT Cluster(usage != C1.*, size > 2) WHERE edge: {type = follow} AS D; "
+    "DETECT Evolved(C1) WHERE sum(node.usage) < 80 AND SUCCEEDS C1")
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_wildcard_queries_run_on_the_workers_with_the_events_of_the_frames(tmp_path, spark, monkeypatch, directed):
+    """``alias.*`` wildcards (on ``id`` and on an attribute, in Reach and in a Cluster) with 1, 2
+    and 3 workers (and a rescale; 2 in Spark tasks): every topic's events equal the evaluation over the batches'
+    frames (the in-memory path, checked against NetworkX in the CGQL tests), and the frames are
+    never read."""
+    from hatrick.cgql import engine
+
+    graph = make_graph(str(tmp_path / "g.gofs"), directed)
+
+    def events(rescale_at=None, **options) -> dict:
+        s = graph.stream(num_buckets=16, **options)
+        topics = [goffish.query(s, text) for text in WILDCARDS]
+        try:
+            for i, rows in enumerate(batches()):
+                if i in (rescale_at or {}):
+                    s.rescale(rescale_at[i])
+                s.push(rows)
+            return [[{k: v for k, v in e.items() if k not in ("detected", "topic")}
+                     for name in t.query.topics for e in t.query.topics[name].read()] for t in topics]
+        finally:
+            for t in topics:
+                t.cancel()
+            s.close()
+
+    monkeypatch.setattr(engine, "on_workers", lambda view, directed, plan: None)
+    frames = events(workers=1)
+    monkeypatch.undo()
+    assert all(frames) and {e["pattern"] for e in frames[1]} >= {"Reach", "Cluster", "Evolved"}
+    assert {e["subquery"] for e in frames[1]} >= {"C1", "D"}
+
+    def no_frames(workers):
+        raise AssertionError("a live CGQL query read the workers' frames")
+    monkeypatch.setattr(partitioned_module, "_frames", no_frames)
+    for workers, rescale_at in ((1, None), (2, None), (3, {3: 2})):
+        assert events(rescale_at, workers=workers) == frames, (workers, rescale_at)
+    if not directed:
+        assert events(workers=2, executors=True) == frames                 # workers in Spark tasks
