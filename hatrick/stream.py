@@ -412,8 +412,9 @@ class Stream:
             self._callbacks.remove(callback)
 
     def forget_patterns(self, keys: list) -> None:
-        """Free what the workers keep for live CGQL sub-queries ``keys`` (a cancelled query's)."""
-        with self._lock:
+        """Free what the workers keep for live CGQL sub-queries ``keys`` (a cancelled query's;
+        a worker already lost or closed took its memory with it)."""
+        with self._lock, contextlib.suppress(WorkerLost):
             self.live.forget_patterns(keys)
 
     def pattern_keys(self) -> list:

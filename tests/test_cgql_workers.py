@@ -161,6 +161,7 @@ def test_a_cancelled_query_leaves_nothing_on_the_workers(tmp_path, spark, execut
     graph = make_graph(str(tmp_path / "g.gofs"), False)
     s = graph.stream(num_buckets=16, workers=2, executors=executors)
     evolved, reach = goffish.query(s, EVOLVED), goffish.query(s, f"{REACH} AS cancelled_reach")
+    late = goffish.query(s, CLUSTER)                     # cancelled after the stream closed: its memory went with it
     try:
         for rows in batches()[:2]:
             s.push(rows)
@@ -169,18 +170,21 @@ def test_a_cancelled_query_leaves_nothing_on_the_workers(tmp_path, spark, execut
         s.push(batches()[2])
         kept = {name: set(memory_keys(t.query.plan)) for name, t in (("evolved", evolved), ("reach", reach))}
         assert len(kept["evolved"]) == 1 and len(kept["reach"]) == 1        # Evolved reads its alias S's memory
-        everything = kept["evolved"] | kept["reach"]
+        others = set(memory_keys(late.query.plan))
+        everything = kept["evolved"] | kept["reach"] | others
         assert [set(keys) for keys in s.pattern_keys()] == [everything] * s.workers
         evolved.cancel()
-        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"]] * s.workers
+        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"] | others] * s.workers
         s.push(batches()[3])
-        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"]] * s.workers
+        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"] | others] * s.workers
         goffish.query(None, "CANCEL cancelled_reach")
-        assert s.pattern_keys() == [[]] * s.workers
+        assert [set(keys) for keys in s.pattern_keys()] == [others] * s.workers
     finally:
         for t in (evolved, reach):
             t.cancel()
         s.close()
+    late.cancel()
+    assert late.query.cancelled
 
 
 WILDCARDS = (
