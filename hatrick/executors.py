@@ -247,7 +247,8 @@ SERVED = frozenset({"stage", "commit", "abandon", "clock", "sizes", "bucket_stat
                     "components_frame", "reachable", "reach_summary", "held_edges", "keep", "loaded_clock",
                     "extract", "absorb", "extract_to", "absorb_from", "set_owner", "state", "empty_state", "busy",
                     "merge_labels", "global_labels", "exchange", "stage_instance_part",
-                    "write_instance_partitions", "write_state", "written", "pattern_step"})
+                    "write_instance_partitions", "write_state", "written", "pattern_step", "forget_patterns",
+                    "pattern_keys"})
 
 
 class WorkerTasks:

@@ -210,6 +210,15 @@ class Worker:
 
         return STEPS[step](self, key, *args)
 
+    def forget_patterns(self, keys: list) -> None:
+        """Drop what live CGQL sub-queries ``keys`` keep here (their query was cancelled)."""
+        for key in keys:
+            self.patterns.pop(key, None)
+
+    def pattern_keys(self) -> list:
+        """The live CGQL sub-queries whose memory this worker keeps."""
+        return sorted(self.patterns)
+
     def set_owner(self, owner: np.ndarray) -> None:
         self.owner = owner
 
@@ -1091,6 +1100,14 @@ class PartitionedGraph:
         if self.batch != seq:
             raise RuntimeError(f"hatrick: the view of batch {seq} was first read after batch {self.batch}; "
                                "with workers in Spark tasks, read it in the callback")
+
+    def forget_patterns(self, keys: list) -> None:
+        """Every worker drops what live CGQL sub-queries ``keys`` keep (:meth:`Worker.forget_patterns`)."""
+        self._each("forget_patterns", list(keys))
+
+    def pattern_keys(self) -> list:
+        """Per worker, the live CGQL sub-queries whose memory it keeps."""
+        return self._each("pattern_keys")
 
     def stage_instance(self, target) -> list[tuple]:
         """Every worker stages its part of snapshot instance ``target``

@@ -12,13 +12,12 @@ worker holds the template's keys and eids), stages it and writes the row-aligned
 share of the GoFS partitions (:mod:`gofs.instance_parts`); the driver only places the vertices
 the stream added beyond the template and commits the instance: nothing of the size of the graph
 reaches it. Those added vertices keep their internal id from snapshot to snapshot (see
-:mod:`gofs.vids`), with the edges touching them as added edges. A static vertex
-value the stream changed (or gave a vertex beyond the template) is written into the instance,
-which then overrides the template's column (:mod:`gofs.instances`). What an instance cannot
-carry (a documented limit of the GoFS format, not worked around here): a removed template vertex
-loses its edges and values but stays listed. A template edge whose static value the stream
-changed is written as removed and added again with its values, so in that instance it is an
-added edge.
+:mod:`gofs.vids`), with the edges touching them as added edges. A static value the stream
+changed (a vertex's, or a template edge's: set, unset, or carried by an add that brought the
+edge back) is written into the instance, which then overrides the template's column there
+(:mod:`gofs.instances`); the edge keeps its template eid. What an instance cannot carry (a
+documented limit of the GoFS format, not worked around here): a removed template vertex loses
+its edges and values but stays listed.
 """
 from __future__ import annotations
 
@@ -69,32 +68,32 @@ def _differs(live: Column, rows: np.ndarray, original: Column | None, at: np.nda
     return (was != now) | (was & now & ~same_value)
 
 
-def _static_values_changed(state: State, slots: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Which live edges (``slots`` with their sorted ``keys``) hold a static attribute value other
-    than their template value (an edge that is not a template edge compares with no value)."""
-    changed = np.zeros(len(slots), bool)
-    t = state.template
-    if t is None or not t.edge:
-        return changed
-    at = np.minimum(np.searchsorted(t.keys, keys), max(len(t.keys) - 1, 0))
-    hit = (t.keys[at] == keys) if len(t.keys) else np.zeros(len(keys), bool)
-    for name, original in t.edge.items():
-        changed |= _differs(state.eattrs[name], slots, original, at, hit)
-    return changed
-
-
-def _static_vertex_changes(state: State, vids: np.ndarray) -> dict:
-    """{static name: which of ``vids`` hold a value other than the template's} for the static
-    vertex attributes some of them changed (a vertex beyond the template compares with none)."""
-    t = state.template
-    hit = vids < t.vertices
-    at = np.where(hit, vids, 0)
+def _static_changes(live: dict, names, rows: np.ndarray, original: dict, at: np.ndarray, hit: np.ndarray) -> dict:
+    """{static name: which of ``rows`` of the ``live`` columns hold a value other than the
+    template's (``original`` at ``at``, where ``hit``; elsewhere none)} for the names of ``names``
+    that some row changed: what the instance overrides."""
     changes = {}
-    for name in sorted(state.static_vertex & set(state.vattrs)):
-        changed = _differs(state.vattrs[name], vids, t.vertex.get(name), at, hit)
+    for name in sorted(names):
+        changed = _differs(live[name], rows, original.get(name), at, hit)
         if changed.any():
             changes[name] = changed
     return changes
+
+
+def _static_vertex_changes(state: State, vids: np.ndarray) -> dict:
+    """:func:`_static_changes` of ``vids`` (a vertex beyond the template compares with none)."""
+    t = state.template
+    hit = vids < t.vertices
+    return _static_changes(state.vattrs, state.static_vertex & set(state.vattrs), vids, t.vertex,
+                           np.where(hit, vids, 0), hit)
+
+
+def _static_edge_changes(state: State, slots: np.ndarray, keys: np.ndarray) -> dict:
+    """:func:`_static_changes` of template edges (live ``slots`` with their ``keys``)."""
+    t = state.template
+    at = np.minimum(np.searchsorted(t.keys, keys), max(len(t.keys) - 1, 0))
+    hit = (t.keys[at] == keys) if len(t.keys) else np.zeros(len(keys), bool)
+    return _static_changes(state.eattrs, state.static_edge & set(state.eattrs), slots, t.edge, at, hit)
 
 
 _COUNTS = ("added_vertices", "added_edges", "removed_edges", "vertex_rows", "edge_rows")
@@ -128,8 +127,7 @@ def instance_part(state: State, vids: np.ndarray, template_rows: np.ndarray, off
     have = np.where(found, t_counts[at_c] if len(t_keys) else 0, 0)
     now = state.mult[live]
 
-    changed = found & _static_values_changed(state, live, keys)
-    kept = np.where(changed, 0, np.minimum(now, have))   # template copies that stay as they are
+    kept = np.minimum(now, have)                          # template copies that stay (changed values override)
     added_slots = np.repeat(live, now - kept)
     still = np.zeros(len(t_keys), np.int64)
     still[at_c[found]] = kept[found]
@@ -157,16 +155,19 @@ def instance_part(state: State, vids: np.ndarray, template_rows: np.ndarray, off
 
     out["edge_values"] = None
     edge_rows = vertex_rows = 0
-    if dynamic_e:
-        slots, copies = live[kept > 0], kept[kept > 0]
+    slots, copies, first = live[kept > 0], kept[kept > 0], at_c[kept > 0]
+    static_e = _static_edge_changes(state, slots, keys[kept > 0])     # written too: the instance overrides them
+    if dynamic_e or static_e:
         any_set = np.zeros(len(slots), bool)
         for name in dynamic_e:
             any_set |= state.eattrs[name].present[slots]
-        slots, copies, first = slots[any_set], copies[any_set], at_c[kept > 0][any_set]
+        for changed in static_e.values():
+            any_set |= changed
+        slots, copies, first = slots[any_set], copies[any_set], first[any_set]
         eids = t.eids[_ranges(t_first[first] + t_counts[first] - copies, copies)]   # the copies kept: the last ones
         slots = np.repeat(slots, copies)                # every kept template copy of a key has its values
         cols = {"eid": pa.array(eids), "src": pa.array(state.src[slots]), "dst": pa.array(state.dst[slots])}
-        for name in dynamic_e:
+        for name in [*dynamic_e, *static_e]:
             cols[name] = _arrow(state.eattrs[name], slots, state.ekinds[name])
         out["edge_values"] = pa.table(cols)
         edge_rows = len(slots)

@@ -411,6 +411,17 @@ class Stream:
         with self._lock:
             self._callbacks.remove(callback)
 
+    def forget_patterns(self, keys: list) -> None:
+        """Free what the workers keep for live CGQL sub-queries ``keys`` (a cancelled query's;
+        a worker already lost or closed took its memory with it)."""
+        with self._lock, contextlib.suppress(WorkerLost):
+            self.live.forget_patterns(keys)
+
+    def pattern_keys(self) -> list:
+        """Per worker, the live CGQL sub-queries whose memory it keeps."""
+        with self._lock:
+            return self.live.pattern_keys()
+
     def view(self) -> GraphView:
         return self.live.view()
 

@@ -149,3 +149,88 @@ def test_a_frame_straddling_now_hands_the_past_groups_to_the_workers(tmp_path, m
             s.close()
     driver, workers = events(False), events(True)
     assert workers == driver and any(e["time"] < 3.5 for e in driver) and any(e["time"] > 3.5 for e in driver)
+
+
+@pytest.mark.parametrize("executors", [False, True])
+def test_a_cancelled_query_leaves_nothing_on_the_workers(tmp_path, spark, executors):
+    """Each live query's sub-queries keep memory on every worker (Cluster ids one batch back, Reach
+    its round); cancelling one frees exactly its keys on every worker, also on a worker its
+    buckets moved to, and later batches bring none back."""
+    from hatrick.cgql.onworkers import memory_keys
+
+    graph = make_graph(str(tmp_path / "g.gofs"), False)
+    s = graph.stream(num_buckets=16, workers=2, executors=executors)
+    evolved, reach = goffish.query(s, EVOLVED), goffish.query(s, f"{REACH} AS cancelled_reach")
+    late = goffish.query(s, CLUSTER)                     # cancelled after the stream closed: its memory went with it
+    try:
+        for rows in batches()[:2]:
+            s.push(rows)
+        if not executors:
+            s.rescale(3)
+        s.push(batches()[2])
+        kept = {name: set(memory_keys(t.query.plan)) for name, t in (("evolved", evolved), ("reach", reach))}
+        assert len(kept["evolved"]) == 1 and len(kept["reach"]) == 1        # Evolved reads its alias S's memory
+        others = set(memory_keys(late.query.plan))
+        everything = kept["evolved"] | kept["reach"] | others
+        assert [set(keys) for keys in s.pattern_keys()] == [everything] * s.workers
+        evolved.cancel()
+        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"] | others] * s.workers
+        s.push(batches()[3])
+        assert [set(keys) for keys in s.pattern_keys()] == [kept["reach"] | others] * s.workers
+        goffish.query(None, "CANCEL cancelled_reach")
+        assert [set(keys) for keys in s.pattern_keys()] == [others] * s.workers
+    finally:
+        for t in (evolved, reach):
+            t.cancel()
+        s.close()
+    late.cancel()
+    assert late.query.cancelled
+
+
+WILDCARDS = (
+    "DETECT Cluster(usage < 30) WHERE edge: {type = power} AS A; "
+    "DETECT Reach(source: {id = A.*}, sink: {usage > 35}) WHERE edge: {type = follow}",
+    "DETECT Reach(source: {usage = C1.*}, sink: {usage > 33}) WHERE edge: {type = follow} "
+    "AND DETECT Cluster(sum(node.usage) > 40, diameter < 4) WHERE edge: {type = power} AS C1; "
+    "DETECT Cluster(usage != C1.*, size > 2) WHERE edge: {type = follow} AS D; "
+    "DETECT Evolved(C1) WHERE sum(node.usage) < 80 AND SUCCEEDS C1")
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_wildcard_queries_run_on_the_workers_with_the_events_of_the_frames(tmp_path, spark, monkeypatch, directed):
+    """``alias.*`` wildcards (on ``id`` and on an attribute, in Reach and in a Cluster) with 1, 2
+    and 3 workers (and a rescale; 2 in Spark tasks): every topic's events equal the evaluation over the batches'
+    frames (the in-memory path, checked against NetworkX in the CGQL tests), and the frames are
+    never read."""
+    from hatrick.cgql import engine
+
+    graph = make_graph(str(tmp_path / "g.gofs"), directed)
+
+    def events(rescale_at=None, **options) -> dict:
+        s = graph.stream(num_buckets=16, **options)
+        topics = [goffish.query(s, text) for text in WILDCARDS]
+        try:
+            for i, rows in enumerate(batches()):
+                if i in (rescale_at or {}):
+                    s.rescale(rescale_at[i])
+                s.push(rows)
+            return [[{k: v for k, v in e.items() if k not in ("detected", "topic")}
+                     for name in t.query.topics for e in t.query.topics[name].read()] for t in topics]
+        finally:
+            for t in topics:
+                t.cancel()
+            s.close()
+
+    monkeypatch.setattr(engine, "on_workers", lambda view, directed, plan: None)
+    frames = events(workers=1)
+    monkeypatch.undo()
+    assert all(frames) and {e["pattern"] for e in frames[1]} >= {"Reach", "Cluster", "Evolved"}
+    assert {e["subquery"] for e in frames[1]} >= {"C1", "D"}
+
+    def no_frames(workers):
+        raise AssertionError("a live CGQL query read the workers' frames")
+    monkeypatch.setattr(partitioned_module, "_frames", no_frames)
+    for workers, rescale_at in ((1, None), (2, None), (3, {3: 2})):
+        assert events(rescale_at, workers=workers) == frames, (workers, rescale_at)
+    if not directed:
+        assert events(workers=2, executors=True) == frames                 # workers in Spark tasks

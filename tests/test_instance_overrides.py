@@ -42,25 +42,27 @@ def _edge_values(g, instance, name):
     return sorted((min(a, b), max(a, b), None if pd.isna(v) else v) for a, b, v in zip(frame.src, frame.dst, frame[name]))
 
 
-def _oracle_views(g, zones_per_instance, edges_per_instance):
+def _oracle_views(g, zones_per_instance, edges_per_instance, edge_name="kind"):
     """Each stored instance as a plain in-memory view of what it should hold (not read from GoFS):
-    {id: zone} and [(src, dst, kind)]."""
+    {id: zone} and [(src, dst, value of ``edge_name``)]."""
     return [PandasView(float(entry["start"]), entry["id"], pd.DataFrame({"id": list(zones), "zone": list(zones.values())}),
-                       pd.DataFrame(edges, columns=["src", "dst", "kind"]), False)
+                       pd.DataFrame(edges, columns=["src", "dst", edge_name]), False)
             for entry, zones, edges in zip(g.instances, zones_per_instance, edges_per_instance)]
 
 
-def _same_events(g, views, spark, added_member):
-    """A CGQL Cluster query on Gopher over the stored instances publishes the events the driver
-    path publishes over ``views`` (the driver path is checked against NetworkX in the CGQL tests),
-    ``added_member`` (a vertex an instance adds) among the members of one."""
-    text = f"{CLUSTER} FROM {views[0].time} TO {views[-1].time}"
+def _same_events(g, views, spark, added_member, cluster=CLUSTER, end=None):
+    """A CGQL Cluster query on Gopher over the stored instances (to ``end``, default the last
+    one's time, excluded) publishes the events the driver path publishes over ``views`` (the
+    driver path is checked against NetworkX in the CGQL tests), ``added_member`` (a vertex an
+    instance adds) among the members of one. Returns the events."""
+    text = f"{cluster} FROM {views[0].time} TO {views[-1].time if end is None else end}"
     on_gopher = query(g, text, spark=spark)
     assert on_gopher.query.past_engine == "gopher"
     drop = ("detected", "seq", "topic")
     got = [{k: v for k, v in e.items() if k not in drop} for e in on_gopher.read()]
     expected = [{k: v for k, v in e.items() if k not in drop} for e in query(views, text).read()]
     assert got == expected and any(added_member in e["members"] for e in expected)
+    return expected
 
 
 def test_an_instance_overrides_static_values_for_itself_only(tmp_path, spark):
@@ -175,3 +177,61 @@ def test_a_checkpoint_written_while_static_vertex_values_were_read_only_reads_it
     new = state.template.vertex["zone"]
     assert list(old.present) == list(new.present) == [True, False, True, True]
     assert list(old.values[old.present]) == list(new.values[new.present]) == ["a", "c", "d"]
+
+
+def _typed_edges(frame, name="type"):
+    return sorted((min(a, b), max(a, b), None if pd.isna(t) else t) for a, b, t in zip(frame.src, frame.dst, frame[name]))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stream_writes_a_changed_static_edge_value_as_an_override_of_the_same_edge(tmp_path, spark, workers):
+    """Issue 21's line (``nx.path_graph(6)``, every edge ``type`` line): the stream cuts 2-3,
+    restores it and types it power; cuts 3-4 and restores it with a type carried by the add; sets
+    1-2's type and unsets 4-5's (plain sets on template edges); gives 0-1 a dynamic ``load``; adds
+    0-5 with a type. The snapshot keeps every template edge (its eid: nothing removed, only 0-5
+    added) and overrides ``type``; the live table, each instance read from GoFS, a restart from
+    the checkpoint and one from the snapshot, and a CGQL Cluster query on Gopher over the
+    instances all equal the in-memory tables of what each snapshot holds."""
+    path = nx.path_graph(6)
+    edges = pd.DataFrame({"src": [a for a, _ in path.edges], "dst": [b for _, b in path.edges], "type": "line"})
+    vertices = pd.DataFrame({"id": list(path.nodes), "zone": "hot"})
+    g = goffish.ingest(from_pandas(edges, vertices), str(tmp_path / "p.gofs"), num_partitions=2, partitioner="hash")
+    checkpoint = str(tmp_path / "ck")
+    s = g.stream(checkpoint=checkpoint, num_buckets=4, workers=workers)
+
+    def e(op, seq, a, b, **kw):
+        return _u(op, seq, src=a, dst=b, **kw)
+
+    types = {(a, b): "line" for a, b in path.edges}
+    expected = [sorted((a, b, t) for (a, b), t in types.items())]
+    assert s.snapshot() == 0
+    s.push([e("remove_edge", 1, 2, 3), e("add_edge", 2, 2, 3), e("set_edge", 3, 2, 3, attribute="type", value="power"),
+            e("remove_edge", 4, 3, 4), e("add_edge", 5, 4, 3, attribute="type", value="cable"),
+            e("set_edge", 6, 2, 1, attribute="type", value="fiber"), e("set_edge", 7, 4, 5, attribute="type", value=None),
+            e("set_edge", 8, 0, 1, attribute="load", value=2.5), e("add_edge", 9, 0, 5, attribute="type", value="cable")])
+    types.update({(2, 3): "power", (3, 4): "cable", (1, 2): "fiber", (4, 5): None, (0, 5): "cable"})
+    expected.append(sorted((a, b, t) for (a, b), t in types.items()))
+    assert _typed_edges(s.edges()) == expected[1]
+    assert s.snapshot() == 1
+    restarted = g.stream(checkpoint=checkpoint, num_buckets=4, workers=workers)
+    assert _typed_edges(restarted.edges()) == expected[1]
+    restarted.push([e("set_edge", 10, 3, 2, attribute="type", value="line")])   # back to the template's value
+    types[(2, 3)] = "line"
+    expected.append(sorted((a, b, t) for (a, b), t in types.items()))
+    assert restarted.snapshot() == 2
+    g = g.refresh()
+    for iid, want in enumerate(expected):
+        assert _edge_values(g, iid, "type") == want, iid
+    assert _edge_values(g, None, "type") == expected[0]
+    assert _edge_values(g, 1, "load") == sorted([(0, 1, 2.5)] + [(a, b, None) for a, b, _ in expected[1] if (a, b) != (0, 1)])
+    assert [e.get("edge_overrides") for e in g.instances] == [None, ["type"], ["type"]]
+    assert [e.get("topology") for e in g.instances] == [None, {"added": 1, "removed": 0}, {"added": 1, "removed": 0}]
+    assert g.instance_edge_attributes == ["load"]
+    assert _typed_edges(g.stream(num_buckets=4, workers=workers).edges()) == expected[2]      # loads snapshot 2
+    hot = dict.fromkeys(range(6), "hot")
+    views = _oracle_views(g, [hot] * 3, expected, "type")
+    events = _same_events(g, views, spark, 0, "DETECT Cluster(zone = hot, size >= 2) WHERE edge: {type = line}",
+                          end=views[-1].time + 1)
+    assert [(e["time"], e["status"], e["members"]) for e in events] == \
+        [(views[0].time, "created", [0, 1, 2, 3, 4, 5]), (views[2].time, "created", [2, 3])]

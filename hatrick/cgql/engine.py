@@ -14,6 +14,8 @@ to a stream. Sources:
 - a stream: anything with ``on_batch(callback)`` and ``remove_callback(callback)``
   that calls ``callback(view)`` after every applied batch (Hatrick's
   ``Stream``); its ``store``/``graph`` attribute, if any, serves the past part.
+  A stream whose workers evaluate live patterns (Hatrick's) also has
+  ``forget_patterns(keys)``: a cancelled query frees what they keep for it.
 - an iterable of GraphViews: a recorded history the caller holds in this
   process, evaluated view by view as live views are (``Query.past_engine`` is
   "driver" there, "gopher" for a stored graph).
@@ -44,7 +46,7 @@ import time as clock
 
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import CGQLError, located
-from hatrick.cgql.onworkers import WorkerSnapshot, evaluate, on_workers
+from hatrick.cgql.onworkers import WorkerSnapshot, evaluate, memory_keys, on_workers
 from hatrick.cgql.parser import parse
 from hatrick.cgql.planner import Plan, plan
 from hatrick.cgql.programs import run_past
@@ -260,15 +262,21 @@ class Query:
                     "snapshots": self.snapshots, "past_engine": self.past_engine}
 
     def cancel(self) -> None:
-        """Stop: unsubscribe from the stream, close every topic, leave the registry."""
+        """Stop: close every topic, unsubscribe from the stream and free what its workers keep for
+        this query, leave the registry. The stream is called outside this query's lock (its batch
+        thread holds the stream's lock while it takes this one in :meth:`_on_batch`); no view is
+        evaluated once ``cancelled`` is set."""
         with self._lock:
             if self.cancelled:
                 return
             self.cancelled = True
-            if self._stream is not None:
-                self._stream.remove_callback(self._on_batch)
             for topic in self.topics.values():
                 topic.close()
+        if self._stream is not None:
+            self._stream.remove_callback(self._on_batch)
+            keys = memory_keys(self.plan)
+            if keys and hasattr(self._stream, "forget_patterns"):
+                self._stream.forget_patterns(keys)
         if self.registry is not None:
             self.registry.release(self)
 

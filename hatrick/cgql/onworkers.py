@@ -2,10 +2,10 @@
 
 A live view of a partitioned stream (:meth:`hatrick.partitioned.PartitionedGraph.view`) names
 the workers holding its batch; :func:`on_workers` wraps it as a :class:`WorkerSnapshot` for a
-query whose sub-queries all have a worker evaluation (:func:`evaluates_on_workers`: no ``alias.*``
-wildcard), and :func:`evaluate` gives the pattern's state from the
-workers' summaries. The driver never reads the graph's frames; what reaches it grows with the
-boundary between workers, the clusters and the matched vertices and pairs, not with V.
+query whose sub-queries all have a worker evaluation (:func:`evaluates_on_workers`), and
+:func:`evaluate` gives the pattern's state from the workers' summaries. The driver never reads
+the graph's frames; what reaches it grows with the boundary between workers, the clusters and
+the matched vertices and pairs, not with V.
 
 Each worker (:meth:`hatrick.partitioned.Worker.pattern_step`, the steps in :data:`STEPS`) decides
 the WHERE conditions on what it holds: vertex conditions on the vertices it owns, edge conditions
@@ -36,6 +36,13 @@ Cluster
     and applies the pattern's rules (:meth:`hatrick.cgql.patterns.Cluster.conclude`), then
     tells each worker its pieces' cluster ids. Members travel only for the clusters of events.
 
+``alias.*`` wildcards (``{usage = C1.*}``: the vertices whose ``usage`` equals that of a member
+of a cluster ``C1`` reports in this batch): the alias's Cluster is evaluated first and each
+worker remembers its members' cluster ids; the driver asks the workers for the distinct values
+of the compared attributes among the members of the reported clusters (none for ``id``) and
+hands them, with the reported cluster ids, to every worker, which decides the condition on its
+own vertices by the past path's rule (:class:`hatrick.cgql.views.ReportedMembers`).
+
 Diameter: a group that is one piece of one worker is measured there, exactly, over its kept
 edges (:func:`hatrick.cgql.patterns.diameters`, the pattern's kernel, with the same bounds);
 for a group that spans workers the workers send only that group's members and kept edges and
@@ -43,7 +50,8 @@ the driver measures it with the same kernel: its cost grows with the groups that
 boundary, not with V (routing them to one worker instead, like the past path's keeper
 sub-graph, would keep even those off the driver).
 
-A worker's memory of its members' cluster ids moves with their buckets when the stream rescales
+What a worker keeps for a sub-query (its pending round, its members' cluster ids) is freed when
+the query is cancelled (:func:`memory_keys`). A worker's memory of its members' cluster ids moves with their buckets when the stream rescales
 (:func:`take_memory` / :func:`give_memory`, in the buckets' payload), so identities survive the move. A query whose previous state
 came from elsewhere (a past part, or a stream restored from a checkpoint) seeds the workers' memory
 from that state's members once.
@@ -61,12 +69,12 @@ from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import located
 from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, Reach, ReachState, aggregate_partials,
                                    derive_aggregates, diameters, partial_kinds, positions_in)
-from hatrick.cgql.views import Bindings, _plain, edge_condition_mask, vertex_conditions_mask
+from hatrick.cgql.views import Bindings, ReportedMembers, _plain, edge_condition_mask, vertex_conditions_mask
 from hatrick.live import _column_out, smallest_members
 from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.ring import bucket_of
 
-__all__ = ["WorkerSnapshot", "on_workers", "evaluate", "STEPS"]
+__all__ = ["WorkerSnapshot", "on_workers", "evaluate", "memory_keys", "STEPS"]
 
 
 class WorkerSnapshot:
@@ -82,18 +90,15 @@ class WorkerSnapshot:
 
 
 def evaluates_on_workers(the_plan) -> bool:
-    """Whether every sub-query of a plan has a worker evaluation: Reach, Cluster without ``alias.*``
-    wildcards, and Evolved over a Cluster's alias (the others read the view's frames)."""
+    """Whether every sub-query of a plan has a worker evaluation: Reach, Cluster (``alias.*``
+    wildcards included: their alias is a Cluster, evaluated first) and Evolved over a Cluster's
+    alias (the others read the view's frames)."""
     clusters = {sq.clause.alias for sq in the_plan.subqueries if type(sq.pattern) is Cluster}
     for sq in the_plan.subqueries:
         if type(sq.pattern) is Evolved:
             if sq.pattern.alias not in clusters:
                 return False
-            continue
-        if type(sq.pattern) not in (Cluster, Reach):
-            return False
-        conditions = [c for group in sq.pattern._vertex_condition_groups() for c in group]
-        if any(isinstance(c.value, n.Wildcard) for c in conditions):
+        elif type(sq.pattern) not in (Cluster, Reach):
             return False
     return True
 
@@ -109,9 +114,9 @@ def on_workers(view, directed, the_plan) -> WorkerSnapshot | None:
 def evaluate(pattern, snap: WorkerSnapshot, previous, aliases: dict):
     """The state of ``pattern`` at ``snap``, as :meth:`hatrick.cgql.patterns.Pattern.evaluate` gives it."""
     if type(pattern) is Reach:
-        return _reach(pattern, snap)
+        return _reach(pattern, snap, aliases)
     if type(pattern) is Cluster:
-        return _cluster(pattern, snap, previous)
+        return _cluster(pattern, snap, previous, aliases)
     return pattern.evaluate(snap, previous, aliases)        # Evolved reads its alias's summaries
 
 
@@ -129,6 +134,12 @@ def _key(pattern) -> str:
     return pattern.options["_workers_key"]
 
 
+def memory_keys(the_plan) -> list[str]:
+    """The names under which workers keep the memory of ``the_plan``'s sub-queries (those
+    evaluated on workers so far): what a cancelled query frees (``Stream.forget_patterns``)."""
+    return [sq.pattern.options["_workers_key"] for sq in the_plan.subqueries if "_workers_key" in sq.pattern.options]
+
+
 def _owners(snap: WorkerSnapshot, ids: np.ndarray) -> np.ndarray:
     return snap.owner[bucket_of(np.asarray(ids), len(snap.owner))]
 
@@ -138,6 +149,38 @@ def _by_owner(snap: WorkerSnapshot, ids: np.ndarray) -> list:
     ids = pd.unique(np.asarray(ids))
     owners = _owners(snap, ids) if len(ids) else np.zeros(0, np.int64)
     return [ids[owners == w] for w in range(len(snap.workers))]
+
+
+def _wildcards(conditions, snap: WorkerSnapshot, aliases: dict) -> dict:
+    """What the workers need to decide the ``alias.*`` wildcards of ``conditions``: per alias,
+    its Cluster's memory key, this batch, the cluster ids it reports, and {compared attribute:
+    the distinct values its reported members have} (gathered from the workers; ``id`` needs
+    none). Grows with the reported clusters' values, not with V."""
+    compared = {}
+    for c in conditions:
+        if isinstance(c.value, n.Wildcard):
+            if c.value.alias not in aliases:
+                raise located(c.value, f"alias {c.value.alias!r} is not defined by a sub-query of this query "
+                                       f"(AS {c.value.alias})")
+            compared.setdefault(c.value.alias, set()).add(c.attribute)
+    out = {}
+    for alias, attributes in compared.items():
+        state = aliases[alias]
+        members, cids, names = state.fetch, np.asarray(state.reported_ids, np.int64), sorted(attributes - {"id"})
+        values = {}
+        if names:
+            answers = _ask(snap.workers, "reported_values", members.key, [(members.seq, cids, names)] * len(snap.workers))
+            values = {name: pd.unique(np.concatenate([np.asarray(a[name], dtype=object) for a in answers]))
+                      for name in names}
+        out[alias] = {"key": members.key, "seq": int(members.seq), "cids": cids, "values": values}
+    return out
+
+
+def _bindings(params: dict, wildcards: dict, masks: dict | None = None) -> Bindings:
+    """Bindings whose aliases are :class:`ReportedMembers` (``masks``: {alias: which rows are
+    reported members}; default none, for checking attribute names)."""
+    return Bindings(params, {alias: ReportedMembers((masks or {}).get(alias, np.zeros(0, bool)), w["values"])
+                             for alias, w in wildcards.items()})
 
 
 def _check_known(conditions, edge, aggregates, known_vertex: set, known_edge: set, bindings) -> None:
@@ -152,16 +195,17 @@ def _check_known(conditions, edge, aggregates, known_vertex: set, known_edge: se
 
 
 # Reach: driver -----------------------------------------------------------------------------------
-def _reach(pattern: Reach, snap: WorkerSnapshot) -> ReachState:
+def _reach(pattern: Reach, snap: WorkerSnapshot, aliases: dict) -> ReachState:
     sources, sinks = pattern._vertex_condition_groups()
     directed = snap.directed if pattern.options.get("directed") is None else bool(pattern.options["directed"])
+    wildcards = _wildcards(sources + sinks, snap, aliases)
     spec = {"sources": sources, "sinks": sinks, "edge": pattern.clause.edge, "params": pattern.params,
-            "vertex": sorted({c.attribute for c in sources + sinks} - {"id"}),
+            "vertex": sorted({c.attribute for c in sources + sinks} - {"id"}), "wildcards": wildcards,
             "edge_columns": _edge_columns(pattern.clause.edge), "directed": directed}
     key = _key(pattern)
     started = _ask(snap.workers, "reach_start", key, [(spec,)] * len(snap.workers))
     _check_known(sources + sinks, pattern.clause.edge, (), set().union(*[a["vertex_known"] for a in started]),
-                 set().union(*[a["edge_known"] for a in started]), Bindings(pattern.params))
+                 set().union(*[a["edge_known"] for a in started]), _bindings(pattern.params, wildcards))
     entries = _by_owner(snap, np.concatenate([a["ghosts"] for a in started]))
     parts = _ask(snap.workers, "reach_finish", key, [(e,) for e in entries])
     records = pd.concat([p["records"] for p in parts], ignore_index=True).drop_duplicates("id")
@@ -219,9 +263,10 @@ def _edge_columns(edge) -> list:
 
 
 # Cluster: driver ---------------------------------------------------------------------------------
-def _cluster(pattern: Cluster, snap: WorkerSnapshot, previous) -> ClusterState:
+def _cluster(pattern: Cluster, snap: WorkerSnapshot, previous, aliases: dict) -> ClusterState:
     b = pattern.bindings({})
     (conditions,) = pattern._vertex_condition_groups()
+    wildcards = _wildcards(conditions, snap, aliases)
     followers = [sq.pattern for sq in snap.plan.subqueries
                  if type(sq.pattern) is Evolved and sq.pattern.alias == pattern.clause.alias]
     aggregates = pattern.aggregate_conditions() + tuple(c for f in followers for c in f.clause.aggregates)
@@ -231,14 +276,14 @@ def _cluster(pattern: Cluster, snap: WorkerSnapshot, previous) -> ClusterState:
             "aggregates": sorted({c.aggregate.attribute for c in aggregates
                                   if c.aggregate.attribute and c.aggregate.function != "diameter"}),
             "kinds": {a: sorted(k) for a, k in partial_kinds(aggregates).items()},
-            "edge_columns": _edge_columns(pattern.clause.edge), "min_size": min_size}
+            "edge_columns": _edge_columns(pattern.clause.edge), "min_size": min_size, "wildcards": wildcards}
     key, workers = _key(pattern), snap.workers
     seed = None
     if previous is not None and not (isinstance(previous.fetch, _Members) and previous.fetch.key == key):
         seed = (previous.member_ids, previous.cluster)       # a state from elsewhere: its members, once
     started = _ask(workers, "cluster_start", key, [(spec, seed)] * len(workers))
     _check_known(conditions, pattern.clause.edge, aggregates, set().union(*[a["vertex_known"] for a in started]),
-                 set().union(*[a["edge_known"] for a in started]), b)
+                 set().union(*[a["edge_known"] for a in started]), _bindings(pattern.params, wildcards))
     asked = _by_owner(snap, np.concatenate([a["cross_ghost"] for a in started]))
     parts = _ask(workers, "cluster_pieces", key, [(asked[w],) for w in range(len(workers))])
     groups = _join_pieces(started, asked, parts, min_size)
@@ -456,6 +501,32 @@ def _kept_edges(s, spec: dict, params: dict) -> tuple[np.ndarray, np.ndarray, se
     return s.src[slots], s.dst[slots], set(s.eattrs)
 
 
+def _reported_here(w, wildcard: dict) -> np.ndarray:
+    """Ids of this worker's members of the clusters an ``alias.*`` wildcard's alias reports."""
+    generation = _memory(w, wildcard["key"])["generations"].get(wildcard["seq"])
+    if generation is None:
+        raise RuntimeError(f"hatrick worker {w.index}: the members of batch {wildcard['seq']} are no longer kept")
+    return generation["ids"][np.isin(generation["cids"], wildcard["cids"])]
+
+
+def _bindings_here(w, spec: dict, ids: np.ndarray) -> Bindings:
+    """The parameters, and each ``alias.*`` wildcard's alias as which of ``ids`` (owned vertices)
+    are its reported members with the values every worker's members have."""
+    masks = {alias: pd.Index(_reported_here(w, wildcard)).get_indexer(ids) >= 0
+             for alias, wildcard in spec["wildcards"].items()}
+    return _bindings(spec["params"], spec["wildcards"], masks)
+
+
+def reported_values(w, key: str, seq: int, cids: np.ndarray, names: list) -> dict:
+    """{attribute: the distinct values this worker's members of clusters ``cids`` (at batch ``seq``
+    of the Cluster kept under ``key``) have}, for an ``alias.*`` wildcard."""
+    s = w.state
+    ids = _reported_here(w, {"key": key, "seq": int(seq), "cids": cids})
+    vids = s.vids_of(np.asarray(ids, dtype=s.ids.dtype)) if len(ids) else np.zeros(0, np.int64)
+    frame, _ = _vertex_columns(s, vids[vids >= 0], names)
+    return {name: pd.unique(frame[name].dropna().to_numpy(dtype=object)) for name in names}
+
+
 def _memory(w, key: str) -> dict:
     return w.patterns.setdefault(key, {"generations": {}})
 
@@ -465,7 +536,7 @@ def reach_start(w, key: str, spec: dict) -> dict:
     s = w.state
     owned = w.owned()
     frame, vertex_known = _vertex_columns(s, owned, spec["vertex"])
-    b = Bindings(spec["params"])
+    b = _bindings_here(w, spec, frame["id"].to_numpy())
     sources = owned[vertex_conditions_mask(frame, spec["sources"], b)]
     sinks = owned[vertex_conditions_mask(frame, spec["sinks"], b)]
     a, z, edge_known = _kept_edges(s, spec, spec["params"])
@@ -514,7 +585,7 @@ def cluster_start(w, key: str, spec: dict, seed) -> dict:
         memory["generations"] = {-1: _generation(ids[mine], cids[mine])}
     owned = w.owned()
     frame, vertex_known = _vertex_columns(s, owned, sorted(set(spec["vertex"]) | set(spec["aggregates"])))
-    chosen = vertex_conditions_mask(frame, spec["conditions"], Bindings(spec["params"]))
+    chosen = vertex_conditions_mask(frame, spec["conditions"], _bindings_here(w, spec, frame["id"].to_numpy()))
     members = owned[chosen]
     local = np.full(len(s.alive), -1, np.int64)
     local[members] = np.arange(len(members))
@@ -680,5 +751,6 @@ def give_memory(patterns: dict, incoming: dict | None) -> None:
 
 
 STEPS = {"reach_start": reach_start, "reach_finish": reach_finish, "cluster_start": cluster_start,
+         "reported_values": reported_values,
          "cluster_pieces": cluster_pieces, "cluster_measure": cluster_measure, "cluster_commit": cluster_commit,
          "cluster_members": cluster_members}
