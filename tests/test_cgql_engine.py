@@ -163,6 +163,14 @@ def test_live_frame_over_fake_stream():
     assert len(topic) == len(expected)
 
 
+def test_default_topic_cancelled_by_its_name():
+    stream = FakeStream(now=0.0)
+    topic = query(stream, CLUSTER + " FOR 1h")
+    assert active_queries()[topic.name] is topic.query
+    query(None, f"CANCEL {topic.name}")
+    assert topic.closed and stream.callbacks == [] and topic.name not in active_queries()
+
+
 def test_live_frame_ends_and_dedupes():
     _, views = history(seed=4)
     stream = FakeStream(now=0.0)

@@ -337,7 +337,7 @@ def query(source, text: str, params: dict | None = None, time_ordered: bool = Fa
     store, live, history = _sources(source, stream)
     if now is None and live is not None:
         now = _stream_now(live)
-    default = f"query-{next(_numbers)}"
+    default = f"query_{next(_numbers)}"
     the_plan = plan(statements, params, now, time_unit, default,
                     {"directed": directed, "grow_factor": grow_factor, "min_size": min_size})
     if live is None and not the_plan.has_past:
