@@ -839,25 +839,23 @@ class GraphView:
 # selection and reachability --------------------------------------------------------------------------
 def select_vertices(state: State, selector) -> np.ndarray:
     """Vids picked by ``selector``: a list/array of original ids, or a dict ``{attribute: value}``
-    (a list value means any of them); all conditions must hold."""
+    (a list value means any of them); all conditions must hold. A dict's conditions narrow a list
+    of vids (the first attribute's set ones), so a selection costs its candidates, not a pass of
+    masks over every vertex."""
     if isinstance(selector, dict):
-        chosen = state.alive.copy()
+        chosen = None                                   # vids every condition so far picks (None: every alive one)
         for name, wanted in selector.items():
             if name == "id":
-                mask = np.zeros(len(chosen), bool)
-                vids = state.vids_of(np.atleast_1d(np.asarray(wanted)))
-                mask[vids[vids >= 0]] = True
-                chosen &= mask
+                picked = select_vertices(state, wanted)
+                chosen = picked if chosen is None else chosen[np.isin(chosen, picked, assume_unique=True)]
                 continue
             if name not in state.vattrs:
                 raise KeyError(f"no vertex attribute '{name}' (have: {sorted(state.vattrs)})")
             column = state.vattrs[name]
             options = list(wanted) if isinstance(wanted, (list, tuple, set, np.ndarray)) else [wanted]
-            rows = np.flatnonzero(column.present & chosen)
-            mask = np.zeros(len(chosen), bool)
-            mask[rows[pd.Series(column.values[rows], dtype=object).isin(options).to_numpy()]] = True
-            chosen &= mask
-        return np.flatnonzero(chosen)
+            rows = np.flatnonzero(column.present & state.alive) if chosen is None else chosen[column.present[chosen]]
+            chosen = rows[pd.Series(column.values[rows], dtype=object).isin(options).to_numpy()]
+        return np.flatnonzero(state.alive) if chosen is None else chosen
     vids = state.vids_of(np.atleast_1d(np.asarray(selector)))
     return np.unique(vids[vids >= 0])
 

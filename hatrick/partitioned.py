@@ -16,7 +16,7 @@ also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes t
 Components: each worker labels its own vertices (ghosts included) with local components. The
 workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`;
 only those that changed since the last exchange, the owner keeps the rest), each owner sends the
-distinct pairs of labels they join (:meth:`Worker.join_ghosts`) to one worker, the merger,
+pairs of labels they join, repeats dropped (:meth:`Worker.join_ghosts`), to one worker, the merger,
 which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`) and answers global
 numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
 the boundary (on a graph without locality, a fixed share of V) never reaches the driver, which
@@ -450,27 +450,29 @@ class Worker:
     def join_ghosts(self, arriving: int, handed: list, merger=None) -> bytes | None:
         """Second half: from the ghosts other workers hold of vertices owned here (``arriving``
         messages sent by their :meth:`send_ghosts`, plus ``handed`` payloads, applied to what each
-        sender sent before), the distinct (sender, sender's label, label here) they join, so the
-        merge follows the distinct label pairs, not the boundary's vertices. They go to the merger
-        (worker :data:`MERGER`, at ``merger``; kept if this is it), so the driver never holds the
-        boundary; with ``merger`` None they are returned for the caller to hand over. Those
-        vertices are kept as this worker's entries (where paths come in, for :meth:`reach_summary`)."""
+        sender sent before), the (sender, sender's label, label here) pairs they join, repeats
+        dropped (:func:`_ghost_pairs`), so the merge follows label pairs, not the boundary's
+        vertices. They go to the merger (worker :data:`MERGER`, at ``merger``; kept if this is
+        it), so the driver never holds the boundary; with ``merger`` None they are returned for
+        the caller to hand over. Those vertices are kept as this worker's entries (where paths
+        come in, for :meth:`reach_summary`)."""
         messages = [datafile.loads(p) for p in handed] + [datafile.loads(self._receive(GHOSTS))
                                                           for _ in range(arriving)]
         self._held = {m["sender"]: self._held_ghosts(m) for m in messages}     # senders gone are dropped
         senders, theirs, mine, entries = [], [], [], []
-        size = self.num_labels() + 1
         ids = self.state.ids.to_numpy()
         for sender, held in sorted(self._held.items()):
-            at = np.flatnonzero(held["label"] >= 0)
-            here = self._ghost_vids(at, held["ids"][at], held["template_size"])
-            alive = np.zeros(len(here), bool)
-            alive[here >= 0] = self.state.alive[here[here >= 0]]
-            here = here[alive]
-            pairs = pd.unique(held["label"][at[alive]] * size + self.state.comp[here])
-            senders.append(np.full(len(pairs), sender, np.int64))
-            theirs.append(pairs // size)
-            mine.append(pairs % size)
+            label = held["label"]
+            split = min(held["template_size"], self._template_size())    # below: the same vid on both workers
+            beyond = split + np.flatnonzero(label[split:] >= 0)
+            vids_beyond = np.full(max(len(label) - split, 0), -1, np.int64)
+            vids_beyond[beyond - split] = self.state.ids.get_indexer(held["ids"][beyond])
+            their_labels = max(len(label), int(label.max()) + 1 if len(label) else 0)
+            their, my, here = _ghost_pairs(label, their_labels, split, vids_beyond, self.state.alive,
+                                           self.state.comp, self.num_labels())
+            senders.append(np.full(len(their), sender, np.int64))
+            theirs.append(their)
+            mine.append(my)
             entries.append(ids[here])
         self._entries = np.concatenate(entries) if entries else np.zeros(0, np.int64)     # distinct per sender
         joins = {"owner": self.index, "size": self.num_labels(), "senders": _joined(senders),
@@ -519,16 +521,6 @@ class Worker:
         held_ids[vids] = message["ids"]
         return {"label": label, "ids": held_ids, "count": message["count"],
                 "template_size": int(message["template_size"])}
-
-    def _ghost_vids(self, vids: np.ndarray, ids: np.ndarray, template_size: int) -> np.ndarray:
-        """Vids here of another worker's vertices (its ``vids``, ``ids``; -1: unknown here). A vid
-        below both workers' template size names the same vertex on both, so only the others are
-        looked up by id (the boundary of a graph that kept its template costs no hashing)."""
-        here = vids.copy()
-        rest = np.flatnonzero(here >= min(template_size, self._template_size()))
-        if len(rest):
-            here[rest] = self.state.ids.get_indexer(ids[rest])
-        return here
 
     def merge_labels(self, arriving: int, handed: list) -> int:
         """On the merger, after its own :meth:`join_ghosts`: the other workers' label pairs
@@ -686,6 +678,42 @@ def _unknown(s: State, selector) -> bool:
     return isinstance(selector, dict) and bool(set(selector) - {"id"} - set(s.vattrs))
 
 
+@njit(cache=True, nogil=True)
+def _ghost_pairs(label, their_labels, split, vids_beyond, alive, comp, my_labels):
+    """From what a sender holds as ghosts of vertices owned here (``label`` by the sender's vids,
+    -1: none; labels below ``their_labels``, those here below ``my_labels``; a sender vid below
+    ``split`` is the same vid here, one above it is
+    ``vids_beyond[vid - split]`` here, -1: unknown): the (sender's label, label here) pairs of
+    those alive here, less repeats of the first pair kept for either label, and their vids here.
+    One pass with an array per label space: on a graph whose boundary lies mostly in one
+    component nearly every ghost repeats that pair, so few are left, without hashing every
+    ghost's pair (some repeats may stay: the merge's union-find takes them)."""
+    first_mine = np.full(their_labels, -1, np.int64)     # per their label: the label here of its first kept pair
+    first_theirs = np.full(my_labels, -1, np.int64)      # per label here: their label of its first kept pair
+    out_theirs, out_mine = np.empty(len(label), np.int64), np.empty(len(label), np.int64)
+    here = np.empty(len(label), np.int64)
+    count = held = 0
+    for j in range(len(label)):
+        t = label[j]
+        if t < 0:
+            continue
+        h = j if j < split else vids_beyond[j - split]
+        if h < 0 or not alive[h]:
+            continue
+        here[held] = h
+        held += 1
+        m = comp[h]
+        if first_mine[t] == m or first_theirs[m] == t:
+            continue
+        if first_mine[t] < 0:
+            first_mine[t] = m
+        if first_theirs[m] < 0:
+            first_theirs[m] = t
+        out_theirs[count], out_mine[count] = t, m
+        count += 1
+    return out_theirs[:count], out_mine[:count], here[:held]
+
+
 def _joined(parts: list) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
@@ -829,7 +857,7 @@ class MergedLabels:
 
 
 def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
-    """Local labels joined through ghosts: ``joins`` holds, per owner worker, the distinct
+    """Local labels joined through ghosts: ``joins`` holds, per owner worker, the
     (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; one union-find
     pass over those pairs in the workers' joint label space (no sort or hashing of the pairs:
     its work follows the boundary's label pairs plus one array over the label space)."""

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from hatrick_reference import Reference, live_edge_counts, live_partition
 from hatrick.live import (GraphView, apply_batch, build_state, components_frame, components_from_scratch,
-                          edge_frame, reachable_frame, vertex_frame)
+                          edge_frame, reachable_frame, select_vertices, vertex_frame)
 from hatrick.updates import validate
 
 N = 10
@@ -124,6 +124,22 @@ def test_a_selector_may_name_ids_beside_attributes():
                         vertex_columns={"kind": ("string", np.array(["src", None, "dst", "dst"], dtype=object))})
     pairs = reachable_frame(state, {"id": ["a", "b", "zz"]}, {"kind": "dst", "id": ["c", "d"]})
     assert set(map(tuple, pairs.to_numpy())) == {("a", "c"), ("b", "c")}
+
+
+def test_a_dict_selector_picks_alive_vertices_meeting_every_condition_in_any_order():
+    kinds = np.array(["src", "dst", "dst", None, "dst", "src"], dtype=object)
+    colours = np.array(["red", "red", None, "red", "blue", "red"], dtype=object)
+    state = build_state(np.arange(6), [0, 1], [1, 2], directed=False,
+                        vertex_columns={"kind": ("string", kinds), "colour": ("string", colours)})
+    batch, _ = validate([update("remove_vertex", 1, 0, None, 1)], "int64")
+    state, _ = apply_batch(state, batch)
+    frame = vertex_frame(state)
+    for selector in ({"id": [0, 1, 2, 5], "kind": "dst"}, {"kind": "dst", "id": [0, 1, 2, 5]},
+                     {"colour": "red", "kind": ["src", "dst"]}, {"kind": "dst", "colour": "red"}, {"id": 4}, {}):
+        expected = frame
+        for name, wanted in selector.items():
+            expected = expected[expected[name].isin(np.atleast_1d(wanted))]
+        assert state.ids.to_numpy()[select_vertices(state, selector)].tolist() == sorted(expected["id"].tolist())
 
 
 def test_graph_view_is_a_stable_picture_of_its_batch():
