@@ -224,9 +224,7 @@ class _TaskSide:
         sending = None if inline else self.sender.submit(self._send, frames)
         if inline:                           # a thread's hand-off would cost more than these sends
             self._send(frames)
-        local = codec.dumps(by_task.get(self.me, {}))      # a private copy, as a peer would get
-        for p, payload in codec.loads(local).items():
-            worker.deliver(p, payload)
+        local = worker.deliver_own(by_task.get(self.me, {}))
         pending = list(self.inbound)
         while pending:
             for conn in wait(pending):
@@ -235,7 +233,7 @@ class _TaskSide:
                 pending.remove(conn)
         if sending is not None:
             sending.result()
-        return sum(len(local) if j == self.me else codec.frames_size(frames[j]) for j in by_task)
+        return sum(local if j == self.me else codec.frames_size(frames[j]) for j in by_task)
 
     def _send(self, frames: dict) -> None:
         for j, task_frames in frames.items():

@@ -320,6 +320,32 @@ class TaskWorker:
             _template_bundle(self.spec, p)
 
     # messages ------------------------------------------------------------------
+    def deliver_own(self, outgoing: dict) -> int:
+        """Deliver what this task's partitions sent each other ({partition: payload} of
+        :meth:`step`) as a peer would get it, without encoding it all: the program's objects
+        (sub-graph messages, broadcasts, object-typed message values) are copied, pickled at
+        once, so no receiver shares an object its sender still holds; the arrays of numbers
+        :meth:`gopher.messages.Outbox.route` made are the engine's own and are handed over as
+        they are (pickling each cost more than the superstep's messages). Returns the bytes
+        handed over."""
+        held = [batch for payload in outgoing.values() for lanes in payload.values()
+                for batches in lanes.values() for batch in batches]
+        objects = [(batch["subgraph"][2] if "subgraph" in batch else None, batch.get("broadcast"),
+                    batch["vertex"][1] if "vertex" in batch and batch["vertex"][1].dtype.hasobject else None)
+                   for batch in held]
+        blob = codec.dumps(objects)
+        for batch, (payloads, broadcasts, values) in zip(held, codec.loads(blob)):
+            if payloads is not None:
+                batch["subgraph"] = (*batch["subgraph"][:2], payloads)
+            if broadcasts is not None:
+                batch["broadcast"] = broadcasts
+            if values is not None:
+                batch["vertex"] = (batch["vertex"][0], values)
+        for p, payload in outgoing.items():
+            self.deliver(p, payload)
+        return len(blob) + sum(array.nbytes for batch in held for key in ("vertex", "subgraph")
+                               if key in batch for array in batch[key][:2])
+
     def deliver(self, p: int, payload: dict) -> None:
         """Take in what other partitions sent ``p``: {"messages" | "forward": {lane: [batch]}}."""
         run = self.partitions[p]

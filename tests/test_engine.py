@@ -570,6 +570,40 @@ def test_send_to_all_reaches_every_subgraph_once(undirected):
     assert logs == {k: [{"payloads": list(range(n)), "senders": [-1]}] for k in range(n)}
 
 
+class SendsThenChanges(Recording):
+    """Superstep 0: send a list kept in the state to the neighbours, to the next sub-graph and to
+    everyone; superstep 1: keep what arrived (logged as it is at the end) and change the list."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def compute(self, subgraph, messages, ctx):
+        if ctx.superstep == 0:
+            sent = subgraph.state["sent"] = [subgraph.id]
+            ctx.send_to_neighbors(sent)
+            ctx.send_to_subgraph((subgraph.id + 1) % self.count, sent)
+            ctx.send_to_all({"from": sent})
+        else:
+            self.log(subgraph, list(messages.payloads))
+            subgraph.state["sent"].append("changed by its sender")
+            ctx.vote_to_halt()
+
+
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_a_receiver_never_shares_a_payload_with_its_sender(undirected, tasks):
+    """Whether sender and receiver run in one task (the messages never leave it) or not, a
+    payload arrives as it was sent: the sender's later changes to it are not seen."""
+    G, store = undirected
+    n = count(store)
+    _, logs = run(G, store, SendsThenChanges(n), tasks=tasks)
+    assert len(logs) == n
+    for k, (got,) in logs.items():
+        assert not [payload for payload in got if "changed by its sender" in json.dumps(payload)]
+        assert [{"from": [j]} for j in range(n)] == sorted((p for p in got if isinstance(p, dict)),
+                                                            key=lambda p: p["from"])
+        assert [(k - 1) % n] in got
+
+
 # --------------------------------------------------------------------------- aggregators and master
 
 def test_aggregates_are_visible_in_the_next_superstep(undirected):
