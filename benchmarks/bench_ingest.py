@@ -290,6 +290,8 @@ def _print_side_by_side(rows: list[dict]) -> None:
         a, b = local["timings"].get(mine, 0.0), spark["timings"].get(theirs, 0.0)
         print(f"  {mine + ('/' + theirs if mine != theirs else ''):18} {a:8.2f} {b:8.2f} {b / max(a, 1e-9):6.1f}x   "
               f"{_work(jobs.get(theirs))}")
+        for step in (jobs.get(theirs) or {}).get("steps", []):
+            print(f"    {step['step'][:34]:34} {step['seconds']:8.2f}   {_work(step)}")
     total = {k: sum(v[k] for v in jobs.values()) for k in ("jobs", "stages", "skipped", "tasks")} if jobs else None
     print(f"  {'wall':18} {local['seconds']:8.2f} {spark['seconds']:8.2f} "
           f"{spark['seconds'] / max(local['seconds'], 1e-9):6.1f}x   {_work(total)}   "

@@ -33,12 +33,16 @@ class JobProfile:
     once the run is over (the status tracker is updated asynchronously, so
     counting at the end sees every finished stage). Without a session
     (``spark=None``: a call refused before any job) only seconds are kept.
+    Inside a stage, ``with profile.step("what"): ...`` times and counts one
+    step of it the same way (:meth:`steps`), so a stage's jobs can be told apart.
     """
 
     def __init__(self, spark, seconds: dict):
         self.context = spark.sparkContext if spark is not None else None
         self.seconds = seconds
         self.job_ids: dict[str, list[int]] = {}
+        self.current: str | None = None
+        self.step_log: dict[str, list[tuple[str, float, list[int]]]] = {}
 
     def _known_jobs(self) -> set[int]:
         if self.context is None:
@@ -50,31 +54,51 @@ class JobProfile:
     def stage(self, name: str):
         before = self._known_jobs()
         clock = time.perf_counter()
+        self.current = name
         try:
             yield
         finally:
+            self.current = None
             self.seconds[name] = time.perf_counter() - clock
             self.job_ids[name] = sorted(self._known_jobs() - before)
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        before = self._known_jobs()
+        clock = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.step_log.setdefault(self.current, []).append(
+                (name, time.perf_counter() - clock, sorted(self._known_jobs() - before)))
 
     def summary(self) -> dict:
         """``{stage: {"jobs", "stages", "skipped", "tasks"}}`` for the stages timed so far."""
         if self.context is None:
             return {}
+        return {name: self._work(ids) for name, ids in self.job_ids.items()}
+
+    def steps(self) -> dict:
+        """``{stage: [{"step", "seconds", "jobs", "stages", "skipped", "tasks"}, ...]}`` for the
+        steps timed so far, in the order they ran."""
+        if self.context is None:
+            return {}
+        return {stage: [{"step": name, "seconds": seconds, **self._work(ids)} for name, seconds, ids in log]
+                for stage, log in self.step_log.items()}
+
+    def _work(self, ids: list[int]) -> dict:
         tracker = self.context.statusTracker()
-        out = {}
-        for name, ids in self.job_ids.items():
-            run = skipped = tasks = 0
-            for job in ids:
-                info = tracker.getJobInfo(job)
-                for stage_id in (info.stageIds if info is not None else []):
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage is not None and stage.numCompletedTasks + stage.numActiveTasks > 0:
-                        run += 1
-                        tasks += stage.numCompletedTasks + stage.numActiveTasks
-                    else:
-                        skipped += 1
-            out[name] = {"jobs": len(ids), "stages": run, "skipped": skipped, "tasks": tasks}
-        return out
+        run = skipped = tasks = 0
+        for job in ids:
+            info = tracker.getJobInfo(job)
+            for stage_id in (info.stageIds if info is not None else []):
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None and stage.numCompletedTasks + stage.numActiveTasks > 0:
+                    run += 1
+                    tasks += stage.numCompletedTasks + stage.numActiveTasks
+                else:
+                    skipped += 1
+        return {"jobs": len(ids), "stages": run, "skipped": skipped, "tasks": tasks}
 
 
 class ScratchFrames:
@@ -147,3 +171,51 @@ def shuffled(frame):
     table through the driver, grow with the graph (a 5.6M-edge read, 4 MB on disk, did not fit
     a 1 GiB driver)."""
     return frame.hint("merge")
+
+
+def to_tasks(frame, column: str, k: int):
+    """``frame`` shuffled into ``k`` tasks so that the rows whose integer ``column`` is p (``0 <= p < k``)
+    go to task p, one value per task: no sampling job (as ``repartitionByRange`` runs) and no two
+    values sharing a task (as hashing the values themselves may give).
+
+    Spark places a row of ``repartition(k, key)`` in task ``pmod(murmur3(key, 42), k)``; each p is sent
+    under the smallest integer key that lands there (:func:`task_keys`). A repartition to a fixed
+    number of tasks is never coalesced by adaptive execution."""
+    from pyspark.sql import functions as F
+
+    keys = F.array(*[F.lit(int(x)) for x in task_keys(k)])
+    return frame.repartition(k, F.element_at(keys, F.col(column).cast("int") + 1))
+
+
+def task_keys(k: int) -> np.ndarray:
+    """For each task ``p < k``, the smallest non-negative int whose Spark hash lands in task p."""
+    keys = np.full(k, -1, np.int64)
+    start = 0
+    while (keys < 0).any():
+        candidates = np.arange(start, start + 16 * k + 64, dtype=np.int64)
+        task = np.mod(spark_int_hash(candidates).astype(np.int64), k)
+        for p in np.flatnonzero(keys < 0):
+            hit = np.flatnonzero(task == p)
+            if hit.size:
+                keys[p] = candidates[hit[0]]
+        start += candidates.size
+    return keys
+
+
+def spark_int_hash(values: np.ndarray) -> np.ndarray:
+    """Spark's ``hash()`` of int (32-bit) values: Murmur3 x86_32 with seed 42, as int32."""
+    def rotl(x, r):
+        return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+    with np.errstate(over="ignore"):
+        k1 = np.asarray(values).astype(np.uint32) * np.uint32(0xCC9E2D51)
+        k1 = rotl(k1, 15) * np.uint32(0x1B873593)
+        h1 = np.uint32(42) ^ k1
+        h1 = rotl(h1, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+        h1 ^= np.uint32(4)
+        h1 ^= h1 >> np.uint32(16)
+        h1 *= np.uint32(0x85EBCA6B)
+        h1 ^= h1 >> np.uint32(13)
+        h1 *= np.uint32(0xC2B2AE35)
+        h1 ^= h1 >> np.uint32(16)
+    return h1.view(np.int32)

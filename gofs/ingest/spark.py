@@ -13,17 +13,21 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   order (for one file, its line order), numbered with per-partition offsets.
 - **ids**: dense vertex indices in order of first appearance (``src`` before
   ``dst``, edge by edge), exactly as the local engine numbers them: a
-  group-by for each id's first position, a sort, per-partition offsets.
+  group-by for each id's first position, then one job whose tasks each sort
+  one slice of the positions, write it and return its size (the offsets).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
-- **subgraphs**: each partition's vertices and local edges meet in one task,
-  which runs the same scipy kernel as the local engine
-  (:func:`gofs.subgraphs.discover`); the driver turns the per-partition counts
+- **subgraphs**: one job: partition p's vertices and the edges it is the
+  source of meet in task p (:func:`gofs.spark_jobs.to_tasks`), which runs the
+  same scipy kernel as the local engine (:func:`gofs.subgraphs.discover`) and
+  keeps both as p's scratch pieces; the driver turns the per-partition counts
   into vertex and sub-graph offsets.
-- **write**: the task that owns partition p writes its vertex and edge files
-  (pyarrow, staged under a temporary name); one task each writes the
-  sub-graph and meta-graph tables; the driver assembles the manifest from
-  per-partition statistics and commits.
+- **write**: one job: task p reads its pieces, is sent the cut edges it holds
+  as destination and the numbers of their far ends, writes its vertex and
+  edge files (pyarrow, staged under a temporary name) and its rows of the
+  sub-graph and meta-graph tables, and returns its statistics; then one task
+  writes the two tables from those rows; the driver assembles the manifest
+  from the statistics and commits.
 
 Each stage hands its result on as a scratch file (:class:`gofs.spark_jobs.ScratchFrames`),
 so a later stage's queries start from files, not from the plans of every join before them.
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import re
 import urllib.parse
 
@@ -44,6 +49,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from gofs import files, housekeeping, layout, manifest as manifest_io
 from gofs.errors import InputError
@@ -51,7 +57,7 @@ import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
-from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
+from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled, to_tasks
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -108,14 +114,15 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
     fs, root = layout.filesystem(path)
     housekeeping.check_target(fs, root, path, overwrite)
     timings = {} if timings is None else timings
-    run = _Run(spark, StorageLevel.DISK_ONLY)
     profile = JobProfile(spark, timings)
+    run = _Run(spark, StorageLevel.DISK_ONLY, profile)
     try:
         with profile.stage("read"):
             edges = _read(run, source, format=format, directed=directed, weight=weight,
                           attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
                           vertices_path=vertices_path, id_column=id_column, vertices=vertices)
-            edges_frame = edges.frame if edges.stored else run.scratch(edges.frame)
+            with run.step("scratch copy"):
+                edges_frame = edges.frame if edges.stored else run.scratch(edges.frame)
 
         with profile.stage("ids"):
             vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
@@ -126,13 +133,12 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
                                                       seed, **partitioner_options))
 
         with profile.stage("subgraphs"):
-            labelled, mapping, offsets = _subgraphs(run, dense_edges, parts, num_partitions)
+            found = _subgraphs(run, dense_edges, vertices, parts, num_partitions)
 
         vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
         def write_files(data: str) -> dict:
-            stats = _write_template(run, path, fs, data, vertices, labelled, mapping, offsets, edges,
-                                    num_partitions)
+            stats = _write_template(run, path, fs, data, found, edges, num_partitions)
             sizes = np.array([p["num_vertices"] for p in stats["partitions"]])
             return {
                 "name": name or edges.name or root.rstrip("/").rpartition("/")[2],
@@ -155,6 +161,8 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
             manifest = write_version(fs, root, path, overwrite, write_files)
         if jobs is not None:
             jobs.update(profile.summary())
+            for stage, steps in profile.steps().items():
+                jobs[stage]["steps"] = steps
     finally:
         run.release()
     return manifest
@@ -169,8 +177,8 @@ class _Run:
     keep their order and contents between jobs (row numbering), which a file scan does not keep.
     """
 
-    def __init__(self, spark, level):
-        self.spark, self.level = spark, level
+    def __init__(self, spark, level, profile: JobProfile):
+        self.spark, self.level, self.step = spark, level, profile.step
         self.persisted, self.checkpoints = [], []
         self.scratch = ScratchFrames(spark, "ingest")
 
@@ -317,8 +325,9 @@ def _read_edge_list(run, paths, attributes, id_type, schema, name) -> _Edges:
                          f"{attributes} (name them with weight= or attribute_names=)")
     kinds = {a: schema.get(a, "float") for a in attributes}
     text = _spark_read(spark, paths, lambda reader: reader.text(paths))
-    ranges = read_ranges(spark, sorted(text.inputFiles()), names, {"src": id_type, "dst": id_type, **kinds},
-                         run.scratch.directory())
+    with run.step("byte ranges"):
+        ranges = read_ranges(spark, sorted(text.inputFiles()), names, {"src": id_type, "dst": id_type, **kinds},
+                             run.scratch.directory())
     if ranges is not None:
         typed_attributes = [F.col(f"a{j}").alias(a) for j, a in enumerate(attributes)]
         return _finish(ranges.frame, None, [F.col("sid"), F.col("did")], typed_attributes,
@@ -729,126 +738,135 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     positions = max(1, nv + 2 * m)
     first = ends.groupBy("id").agg(F.min("pos").alias("pos")) \
         .withColumn("slice", (F.col("pos") * slices / positions).cast("int"))
-    id_type = first.schema["id"].dataType.simpleString()
-    numbered = run.scratch(first.repartition(slices, "slice")
-                           .mapInArrow(_numbered_slices, f"kind int, id {id_type}, slice int, number long"))
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    directory = run.scratch.directory()
+    fs, root = layout.filesystem(directory)
+    fs.create_dir(root, recursive=True)         # read back even if no task writes there
+    with run.step("first positions, numbered slices"):
+        sizes = to_tasks(first, "slice", slices) \
+            .mapInArrow(forgets_zip_importers(functools.partial(_numbered_slices, directory)), _SLICE_SIZES).collect()
     counts = np.zeros(slices, np.int64)
-    for row in numbered.where(F.col("kind") == _SLICE_SIZE).select("slice", "number").collect():
-        counts[row["slice"]] += row["number"]
+    for row in sizes:
+        counts[row["slice"]] += row["count"]
     offsets = np.concatenate([[0], np.cumsum(counts)])[:-1]
     start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.col("slice") + 1)
-    vertices = numbered.where(F.col("kind") == _SLICE_ROW).select("id", (start + F.col("number")).alias("v"))
+    numbered = run.spark.read.schema(StructType([first.schema["id"], StructField("slice", IntegerType()),
+                                                 StructField("number", LongType())])).parquet(directory)
+    vertices = numbered.select("id", (start + F.col("number")).alias("v"))
     if vertex_rows is not None and len(vertex_rows.attributes):
-        vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
+        with run.step("vertex attributes"):
+            vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
     dense = shuffled(edges).join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
         .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
-    return vertices, run.scratch(dense), int(counts.sum())
+    with run.step("dense edges"):
+        dense = run.scratch(dense)
+    return vertices, dense, int(counts.sum())
 
 
-_SLICE_ROW, _SLICE_SIZE = 0, 1      # kinds of a numbering task's rows
+_SLICE_SIZES = "slice int, count long"
 
 
-@forgets_zip_importers
-def _numbered_slices(batches):
-    """Task: each slice of first positions it holds, sorted, numbered from 0: ``(ROW, id, slice,
-    number)`` per id and one ``(SIZE, null, slice, count)``."""
+def _numbered_slices(directory: str, batches):
+    """Task: each slice of first positions it holds, sorted, numbered from 0 and written as
+    ``(id, slice, number)`` under ``directory``; ``(slice, count)`` returned."""
+    fs, root = layout.filesystem(directory)
     for piece, rows in rows_by(batches, "slice"):
         rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
         count = rows.num_rows
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(np.full(count, _SLICE_ROW, np.int32)), rows.column("id").combine_chunks(),
-             pa.array(np.full(count, piece, np.int32)), pa.array(np.arange(count, dtype=np.int64))],
-            names=["kind", "id", "slice", "number"])
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([_SLICE_SIZE], pa.int32()), pa.nulls(1, rows.schema.field("id").type),
-             pa.array([piece], pa.int32()), pa.array([count], pa.int64())],
-            names=["kind", "id", "slice", "number"])
+        files.put_table(fs, layout.join(root, layout.part_file(piece)), pa.table({
+            "id": rows.column("id"), "slice": np.full(count, piece, np.int32),
+            "number": np.arange(count, dtype=np.int64)}))
+        yield pa.RecordBatch.from_pydict({"slice": np.array([piece], np.int32), "count": np.array([count], np.int64)})
 
 
 # --------------------------------------------------------------------------- sub-graphs
 
-_DISCOVERED = "kind int, v long, part int, lvid long, lsg long"
-_MEMBER_ROW, _PARTITION_SIZE = 0, 1     # kinds of a discovery task's rows
+class _Discovered:
+    """What discovery hands the write: each partition's pieces under ``directory`` (its members
+    ``(part, v, lvid, lsg, id[, vattrs])`` sorted by v, its edges ``(part, eid, src, dst, pd[, attrs])``
+    labelled by their destination's partition), their Spark schemas, and the vertex and
+    sub-graph offsets of the partitions."""
+
+    def __init__(self, directory: str, members_schema, edges_schema, offsets: dict):
+        self.directory, self.members_schema, self.edges_schema = directory, members_schema, edges_schema
+        self.offsets = offsets
+
+    def piece(self, kind: str, p: int) -> tuple:
+        """``(filesystem, path)`` of partition p's ``"members"`` or ``"edges"`` piece."""
+        fs, root = layout.filesystem(self.directory)
+        return fs, layout.join(root, kind, layout.part_file(p))
 
 
-@forgets_zip_importers
-def _discover_partitions(batches):
-    """Task: for each partition in this task, the sub-graphs of its local edges (scipy kernel)
-    and its vertices' positions: ``(MEMBER_ROW, v, part, lvid, lsg)`` numbered inside the
-    partition, and its size: ``(PARTITION_SIZE, 0, part, vertices, sub-graphs)``.
-
-    Rows are a partition's vertices ``(part, v, -1)`` and local edges ``(part, src, dst)``.
-    Vertices are numbered in dense-id order before discovery, as the local engine does."""
-    for p, rows in rows_by(batches, "part"):
-        a, b = rows.column("a").to_numpy(), rows.column("b").to_numpy()
-        is_vertex = b < 0
-        members = np.sort(a[is_vertex])
-        s = np.searchsorted(members, a[~is_vertex])
-        d = np.searchsorted(members, b[~is_vertex])
-        found = discover(members.size, s, d, np.zeros(members.size, np.int64), 1)
-        yield pa.RecordBatch.from_pydict({
-            "kind": np.full(members.size, _MEMBER_ROW, np.int32), "v": members,
-            "part": np.full(members.size, p, np.int32),
-            "lvid": found.new_of_old, "lsg": found.subgraph[found.new_of_old]})
-        subgraphs = int(found.subgraph.max()) + 1 if members.size else 0
-        yield pa.RecordBatch.from_pydict({"kind": np.array([_PARTITION_SIZE], np.int32), "v": np.zeros(1, np.int64),
-                                          "part": np.array([p], np.int32), "lvid": np.array([members.size], np.int64),
-                                          "lsg": np.array([subgraphs], np.int64)})
+_SIZES = "part int, vertices long, subgraphs long"
 
 
-def _subgraphs(run, edges, parts, k):
-    """The edges labelled with their endpoints' partitions ``(eid, src, dst, ps, pd[, attrs])``,
-    ``(v, part, vid, sg)`` in the final numbering, and the per-partition offsets.
-
-    The edges meet the partition labels here, once: discovery takes the local ones and the
-    write all of them (:func:`_edge_rows`), so no later stage joins the edges again."""
+def _subgraphs(run, edges, vertices, parts, k) -> _Discovered:
+    """One job: partition p's vertices (with their ids and attributes) and the edges whose
+    source it owns, labelled with their destination's partition, meet in task p, which finds
+    the sub-graphs of its local edges (:func:`_discover_partition`) and keeps both as p's pieces;
+    the driver turns the partitions' sizes into vertex and sub-graph offsets."""
     from pyspark.sql import functions as F
 
-    owner = parts.select("vid", "part")
-    labelled = run.scratch(shuffled(edges)
-                           .join(owner.select(F.col("vid").alias("src"), F.col("part").alias("ps")), "src")
-                           .join(owner.select(F.col("vid").alias("dst"), F.col("part").alias("pd")), "dst"))
-    local = labelled.where(F.col("ps") == F.col("pd")) \
-        .select(F.col("ps").alias("part"), F.col("src").alias("a"), F.col("dst").alias("b"))
-    members = owner.select("part", F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"))
-    found = run.scratch(members.unionByName(local).repartitionByRange(k, "part")
-                        .mapInArrow(_discover_partitions, _DISCOVERED))
+    owner = parts.select(F.col("vid").alias("v"), F.col("part").cast("int").alias("part"))
+    members = shuffled(owner).join(vertices, "v")
+    members = members.select("part", "v", "id", *(["vattrs"] if "vattrs" in vertices.columns else []))
+    labelled = shuffled(edges) \
+        .join(owner.select(F.col("v").alias("src"), F.col("part")), "src") \
+        .join(owner.select(F.col("v").alias("dst"), F.col("part").alias("pd")), "dst") \
+        .select("part", "eid", "src", "dst", "pd", *(["attrs"] if "attrs" in edges.columns else []))
+    directory = run.scratch.directory()
+    fs, root = layout.filesystem(directory)
+    for kind in ("members", "edges"):
+        fs.create_dir(layout.join(root, kind), recursive=True)     # read back even if no task writes there
+    task = forgets_zip_importers(functools.partial(_discover_partition, directory))
+    with run.step("discover"):
+        sizes = to_tasks(members.unionByName(labelled, allowMissingColumns=True), "part", k) \
+            .mapInArrow(task, _SIZES).collect()
     num_vertices = np.zeros(k, np.int64)
     num_subgraphs = np.zeros(k, np.int64)
-    for row in found.where(F.col("kind") == _PARTITION_SIZE).select("part", "lvid", "lsg").collect():
-        num_vertices[row["part"]], num_subgraphs[row["part"]] = row["lvid"], row["lsg"]
+    for row in sizes:
+        num_vertices[row["part"]], num_subgraphs[row["part"]] = row["vertices"], row["subgraphs"]
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    members_schema = StructType([members.schema["part"], members.schema["v"], StructField("lvid", LongType()),
+                                 StructField("lsg", LongType())])
     offsets = {"vertex": np.concatenate([[0], np.cumsum(num_vertices)]),
                "subgraph": np.concatenate([[0], np.cumsum(num_subgraphs)])}
+    return _Discovered(directory, members_schema, labelled.schema, offsets)
 
-    def lookup(values):
-        return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
 
-    mapping = found.where(F.col("kind") == _MEMBER_ROW) \
-        .select("v", "part", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
-                (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg"))
-    return labelled, mapping, offsets
+def _discover_partition(directory: str, batches):
+    """Task: partition p's rows, members ``(part, v, id[, vattrs])`` and edges ``(part, eid, src,
+    dst, pd[, attrs])``; the sub-graphs of its local edges (the scipy kernel of the local engine,
+    vertices numbered in dense-id order first, as it does) written beside its edges as p's
+    pieces, and ``(p, vertices, sub-graphs)`` returned."""
+    fs, root = layout.filesystem(directory)
+    for p, rows in rows_by(batches, "part"):
+        is_member = pc.is_valid(rows.column("v"))
+        members, edges = rows.filter(is_member), rows.filter(pc.invert(is_member))
+        members = members.take(pa.array(np.argsort(members.column("v").to_numpy(), kind="stable")))
+        v = members.column("v").to_numpy()
+        src, dst = edges.column("src").to_numpy(), edges.column("dst").to_numpy()
+        local = edges.column("pd").to_numpy() == p
+        found = discover(v.size, np.searchsorted(v, src[local]), np.searchsorted(v, dst[local]),
+                         np.zeros(v.size, np.int64), 1)
+        lsg = found.subgraph[found.new_of_old]
+        files.put_table(fs, layout.join(root, "members", layout.part_file(p)), pa.table({
+            "part": members.column("part"), "v": members.column("v"), "lvid": found.new_of_old, "lsg": lsg,
+            "id": members.column("id"),
+            **({"vattrs": members.column("vattrs")} if "vattrs" in members.column_names else {})}))
+        files.put_table(fs, layout.join(root, "edges", layout.part_file(p)),
+                        edges.select([c for c in edges.column_names if c not in ("v", "id", "vattrs")]))
+        yield pa.RecordBatch.from_pydict({"part": np.array([p], np.int32), "vertices": np.array([v.size], np.int64),
+                                          "subgraphs": np.array([int(lsg.max()) + 1 if v.size else 0], np.int64)})
 
 
 # --------------------------------------------------------------------------- write
 
-_VERTEX_STATS = "sg long, partition int, num_vertices long"
-_EDGE_STATS = "kind int, a long, b long, c long, d long"
-_SUBGRAPH_ROWS, _META_ROWS, _PARTITION_ROWS = 0, 1, 2
-
-
-def _vertex_writer(path: str, data: str, id_type: pa.DataType, attributes: pa.Schema):
-    @forgets_zip_importers
-    def write(batches):
-        fs, _ = layout.filesystem(path)
-        for p, rows in rows_by(batches, "part"):
-            rows = rows.take(pa.array(np.argsort(rows.column("vid").to_numpy(), kind="stable")))
-            files.put_table(fs, layout.template_vertices(data, p), _vertex_table(rows, id_type, attributes))
-            sg = rows.column("sg").to_numpy()
-            starts = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
-            yield pa.RecordBatch.from_pydict({"sg": sg[starts], "partition": np.full(starts.size, p, np.int32),
-                                              "num_vertices": np.diff(np.r_[starts, sg.size]).astype(np.int64)})
-    return write
+_WRITTEN = "part int, vertices boolean, edges boolean, num_edges long, local_edges long, cut_edges long, " \
+           "largest long, bins array<long>"
 
 
 def _vertex_table(rows: pa.Table, id_type: pa.DataType, attributes: pa.Schema) -> pa.Table:
@@ -859,55 +877,6 @@ def _vertex_table(rows: pa.Table, id_type: pa.DataType, attributes: pa.Schema) -
         for field, child in zip(attributes, values.flatten()):
             columns[field.name] = child.cast(field.type)
     return pa.table(columns)
-
-
-def _edge_writer(path: str, data: str, attributes: pa.Schema):
-    """Task: partition p's edge rows (:func:`_edge_rows`) renumbered by the ends it was sent
-    (its own vertices and the far ends of its cut edges), written as p's edge file."""
-    @forgets_zip_importers
-    def write(batches):
-        fs, _ = layout.filesystem(path)
-        for p, rows in rows_by(batches, "part"):
-            is_end = pc.is_valid(rows.column("v"))
-            ends, rows = rows.filter(is_end), rows.filter(pc.invert(is_end))
-            if rows.num_rows == 0:
-                continue        # written empty by the driver (_write_empty_partitions)
-            v, first = np.unique(ends.column("v").to_numpy(), return_index=True)    # a far end comes once per cut edge
-            vid, sg = ends.column("vid").to_numpy()[first], ends.column("sg").to_numpy()[first]
-            s = np.searchsorted(v, rows.column("src").to_numpy())
-            d = np.searchsorted(v, rows.column("dst").to_numpy())
-            dst_part = rows.column("dst_part").to_numpy()
-            src, dst, eid = vid[s], vid[d], rows.column("eid").to_numpy()
-            mirror = rows.column("mirror").to_numpy(zero_copy_only=False)
-            order = np.lexsort((eid, mirror, dst, src))
-            table = pa.table({"eid": eid[order], "src": src[order], "dst": dst[order],
-                              "remote": dst_part[order] != p, "mirror": mirror[order],
-                              "dst_part": dst_part[order], "dst_sg": sg[d][order], "src_sg": sg[s][order],
-                              **({"attrs": rows.column("attrs").take(pa.array(order))} if len(attributes) else {})})
-            files.put_table(fs, layout.template_edges(data, p), _edge_table(table, attributes))
-            yield from _edge_statistics(p, table)
-    return write
-
-
-def _edge_rows(edges, mapping, attributes: pa.Schema):
-    """What the edge writers get, by ``part``: each labelled edge at its source's partition, a cut
-    edge also mirrored at its destination's (``src``/``dst`` as the writer stores them, in dense
-    ids), and the ``(v, vid, sg)`` of every vertex such a partition's edges name: its own and
-    the far ends of its cut edges (the only rows joined with the mapping; one per cut edge, not
-    deduplicated here, which would cost a shuffle)."""
-    from pyspark.sql import functions as F
-
-    attrs = ["attrs"] if len(attributes) else []
-    cut = edges.where(F.col("ps") != F.col("pd"))
-    canonical = edges.select(F.col("ps").alias("part"), "eid", "src", "dst", F.lit(False).alias("mirror"),
-                             F.col("pd").alias("dst_part"), *attrs)
-    mirrored = cut.select(F.col("pd").alias("part"), "eid", F.col("dst").alias("src"), F.col("src").alias("dst"),
-                          F.lit(True).alias("mirror"), F.col("ps").alias("dst_part"), *attrs)
-    far = cut.select(F.col("ps").alias("part"), F.col("dst").alias("v")) \
-        .unionByName(cut.select(F.col("pd").alias("part"), F.col("src").alias("v")))
-    ends = mapping.select("part", "v", "vid", "sg") \
-        .unionByName(shuffled(far).join(mapping.select("v", "vid", "sg"), "v"))
-    return canonical.unionByName(mirrored).unionByName(ends, allowMissingColumns=True)
 
 
 def _edge_table(rows: pa.Table, attributes: pa.Schema) -> pa.Table:
@@ -921,48 +890,24 @@ def _edge_table(rows: pa.Table, attributes: pa.Schema) -> pa.Table:
     return pa.table(columns)
 
 
-def _edge_statistics(p: int, rows: pa.Table):
-    """Per sub-graph local/cut counts, meta-graph pairs, and the partition's edge counts."""
+def _edge_statistics(rows: pa.Table) -> tuple[dict, pa.Table, dict]:
+    """Per sub-graph local/cut counts (``{"sg", "local", "cut"}``, by source sub-graph), the
+    meta-graph rows ``(sg, nbr_sg, edges)`` of canonical cut edges, sorted, and the partition's
+    edge counts."""
     remote = rows.column("remote").to_numpy(zero_copy_only=False)
     mirror = rows.column("mirror").to_numpy(zero_copy_only=False)
     src_sg, dst_sg = rows.column("src_sg").to_numpy(), rows.column("dst_sg").to_numpy()
     canonical = ~mirror
     sgs, where = np.unique(src_sg, return_inverse=True)
-    local = np.bincount(where, weights=canonical & ~remote, minlength=sgs.size).astype(np.int64)
-    cut = np.bincount(where, weights=remote, minlength=sgs.size).astype(np.int64)
-    zeros = np.zeros(sgs.size, np.int64)
-    yield pa.RecordBatch.from_pydict({"kind": np.full(sgs.size, _SUBGRAPH_ROWS, np.int32), "a": sgs, "b": local,
-                                      "c": cut, "d": zeros})
+    counts = {"sg": sgs, "local": np.bincount(where, weights=canonical & ~remote, minlength=sgs.size).astype(np.int64),
+              "cut": np.bincount(where, weights=remote, minlength=sgs.size).astype(np.int64)}
     crossing = canonical & remote
     pairs = pd.DataFrame({"sg": src_sg[crossing], "nbr_sg": dst_sg[crossing]}).groupby(["sg", "nbr_sg"]).size()
-    yield pa.RecordBatch.from_pydict({
-        "kind": np.full(len(pairs), _META_ROWS, np.int32), "a": pairs.index.get_level_values(0).to_numpy(np.int64),
-        "b": pairs.index.get_level_values(1).to_numpy(np.int64), "c": pairs.to_numpy(np.int64),
-        "d": np.zeros(len(pairs), np.int64)})
-    yield pa.RecordBatch.from_pydict({"kind": np.array([_PARTITION_ROWS], np.int32), "a": np.array([p], np.int64),
-                                      "b": np.array([canonical.sum()], np.int64),
-                                      "c": np.array([(canonical & ~remote).sum()], np.int64),
-                                      "d": np.array([crossing.sum()], np.int64)})
-
-
-def _single_file_writer(path: str, target: str, build):
-    """Task: write every row it gets (one task: the frame is repartitioned to one) as one file."""
-    @forgets_zip_importers
-    def write(batches):
-        batches = list(batches)
-        fs, _ = layout.filesystem(path)
-        table = pa.Table.from_batches(batches) if batches else None
-        table = table if table is not None and table.num_rows else None
-        files.put_table(fs, target, build(table))
-        yield pa.RecordBatch.from_pydict({"rows": np.array([0 if table is None else table.num_rows], np.int64)})
-    return write
-
-
-def _write_single(path, fs, target, frame, build) -> None:
-    """One task writes ``frame`` as the file ``target``; an empty frame (which Spark may run
-    no task for) is written by the driver."""
-    if not frame.repartition(1).mapInArrow(_single_file_writer(path, target, build), "rows long").collect():
-        files.put_table(fs, target, build(None))
+    meta = pa.table({"sg": pairs.index.get_level_values(0).to_numpy(np.int64),
+                     "nbr_sg": pairs.index.get_level_values(1).to_numpy(np.int64), "edges": pairs.to_numpy(np.int64)})
+    totals = {"num_edges": int(canonical.sum()), "local_edges": int((canonical & ~remote).sum()),
+              "cut_edges": int(crossing.sum())}
+    return counts, meta, totals
 
 
 def _subgraph_file(table):
@@ -985,60 +930,144 @@ def _metagraph_file(table):
     return pa.Table.from_pandas(frame[["sg", "nbr_sg", "edges"]].astype(np.int64), preserve_index=False)
 
 
-def _write_template(run, path, fs, data, vertices, edges, mapping, offsets, described: _Edges, k) -> dict:
-    """Tasks write the per-partition files and the two tables; returns the manifest's statistics.
-    ``edges``: labelled by their endpoints' partitions (:func:`_subgraphs`)."""
+def _write_template(run, path, fs, data, found: _Discovered, described: _Edges, k) -> dict:
+    """Task p writes partition p's vertex and edge files (:func:`_write_partition`), then one
+    task the sub-graph and meta-graph tables from the pieces they left (:func:`_write_tables`);
+    returns the manifest's statistics, from what the partition tasks returned."""
     from pyspark.sql import functions as F
 
-    vertex_attributes = described.vertices.attributes if described.vertices is not None else pa.schema([])
-    vertex_rows = shuffled(mapping).join(vertices, "v") \
-        .select("part", "vid", "id", "sg", *(["vattrs"] if len(vertex_attributes) else []))
-    vertex_stats = run.scratch(vertex_rows.repartitionByRange(k, "part")
-                               .mapInArrow(_vertex_writer(path, data, described.id_type, vertex_attributes),
-                                           _VERTEX_STATS))
+    spark = run.spark
+    offsets = found.offsets
+    edges = spark.read.schema(found.edges_schema).parquet(layout.join(found.directory, "edges"))
+    members = spark.read.schema(found.members_schema).parquet(layout.join(found.directory, "members"))
 
-    edge_rows = _edge_rows(edges, mapping, described.attributes)
-    edge_stats = run.scratch(edge_rows.repartitionByRange(k, "part")
-                             .mapInArrow(_edge_writer(path, data, described.attributes), _EDGE_STATS))
+    def lookup(values):
+        return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
 
-    size_bin = F.floor(F.log2(F.col("num_vertices"))).cast("int").alias("bin")
-    per_bin = vertex_stats.groupBy("partition", size_bin) \
-        .agg(F.count(F.lit(1)).alias("count"), F.max("num_vertices").alias("largest")).collect()
-    written_vertices = {r["partition"] for r in per_bin}
-    partition_rows = {r["a"]: r for r in edge_stats.where(F.col("kind") == _PARTITION_ROWS).collect()}
-    _write_empty_partitions(fs, data, k, written_vertices, set(partition_rows), described)
-
-    counts = edge_stats.where(F.col("kind") == _SUBGRAPH_ROWS) \
-        .select(F.col("a").alias("sg"), F.col("b").alias("local_edges"), F.col("c").alias("cut_edges"))
-    subgraphs = vertex_stats.join(counts, "sg", "left").fillna(0, ["local_edges", "cut_edges"])
-    _write_single(path, fs, layout.join(data, "template", "subgraphs.parquet"), subgraphs, _subgraph_file)
-    meta = edge_stats.where(F.col("kind") == _META_ROWS) \
-        .select(F.col("a").alias("sg"), F.col("b").alias("nbr_sg"), F.col("c").alias("edges"))
-    _write_single(path, fs, layout.join(data, "template", "metagraph.parquet"), meta, _metagraph_file)
-
-    largest = {}
-    for r in per_bin:
-        largest[r["partition"]] = max(largest.get(r["partition"], 0), r["largest"])
-    partitions = []
+    mapping = members.select("v", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
+                             (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg"))
+    attrs = ["attrs"] if len(described.attributes) else []
+    cut = edges.where(F.col("part") != F.col("pd"))
+    mirrored = cut.select(F.col("pd").alias("part"), "eid", F.col("dst").alias("src"), F.col("src").alias("dst"),
+                          F.col("part").alias("dst_part"), *attrs)
+    far = cut.select("part", F.col("dst").alias("v")).unionByName(cut.select(F.col("pd").alias("part"),
+                                                                            F.col("src").alias("v")))
+    ends = shuffled(far).join(mapping, "v")
+    every = spark.range(k).select(F.col("id").cast("int").alias("part"))      # task p runs even with no rows
+    rows = mirrored.unionByName(ends, allowMissingColumns=True).unionByName(every, allowMissingColumns=True)
+    tables = run.scratch.directory()
+    task = forgets_zip_importers(functools.partial(
+        _write_partition, path, data, found, tables, described.id_type,
+        described.vertices.attributes if described.vertices is not None else pa.schema([]), described.attributes))
+    with run.step("partition files"):
+        written = {r["part"]: r for r in to_tasks(rows, "part", k).mapInArrow(task, _WRITTEN).collect()}
+    with run.step("sub-graph and meta-graph tables"):
+        spark.range(0, 1, 1, 1).mapInArrow(forgets_zip_importers(functools.partial(_write_tables, path, data, tables, k)),
+                                           "rows long").collect()
+    _write_empty_partitions(fs, data, k, {p for p, r in written.items() if r["vertices"]},
+                            {p for p, r in written.items() if r["edges"]}, described)
+    partitions, bins = [], np.zeros(64, np.int64)
     for p in range(k):
-        e = partition_rows.get(p)
+        r = written.get(p)
         partitions.append({
             "id": p,
             "vertex_offset": int(offsets["vertex"][p]),
             "num_vertices": int(offsets["vertex"][p + 1] - offsets["vertex"][p]),
-            "num_edges": int(e["b"]) if e else 0,
-            "local_edges": int(e["c"]) if e else 0,
-            "cut_edges": int(e["d"]) if e else 0,
+            "num_edges": int(r["num_edges"]) if r else 0,
+            "local_edges": int(r["local_edges"]) if r else 0,
+            "cut_edges": int(r["cut_edges"]) if r else 0,
             "subgraph_offset": int(offsets["subgraph"][p]),
             "num_subgraphs": int(offsets["subgraph"][p + 1] - offsets["subgraph"][p]),
-            "largest_subgraph": int(largest.get(p, 0)),
+            "largest_subgraph": int(r["largest"]) if r else 0,
         })
-    counted = np.zeros(max([r["bin"] for r in per_bin], default=-1) + 1, np.int64)
-    for r in per_bin:
-        counted[r["bin"]] += r["count"]
+        if r:
+            bins[:len(r["bins"])] += np.asarray(r["bins"], np.int64)
     return {"partitions": partitions, "cut_edges": sum(p["cut_edges"] for p in partitions),
-            "subgraphs": {"count": int(offsets["subgraph"][-1]), "largest": int(max(largest.values(), default=0)),
-                          "size_histogram": histogram_from_bins(counted)}}
+            "subgraphs": {"count": int(offsets["subgraph"][-1]),
+                          "largest": max((p["largest_subgraph"] for p in partitions), default=0),
+                          "size_histogram": histogram_from_bins(bins[:np.flatnonzero(bins).max() + 1]
+                                                                if bins.any() else bins[:0])}}
+
+
+def _write_partition(path: str, data: str, found: _Discovered, tables: str, id_type: pa.DataType,
+                     vertex_attributes: pa.Schema, attributes: pa.Schema, batches):
+    """Task: partition p's vertex and edge files, its sub-graph and meta-graph rows as pieces
+    under ``tables``, and its statistics returned (:data:`_WRITTEN`).
+
+    Its own vertices and the edges its vertices are the source of are its discovery pieces,
+    read here; what it is sent (by ``part``) are the cut edges it holds as destination
+    (``mirror``, ends swapped), the ``(v, vid, sg)`` of the far ends of its cut edges (one per
+    cut edge, deduplicated here), and one row saying only ``part``."""
+    fs, _ = layout.filesystem(path)
+    for p, rows in rows_by(batches, "part"):
+        scratch_fs, members_path = found.piece("members", p)
+        if not layout.exists(scratch_fs, members_path):
+            continue        # no vertex: its (empty) files are the driver's (_write_empty_partitions)
+        own = pq.read_table(members_path, filesystem=scratch_fs)
+        canonical = pq.read_table(found.piece("edges", p)[1], filesystem=scratch_fs)
+        vid = found.offsets["vertex"][p] + own.column("lvid").to_numpy()
+        sg = found.offsets["subgraph"][p] + own.column("lsg").to_numpy()
+        order = np.argsort(vid, kind="stable")
+        vertex_rows = own.take(pa.array(order)).drop_columns(["lvid", "lsg"]) \
+            .append_column("vid", pa.array(vid[order])).append_column("sg", pa.array(sg[order]))
+        files.put_table(fs, layout.template_vertices(data, p), _vertex_table(vertex_rows, id_type, vertex_attributes))
+
+        far = rows.filter(pc.is_valid(rows.column("v")))
+        sent = rows.filter(pc.is_valid(rows.column("eid")))
+        v = np.concatenate([own.column("v").to_numpy(), far.column("v").to_numpy()])
+        v, first = np.unique(v, return_index=True)      # a far end comes once per cut edge
+        vids = np.concatenate([vid, far.column("vid").to_numpy()])[first]
+        sgs = np.concatenate([sg, far.column("sg").to_numpy()])[first]
+        mirror = np.r_[np.zeros(canonical.num_rows, bool), np.ones(sent.num_rows, bool)]
+        s = np.searchsorted(v, np.r_[canonical.column("src").to_numpy(), sent.column("src").to_numpy()])
+        d = np.searchsorted(v, np.r_[canonical.column("dst").to_numpy(), sent.column("dst").to_numpy()])
+        dst_part = np.r_[canonical.column("pd").to_numpy(), sent.column("dst_part").to_numpy()]
+        eid = np.r_[canonical.column("eid").to_numpy(), sent.column("eid").to_numpy()]
+        src, dst = vids[s], vids[d]
+        order = np.lexsort((eid, mirror, dst, src))
+        table = pa.table({"eid": eid[order], "src": src[order], "dst": dst[order], "remote": dst_part[order] != p,
+                          "mirror": mirror[order], "dst_part": dst_part[order], "dst_sg": sgs[d][order],
+                          "src_sg": sgs[s][order]})
+        if len(attributes):
+            values = pa.concat_arrays([canonical.column("attrs").combine_chunks(),
+                                       sent.column("attrs").combine_chunks().cast(canonical.schema.field("attrs").type)])
+            table = table.append_column("attrs", values.take(pa.array(order)))
+        if table.num_rows:
+            files.put_table(fs, layout.template_edges(data, p), _edge_table(table, attributes))
+        counts, meta, totals = _edge_statistics(table)
+        subgraph_ids, sizes = np.unique(sg, return_counts=True)
+        local, cut = np.zeros(subgraph_ids.size, np.int64), np.zeros(subgraph_ids.size, np.int64)
+        where = np.searchsorted(subgraph_ids, counts["sg"])      # an edge's source sub-graph is one of p's
+        local[where], cut[where] = counts["local"], counts["cut"]
+        scratch_tables_fs, tables_root = layout.filesystem(tables)
+        files.put_table(scratch_tables_fs, layout.join(tables_root, "subgraphs", layout.part_file(p)), pa.table({
+            "sg": subgraph_ids, "partition": np.full(subgraph_ids.size, p, np.int32),
+            "num_vertices": sizes.astype(np.int64),
+            "local_edges": local, "cut_edges": cut}))
+        files.put_table(scratch_tables_fs, layout.join(tables_root, "metagraph", layout.part_file(p)), meta)
+        bins = np.bincount(np.floor(np.log2(sizes)).astype(np.int64)) if sizes.size else np.zeros(0, np.int64)
+        yield pa.RecordBatch.from_pylist([{
+            "part": p, "vertices": True, "edges": table.num_rows > 0, **totals,
+            "largest": int(sizes.max()) if sizes.size else 0, "bins": bins.tolist()}],
+            schema=pa.schema([("part", pa.int32()), ("vertices", pa.bool_()), ("edges", pa.bool_()),
+                              ("num_edges", pa.int64()), ("local_edges", pa.int64()), ("cut_edges", pa.int64()),
+                              ("largest", pa.int64()), ("bins", pa.list_(pa.int64()))]))
+
+
+def _write_tables(path: str, data: str, tables: str, k: int, batches):
+    """Task: the sub-graph and meta-graph tables from the partitions' pieces (each sorted, and
+    partition p's sub-graph ids all below p+1's, so the pieces in order are the tables)."""
+    for _ in batches:
+        pass
+    fs, _ = layout.filesystem(path)
+    tables_fs, root = layout.filesystem(tables)
+    for name, build in (("subgraphs", _subgraph_file), ("metagraph", _metagraph_file)):
+        pieces = [layout.join(root, name, layout.part_file(p)) for p in range(k)]
+        pieces = [pq.read_table(piece, filesystem=tables_fs) for piece in pieces if layout.exists(tables_fs, piece)]
+        table = pa.concat_tables(pieces) if pieces else None
+        files.put_table(fs, layout.join(data, "template", f"{name}.parquet"),
+                        build(table if table is not None and table.num_rows else None))
+    yield pa.RecordBatch.from_pydict({"rows": np.zeros(1, np.int64)})
 
 
 def _write_empty_partitions(fs, data, k, with_vertices, with_edges, described: _Edges) -> None:
