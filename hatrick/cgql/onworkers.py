@@ -395,7 +395,7 @@ def _overlap_counts(previous, parts: list, groups: _Pieces):
     cid, q, count = cid[keep], q[keep], count[keep]
     if not len(cid):
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
-    p = positions_in(previous.table.index.to_numpy(), cid)
+    p = positions_in(previous.table.ids, cid)
     keys, at = np.unique(p * groups.k + q, return_inverse=True)
     weight = np.bincount(at.reshape(-1), weights=count).astype(np.int64)
     return keys // groups.k, keys % groups.k, weight

@@ -95,7 +95,8 @@ from gopher.context import MasterContext
 from gopher.timeseries import TimeSeriesProgram, run_independent
 from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import located
-from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, EvolvedState, Reach, ReachState, aggregate_partials, among,
+from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, EvolvedState, GroupTable, Reach, ReachState,
+                                   aggregate_partials, among,
                                    combine_partials, derive_aggregates, diameters, inherited_ids, partial_kinds,
                                    satisfies, values_at)
 from hatrick.cgql.views import (Bindings, ReportedMembers, _plain, edge_condition_mask, text_frame,
@@ -408,7 +409,7 @@ class ClusterProgram(PatternProgram):
         after.member_lists = _piece_members(whole["ids"], lane["piece"], clean_now[evented], ids[evented])
         if globals_["inside"]:
             if len(gone):
-                before_ids = before.table.index.to_numpy()
+                before_ids = before.table.ids
                 before.member_lists = _piece_members(_ids_before(whole, previous), previous["piece"],
                                                      clean_before[among(before_ids, gone)],
                                                      before_ids[among(before_ids, gone)])
@@ -429,7 +430,7 @@ class ClusterProgram(PatternProgram):
         """The followers' rules over ``after``'s groups (:meth:`hatrick.cgql.patterns.Evolved.conclude`),
         their previous states from the groups' ``before`` record, ``exact``: the groups' hop
         diameters where a follower reads them: [(before, after) EvolvedState]."""
-        ids = after.table.index.to_numpy()
+        ids = after.table.ids
         out = []
         for i, (f, _) in enumerate(self.followers):
             first, was = None, np.empty(0, np.int64)
@@ -439,7 +440,7 @@ class ClusterProgram(PatternProgram):
             values = derive_aggregates(partials, f.clause.aggregates, len(ids))
             if any(c.aggregate.function == "diameter" for c in f.clause.aggregates):
                 values["diameter"] = exact
-            qualifying, first_satisfied, frame = f.conclude(ids, after.table["size"].to_numpy(), values,
+            qualifying, first_satisfied, frame = f.conclude(ids, after.table.values["size"], values,
                                                             after.first_reported, first, time, Bindings(f.params))
             out.append((EvolvedState(None, was, first or {}), EvolvedState(after, qualifying, first_satisfied, frame)))
         return out
@@ -598,10 +599,10 @@ class ClusterProgram(PatternProgram):
                            follow_inside=follow_inside, follow_before_inside=self._follow_inside,
                            decided=_pick(mine, np.flatnonzero(is_local)[np.argsort(vids[is_local])]),
                            want_now=np.sort(vids[among(ids, wanted)]),
-                           want_before=np.sort(before_labels[among(previous.table.index.to_numpy(), gone)])
+                           want_before=np.sort(before_labels[among(previous.table.ids, gone)])
                            if len(gone) else empty)
         if self.shared is not None:
-            ctx.globals["reported_boundary"] = np.sort(vids[~is_local & table["reported"].to_numpy()])
+            ctx.globals["reported_boundary"] = np.sort(vids[~is_local & table.reported])
         self._pending[ctx.instance["id"]] = (before, before_labels, after, ids, index, smallest, changed, status,
                                              gone, inside, follow, follow_inside, self._follow_inside)
         self._held = _pick(mine, np.flatnonzero(~is_local))
@@ -616,7 +617,7 @@ class ClusterProgram(PatternProgram):
         (now_labels, now_ids), (gone_labels, gone_ids) = _gathered(ctx.aggregated.pop("members", None) or [])
         after.member_lists = _lists(now_labels, now_ids, vids, ids)
         if before is not None and len(gone):
-            before.member_lists = _lists(gone_labels, gone_ids, _Positions(before_labels), before.table.index.to_numpy())
+            before.member_lists = _lists(gone_labels, gone_ids, _Positions(before_labels), before.table.ids)
         events = []
         if inside:
             events = _in_driver_order(self.pattern.events(before, after, changed, status, gone), ids, smallest)
@@ -783,10 +784,10 @@ def _record_of(state: ClusterState, labels: np.ndarray | None = None, follow: li
     """A :class:`ClusterState`'s groups as a record (``labels``: theirs, in table order), with
     each follower's first satisfied times and qualifying flags (``follow``: (before, after) states)."""
     table = state.table
-    cid = table.index.to_numpy()
-    out = {"label": cid if labels is None else labels, "cid": cid, "reported": table["reported"].to_numpy(),
+    cid = table.ids
+    out = {"label": cid if labels is None else labels, "cid": cid, "reported": table.reported,
            "event_size": values_at(state.event_size, cid), "first_reported": values_at(state.first_reported, cid),
-           "values": {c: table[c].to_numpy() for c in table.columns if c != "reported"}}
+           "values": dict(table.values)}
     for i, (_, after) in enumerate(follow):
         out[f"first_satisfied{i}"] = values_at(after.first_satisfied, cid)
         out[f"qualifying{i}"] = among(cid, after.qualifying)
@@ -798,7 +799,7 @@ def _state_of(record: dict | None) -> ClusterState | None:
     if record is None:
         return None
     cid = record["cid"]
-    table = pd.DataFrame({**record["values"], "reported": record["reported"]}, index=pd.Index(cid, name="cluster"))
+    table = GroupTable(cid, record["values"], record["reported"])
     empty = np.empty(0, np.int64)
     return ClusterState(None, empty, empty, empty, empty, table, None, _as_dict(cid, record["event_size"]),
                         _as_dict(cid, record["first_reported"]), member_lists={})
@@ -825,12 +826,12 @@ def _put(record: dict, at: np.ndarray, values: dict) -> None:
             record[k][at] = value
 
 
-def _empty_record(labels: np.ndarray, table: pd.DataFrame, followers: int) -> dict:
+def _empty_record(labels: np.ndarray, table: GroupTable, followers: int) -> dict:
     """A partition's record of its pieces (``labels``), none a group yet (columns as ``table``'s)."""
     count = len(labels)
     out = {"label": labels, "cid": np.full(count, -1, np.int64), "reported": np.zeros(count, bool),
            "event_size": np.full(count, np.nan), "first_reported": np.full(count, np.nan),
-           "values": {c: np.zeros(count, table[c].dtype) for c in table.columns if c != "reported"}}
+           "values": {c: np.zeros(count, v.dtype) for c, v in table.values.items()}}
     for i in range(followers):
         out[f"first_satisfied{i}"], out[f"qualifying{i}"] = np.full(count, np.nan), np.zeros(count, bool)
     return out
@@ -1462,10 +1463,16 @@ class _Positions:
 
 
 def _lists(labels, member_ids, vids: _Positions, cluster_ids) -> dict:
-    """{cluster id: sorted member ids} from (group label, member id) pairs."""
-    at = vids.get_indexer(labels)
-    frame = pd.DataFrame({"cluster": np.asarray(cluster_ids)[at], "id": member_ids}).sort_values(["cluster", "id"])
-    return {int(c): group.tolist() for c, group in frame.groupby("cluster", sort=False)["id"]}
+    """{cluster id: sorted member ids} from (group label, member id) pairs: one sort by id,
+    then a stable one by cluster (ids may be text)."""
+    cluster = np.asarray(cluster_ids)[vids.get_indexer(labels)]
+    member_ids = np.asarray(member_ids)
+    order = np.argsort(member_ids, kind="stable")
+    order = order[np.argsort(cluster[order], kind="stable")]
+    cluster, members = cluster[order], member_ids[order].tolist()
+    starts = np.flatnonzero(np.r_[True, cluster[1:] != cluster[:-1]]) if len(cluster) else np.empty(0, np.int64)
+    bounds = np.r_[starts, len(cluster)].tolist()
+    return {c: members[a:b] for c, a, b in zip(cluster[starts].tolist(), bounds[:-1], bounds[1:])}
 
 
 def _spell_out(state: ClusterState, ids: np.ndarray) -> None:
