@@ -99,7 +99,8 @@ _METIS_TRIES = 8
 coarse graph is bounded by the budget, so this costs a few seconds at any input size, and
 the projection inherits the cut (road grid, 3.97M vertices, 110K clusters, offline: projected
 1.39x METIS-on-the-whole-graph's cut with one try, 1.33x with 8; 1.20x and 1.15x after the band's
-refinement)."""
+refinement). A graph not coarsened gets one try, as in the local engine: eight cost 8x on a million
+edges (1M road: 22 s of a 35 s partition step, loaded)."""
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
                       "refine_min_moves", "capacity_slack", "report"}
 """The keyword options of :func:`multilevel_labels` an ingest passes on."""
@@ -209,7 +210,9 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 weights, pairs, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
                 driver_budget_edges, held, seconds["levels"])
         with profile.stage("metis"):
-            projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, held)
+            tries = _METIS_TRIES if mappings else 1     # the whole graph: one try, as the local engine
+            projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, tries,
+                                                                      held)
             if not mappings:        # METIS partitioned the graph itself: nothing projected to refine
                 labels = projected.localCheckpoint()
                 refined = {"moves": [], "fm_gains": [], "band": 0,
@@ -549,7 +552,7 @@ _VERTEX, _PAIR, _LABEL, _SIZE, _CUT = range(5)     # kinds of the METIS task's r
 _METIS_ROWS = "kind int, a long, b long, w long"
 
 
-def _metis_in_task(weights, pairs, k: int, seed: int, held):
+def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
     """METIS with vertex and edge weights on the coarse graph, in ONE task: ``(labels, sizes,
     cut)``, labels ``(vid, part)`` of the coarse vertices as a scratch frame, sizes the
     partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
@@ -564,7 +567,7 @@ def _metis_in_task(weights, pairs, k: int, seed: int, held):
     rows = weights.select(F.lit(_VERTEX).alias("kind"), F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"),
                           F.col("vw").cast("long").alias("w")) \
         .unionByName(pairs.select(F.lit(_PAIR).alias("kind"), "a", "b", F.col("w").cast("long").alias("w")))
-    out = held(rows.repartition(1).mapInArrow(_metis_task(k, seed), _METIS_ROWS))
+    out = held(rows.repartition(1).mapInArrow(_metis_task(k, seed, tries), _METIS_ROWS))
     sizes, cut = np.zeros(k, np.int64), 0
     for kind, a, b in out.where(F.col("kind") != _LABEL).select("kind", "a", "b").collect():
         if kind == _SIZE:
@@ -575,16 +578,16 @@ def _metis_in_task(weights, pairs, k: int, seed: int, held):
         sizes, cut
 
 
-def _metis_task(k: int, seed: int):
+def _metis_task(k: int, seed: int, tries: int):
     """Task: the coarse graph's rows (:func:`_metis_in_task`) in, its METIS labels out, with
     each partition's size and the cut weight."""
     @forgets_zip_importers
     def task(batches):
-        yield from _metis_rows(batches, k, seed)
+        yield from _metis_rows(batches, k, seed, tries)
     return task
 
 
-def _metis_rows(batches, k: int, seed: int):
+def _metis_rows(batches, k: int, seed: int, tries: int):
     """:func:`_metis_task`'s work: builds the symmetric CSR METIS wants from each coarse edge
     once (repeats summed) without a pandas or COO detour; with METIS's own work space this is
     what :data:`BYTES_PER_COARSE_EDGE` measures."""
@@ -600,7 +603,7 @@ def _metis_rows(batches, k: int, seed: int):
     del kind, a, b
     pair, at = np.unique(rows * np.int64(max(ids.size, 1)) + cols, return_inverse=True)
     rows, cols, w = pair // max(ids.size, 1), pair % max(ids.size, 1), np.bincount(at, weights=w).astype(np.int64)
-    parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=_METIS_TRIES)
+    parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=tries)
     cut = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
     sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
     yield pa.RecordBatch.from_pydict({"kind": np.full(ids.size, _LABEL, np.int32), "a": ids,
