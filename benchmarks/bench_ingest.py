@@ -130,8 +130,8 @@ def _one(args) -> int:
 
         spark = session(master=args.master, conf=_conf(args))
         session_seconds = time.perf_counter() - started
-        options = {"driver_budget_bytes": args.driver_budget_mib << 20, "report": report} \
-            if args.spark_partitioner == "multilevel" else {}
+        budget = {"driver_budget_bytes": args.driver_budget_mib << 20} if args.driver_budget_mib else {}
+        options = {**budget, "report": report} if args.spark_partitioner == "multilevel" else {}
         manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
                           jobs=jobs, overwrite=True, partitioner=args.spark_partitioner, **options)
     else:
@@ -199,8 +199,9 @@ def main(argv=None) -> int:
                         help="multilevel budget in the quality comparison (coarsening must happen)")
     parser.add_argument("--spark-partitioner", default="multilevel", choices=["multilevel", "hash", "spark-lp"],
                         help="partitioner of the Spark engine's ingests")
-    parser.add_argument("--driver-budget-mib", type=int, default=48,
-                        help="multilevel driver budget (MiB) of the Spark engine's ingests")
+    parser.add_argument("--driver-budget-mib", type=int, default=None,
+                        help="multilevel METIS budget (MiB) of the Spark engine's ingests (the coarse graph "
+                             "one task partitions; default: the partitioner's)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory of the Spark runs")
     parser.add_argument("--shuffle-partitions", type=int, default=8,
@@ -224,7 +225,7 @@ def main(argv=None) -> int:
     os.makedirs(workdir, exist_ok=True)
     common = ["--partitions", str(args.partitions), "--master", args.master, "--driver-memory", args.driver_memory,
               "--shuffle-partitions", str(args.shuffle_partitions), "--spark-partitioner", args.spark_partitioner,
-              "--driver-budget-mib", str(args.driver_budget_mib)]
+              *(["--driver-budget-mib", str(args.driver_budget_mib)] if args.driver_budget_mib else [])]
     results = {"command": " ".join(["python -m benchmarks.bench_ingest", *(argv or sys.argv[1:])]),
                "runs": [], "quality": []}
     def ingests():

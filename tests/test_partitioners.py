@@ -260,6 +260,28 @@ def test_multilevel_coarsens_below_the_budget_and_cuts_close_to_metis(spark, ids
     assert _new(spark, before) == (set(), set())          # scratch files, checkpoints and caches all released
 
 
+def test_multilevel_within_the_budget_is_metis_on_the_whole_graph_in_one_task(spark):
+    """A graph that fits the METIS budget is not coarsened: one task runs METIS on it (repeated
+    and reversed edges summed into weights), and its answer is the partition, unrefined."""
+    from gofs.partition.metis import weighted_parts
+    from gofs.partition.multilevel import multilevel_partition
+
+    n, src, dst = grid(30, drop=0.1, seed=4)
+    src, dst = np.r_[src, dst[:50], np.arange(5)], np.r_[dst, src[:50], np.arange(5)]   # repeats, loops
+    report = {}
+    before = _held(spark)
+    parts = multilevel_partition(n, src, dst, 4, seed=3, spark=spark, report=report)
+    keep = src != dst
+    pair, weight = np.unique(np.c_[np.minimum(src, dst), np.maximum(src, dst)][keep], axis=0, return_counts=True)
+    oracle = weighted_parts(n, pair[:, 0], pair[:, 1], weight, np.ones(n, np.int64), 4, 3, ufactor=10, tries=1)
+    np.testing.assert_array_equal(parts, oracle)
+    assert len(report["levels"]) == 1 and report["refine_moves"] == [] and "refine" not in report["jobs"]
+    assert report["coarse_cut"] == weight[oracle[pair[:, 0]] != oracle[pair[:, 1]]].sum() > 0
+    assert report["jobs"]["metis"]["jobs"] <= 5       # METIS task (shuffle, write), sizes, labels: was 2 + 13 refining
+    assert balance(parts, 4) <= 1.05
+    assert _new(spark, before) == (set(), set())
+
+
 @pytest.mark.parametrize("rows_per_task", [1 << 21, 600])
 def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch, rows_per_task):
     """From a noisy partition the boundary refinement cuts far less within the capacity, in one

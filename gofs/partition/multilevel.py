@@ -1,4 +1,4 @@
-"""Multilevel partitioning for graphs larger than the driver: coarsen on Spark, METIS, refine on Spark.
+"""Multilevel partitioning for graphs larger than the driver: coarsen on Spark, METIS in one task, refine on Spark.
 
 METIS gives the best cuts but needs the whole graph in one process. This
 partitioner keeps METIS's quality at scale the way METIS itself does, by
@@ -26,14 +26,18 @@ working on a smaller graph with the same structure:
 
    Each cluster becomes one coarse vertex (weight: its size), parallel edges
    between clusters one coarse edge (weight: their count). Levels repeat until
-   the coarse graph fits the driver budget: a fixed memory size
-   (``driver_budget_bytes``), checked against the measured driver cost of a
-   coarse vertex and a coarse edge (:func:`coarse_graph_bytes`), so the
-   driver's peak does not grow with the input graph.
-2. **METIS on the driver**, on the coarse graph with vertex and edge weights
-   (the best of several tries): the only data the driver ever holds, bounded
-   by the budget.
-3. **Project and refine on Spark.** Each vertex takes its cluster's
+   the coarse graph fits the METIS budget: a fixed memory size
+   (``driver_budget_bytes``, named when METIS ran on the driver), checked
+   against the measured cost of a coarse vertex and a coarse edge
+   (:func:`coarse_graph_bytes`). A graph that fits from the start is not
+   coarsened at all.
+2. **METIS in one task**, on the coarse graph with vertex and edge weights
+   (the best of several tries): the coarse graph meets in one task by one
+   shuffle, and the driver holds only the k partition sizes, so its peak does
+   not grow with the graph or the budget. Without a coarsening level this is
+   the answer (METIS partitioned the graph itself, as the local engine does),
+   in one Spark job.
+3. **Project and refine on Spark** (after coarsening). Each vertex takes its cluster's
    partition; then only the *band* around the boundary is refined: the
    vertices of the first level's clusters that hold a cut edge, on both sides,
    with the edges that touch them, in one task (more only for a band too big
@@ -64,14 +68,17 @@ from gofs.partition.arrays import collect_labels
 from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
 from gofs.partition.boundary import refine_boundary
-from sparkshim.compat import collect_arrow, forgets_zip_importers
+from sparkshim.compat import forgets_zip_importers
 from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
 
-DRIVER_BUDGET_BYTES = 48 << 20
-"""Default driver memory the coarse graph may cost (collected, as CSR, and inside METIS)."""
+DRIVER_BUDGET_BYTES = 256 << 20
+"""Default memory the coarse graph may cost the one task that runs METIS on it (its rows, as CSR,
+and inside METIS): about a million vertices and edges, so road-like graphs up to a million edges
+(R-MAT's up to about 1.5 million) skip coarsening, and a 5.6M-edge road grid needs one level (48 MiB
+when METIS ran on the driver: each level below the budget costs about ten Spark jobs)."""
 BYTES_PER_COARSE_VERTEX = 100
 BYTES_PER_COARSE_EDGE = 150
-"""Driver peak growth per coarse vertex / undirected coarse edge during the METIS step (Arrow
+"""Peak growth of the process running METIS per coarse vertex / undirected coarse edge (Arrow
 columns, CSR in both directions, METIS's own work space), rounded up from measurements of road-like
 graphs of 0.1M-0.6M vertices: about 133 bytes per vertex-or-edge, on top of a fixed ~46 MiB the
 first METIS call costs at any size."""
@@ -89,10 +96,11 @@ _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the verte
 _PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 _METIS_TRIES = 8
 """METIS partitions the coarse graph this many times and keeps the best cut (its ``ncuts``): the
-coarse graph is bounded by the driver budget, so this costs a few seconds at any input size, and
+coarse graph is bounded by the budget, so this costs a few seconds at any input size, and
 the projection inherits the cut (road grid, 3.97M vertices, 110K clusters, offline: projected
 1.39x METIS-on-the-whole-graph's cut with one try, 1.33x with 8; 1.20x and 1.15x after the band's
-refinement)."""
+refinement). A graph not coarsened gets one try, as in the local engine: eight cost 8x on a million
+edges (1M road: 22 s of a 35 s partition step, loaded)."""
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
                       "refine_min_moves", "capacity_slack", "report"}
 """The keyword options of :func:`multilevel_labels` an ingest passes on."""
@@ -129,7 +137,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                       cluster_rounds: int = 4, refine_iterations: int = 5, refine_min_moves: float = REFINE_MIN_MOVES,
                       capacity_slack: float = 0.05, report: dict | None = None):
     """Partition the graph of ``edges_df`` into ``num_partitions`` parts, never collecting more
-    than the coarse graph (at most ``driver_budget_bytes`` of driver memory) to the driver.
+    than k partition sizes to the driver (METIS runs in one task, on a coarse graph of at most
+    ``driver_budget_bytes``).
 
     Parameters
     ----------
@@ -138,9 +147,9 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
         too); by default the endpoints of ``edges_df``.
     num_vertices : instead of ``vertices``: the ids are exactly ``0..num_vertices-1`` (dense ids, as
         the ingest numbers them), which saves a pass over the vertices.
-    driver_budget_bytes : coarsen until the coarse graph's METIS step fits this much driver
-        memory (:func:`coarse_graph_bytes`); a fixed size, so the driver's peak does not
-        grow with the graph.
+    driver_budget_bytes : coarsen until the coarse graph's METIS step fits this much memory
+        (:func:`coarse_graph_bytes`) of the one task that runs it; the driver holds only the
+        partition sizes.
     driver_budget_edges : optionally, also coarsen until at most this many undirected edges.
     cluster_rounds : label propagation rounds per coarsening level (levels not clustered
         inside id ranges).
@@ -201,18 +210,26 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 weights, pairs, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
                 driver_budget_edges, held, seconds["levels"])
         with profile.stage("metis"):
-            projected, sizes = _metis_on_driver(spark, coarse_weights, coarse_pairs, k, seed, report)
-        with profile.stage("refine"):
-            for clusters in reversed(mappings[1:]):
-                projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-            labels, labelled = _projected(pairs, mappings[0] if mappings else None, labelled,
-                                          held(projected) if len(mappings) > 1 else projected)
-            refined: dict = {}
-            labels = refine_boundary(labelled, labels, sizes, k, refine_iterations,
-                                     math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
-                                     refined).localCheckpoint()
-            report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
-            report["refine_fm_gains"], report["refine_band"] = refined["fm_gains"], refined["band"]
+            tries = _METIS_TRIES if mappings else 1     # the whole graph: one try, as the local engine
+            projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, tries,
+                                                                      held)
+            if not mappings:        # METIS partitioned the graph itself: nothing projected to refine
+                labels = projected.localCheckpoint()
+                refined = {"moves": [], "fm_gains": [], "band": 0,
+                           "start_balance": float(sizes.max() * k / sizes.sum()) if sizes.sum() else 1.0}
+        if mappings:
+            with profile.stage("refine"):
+                for clusters in reversed(mappings[1:]):
+                    projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c") \
+                        .select("vid", "part")
+                labels, labelled = _projected(mappings[0], labelled,
+                                              held(projected) if len(mappings) > 1 else projected)
+                refined = {}
+                labels = refine_boundary(labelled, labels, sizes, k, refine_iterations,
+                                         math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
+                                         refined).localCheckpoint()
+        report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
+        report["refine_fm_gains"], report["refine_band"] = refined["fm_gains"], refined["band"]
     finally:
         held.remove()
     report["jobs"] = profile.summary()
@@ -220,20 +237,14 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
     return labels
 
 
-def _projected(pairs, clusters, labelled, coarse_labels):
+def _projected(clusters, labelled, coarse_labels):
     """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb, ca, cb)`` (c: the
-    first level's cluster, or the vertex itself without a level), from the partition
-    ``coarse_labels`` ``(vid, part)`` of the first level's clusters (of the vertices themselves
-    when no level was needed) and that level's ``clusters`` and ``labelled`` pairs
-    (:func:`_coarsen`): the pairs meet only the coarse table (small: Spark broadcasts it), not
-    the vertices' labels."""
+    first level's cluster), from the partition ``coarse_labels`` ``(vid, part)`` of the first
+    level's clusters and that level's ``clusters`` and ``labelled`` pairs (:func:`_coarsen`):
+    the pairs meet only the coarse table (small: Spark broadcasts it), not the vertices' labels."""
     from pyspark.sql import functions as F
 
-    if clusters is None:
-        labelled = pairs.select("a", "b", "w", F.col("a").alias("ca"), F.col("b").alias("cb"))
-        labels = coarse_labels
-    else:
-        labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
+    labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
     by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part")
     labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa")), "ca") \
         .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb")), "cb") \
@@ -261,7 +272,7 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
         attempts += 1
         if attempts > _MAX_LEVELS:
             sizes = ", ".join(f"{level['vertices']:,}/{level['edges']:,}" for level in levels)
-            raise RuntimeError(f"multilevel: the graph did not coarsen to the driver budget in {_MAX_LEVELS} "
+            raise RuntimeError(f"multilevel: the graph did not coarsen to the METIS budget in {_MAX_LEVELS} "
                                f"attempts (vertices/edges per level: {sizes}); raise driver_budget_bytes / "
                                "driver_budget_edges")
         clock = time.perf_counter()
@@ -537,29 +548,69 @@ def _contract(labelled):
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
-def _metis_on_driver(spark, weights, pairs, k: int, seed: int, report: dict):
-    """METIS with vertex and edge weights on the coarse graph; returns ``(vid, part)`` on Spark
-    and the partitions' sizes in input vertices (their coarse vertices' weights summed).
+_VERTEX, _PAIR, _LABEL, _SIZE, _CUT = range(5)     # kinds of the METIS task's rows, in and out
+_METIS_ROWS = "kind int, a long, b long, w long"
 
-    Collects each coarse edge once (the pairs, ``a < b``) as Arrow columns, and builds the
-    symmetric CSR METIS wants without a pandas or COO detour: together with METIS's
-    own work space this is what :data:`BYTES_PER_COARSE_EDGE` measures.
+
+def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
+    """METIS with vertex and edge weights on the coarse graph, in ONE task: ``(labels, sizes,
+    cut)``, labels ``(vid, part)`` of the coarse vertices as a scratch frame, sizes the
+    partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
+
+    The coarse vertices ``(vid, vw)`` and pairs ``(a, b, w)`` (repeats summed) meet in one
+    task (one shuffle) instead of the driver, which then holds only k numbers: the coarsening
+    stops at a size one task runs METIS on (:func:`coarse_graph_bytes`), and a graph that fits
+    from the start is partitioned there whole, as the local engine would, in one job.
     """
-    import pandas as pd
+    from pyspark.sql import functions as F
 
-    vertex_table = collect_arrow(weights.select("vid", "vw"))
-    order = np.argsort(vertex_table.column("vid").to_numpy(), kind="stable")
-    ids = vertex_table.column("vid").to_numpy()[order]
-    vw = vertex_table.column("vw").to_numpy()[order]
-    del vertex_table
-    edge_table = collect_arrow(pairs.select("a", "b", "w"))
-    rows = np.searchsorted(ids, edge_table.column("a").to_numpy())
-    cols = np.searchsorted(ids, edge_table.column("b").to_numpy())
-    w = edge_table.column("w").to_numpy()
-    del edge_table
-    parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=_METIS_TRIES)
-    report["coarse_cut"] = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
+    rows = weights.select(F.lit(_VERTEX).alias("kind"), F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"),
+                          F.col("vw").cast("long").alias("w")) \
+        .unionByName(pairs.select(F.lit(_PAIR).alias("kind"), "a", "b", F.col("w").cast("long").alias("w")))
+    out = held(rows.repartition(1).mapInArrow(_metis_task(k, seed, tries), _METIS_ROWS))
+    sizes, cut = np.zeros(k, np.int64), 0
+    for kind, a, b in out.where(F.col("kind") != _LABEL).select("kind", "a", "b").collect():
+        if kind == _SIZE:
+            sizes[a] = b
+        else:
+            cut = int(b)
+    return out.where(F.col("kind") == _LABEL).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("part")), \
+        sizes, cut
+
+
+def _metis_task(k: int, seed: int, tries: int):
+    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, its METIS labels out, with
+    each partition's size and the cut weight."""
+    @forgets_zip_importers
+    def task(batches):
+        yield from _metis_rows(batches, k, seed, tries)
+    return task
+
+
+def _metis_rows(batches, k: int, seed: int, tries: int):
+    """:func:`_metis_task`'s work: builds the symmetric CSR METIS wants from each coarse edge
+    once (repeats summed) without a pandas or COO detour; with METIS's own work space this is
+    what :data:`BYTES_PER_COARSE_EDGE` measures."""
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else _METIS_SCHEMA.empty_table()
+    kind, a, b, w = (table.column(name).to_numpy() for name in ("kind", "a", "b", "w"))
+    del table
+    is_vertex = kind == _VERTEX
+    order = np.argsort(a[is_vertex], kind="stable")
+    ids, vw = a[is_vertex][order], w[is_vertex][order]
+    rows, cols = np.searchsorted(ids, a[~is_vertex]), np.searchsorted(ids, b[~is_vertex])
+    w = w[~is_vertex]
+    del kind, a, b
+    pair, at = np.unique(rows * np.int64(max(ids.size, 1)) + cols, return_inverse=True)
+    rows, cols, w = pair // max(ids.size, 1), pair % max(ids.size, 1), np.bincount(at, weights=w).astype(np.int64)
+    parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=tries)
+    cut = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
     sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
-    return spark.createDataFrame(pd.DataFrame({"vid": ids, "part": parts})), sizes
+    yield pa.RecordBatch.from_pydict({"kind": np.full(ids.size, _LABEL, np.int32), "a": ids,
+                                      "b": parts.astype(np.int64), "w": vw})
+    yield pa.RecordBatch.from_pydict({"kind": np.r_[np.full(k, _SIZE), _CUT].astype(np.int32),
+                                      "a": np.arange(k + 1, dtype=np.int64), "b": np.r_[sizes, cut].astype(np.int64),
+                                      "w": np.zeros(k + 1, np.int64)})
 
 
+_METIS_SCHEMA = pa.schema([("kind", pa.int32()), ("a", pa.int64()), ("b", pa.int64()), ("w", pa.int64())])
