@@ -33,9 +33,8 @@ Each stage hands its result on as a scratch file (:class:`gofs.spark_jobs.Scratc
 so a later stage's queries start from files, not from the plans of every join before them.
 
 Given the same input file, partitioner and seed, both engines write the same
-template, row for row. The driver only ever holds O(partitions) rows, plus
-the coarse graph of the multilevel partitioner (bounded by its budget, a fixed
-memory size).
+template, row for row. The driver only ever holds O(partitions) rows: the multilevel partitioner's
+METIS step runs in one executor task on a coarse graph bounded by its budget.
 """
 from __future__ import annotations
 
