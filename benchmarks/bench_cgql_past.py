@@ -19,7 +19,8 @@ follow / message), 1% of the edges changing type per hour. In one session:
    groups (``source: {source = 1, id = S.*}``): both run as the stages of one run (``wildcard``;
    events: both topics').
 
-Per phase: wall seconds and the driver's peak Python RSS (the process's high-water
+Per phase, run ``--repeats`` times round robin: the median wall seconds (every run's beside
+it) and the driver's peak Python RSS (the process's high-water
 mark, reset before each phase through ``/proc/self/clear_refs``), next to the idle
 session's (after start-up, importing the query modules and opening the graph, so a
 peak measures what a query holds, not what importing it costs); where the queries' past ran
@@ -129,6 +130,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--sources", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default="/tmp/cgql-past")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of every phase, round robin; the figures are the medians")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
 
@@ -154,20 +157,25 @@ def main(argv=None) -> dict:
               ("reach", lambda: goffish.query(g, REACH)),
               ("evolved", lambda: goffish.query(g, EVOLVED)),
               ("wildcard", lambda: goffish.query(g, WILDCARD))]
-    for name, run in phases:
-        _reset_peak()
-        clock = time.perf_counter()
-        result = run()
-        events = None if name == "cc_independent" else [e for t in result.query.topics.values() for e in t.read()]
-        out[f"{name}_s"] = time.perf_counter() - clock
-        out[f"{name}_rss_mb"] = _rss_peak_mb()
-        out[f"{name}_events"] = None if events is None else len(events)
-        if name == "cc_independent":
-            out[f"{name}_run"] = _run_profile(result.metrics)
-        else:
-            out[f"{name}_engine"] = result.query.past_engine
-            metrics = result.query.past_metrics.get(result.query.plan.subqueries[0].name)   # none off Gopher (a base)
-            out[f"{name}_run"] = None if metrics is None else _run_profile(metrics)
+    times: dict[str, list] = {name: [] for name, _ in phases}
+    for _ in range(args.repeats):               # round robin: a slow spell of the machine hits every phase alike
+        for name, run in phases:
+            _reset_peak()
+            clock = time.perf_counter()
+            result = run()
+            events = None if name == "cc_independent" else [e for t in result.query.topics.values() for e in t.read()]
+            times[name].append(time.perf_counter() - clock)
+            out[f"{name}_rss_mb"] = max(out.get(f"{name}_rss_mb", 0.0), _rss_peak_mb())
+            out[f"{name}_events"] = None if events is None else len(events)
+            if name == "cc_independent":
+                out[f"{name}_run"] = _run_profile(result.metrics)
+            else:
+                out[f"{name}_engine"] = result.query.past_engine
+                metrics = result.query.past_metrics.get(result.query.plan.subqueries[0].name)   # none off Gopher
+                out[f"{name}_run"] = None if metrics is None else _run_profile(metrics)
+    for name, seconds in times.items():
+        out[f"{name}_s"] = float(np.median(seconds))
+        out[f"{name}_runs_s"] = seconds
     for name in ("cluster", "reach", "evolved", "wildcard"):
         out[f"{name}_vs_cc"] = out[f"{name}_s"] / out["cc_independent_s"]
         out[f"{name}_rss_vs_idle"] = out[f"{name}_rss_mb"] / idle
