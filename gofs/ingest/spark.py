@@ -866,6 +866,9 @@ def _discover_partition(directory: str, batches):
 
 _WRITTEN = "part int, vertices boolean, edges boolean, num_edges long, local_edges long, cut_edges long, " \
            "largest long, bins array<long>"
+_WRITTEN_ARROW = pa.schema([("part", pa.int32()), ("vertices", pa.bool_()), ("edges", pa.bool_()),
+                            ("num_edges", pa.int64()), ("local_edges", pa.int64()), ("cut_edges", pa.int64()),
+                            ("largest", pa.int64()), ("bins", pa.list_(pa.int64()))])
 
 
 def _vertex_table(rows: pa.Table, id_type: pa.DataType, attributes: pa.Schema) -> pa.Table:
@@ -1048,9 +1051,7 @@ def _write_partition(path: str, data: str, found: _Discovered, tables: str, id_t
         yield pa.RecordBatch.from_pylist([{
             "part": p, "vertices": True, "edges": table.num_rows > 0, **totals,
             "largest": int(sizes.max()) if sizes.size else 0, "bins": bins.tolist()}],
-            schema=pa.schema([("part", pa.int32()), ("vertices", pa.bool_()), ("edges", pa.bool_()),
-                              ("num_edges", pa.int64()), ("local_edges", pa.int64()), ("cut_edges", pa.int64()),
-                              ("largest", pa.int64()), ("bins", pa.list_(pa.int64()))]))
+            schema=_WRITTEN_ARROW)
 
 
 def _write_tables(path: str, data: str, tables: str, k: int, batches):

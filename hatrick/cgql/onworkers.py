@@ -69,7 +69,8 @@ from hatrick.cgql import nodes as n
 from hatrick.cgql.errors import located
 from hatrick.cgql.patterns import (Cluster, ClusterState, Evolved, Reach, ReachState, aggregate_partials,
                                    derive_aggregates, diameters, partial_kinds, positions_in)
-from hatrick.cgql.views import Bindings, ReportedMembers, _plain, edge_condition_mask, vertex_conditions_mask
+from hatrick.cgql.views import (Bindings, ReportedMembers, _alias_state, _plain, edge_condition_mask,
+                                vertex_conditions_mask)
 from hatrick.live import _column_out, smallest_members
 from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.ring import bucket_of
@@ -159,9 +160,7 @@ def _wildcards(conditions, snap: WorkerSnapshot, aliases: dict) -> dict:
     compared = {}
     for c in conditions:
         if isinstance(c.value, n.Wildcard):
-            if c.value.alias not in aliases:
-                raise located(c.value, f"alias {c.value.alias!r} is not defined by a sub-query of this query "
-                                       f"(AS {c.value.alias})")
+            _alias_state(c, Bindings({}, aliases))          # the driver path's error for an unknown alias
             compared.setdefault(c.value.alias, set()).add(c.attribute)
     out = {}
     for alias, attributes in compared.items():
