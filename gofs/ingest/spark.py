@@ -963,13 +963,14 @@ def _write_template(run, path, fs, data, found: _Discovered, described: _Edges, 
                               (lookup(offsets["vertex"]) + F.col("lvid")).alias("dst_vid"),
                               (lookup(offsets["subgraph"]) + F.col("lsg")).alias("dst_sg"))
     located = shuffled(cut).join(far_ends, "dst")
-    mirrored = located.select(F.col("pd").alias("part"), "eid", F.col("dst").alias("src"),
-                              F.col("part").alias("dst_part"), F.col("src_vid").alias("far_vid"),
-                              F.col("src_sg").alias("far_sg"), *attrs)
-    far = located.select("part", "eid", F.col("pd").alias("dst_part"), F.col("dst_vid").alias("far_vid"),
-                         F.col("dst_sg").alias("far_sg"))
+    mirrored = F.struct(F.col("pd").alias("part"), F.col("dst").alias("src"), F.col("part").alias("dst_part"),
+                        F.col("src_vid").alias("far_vid"), F.col("src_sg").alias("far_sg"))
+    far = F.struct(F.col("part"), F.lit(None).cast(cut.schema["src"].dataType).alias("src"),
+                   F.col("pd").alias("dst_part"), F.col("dst_vid").alias("far_vid"), F.col("dst_sg").alias("far_sg"))
+    sent = located.select("eid", *attrs, F.explode(F.array(mirrored, far)).alias("to")) \
+        .select("to.*", "eid", *attrs)          # one pass over the join feeds both ends' tasks
     every = spark.range(k).select(F.col("id").cast("int").alias("part"))      # task p runs even with no rows
-    rows = mirrored.unionByName(far, allowMissingColumns=True).unionByName(every, allowMissingColumns=True)
+    rows = sent.unionByName(every, allowMissingColumns=True)
     tables = run.scratch.directory()
     task = forgets_zip_importers(functools.partial(
         _write_partition, path, data, found, tables, described.id_type,
