@@ -784,8 +784,9 @@ def _numbered_slices(directory: str, batches):
 
 class _Discovered:
     """What discovery hands the write: each partition's pieces under ``directory`` (its members
-    ``(part, v, lvid, lsg, id[, vattrs])`` sorted by v, its edges ``(part, eid, src, dst, pd[, attrs])``
-    labelled by their destination's partition), their Spark schemas, and the vertex and
+    ``(part, v, lvid, lsg, id[, vattrs])`` sorted by v, its edges ``(part, eid, src, dst, remote,
+    src_lvid, src_lsg[, attrs])``: whether the destination is another partition's, and the
+    source's local vertex and sub-graph numbers), their Spark schemas, and the vertex and
     sub-graph offsets of the partitions."""
 
     def __init__(self, directory: str, members_schema, edges_schema, offsets: dict):
@@ -803,18 +804,22 @@ _SIZES = "part int, vertices long, subgraphs long"
 
 def _subgraphs(run, edges, vertices, parts, k) -> _Discovered:
     """One job: partition p's vertices (with their ids and attributes) and the edges whose
-    source it owns, labelled with their destination's partition, meet in task p, which finds
-    the sub-graphs of its local edges (:func:`_discover_partition`) and keeps both as p's pieces;
-    the driver turns the partitions' sizes into vertex and sub-graph offsets."""
+    source it owns meet in task p, which finds the sub-graphs of its local edges
+    (:func:`_discover_partition`) and keeps both as p's pieces; the driver turns the
+    partitions' sizes into vertex and sub-graph offsets.
+
+    An edge is local when task p holds its destination among its members, so the edges are
+    joined with the partitions once (by source); the partition of a cut edge's destination is
+    found by the write, among the few cut edges."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
     owner = parts.select(F.col("vid").alias("v"), F.col("part").cast("int").alias("part"))
     members = shuffled(owner).join(vertices, "v")
     members = members.select("part", "v", "id", *(["vattrs"] if "vattrs" in vertices.columns else []))
-    labelled = shuffled(edges) \
-        .join(owner.select(F.col("v").alias("src"), F.col("part")), "src") \
-        .join(owner.select(F.col("v").alias("dst"), F.col("part").alias("pd")), "dst") \
-        .select("part", "eid", "src", "dst", "pd", *(["attrs"] if "attrs" in edges.columns else []))
+    attrs = ["attrs"] if "attrs" in edges.columns else []
+    labelled = shuffled(edges).join(owner.select(F.col("v").alias("src"), F.col("part")), "src") \
+        .select("part", "eid", "src", "dst", *attrs)
     directory = run.scratch.directory()
     fs, root = layout.filesystem(directory)
     for kind in ("members", "edges"):
@@ -827,20 +832,21 @@ def _subgraphs(run, edges, vertices, parts, k) -> _Discovered:
     num_subgraphs = np.zeros(k, np.int64)
     for row in sizes:
         num_vertices[row["part"]], num_subgraphs[row["part"]] = row["vertices"], row["subgraphs"]
-    from pyspark.sql.types import LongType, StructField, StructType
-
     members_schema = StructType([members.schema["part"], members.schema["v"], StructField("lvid", LongType()),
                                  StructField("lsg", LongType())])
+    edges_schema = StructType([labelled.schema[c] for c in ("part", "eid", "src", "dst")]
+                              + [StructField("remote", BooleanType()), StructField("src_lvid", LongType()),
+                                 StructField("src_lsg", LongType())] + [labelled.schema[c] for c in attrs])
     offsets = {"vertex": np.concatenate([[0], np.cumsum(num_vertices)]),
                "subgraph": np.concatenate([[0], np.cumsum(num_subgraphs)])}
-    return _Discovered(directory, members_schema, labelled.schema, offsets)
+    return _Discovered(directory, members_schema, edges_schema, offsets)
 
 
 def _discover_partition(directory: str, batches):
     """Task: partition p's rows, members ``(part, v, id[, vattrs])`` and edges ``(part, eid, src,
-    dst, pd[, attrs])``; the sub-graphs of its local edges (the scipy kernel of the local engine,
-    vertices numbered in dense-id order first, as it does) written beside its edges as p's
-    pieces, and ``(p, vertices, sub-graphs)`` returned."""
+    dst[, attrs])``; the sub-graphs of its local edges (those whose destination is a member; the
+    scipy kernel of the local engine, vertices numbered in dense-id order first, as it does)
+    written beside its edges as p's pieces, and ``(p, vertices, sub-graphs)`` returned."""
     fs, root = layout.filesystem(directory)
     for p, rows in rows_by(batches, "part"):
         is_member = pc.is_valid(rows.column("v"))
@@ -848,16 +854,19 @@ def _discover_partition(directory: str, batches):
         members = members.take(pa.array(np.argsort(members.column("v").to_numpy(), kind="stable")))
         v = members.column("v").to_numpy()
         src, dst = edges.column("src").to_numpy(), edges.column("dst").to_numpy()
-        local = edges.column("pd").to_numpy() == p
-        found = discover(v.size, np.searchsorted(v, src[local]), np.searchsorted(v, dst[local]),
-                         np.zeros(v.size, np.int64), 1)
+        s = np.searchsorted(v, src)
+        d = np.minimum(np.searchsorted(v, dst), max(v.size - 1, 0))
+        local = v[d] == dst if v.size else np.zeros(dst.size, bool)
+        found = discover(v.size, s[local], d[local], np.zeros(v.size, np.int64), 1)
         lsg = found.subgraph[found.new_of_old]
         files.put_table(fs, layout.join(root, "members", layout.part_file(p)), pa.table({
             "part": members.column("part"), "v": members.column("v"), "lvid": found.new_of_old, "lsg": lsg,
             "id": members.column("id"),
             **({"vattrs": members.column("vattrs")} if "vattrs" in members.column_names else {})}))
-        files.put_table(fs, layout.join(root, "edges", layout.part_file(p)),
-                        edges.select([c for c in edges.column_names if c not in ("v", "id", "vattrs")]))
+        files.put_table(fs, layout.join(root, "edges", layout.part_file(p)), pa.table({
+            "part": edges.column("part"), "eid": edges.column("eid"), "src": src, "dst": dst, "remote": ~local,
+            "src_lvid": found.new_of_old[s], "src_lsg": lsg[s],
+            **({"attrs": edges.column("attrs")} if "attrs" in edges.column_names else {})}))
         yield pa.RecordBatch.from_pydict({"part": np.array([p], np.int32), "vertices": np.array([v.size], np.int64),
                                           "subgraphs": np.array([int(lsg.max()) + 1 if v.size else 0], np.int64)})
 
@@ -946,17 +955,22 @@ def _write_template(run, path, fs, data, found: _Discovered, described: _Edges, 
     def lookup(values):
         return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
 
-    mapping = members.select("v", (lookup(offsets["vertex"]) + F.col("lvid")).alias("vid"),
-                             (lookup(offsets["subgraph"]) + F.col("lsg")).alias("sg"))
     attrs = ["attrs"] if len(described.attributes) else []
-    cut = edges.where(F.col("part") != F.col("pd"))
-    mirrored = cut.select(F.col("pd").alias("part"), "eid", F.col("dst").alias("src"), F.col("src").alias("dst"),
-                          F.col("part").alias("dst_part"), *attrs)
-    far = cut.select("part", F.col("dst").alias("v")).unionByName(cut.select(F.col("pd").alias("part"),
-                                                                            F.col("src").alias("v")))
-    ends = shuffled(far).join(mapping, "v")
+    cut = edges.where(F.col("remote")).select(
+        "part", "eid", "src", "dst", (lookup(offsets["vertex"]) + F.col("src_lvid")).alias("src_vid"),
+        (lookup(offsets["subgraph"]) + F.col("src_lsg")).alias("src_sg"), *attrs)
+    far_ends = members.select(F.col("v").alias("dst"), F.col("part").alias("pd"),
+                              (lookup(offsets["vertex"]) + F.col("lvid")).alias("dst_vid"),
+                              (lookup(offsets["subgraph"]) + F.col("lsg")).alias("dst_sg"))
+    located = shuffled(cut).join(far_ends, "dst")
+    mirrored = F.struct(F.col("pd").alias("part"), F.col("dst").alias("src"), F.col("part").alias("dst_part"),
+                        F.col("src_vid").alias("far_vid"), F.col("src_sg").alias("far_sg"))
+    far = F.struct(F.col("part"), F.lit(None).cast(cut.schema["src"].dataType).alias("src"),
+                   F.col("pd").alias("dst_part"), F.col("dst_vid").alias("far_vid"), F.col("dst_sg").alias("far_sg"))
+    sent = located.select("eid", *attrs, F.explode(F.array(mirrored, far)).alias("to")) \
+        .select("to.*", "eid", *attrs)          # one pass over the join feeds both ends' tasks
     every = spark.range(k).select(F.col("id").cast("int").alias("part"))      # task p runs even with no rows
-    rows = mirrored.unionByName(ends, allowMissingColumns=True).unionByName(every, allowMissingColumns=True)
+    rows = sent.unionByName(every, allowMissingColumns=True)
     tables = run.scratch.directory()
     task = forgets_zip_importers(functools.partial(
         _write_partition, path, data, found, tables, described.id_type,
@@ -998,8 +1012,9 @@ def _write_partition(path: str, data: str, found: _Discovered, tables: str, id_t
 
     Its own vertices and the edges its vertices are the source of are its discovery pieces,
     read here; what it is sent (by ``part``) are the cut edges it holds as destination
-    (``mirror``, ends swapped), the ``(v, vid, sg)`` of the far ends of its cut edges (one per
-    cut edge, deduplicated here), and one row saying only ``part``."""
+    (``mirror``: ``src`` its own end, ``far_vid``/``far_sg``/``dst_part`` the other's numbers),
+    the far end's numbers of each cut edge it holds as source (by ``eid``, ``src`` null), and
+    one row saying only ``part``."""
     fs, _ = layout.filesystem(path)
     for p, rows in rows_by(batches, "part"):
         scratch_fs, members_path = found.piece("members", p)
@@ -1014,22 +1029,29 @@ def _write_partition(path: str, data: str, found: _Discovered, tables: str, id_t
             .append_column("vid", pa.array(vid[order])).append_column("sg", pa.array(sg[order]))
         files.put_table(fs, layout.template_vertices(data, p), _vertex_table(vertex_rows, id_type, vertex_attributes))
 
-        far = rows.filter(pc.is_valid(rows.column("v")))
-        sent = rows.filter(pc.is_valid(rows.column("eid")))
-        v = np.concatenate([own.column("v").to_numpy(), far.column("v").to_numpy()])
-        v, first = np.unique(v, return_index=True)      # a far end comes once per cut edge
-        vids = np.concatenate([vid, far.column("vid").to_numpy()])[first]
-        sgs = np.concatenate([sg, far.column("sg").to_numpy()])[first]
-        mirror = np.r_[np.zeros(canonical.num_rows, bool), np.ones(sent.num_rows, bool)]
+        sent = rows.filter(pc.is_valid(rows.column("src")))
+        far = rows.filter(pc.and_(pc.is_valid(rows.column("eid")), pc.is_null(rows.column("src"))))
+        far = far.take(pa.array(np.argsort(far.column("eid").to_numpy(), kind="stable")))
+        v = own.column("v").to_numpy()
+        c_eid, remote = canonical.column("eid").to_numpy(), canonical.column("remote").to_numpy(zero_copy_only=False)
+        c_dst = canonical.column("dst").to_numpy()
+        at = np.minimum(np.searchsorted(v, c_dst), v.size - 1)         # a local destination is a member
+        there = np.searchsorted(far.column("eid").to_numpy(), c_eid)[remote]     # a cut one was sent by eid
+        c_dst_vid, c_dst_sg, c_dst_part = vid[at], sg[at], np.full(c_eid.size, p, np.int64)
+        c_dst_vid[remote] = far.column("far_vid").to_numpy()[there]
+        c_dst_sg[remote] = far.column("far_sg").to_numpy()[there]
+        c_dst_part[remote] = far.column("dst_part").to_numpy()[there]
         s = np.searchsorted(v, np.r_[canonical.column("src").to_numpy(), sent.column("src").to_numpy()])
-        d = np.searchsorted(v, np.r_[canonical.column("dst").to_numpy(), sent.column("dst").to_numpy()])
-        dst_part = np.r_[canonical.column("pd").to_numpy(), sent.column("dst_part").to_numpy()]
-        eid = np.r_[canonical.column("eid").to_numpy(), sent.column("eid").to_numpy()]
-        src, dst = vids[s], vids[d]
+        mirror = np.r_[np.zeros(canonical.num_rows, bool), np.ones(sent.num_rows, bool)]
+        eid = np.r_[c_eid, sent.column("eid").to_numpy()]
+        src, src_sg = vid[s], sg[s]
+        dst = np.r_[c_dst_vid, sent.column("far_vid").to_numpy()]
+        dst_sg = np.r_[c_dst_sg, sent.column("far_sg").to_numpy()]
+        dst_part = np.r_[c_dst_part, sent.column("dst_part").to_numpy()]
         order = np.lexsort((eid, mirror, dst, src))
         table = pa.table({"eid": eid[order], "src": src[order], "dst": dst[order], "remote": dst_part[order] != p,
-                          "mirror": mirror[order], "dst_part": dst_part[order], "dst_sg": sgs[d][order],
-                          "src_sg": sgs[s][order]})
+                          "mirror": mirror[order], "dst_part": dst_part[order], "dst_sg": dst_sg[order],
+                          "src_sg": src_sg[order]})
         if len(attributes):
             values = pa.concat_arrays([canonical.column("attrs").combine_chunks(),
                                        sent.column("attrs").combine_chunks().cast(canonical.schema.field("attrs").type)])
