@@ -168,7 +168,7 @@ class Worker:
         self._sending: list[threading.Thread] = []
         self._writing: list[threading.Thread] = []
         self._written: queue.Queue = queue.Queue()
-        self._entries = np.zeros(0, np.int64)
+        self._entries = (None, np.zeros(0, np.int64))     # (ids of the state then, vids): see join_ghosts
         self._sent = {"ids": None, "owner": None, "label": None, "count": 0}   # the last send_ghosts, for changes
         self._held: dict = {}           # by sender: the ghosts it holds of vertices owned here (join_ghosts)
         self._early: dict = {}          # payloads that arrived before they were asked for, by kind
@@ -413,15 +413,9 @@ class Worker:
         rebuilt the state) or the owner map changed. Answers (size of its label space, the
         vertex attributes it knows, those payloads)."""
         s = self.state
-        vids = self.ghosts()
-        label = np.full(len(s.comp), -1, np.int64)
-        label[vids] = s.comp[vids]
         full = not self._same_ghost_numbering()
-        before = np.full(len(label), -1, np.int64)
-        if not full:
-            known = min(len(self._sent["label"]), len(label))
-            before[:known] = self._sent["label"][:known]
-        changed = np.flatnonzero(label != before)
+        before = np.zeros(0, np.int64) if full else self._sent["label"]
+        label, changed = _ghost_changes(s.alive, self._owned_vids(), s.comp, before)
         self._sent = {"ids": s.ids, "owner": self.owner, "label": label, "count": self._sent["count"] + 1}
         owners = self.owner[self._vid_buckets()[changed]]
         ids = s.ids.to_numpy()
@@ -431,7 +425,7 @@ class Worker:
                 mine = changed[owners == o]
                 payload = datafile.dumps({"sender": self.index, "full": full, "count": self._sent["count"],
                                           "ids": ids[mine], "vids": mine, "labels": label[mine],
-                                          "template_size": self._template_size()})
+                                          "labels_size": self.num_labels(), "template_size": self._template_size()})
                 if peer is None:
                     handed[o] = payload
                 else:
@@ -460,21 +454,20 @@ class Worker:
                                                           for _ in range(arriving)]
         self._held = {m["sender"]: self._held_ghosts(m) for m in messages}     # senders gone are dropped
         senders, theirs, mine, entries = [], [], [], []
-        ids = self.state.ids.to_numpy()
         for sender, held in sorted(self._held.items()):
             label = held["label"]
             split = min(held["template_size"], self._template_size())    # below: the same vid on both workers
             beyond = split + np.flatnonzero(label[split:] >= 0)
             vids_beyond = np.full(max(len(label) - split, 0), -1, np.int64)
             vids_beyond[beyond - split] = self.state.ids.get_indexer(held["ids"][beyond])
-            their_labels = max(len(label), int(label.max()) + 1 if len(label) else 0)
+            their_labels = max(len(label), held["labels_size"])
             their, my, here = _ghost_pairs(label, their_labels, split, vids_beyond, self.state.alive,
                                            self.state.comp, self.num_labels())
             senders.append(np.full(len(their), sender, np.int64))
             theirs.append(their)
             mine.append(my)
-            entries.append(ids[here])
-        self._entries = np.concatenate(entries) if entries else np.zeros(0, np.int64)     # distinct per sender
+            entries.append(here)
+        self._entries = (self.state.ids, _joined(entries))     # distinct per sender; ids only if a reach asks
         joins = {"owner": self.index, "size": self.num_labels(), "senders": _joined(senders),
                  "theirs": _joined(theirs), "mine": _joined(mine)}
         if self.index == MERGER:
@@ -520,6 +513,7 @@ class Worker:
         label[vids] = message["labels"]
         held_ids[vids] = message["ids"]
         return {"label": label, "ids": held_ids, "count": message["count"],
+                "labels_size": max(int(message["labels_size"]), held["labels_size"] if held else 0),
                 "template_size": int(message["template_size"])}
 
     def merge_labels(self, arriving: int, handed: list) -> int:
@@ -564,7 +558,8 @@ class Worker:
         owns or a ghost (where paths leave), then the selected sources and sinks it owns."""
         s = self.state
         picked = [self._picked(sel) for sel in (sources, sinks)]
-        entry = s.vids_of(np.asarray(self._entries, dtype=s.ids.dtype))
+        entry_ids, entry_vids = self._entries
+        entry = s.vids_of(entry_ids.to_numpy()[entry_vids]) if entry_ids is not None else entry_vids
         u, v = reachable_in(s, np.union1d(picked[0], entry[entry >= 0]), np.union1d(picked[1], self.ghosts()))
         ids = s.ids.to_numpy()
         return ids[u], ids[v], ids[picked[0]], ids[picked[1]]
@@ -679,6 +674,24 @@ def _unknown(s: State, selector) -> bool:
 
 
 @njit(cache=True, nogil=True)
+def _ghost_changes(alive, owned, comp, before):
+    """The local label of every vid that is a ghost here (alive, not ``owned``; -1 for the others)
+    and the vids whose label differs from ``before`` (the last exchange's; -1 past its end): one
+    pass over the vids, without branches on ownership (hashed: a coin flip per vid)."""
+    label = np.empty(len(comp), np.int64)
+    changed = np.empty(len(comp), np.int64)
+    count = 0
+    known = min(len(before), len(comp))
+    for j in range(len(comp)):
+        ghost = np.int64(alive[j]) * (1 - np.int64(owned[j]))
+        now = (comp[j] + 1) * ghost - 1
+        label[j] = now
+        changed[count] = j
+        count += now != (before[j] if j < known else -1)
+    return label, changed[:count]
+
+
+@njit(cache=True, nogil=True)
 def _ghost_pairs(label, their_labels, split, vids_beyond, alive, comp, my_labels):
     """From what a sender holds as ghosts of vertices owned here (``label`` by the sender's vids,
     -1: none; labels below ``their_labels``, those here below ``my_labels``; a sender vid below
@@ -688,21 +701,19 @@ def _ghost_pairs(label, their_labels, split, vids_beyond, alive, comp, my_labels
     One pass with an array per label space: on a graph whose boundary lies mostly in one
     component nearly every ghost repeats that pair, so few are left, without hashing every
     ghost's pair (some repeats may stay: the merge's union-find takes them)."""
+    here, their = np.empty(len(label), np.int64), np.empty(len(label), np.int64)
+    held = 0
+    for j in range(len(label)):                          # the held ghosts alive here, without a branch per vid
+        h = j if j < split else vids_beyond[j - split]
+        t = label[j]
+        here[held], their[held] = h, t
+        held += (t >= 0) & (h >= 0) & alive[max(h, 0)]
     first_mine = np.full(their_labels, -1, np.int64)     # per their label: the label here of its first kept pair
     first_theirs = np.full(my_labels, -1, np.int64)      # per label here: their label of its first kept pair
-    out_theirs, out_mine = np.empty(len(label), np.int64), np.empty(len(label), np.int64)
-    here = np.empty(len(label), np.int64)
-    count = held = 0
-    for j in range(len(label)):
-        t = label[j]
-        if t < 0:
-            continue
-        h = j if j < split else vids_beyond[j - split]
-        if h < 0 or not alive[h]:
-            continue
-        here[held] = h
-        held += 1
-        m = comp[h]
+    out_theirs, out_mine = np.empty(held, np.int64), np.empty(held, np.int64)
+    count = 0
+    for i in range(held):
+        t, m = their[i], comp[here[i]]
         if first_mine[t] == m or first_theirs[m] == t:
             continue
         if first_mine[t] < 0:

@@ -219,3 +219,34 @@ def test_the_boundary_exchange_sends_only_the_ghosts_that_changed(monkeypatch):
         for row in rows:
             ref.apply(row)
         check(graph, single, ref)
+
+
+def test_the_exchange_kernels_equal_their_array_definitions():
+    """:func:`_ghost_changes` is the ghosts' labels and the vids whose label differs from the last
+    exchange's; :func:`_ghost_pairs` keeps the held ghosts alive here, in vid order, and label pairs
+    that join exactly the label sets all of their pairs join (checked by NetworkX)."""
+    import networkx as nx
+
+    from hatrick.partitioned import _ghost_changes, _ghost_pairs
+
+    rng = np.random.default_rng(4)
+    n = 500
+    alive, owned, comp = rng.random(n) < 0.8, rng.random(n) < 0.5, rng.integers(0, n, n)
+    for before in (np.zeros(0, np.int64), rng.integers(-1, n, n - 50)):
+        label, changed = _ghost_changes(alive, owned, comp, before)
+        expected = np.where(alive & ~owned, comp, -1)
+        padded = np.r_[before, np.full(n - len(before), -1)]
+        assert np.array_equal(label, expected)
+        assert np.array_equal(changed, np.flatnonzero(expected != padded))
+    split, theirs_size = 400, 60
+    held = np.where(rng.random(n) < 0.6, rng.integers(0, theirs_size, n), -1)
+    beyond = rng.integers(-1, n, n - split)
+    their, mine, here = _ghost_pairs(held, theirs_size, split, beyond, alive, comp % 40, n)
+    vid = np.r_[np.arange(split), beyond]
+    kept = (held >= 0) & (vid >= 0) & alive[np.maximum(vid, 0)]
+    assert np.array_equal(here, vid[kept])
+    every = nx.Graph((("t", t), ("m", m)) for t, m in zip(held[kept], comp[vid[kept]] % 40))
+    reduced = nx.Graph((("t", t), ("m", m)) for t, m in zip(their, mine))
+    assert len(their) < kept.sum() and {frozenset(e) for e in reduced.edges} <= {frozenset(e) for e in every.edges}
+    assert {frozenset(c) for c in nx.connected_components(reduced)} == \
+        {frozenset(c) for c in nx.connected_components(every)}
