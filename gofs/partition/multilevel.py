@@ -13,7 +13,8 @@ working on a smaller graph with the same structure:
      locality, since the ingest numbers ids by first appearance): each range's
      graph is clustered in the one task that holds it by repeated heavy-edge
      matching (:mod:`gofs.partition.matching`, METIS's own coarsening, in numba)
-     until its clusters reach a chosen weight. One Spark pass per level,
+     until its clusters reach a chosen weight, and contracted there (only edges
+     between ranges are shuffled to meet). One Spark pass per level,
      shrinking the graph up to 64x with connected clusters. A coarse level
      takes wider (fewer) ranges where narrow ones cut too much of its weight,
      and a level that stalls in ranges is retried in the widest before label
