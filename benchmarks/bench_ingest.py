@@ -301,6 +301,8 @@ def _print_side_by_side(rows: list[dict]) -> None:
     for step, seconds in multilevel.get("seconds", {}).items():
         if step in multilevel.get("jobs", {}):
             print(f"    multilevel {step:9} {seconds:8.2f}   {_work(multilevel['jobs'][step])}", flush=True)
+            for inner in multilevel.get("steps", {}).get(step, []):
+                print(f"      {inner['step'][:32]:32} {inner['seconds']:8.2f}   {_work(inner)}", flush=True)
 
 
 def _save(results: dict, path: str) -> None:

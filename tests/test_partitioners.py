@@ -359,20 +359,26 @@ def test_hash_labels_on_spark_equal_the_numpy_hash(spark, seed, k):
 
 def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
     """One in-range level (clusters, their weights, the pairs labelled with both ends' clusters,
-    edges between ranges included) against the same contraction done in numpy."""
+    edges between ranges included, and the coarse pairs its tasks contract) against the same
+    contraction done in numpy; repeated input pairs are summed."""
     import gofs.partition.multilevel as multilevel
     from gofs.spark_jobs import ScratchFrames
 
     n, src, dst = grid(20, drop=0.1)
     a, b = np.minimum(src, dst), np.maximum(src, dst)
-    pairs = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.arange(1, a.size + 1, dtype=np.int64)}))
+    weights_in = np.arange(1, a.size + 1, dtype=np.int64)
+    repeat = np.arange(0, a.size, 7)                      # every 7th pair once more, inner and crossing ones
+    pairs = spark.createDataFrame(pd.DataFrame({"a": np.r_[a, a[repeat]], "b": np.r_[b, b[repeat]],
+                                                "w": np.r_[weights_in, 1000 + repeat]}))
+    summed = weights_in.copy()
+    summed[repeat] += 1000 + repeat
     vw = np.random.default_rng(2).integers(1, 4, n)
     weights = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "vw": vw}))
     ranges = {"low": 0, "width": 50, "count": 8, "mean_weight": vw.mean()}
     held = ScratchFrames(spark, "test")
     try:
-        clusters, coarse, labelled = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held)
-        clusters, coarse = clusters.toPandas(), coarse.toPandas()
+        clusters, coarse, labelled, coarse_pairs = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held)
+        clusters, coarse, coarse_pairs = clusters.toPandas(), coarse.toPandas(), coarse_pairs.toPandas()
         labelled = labelled.toPandas().sort_values(["a", "b"])
         contracted = multilevel._contract(held(spark.createDataFrame(labelled))).toPandas()
     finally:
@@ -386,15 +392,18 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
     assert sorted(zip(coarse["vid"], coarse["vw"])) == [(c, weight[c]) for c in np.unique(cluster)]
     order = np.lexsort((b, a))
     np.testing.assert_array_equal(labelled[["a", "b", "w"]].to_numpy(),
-                                  np.c_[a[order], b[order], np.arange(1, a.size + 1)[order]])
+                                  np.c_[a[order], b[order], summed[order]])
     np.testing.assert_array_equal(labelled["ca"].to_numpy(), cluster[a[order]])
     np.testing.assert_array_equal(labelled["cb"].to_numpy(), cluster[b[order]])
     ca, cb = cluster[a], cluster[b]
     apart = ca != cb
     oracle = pd.DataFrame({"a": np.minimum(ca, cb)[apart], "b": np.maximum(ca, cb)[apart],
-                           "w": np.arange(1, a.size + 1)[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
+                           "w": summed[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
     got = contracted.sort_values(["a", "b"], ignore_index=True)
     np.testing.assert_array_equal(got[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
+    from_tasks = coarse_pairs.groupby(["a", "b"], as_index=False)["w"].sum()     # crossing pairs may repeat
+    assert (coarse_pairs["a"] < coarse_pairs["b"]).all()
+    np.testing.assert_array_equal(from_tasks[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
 
 
 def test_id_ranges_widen_where_narrow_ones_cut_a_coarse_level():

@@ -15,6 +15,7 @@ excess) evenly, so the capacity holds whatever they do at the same time.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -24,7 +25,7 @@ from numba import njit
 from gofs.numba_cache import serialise_compilation
 from gofs.partition.fm import fm_passes
 from gofs.partition.matching import splitmix
-from gofs.spark_jobs import rows_by
+from gofs.spark_jobs import rows_by, written_rows
 from sparkshim.compat import forgets_zip_importers
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
@@ -196,7 +197,7 @@ def _band_ends(batches):
 
 
 def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
-                    capacity_slack: float, held, report: dict | None = None):
+                    capacity_slack: float, held, report: dict | None = None, step=None):
     """The partition ``labels`` ``(vid, part)`` after refinement in the band, as ``(vid, part)``.
 
     ``labelled`` ``(a, b, w, pa, pb, ca, cb)``: each undirected edge once, no self-loops, with
@@ -207,7 +208,8 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
     most ``(1 + capacity_slack) n / k`` vertices, as far as their boundary vertices allow.
     ``report`` receives ``moves`` (greedy moves per round, summed over the tasks), ``fm_gains``
     (cut weight removed per FM pass, summed), ``band`` (edge ends sent to the tasks) and
-    ``start_balance``.
+    ``start_balance``. ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`), if given, times and counts
+    the band's selection and its refinement.
     """
     from pyspark.sql import functions as F
 
@@ -221,16 +223,20 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
                                F.col("p" + v).cast("int").alias("pv"), "w", F.col("c" + u).alias("cu"))
 
     slices = int(labelled.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    incident = held(ends("a", "b").unionByName(ends("b", "a")).repartition(slices, "cu")
-                    .mapInArrow(_band_ends, _ENDS))
-    report["band"] = incident.count()
+    step = step or (lambda name: contextlib.nullcontext())
+    with step("band"):
+        incident = held(ends("a", "b").unionByName(ends("b", "a")).repartition(slices, "cu")
+                        .mapInArrow(_band_ends, _ENDS))
+        report["band"] = written_rows(incident)
     groups = max(1, math.ceil(report["band"] / ROWS_PER_TASK))
     spread = F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("cu")), F.lit(groups)).cast("int")
-    result = held(incident.withColumn("g", spread).repartition(groups, "g")
-                  .mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed), _RESULT))
+    with step("refine tasks"):
+        result = held(incident.withColumn("g", spread).repartition(groups, "g")
+                      .mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed), _RESULT))
+        counted = result.where(F.col("kind") != _MOVES).select("kind", "a", "b").collect()
     per_round, per_pass = np.zeros(rounds, np.int64), np.zeros(FM_PASSES, np.int64)
     ran = passes = 0
-    for kind, r, count in result.where(F.col("kind") != _MOVES).select("kind", "a", "b").collect():
+    for kind, r, count in counted:
         if kind == _ROUNDS:
             per_round[r] += count
             ran = max(ran, r + 1)

@@ -13,7 +13,8 @@ working on a smaller graph with the same structure:
      locality, since the ingest numbers ids by first appearance): each range's
      graph is clustered in the one task that holds it by repeated heavy-edge
      matching (:mod:`gofs.partition.matching`, METIS's own coarsening, in numba)
-     until its clusters reach a chosen weight. One Spark pass per level,
+     until its clusters reach a chosen weight, and contracted there (only edges
+     between ranges are shuffled to meet). One Spark pass per level,
      shrinking the graph up to 64x with connected clusters. A coarse level
      takes wider (fewer) ranges where narrow ones cut too much of its weight,
      and a level that stalls in ranges is retried in the widest before label
@@ -93,6 +94,7 @@ _RANGE_LOCAL = 0.8              # ranges narrower than the widest must hold at l
 _RANGE_VERTICES = 1 << 20       # at most about this many vertices per id range (one task's clustering input)
 _RANGE_EDGES = 1 << 22          # and at most about this many pairs
 _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the vertex count by at most this factor
+_DISTINCT_RSD = 0.02            # relative error of the distinct pair count (HyperLogLog++, no shuffle)
 _PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 _METIS_TRIES = 8
 """METIS partitions the coarse graph this many times and keeps the best cut (its ``ncuts``): the
@@ -163,7 +165,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
         moved per greedy refinement iteration), ``refine_fm_gains`` (cut weight removed per FM
         pass), ``refine_band`` (edge ends refined), ``seconds`` (``prelude``, ``coarsen``, ``levels``: one
         entry per coarsening attempt, ``metis``, ``refine``) and ``jobs`` (the Spark jobs, stages and
-        tasks of each of those steps: :class:`gofs.spark_jobs.JobProfile`).
+        tasks of each of those steps: :class:`gofs.spark_jobs.JobProfile`) and ``steps`` (the same for each
+        step inside them, in order: :meth:`gofs.spark_jobs.JobProfile.steps`).
 
     Returns
     -------
@@ -200,19 +203,23 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 weights = spark.range(num_vertices).select(F.col("id").alias("vid"), F.lit(1).cast("long").alias("vw"))
                 summary = {"vertices": int(num_vertices), "low": 0 if num_vertices else None,
                            "high": int(num_vertices) - 1, "weight": int(num_vertices)}
-            pairs = held(edges.where(F.col("src") != F.col("dst"))
-                         .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"))
-                         .groupBy("a", "b").agg(F.count(F.lit(1)).alias("w")))
-            pair_summary = _pair_summary(pairs, summary)
+            # Repeated pairs stay apart (weight 1 each) and are summed where they meet: in a
+            # range task, a contraction's grouping or METIS's task; no shuffle of the input here.
+            pairs = edges.where(F.col("src") != F.col("dst")) \
+                .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"),
+                        F.lit(1).cast("long").alias("w"))
+            with profile.step("summary"):
+                _, pair_summary = _summaries(None, pairs, summary)
             level = {"vertices": summary["vertices"], "edges": pair_summary["edges"]}
         with profile.stage("coarsen"):
             coarse_weights, coarse_pairs, mappings, labelled, levels = _coarsen(
                 weights, pairs, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
-                driver_budget_edges, held, seconds["levels"])
+                driver_budget_edges, held, seconds["levels"], profile.step)
         with profile.stage("metis"):
             tries = _METIS_TRIES if mappings else 1     # the whole graph: one try, as the local engine
-            projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, tries,
-                                                                      held)
+            with profile.step("metis task"):
+                projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, tries,
+                                                                          held)
             if not mappings:        # METIS partitioned the graph itself: nothing projected to refine
                 labels = projected.localCheckpoint()
                 refined = {"moves": [], "fm_gains": [], "band": 0,
@@ -227,12 +234,14 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 refined = {}
                 labels = refine_boundary(labelled, labels, sizes, k, refine_iterations,
                                          math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
-                                         refined).localCheckpoint()
+                                         refined, profile.step)
+                with profile.step("labels"):
+                    labels = labels.localCheckpoint()
         report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
         report["refine_fm_gains"], report["refine_band"] = refined["fm_gains"], refined["band"]
     finally:
         held.remove()
-    report["jobs"] = profile.summary()
+    report["jobs"], report["steps"] = profile.summary(), profile.steps()
     report["levels"] = levels
     return labels
 
@@ -253,11 +262,12 @@ def _projected(clusters, labelled, coarse_labels):
 
 
 def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int, seed: int, budget_bytes: int,
-             budget_edges: int | None, held, seconds: list):
+             budget_edges: int | None, held, seconds: list, step):
     """Cluster and contract until the coarse graph fits the budget: the coarse ``(vid, vw)`` and
     ``(a, b, w)`` frames, the cluster mapping of every level (finest first), the input pairs
     with their first-level clusters ``(a, b, w, ca, cb)`` (None if no level) and the level sizes.
-    ``summaries`` are the :func:`_vertex_summary` of ``weights`` and the :func:`_pair_summary` of ``pairs``."""
+    ``summaries`` are the vertex and pair summaries of ``weights`` and ``pairs`` (:func:`_summaries`);
+    ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`) times and counts each level's steps."""
     from pyspark.sql import functions as F
 
     def too_big(level: dict) -> bool:
@@ -282,14 +292,20 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
             if budget_edges is not None and levels[-1]["edges"]:       # as many edges per vertex as now
                 wanted = min(wanted, budget_edges * levels[-1]["vertices"] / levels[-1]["edges"])
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
-            clusters, coarse_weights, labelled = _level_in_ranges(
-                pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
+            with step(f"level {attempts} ranges"):
+                clusters, coarse_weights, labelled, coarse_pairs = _level_in_ranges(
+                    pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
+                coarse_pairs = held(coarse_pairs)
+            with step(f"level {attempts} summary"):      # vertices and pairs at once: the pairs are at hand
+                coarse_summary, coarse_pair_summary = _summaries(coarse_weights, coarse_pairs, summary)
         else:
-            clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
-            coarse_weights = held(shuffled(clusters).join(weights, "vid").groupBy(F.col("c").alias("vid"))
-                                  .agg(F.sum("vw").alias("vw")))
-            labelled = None
-        coarse_summary = _vertex_summary(coarse_weights)
+            with step(f"level {attempts} propagation"):
+                clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
+                coarse_weights = held(shuffled(clusters).join(weights, "vid").groupBy(F.col("c").alias("vid"))
+                                      .agg(F.sum("vw").alias("vw")))
+            with step(f"level {attempts} vertex summary"):    # before the pairs' (costly) contraction
+                coarse_summary = _vertex_summary(coarse_weights)
+            labelled = coarse_pairs = None
         coarse_n = coarse_summary["vertices"]
         clustered = time.perf_counter() - clock
         if coarse_n > _STALLED * levels[-1]["vertices"]:
@@ -301,15 +317,17 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
                             "ranges": ranges and ranges["count"]})
             continue
         stalled = None
-        if labelled is None:
-            labelled = _clustered_pairs(pairs, clusters)
-            if not mappings:            # the input pairs: the refinement reads them again
-                labelled = held(labelled)
+        if coarse_pairs is None:
+            with step(f"level {attempts} contract"):
+                labelled = _clustered_pairs(pairs, clusters)
+                if not mappings:            # the input pairs: the refinement reads them again
+                    labelled = held(labelled)
+                coarse_pairs = held(_contract(labelled))
+            with step(f"level {attempts} pair summary"):
+                _, coarse_pair_summary = _summaries(None, coarse_pairs, coarse_summary)
         if not mappings:
             first_labelled = labelled
-        pairs = held(_contract(labelled))
-        weights, summary = coarse_weights, coarse_summary
-        pair_summary = _pair_summary(pairs, summary)
+        weights, summary, pairs, pair_summary = coarse_weights, coarse_summary, coarse_pairs, coarse_pair_summary
         mappings.append(clusters)
         levels.append({"vertices": coarse_n, "edges": pair_summary["edges"]})
         seconds.append({"cluster": clustered, "contract": time.perf_counter() - clock - clustered,
@@ -370,25 +388,40 @@ def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int,
 
 def _vertex_summary(weights) -> dict:
     """One job: the number of vertices of a ``(vid, vw)`` frame, its smallest and largest id
-    and its total weight."""
+    and its total weight (where the pairs' summary cannot come with it: :func:`_summaries`)."""
     from pyspark.sql import functions as F
 
     count, low, high, total = weights.agg(F.count(F.lit(1)), F.min("vid"), F.max("vid"), F.sum("vw")).first()
     return {"vertices": int(count), "low": low, "high": high, "weight": total}
 
 
-def _pair_summary(pairs, vertices: dict) -> dict:
-    """One job: the number of ``(a, b, w)`` pairs, their total weight and, for each candidate
-    count of id ranges (:func:`_range_counts`), the weight inside those ranges (what
-    :func:`_id_ranges` decides by), counted together."""
+def _summaries(weights, pairs, layout: dict) -> tuple[dict, dict]:
+    """One job: the vertices of a ``(vid, vw)`` frame ``weights`` (as :func:`_vertex_summary`; or
+    ``layout`` itself without one) and the pairs' summary: the number of distinct ``(a, b)`` of the
+    ``(a, b, w)`` pairs (estimated within a few per cent: repeats need no shuffle to be counted once),
+    their total weight and, for each candidate count of id ranges (:func:`_range_counts`), the weight
+    inside those ranges (what :func:`_id_ranges` decides by).
+
+    The ranges are laid over ``layout``'s span (``low``, ``high``) and sized by its vertex count: a
+    coarse level's, in one pass with its vertices, by the level before's (coarse ids are ids of the
+    level before, so they lie in its span), and its summary keeps that span."""
     from pyspark.sql import functions as F
 
-    counts = _range_counts(vertices, pairs.sparkSession)
-    low = vertices["low"]
-    inside = [F.sum(F.when(F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width),
+    counts = _range_counts(layout, pairs.sparkSession)
+    low = layout["low"]
+    is_pair = F.col("b").isNotNull()
+    if weights is not None:
+        pairs = pairs.select("a", "b", "w").unionByName(
+            weights.select(F.col("vid").alias("a"), F.lit(None).cast("long").alias("b"), F.col("vw").alias("w")))
+    inside = [F.sum(F.when(is_pair & (F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width)),
                            F.col("w")).otherwise(0)) for width in counts.values()]
-    count, total, *within = pairs.agg(F.count(F.lit(1)), F.sum("w"), *inside).first()
-    return {"edges": int(count), "weight": total, "inside": dict(zip(counts, within))}
+    count, total, vertices, vertex_weight, *within = pairs.agg(
+        F.approx_count_distinct(F.when(is_pair, F.xxhash64("a", "b")), _DISTINCT_RSD),
+        F.sum(F.when(is_pair, F.col("w"))), F.count(F.when(~is_pair, 1)), F.sum(F.when(~is_pair, F.col("w"))),
+        *inside).first()
+    summary = layout if weights is None else {"vertices": int(vertices), "low": layout["low"],
+                                              "high": layout["high"], "weight": vertex_weight}
+    return summary, {"edges": int(count), "weight": total or 0, "inside": dict(zip(counts, within))}
 
 
 def _range_counts(vertices: dict, spark) -> dict:
@@ -421,7 +454,7 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     level stalled in narrower ones) the widest: a coarse level's vertices that no range
     could merge (their edges all leave it, as for ids that appear only as an edge's
     destination) keep their weight crossing narrow ranges, and stall them. Decided from
-    the level's summaries (:func:`_vertex_summary`, :func:`_pair_summary`), without a job.
+    the level's summaries (:func:`_summaries`), without a job.
     Returns ``{"low", "width", "mean_weight", "count"}`` (range r holds the ids
     ``low + r * width`` up to the next range), or None (e.g. R-MAT's ids).
     """
@@ -439,22 +472,24 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
             "count": -(-(int(vertices["high"]) - int(vertices["low"]) + 1) // width), "widest": chosen == fitting[-1]}
 
 
-_MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B = range(5)     # kinds of a range task's rows
+_MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B, _COARSE_PAIR = range(6)     # kinds of a range task's rows
 _LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
 
 
 def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held):
     """One coarsening level clustered inside id ranges: ``(clusters, coarse weights, labelled
-    pairs)`` as ``(vid, c)``, ``(vid, vw)`` and ``(a, b, w, ca, cb)`` frames.
+    pairs, coarse pairs)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` and ``(a, b, w)`` frames.
 
     Each range's graph (its vertices, the edges inside it) is clustered by heavy-edge matching
     (:func:`gofs.partition.matching.heavy_edge_clusters`) into clusters of at most
     ``cluster_weight`` vertex weight, in the task that holds the range; c is the smallest id of
     the cluster. A cluster never leaves its range, so the same task also sums its clusters'
-    weights and labels its inner edges with both ends' clusters (one Spark pass, no join with
-    the vertices); an edge between two ranges goes to both, each naming its own end's cluster,
-    and only those edges meet again by a grouping. Coarse vertex ids keep the ids' locality for
-    the next level.
+    weights, labels its inner edges with both ends' clusters and contracts them into coarse pairs
+    (one Spark pass, no join with the vertices and no shuffle of the inner edges); an edge between
+    two ranges goes to both, each naming its own end's cluster, and only those edges meet again by
+    a grouping, each then a coarse pair of its own (repeats are summed where pairs meet next: the
+    next level's range tasks or METIS's). Repeated input pairs are summed in the range tasks.
+    Coarse vertex ids keep the ids' locality for the next level.
     """
     from pyspark.sql import functions as F
 
@@ -474,9 +509,11 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
         .agg(F.max("w").alias("w"), F.max(F.when(kind == _CROSS_A, F.col("ca"))).alias("ca"),
              F.max(F.when(kind == _CROSS_B, F.col("cb"))).alias("cb"))
     labelled = level.where(kind == _INNER).select("a", "b", "w", "ca", "cb").unionByName(crossing)
+    coarse_pairs = level.where(kind == _COARSE_PAIR).select("a", "b", "w").unionByName(
+        crossing.select(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b"), "w"))
     return (level.where(kind == _MEMBER).select(F.col("a").alias("vid"), F.col("ca").alias("c")),
             level.where(kind == _COARSE_VERTEX).select(F.col("a").alias("vid"), F.col("w").alias("vw")),
-            labelled)
+            labelled, coarse_pairs)
 
 
 def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) -> np.ndarray:
@@ -500,7 +537,7 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
     ``(a, b, w)``, ``a < b``, with at least one end in the range), the rows of
     :func:`_level_in_ranges`: each vertex's cluster (``clusters_of``: :func:`_range_clusters`),
     each cluster's weight, the inner edges with both ends' clusters and each edge to another
-    range with this end's cluster."""
+    range with this end's cluster, and the coarse pairs of the inner edges."""
     @forgets_zip_importers
     def level(batches):
         for _, rows in rows_by(batches, "r"):
@@ -508,7 +545,7 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
             is_vertex = b < 0
             order = np.argsort(a[is_vertex], kind="stable")
             ids, vw = a[is_vertex][order], w[is_vertex][order]
-            a, b, w = a[~is_vertex], b[~is_vertex], w[~is_vertex]
+            a, b, w = _summed_repeats(a[~is_vertex], b[~is_vertex], w[~is_vertex])
             at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
             at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
             in_a, in_b = ids[at_a] == a, ids[at_b] == b
@@ -517,11 +554,25 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
             yield _level_batch(_MEMBER, ids, ca=cluster)
             coarse, members = np.unique(cluster, return_inverse=True)
             yield _level_batch(_COARSE_VERTEX, coarse, w=np.bincount(members, weights=vw).astype(np.int64))
-            yield _level_batch(_INNER, a[inner], b[inner], w[inner], cluster[at_a[inner]], cluster[at_b[inner]])
+            ca, cb = cluster[at_a[inner]], cluster[at_b[inner]]
+            yield _level_batch(_INNER, a[inner], b[inner], w[inner], ca, cb)
+            apart = ca != cb
+            yield _level_batch(_COARSE_PAIR, *_summed_repeats(np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart],
+                                                              w[inner][apart]))
             only_a, only_b = in_a & ~in_b, in_b & ~in_a
             yield _level_batch(_CROSS_A, a[only_a], b[only_a], w[only_a], ca=cluster[at_a[only_a]])
             yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cb=cluster[at_b[only_b]])
     return level
+
+
+def _summed_repeats(a, b, w):
+    """The pairs ``(a, b)`` once each, sorted, with the weights ``w`` of their repeats summed."""
+    order = np.lexsort((b, a))
+    a, b, w = a[order], b[order], w[order]
+    if a.size == 0:
+        return a, b, w
+    first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
+    return a[first], b[first], np.add.reduceat(w, first)
 
 
 def _level_batch(kind: int, a, b=None, w=None, ca=None, cb=None) -> pa.RecordBatch:
