@@ -770,19 +770,25 @@ class Stream:
         """Stop consuming and end the workers' Spark tasks (their state goes with them; the
         checkpoint keeps what was committed, with the full state the workers were writing)."""
         with self._lock:
-            with contextlib.suppress(WorkerLost):   # its batch stays in the checkpoint's log, if any
-                self._complete()
-            self.stop()
-            if self._checkpoint:
-                with contextlib.suppress(WorkerLost):
-                    self._checkpoint.states_written(self.live.written(wait=True))
-                self._checkpoint.wait()
-            if self._tasks is not None:
-                with contextlib.suppress(WorkerLost):   # a lost worker's results stay as they were
-                    self._settle()
-                self.live.close()
-                self._tasks.close()
-                self._tasks = None
+            try:
+                with contextlib.suppress(WorkerLost):   # its batch stays in the checkpoint's log, if any
+                    self._complete()
+            finally:
+                self._close_locked()
+
+    def _close_locked(self) -> None:
+        """:meth:`close`, once the batch in flight is complete (or failed)."""
+        self.stop()
+        if self._checkpoint:
+            with contextlib.suppress(WorkerLost):
+                self._checkpoint.states_written(self.live.written(wait=True))
+            self._checkpoint.wait()
+        if self._tasks is not None:
+            with contextlib.suppress(WorkerLost):   # a lost worker's results stay as they were
+                self._settle()
+            self.live.close()
+            self._tasks.close()
+            self._tasks = None
 
 
 def _on_executors(executors: bool | None, graph) -> bool:
