@@ -319,10 +319,12 @@ class Stream:
             conflict with the graph (no such edge, wrong attribute type) are always skipped
             whole and listed in ``rejected`` (and ``s.rejected``).
 
-        Pipelined (the default with workers in Spark tasks): the push returns once its batch is
-        checked, de-duplicated and sent to the workers, so the driver checks and routes the next
-        batch while they apply it. The batch completes (applied, made durable in the checkpoint,
-        its live results and callbacks run, its rejections listed and warned about) when the next
+        Pipelined (the default with workers in Spark tasks, unless ``on_batch`` callbacks such as
+        CGQL's live queries, whose events a caller expects once push returns, are registered or
+        ``aging_ttl`` is set; Structured Streaming micro-batches never are): the push returns once
+        its batch is checked, de-duplicated and sent to the workers, so the driver checks and routes
+        the next batch while they apply it. The batch completes (applied, made durable in the
+        checkpoint, its live results computed, its rejections listed and warned about) when the next
         push has routed its batch, when the report's ``applied``/``rejected``/``seconds``/``snapshot``
         are read, at :meth:`flush`, or before anything reads or changes the stream (queries,
         ``hwm``, ``rejected``, snapshots, rescaling, ``close``). One batch is in flight at most,
@@ -378,8 +380,9 @@ class Stream:
                                  complete=self.flush)
             self._inflight = self._send(_InFlight(batch, routed, marks, bad_rows, buckets, buffered, queries,
                                                   None, clock, report))
-            if not self.pipelined or text_values or self.aging_ttl is not None:
-                self._complete()        # a micro-batch is done when foreachBatch returns; aging reads the graph
+            if not self.pipelined or text_values or self.aging_ttl is not None or self._callbacks:
+                self._complete()        # a micro-batch is done when foreachBatch returns; aging reads the
+                                        # graph; callbacks (CGQL's live queries) publish when push returns
         return report
 
     def _send(self, inflight: _InFlight) -> _InFlight:
