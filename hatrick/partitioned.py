@@ -878,6 +878,19 @@ def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     return MergedLabels(offsets, smallest_members(int(offsets[-1]), u, v))
 
 
+@dataclasses.dataclass
+class Routed:
+    """A batch dealt out to the workers (:meth:`PartitionedGraph.route`): the owners it was routed
+    under, each worker's (rows, why) (None: one worker, every row its own) and the updates it
+    applies; once sent (:meth:`PartitionedGraph.send`), the workers' pending answers."""
+
+    batch: UpdateBatch
+    owner: np.ndarray
+    rows: list | None
+    parts: list
+    answers: list | None = None
+
+
 class PartitionedGraph:
     """The live graph over in-process workers, bucket ``b`` on worker ``owner[b]`` (see the module
     docstring). One worker holds ``state`` itself."""
@@ -961,26 +974,39 @@ class PartitionedGraph:
         """The latest event time applied on any worker (every update reaches its owner)."""
         return self._clock[1]
 
-    def stage(self, batch: UpdateBatch, meanwhile=None) -> tuple[int, pd.DataFrame]:
-        """Apply ``batch`` on every worker, shown only after :meth:`commit`; returns (updates
-        applied, rejected ones) by the owners' verdicts. Raises (with nothing staged) if any worker fails.
-        ``meanwhile()`` is called once the requests are out, while the workers apply the batch
-        (what it asks them about their committed state is answered as before the batch)."""
+    def route(self, batch: UpdateBatch) -> "Routed":
+        """``batch`` dealt out to the workers under the owners of now (:func:`route`, :func:`rows_for`):
+        O(batch) driver work that :meth:`send` needs, done apart so that it can overlap the
+        workers' application of the batch before."""
+        if len(self.workers) == 1:                      # every row is the only worker's own
+            return Routed(batch, self.owner, None, [batch])
+        routed = route(batch, self.owner, self.directed)
+        return Routed(batch, self.owner, routed, [rows_for(batch, rows, why) for rows, why in routed])
+
+    def send(self, batch: UpdateBatch, routed: "Routed | None" = None) -> "Routed":
+        """Send ``batch`` to every worker to stage (shown only after :meth:`commit`), routed by
+        ``routed`` if it was routed under the owners of now, else again; its outcome is
+        :meth:`outcome`. Raises WorkerLost (nothing staged) if a worker's connection is gone."""
+        if routed is None or routed.batch is not batch or not np.array_equal(routed.owner, self.owner):
+            routed = self.route(batch)
         batches, time = self._clock
         self._staged_clock = (batches + 1, max(time, float(batch.time.max())) if len(batch) else time)
         try:
-            if len(self.workers) == 1:                   # every row is the only worker's own
-                answer = self.workers[0].request("stage", batch)
-                if meanwhile is not None:
-                    meanwhile()
-                outcome = answer.result()
+            routed.answers = [w.request("stage", part) for w, part in zip(self.workers, routed.parts)]
+        except BaseException:
+            self.abandon()
+            raise
+        return routed
+
+    def outcome(self, routed: "Routed") -> tuple[int, pd.DataFrame]:
+        """(updates applied, rejected ones) of the batch :meth:`send` sent, by the owners' verdicts,
+        once every worker staged it. Raises (with nothing staged) if any worker failed."""
+        try:
+            if routed.rows is None:
+                outcome = routed.answers[0].result()
                 return outcome.applied, outcome.rejected
-            applied, rejected = 0, []
-            routed = route(batch, self.owner, self.directed)
-            answers = [w.request("stage", rows_for(batch, rows, why)) for w, (rows, why) in zip(self.workers, routed)]
-            if meanwhile is not None:
-                meanwhile()
-            for answer, (rows, why) in zip(answers, routed):
+            batch, applied, rejected = routed.batch, 0, []
+            for answer, (rows, why) in zip(routed.answers, routed.rows):
                 mine = answer.result().rejected
                 own = rows[why == OWN]
                 if len(mine) and len(own) < len(rows):        # drop verdicts on rows another worker owns
@@ -993,6 +1019,20 @@ class PartitionedGraph:
             self.abandon()
             raise
         return applied, (pd.concat(rejected, ignore_index=True) if rejected else empty_rejected())
+
+    def stage(self, batch: UpdateBatch, meanwhile=None) -> tuple[int, pd.DataFrame]:
+        """Apply ``batch`` on every worker, shown only after :meth:`commit` (:meth:`send`, then
+        :meth:`outcome`); returns (updates applied, rejected ones). ``meanwhile()`` is called once
+        the requests are out, while the workers apply the batch (what it asks them about their
+        committed state is answered as before the batch)."""
+        routed = self.send(batch)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException:
+                self.abandon()
+                raise
+        return self.outcome(routed)
 
     @property
     def staged_batch(self) -> int:

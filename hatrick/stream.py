@@ -39,6 +39,7 @@ travels from its old worker to its new one. Workers run in Spark tasks
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import tempfile
@@ -66,17 +67,73 @@ from hatrick.snapshot import SnapshotReport
 from hatrick.updates import UpdateError, empty_rejected, validate
 
 
-@dataclass
-class BatchReport:
-    """What one pushed batch did."""
+def _completed(method):
+    """``method``, run once the batch in flight is complete (see :meth:`Stream.push`): whatever
+    reads or changes the stream sees every pushed batch applied."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            self._complete()
+            return method(self, *args, **kwargs)
+    return run
 
-    batch: int
-    received: int
-    duplicates: int
-    applied: int
-    rejected: pd.DataFrame
-    seconds: float
-    snapshot: int | None = None
+
+class BatchReport:
+    """What one pushed batch did: its number, updates received and duplicates (known when the push
+    returns), and, once the workers applied it, updates applied, the rejected ones, seconds from
+    the push to its completion and the snapshot (instance id) it completed, if any. A pipelined
+    push (see :meth:`Stream.push`) returns before its batch is applied: reading ``applied``,
+    ``rejected``, ``seconds`` or ``snapshot`` then waits for it."""
+
+    def __init__(self, batch: int, received: int, duplicates: int, applied: int | None = None,
+                 rejected: pd.DataFrame | None = None, seconds: float | None = None,
+                 snapshot: int | None = None, complete=None):
+        self.batch, self.received, self.duplicates = batch, received, duplicates
+        self._outcome = (applied, rejected, seconds, snapshot)
+        self._complete = complete           # completes the batch, where it is still in flight
+        self._failure: BaseException | None = None
+
+    def _done(self, applied: int, rejected: pd.DataFrame, seconds: float, snapshot: int | None) -> None:
+        self._outcome, self._complete = (applied, rejected, seconds, snapshot), None
+
+    def _failed(self, error: BaseException) -> None:
+        self._failure, self._complete = error, None
+
+    def _wait(self) -> tuple:
+        if self._complete is not None:
+            self._complete()
+        if self._failure is not None:
+            raise RuntimeError(f"hatrick: batch {self.batch} was not applied: {self._failure!r}") from self._failure
+        return self._outcome
+
+    applied = property(lambda self: self._wait()[0])
+    rejected = property(lambda self: self._wait()[1])
+    seconds = property(lambda self: self._wait()[2])
+    snapshot = property(lambda self: self._wait()[3])
+
+    def __repr__(self) -> str:
+        if self._complete is not None:
+            return f"BatchReport(batch={self.batch}, received={self.received}, in flight)"
+        return (f"BatchReport(batch={self.batch}, received={self.received}, duplicates={self.duplicates}, "
+                f"applied={self.applied}, rejected={len(self.rejected)}, seconds={self.seconds:.3f}, "
+                f"snapshot={self.snapshot})")
+
+
+@dataclass
+class _InFlight:
+    """A batch sent to the workers and not yet completed (:meth:`Stream._complete`): what its
+    completion needs."""
+
+    batch: object                   # the de-duplicated UpdateBatch
+    routed: object                  # its hatrick.partitioned.Routed, with the workers' pending answers
+    marks: ProducerMarks            # the marks once it is applied
+    bad_rows: pd.DataFrame          # rows refused on the driver (malformed, out of order)
+    buckets: np.ndarray
+    buffered: dict
+    queries: list
+    pending: object                 # its checkpoint log write
+    clock: float
+    report: BatchReport
 
 
 @dataclass
@@ -116,6 +173,9 @@ class Stream:
     executors : run the workers as long-running Spark tasks (:mod:`hatrick.executors`; N workers
         hold N task slots, N + 1 with a Structured Streaming source). None: yes unless the Spark
         master is ``local``/``local[N]`` (or there is no active SparkSession)
+    pipelined : with workers in Spark tasks, ``push`` returns once its batch is sent, and the
+        driver checks and routes the next batch while the workers apply it (see :meth:`push`);
+        None: yes where the workers are in Spark tasks (in this process there is nothing to overlap)
 
     Example
     -------
@@ -129,12 +189,13 @@ class Stream:
                  snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
                  vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20,
                  autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0,
-                 executors: bool | None = None):
+                 executors: bool | None = None, pipelined: bool | None = None):
         self.graph = as_store(graph)
         self.id_type = self.graph.id_kind
         self._lock = threading.RLock()
         self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
         self.marks = ProducerMarks()
+        self._inflight: _InFlight | None = None     # the batch the workers apply while the driver returns
         self.snapshots: list[SnapshotReport] = []
         self._covered = 0              # the batch the last snapshot holds
         self.num_buckets = num_buckets
@@ -166,9 +227,10 @@ class Stream:
                 self._tasks.close()
             raise
         self.auto_snapshot = snapshot_policy is not None
+        self.pipelined = self._tasks is not None if pipelined is None else bool(pipelined)
         self.aging_ttl = aging_ttl
         self.autoscale = autoscale
-        self.rejected = empty_rejected()
+        self._rejected = empty_rejected()
         self.rescales: list[RescaleReport] = []
         self._callbacks: list = []
         self._live_queries: dict = {}
@@ -227,6 +289,7 @@ class Stream:
         return live
 
     @property
+    @_completed
     def state(self):
         """The whole live graph as one :class:`hatrick.live.State`: with one worker its state,
         with several a gather onto the driver (O(graph); for inspection and tests)."""
@@ -256,6 +319,21 @@ class Stream:
             conflict with the graph (no such edge, wrong attribute type) are always skipped
             whole and listed in ``rejected`` (and ``s.rejected``).
 
+        Pipelined (the default with workers in Spark tasks, unless ``on_batch`` callbacks such as
+        CGQL's live queries, whose events a caller expects once push returns, are registered or
+        ``aging_ttl`` is set; Structured Streaming micro-batches never are): the push returns once
+        its batch is checked, de-duplicated and sent to the workers, so the driver checks and routes
+        the next batch while they apply it. The batch completes (applied, made durable in the
+        checkpoint, its live results computed, its rejections listed and warned about) when the next
+        push has routed its batch, when the report's ``applied``/``rejected``/``seconds``/``snapshot``
+        are read, at :meth:`flush`, or before anything reads or changes the stream (queries,
+        ``hwm``, ``rejected``, snapshots, rescaling, ``close``). One batch is in flight at most,
+        and the next is sent only once it is complete, so batches apply in push order and every
+        query, checkpoint and rescale falls on a batch boundary. An error or lost worker met while
+        completing a batch is raised by the call that completes it (a push then sends nothing);
+        reading that batch's report raises it too. Updates of a pushed batch count as applied
+        for de-duplication from the push on (a replay in the next push is a duplicate).
+
         Raises
         ------
         UpdateError
@@ -282,12 +360,15 @@ class Stream:
                               f"{first.producer!r} seq {first.seq}: {first.reason}", bad_rows)
         with self._lock:
             received = len(batch) + len(bad_rows)
-            batch, refused, marks = self.marks.admit(batch)
+            inflight = self._inflight           # admitted against the marks it leaves, routed meanwhile
+            batch, refused, marks = (inflight.marks if inflight else self.marks).admit(batch)
             if len(refused):
                 bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
+            routed = self.live.route(batch) if len(batch) and inflight else None
+            self._complete()
             if not len(batch):
                 if len(bad_rows):
-                    self.rejected = pd.concat([self.rejected, bad_rows], ignore_index=True)
+                    self._rejected = pd.concat([self._rejected, bad_rows], ignore_index=True)
                 return BatchReport(self.live.batch, received, received - len(bad_rows), 0, bad_rows,
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
@@ -295,55 +376,104 @@ class Stream:
             buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
             queries = self._query_records() if self._checkpoint else []
-            for attempt in (0, 1):                 # a lost worker: recover, then apply the batch again
-                pending = self._checkpoint.begin(self.live.batch + 1, batch, marks.hwm, buffered,
-                                                 marks.gaps, queries) if self._checkpoint else None
-                try:
-                    applied, refused = self.live.stage(batch, meanwhile=self._settle)
-                    break
-                except BaseException as error:
-                    if self._checkpoint:
-                        self._checkpoint.abandon(pending)
-                    if attempt or not isinstance(error, WorkerLost):
-                        raise
-                    self._recover(error)
-            if self._checkpoint:
-                try:
-                    self._checkpoint.commit(pending, self.live, marks.hwm, buffered, marks.gaps,
-                                            owner=self.live.owner, queries=queries)
-                except BaseException:
-                    self.live.abandon()
-                    raise
-            try:
-                written = self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
-                                           if self._live_queries else None)
-                if self._checkpoint:
-                    self._checkpoint.states_written(written)
-            except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
-                self._recover(error)
-            self.marks = marks
-            rejected = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
-            if len(rejected):
-                self.rejected = pd.concat([self.rejected, rejected], ignore_index=True)
-                warnings.warn(f"{len(rejected)} update(s) rejected; first: producer {rejected.producer.iloc[0]!r} "
-                              f"seq {rejected.seq.iloc[0]}: {rejected.reason.iloc[0]} (see .rejected)", stacklevel=3)
-            self.buffer.add(buckets, batch)
-            self._after_batch()
-            snap = self._snapshot_locked() if self.auto_snapshot and self.buffer.due() else None
-            if self.autoscale is not None:
-                step = self.autoscale.observe(self.worker_loads())
-                if step:
-                    self.rescale(len(self.ring.workers) + step)
-            number = self.live.batch
-            if self.aging_ttl is not None and np.isfinite(self.now()):
-                from hatrick.sources import aging_updates
+            report = BatchReport(self.live.batch + 1, received, received - len(bad_rows) - len(batch),
+                                 complete=self.flush)
+            self._inflight = self._send(_InFlight(batch, routed, marks, bad_rows, buckets, buffered, queries,
+                                                  None, clock, report))
+            if not self.pipelined or text_values or self.aging_ttl is not None or self._callbacks:
+                self._complete()        # a micro-batch is done when foreachBatch returns; aging reads the
+                                        # graph; callbacks (CGQL's live queries) publish when push returns
+        return report
 
-                now = self.now()
-                aged = aging_updates(*self.live.stale_edges(self.aging_ttl, now), now, self.hwm.get("aging", 0) + 1)
-                if len(aged):
-                    self._ingest(aged, text_values=False, errors="report")
-        return BatchReport(number, received, received - len(bad_rows) - len(batch), applied, rejected,
-                           _time.perf_counter() - clock, snap)
+    def _send(self, inflight: _InFlight) -> _InFlight:
+        """Log ``inflight``'s batch (with a checkpoint) and send it to the workers to stage; a lost
+        worker is recovered from the checkpoint first, once."""
+        for attempt in (0, 1):
+            inflight.pending = self._checkpoint.begin(self.live.batch + 1, inflight.batch, inflight.marks.hwm,
+                                                      inflight.buffered, inflight.marks.gaps,
+                                                      inflight.queries) if self._checkpoint else None
+            try:
+                inflight.routed = self.live.send(inflight.batch, inflight.routed)
+                return inflight
+            except BaseException as error:
+                if self._checkpoint:
+                    self._checkpoint.abandon(inflight.pending)
+                if attempt or not isinstance(error, WorkerLost):
+                    raise
+                self._recover(error)
+
+    def flush(self) -> None:
+        """Complete the batch in flight, if any (see :meth:`push`): once this returns, every pushed
+        batch is applied (and, with a checkpoint, durable), its rejections in ``rejected``."""
+        with self._lock:
+            self._complete()
+
+    def _complete(self) -> None:
+        """Complete the batch in flight: the live results of the batch before (while the workers
+        stage this one), its outcome, its log made durable, the commit on every worker (which
+        starts the boundary exchange for live results), then the buffer, callbacks, snapshots and
+        scaling that follow a batch. A worker lost before the commit: the stream recovers from
+        the checkpoint and applies the batch again (once)."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        try:
+            self._apply(inflight)
+        except BaseException as error:
+            inflight.report._failed(error)
+            raise
+
+    def _apply(self, inflight: _InFlight) -> None:
+        """:meth:`_complete` of ``inflight``."""
+        for attempt in (0, 1):
+            try:
+                self._settle()
+                applied, refused = self.live.outcome(inflight.routed)
+                break
+            except BaseException as error:
+                if self._checkpoint:
+                    self._checkpoint.abandon(inflight.pending)
+                if attempt or not isinstance(error, WorkerLost):
+                    raise
+                self._recover(error)
+                inflight.routed = None
+                self._send(inflight)
+        marks, bad_rows, batch = inflight.marks, inflight.bad_rows, inflight.batch
+        if self._checkpoint:
+            try:
+                self._checkpoint.commit(inflight.pending, self.live, marks.hwm, inflight.buffered, marks.gaps,
+                                        owner=self.live.owner, queries=inflight.queries)
+            except BaseException:
+                self.live.abandon()
+                raise
+        try:
+            written = self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
+                                       if self._live_queries else None)
+            if self._checkpoint:
+                self._checkpoint.states_written(written)
+        except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
+            self._recover(error)
+        self.marks = marks
+        rejected = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
+        if len(rejected):
+            self._rejected = pd.concat([self._rejected, rejected], ignore_index=True)
+            warnings.warn(f"{len(rejected)} update(s) rejected; first: producer {rejected.producer.iloc[0]!r} "
+                          f"seq {rejected.seq.iloc[0]}: {rejected.reason.iloc[0]} (see .rejected)", stacklevel=4)
+        self.buffer.add(inflight.buckets, batch)
+        self._after_batch()
+        snap = self._snapshot_locked() if self.auto_snapshot and self.buffer.due() else None
+        inflight.report._done(applied, rejected, _time.perf_counter() - inflight.clock, snap)
+        if self.autoscale is not None:
+            step = self.autoscale.observe(self.worker_loads())
+            if step:
+                self.rescale(len(self.ring.workers) + step)
+        if self.aging_ttl is not None and np.isfinite(self.now()):
+            from hatrick.sources import aging_updates
+
+            now = self.now()
+            aged = aging_updates(*self.live.stale_edges(self.aging_ttl, now), now, self.hwm.get("aging", 0) + 1)
+            if len(aged):
+                self._ingest(aged, text_values=False, errors="report")
 
     def _recover(self, error: WorkerLost) -> None:
         """A worker's Spark task was lost (its executor died): end every worker task, rebuild the
@@ -362,6 +492,13 @@ class Stream:
         self.recoveries += 1
 
     @property
+    @_completed
+    def rejected(self) -> pd.DataFrame:
+        """Every update rejected so far (``producer``, ``seq``, ``op``, ``reason``)."""
+        return self._rejected
+
+    @property
+    @_completed
     def hwm(self) -> dict:
         """Per producer, the largest seq applied."""
         return self.marks.hwm
@@ -383,6 +520,7 @@ class Stream:
 
     # callbacks and live results ----------------------------------------------------------------------
     @property
+    @_completed
     def live_results(self) -> dict:
         """``{name: pairs}`` of every live query (see :meth:`reachable`) as of the last applied batch."""
         with self._lock:
@@ -397,53 +535,65 @@ class Stream:
             self._live_results.update(results)
             self._live_due = False
 
+    @_completed
     def now(self) -> float:
         """The stream's current event time: the latest applied update's ``time`` (before any,
         the end of the graph's last instance). CGQL splits past and live frames here."""
         return float(self.live.time)
 
+    @_completed
     def on_batch(self, callback) -> None:
         """Call ``callback(view)`` after every applied batch with a :class:`hatrick.live.GraphView`."""
         with self._lock:
             self._callbacks.append(callback)
 
+    @_completed
     def remove_callback(self, callback) -> None:
         with self._lock:
             self._callbacks.remove(callback)
 
+    @_completed
     def forget_patterns(self, keys: list) -> None:
         """Free what the workers keep for live CGQL sub-queries ``keys`` (a cancelled query's;
         a worker already lost or closed took its memory with it)."""
         with self._lock, contextlib.suppress(WorkerLost):
             self.live.forget_patterns(keys)
 
+    @_completed
     def pattern_keys(self) -> list:
         """Per worker, the live CGQL sub-queries whose memory it keeps."""
         with self._lock:
             return self.live.pattern_keys()
 
+    @_completed
     def view(self) -> GraphView:
         return self.live.view()
 
+    @_completed
     def vertices(self) -> pd.DataFrame:
         return self.live.vertices()
 
+    @_completed
     def edges(self) -> pd.DataFrame:
         return self.live.edges()
 
     @property
+    @_completed
     def num_vertices(self) -> int:
         return int(self.live.sizes()[:, 0].sum())
 
     @property
+    @_completed
     def num_edges(self) -> int:
         return int(self.live.sizes()[:, 1].sum())
 
+    @_completed
     def connected_components(self) -> pd.DataFrame:
         """Live (weakly) connected components: ``id``, ``component`` (the smallest member's id by
         arrival order), as of the last applied batch."""
         return self.live.components()
 
+    @_completed
     def reachable(self, sources, sinks, live: str | None = None) -> pd.DataFrame:
         """Pairs (``source``, ``sink``) with a path from source to sink (directed graphs follow edge
         direction). ``sources``/``sinks``: a list of ids or a dict ``{attribute: value(s)}``.
@@ -457,6 +607,7 @@ class Stream:
             return result
 
     # snapshots ---------------------------------------------------------------------------------------
+    @_completed
     def snapshot(self) -> int | None:
         """Write the current graph as a new GoFS instance and empty the buffer; returns the instance id
         (details in ``s.snapshots[-1]``)."""
@@ -511,6 +662,7 @@ class Stream:
         self._checkpoint.snapshot_done(self.snapshots, self._covered)
 
     # elasticity ----------------------------------------------------------------------------------------
+    @_completed
     def bucket_state(self) -> np.ndarray:
         """Live state per bucket: edge copies (by the bucket that owns the edge) plus alive vertices,
         summed from the workers (O(buckets) on the driver)."""
@@ -530,6 +682,7 @@ class Stream:
         if planner not in ("state", "ring"):
             raise InputError(f"planner must be 'state' or 'ring', got {planner!r}")
         with self._lock:
+            self._complete()                        # the cut-over is at a batch boundary
             self._settle()                          # the live results of the batch before the move
             if self._tasks is not None:
                 check_slots(self.graph.spark, workers, fed_by_query=self._query is not None and self._query.isActive)
@@ -537,6 +690,7 @@ class Stream:
             blank = live.blank_state() if workers > current else None
         added = live.new_workers(range(current, workers), blank) if blank is not None else None   # outside the pause
         with self._lock:
+            self._complete()
             if self.live is not live or len(self.ring.workers) != current:      # recovered or rescaled meanwhile
                 for w in added or []:
                     w.close()
@@ -571,12 +725,14 @@ class Stream:
             self.rescales.append(report)
             return report
 
+    @_completed
     def worker_loads(self) -> np.ndarray:
         """Recent updates/s routed to each worker (exponentially weighted)."""
         per_second = self.buffer.load * np.log(2) / self.buffer.half_life
         return np.bincount(self.owner, weights=per_second, minlength=max(self.ring.workers) + 1)[self.ring.workers]
 
     # Structured Streaming ------------------------------------------------------------------------------
+    @_completed
     def start(self, source, format: str = "json", trigger: str = "processingTime=1 second",
               checkpoint_location: str | None = None, max_files_per_trigger: int | None = None):
         """Consume a Structured Streaming source: a directory of JSON-lines/Parquet update files
@@ -617,17 +773,25 @@ class Stream:
         """Stop consuming and end the workers' Spark tasks (their state goes with them; the
         checkpoint keeps what was committed, with the full state the workers were writing)."""
         with self._lock:
-            self.stop()
-            if self._checkpoint:
-                with contextlib.suppress(WorkerLost):
-                    self._checkpoint.states_written(self.live.written(wait=True))
-                self._checkpoint.wait()
-            if self._tasks is not None:
-                with contextlib.suppress(WorkerLost):   # a lost worker's results stay as they were
-                    self._settle()
-                self.live.close()
-                self._tasks.close()
-                self._tasks = None
+            try:
+                with contextlib.suppress(WorkerLost):   # its batch stays in the checkpoint's log, if any
+                    self._complete()
+            finally:
+                self._close_locked()
+
+    def _close_locked(self) -> None:
+        """:meth:`close`, once the batch in flight is complete (or failed)."""
+        self.stop()
+        if self._checkpoint:
+            with contextlib.suppress(WorkerLost):
+                self._checkpoint.states_written(self.live.written(wait=True))
+            self._checkpoint.wait()
+        if self._tasks is not None:
+            with contextlib.suppress(WorkerLost):   # a lost worker's results stay as they were
+                self._settle()
+            self.live.close()
+            self._tasks.close()
+            self._tasks = None
 
 
 def _on_executors(executors: bool | None, graph) -> bool:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gofs.errors import InputError
 
@@ -185,8 +187,45 @@ def _objects(column: pd.Series) -> np.ndarray:
     return column.to_numpy(dtype=object)
 
 
+def _arrow_strings(column: pd.Series) -> pa.Array | None:
+    """The Arrow array of a text column pandas keeps in Arrow (pandas 3's default ``str``), else None.
+    Arrow's kernels look its strings up without making a Python object per row."""
+    if isinstance(column.dtype, pd.StringDtype) and column.dtype.storage == "pyarrow":
+        strings = pa.array(column)
+        return strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
+    return None
+
+
+def _factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values) of ``column`` as :func:`pandas.factorize` gives them (code -1: null),
+    by Arrow's dictionary encoding for a column kept in Arrow."""
+    strings = _arrow_strings(column)
+    if strings is None:
+        codes, uniques = pd.factorize(column, use_na_sentinel=True)
+        return codes, np.asarray(uniques, dtype=object)
+    encoded = pc.dictionary_encode(strings)
+    return (encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64),
+            np.asarray(encoded.dictionary.to_pylist(), dtype=object))
+
+
+def _missing(column: pd.Series) -> np.ndarray:
+    """Where ``column`` is null (for a column kept in Arrow, from its validity bitmap)."""
+    strings = _arrow_strings(column)
+    if strings is None:
+        return column.isna().to_numpy()
+    if not strings.null_count:
+        return np.zeros(len(strings), bool)
+    return strings.is_null().to_numpy(zero_copy_only=False)
+
+
+_OPS_ARROW = pa.array(OPS)
+
+
 def _op_codes(column: pd.Series) -> np.ndarray:
     """Index in OPS of each row's op (-1: unknown or missing), looking up each distinct value once."""
+    strings = _arrow_strings(column)
+    if strings is not None:
+        return pc.index_in(strings, value_set=_OPS_ARROW).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int8)
     codes, uniques = pd.factorize(column, use_na_sentinel=True)
     lookup = np.array([OPS.index(v) if isinstance(v, str) and v in OPS else -1 for v in uniques] + [-1], np.int8)
     return lookup[codes]
@@ -240,13 +279,13 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     reasons = _Reasons(n)
 
     op = _op_codes(col["op"])
-    reasons.flag(col["op"].isna().to_numpy(), "field 'op' is missing")
+    reasons.flag(_missing(col["op"]), "field 'op' is missing")
     bad_op = op < 0
     if bad_op.any():
         reasons.flag(bad_op, [f"unknown op {v!r} (ops: {', '.join(OPS)})" for v in col["op"][bad_op]])
-    no_producer = col["producer"].isna().to_numpy()
+    no_producer = _missing(col["producer"])
     reasons.flag(no_producer, "field 'producer' is missing")
-    producer_codes, producers = pd.factorize(col["producer"], use_na_sentinel=True)
+    producer_codes, producers = _factorize(col["producer"])
     if no_producer.any() or not all(isinstance(p, str) for p in producers):
         producer = np.array(["" if m else str(v) for v, m in zip(_objects(col["producer"]), no_producer)],
                             dtype=object)

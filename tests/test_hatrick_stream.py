@@ -695,6 +695,34 @@ def test_workers_in_spark_tasks_give_the_results_of_workers_in_the_driver(graph,
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_pipelined_push_returns_before_its_batch_is_applied_and_reports_it_once_complete(graph, spark):
+    """Workers in Spark tasks: a push returns with its batch in flight (the workers apply it while
+    the driver checks and routes the next); the next push completes it, so one batch is in flight
+    at most; a replay of the batch in flight counts as duplicates; its rejection is warned about
+    and listed when it completes; reading the report, ``hwm`` or the graph completes it; the
+    graph then equals NetworkX's for every update applied once."""
+    log, ref = log_and_reference(graph, 13, 120)
+    bad = {"op": "remove_edge", "src": 0, "dst": 10**6, "producer": "z", "seq": 1, "time": 0.0}
+    s = graph.stream(num_buckets=16, workers=2, executors=True)
+    try:
+        assert s.pipelined
+        first = s.push(log[:60] + [bad], errors="report")
+        assert first._complete is not None and s._inflight.report is first          # in flight
+        with pytest.warns(UserWarning, match="update\\(s\\) rejected"):
+            second = s.push(log[30:120], errors="report")                            # completes the first
+        assert first._complete is None and first.applied + len(first.rejected) == 61
+        assert (first.rejected.producer == "z").sum() == 1 and second.duplicates == 30
+        assert s._inflight.report is second and s.hwm == {"a": max(u["seq"] for u in log if u["producer"] == "a"),
+                                                          "b": max(u["seq"] for u in log if u["producer"] == "b"),
+                                                          "z": 1}
+        assert s._inflight is None and second.applied + len(second.rejected) == 60
+        assert len(s.rejected) == len(first.rejected) + len(second.rejected)
+        check_equal(s, ref)
+    finally:
+        s.close()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("workers", [1, 2])
 def test_snapshots_forced_by_a_full_buffer_hold_each_edge_once_with_workers_in_spark_tasks(graph, workers, spark,
                                                                                           monkeypatch):
