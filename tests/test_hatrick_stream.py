@@ -998,7 +998,8 @@ def test_driver_killed_on_local_cluster_restarts_from_the_checkpoint_exactly_onc
                           "snapshot_equal_networkx": t.stored_edge_counts(g, s.snapshot()) == t.networkx_edge_counts(ref)}))
         s.close()
     """, name="restarted")
-    assert second.pop("restored_batch") in ((6, 7) if where == "mid_batch" else (6,))  # 7: its log was durable
+    # mid_batch: the pipelined push dies completing batch 6 (5 if its log was not yet durable) or logging 7
+    assert second.pop("restored_batch") in ((5, 6, 7) if where == "mid_batch" else (6,))
     assert second == {"workers": 2, "components_equal_networkx": True, "snapshot_equal_networkx": True}
 
 
