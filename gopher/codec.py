@@ -30,11 +30,11 @@ def _array(buffer, dtype: str, shape: tuple) -> np.ndarray:
 def _reduce_array(array: np.ndarray):
     """A numeric array as its buffer, dtype string and shape: numpy's own reduction pickles a
     dtype object, which cost several times a small batch's numbers (a superstep's frames are
-    mostly small arrays). The buffer is writable, so the array read back is too."""
-    if array.dtype.hasobject or array.dtype.names is not None or not array.flags.c_contiguous:
-        return array.__reduce_ex__(5)
+    mostly small arrays). A read-only array is copied first: every array read back is writable."""
     if not array.flags.writeable:
         array = array.copy()
+    if array.dtype.hasobject or array.dtype.names is not None or not array.flags.c_contiguous:
+        return array.__reduce_ex__(5)
     return _array, (pickle.PickleBuffer(array), array.dtype.str, array.shape)
 
 
