@@ -5,6 +5,7 @@ import functools
 
 import numpy as np
 
+from gofs.errors import InputError
 from gopher.cache import DEFAULT_BUDGET, TaskCache, WorkingSpace, nbytes
 
 
@@ -199,7 +200,7 @@ class Subgraph:
         except KeyError:
             pass
         if direction not in ("out", "in", "both"):
-            raise ValueError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+            raise InputError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
         remote = self.remote_edges
         mask = slice(None) if direction == "both" or not self.directed else ~remote.incoming \
             if direction == "out" else remote.incoming

@@ -214,7 +214,7 @@ class NeighborPairs:
     def of(cls, bundle, direction: str) -> "NeighborPairs":
         """Every sub-graph of ``bundle``'s partition (``position``: the local sub-graph number)."""
         if direction not in ("out", "in", "both"):
-            raise ValueError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+            raise InputError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
         n = bundle.num_subgraphs
         local = np.repeat(np.arange(n, dtype=np.int64), np.diff(bundle.remote_bounds))
         targets = np.asarray(bundle.remote_dst_sg, np.int64)
