@@ -10,7 +10,8 @@ Each Gopher row also says which transport ran, the median superstep, and COST:
 the cores Gopher would need to beat one igraph thread, extrapolated from a run
 on one task (core) and one on every core. ``--ping-supersteps N`` times N
 supersteps of :class:`Ping` (every sub-graph messages its neighbours): the
-engine's fixed cost per superstep.
+engine's fixed cost per superstep with ``compute`` run once per sub-graph, and
+of :class:`PartitionPing`, the same messages sent by ``compute_partition``.
 ``--cold`` runs each algorithm in a fresh process instead: first run against
 warm run, each against igraph (:mod:`benchmarks.bench_cold`).
 """
@@ -87,12 +88,24 @@ class Ping(SubgraphProgram):
         ctx.send_to_neighbors(ctx.superstep)
 
 
-def ping(g, supersteps: int) -> dict:
+class PartitionPing(Ping):
+    """:class:`Ping`'s messages, sent once per partition by ``compute_partition`` (a library
+    program's vectorised path); ``compute`` runs nowhere."""
+
+    partition_messages = True
+
+    def compute_partition(self, subgraphs, ctx):
+        ctx.send_to_neighbors_of(subgraphs, ctx.superstep)
+        return True
+
+
+def ping(g, supersteps: int, program=None) -> dict:
     """Median and 90th-percentile superstep wall time of ``supersteps`` Ping supersteps."""
-    g.run(Ping(), max_supersteps=5, progress=False)
-    result = g.run(Ping(), max_supersteps=supersteps, progress=False)
+    program = program or Ping()
+    g.run(program, max_supersteps=5, progress=False)
+    result = g.run(program, max_supersteps=supersteps, progress=False)
     seconds = np.array([s.seconds for s in result.metrics.supersteps[1:]])
-    return {"supersteps": supersteps, "transport": result.metrics.transport,
+    return {"program": type(program).__name__, "supersteps": supersteps, "transport": result.metrics.transport,
             "median_ms": round(float(np.median(seconds)) * 1e3, 3),
             "p90_ms": round(float(np.percentile(seconds, 90)) * 1e3, 3),
             "messages_per_superstep": result.metrics.supersteps[1].messages,
@@ -248,10 +261,9 @@ def format_table(report: dict) -> str:
                      f"{r.get('supersteps', ''):>10} {r.get('messages', ''):>9} "
                      f"{'' if cores is None else ('inf' if np.isinf(cores) else int(cores)):>5}  "
                      f"{'' if r['agrees'] is None else ('yes' if r['agrees'] else 'NO')} {r['note']}")
-    if report.get("ping"):
-        p = report["ping"]
-        lines.append(f"ping: {p['supersteps']} supersteps on the {p['transport']} transport, median "
-                     f"{p['median_ms']} ms, p90 {p['p90_ms']} ms, {p['messages_per_superstep']} messages each")
+    for p in report.get("ping") or ():
+        lines.append(f"ping ({p['program']}): {p['supersteps']} supersteps on the {p['transport']} transport, "
+                     f"median {p['median_ms']} ms, p90 {p['p90_ms']} ms, {p['messages_per_superstep']} messages each")
     return "\n".join(lines)
 
 
@@ -370,7 +382,7 @@ def _run(spark, args) -> int:
                        args.baseline_timeout, args.seed)
     report["ingest"] = ingest
     if args.ping_supersteps:
-        report["ping"] = ping(g, args.ping_supersteps)
+        report["ping"] = [ping(g, args.ping_supersteps, program) for program in (Ping(), PartitionPing())]
     if args.timeseries_hours:
         from benchmarks.bench_timeseries import bench_timeseries
 

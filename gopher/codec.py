@@ -13,11 +13,41 @@ PySpark job.
 """
 from __future__ import annotations
 
+import copyreg
+import io
 import pickle
 
+import numpy as np
 
 #: buffers smaller than this travel inside the header: a frame of its own costs more than the copy
 OUT_OF_BAND_BYTES = 1 << 16
+
+
+def _array(buffer, dtype: str, shape: tuple) -> np.ndarray:
+    return np.frombuffer(buffer, dtype).reshape(shape)
+
+
+def _reduce_array(array: np.ndarray):
+    """A numeric array as its buffer, dtype string and shape: numpy's own reduction pickles a
+    dtype object, which cost several times a small batch's numbers (a superstep's frames are
+    mostly small arrays). A read-only array is copied first: every array read back is writable."""
+    if not array.flags.writeable:
+        array = array.copy()
+    if array.dtype.hasobject or array.dtype.names is not None or not array.flags.c_contiguous:
+        return array.__reduce_ex__(5)
+    return _array, (pickle.PickleBuffer(array), array.dtype.str, array.shape)
+
+
+_DISPATCH = copyreg.dispatch_table.copy()
+_DISPATCH[np.ndarray] = _reduce_array
+
+
+def _pickle(value, buffer_callback=None) -> bytes:
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5, buffer_callback=buffer_callback)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(value)
+    return out.getvalue()
 
 
 def to_frames(value) -> list:
@@ -31,7 +61,7 @@ def to_frames(value) -> list:
         buffers.append(view)
         return False
 
-    header = pickle.dumps(value, protocol=5, buffer_callback=out_of_band)
+    header = _pickle(value, out_of_band)
     return [header, *buffers]
 
 
@@ -44,7 +74,7 @@ def frames_size(frames: list) -> int:
 
 
 def dumps(value) -> bytes:
-    return pickle.dumps(value, protocol=5)
+    return _pickle(value)
 
 
 def loads(blob: bytes):

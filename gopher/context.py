@@ -62,14 +62,35 @@ class ComputeContext:
     def _post(self, subgraph_ids: np.ndarray, payloads) -> None:
         """Queue one batch: ``subgraph_ids`` (int64, never changed afterwards), a payload each."""
         if len(subgraph_ids):
-            self.outbox.subgraph_targets.append(subgraph_ids)
-            self.outbox.subgraph_senders.append(self._subgraph.id if self._subgraph is not None else -1)
-            self.outbox.subgraph_payloads.extend(payloads)
+            self.outbox.add_subgraph_batch(subgraph_ids, self._subgraph.id if self._subgraph is not None else -1,
+                                           payloads)
 
     def send_to_neighbors(self, payload, direction: str = "both") -> None:
         """Send ``payload`` (any picklable value, a tuple or list included) to every adjacent sub-graph."""
-        neighbors = self._subgraph.neighbors(direction)          # read-only int64: queued as it is
-        self._post(neighbors, [payload] * len(neighbors))
+        subgraph = self._subgraph
+        neighbors = subgraph.neighbors(direction)          # read-only int64: queued as it is
+        if len(neighbors):                                 # _post inline: this runs once per sub-graph
+            outbox = self.outbox
+            outbox.subgraph_targets.append(neighbors)
+            outbox.subgraph_senders.append(subgraph.id)
+            outbox.subgraph_payloads.extend([payload] * len(neighbors))
+
+    def send_to_neighbors_of(self, subgraphs, payloads, direction: str = "both") -> None:
+        """For :meth:`gopher.program.SubgraphProgram.compute_partition`: what ``send_to_neighbors``
+        in the ``compute`` of each of ``subgraphs`` (the partition's active sub-graphs it was given)
+        sends, as one batch for the partition. ``payloads``: one per sub-graph of ``subgraphs``
+        (a list, tuple or array of that length), or any other value, sent by all of them."""
+        pairs = subgraphs.neighbor_pairs(direction)
+        position, senders, targets = pairs.position, pairs.senders, pairs.targets
+        if not len(targets):
+            return
+        if isinstance(payloads, (list, tuple, np.ndarray)):
+            if len(payloads) != len(subgraphs):
+                raise InputError(f"send_to_neighbors_of: {len(subgraphs)} sub-graphs but {len(payloads)} payloads")
+            payloads = [payloads[i] for i in position.tolist()]
+        else:
+            payloads = [payloads] * len(targets)
+        self.outbox.add_subgraph_batch(targets, senders, payloads)
 
     def send_to_all(self, payload) -> None:
         """Send ``payload`` to every sub-graph of the graph (delivered once per partition)."""

@@ -50,7 +50,8 @@ class Outbox:
         self.vertex_targets: list[np.ndarray] = []
         self.vertex_values: list[np.ndarray] = []
         self.subgraph_targets: list[np.ndarray] = []
-        self.subgraph_senders: list[int] = []      # one per batch of subgraph_targets
+        self.subgraph_senders: list = []       # per batch of subgraph_targets: one sender, or an array of one per target
+        self._sender_arrays = False            # some batch has an array of senders
         self.subgraph_payloads: list = []
         self.broadcasts: list = []
         self._vertex_messages = 0
@@ -59,6 +60,15 @@ class Outbox:
         self.vertex_targets.append(targets)
         self.vertex_values.append(values)
         self._vertex_messages += len(targets)
+
+    def add_subgraph_batch(self, targets: np.ndarray, senders, payloads: list) -> None:
+        """Queue sub-graph messages: ``targets`` (int64, never changed afterwards), their sender
+        (one id, or an int64 array of one per target) and a payload each."""
+        self.subgraph_targets.append(targets)
+        self.subgraph_senders.append(senders)
+        self.subgraph_payloads.extend(payloads)
+        if isinstance(senders, np.ndarray):
+            self._sender_arrays = True
 
     def count(self) -> int:
         """Messages queued so far (a task's partitions share one outbox: each reads it before and after)."""
@@ -79,8 +89,12 @@ class Outbox:
                 batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
         if self.subgraph_payloads:
             targets = np.concatenate(self.subgraph_targets)
-            senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
-                                [len(t) for t in self.subgraph_targets])
+            if self._sender_arrays:
+                senders = np.concatenate([s if isinstance(s, np.ndarray) else np.full(len(t), s, np.int64)
+                                          for s, t in zip(self.subgraph_senders, self.subgraph_targets)])
+            else:
+                senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
+                                    [len(t) for t in self.subgraph_targets])
             parts = partition_of_subgraphs(subgraph_offsets, targets)
             order = np.argsort(parts, kind="stable")       # by destination, each in the order sent
             parts, rows = parts[order], order.tolist()
@@ -99,16 +113,19 @@ class Messages:
 
     ``vertices`` are local vertex indices and ``values`` their (combined) values;
     ``payloads`` are sub-graph messages with their ``senders``; broadcasts are
-    appended to ``payloads`` with sender -1.
+    appended to ``payloads`` with sender -1. A partition's messages at once
+    (``ctx.partition_messages()``) also name the sub-graph each payload was sent to
+    (``targets``, global ids, -1 for a broadcast: sent to all); a sub-graph's have None.
     """
 
-    __slots__ = ("vertices", "values", "payloads", "_senders")
+    __slots__ = ("vertices", "values", "payloads", "_senders", "targets")
 
-    def __init__(self, vertices=None, values=None, senders=None, payloads=None):
+    def __init__(self, vertices=None, values=None, senders=None, payloads=None, targets=None):
         self.vertices = np.empty(0, np.int64) if vertices is None else vertices
         self.values = np.empty(0) if values is None else values
         self._senders = senders           # int64 array, or a list of ints made one when first read
         self.payloads = [] if payloads is None else payloads
+        self.targets = targets
 
     @property
     def senders(self) -> np.ndarray:
@@ -126,10 +143,15 @@ class Messages:
 
 
 class Inbox:
-    """All messages a partition received, split per local sub-graph on demand."""
+    """All messages a partition received, split per local sub-graph on demand.
+
+    Sub-graph messages are grouped by target only when a sub-graph's or the partition's
+    messages are first read: a partition whose program sends but never reads them (or runs
+    ``compute_partition`` without them) pays for their count, not for sorting them."""
 
     def __init__(self, batches: list[dict], bundle, ufunc):
         self.sg_starts = bundle.sg_starts
+        self._subgraph_id = bundle.subgraph_id
         vt = [b["vertex"][0] for b in batches if "vertex" in b]
         vv = [b["vertex"][1] for b in batches if "vertex" in b]
         if vt:
@@ -142,34 +164,58 @@ class Inbox:
             self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
         else:                                 # no vertex messages: none of the passes above
             self.local, self.values = np.empty(0, np.int64), np.empty(0)
-            self.vertex_bounds = np.zeros(len(self.sg_starts), np.int64)
-        self._bounds = self.vertex_bounds.tolist()     # Python ints: for_subgraph runs once per sub-graph
-        self._starts = self.sg_starts.tolist()
+            self.vertex_bounds = None
+        self._bounds = None                   # vertex_bounds as Python ints, made for for_subgraph
+        self._starts = None
         self._no_values = self.values[:0]              # what a sub-graph without vertex messages gets
         self.local_count = len(self.local)
-        self.subgraph_messages = _by_target(bundle, [b["subgraph"] for b in batches if "subgraph" in b])
+        sent = [b["subgraph"] for b in batches if "subgraph" in b]
+        self._targets = bundle.local_subgraph(np.concatenate([t for t, _, _ in sent])) if sent else _NO_VERTICES
+        self._sent = sent
+        self._subgraph_messages = None
         self.broadcasts = [m for b in batches for m in b.get("broadcast", [])]
-        self.count = len(self.local) + sum(len(v[1]) for v in self.subgraph_messages.values()) + len(self.broadcasts)
+        self.count = self.local_count + int(np.count_nonzero(self._targets >= 0)) + len(self.broadcasts)
+
+    @property
+    def subgraph_messages(self) -> dict[int, tuple[list, list]]:
+        """{local target sub-graph: ([sender], [payload])}, each in the order sent (:func:`_by_target`)."""
+        if self._subgraph_messages is None:
+            self._subgraph_messages = _by_target(self._targets, self._sent)
+        return self._subgraph_messages
 
     def receiving(self) -> np.ndarray:
         """Over the local sub-graphs: True where at least one message arrived."""
         if self.broadcasts:
             return np.ones(len(self.sg_starts) - 1, dtype=bool)
-        mask = np.diff(self.vertex_bounds) > 0
-        mask[list(self.subgraph_messages)] = True
+        if self.vertex_bounds is None:
+            mask = np.zeros(len(self.sg_starts) - 1, dtype=bool)
+        else:
+            mask = np.diff(self.vertex_bounds) > 0
+        mask[self._targets[self._targets >= 0]] = True
         return mask
 
     def for_partition(self) -> Messages:
         """The partition's messages at once (vertices as positions in the partition)."""
-        senders = [s for k in sorted(self.subgraph_messages) for s in self.subgraph_messages[k][0]]
-        payloads = [m for k in sorted(self.subgraph_messages) for m in self.subgraph_messages[k][1]]
-        return Messages(self.local, self.values, senders + [-1] * len(self.broadcasts), payloads + self.broadcasts)
+        by_target = self.subgraph_messages
+        order = sorted(by_target)
+        senders = [s for k in order for s in by_target[k][0]]
+        payloads = [m for k in order for m in by_target[k][1]]
+        targets = np.repeat(np.array([self._subgraph_id(k) for k in order] + [-1], np.int64),
+                            [len(by_target[k][1]) for k in order] + [len(self.broadcasts)])
+        return Messages(self.local, self.values, senders + [-1] * len(self.broadcasts), payloads + self.broadcasts,
+                        targets)
 
     def for_subgraph(self, k: int) -> Messages:
-        senders, payloads = self.subgraph_messages.get(k, _NO_PAYLOADS)
+        by_target = self._subgraph_messages              # not the property: this runs once per sub-graph
+        if by_target is None:
+            by_target = self.subgraph_messages
+        senders, payloads = by_target.get(k, _NO_PAYLOADS)
         if not (self.local_count or self.broadcasts):     # sub-graph messages only (or none)
             return Messages(_NO_VERTICES, self._no_values, senders if senders else _NO_VERTICES,
                             payloads if payloads else [])
+        if self._bounds is None:              # Python ints: this runs once per sub-graph
+            bounds = np.zeros(len(self.sg_starts), np.int64) if self.vertex_bounds is None else self.vertex_bounds
+            self._bounds, self._starts = bounds.tolist(), self.sg_starts.tolist()
         a, b = self._bounds[k], self._bounds[k + 1]
         if self.broadcasts:
             senders, payloads = [*senders, *[-1] * len(self.broadcasts)], [*payloads, *self.broadcasts]
@@ -180,14 +226,13 @@ class Inbox:
                         payloads if payloads else [])
 
 
-def _by_target(bundle, batches: list) -> dict[int, tuple[list, list]]:
-    """Sub-graph messages ((global targets, senders, payloads) batches) per local target sub-graph:
-    {target: ([sender], [payload])}, each in the order sent. Sorted in one pass (no Python work per
-    message but taking its payload); messages to the sub-graph of added vertices where this
-    instance adds none here are dropped."""
+def _by_target(targets: np.ndarray, batches: list) -> dict[int, tuple[list, list]]:
+    """Sub-graph messages ((global targets, senders, payloads) batches, ``targets`` their local
+    target sub-graphs) per local target sub-graph: {target: ([sender], [payload])}, each in the
+    order sent. Sorted in one pass (no Python work per message but taking its payload); messages
+    to the sub-graph of added vertices where this instance adds none here (-1) are dropped."""
     if not batches:
         return {}
-    targets = bundle.local_subgraph(np.concatenate([t for t, _, _ in batches]))
     senders = np.concatenate([np.asarray(s, np.int64) for _, s, _ in batches])
     payloads = [m for _, _, ms in batches for m in ms]
     order = np.argsort(targets, kind="stable")

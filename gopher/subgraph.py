@@ -5,6 +5,7 @@ import functools
 
 import numpy as np
 
+from gofs.errors import InputError
 from gopher.cache import DEFAULT_BUDGET, TaskCache, WorkingSpace, nbytes
 
 
@@ -64,6 +65,7 @@ class Subgraph:
         self.working = working
         self._shared = {} if shared is None else shared
         self._process_pass = process_pass
+        self._neighbors: dict = {}             # direction -> neighbors(direction)
 
     @classmethod
     def spanning(cls, bundle, instance_vertex: dict | None = None, instance_edge: dict | None = None) -> "Subgraph":
@@ -193,19 +195,19 @@ class Subgraph:
     def neighbors(self, direction: str = "both") -> np.ndarray:
         """Ids of adjacent sub-graphs: "out", "in" or "both" (same for undirected graphs).
         Read-only, worked out once per sub-graph: a program may ask every superstep."""
-        if not self.directed:
-            direction = "both"
-        cached = self.__dict__.get("_neighbors")
-        if cached is None:
-            cached = self.__dict__["_neighbors"] = {}
-        if direction not in cached:
-            remote = self.remote_edges
-            mask = slice(None) if direction == "both" else ~remote.incoming if direction == "out" \
-                else remote.incoming
-            ids = np.unique(remote.dst_subgraph[mask])
-            ids.flags.writeable = False
-            cached[direction] = ids
-        return cached[direction]
+        try:
+            return self._neighbors[direction]
+        except KeyError:
+            pass
+        if direction not in ("out", "in", "both"):
+            raise InputError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        remote = self.remote_edges
+        mask = slice(None) if direction == "both" or not self.directed else ~remote.incoming \
+            if direction == "out" else remote.incoming
+        ids = np.unique(remote.dst_subgraph[mask])
+        ids.flags.writeable = False
+        self._neighbors[direction] = ids
+        return ids
 
     def adjacency(self, weight: str | None = None, symmetric: bool | None = None):
         """Local adjacency as CSR (row = source). Undirected graphs are symmetrised.

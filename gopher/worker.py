@@ -31,7 +31,7 @@ from gofs.bundle import instance_bundle, load_instance_attributes, load_partitio
 from gofs.errors import EngineError, InputError
 from gopher import aggregators as agg
 from gopher import codec
-from gopher.cache import DiskCache, WorkingSpace, freeze, process_cache
+from gopher.cache import DiskCache, WorkingSpace, freeze, nbytes, process_cache
 from gopher.context import ComputeContext
 from gopher.messages import Inbox, Outbox, combiner_ufunc
 from gopher.subgraph import Subgraph
@@ -180,6 +180,16 @@ class InstanceView:
         ``process_key`` (graph version, instance, program class), shared by every partition's view."""
         return self.cache.get((*self.process_key, key), build)
 
+    def neighbor_pairs(self, direction: str) -> "NeighborPairs":
+        """Every sub-graph's ``neighbors(direction)``, sub-graph after sub-graph, worked out once
+        for the partition (:class:`NeighborPairs` with ``position`` the local sub-graph number)."""
+        key = ("neighbor pairs", direction)
+        pairs = self.shared.get(key)
+        if pairs is None:
+            pairs = self.shared[key] = NeighborPairs.of(self.bundle, direction)
+            self._account(nbytes(pairs))
+        return pairs
+
     def subgraph(self, k: int) -> Subgraph:
         k = int(k)
         sg = self._subgraphs.get(k)
@@ -188,6 +198,48 @@ class InstanceView:
             sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account, working,
                                                self.shared, self.process_pass)
         return sg
+
+
+@dataclass(frozen=True)
+class NeighborPairs:
+    """(sender, adjacent sub-graph) pairs of some of a partition's sub-graphs, sender after sender
+    and each sender's targets ascending, as ``Subgraph.neighbors`` lists them: ``position`` is
+    the sender's place among the sub-graphs asked about, ``senders`` and ``targets`` global ids."""
+
+    position: np.ndarray
+    senders: np.ndarray
+    targets: np.ndarray
+
+    @classmethod
+    def of(cls, bundle, direction: str) -> "NeighborPairs":
+        """Every sub-graph of ``bundle``'s partition (``position``: the local sub-graph number)."""
+        if direction not in ("out", "in", "both"):
+            raise InputError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        n = bundle.num_subgraphs
+        local = np.repeat(np.arange(n, dtype=np.int64), np.diff(bundle.remote_bounds))
+        targets = np.asarray(bundle.remote_dst_sg, np.int64)
+        if bundle.directed and direction != "both":
+            keep = bundle.remote_incoming if direction == "in" else ~bundle.remote_incoming
+            local, targets = local[keep], targets[keep]
+        order = np.lexsort((targets, local))
+        local, targets = local[order], targets[order]
+        first = np.ones(len(local), dtype=bool)            # each pair once, as np.unique per sub-graph
+        first[1:] = (local[1:] != local[:-1]) | (targets[1:] != targets[:-1])
+        local, targets = local[first], targets[first]
+        senders = bundle.sg_offset + local
+        if bundle.added_vids is not None:
+            senders[local == n - 1] = bundle.added_subgraph
+        for array in (local, senders, targets):
+            array.flags.writeable = False
+        return cls(local, senders, targets)
+
+    def of_some(self, ks: np.ndarray, n: int) -> "NeighborPairs":
+        """The pairs of local sub-graphs ``ks`` (ascending) of the ``n`` these pairs cover."""
+        place = np.full(n, -1, np.int64)
+        place[ks] = np.arange(len(ks))
+        position = place[self.position]
+        keep = position >= 0
+        return NeighborPairs(position[keep], self.senders[keep], self.targets[keep])
 
 
 class ActiveSubgraphs(Sequence):
@@ -217,6 +269,24 @@ class ActiveSubgraphs(Sequence):
                 sg = built[i] = made.get(k) or subgraph(k)
                 sg.state = states[k]
             yield sg
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The global id of each of these sub-graphs (int64), without building them."""
+        bundle = self._view.bundle
+        ids = bundle.sg_offset + np.asarray(self._ks, np.int64)
+        if bundle.added_vids is not None and self._ks and self._ks[-1] == bundle.num_subgraphs - 1:
+            ids[-1] = bundle.added_subgraph
+        return ids
+
+    def neighbor_pairs(self, direction: str = "both") -> NeighborPairs:
+        """Each of these sub-graphs' ``neighbors(direction)``, in order, without building them
+        (``position``: the sub-graph's place here); what ``ComputeContext.send_to_neighbors_of`` sends."""
+        pairs = self._view.neighbor_pairs(direction)
+        n = self._view.bundle.num_subgraphs
+        if len(self._ks) == n:                 # all of the partition's: positions are local numbers
+            return pairs
+        return pairs.of_some(np.asarray(self._ks, np.int64), n)
 
     def _at(self, i: int) -> Subgraph:
         sg = self._built[i]
@@ -407,13 +477,14 @@ class TaskWorker:
         batches += run.inbox.pop(lane, [])
         inbox = Inbox(batches, view.bundle, self.ufunc)
         wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
-        active = np.arange(n) if wake else np.flatnonzero(~state.halted[:n] | inbox.receiving())
+        everyone = wake or not state.halted[:n].any()          # then who received messages does not matter
+        active = slice(0, n) if everyone else np.flatnonzero(~state.halted[:n] | inbox.receiving())
         sent, forward = out.count(), ahead.count()
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
         if not step.sequential and isinstance(lane, int) and lane > 0:
             ctx._before = run.lanes.get(lane - 1)
         where = "" if step.instance is None else f"instance {step.instance['id']}, "
-        ks = active.tolist()                    # Python ints: list indexing below is faster with them
+        ks = list(range(n)) if everyone else active.tolist()     # Python ints: list indexing is faster with them
         subgraphs = ActiveSubgraphs(view, ks, state.states)
         ctx._inbox = inbox
         try:
@@ -423,11 +494,13 @@ class TaskWorker:
                 f"{type(program).__name__}.compute_partition failed on partition {p} in "
                 f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
         votes = isinstance(done, (list, tuple, np.ndarray))       # the sub-graphs' halt votes
-        halts = np.asarray(done, dtype=bool).tolist() if votes else [False] * len(ks)
+        halts = np.asarray(done, dtype=bool) if votes else False if done else [False] * len(ks)
         if not (votes or done):
-            begin, compute, messages, states = ctx._begin, program.compute, inbox.for_subgraph, state.states
+            compute, messages, states, forwarding = program.compute, inbox.for_subgraph, state.states, ctx._forward
             for i, (k, sg) in enumerate(zip(ks, subgraphs)):
-                begin(sg)
+                ctx._subgraph, ctx._halt = sg, False          # TimeSeriesContext._begin inline
+                if forwarding is not None:
+                    forwarding._subgraph = sg
                 try:
                     compute(sg, messages(k), ctx)
                 except Exception as exc:
@@ -437,7 +510,7 @@ class TaskWorker:
                 halts[i] = ctx._halt
                 states[k] = sg.state
         state.halted[active] = halts
-        return {"active": int(len(active)), "halted": int(state.halted[:n].sum()), "subgraphs": n,
+        return {"active": len(ks), "halted": int(np.count_nonzero(state.halted[:n])), "subgraphs": n,
                 "sent": out.count() - sent, "forward": ahead.count() - forward, "received": inbox.count,
                 "partials": ctx.partials}
 

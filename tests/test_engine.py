@@ -133,6 +133,32 @@ class NeighborHello(Recording):
         ctx.vote_to_halt()
 
 
+class NeighborHelloFromPartition(NeighborHello):
+    """Superstep 0 (``compute``): sub-graphs of odd id halt; superstep 1: ``compute_partition``
+    sends NeighborHello's hellos from the sub-graphs still active (even ids) in one batch;
+    superstep 2: it logs each sub-graph's (sender, payload) from the partition's messages."""
+
+    partition_messages = True
+
+    def compute_partition(self, subgraphs, ctx):
+        if ctx.superstep == 0:
+            return False
+        if ctx.superstep == 1:
+            ids = subgraphs.ids
+            assert ids.tolist() == [sg.id for sg in subgraphs]
+            ctx.send_to_neighbors_of(subgraphs, [("hello", i) for i in ids.tolist()], direction=self.direction)
+        else:
+            messages = ctx.partition_messages()
+            for sg in subgraphs:
+                self.log(sg, sorted([int(s), list(p)] for s, p, t in
+                                    zip(messages.senders, messages.payloads, messages.targets) if t == sg.id))
+        return [True] * len(subgraphs)
+
+    def compute(self, subgraph, messages, ctx):
+        if subgraph.id % 2:
+            ctx.vote_to_halt()
+
+
 class Direct(Recording):
     """Superstep 0: one message to the next sub-graph, a batch to itself and the one after next."""
 
@@ -538,6 +564,23 @@ def test_send_to_neighbors_reaches_exactly_the_adjacent_subgraphs(which, directi
         senders = expected.get(k, [])
         assert log == ([[[s, ["hello", s]] for s in senders]] if senders else []), f"sub-graph {k}"
     assert result.metrics.messages == sum(len(s) for s in expected.values())
+
+
+@pytest.mark.parametrize("which, direction", [("undirected", "both"), ("directed", "out"),
+                                              ("directed", "in"), ("directed", "both")])
+def test_send_to_neighbors_of_sends_what_each_subgraph_would(which, direction, request):
+    """The partition's one batch reaches what each active sub-graph's send_to_neighbors would,
+    and the partition's messages name the sub-graph each was sent to."""
+    G, store = request.getfixturevalue(which)
+    everyone = _meta_neighbors(G, graphs.vertex_subgraphs(store), direction)
+    expected = {k: [s for s in senders if s % 2 == 0] for k, senders in everyone.items()}
+    expected = {k: senders for k, senders in expected.items() if senders}
+    assert expected, "the graph gives the even sub-graphs no neighbours: the test would check nothing"
+    result, logs = run(G, store, NeighborHelloFromPartition(direction))
+    for k, log in logs.items():
+        senders = expected.get(k, [])
+        assert log == ([[[s, ["hello", s]] for s in senders]] if senders else []), f"sub-graph {k}"
+    assert result.metrics.supersteps[1].messages == sum(len(s) for s in expected.values())
 
 
 def test_send_to_subgraph_and_batched_sends_carry_payloads_and_senders(undirected):

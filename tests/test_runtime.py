@@ -353,3 +353,23 @@ class Pids(SubgraphProgram):
 
     def output(self, subgraph):
         return {"pid": np.full(subgraph.num_vertices, os.getpid())}
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(5, dtype=np.int64), np.linspace(0, 1, 7).reshape(7, 1), np.array(3.5), np.empty(0, np.int32),
+    np.arange(12, dtype=">i4").reshape(3, 4).T, np.array(["a", None, 2], dtype=object),
+    np.zeros(3, dtype=[("x", np.int64), ("y", np.float32)]), np.arange(1 << 14, dtype=np.float64)],
+    ids=["int64", "column", "0-d", "empty", "big-endian-transposed", "object", "structured", "out-of-band"])
+def test_frames_carry_arrays_whole_and_writable(array):
+    """Message frames rebuild every array with its dtype, shape and values, writable, whether its
+    numbers were written by the codec (buffer, dtype, shape) or by numpy's own reduction."""
+    from gopher import codec
+
+    source = array.copy()
+    source.flags.writeable = False                     # as Subgraph.neighbors hands out its ids
+    frames = codec.to_frames({"batch": (source, [source])})
+    got = codec.from_frames([bytearray(frame) for frame in frames])
+    for copy in (got["batch"][0], got["batch"][1][0], codec.loads(codec.dumps(source))):
+        assert copy.dtype == array.dtype and copy.shape == array.shape
+        assert copy.tolist() == array.tolist()
+        assert copy.flags.writeable
