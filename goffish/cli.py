@@ -21,6 +21,7 @@ def _spark(args):
     from pyspark.sql import SparkSession
 
     from goffish import cli_logging
+    from goffish.class_archive import JAVA_OPTIONS, java_options
     from goffish.session import session
 
     conf = dict(kv.split("=", 1) for kv in (args.conf or []))
@@ -28,7 +29,12 @@ def _spark(args):
     ours = SparkSession.getActiveSession() is None
     quiet = ours and not args.verbose
     if quiet and not cli_logging.jvm_running():
+        # the JVM's options are then ours, not the user's: they map the class-data archive too
+        # (goffish.class_archive), as the JVM goffish.session starts would, unless the user set some
+        archive = java_options(conf)
         conf = cli_logging.quiet_conf(conf)
+        if archive:
+            conf[JAVA_OPTIONS] = f"{archive} {conf[JAVA_OPTIONS]}"
     if ours and not cli_logging.jvm_running():
         # Spark's bars would land among the results: progress goes through the status line (see main)
         conf.setdefault("spark.ui.showConsoleProgress", "false")
