@@ -111,7 +111,15 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def _write_result(frame, out: str, overwrite: bool) -> None:
+def _write_result(rows, out: str, overwrite: bool) -> None:
+    """``rows``: a run's result (a single run's rows are written without a Spark job,
+    ``RunResult.write_parquet``), one with a ``dataframe``, or a DataFrame."""
+    from gopher.engine import RunResult
+
+    if isinstance(rows, RunResult):
+        rows.write_parquet(out, overwrite)
+        return
+    frame = rows if hasattr(rows, "write") else rows.dataframe
     frame.write.mode("overwrite" if overwrite else "errorifexists").parquet(out)
 
 

@@ -122,6 +122,17 @@ class RunResult:
         if self._cached is not None:
             self._cached.unpersist()
 
+    def write_parquet(self, path: str, overwrite: bool = False) -> None:
+        """Write the result rows to ``path`` as ``dataframe.write.parquet`` would (mode overwrite,
+        else errorifexists). A single run's rows are already Parquet files in their final shape:
+        they are copied and committed by one rename (:meth:`gopher.resident.ResultFiles.copy_to`),
+        with no Spark job (in a fresh process that job, the session's SQL state and Spark's Parquet
+        source cost ~1 s quiet: the CLI's ``goffish run --out``); other rows go through the writer."""
+        if self._direct is not None and self._direct[0] is self.__dict__["_dataframe"]:
+            self._cached.copy_to(path, overwrite)
+        else:
+            self.dataframe.write.mode("overwrite" if overwrite else "errorifexists").parquet(path)
+
     def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
         """The result rows in this process as an Arrow table: ``columns`` of ``dataframe`` (default
         all), with its types.
