@@ -486,6 +486,9 @@ def main(argv=None) -> int:
         sys.stdout = stdout
         # a session the command started ends with it: executors are released cleanly, not at JVM exit
         if getattr(args, "own_session", None) is not None:
+            from gopher.resident import await_ending_stages
+
+            await_ending_stages()
             args.own_session.stop()
 
 

@@ -263,7 +263,10 @@ _ENDING: set = set()            # stages of finished runs that Spark has not end
 
 
 @atexit.register
-def _await_ending() -> None:
+def await_ending_stages() -> None:
+    """Wait (at most :data:`HANDSHAKE_SECONDS` each) for the stages of finished runs to end: before
+    the process exits, and before a caller stops its SparkContext (stopped under them, Spark
+    cancels them and logs it as errors, and their tasks never report their end)."""
     for job in list(_ENDING):
         job.finished.wait(HANDSHAKE_SECONDS)
 
