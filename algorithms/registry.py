@@ -82,8 +82,8 @@ class Algorithm:
 
     ``function(store, ...)`` runs it; ``returns`` names the result's per-vertex columns;
     ``cli`` is the ``goffish run`` sub-command (None: not on the CLI) and ``flags`` the
-    parameters it exposes there; ``frames(result)`` gives the DataFrames the CLI writes
-    (``{"": df}`` writes OUT itself, ``{"tree": df}`` writes OUT/tree) and
+    parameters it exposes there; ``frames(result)`` gives what the CLI writes, DataFrames or the
+    run's result itself (``{"": result}`` writes OUT itself, ``{"tree": df}`` writes OUT/tree) and
     ``report(result)`` the run summary it prints. Single runs take the engine option
     ``instance=``; ``timeseries`` ones select ``instances=``/``time=`` themselves. Whether it
     takes ``weight=`` (and every other parameter) is its function's signature.
@@ -98,7 +98,7 @@ class Algorithm:
     timeseries: bool = False
     networkx: tuple = ()
     graphframes: tuple = ()
-    frames: Callable = lambda result: {"": result.dataframe}
+    frames: Callable = lambda result: {"": result}
     metrics: Callable = lambda result: result.metrics
     report: Callable = lambda result: {}
 

@@ -21,6 +21,7 @@ def _spark(args):
     from pyspark.sql import SparkSession
 
     from goffish import cli_logging
+    from goffish.class_archive import JAVA_OPTIONS, java_options
     from goffish.session import session
 
     conf = dict(kv.split("=", 1) for kv in (args.conf or []))
@@ -28,7 +29,12 @@ def _spark(args):
     ours = SparkSession.getActiveSession() is None
     quiet = ours and not args.verbose
     if quiet and not cli_logging.jvm_running():
+        # the JVM's options are then ours, not the user's: they map the class-data archive too
+        # (goffish.class_archive), as the JVM goffish.session starts would, unless the user set some
+        archive = java_options(conf)
         conf = cli_logging.quiet_conf(conf)
+        if archive:
+            conf[JAVA_OPTIONS] = f"{archive} {conf[JAVA_OPTIONS]}"
     if ours and not cli_logging.jvm_running():
         # Spark's bars would land among the results: progress goes through the status line (see main)
         conf.setdefault("spark.ui.showConsoleProgress", "false")
@@ -105,7 +111,15 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def _write_result(frame, out: str, overwrite: bool) -> None:
+def _write_result(rows, out: str, overwrite: bool) -> None:
+    """``rows``: a run's result (a single run's rows are written without a Spark job,
+    ``RunResult.write_parquet``), one with a ``dataframe``, or a DataFrame."""
+    from gopher.engine import RunResult
+
+    if isinstance(rows, RunResult):
+        rows.write_parquet(out, overwrite)
+        return
+    frame = rows if hasattr(rows, "write") else rows.dataframe
     frame.write.mode("overwrite" if overwrite else "errorifexists").parquet(out)
 
 
@@ -472,6 +486,9 @@ def main(argv=None) -> int:
         sys.stdout = stdout
         # a session the command started ends with it: executors are released cleanly, not at JVM exit
         if getattr(args, "own_session", None) is not None:
+            from gopher.resident import await_ending_stages
+
+            await_ending_stages()
             args.own_session.stop()
 
 

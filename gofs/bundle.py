@@ -108,8 +108,7 @@ def _local_index(vids, vid_offset: int, num_template: int, added_vids: np.ndarra
 
 
 def _column(table, name):
-    column = table.column(name)
-    return column.to_numpy(zero_copy_only=False)
+    return files.numpy_values(table.column(name))
 
 
 def load_partition(store, p: int, vertex_attributes=(), edge_attributes=()) -> PartitionBundle:
@@ -335,4 +334,4 @@ def _null_to_nan(column):
         # one Python object per distinct value, shared by its rows (``to_numpy`` makes one per row)
         return np.concatenate([chunk.dictionary.to_numpy(zero_copy_only=False)[chunk.indices.to_numpy()]
                                for chunk in column.chunks])
-    return column.to_numpy(zero_copy_only=False)
+    return files.numpy_values(column)

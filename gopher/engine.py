@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from gofs.errors import InputError
 from gofs.store import as_store
@@ -121,6 +122,22 @@ class RunResult:
         """Free the result rows (the DataFrame cannot be read afterwards)."""
         if self._cached is not None:
             self._cached.unpersist()
+
+    def write_parquet(self, path: str, overwrite: bool = False) -> None:
+        """Write the result rows to ``path`` as ``dataframe.write.parquet`` would (mode overwrite,
+        else errorifexists). A single run's rows are already Parquet files in their final shape:
+        they are copied and committed by one rename (:meth:`gopher.resident.ResultFiles.copy_to`),
+        with no Spark job (in a fresh process that job, the session's SQL state and Spark's Parquet
+        source cost ~1 s quiet: the CLI's ``goffish run --out``), where ``path`` is on a file system
+        that renames a directory in one step (a local disk, HDFS); other rows, and other file
+        systems (an object store), go through the writer."""
+        from gofs.layout import filesystem
+
+        renames = isinstance(filesystem(path)[0], (pafs.LocalFileSystem, pafs.HadoopFileSystem))
+        if renames and self._direct is not None and self._direct[0] is self.__dict__["_dataframe"]:
+            self._cached.copy_to(path, overwrite)
+        else:
+            self.dataframe.write.mode("overwrite" if overwrite else "errorifexists").parquet(path)
 
     def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
         """The result rows in this process as an Arrow table: ``columns`` of ``dataframe`` (default

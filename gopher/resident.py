@@ -51,9 +51,10 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from gofs import files, layout
-from gofs.errors import EngineError
+from gofs.errors import EngineError, GraphExistsError
 from sparkshim.compat import forgets_zip_importers, spark_schema
 from gopher import codec
 from gopher.channel import HANDSHAKE_SECONDS, Listener, RunKey, connect, frames_authenticated
@@ -262,7 +263,10 @@ _ENDING: set = set()            # stages of finished runs that Spark has not end
 
 
 @atexit.register
-def _await_ending() -> None:
+def await_ending_stages() -> None:
+    """Wait (at most :data:`HANDSHAKE_SECONDS` each) for the stages of finished runs to end: before
+    the process exits, and before a caller stops its SparkContext (stopped under them, Spark
+    cancels them and logs it as errors, and their tasks never report their end)."""
     for job in list(_ENDING):
         job.finished.wait(HANDSHAKE_SECONDS)
 
@@ -297,6 +301,33 @@ class ResultFiles:
 
         fs, root = layout.filesystem(self.path)
         return ds.dataset(root, format="parquet", filesystem=fs).to_table(columns=columns)
+
+    def copy_to(self, out: str, overwrite: bool = False) -> None:
+        """Write the rows to ``out`` as a Parquet directory, as ``DataFrame.write.parquet`` would
+        (``part-*`` files and ``_SUCCESS``; mode overwrite or errorifexists), by copying the files:
+        no Spark job. They are copied into a directory beside ``out`` and renamed into place, so
+        ``out`` never holds part of them; an existing ``out`` is replaced only with ``overwrite``."""
+        fs, root = layout.filesystem(self.path)
+        out_fs, target = layout.filesystem(out)
+        target = target.rstrip("/")
+        if layout.exists(out_fs, target) and not overwrite:
+            raise GraphExistsError(f"{out} already exists (pass overwrite=True to replace it)")
+        parent, _, base = target.rpartition("/")
+        staging = f"{parent}/.{base}.{uuid.uuid4().hex[:12]}.tmp"
+        try:
+            out_fs.create_dir(staging, recursive=True)
+            for info in layout.listing(fs, root):
+                if info.is_file and not info.base_name.startswith((".", "_")):
+                    pafs.copy_files(info.path, f"{staging}/{info.base_name}", source_filesystem=fs,
+                                    destination_filesystem=out_fs)
+            with out_fs.open_output_stream(f"{staging}/_SUCCESS"):
+                pass
+            if layout.exists(out_fs, target):
+                out_fs.delete_dir(target)
+            out_fs.move(staging, target)
+        finally:
+            if layout.exists(out_fs, staging):
+                out_fs.delete_dir(staging)
 
     def unpersist(self) -> None:
         if self in _UNRELEASED:

@@ -108,15 +108,40 @@ def test_a_new_session_maps_the_archive_and_a_users_jvm_options_win(tmp_path):
     script = ("import json, sys, goffish\n"
               "s = goffish.session(master='local[1]', conf=json.loads(sys.argv[1]), graphframes=False)\n"
               "print('OPTIONS', s.sparkContext.getConf().get('spark.driver.extraJavaOptions'))\n"
-              "print('SUM', s.sparkContext.parallelize(range(4), 2).sum())\n")
+              "print('SUM', s.sparkContext.parallelize(range(4), 2).sum())\n"
+              "print('LATE_C2', '-XX:Tier4InvocationThreshold=50000' in "
+              "list(s._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))\n")
     for conf, mapped in (({SETTING: str(archive)}, True), ({SETTING: str(archive), JAVA_OPTIONS: "-Xss8m"}, False)):
         done = subprocess.run([sys.executable, "-c", script, json.dumps(conf)], capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         options = done.stdout.split("OPTIONS ", 1)[1].splitlines()[0]
         assert (f"-XX:SharedArchiveFile={archive} " in options) == mapped and "SUM 6" in done.stdout
+        assert f"LATE_C2 {mapped}" in done.stdout            # the running JVM has the JIT's thresholds
         assert mapped or options.endswith(" -Xss8m")       # after Spark's own defaults, as the user set it
         assert "archive" not in done.stdout.replace(options, "") and "cds" not in done.stderr
+
+
+def test_the_command_lines_own_jvm_maps_the_archive_beside_its_quiet_logging(tmp_path):
+    """The CLI sets the JVM's options itself (quiet logging): they map the archive too, as
+    goffish.session's would; with the user's own options set, those and the logging only."""
+    archive = tmp_path / "not-an-archive.jsa"
+    archive.write_bytes(b"not an archive")
+    script = ("import sys\n"
+              "from goffish import cli\n"
+              "args = cli.build_parser().parse_args(['run', 'cc', 'g.gofs', '--out', 'o', '--master', 'local[1]', "
+              "*sys.argv[1:]])\n"
+              "args.status = cli.StatusLine(sys.stderr)\n"
+              "spark = cli._spark(args)\n"
+              "print('OPTIONS', spark.sparkContext.getConf().get('spark.driver.extraJavaOptions'))\n"
+              "print('SUM', spark.sparkContext.parallelize(range(4), 2).sum())\n")
+    for extra, mapped in (([], True), (["--conf", f"{JAVA_OPTIONS}=-Xss8m"], False)):
+        done = subprocess.run([sys.executable, "-c", script, "--conf", f"{SETTING}={archive}", *extra],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        options = done.stdout.split("OPTIONS ", 1)[1].splitlines()[0]
+        assert (f"-XX:SharedArchiveFile={archive} " in options) == mapped and "SUM 6" in done.stdout
+        assert "-Dlog4j2.configurationFile=" in options and (mapped or " -Xss8m -Dlog4j2.configurationFile=" in options)
 
 
 def test_the_options_are_printed_for_spark_submit(cache):

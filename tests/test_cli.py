@@ -176,6 +176,34 @@ def test_run_refuses_to_replace_output_without_overwrite(spark, road, tmp_path, 
     check_cc(out, G)
 
 
+def test_run_writes_a_single_runs_result_files_without_a_spark_job(spark, road, tmp_path, capsys, monkeypatch):
+    """A single run's rows are Parquet files already: --out gets copies committed by one rename,
+    a directory Spark reads back (no DataFrame writer, hence no Spark job, in a fresh process's
+    first run); a copy that fails leaves neither OUT nor its staging directory."""
+    from pyspark.sql import DataFrameWriter
+    from pyarrow import fs as pafs
+
+    path, G = road
+
+    def no_writer(*args, **kwargs):
+        raise AssertionError("the DataFrame writer was used")
+
+    monkeypatch.setattr(DataFrameWriter, "parquet", no_writer)
+    out = tmp_path / "cc"
+    assert cli(capsys, "run", "cc", path, "--out", out, "--quiet")[0] == 0
+    check_cc(out, G)
+    assert (out / "_SUCCESS").exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+    assert spark.read.parquet(str(out)).count() == G.number_of_nodes()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pafs, "copy_files", broken)
+    with pytest.raises(OSError, match="disk full"):
+        main(["run", "cc", str(path), "--out", str(tmp_path / "torn"), "--quiet"])
+    assert sorted(os.listdir(tmp_path)) == ["cc"]
+
+
 def test_run_reports_bad_arguments(spark, road, tmp_path, capsys):
     path, _ = road
     with pytest.raises(SystemExit, match="--source is required"):

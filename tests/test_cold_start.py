@@ -131,6 +131,29 @@ except pa.ArrowInvalid:
     assert done.stdout.split() == ["False", "refused"]
 
 
+def test_a_bundle_built_from_parquet_imports_no_pandas(road):
+    """A worker that builds its bundle (no disk cache yet: a graph's first run) reads Parquet and
+    turns columns into numpy without pyarrow.dataset or pyarrow's pandas conversion, both of
+    which import pandas; files.numpy_values gives what to_numpy gives."""
+    script = """
+import sys, numpy as np, pyarrow as pa
+from gofs.bundle import load_partition
+from gofs.files import numpy_values
+from gofs.store import GraphStore
+bundle = load_partition(GraphStore(sys.argv[1]), 0, edge_attributes=["length"])
+print('pandas' in sys.modules, len(bundle.ids) > 0)
+cases = [pa.array(np.arange(7)), pa.array(np.arange(9, dtype=np.uint16)).slice(3, 4),
+         pa.chunked_array([pa.array(np.arange(3.0, dtype=np.float32)), pa.array(np.arange(2.0, dtype=np.float32))]),
+         pa.array([True, False, True] * 5).slice(2, 9), pa.chunked_array([], pa.int64()),
+         pa.array([1, None, 3]), pa.array(["a", "b"]), pa.chunked_array([pa.array([True]), pa.array([False, True])])]
+for column in cases:
+    got, expected = numpy_values(column), column.to_numpy(zero_copy_only=False)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected, equal_nan=got.dtype.kind == "f"), (got, expected)
+"""
+    done = subprocess.run([sys.executable, "-c", script, road.path], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]
+
+
 # ------------------------------------------------------------------ results and phases
 
 def _result_dirs(spark) -> set:
