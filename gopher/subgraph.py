@@ -32,6 +32,12 @@ class RemoteEdges:
         return ~self.incoming if directed else np.ones(len(self.src), dtype=bool)
 
 
+def check_direction(direction: str) -> None:
+    """Raise InputError unless ``direction`` is one a sub-graph's neighbours are listed by."""
+    if direction not in ("out", "in", "both"):
+        raise InputError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+
+
 class Subgraph:
     """One sub-graph: a block of its partition's vertices and the edges touching them.
 
@@ -199,8 +205,7 @@ class Subgraph:
             return self._neighbors[direction]
         except KeyError:
             pass
-        if direction not in ("out", "in", "both"):
-            raise InputError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        check_direction(direction)
         remote = self.remote_edges
         mask = slice(None) if direction == "both" or not self.directed else ~remote.incoming \
             if direction == "out" else remote.incoming

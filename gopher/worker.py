@@ -34,7 +34,7 @@ from gopher import codec
 from gopher.cache import DiskCache, WorkingSpace, freeze, nbytes, process_cache
 from gopher.context import ComputeContext
 from gopher.messages import Inbox, Outbox, combiner_ufunc
-from gopher.subgraph import Subgraph
+from gopher.subgraph import Subgraph, check_direction
 
 MERGED = -1            # the lane that holds the Merge step's results
 
@@ -213,8 +213,7 @@ class NeighborPairs:
     @classmethod
     def of(cls, bundle, direction: str) -> "NeighborPairs":
         """Every sub-graph of ``bundle``'s partition (``position``: the local sub-graph number)."""
-        if direction not in ("out", "in", "both"):
-            raise InputError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        check_direction(direction)
         n = bundle.num_subgraphs
         local = np.repeat(np.arange(n, dtype=np.int64), np.diff(bundle.remote_bounds))
         targets = np.asarray(bundle.remote_dst_sg, np.int64)
@@ -496,11 +495,9 @@ class TaskWorker:
         votes = isinstance(done, (list, tuple, np.ndarray))       # the sub-graphs' halt votes
         halts = np.asarray(done, dtype=bool) if votes else False if done else [False] * len(ks)
         if not (votes or done):
-            compute, messages, states, forwarding = program.compute, inbox.for_subgraph, state.states, ctx._forward
+            begin, compute, messages, states = ctx._begin, program.compute, inbox.for_subgraph, state.states
             for i, (k, sg) in enumerate(zip(ks, subgraphs)):
-                ctx._subgraph, ctx._halt = sg, False          # TimeSeriesContext._begin inline
-                if forwarding is not None:
-                    forwarding._subgraph = sg
+                begin(sg)
                 try:
                     compute(sg, messages(k), ctx)
                 except Exception as exc:
