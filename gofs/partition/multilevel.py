@@ -652,9 +652,7 @@ def _metis_rows(batches, k: int, seed: int, tries: int):
     rows, cols = np.searchsorted(ids, a[~is_vertex]), np.searchsorted(ids, b[~is_vertex])
     w = w[~is_vertex]
     del kind, a, b
-    width = np.int64(max(ids.size, 1))
-    pair, at = np.unique(rows * width + cols, return_inverse=True)
-    rows, cols, w = pair // width, pair % width, np.bincount(at, weights=w).astype(np.int64)
+    rows, cols, w = _summed_repeats(rows, cols, w)
     parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=tries)
     cut = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
     sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
