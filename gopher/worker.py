@@ -289,6 +289,11 @@ class ActiveSubgraphs(Sequence):
         return np.asarray(self._ks, np.int64)
 
     @property
+    def states(self) -> list:
+        """Each one's ``state`` dict, in order, without building the sub-graphs."""
+        return [self._states[k] for k in self._ks]
+
+    @property
     def total(self) -> int:
         """How many sub-graphs the partition has, active or not."""
         return self._view.bundle.num_subgraphs
