@@ -607,9 +607,10 @@ class TaskWorker:
         ``tables`` lists (table number, {lane: instance or None}, method name,
         [(column, physical column)], per_instance); every table's rows go into
         the one ``schema`` (``table``, ``instance``, ``id`` and the physical
-        columns of every table, null where another table's).
+        columns of every table, null where another table's). A partition's columns come from
+        ``program.output_partition`` at once where it gives them, else from ``output`` (or the
+        table's method) per sub-graph.
         """
-        program = self.spec.program
         for p, run in self.partitions.items():
             for number, lanes, method, columns, per_instance in tables:
                 for lane, instance in lanes.items():
