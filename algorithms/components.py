@@ -25,9 +25,48 @@ NO_LABEL = np.iinfo(np.int64).max
 
 
 class ConnectedComponents(SubgraphProgram):
+    """Where every sub-graph of a partition is one piece (always on the template), a superstep runs
+    once for the partition (:meth:`compute_partition`): one label per sub-graph in an array, one
+    batch of messages to the neighbours of those whose label changed; otherwise per sub-graph
+    (:meth:`compute`), a label per piece."""
+
     output_schema = {"component": pa.int64()}
     message_dtype = "int64"
     combiner = "min"
+    partition_messages = True
+
+    def compute_partition(self, subgraphs, ctx):
+        state = subgraphs.partition_state
+        local = subgraphs.local
+        if ctx.superstep == 0:
+            if not subgraphs.connected:
+                return False
+            labels = state["labels"] = np.full(subgraphs.total, NO_LABEL, dtype=np.int64)
+            labels[local] = subgraphs.first_vertex_ids
+            changed = np.ones(len(local), dtype=bool)
+        elif "labels" not in state:          # the partition's sub-graphs keep their labels themselves
+            return False
+        else:
+            labels = state["labels"]
+            heard = np.full(subgraphs.total, NO_LABEL, dtype=np.int64)
+            messages = ctx.partition_messages()
+            if messages.payloads:            # from whole sub-graphs
+                at = subgraphs.local_of(messages.targets)
+                here = at >= 0
+                np.minimum.at(heard, at[here], np.asarray(messages.payloads, np.int64)[here])
+            if len(messages.vertices):       # from the pieces of a split sub-graph elsewhere
+                np.minimum.at(heard, subgraphs.local_of_vertices(messages.vertices), messages.values)
+            changed = heard[local] < labels[local]
+            labels[local[changed]] = heard[local[changed]]
+        if changed.any():
+            ctx.send_to_neighbors_of(subgraphs.subset(changed), labels[local[changed]].tolist())
+        return np.ones(len(local), dtype=bool)
+
+    def output_partition(self, subgraphs):
+        labels = subgraphs.partition_state.get("labels")
+        if labels is None:
+            return None
+        return {"component": np.repeat(labels[subgraphs.local], subgraphs.vertex_counts)}
 
     def compute(self, subgraph, messages, ctx):
         count, piece = subgraph.pieces()

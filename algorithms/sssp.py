@@ -31,6 +31,10 @@ def _seeded_dijkstra(adjacency: sp.csr_matrix, seeds: np.ndarray, seed_dist: np.
 
 
 class SingleSourceShortestPaths(SubgraphProgram):
+    """Superstep 0 runs once per partition (:meth:`compute_partition`): only the source's
+    sub-graph does any work; a sub-graph gets its distances when a message first reaches it, and
+    a partition's column is put together at once (:meth:`output_partition`)."""
+
     combiner = "min"
     output_schema = {"distance": pa.float64()}
 
@@ -39,22 +43,35 @@ class SingleSourceShortestPaths(SubgraphProgram):
         self.weight = weight
         self.edge_attributes = (weight,) if weight else ()
 
-    def compute(self, subgraph, messages, ctx):
-        state = subgraph.state
-        if ctx.superstep == 0:
-            state["dist"] = np.full(subgraph.num_vertices, np.inf)
+    def compute_partition(self, subgraphs, ctx):
+        if ctx.superstep:
+            return False
+        # vids grow with the sub-graph number (those an instance adds come last): one candidate
+        at = int(np.searchsorted(subgraphs.first_vertex_ids, self.source_vid, side="right")) - 1
+        if at >= 0:
+            subgraph = subgraphs[at]
             local = int(subgraph.local_index([self.source_vid])[0])
-            if local < 0:
-                ctx.vote_to_halt()
-                return
-            seeds, seed_dist = np.array([local]), np.array([0.0])
-        else:
-            better = messages.values < state["dist"][messages.vertices]
-            seeds, seed_dist = messages.vertices[better], messages.values[better]
-            if not len(seeds):
-                ctx.vote_to_halt()
-                return
-        dist = state["dist"]
+            if local >= 0:
+                self._relax(subgraph, np.array([local]), np.array([0.0]), ctx)
+        return np.ones(len(subgraphs), dtype=bool)
+
+    def compute(self, subgraph, messages, ctx):
+        dist = self._distances(subgraph)
+        better = messages.values < dist[messages.vertices]
+        if better.any():
+            self._relax(subgraph, messages.vertices[better], messages.values[better], ctx)
+        ctx.vote_to_halt()
+
+    def _distances(self, subgraph) -> np.ndarray:
+        state = subgraph.state
+        if "dist" not in state:
+            state["dist"] = np.full(subgraph.num_vertices, np.inf)
+        return state["dist"]
+
+    def _relax(self, subgraph, seeds: np.ndarray, seed_dist: np.ndarray, ctx) -> None:
+        """Shorten ``subgraph``'s distances from ``seeds`` (at ``seed_dist``) over its local edges
+        and send the improved ones over its remote edges."""
+        dist = self._distances(subgraph)
         found = _seeded_dijkstra(subgraph.adjacency(self.weight), seeds, seed_dist)
         changed = found < dist
         dist[changed] = found[changed]
@@ -63,10 +80,17 @@ class SingleSourceShortestPaths(SubgraphProgram):
         if rows.any():
             w = remote.attribute(self.weight)[rows] if self.weight else 1.0
             ctx.send_to_vertices(remote.dst[rows], dist[remote.src[rows]] + w)
-        ctx.vote_to_halt()
+
+    def output_partition(self, subgraphs):
+        ends = np.cumsum(subgraphs.vertex_counts)
+        distance = np.full(int(ends[-1]) if len(ends) else 0, np.inf)
+        for state, end, count in zip(subgraphs.states, ends.tolist(), subgraphs.vertex_counts.tolist()):
+            if "dist" in state:
+                distance[end - count:end] = state["dist"]
+        return {"distance": distance}
 
     def output(self, subgraph):
-        return {"distance": subgraph.state["dist"]}
+        return {"distance": self._distances(subgraph)}
 
 
 _WEIGHT_PROBLEMS = (

@@ -36,13 +36,21 @@ class SubgraphProgram:
 
     def compute_partition(self, subgraphs: list, ctx) -> bool:
         """Optional: run this superstep once for all of a partition's active sub-graphs (in
-        sub-graph order, each with its ``state``), vectorised over the partition, instead of
-        ``compute`` per sub-graph. Called when the partition received no messages in this
+        sub-graph order, each with its ``state``; :class:`gopher.worker.ActiveSubgraphs`, whose
+        ``partition_state`` survives supersteps as theirs do), vectorised over the partition,
+        instead of ``compute`` per sub-graph. Called when the partition received no messages in this
         superstep, or always where :attr:`partition_messages` is set. Return False to run
         ``compute`` per sub-graph instead, True when done (none halts), or the sub-graphs' halt
         votes (a boolean per sub-graph of ``subgraphs``): a halted sub-graph is left out of later
         supersteps until a message arrives for it."""
         return False
+
+    def output_partition(self, subgraphs) -> dict | None:
+        """Optional: the per-vertex results of all of a partition's sub-graphs at once (``subgraphs``
+        as :meth:`compute_partition` gets them, every one of the partition's, in order): {column:
+        array over the partition's vertices, sub-graph after sub-graph} for the columns in
+        ``output_schema``; None calls :meth:`output` per sub-graph instead."""
+        return None
 
     def master(self, ctx) -> None:
         """Runs on the driver after every superstep; may read aggregates, set globals, halt."""

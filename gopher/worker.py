@@ -244,11 +244,15 @@ class NeighborPairs:
 class ActiveSubgraphs(Sequence):
     """A lane's active sub-graphs in one partition (sub-graph numbers ``ks``), each with its
     ``state``, built when first read: a program that works over the whole partition
-    (``compute_partition``) pays only for those it reads, not for thousands of small objects."""
+    (``compute_partition``, ``output_partition``) pays only for those it reads, not for
+    thousands of small objects. Their ids, numbers, first vertices and sizes are arrays, and
+    ``partition_state`` is the lane's dict for the whole partition: a program that keeps one
+    array for the partition's sub-graphs keeps it there, not split into their states."""
 
-    def __init__(self, view: InstanceView, ks: list, states: list):
+    def __init__(self, view: InstanceView, ks: list, states: list, partition_state: dict | None = None):
         self._view, self._ks, self._states = view, ks, states
         self._built: list = [None] * len(ks)
+        self.partition_state = {} if partition_state is None else partition_state
 
     def __len__(self) -> int:
         return len(self._ks)
@@ -277,6 +281,62 @@ class ActiveSubgraphs(Sequence):
         if bundle.added_vids is not None and self._ks and self._ks[-1] == bundle.num_subgraphs - 1:
             ids[-1] = bundle.added_subgraph
         return ids
+
+    @property
+    def local(self) -> np.ndarray:
+        """Each one's number among the partition's sub-graphs, 0 to ``total`` - 1 (int64): where
+        an array over the partition's sub-graphs (in ``partition_state``) holds it."""
+        return np.asarray(self._ks, np.int64)
+
+    @property
+    def states(self) -> list:
+        """Each one's ``state`` dict, in order, without building the sub-graphs."""
+        return [self._states[k] for k in self._ks]
+
+    @property
+    def total(self) -> int:
+        """How many sub-graphs the partition has, active or not."""
+        return self._view.bundle.num_subgraphs
+
+    @property
+    def connected(self) -> bool:
+        """Whether each of the partition's sub-graphs is one piece of its local edges (always on
+        the template; an instance that removes edges may split some: :meth:`Subgraph.pieces`)."""
+        bundle = self._view.bundle
+        return bundle.piece is None or bool((bundle.piece_counts == 1).all())
+
+    @property
+    def first_vertex_ids(self) -> np.ndarray:
+        """The smallest vid of each (int64; as :attr:`Subgraph.first_vertex_id`)."""
+        bundle, local = self._view.bundle, self.local
+        ids = bundle.sg_starts[local] + bundle.vid_offset
+        if bundle.added_vids is not None and len(bundle.added_vids):     # the last: the vertices added, in vid order
+            ids[local == bundle.num_subgraphs - 1] = bundle.added_vids[0]
+        return ids
+
+    @property
+    def vertex_counts(self) -> np.ndarray:
+        """Each one's number of vertices: with all of the partition's sub-graphs, in order, what an
+        ``output_partition`` column repeats a per-sub-graph value by."""
+        return np.diff(self._view.bundle.sg_starts)[self._ks]
+
+    def local_of(self, subgraph_ids) -> np.ndarray:
+        """The number among the partition's sub-graphs of each global sub-graph id (a message's
+        target), -1 for one that is not in this partition in this instance."""
+        bundle = self._view.bundle
+        local = bundle.local_subgraph(subgraph_ids)
+        return np.where((local >= 0) & (local < bundle.num_subgraphs), local, -1)
+
+    def local_of_vertices(self, positions) -> np.ndarray:
+        """The number of the sub-graph holding each vertex position of the partition (what
+        ``ctx.partition_messages().vertices`` holds)."""
+        return np.searchsorted(self._view.bundle.sg_starts, np.asarray(positions, np.int64), side="right") - 1
+
+    def subset(self, mask) -> "ActiveSubgraphs":
+        """Those of these sub-graphs where ``mask`` (a boolean per sub-graph) is True: what
+        ``ctx.send_to_neighbors_of`` sends from when only some of them send."""
+        ks = np.asarray(self._ks, np.int64)[np.asarray(mask, bool)].tolist()
+        return ActiveSubgraphs(self._view, ks, self._states, self.partition_state)
 
     def neighbor_pairs(self, direction: str = "both") -> NeighborPairs:
         """Each of these sub-graphs' ``neighbors(direction)``, in order, without building them
@@ -363,6 +423,7 @@ class LaneState:
 
     halted: np.ndarray
     states: list
+    partition: dict = field(default_factory=dict)      # ActiveSubgraphs.partition_state
 
 
 @dataclass
@@ -484,7 +545,7 @@ class TaskWorker:
             ctx._before = run.lanes.get(lane - 1)
         where = "" if step.instance is None else f"instance {step.instance['id']}, "
         ks = list(range(n)) if everyone else active.tolist()     # Python ints: list indexing is faster with them
-        subgraphs = ActiveSubgraphs(view, ks, state.states)
+        subgraphs = ActiveSubgraphs(view, ks, state.states, state.partition)
         ctx._inbox = inbox
         try:
             done = (not inbox.count or program.partition_messages) and program.compute_partition(subgraphs, ctx)
@@ -546,31 +607,19 @@ class TaskWorker:
         ``tables`` lists (table number, {lane: instance or None}, method name,
         [(column, physical column)], per_instance); every table's rows go into
         the one ``schema`` (``table``, ``instance``, ``id`` and the physical
-        columns of every table, null where another table's).
+        columns of every table, null where another table's). A partition's columns come from
+        ``program.output_partition`` at once where it gives them, else from ``output`` (or the
+        table's method) per sub-graph.
         """
-        program = self.spec.program
         for p, run in self.partitions.items():
             for number, lanes, method, columns, per_instance in tables:
                 for lane, instance in lanes.items():
                     view = partition_view(self.spec, p, instance)
                     state = run.lanes[lane]
-                    pieces = {name: [] for name, _ in columns}
-                    for k in range(view.bundle.num_subgraphs):
-                        sg = view.subgraph(k)
-                        sg.state = state.states[k]
-                        try:
-                            values = getattr(program, method)(sg)
-                            for name in pieces:
-                                column = values[name]
-                                if len(column) != sg.num_vertices:
-                                    raise InputError(f"column {name!r} has {len(column)} values, expected "
-                                                     f"{sg.num_vertices}: one value per vertex")
-                                pieces[name].append(column)
-                        except Exception as exc:
-                            raise GopherProgramError(
-                                f"{type(program).__name__}.{method} failed on sub-graph {sg.id} (partition {p}): "
-                                f"{exc!r}\n{traceback.format_exc()}") from exc
                     rows = view.bundle.num_vertices
+                    pieces = self._partition_columns(p, view, state, columns) if method == "output" else None
+                    if pieces is None:
+                        pieces = self._subgraph_columns(p, view, state, method, columns)
                     arrays = {"table": files.arrow_array(np.full(rows, number, np.int8)),
                               "instance": files.arrow_array(np.full(rows, instance["id"], np.int64)) if per_instance
                               else pa.nulls(rows, pa.int64()),
@@ -579,6 +628,39 @@ class TaskWorker:
                         arrays[physical] = _concat(pieces[name], schema.field(physical).type)
                     yield pa.RecordBatch.from_arrays(
                         [arrays.get(f.name, pa.nulls(rows, f.type)) for f in schema], schema=schema)
+
+    def _partition_columns(self, p: int, view: InstanceView, state: LaneState, columns) -> dict | None:
+        """{column: [one array over the partition's vertices]} from ``program.output_partition``,
+        or None where it leaves the partition to ``output`` per sub-graph."""
+        program = self.spec.program
+        subgraphs = ActiveSubgraphs(view, list(range(view.bundle.num_subgraphs)), state.states, state.partition)
+        try:
+            values = program.output_partition(subgraphs)
+            if values is None:
+                return None
+            _check_lengths(values, [name for name, _ in columns], view.bundle.num_vertices)
+        except Exception as exc:
+            raise GopherProgramError(f"{type(program).__name__}.output_partition failed on partition {p}: "
+                                     f"{exc!r}\n{traceback.format_exc()}") from exc
+        return {name: [values[name]] for name, _ in columns}
+
+    def _subgraph_columns(self, p: int, view: InstanceView, state: LaneState, method: str, columns) -> dict:
+        """{column: [one array per sub-graph]} from ``program.output`` (or ``merge_output``) per sub-graph."""
+        program = self.spec.program
+        pieces = {name: [] for name, _ in columns}
+        for k in range(view.bundle.num_subgraphs):
+            sg = view.subgraph(k)
+            sg.state = state.states[k]
+            try:
+                values = getattr(program, method)(sg)
+                _check_lengths(values, pieces, sg.num_vertices)
+            except Exception as exc:
+                raise GopherProgramError(
+                    f"{type(program).__name__}.{method} failed on sub-graph {sg.id} (partition {p}): "
+                    f"{exc!r}\n{traceback.format_exc()}") from exc
+            for name in pieces:
+                pieces[name].append(values[name])
+        return pieces
 
     # checkpoints and records ------------------------------------------------------
     def export_partition(self, p: int) -> bytes:
@@ -589,6 +671,12 @@ class TaskWorker:
     def import_partition(self, p: int, blob: bytes) -> None:
         run = self.partitions[p]
         run.lanes, run.inbox, run.ahead = codec.loads(blob)
+
+
+def _check_lengths(values: dict, names, count: int) -> None:
+    for name in names:
+        if len(values[name]) != count:
+            raise InputError(f"column {name!r} has {len(values[name])} values, expected {count}: one value per vertex")
 
 
 def _concat(pieces: list, type_: pa.DataType) -> pa.Array:

@@ -8,16 +8,20 @@ stored with 1, 2 and 7 partitions, METIS and hash. Each dimension is covered
 without taking the full product, to keep the file fast.
 """
 import math
+import sys
 
 import networkx as nx
 import numpy as np
 import pytest
+from pyspark import cloudpickle
 
 import graphs
+from algorithms.components import ConnectedComponents
 from algorithms.pagerank import PowerIterationFailedConvergence
 from gofs.errors import InputError
 
 INF = math.inf
+cloudpickle.register_pickle_by_value(sys.modules[__name__])      # its programs travel to the workers by value
 
 # name: (builder -> nx graph or (GraphInput, nx twin), weight attribute, partitions, partitioner)
 CASES = {
@@ -127,6 +131,37 @@ def test_connected_components_of_a_single_partition_take_one_superstep(cc_runs):
     assert graphs.metagraph_diameter(store) == 0
     assert result.metrics.num_supersteps == 1
     assert result.metrics.messages == 0
+
+
+class _PartitionsOnly(ConnectedComponents):
+    """Connected components that fail where a sub-graph would run or output on its own."""
+
+    def compute(self, subgraph, messages, ctx):
+        raise AssertionError("compute ran per sub-graph")
+
+    def output(self, subgraph):
+        raise AssertionError("output ran per sub-graph")
+
+
+class _SubgraphsOnly(ConnectedComponents):
+    """Connected components per sub-graph, as before the partition path."""
+
+    def compute_partition(self, subgraphs, ctx):
+        return False
+
+    def output_partition(self, subgraphs):
+        return None
+
+
+@pytest.mark.parametrize("name", ["road-7-metis", "random-directed-7-metis", "rmat-directed-7-hash"])
+def test_connected_components_run_once_per_partition_and_send_what_sub_graphs_would(stored, name):
+    G, store, _ = stored(name)
+    once = store.run(_PartitionsOnly(), progress=False)
+    each = store.run(_SubgraphsOnly(), progress=False)
+    assert graphs.as_partition(graphs.column(once, "component")) == graphs.weak_components(G)
+    assert graphs.column(once, "component") == graphs.column(each, "component")
+    assert [(s.active_subgraphs, s.messages) for s in once.metrics.supersteps] == \
+        [(s.active_subgraphs, s.messages) for s in each.metrics.supersteps]
 
 
 # --------------------------------------------------------------------------- shortest paths
