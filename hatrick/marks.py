@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
+from gofs.numba_cache import serialise_compilation
 from hatrick.updates import UpdateBatch, empty_rejected
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 MAX_GAPS = 4096
 
@@ -38,12 +42,18 @@ class ProducerMarks:
     def admit(self, batch: UpdateBatch) -> tuple[UpdateBatch, pd.DataFrame, "ProducerMarks"]:
         """(the new updates, the refused ones as a rejection table, the marks once the new ones are
         applied); the rest are replays. One factorize of the producers and one grouping of the rows
-        by (producer, seq) serve both the split and the new marks."""
+        by (producer, seq) serve both the split and the new marks. A batch whose producers' seqs
+        all rise above their marks in row order (what producers send) is all new: one pass
+        (:func:`_rising`) finds that and the new marks, with no sort."""
         n = len(batch)
         if not n:
             return batch, empty_rejected(), self
         codes, producers = batch.producer_codes or pd.factorize(batch.producer)
         old = np.array([self.hwm.get(p, -1) for p in producers], dtype=np.int64)
+        rising, prev, top = _rising(codes, batch.seq, old)
+        if rising:
+            present = np.flatnonzero(top != old)
+            return batch, empty_rejected(), self._advanced(producers, codes, batch.seq, prev, present, top[present])
         below = batch.seq <= old[codes]
         refused, reasons = np.zeros(n, bool), None     # reasons: made where a row may be refused
         if below.any() and self.gaps:
@@ -84,21 +94,24 @@ class ProducerMarks:
         fresh = batch if keep.all() else batch.take(np.flatnonzero(keep))
         rows = np.flatnonzero(refused)
         rejected = batch.rejected(rows, reasons[rows]) if len(rows) else empty_rejected()
-        return fresh, rejected, self._advanced(producers, old, codes[order[keep[order]]], s[keep[order]])
+        c, s = codes[order[keep[order]]], s[keep[order]]            # by (code, seq), no repeats
+        if not len(c):
+            return fresh, rejected, self._advanced(producers, c, s, s, c, s)
+        first = np.r_[True, c[1:] != c[:-1]]
+        last = np.r_[np.flatnonzero(first)[1:], len(s)] - 1
+        prev = np.where(first, old[c], np.r_[0, s[:-1]])
+        return fresh, rejected, self._advanced(producers, c, s, prev, c[last], s[last])
 
-    def _advanced(self, producers, old: np.ndarray, c: np.ndarray, s: np.ndarray) -> "ProducerMarks":
-        """The marks once the new updates with producer codes ``c`` and seqs ``s`` (sorted by
-        (code, seq), no repeats; ``old[code]``: the mark before) are applied: each producer's mark
-        rises to its largest seq, and the seqs it skipped on the way are remembered."""
+    def _advanced(self, producers, c: np.ndarray, s: np.ndarray, prev: np.ndarray, top_codes: np.ndarray,
+                  top: np.ndarray) -> "ProducerMarks":
+        """The marks once the new updates with producer codes ``c`` and seqs ``s`` (each producer's
+        rising; ``prev``: the seq before each one of its producer, or the mark before) are applied:
+        each producer's mark rises to its largest seq (``top`` of producer ``top_codes``), and the
+        seqs it skipped on the way are remembered."""
         out = ProducerMarks.__new__(ProducerMarks)
         out.hwm, out.gaps = dict(self.hwm), dict(self.gaps)
-        if not len(c):
-            return out
-        first = np.r_[True, c[1:] != c[:-1]]
-        prev = np.where(first, old[c], np.r_[0, s[:-1]])
+        out.hwm.update({producers[k]: int(v) for k, v in zip(top_codes, top)})
         skipped = np.flatnonzero(s - prev > 1)
-        last = np.r_[np.flatnonzero(first)[1:], len(s)] - 1
-        out.hwm.update({producers[k]: int(v) for k, v in zip(c[last], s[last])})
         if len(skipped):
             for k in np.unique(c[skipped]):
                 mine = skipped[c[skipped] == k]
@@ -107,6 +120,22 @@ class ProducerMarks:
                 held = self.gaps.get(name)
                 out.gaps[name] = (new if held is None else np.concatenate([held, new]))[-MAX_GAPS:]
         return out
+
+
+@njit(cache=True, nogil=True)
+def _rising(codes, seq, old):
+    """Whether every row's seq is above its producer's mark ``old[code]`` and its producer's
+    seqs rise in row order; then also each row's previous seq of its producer (or the mark) and
+    each producer's largest seq (``old`` where it has none)."""
+    top = old.copy()
+    prev = np.empty(len(seq), np.int64)
+    for i in range(len(seq)):
+        k = codes[i]
+        if seq[i] <= top[k]:
+            return False, prev, top
+        prev[i] = top[k]
+        top[k] = seq[i]
+    return True, prev, top
 
 
 def _by_producer_and_seq(codes: np.ndarray, seq: np.ndarray, producers: int) -> np.ndarray:

@@ -9,9 +9,10 @@ skipped).
 Ownership: a vertex belongs to the worker owning ``bucket_of(id)``; an edge to the owner of its
 source's bucket (undirected: one of its endpoints', :func:`undirected_bucket`), where its endpoints are
 also kept as *ghosts* (vertices without attributes). Routing a batch (:func:`route`) is O(batch)
-numpy work: edge ops go to the edge's owner, vertex ops to the vertex's owner, an ``add_edge``
-also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes to every worker
-(each drops the vertex's edges it holds); the owner's verdict is the update's outcome.
+work on the driver (a hash pass per end and one numba pass that deals the rows out; each worker
+then gets only its rows): edge ops go to the edge's owner, vertex ops to the vertex's owner, an
+``add_edge`` also tells its endpoints' owners that they exist, and a ``remove_vertex`` goes to
+every worker (each drops the vertex's edges it holds); the owner's verdict is the update's outcome.
 
 Components: each worker labels its own vertices (ghosts included) with local components. The
 workers send their ghosts' labels straight to the ghosts' owners (:meth:`Worker.send_ghosts`;
@@ -87,70 +88,72 @@ def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[n
     verdict is the update's), ``END_A``/``END_B`` (it owns that endpoint of an ``add_edge`` held
     elsewhere: the vertex exists) or ``BROADCAST`` (a ``remove_vertex`` of a vertex it does not own).
     A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so the
-    rows are dealt out in one pass over the batch (:func:`_deal`): no sort."""
+    rows are dealt out in one pass over the batch (:func:`_deal`, which also finds each row's
+    owners from the ends' buckets): no sort."""
     workers = int(owner.max()) + 1 if len(owner) else 1
     num_buckets = len(owner)
-    is_vertex = IS_VERTEX_OP[batch.op]
-    bucket_a = bucket_of(batch.a, num_buckets)
-    bucket_b = bucket_of(np.where(is_vertex, batch.a, batch.b), num_buckets)    # a vertex op's is its own
-    owner_a, owner_b = owner[bucket_a], owner[bucket_b]
-    target = owner_a if directed else owner[undirected_bucket(bucket_a, bucket_b)]
-    rows, why, offsets = _deal(batch.op, owner_a, owner_b, target, workers)
+    rows, why, offsets = _deal(batch.op, bucket_of(batch.a, num_buckets), bucket_of(batch.b, num_buckets),
+                               owner, directed, workers, IS_VERTEX_OP)
     return [(rows[offsets[w]:offsets[w + 1]], why[offsets[w]:offsets[w + 1]]) for w in range(workers)]
 
 
 @njit(cache=True, nogil=True)
-def _deal(op, owner_a, owner_b, target, workers):
-    """Rows and reasons of :func:`route`, worker after worker (worker w's at offsets[w]:offsets[w+1])."""
+def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op):
+    """Rows and reasons of :func:`route`, worker after worker (worker w's at offsets[w]:offsets[w+1]).
+    A row's owner is its edge's (:func:`undirected_bucket`, or the source's), a vertex op's its
+    vertex's (``bucket_b`` is not read for it). The owner is one of the ends' owners, so an
+    ``add_edge``'s other end's owner is their sum less it: counted and dealt without a branch per
+    row (an edge's owner is a coin flip, which a branch would mispredict half the time)."""
+    n = len(op)
+    target, other = np.empty(n, np.int64), np.empty(n, np.int64)
     counts = np.zeros(workers + 1, np.int64)
-    for i in range(len(op)):
-        t = target[i]
+    broadcasts = 0
+    for i in range(n):
+        ba = bucket_a[i]
+        bb = ba if is_vertex_op[op[i]] else bucket_b[i]
+        oa, ob = owner[ba], owner[bb]
+        t = oa if directed else owner[_edge_bucket(ba, bb)]
+        o = oa + ob - t
+        target[i], other[i] = t, o
         counts[t + 1] += 1
-        if op[i] == ADD_EDGE:
-            if owner_a[i] != t:
-                counts[owner_a[i] + 1] += 1
-            elif owner_b[i] != t:
-                counts[owner_b[i] + 1] += 1
-        elif op[i] == REMOVE_VERTEX:
-            for w in range(workers):
-                if w != t:
-                    counts[w + 1] += 1
+        counts[o + 1] += (op[i] == ADD_EDGE) & (o != t)
+        broadcasts += op[i] == REMOVE_VERTEX
+    if broadcasts:
+        for i in range(n):
+            if op[i] == REMOVE_VERTEX:
+                counts[1:] += 1
+                counts[target[i] + 1] -= 1
     offsets = np.cumsum(counts)
-    rows = np.empty(offsets[-1], np.int64)
-    why = np.empty(offsets[-1], np.int8)
+    spare = offsets[-1]                                  # where an add_edge held by one worker writes its end
+    rows = np.empty(spare + 1, np.int64)
+    why = np.empty(spare + 1, np.int8)
     fill = offsets[:-1].copy()
-    for i in range(len(op)):
-        t = target[i]
+    for i in range(n):
+        t, o = target[i], other[i]
         rows[fill[t]], why[fill[t]] = i, OWN
         fill[t] += 1
-        if op[i] == ADD_EDGE:
-            if owner_a[i] != t:
-                w, reason = owner_a[i], END_A
-            elif owner_b[i] != t:
-                w, reason = owner_b[i], END_B
-            else:
-                continue
-            rows[fill[w]], why[fill[w]] = i, reason
-            fill[w] += 1
-        elif op[i] == REMOVE_VERTEX:
+        cross = np.int64((op[i] == ADD_EDGE) & (o != t))
+        at = cross * fill[o] + (1 - cross) * spare
+        rows[at], why[at] = i, END_A + np.int8(owner[bucket_a[i]] != o)
+        fill[o] += cross
+        if op[i] == REMOVE_VERTEX:
             for w in range(workers):
                 if w != t:
                     rows[fill[w]], why[fill[w]] = i, BROADCAST
                     fill[w] += 1
-    return rows, why, offsets
+    return rows[:spare], why[:spare], offsets
 
 
 def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBatch:
     """The updates a worker applies: an endpoint row becomes ``add_vertex`` of that endpoint."""
     part = batch.take(rows)
-    ends = (why == END_A) | (why == END_B)
+    end_a, end_b = why == END_A, why == END_B
+    ends = end_a | end_b
     if not ends.any():
         return part
-    op, a = part.op.copy(), part.a.copy()
-    op[ends] = ADD_VERTEX
-    a[why == END_B] = part.b[why == END_B]
-    return UpdateBatch(op, a, part.b, part.attribute, part.value, part.producer, part.seq, part.time,
-                       part.text_values, part.producer_codes)
+    return UpdateBatch(np.where(ends, np.int8(ADD_VERTEX), part.op), np.where(end_b, part.b, part.a), part.b,
+                       part.attribute, part.value, part._producer, part.seq, part.time, part.text_values,
+                       part.producer_codes)
 
 
 class Worker:
@@ -236,10 +239,12 @@ class Worker:
     def abort(self) -> None:
         self.close()
 
-    def stage(self, batch: UpdateBatch):
-        """Apply ``batch`` to a new version of the state, shown only after :meth:`commit`."""
+    def stage(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame | None]:
+        """Apply ``batch`` to a new version of the state, shown only after :meth:`commit`. Answers
+        (updates applied here, the rejected ones or None where there are none: an empty frame
+        costs a worker in a Spark task and the driver more to send and rebuild than the rest)."""
         self._staged, outcome = apply_batch(self.state, batch)
-        return outcome
+        return outcome.applied, outcome.rejected if len(outcome.rejected) else None
 
     def write_state(self, path: str, wait: bool) -> None:
         """Write the staged state (the committed one if none is staged) to ``path`` as a full
@@ -766,8 +771,22 @@ def undirected_bucket(bucket_a: np.ndarray, bucket_b: np.ndarray) -> np.ndarray:
     larger where it is odd. Every bucket gets about half of its vertices' edges, however its
     number ranks (always the smaller would pile the boundary on the low buckets' worker) and
     however ids rank (always the smaller id's would put all of a low-id hub's edges in one bucket)."""
-    low, high = np.minimum(bucket_a, bucket_b), np.maximum(bucket_a, bucket_b)
-    return np.where((low + high) % 2 == 0, low, high)
+    return _edge_buckets(np.asarray(bucket_a, np.int64), np.asarray(bucket_b, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _edge_bucket(bucket_a, bucket_b):
+    """:func:`undirected_bucket` of one edge (the routing kernel :func:`_deal` uses it too)."""
+    low, high = min(bucket_a, bucket_b), max(bucket_a, bucket_b)
+    return low if (low + high) % 2 == 0 else high
+
+
+@njit(cache=True, nogil=True)
+def _edge_buckets(bucket_a, bucket_b):
+    out = np.empty(len(bucket_a), np.int64)
+    for i in range(len(bucket_a)):
+        out[i] = _edge_bucket(bucket_a[i], bucket_b[i])
+    return out
 
 
 def edge_buckets(s: State, vid_buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1003,13 +1022,16 @@ class PartitionedGraph:
         once every worker staged it. Raises (with nothing staged) if any worker failed."""
         try:
             if routed.rows is None:
-                outcome = routed.answers[0].result()
-                return outcome.applied, outcome.rejected
+                applied, mine = routed.answers[0].result()
+                return applied, empty_rejected() if mine is None else mine
             batch, applied, rejected = routed.batch, 0, []
             for answer, (rows, why) in zip(routed.answers, routed.rows):
-                mine = answer.result().rejected
+                mine = answer.result()[1]
                 own = rows[why == OWN]
-                if len(mine) and len(own) < len(rows):        # drop verdicts on rows another worker owns
+                if mine is None:
+                    applied += len(own)
+                    continue
+                if len(own) < len(rows):                      # drop verdicts on rows another worker owns
                     keys = pd.MultiIndex.from_arrays([batch.producer[own], batch.seq[own]])
                     mine = mine[pd.MultiIndex.from_arrays([mine.producer, mine.seq]).isin(keys)]
                 applied += len(own) - len(mine)

@@ -2,7 +2,8 @@
 
 Python's ``hash`` is salted per process, so it cannot route the same key to
 the same bucket after a restart. Integer ids go through splitmix64 (a bijective
-64-bit mixer, vectorised in numpy); string ids through pandas' SipHash with its
+64-bit mixer; one numba pass that also takes the bucket, since the driver hashes
+every update of a batch); string ids through pandas' SipHash with its
 fixed key (``pandas.util.hash_array``), which is the same in every process.
 
 A worker owns the arc of the ring up to each of its virtual nodes, so adding a
@@ -13,22 +14,48 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from gofs.errors import InputError
+from gofs.numba_cache import serialise_compilation
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
+@njit(cache=True, nogil=True)
+def _mix(z):
+    """splitmix64 of one uint64 (wrapping arithmetic)."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def _mixed(values):
+    out = np.empty(len(values), np.uint64)
+    for i in range(len(values)):
+        out[i] = _mix(values[i])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _mixed_buckets(values, num_buckets):
+    """``splitmix64(values) % num_buckets`` in one pass (no temporaries per step of the mix)."""
+    out = np.empty(len(values), np.int64)
+    count = np.uint64(num_buckets)
+    for i in range(len(values)):
+        out[i] = np.int64(_mix(values[i]) % count)
+    return out
+
+
 def splitmix64(values) -> np.ndarray:
     """splitmix64 finaliser of each 64-bit integer (Steele, Lea, Flood, OOPSLA 2014)."""
-    z = np.asarray(values).astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        z += _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+    return _mixed(np.ascontiguousarray(np.asarray(values).astype(np.uint64)))
 
 
 def stable_hash(ids) -> np.ndarray:
@@ -40,9 +67,10 @@ def stable_hash(ids) -> np.ndarray:
 
 
 def bucket_of(ids, num_buckets: int) -> np.ndarray:
-    """The bucket (0 .. num_buckets-1) of each id."""
-    if num_buckets > 0 and num_buckets & (num_buckets - 1) == 0:      # a power of two: the same remainder, by a mask
-        return (stable_hash(ids) & np.uint64(num_buckets - 1)).astype(np.int64)
+    """The bucket (0 .. num_buckets-1) of each id: ``stable_hash(ids) % num_buckets``."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind in "iu":
+        return _mixed_buckets(np.ascontiguousarray(ids.astype(np.int64, copy=False)).view(np.uint64), num_buckets)
     return (stable_hash(ids) % np.uint64(num_buckets)).astype(np.int64)
 
 

@@ -49,7 +49,8 @@ class UpdateBatch:
     sends the null once, so routing a batch to workers copies and ships only the columns it has.
     ``producer_codes`` (codes, names), where :func:`validate` made it, is the producer column
     factorized (``producer == names[codes]``): admitting, routing and shipping a batch then
-    handle small integers, not one Python string per row.
+    handle small integers, not one Python string per row, and ``producer`` is made from them
+    only where it is read (a rejection names its producer): the constructor takes None for it.
     """
 
     op: np.ndarray
@@ -57,11 +58,19 @@ class UpdateBatch:
     b: np.ndarray
     attribute: np.ndarray
     value: np.ndarray
-    producer: np.ndarray
+    _producer: np.ndarray | None
     seq: np.ndarray
     time: np.ndarray
     text_values: bool = False
     producer_codes: tuple | None = None
+
+    @property
+    def producer(self) -> np.ndarray:
+        """The producer of each row."""
+        if self._producer is None:
+            codes, names = self.producer_codes
+            self._producer = names[codes]
+        return self._producer
 
     def __len__(self) -> int:
         return len(self.op)
@@ -72,8 +81,8 @@ class UpdateBatch:
         if codes is not None:
             codes = (codes[0][rows], codes[1])
         return UpdateBatch(op, self.a[rows], self.b[rows], _take(self.attribute, rows, len(op)),
-                           _take(self.value, rows, len(op)), self.producer[rows] if codes is None else
-                           codes[1][codes[0]], self.seq[rows], self.time[rows], self.text_values, codes)
+                           _take(self.value, rows, len(op)), self._producer[rows] if codes is None else None,
+                           self.seq[rows], self.time[rows], self.text_values, codes)
 
     def __reduce__(self):
         producer = self.producer if self.producer_codes is None else self.producer_codes
@@ -112,7 +121,7 @@ def _unpickled_batch(op, a, b, attribute, value, producer, seq, time, text_value
     attribute, value = (absent_column(c) if isinstance(c, int) else c for c in (attribute, value))
     codes = producer if isinstance(producer, tuple) else None
     if codes is not None:
-        producer = codes[1][codes[0]]
+        producer = None
     return UpdateBatch(op, a, b, attribute, value, producer, seq, time, text_values, codes)
 
 
@@ -139,6 +148,19 @@ _EMPTY_REJECTED = pd.DataFrame(columns=REJECTED_COLUMNS)
 def empty_rejected() -> pd.DataFrame:
     """A new, empty rejection table (a copy of one built once: building a frame costs more)."""
     return _EMPTY_REJECTED.copy()
+
+
+class _Columns(dict):
+    """The update columns of ``frame`` by name; one it lacks reads as nulls (made when first read:
+    an edge batch has no ``id``, ``attribute`` or ``value``, and only a row that needs them reads them)."""
+
+    def __init__(self, frame: pd.DataFrame):
+        super().__init__((c, frame[c]) for c in COLUMNS if c in frame.columns)
+        self.rows = len(frame)
+
+    def __missing__(self, name: str) -> pd.Series:
+        self[name] = absent = pd.Series(np.full(self.rows, None, dtype=object), dtype=object)
+        return absent
 
 
 class _Reasons:
@@ -273,9 +295,9 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     if unknown:
         raise InputError(f"updates: unknown column '{unknown[0]}' (known: {', '.join(COLUMNS)})")
     n = len(frame)
-    frame = frame.reset_index(drop=True)
-    absent = pd.Series(np.full(n, None, dtype=object), dtype=object)
-    col = {c: frame[c] if c in frame.columns else absent for c in COLUMNS}
+    if not (isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1):
+        frame = frame.reset_index(drop=True)
+    col = _Columns(frame)
     reasons = _Reasons(n)
 
     op = _op_codes(col["op"])
@@ -293,7 +315,7 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     else:                                                # one Python string per producer, shared by its rows
         producer_names = np.asarray(producers, dtype=object)
         codes = producer_codes.astype(np.int32 if len(producer_names) < 1 << 31 else np.int64)
-        producer = producer_names[codes]
+        producer = None                                  # the batch makes it if it is read
     if _plain_kind(col["seq"]) in "iu":
         seq = col["seq"].to_numpy(np.int64)
     else:
@@ -317,9 +339,9 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     a_vertex = _ids(ids, id_type, vertex_op, "id", reasons)
     a_edge = _ids(col["src"], id_type, edge_op, "src", reasons)
     b = _ids(col["dst"], id_type, edge_op, "dst", reasons)
-    a = np.where(vertex_op, a_vertex, a_edge)
+    a = a_vertex if vertex_op.all() else a_edge if not vertex_op.any() else np.where(vertex_op, a_vertex, a_edge)
     if id_type == "int64":
-        a = a.astype(np.int64)
+        a = a.astype(np.int64, copy=False)
     setter = (op == SET_VERTEX) | (op == SET_EDGE)
     attribute = _objects(col["attribute"]) if "attribute" in frame.columns else absent_column(n)
     no_attr = np.zeros(n, bool)
@@ -345,20 +367,21 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
                            f"(numbers, strings, booleans or null)" for v in value[odd]])
 
     bad = reasons.bad
-    good = np.flatnonzero(~bad)
-    if len(good) > 1 and (np.diff(times[good]) < 0).any():
-        good = good[np.argsort(times[good], kind="stable")]
-    elif len(good) == n:                                 # every row, in order: each column copied whole
-        good = slice(None)
-    count = len(op[good])
+    good = np.flatnonzero(~bad) if bad.any() else slice(None)     # a slice: each column copied whole
+    picked = times[good]
+    if len(picked) > 1 and (picked[1:] < picked[:-1]).any():
+        good = np.arange(n)[good][np.argsort(picked, kind="stable")]
+    count = len(picked)
     batch = UpdateBatch(*(_take(column, good, count) for column in (op, a, b, attribute, value)),
-                        producer[good], _take(seq, good, count), _take(times, good, count), text_values,
+                        None if codes is not None else producer[good], _take(seq, good, count),
+                        _take(times, good, count), text_values,
                         None if codes is None else (_take(codes, good, count), producer_names))
     if not bad.any():
         return batch, empty_rejected()
     text = reasons.text[bad]
     if locate is not None:
         text = np.array([f"{where}: {reason}" for where, reason in zip(locate(np.flatnonzero(bad)), text)], object)
+    producer = producer if codes is None else producer_names[codes]
     rejected = pd.DataFrame({"producer": producer[bad], "seq": seq[bad],
                              "op": col["op"][bad].to_numpy(dtype=object), "reason": text})
     return batch, rejected
