@@ -239,8 +239,8 @@ class _TaskSide:
         """Take in one frame from every peer (the next superstep's messages), then wait for
         this task's own sends to end."""
         pending = list(self.inbound)
-        while pending:
-            for conn in wait(pending):
+        while pending:                       # one peer left: read it (a selector per superstep costs more)
+            for conn in pending[:] if len(pending) == 1 else wait(pending):
                 for p, payload in codec.from_frames(recv_frames(conn, self.limit)).items():
                     worker.deliver(p, payload)
                 pending.remove(conn)
