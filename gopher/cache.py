@@ -99,6 +99,18 @@ class TaskCache:
         self.grow(key, nbytes(value))
         return value
 
+    def touch(self, keys, budget: int | None = None) -> bool:
+        """Whether every one of ``keys`` is held; if so they become the most recently used, in
+        order, as ``get`` of each would make them (a value held across supersteps is used again
+        only while its entries stay, so the budget still bounds what a run keeps)."""
+        if not all(key in self._entries for key in keys):
+            return False
+        budget = self.budget if budget is None else budget
+        for key in keys:
+            self._budgets[key] = budget
+            self._entries.move_to_end(key)
+        return True
+
     def peek(self, key, budget: int | None = None):
         """The value under ``key`` (now the most recently used), or None."""
         if key not in self._entries:
@@ -154,6 +166,9 @@ class ScopedCache:
 
     def peek(self, key):
         return self.cache.peek(key, self.budget)
+
+    def touch(self, keys) -> bool:
+        return self.cache.touch(keys, self.budget)
 
     def put(self, key, value) -> None:
         self.cache.put(key, value, self.budget)

@@ -152,8 +152,15 @@ class Inbox:
     def __init__(self, batches: list[dict], bundle, ufunc):
         self.sg_starts = bundle.sg_starts
         self._subgraph_id = bundle.subgraph_id
-        vt = [b["vertex"][0] for b in batches if "vertex" in b]
-        vv = [b["vertex"][1] for b in batches if "vertex" in b]
+        vt, vv, sent, self.broadcasts = [], [], [], []
+        for b in batches:                     # one pass: a superstep builds an inbox per partition
+            if "vertex" in b:
+                vt.append(b["vertex"][0])
+                vv.append(b["vertex"][1])
+            if "subgraph" in b:
+                sent.append(b["subgraph"])
+            if "broadcast" in b:
+                self.broadcasts.extend(b["broadcast"])
         if vt:
             targets, values = combine(np.concatenate(vt), np.concatenate(vv), ufunc)
             local = bundle.local_index(targets)
@@ -169,11 +176,13 @@ class Inbox:
         self._starts = None
         self._no_values = self.values[:0]              # what a sub-graph without vertex messages gets
         self.local_count = len(self.local)
-        sent = [b["subgraph"] for b in batches if "subgraph" in b]
-        self._targets = bundle.local_subgraph(np.concatenate([t for t, _, _ in sent])) if sent else _NO_VERTICES
+        if not sent:
+            self._targets = _NO_VERTICES
+        else:                                 # one batch (a peer's, or this task's own): no concatenation
+            targets = sent[0][0] if len(sent) == 1 else np.concatenate([t for t, _, _ in sent])
+            self._targets = bundle.local_subgraph(targets)
         self._sent = sent
         self._subgraph_messages = None
-        self.broadcasts = [m for b in batches for m in b.get("broadcast", [])]
         self.count = self.local_count + int(np.count_nonzero(self._targets >= 0)) + len(self.broadcasts)
 
     @property

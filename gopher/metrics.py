@@ -28,7 +28,8 @@ class SuperstepMetrics:
     messages: int
     bytes: int
     task_seconds: float = 0.0    # the slowest task's time inside the program
-    exchange_seconds: float = 0.0  # the slowest task's time moving messages to its peers
+    exchange_seconds: float = 0.0  # the slowest task's time sending messages to its peers (taking theirs in
+                                   # overlaps the driver's next plan: the wait shows in the rest)
     instance: int | None = None  # in time-series runs: the instance, when one lane ran this superstep
 
 

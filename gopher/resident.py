@@ -10,8 +10,9 @@ gang-scheduled barrier stage of T tasks (an RDD job, see below):
 2. every superstep the driver sends each task the plan; the task runs its
    partitions (:class:`gopher.worker.TaskWorker`, topology from the process
    cache), sends each peer one frame of messages (numpy buffers out of band,
-   :mod:`gopher.codec`), receives one from each, and answers the driver with
-   its summary;
+   :mod:`gopher.codec`), answers the driver with its summary, and then
+   receives one frame from each peer: the driver works out the next plan
+   while the messages arrive, and the task reads that plan only once they have;
 3. at the end each task writes its per-vertex results as one Parquet file
    (Arrow batches, no row-by-row Python) into the run's result directory, and
    the result DataFrame is a plain scan of those files, made when first asked
@@ -168,8 +169,10 @@ class _TaskSide:
         _, table, self.resume = self.driver.recv()
         peers = [j for j in table if j != self.me]
         self.outbound = {j: connect(table[j], key) for j in peers}
-        # a superstep's frames that fit in the kernel's buffer are sent inline: every frame of the
-        # last superstep was read before this one began, so such a send never waits for a reader
+        # a superstep's frames that fit in half the kernel's buffer are sent inline: a peer may still be
+        # reading the last superstep's frame (the tasks take in their frames after their summaries),
+        # never an older one (no task starts a superstep before every task has sent its summary of the
+        # last, after taking in the frames of the one before), so such a send never waits for a reader
         self.inline_bytes = min((conn.send_buffer() // 2 for conn in self.outbound.values()), default=0)
         deadline = time.monotonic() + timeout
         while len(self.inbound) < len(peers):
@@ -198,10 +201,11 @@ class _TaskSide:
                         write_checkpoint(self.run_dir, checkpoint, p, worker.export_partition(p))
                 outgoing, summary = worker.step(plan)
                 clock = time.perf_counter()
-                summary["bytes"] = self.exchange(worker, outgoing)
+                summary["bytes"], sending = self.send_out(worker, outgoing)
                 summary["exchange_seconds"] = time.perf_counter() - clock
                 summary["checkpointed"] = checkpoint
                 self.driver.send(("summary", summary))
+                self.take_in(worker, sending)
             elif command[0] == "merge":
                 self.driver.send(("merged", worker.merge(command[1])))
             elif command[0] == "output":
@@ -214,9 +218,12 @@ class _TaskSide:
             else:
                 return
 
-    def exchange(self, worker: TaskWorker, outgoing: dict) -> int:
-        """Send every peer its partitions' messages (one frame each, maybe empty), take in one
-        frame from every peer; messages to this task's own partitions never leave it."""
+    def send_out(self, worker: TaskWorker, outgoing: dict) -> tuple:
+        """Send every peer its partitions' messages (one frame each, maybe empty) and hand this
+        task's own partitions theirs (they never leave it). Returns (bytes moved, the send
+        still running on the sender thread or None). The task tells the driver its summary
+        next and only then takes in its peers' frames (:meth:`take_in`): the driver decides
+        on the next superstep while the messages are still arriving."""
         by_task: dict = defaultdict(dict)
         for dst, payload in outgoing.items():
             by_task[self.spec.task_of(dst)][dst] = payload
@@ -226,15 +233,19 @@ class _TaskSide:
         if inline:                           # a thread's hand-off would cost more than these sends
             self._send(frames)
         local = worker.deliver_own(by_task.get(self.me, {}))
+        return sum(local if j == self.me else codec.frames_size(frames[j]) for j in by_task), sending
+
+    def take_in(self, worker: TaskWorker, sending) -> None:
+        """Take in one frame from every peer (the next superstep's messages), then wait for
+        this task's own sends to end."""
         pending = list(self.inbound)
-        while pending:
-            for conn in wait(pending):
+        while pending:                       # one peer left: read it (a selector per superstep costs more)
+            for conn in pending[:] if len(pending) == 1 else wait(pending):
                 for p, payload in codec.from_frames(recv_frames(conn, self.limit)).items():
                     worker.deliver(p, payload)
                 pending.remove(conn)
         if sending is not None:
             sending.result()
-        return sum(local if j == self.me else codec.frames_size(frames[j]) for j in by_task)
 
     def _send(self, frames: dict) -> None:
         for j, task_frames in frames.items():

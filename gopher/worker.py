@@ -169,6 +169,7 @@ class InstanceView:
     def __init__(self, bundle, vertex: dict, edge: dict, cache, key, process_key: tuple = ()):
         self.bundle, self.vertex, self.edge = bundle, vertex, edge
         self.cache, self.key, self.process_key = cache, key, process_key
+        self.entries: tuple = (key,)           # its cache entries: bundles and itself, as partition_view uses them
         self._subgraphs: dict[int, Subgraph] = {}
         self.shared: dict = {}                   # Subgraph.partition_pass results
 
@@ -389,10 +390,12 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
     store, program = spec.store, spec.program
     cache = process_cache(spec.cache_bytes)
     bundle_key, bundle = _template_bundle(spec, p)
+    used = [bundle_key]
     if instance is not None and instance.get("topology"):
         template = bundle
         bundle_key = (*bundle_key, "topology", instance["id"])
         bundle = cache.get(bundle_key, lambda: freeze(instance_bundle(store, template, instance)))
+        used.append(bundle_key)
     # static attributes too: an instance that overrides one holds it (gofs.bundle.load_instance_attributes)
     vattrs = (*program.instance_vertex_attributes, *program.vertex_attributes)
     eattrs = (*program.instance_edge_attributes, *program.edge_attributes)
@@ -414,6 +417,7 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
         cache.grow(view_key, 0)
         view = InstanceView(bundle, view.vertex, view.edge, cache, view_key, process_key)
     view.cache = cache
+    view.entries = (*used, view_key)
     return view
 
 
@@ -433,6 +437,7 @@ class PartitionRun:
     lanes: dict = field(default_factory=dict)        # lane -> LaneState
     inbox: dict = field(default_factory=dict)        # lane -> [message batch]
     ahead: dict = field(default_factory=dict)        # lane -> [forward message batch]
+    views: dict = field(default_factory=dict)        # lane -> (instance id, its InstanceView), see TaskWorker._view
 
 
 class TaskWorker:
@@ -523,7 +528,7 @@ class TaskWorker:
         """Partition ``p``'s part of ``lane`` in this superstep; its sends go into ``out`` and
         ``ahead`` (forward), shared by the task's partitions and routed once after them all."""
         program = self.spec.program
-        view = partition_view(self.spec, p, step.instance)
+        view = self._view(run, p, lane, step.instance)
         n = view.bundle.num_subgraphs
         fresh = lane not in run.lanes
         if fresh:
@@ -543,7 +548,6 @@ class TaskWorker:
         ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
         if not step.sequential and isinstance(lane, int) and lane > 0:
             ctx._before = run.lanes.get(lane - 1)
-        where = "" if step.instance is None else f"instance {step.instance['id']}, "
         ks = list(range(n)) if everyone else active.tolist()     # Python ints: list indexing is faster with them
         subgraphs = ActiveSubgraphs(view, ks, state.states, state.partition)
         ctx._inbox = inbox
@@ -552,7 +556,7 @@ class TaskWorker:
         except Exception as exc:
             raise GopherProgramError(
                 f"{type(program).__name__}.compute_partition failed on partition {p} in "
-                f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+                f"{_where(step)}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
         votes = isinstance(done, (list, tuple, np.ndarray))       # the sub-graphs' halt votes
         halts = np.asarray(done, dtype=bool) if votes else False if done else [False] * len(ks)
         if not (votes or done):
@@ -564,13 +568,25 @@ class TaskWorker:
                 except Exception as exc:
                     raise GopherProgramError(
                         f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
-                        f"{where}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+                        f"{_where(step)}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
                 halts[i] = ctx._halt
                 states[k] = sg.state
         state.halted[active] = halts
         return {"active": len(ks), "halted": int(np.count_nonzero(state.halted[:n])), "subgraphs": n,
                 "sent": out.count() - sent, "forward": ahead.count() - forward, "received": inbox.count,
                 "partials": ctx.partials}
+
+    def _view(self, run: PartitionRun, p: int, lane, instance: dict | None) -> InstanceView:
+        """:func:`partition_view` of ``p`` for ``lane``, kept from one superstep to the next while
+        the lane stays on its instance and the view's cache entries stay (then only marked used):
+        building its keys and looking it up cost as much as a small partition's superstep."""
+        iid = None if instance is None else instance["id"]
+        held = run.views.get(lane)
+        if held is not None and held[0] == iid and held[1].cache.touch(held[1].entries):
+            return held[1]
+        view = partition_view(self.spec, p, instance)
+        run.views[lane] = (iid, view)
+        return view
 
     # after the supersteps ---------------------------------------------------------
     def merge(self, lanes: dict) -> dict:
@@ -677,6 +693,11 @@ def _check_lengths(values: dict, names, count: int) -> None:
     for name in names:
         if len(values[name]) != count:
             raise InputError(f"column {name!r} has {len(values[name])} values, expected {count}: one value per vertex")
+
+
+def _where(step: LaneStep) -> str:
+    """Where a program failed, for its error message: the instance, if any."""
+    return "" if step.instance is None else f"instance {step.instance['id']}, "
 
 
 def _concat(pieces: list, type_: pa.DataType) -> pa.Array:

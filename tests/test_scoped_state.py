@@ -8,11 +8,14 @@ import goffish
 import graphs
 from algorithms.betweenness import MESSAGE, MultiSourceBetweenness, local_graph
 from gofs.bundle import load_partition
+from gofs.store import as_store
 from gopher import cache
 from gopher.aggregators import resolve
 from gopher.context import ComputeContext
 from gopher.messages import Outbox
+from gopher.program import SubgraphProgram
 from gopher.subgraph import Subgraph
+from gopher.worker import LaneStep, RunSpec, TaskWorker, partition_view
 from hatrick.cgql import active_queries
 
 
@@ -106,3 +109,39 @@ def test_cgql_topics_belong_to_their_spark_application(monkeypatch):
     assert active_queries() == {"watched": first.query}
     goffish.query(None, "CANCEL watched")
     assert first.closed and active_queries() == {}
+
+
+def test_touch_marks_every_key_used_or_none():
+    shared = cache.TaskCache(budget=2000)
+    for key in "abc":
+        shared.get(key, _array(600))
+    assert not shared.touch(["a", "x"])         # one is missing: nothing is marked used
+    shared.get("d", _array(600))
+    assert [k for k in "abcd" if k in shared] == ["b", "c", "d"]
+    assert shared.touch(["b"])                  # b is now the most recent: c goes before it
+    shared.get("e", _array(600))
+    assert [k for k in "abcde" if k in shared] == ["b", "d", "e"]
+
+
+class _Quiet(SubgraphProgram):
+    def compute(self, subgraph, messages, ctx):
+        ctx.vote_to_halt()
+
+
+def test_a_worker_reuses_its_partition_view_only_while_the_cache_holds_it(spark, tmp_path, monkeypatch):
+    """A superstep does not look its views up again, but a view the task cache let go (another
+    entry needed its room) is not kept alive by the run: the next superstep builds it again."""
+    monkeypatch.setattr(cache, "_PROCESS_CACHE", cache.TaskCache())
+    store = as_store(graphs.ingest_input(graphs.road()[0], tmp_path / "road.gofs", spark))
+    spec = RunSpec(store, _Quiet(), 1, np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices]),
+                   np.array([p["subgraph_offset"] for p in store.partitions] + [store.num_subgraphs]), 1 << 30)
+    worker = TaskWorker(spec, [0])
+    plan = {0: LaneStep(None, 0, 1, 0, {}, {}, False)}
+    worker.step(plan)
+    first = worker.partitions[0].views[0][1]
+    worker.step(plan)
+    assert worker.partitions[0].views[0][1] is first
+    cache._PROCESS_CACHE.discard(first.key)
+    worker.step(plan)
+    again = worker.partitions[0].views[0][1]
+    assert again is not first and again is partition_view(spec, 0, None)
