@@ -14,11 +14,13 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
 - **ids**: dense vertex indices in order of first appearance (``src`` before
   ``dst``, edge by edge), exactly as the local engine numbers them: a
   group-by for each id's first position, then one job whose tasks each sort
-  one slice of the positions, write it and return its size (the offsets).
+  one slice of the positions, write it and return its size (the offsets);
+  the edges find their ends' numbers in two shuffled joins as they are written.
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
-- **subgraphs**: one job: partition p's vertices and the edges it is the
-  source of meet in task p (:func:`gofs.spark_jobs.to_tasks`), which runs the
+- **subgraphs**: one job: vertices and edges find their (source's)
+  partition in one join, then partition p's vertices and the edges it
+  is the source of meet in task p (:func:`gofs.spark_jobs.to_tasks`), which runs the
   same scipy kernel as the local engine (:func:`gofs.subgraphs.discover`) and
   keeps both as p's scratch pieces; the driver turns the per-partition counts
   into vertex and sub-graph offsets.
@@ -723,13 +725,15 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     first position is found by one grouping and sent to the task of its slice of the position
     range (fixed bounds: no sampling job, no global sort), which sorts its slice and numbers it
     from 0; v is the slice's offset (from the slices' counts, which the same tasks report) plus
-    that number.
+    that number. The edges then join the numbers by ``src`` and by ``dst``, both joins shuffled
+    (:func:`gofs.spark_jobs.shuffled`: a broadcast would build the numbers on the driver).
     """
     from pyspark.sql import functions as F
 
     nv = 0 if vertex_rows is None else vertex_rows.count
-    ends = edges.select(F.col("sid").alias("id"), (F.col("eid") + nv).alias("pos")) \
-        .unionByName(edges.select(F.col("did").alias("id"), (F.col("eid") + nv + m).alias("pos")))
+    both = F.array(F.struct(F.col("sid").alias("id"), (F.col("eid") + nv).alias("pos")),
+                   F.struct(F.col("did").alias("id"), (F.col("eid") + nv + m).alias("pos")))
+    ends = edges.select(F.explode(both).alias("end")).select("end.id", "end.pos")     # one scan for both ends
     if vertex_rows is not None:
         _check_unique_ids(vertex_rows)
         ends = vertex_rows.frame.select("id", F.col("vpos").alias("pos")).unionByName(ends)
@@ -757,7 +761,7 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
         with run.step("vertex attributes"):
             vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
     dense = shuffled(edges).join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
-        .join(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst")), "did") \
+        .join(shuffled(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst"))), "did") \
         .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
     with run.step("dense edges"):
         dense = run.scratch(dense)
@@ -808,35 +812,35 @@ def _subgraphs(run, edges, vertices, parts, k) -> _Discovered:
     (:func:`_discover_partition`) and keeps both as p's pieces; the driver turns the
     partitions' sizes into vertex and sub-graph offsets.
 
-    An edge is local when task p holds its destination among its members, so the edges are
-    joined with the partitions once (by source); the partition of a cut edge's destination is
-    found by the write, among the few cut edges."""
+    Vertices (by themselves) and edges (by source) find their partition together, in one
+    shuffled join of their union with the labels, then one shuffle sends them to their tasks.
+    An edge is local when task p holds its destination among its members; the partition of a
+    cut edge's destination is found by the write, among the few cut edges."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-    owner = parts.select(F.col("vid").alias("v"), F.col("part").cast("int").alias("part"))
-    members = shuffled(owner).join(vertices, "v")
-    members = members.select("part", "v", "id", *(["vattrs"] if "vattrs" in vertices.columns else []))
     attrs = ["attrs"] if "attrs" in edges.columns else []
-    labelled = shuffled(edges).join(owner.select(F.col("v").alias("src"), F.col("part")), "src") \
-        .select("part", "eid", "src", "dst", *attrs)
+    vattrs = ["vattrs"] if "vattrs" in vertices.columns else []
+    owned = vertices.select(F.col("v").alias("of"), "v", "id", *vattrs) \
+        .unionByName(edges.select(F.col("src").alias("of"), "eid", "src", "dst", *attrs), allowMissingColumns=True)
+    owner = parts.select(F.col("vid").alias("of"), F.col("part").cast("int").alias("part"))
+    owned = owned.join(shuffled(owner), "of")
     directory = run.scratch.directory()
     fs, root = layout.filesystem(directory)
     for kind in ("members", "edges"):
         fs.create_dir(layout.join(root, kind), recursive=True)     # read back even if no task writes there
     task = forgets_zip_importers(functools.partial(_discover_partition, directory))
     with run.step("discover"):
-        sizes = to_tasks(members.unionByName(labelled, allowMissingColumns=True), "part", k) \
-            .mapInArrow(task, _SIZES).collect()
+        sizes = to_tasks(owned.drop("of"), "part", k).mapInArrow(task, _SIZES).collect()
     num_vertices = np.zeros(k, np.int64)
     num_subgraphs = np.zeros(k, np.int64)
     for row in sizes:
         num_vertices[row["part"]], num_subgraphs[row["part"]] = row["vertices"], row["subgraphs"]
-    members_schema = StructType([members.schema["part"], members.schema["v"], StructField("lvid", LongType()),
+    members_schema = StructType([owned.schema["part"], owned.schema["v"], StructField("lvid", LongType()),
                                  StructField("lsg", LongType())])
-    edges_schema = StructType([labelled.schema[c] for c in ("part", "eid", "src", "dst")]
+    edges_schema = StructType([owned.schema[c] for c in ("part", "eid", "src", "dst")]
                               + [StructField("remote", BooleanType()), StructField("src_lvid", LongType()),
-                                 StructField("src_lsg", LongType())] + [labelled.schema[c] for c in attrs])
+                                 StructField("src_lsg", LongType())] + [owned.schema[c] for c in attrs])
     offsets = {"vertex": np.concatenate([[0], np.cumsum(num_vertices)]),
                "subgraph": np.concatenate([[0], np.cumsum(num_subgraphs)])}
     return _Discovered(directory, members_schema, edges_schema, offsets)
