@@ -297,8 +297,11 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
     flip = rng.random(n) < 0.1
     noisy[flip] = rng.integers(0, 4, flip.sum())
     a, b = np.minimum(src, dst), np.maximum(src, dst)
+    in_band = np.zeros(n, bool)          # the band: the vertices with a cut edge
+    in_band[a[noisy[a] != noisy[b]]] = in_band[b[noisy[a] != noisy[b]]] = True
     labelled = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.ones(src.size, np.int64),
-                                                   "pa": noisy[a], "pb": noisy[b], "ca": a, "cb": b}))
+                                                   "pa": noisy[a], "pb": noisy[b], "ca": a, "cb": b,
+                                                   "band_a": in_band[a], "band_b": in_band[b]}))
     labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
     sizes = np.bincount(noisy, minlength=4)
     held, report = ScratchFrames(spark, "test"), {}

@@ -40,8 +40,9 @@ working on a smaller graph with the same structure:
    in one Spark job.
 3. **Project and refine on Spark** (after coarsening). Each vertex takes its cluster's
    partition; then only the *band* around the boundary is refined: the
-   vertices of the first level's clusters that hold a cut edge, on both sides,
-   with the edges that touch them, in one task (more only for a band too big
+   vertices of the first level's clusters inside a coarse vertex METIS left
+   with a cut edge (after one level: the clusters that hold a cut edge), on
+   both sides, with the edges that touch them, in one task (more only for a band too big
    for one: :mod:`gofs.partition.boundary`): each moves to the partition
    holding most of its edge weight, within the capacity, one at a time, for
    rounds until an iteration moves fewer than ``refine_min_moves`` of the
@@ -221,14 +222,14 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, tries,
                                                                           held)
             if not mappings:        # METIS partitioned the graph itself: nothing projected to refine
-                labels = projected.localCheckpoint()
+                labels = projected.select("vid", "part").localCheckpoint()
                 refined = {"moves": [], "fm_gains": [], "band": 0,
                            "start_balance": float(sizes.max() * k / sizes.sum()) if sizes.sum() else 1.0}
         if mappings:
             with profile.stage("refine"):
                 for clusters in reversed(mappings[1:]):
                     projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c") \
-                        .select("vid", "part")
+                        .select("vid", "part", "boundary")
                 labels, labelled = _projected(mappings[0], labelled,
                                               held(projected) if len(mappings) > 1 else projected)
                 refined = {}
@@ -247,17 +248,20 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
 
 
 def _projected(clusters, labelled, coarse_labels):
-    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb, ca, cb)`` (c: the
-    first level's cluster), from the partition ``coarse_labels`` ``(vid, part)`` of the first
-    level's clusters and that level's ``clusters`` and ``labelled`` pairs (:func:`_coarsen`):
-    the pairs meet only the coarse table (small: Spark broadcasts it), not the vertices' labels."""
+    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb, ca, cb, band_a, band_b)``
+    (c: the first level's cluster; band: whether that cluster lies in a boundary vertex of the graph
+    METIS cut), from the partition ``coarse_labels`` ``(vid, part, boundary)`` of the first level's
+    clusters and that level's ``clusters`` and ``labelled`` pairs (:func:`_coarsen`): the pairs meet
+    only the coarse table (small: Spark broadcasts it), not the vertices' labels."""
     from pyspark.sql import functions as F
 
     labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part")
-    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa")), "ca") \
-        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb")), "cb") \
-        .select("a", "b", "w", "pa", "pb", "ca", "cb")
+    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part", "boundary")
+    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa"),
+                                               F.col("boundary").alias("band_a")), "ca") \
+        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb"),
+                                F.col("boundary").alias("band_b")), "cb") \
+        .select("a", "b", "w", "pa", "pb", "ca", "cb", "band_a", "band_b")
     return labels, labelled
 
 
@@ -605,7 +609,8 @@ _METIS_ROWS = "kind int, a long, b long, w long"
 
 def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
     """METIS with vertex and edge weights on the coarse graph, in ONE task: ``(labels, sizes,
-    cut)``, labels ``(vid, part)`` of the coarse vertices as a scratch frame, sizes the
+    cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as a scratch frame (boundary:
+    the vertex has a cut edge; the refinement's band is what it covers), sizes the
     partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
 
     The coarse vertices ``(vid, vw)`` and pairs ``(a, b, w)`` (repeats summed) meet in one
@@ -625,13 +630,13 @@ def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
             sizes[a] = b
         else:
             cut = int(b)
-    return out.where(F.col("kind") == _LABEL).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("part")), \
-        sizes, cut
+    return out.where(F.col("kind") == _LABEL).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("part"),
+                                                     (F.col("w") != 0).alias("boundary")), sizes, cut
 
 
 def _metis_task(k: int, seed: int, tries: int):
-    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, its METIS labels out, with
-    each partition's size and the cut weight."""
+    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, its METIS labels (and whether
+    each vertex has a cut edge) out, with each partition's size and the cut weight."""
     @forgets_zip_importers
     def task(batches):
         yield from _metis_rows(batches, k, seed, tries)
@@ -654,10 +659,13 @@ def _metis_rows(batches, k: int, seed: int, tries: int):
     del kind, a, b
     rows, cols, w = _summed_repeats(rows, cols, w)
     parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=tries)
-    cut = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
+    is_cut = parts[rows] != parts[cols]
+    cut = int(w[is_cut].sum())
+    boundary = np.zeros(ids.size, np.int64)
+    boundary[rows[is_cut]] = boundary[cols[is_cut]] = 1
     sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
     yield pa.RecordBatch.from_pydict({"kind": np.full(ids.size, _LABEL, np.int32), "a": ids,
-                                      "b": parts.astype(np.int64), "w": vw})
+                                      "b": parts.astype(np.int64), "w": boundary})
     yield pa.RecordBatch.from_pydict({"kind": np.r_[np.full(k, _SIZE), _CUT].astype(np.int32),
                                       "a": np.arange(k + 1, dtype=np.int64), "b": np.r_[sizes, cut].astype(np.int64),
                                       "w": np.zeros(k + 1, np.int64)})
