@@ -459,8 +459,9 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     could merge (their edges all leave it, as for ids that appear only as an edge's
     destination) keep their weight crossing narrow ranges, and stall them. Decided from
     the level's summaries (:func:`_summaries`), without a job.
-    Returns ``{"low", "width", "mean_weight", "count"}`` (range r holds the ids
-    ``low + r * width`` up to the next range), or None (e.g. R-MAT's ids).
+    Returns ``{"low", "high", "width", "mean_weight", "count", "widest", "dense"}`` (range r holds the ids
+    ``low + r * width`` up to the next range; dense: the vertices are every id of the span, each
+    of weight 1, as the ingest's dense ids before the first level), or None (e.g. R-MAT's ids).
     """
     inside = pairs["inside"]
     if not inside or not pairs["weight"]:
@@ -471,12 +472,15 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     fitting = [c for c in counts if pairs["edges"] <= c * _RANGE_EDGES] or counts[:1]
     chosen = fitting[-1] if widest else next(
         (c for c in fitting if inside[c] >= _RANGE_LOCAL * pairs["weight"]), fitting[-1])
-    width = max(1, math.ceil((vertices["high"] - vertices["low"] + 1) / chosen))
-    return {"low": int(vertices["low"]), "width": int(width), "mean_weight": vertices["weight"] / vertices["vertices"],
-            "count": -(-(int(vertices["high"]) - int(vertices["low"]) + 1) // width), "widest": chosen == fitting[-1]}
+    span = int(vertices["high"]) - int(vertices["low"]) + 1
+    width = max(1, math.ceil(span / chosen))
+    return {"low": int(vertices["low"]), "high": int(vertices["high"]), "width": int(width),
+            "mean_weight": vertices["weight"] / vertices["vertices"], "count": -(-span // width),
+            "widest": chosen == fitting[-1], "dense": vertices["vertices"] == vertices["weight"] == span}
 
 
 _MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B, _COARSE_PAIR = range(6)     # kinds of a range task's rows
+_VERTEX_ROW, _ID_SPAN = -1, -2      # a range task's input rows that are not edges: b of a vertex, of a span of ids
 _LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
 
 
@@ -502,8 +506,13 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
     def range_of(column):
         return F.floor((F.col(column) - low) / width)
 
-    vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"),
-                                 F.col("vw").alias("w"))
+    if ranges["dense"]:     # each range's ids, one row per range: the task lists them
+        vertex_rows = pairs.sparkSession.range(ranges["count"]).select(
+            F.col("id").alias("r"), (F.col("id") * width + low).alias("a"), F.lit(_ID_SPAN).cast("long").alias("b"),
+            F.least(F.col("id") * width + low + width, F.lit(ranges["high"] + 1)).alias("w"))
+    else:
+        vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"),
+                                     F.lit(_VERTEX_ROW).cast("long").alias("b"), F.col("vw").alias("w"))
     edge_rows = pairs.select(range_of("a").alias("r"), "a", "b", "w")
     far_ends = pairs.where(range_of("a") != range_of("b")).select(range_of("b").alias("r"), "a", "b", "w")
     level = held(vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(ranges["count"], "r")
@@ -537,8 +546,9 @@ def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) 
 
 
 def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
-    """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)``, edges
-    ``(a, b, w)``, ``a < b``, with at least one end in the range), the rows of
+    """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)`` or, for dense
+    ids, the range's span ``(first, -2, end)`` of unit-weight ids, edges ``(a, b, w)``, ``a < b``,
+    with at least one end in the range), the rows of
     :func:`_level_in_ranges`: each vertex's cluster (``clusters_of``: :func:`_range_clusters`),
     each cluster's weight, the inner edges with both ends' clusters and each edge to another
     range with this end's cluster, and the coarse pairs of the inner edges."""
@@ -546,9 +556,12 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
     def level(batches):
         for _, rows in rows_by(batches, "r"):
             a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
-            is_vertex = b < 0
-            order = np.argsort(a[is_vertex], kind="stable")
-            ids, vw = a[is_vertex][order], w[is_vertex][order]
+            is_vertex, span = b == _VERTEX_ROW, b == _ID_SPAN
+            ids = np.concatenate([a[is_vertex], *(np.arange(lo, hi) for lo, hi in zip(a[span], w[span]))])
+            vw = np.r_[w[is_vertex], np.ones(ids.size - is_vertex.sum(), np.int64)]
+            order = np.argsort(ids, kind="stable")
+            ids, vw = ids[order], vw[order]
+            is_vertex |= span
             a, b, w = _summed_repeats(a[~is_vertex], b[~is_vertex], w[~is_vertex])
             at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
             at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
