@@ -297,8 +297,11 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
     flip = rng.random(n) < 0.1
     noisy[flip] = rng.integers(0, 4, flip.sum())
     a, b = np.minimum(src, dst), np.maximum(src, dst)
+    in_band = np.zeros(n, bool)          # the band: the vertices with a cut edge
+    in_band[a[noisy[a] != noisy[b]]] = in_band[b[noisy[a] != noisy[b]]] = True
     labelled = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.ones(src.size, np.int64),
-                                                   "pa": noisy[a], "pb": noisy[b], "ca": a, "cb": b}))
+                                                   "pa": noisy[a], "pb": noisy[b], "ca": a, "cb": b,
+                                                   "band_a": in_band[a], "band_b": in_band[b]}))
     labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
     sizes = np.bincount(noisy, minlength=4)
     held, report = ScratchFrames(spark, "test"), {}
@@ -357,10 +360,12 @@ def test_hash_labels_on_spark_equal_the_numpy_hash(spark, seed, k):
     np.testing.assert_array_equal(labels["part"].to_numpy(), hash_partition(n, none, none, k, seed))
 
 
-def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
+@pytest.mark.parametrize("dense", [False, True])
+def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
     """One in-range level (clusters, their weights, the pairs labelled with both ends' clusters,
     edges between ranges included, and the coarse pairs its tasks contract) against the same
-    contraction done in numpy; repeated input pairs are summed."""
+    contraction done in numpy; repeated input pairs are summed. Dense: unit weights on every id
+    of the span, which the tasks list themselves (no vertex rows)."""
     import gofs.partition.multilevel as multilevel
     from gofs.spark_jobs import ScratchFrames
 
@@ -372,9 +377,9 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark):
                                                 "w": np.r_[weights_in, 1000 + repeat]}))
     summed = weights_in.copy()
     summed[repeat] += 1000 + repeat
-    vw = np.random.default_rng(2).integers(1, 4, n)
-    weights = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "vw": vw}))
-    ranges = {"low": 0, "width": 50, "count": 8, "mean_weight": vw.mean()}
+    vw = np.ones(n, np.int64) if dense else np.random.default_rng(2).integers(1, 4, n)
+    weights = None if dense else spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "vw": vw}))
+    ranges = {"low": 0, "high": n - 1, "width": 50, "count": 8, "mean_weight": vw.mean(), "dense": dense}
     held = ScratchFrames(spark, "test")
     try:
         clusters, coarse, labelled, coarse_pairs = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held)
@@ -420,3 +425,7 @@ def test_id_ranges_widen_where_narrow_ones_cut_a_coarse_level():
     assert _id_ranges(vertices, {**pairs, "inside": {8: 240, 4: 380, 2: 620, 1: 1000}}, False) is None
     crowded = {**pairs, "edges": 9 << 20}                   # 9M pairs: at least 4 ranges of 4M
     assert _id_ranges(vertices, crowded, False)["count"] == 4
+    assert not _id_ranges(vertices, pairs, False)["dense"]              # a coarse level: weights summed
+    dense = {**vertices, "vertices": 3_957_579}                          # every id of the span, weight 1 each
+    assert _id_ranges(dense, pairs, False)["dense"]
+    assert not _id_ranges({**dense, "high": 3_957_579}, pairs, False)["dense"]      # one id missing

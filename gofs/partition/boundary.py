@@ -4,7 +4,8 @@ A partition projected from METIS's answer on the coarse graph is already close t
 optimum: only vertices near a neighbour in another partition can gain by moving, and on a road
 graph they are a small share of millions. The *band* is the vertices of the clusters (of the
 first coarsening level: whole clusters share a partition after projection) that hold a cut
-edge, on both sides of the boundary: several hops wide, about one cluster. So instead of a
+edge, on both sides of the boundary: several hops wide, about one cluster (the caller marks
+them: the multilevel partitioner from the coarse graph METIS cut). So instead of a
 Spark job per propagation step over every edge, the edges that touch the band are sent, with
 both ends' partitions, to one task (more only when they exceed :data:`ROWS_PER_TASK`), where
 numba kernels move band vertices to the partition holding most of their edge weight, one at a
@@ -182,27 +183,15 @@ def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: 
 _ENDS = "u long, v long, pu int, pv int, w long, cu long"
 
 
-@forgets_zip_importers
-def _band_ends(batches):
-    """Task: of the edge ends it holds (all of each cluster ``cu``'s: split by ``cu``), those of
-    the clusters with an end in another partition."""
-    batches = list(batches)
-    if not batches:
-        return
-    ends = pa.Table.from_batches(batches)
-    cu = ends.column("cu").to_numpy()
-    cut = ends.column("pu").to_numpy() != ends.column("pv").to_numpy()
-    if cut.any():
-        yield from ends.filter(pa.array(np.isin(cu, np.unique(cu[cut])))).to_batches()
-
-
 def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
                     capacity_slack: float, held, report: dict | None = None, step=None):
     """The partition ``labels`` ``(vid, part)`` after refinement in the band, as ``(vid, part)``.
 
-    ``labelled`` ``(a, b, w, pa, pb, ca, cb)``: each undirected edge once, no self-loops, with
-    both ends' partitions and clusters (each end's first-level cluster, whose vertices all share a
-    partition; the ends themselves for a band of just the boundary vertices); ``sizes``: the
+    ``labelled`` ``(a, b, w, pa, pb, ca, cb, band_a, band_b)``: each undirected edge (repeats may
+    stay apart: their weights add up), no self-loops, with both ends' partitions, clusters (each
+    end's first-level cluster, whose vertices all share a partition; the ends themselves for a
+    band of just the boundary vertices) and whether each end is in the band (its cluster holds
+    a cut edge, or lies inside a coarser one that does); ``sizes``: the
     vertices ``labels`` puts in each partition; ``held``
     (:class:`gofs.spark_jobs.ScratchFrames`) keeps the intermediate frames. Partitions end with at
     most ``(1 + capacity_slack) n / k`` vertices, as far as their boundary vertices allow.
@@ -218,21 +207,18 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
     n = int(sizes.sum())
     report["start_balance"] = float(sizes.max() * k / n) if n else 1.0
     capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
-    def ends(u, v):
-        return labelled.select(F.col(u).alias("u"), F.col(v).alias("v"), F.col("p" + u).cast("int").alias("pu"),
-                               F.col("p" + v).cast("int").alias("pv"), "w", F.col("c" + u).alias("cu"))
-
-    slices = int(labelled.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     step = step or (lambda name: contextlib.nullcontext())
     with step("band"):
-        incident = held(ends("a", "b").unionByName(ends("b", "a")).repartition(slices, "cu")
-                        .mapInArrow(_band_ends, _ENDS))
+        incident = held(_band(labelled))
         report["band"] = written_rows(incident)
     groups = max(1, math.ceil(report["band"] / ROWS_PER_TASK))
-    spread = F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("cu")), F.lit(groups)).cast("int")
+    if groups == 1:         # the band's files read by one task: no shuffle
+        grouped = incident.coalesce(1).withColumn("g", F.lit(0))
+    else:
+        grouped = incident.withColumn("g", F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("cu")),
+                                                  F.lit(groups)).cast("int")).repartition(groups, "g")
     with step("refine tasks"):
-        result = held(incident.withColumn("g", spread).repartition(groups, "g")
-                      .mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed), _RESULT))
+        result = held(grouped.mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed), _RESULT))
         counted = result.where(F.col("kind") != _MOVES).select("kind", "a", "b").collect()
     per_round, per_pass = np.zeros(rounds, np.int64), np.zeros(FM_PASSES, np.int64)
     ran = passes = 0
@@ -247,3 +233,16 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
     moves = result.where(F.col("kind") == _MOVES).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("to"))
     return labels.join(moves, "vid", "left") \
         .select("vid", F.coalesce(F.col("to"), F.col("part")).cast("int").alias("part"))
+
+
+def _band(labelled):
+    """The band's edge ends ``(u, v, pu, pv, w, cu)``: each end of a labelled edge whose end is
+    marked in the band (``band_a``, ``band_b``), kept where the edges lie (a scan, no shuffle)."""
+    from pyspark.sql import functions as F
+
+    def end(u, v):
+        return F.struct(F.col(u).alias("u"), F.col(v).alias("v"), F.col("p" + u).cast("int").alias("pu"),
+                        F.col("p" + v).cast("int").alias("pv"), F.col("w"), F.col("c" + u).alias("cu"),
+                        F.col("band_" + u).alias("band"))
+
+    return labelled.select(F.inline(F.array(end("a", "b"), end("b", "a")))).where("band").drop("band")

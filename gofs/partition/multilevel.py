@@ -40,8 +40,9 @@ working on a smaller graph with the same structure:
    in one Spark job.
 3. **Project and refine on Spark** (after coarsening). Each vertex takes its cluster's
    partition; then only the *band* around the boundary is refined: the
-   vertices of the first level's clusters that hold a cut edge, on both sides,
-   with the edges that touch them, in one task (more only for a band too big
+   vertices of the first level's clusters inside a coarse vertex METIS left
+   with a cut edge (after one level: the clusters that hold a cut edge), on
+   both sides, with the edges that touch them, in one task (more only for a band too big
    for one: :mod:`gofs.partition.boundary`): each moves to the partition
    holding most of its edge weight, within the capacity, one at a time, for
    rounds until an iteration moves fewer than ``refine_min_moves`` of the
@@ -221,14 +222,14 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, tries,
                                                                           held)
             if not mappings:        # METIS partitioned the graph itself: nothing projected to refine
-                labels = projected.localCheckpoint()
+                labels = projected.select("vid", "part").localCheckpoint()
                 refined = {"moves": [], "fm_gains": [], "band": 0,
                            "start_balance": float(sizes.max() * k / sizes.sum()) if sizes.sum() else 1.0}
         if mappings:
             with profile.stage("refine"):
                 for clusters in reversed(mappings[1:]):
                     projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c") \
-                        .select("vid", "part")
+                        .select("vid", "part", "boundary")
                 labels, labelled = _projected(mappings[0], labelled,
                                               held(projected) if len(mappings) > 1 else projected)
                 refined = {}
@@ -247,17 +248,20 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
 
 
 def _projected(clusters, labelled, coarse_labels):
-    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb, ca, cb)`` (c: the
-    first level's cluster), from the partition ``coarse_labels`` ``(vid, part)`` of the first
-    level's clusters and that level's ``clusters`` and ``labelled`` pairs (:func:`_coarsen`):
-    the pairs meet only the coarse table (small: Spark broadcasts it), not the vertices' labels."""
+    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb, ca, cb, band_a, band_b)``
+    (c: the first level's cluster; band: whether that cluster lies in a boundary vertex of the graph
+    METIS cut), from the partition ``coarse_labels`` ``(vid, part, boundary)`` of the first level's
+    clusters and that level's ``clusters`` and ``labelled`` pairs (:func:`_coarsen`): the pairs meet
+    only the coarse table (small: Spark broadcasts it), not the vertices' labels."""
     from pyspark.sql import functions as F
 
     labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part")
-    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa")), "ca") \
-        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb")), "cb") \
-        .select("a", "b", "w", "pa", "pb", "ca", "cb")
+    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part", "boundary")
+    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa"),
+                                               F.col("boundary").alias("band_a")), "ca") \
+        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb"),
+                                F.col("boundary").alias("band_b")), "cb") \
+        .select("a", "b", "w", "pa", "pb", "ca", "cb", "band_a", "band_b")
     return labels, labelled
 
 
@@ -455,8 +459,9 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     could merge (their edges all leave it, as for ids that appear only as an edge's
     destination) keep their weight crossing narrow ranges, and stall them. Decided from
     the level's summaries (:func:`_summaries`), without a job.
-    Returns ``{"low", "width", "mean_weight", "count"}`` (range r holds the ids
-    ``low + r * width`` up to the next range), or None (e.g. R-MAT's ids).
+    Returns ``{"low", "high", "width", "mean_weight", "count", "widest", "dense"}`` (range r holds the ids
+    ``low + r * width`` up to the next range; dense: the vertices are every id of the span, each
+    of weight 1, as the ingest's dense ids before the first level), or None (e.g. R-MAT's ids).
     """
     inside = pairs["inside"]
     if not inside or not pairs["weight"]:
@@ -467,12 +472,15 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     fitting = [c for c in counts if pairs["edges"] <= c * _RANGE_EDGES] or counts[:1]
     chosen = fitting[-1] if widest else next(
         (c for c in fitting if inside[c] >= _RANGE_LOCAL * pairs["weight"]), fitting[-1])
-    width = max(1, math.ceil((vertices["high"] - vertices["low"] + 1) / chosen))
-    return {"low": int(vertices["low"]), "width": int(width), "mean_weight": vertices["weight"] / vertices["vertices"],
-            "count": -(-(int(vertices["high"]) - int(vertices["low"]) + 1) // width), "widest": chosen == fitting[-1]}
+    span = int(vertices["high"]) - int(vertices["low"]) + 1
+    width = max(1, math.ceil(span / chosen))
+    return {"low": int(vertices["low"]), "high": int(vertices["high"]), "width": int(width),
+            "mean_weight": vertices["weight"] / vertices["vertices"], "count": -(-span // width),
+            "widest": chosen == fitting[-1], "dense": vertices["vertices"] == vertices["weight"] == span}
 
 
 _MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B, _COARSE_PAIR = range(6)     # kinds of a range task's rows
+_VERTEX_ROW, _ID_SPAN = -1, -2      # a range task's input rows that are not edges: b of a vertex, of a span of ids
 _LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
 
 
@@ -498,8 +506,13 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
     def range_of(column):
         return F.floor((F.col(column) - low) / width)
 
-    vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"),
-                                 F.col("vw").alias("w"))
+    if ranges["dense"]:     # each range's ids, one row per range: the task lists them
+        vertex_rows = pairs.sparkSession.range(ranges["count"]).select(
+            F.col("id").alias("r"), (F.col("id") * width + low).alias("a"), F.lit(_ID_SPAN).cast("long").alias("b"),
+            F.least(F.col("id") * width + low + width, F.lit(ranges["high"] + 1)).alias("w"))
+    else:
+        vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"),
+                                     F.lit(_VERTEX_ROW).cast("long").alias("b"), F.col("vw").alias("w"))
     edge_rows = pairs.select(range_of("a").alias("r"), "a", "b", "w")
     far_ends = pairs.where(range_of("a") != range_of("b")).select(range_of("b").alias("r"), "a", "b", "w")
     level = held(vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(ranges["count"], "r")
@@ -533,8 +546,9 @@ def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) 
 
 
 def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
-    """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)``, edges
-    ``(a, b, w)``, ``a < b``, with at least one end in the range), the rows of
+    """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)`` or, for dense
+    ids, the range's span ``(first, -2, end)`` of unit-weight ids, edges ``(a, b, w)``, ``a < b``,
+    with at least one end in the range), the rows of
     :func:`_level_in_ranges`: each vertex's cluster (``clusters_of``: :func:`_range_clusters`),
     each cluster's weight, the inner edges with both ends' clusters and each edge to another
     range with this end's cluster, and the coarse pairs of the inner edges."""
@@ -542,9 +556,12 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
     def level(batches):
         for _, rows in rows_by(batches, "r"):
             a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
-            is_vertex = b < 0
-            order = np.argsort(a[is_vertex], kind="stable")
-            ids, vw = a[is_vertex][order], w[is_vertex][order]
+            is_vertex, span = b == _VERTEX_ROW, b == _ID_SPAN
+            ids = np.concatenate([a[is_vertex], *(np.arange(lo, hi) for lo, hi in zip(a[span], w[span]))])
+            vw = np.r_[w[is_vertex], np.ones(ids.size - is_vertex.sum(), np.int64)]
+            order = np.argsort(ids, kind="stable")
+            ids, vw = ids[order], vw[order]
+            is_vertex |= span
             a, b, w = _summed_repeats(a[~is_vertex], b[~is_vertex], w[~is_vertex])
             at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
             at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
@@ -605,7 +622,8 @@ _METIS_ROWS = "kind int, a long, b long, w long"
 
 def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
     """METIS with vertex and edge weights on the coarse graph, in ONE task: ``(labels, sizes,
-    cut)``, labels ``(vid, part)`` of the coarse vertices as a scratch frame, sizes the
+    cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as a scratch frame (boundary:
+    the vertex has a cut edge; the refinement's band is what it covers), sizes the
     partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
 
     The coarse vertices ``(vid, vw)`` and pairs ``(a, b, w)`` (repeats summed) meet in one
@@ -625,13 +643,13 @@ def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
             sizes[a] = b
         else:
             cut = int(b)
-    return out.where(F.col("kind") == _LABEL).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("part")), \
-        sizes, cut
+    return out.where(F.col("kind") == _LABEL).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("part"),
+                                                     (F.col("w") != 0).alias("boundary")), sizes, cut
 
 
 def _metis_task(k: int, seed: int, tries: int):
-    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, its METIS labels out, with
-    each partition's size and the cut weight."""
+    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, its METIS labels (and whether
+    each vertex has a cut edge) out, with each partition's size and the cut weight."""
     @forgets_zip_importers
     def task(batches):
         yield from _metis_rows(batches, k, seed, tries)
@@ -654,10 +672,13 @@ def _metis_rows(batches, k: int, seed: int, tries: int):
     del kind, a, b
     rows, cols, w = _summed_repeats(rows, cols, w)
     parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=tries)
-    cut = int(w[parts[rows] != parts[cols]].sum()) if rows.size else 0
+    is_cut = parts[rows] != parts[cols]
+    cut = int(w[is_cut].sum())
+    boundary = np.zeros(ids.size, np.int64)
+    boundary[rows[is_cut]] = boundary[cols[is_cut]] = 1
     sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
     yield pa.RecordBatch.from_pydict({"kind": np.full(ids.size, _LABEL, np.int32), "a": ids,
-                                      "b": parts.astype(np.int64), "w": vw})
+                                      "b": parts.astype(np.int64), "w": boundary})
     yield pa.RecordBatch.from_pydict({"kind": np.r_[np.full(k, _SIZE), _CUT].astype(np.int32),
                                       "a": np.arange(k + 1, dtype=np.int64), "b": np.r_[sizes, cut].astype(np.int64),
                                       "w": np.zeros(k + 1, np.int64)})
