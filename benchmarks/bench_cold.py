@@ -50,6 +50,7 @@ def child(argv: list[str]) -> None:
     clock = time.perf_counter()
     import goffish
     from benchmarks.bench_gopher import _checksum
+    from sparkshim.compat import jvm_usage
 
     spark = goffish.session(master=request["master"], conf=request["conf"])
     session_seconds = time.perf_counter() - clock
@@ -59,15 +60,25 @@ def child(argv: list[str]) -> None:
         clock = time.perf_counter()
         result, column = _run(g, request["algorithm"], request["source"], request["pagerank_iterations"])
         ran = time.perf_counter() - clock
+        reading = time.perf_counter()
+        before = jvm_usage(spark)
+        clock += time.perf_counter() - reading         # reading the JVM's figures is not the caller's job
         _checksum(result.dataframe, column)
         total = time.perf_counter() - clock
+        job_jvm = _spent(before, jvm_usage(spark))
         result.unpersist()
         report[label] = {"seconds": total, "run_seconds": ran, "first_job_seconds": total - ran,
+                         "first_job_jvm": job_jvm,
                          "supersteps": result.metrics.num_supersteps, "phases": result.metrics.phases,
                          "superstep_seconds": sum(s.seconds for s in result.metrics.supersteps)}
     report["fixed_seconds"] = float(np.median([g.run(Empty(), progress=False).metrics.seconds for _ in range(3)]))
     spark.stop()
     print("GOFFISH-COLD " + json.dumps(report), flush=True)
+
+
+def _spent(before: dict, after: dict) -> dict:
+    """What the driver JVM did between two :func:`sparkshim.compat.jvm_usage` readings."""
+    return {key: None if after[key] is None else after[key] - before[key] for key in after}
 
 
 def _fresh_process(request: dict) -> dict:
@@ -127,10 +138,13 @@ def run_cold(path: str, algorithms, master: str, conf: dict, pagerank_iterations
 def format_row(row: dict) -> str:
     first, warm = row["first"], row["warm"]
     phases = ", ".join(f"{k} {v:.2f}" for k, v in first["phases"].items())
+    jvm = first["first_job_jvm"]
+    cpu = "" if jvm["cpu"] is None else f"CPU {jvm['cpu']:.2f}s (JIT compilers {jvm['jit_cpu']:.2f}), "
     return (f"{row['algorithm']:9s} first {first['seconds']:7.3f}s ({first['x_igraph']:5.2f}x igraph)  "
             f"warm {warm['seconds']:7.3f}s ({warm['x_igraph']:5.2f}x)  igraph {row['igraph_seconds']:.3f}s  "
             f"[first run: {phases}, supersteps {first['superstep_seconds']:.2f}, "
-            f"caller's first job {first['first_job_seconds']:.2f}; session start {row['session_seconds']:.2f} "
+            f"caller's first job {first['first_job_seconds']:.2f}: driver JVM {cpu}{jvm['classes']} classes loaded, "
+            f"{jvm['codegen']} classes generated in {jvm['codegen_ms'] / 1e3:.2f}s; session start {row['session_seconds']:.2f} "
             f"not counted; warm fixed cost {row['fixed_seconds']:.3f}s]")
 
 

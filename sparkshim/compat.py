@@ -9,6 +9,7 @@ public ``DataFrame.toArrow()`` (replaces :func:`collect_arrow`) and
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 
 import pyarrow as pa
@@ -226,3 +227,36 @@ def jvm_has_class(spark, name: str) -> bool:
         return True
     except Exception:
         return False
+
+
+def jvm_usage(spark) -> dict:
+    """What the driver JVM has done so far, for a profile of a fresh process's first run (deltas
+    between two calls): CPU seconds of its JIT compiler threads (``jit_cpu``) and of all its threads
+    (``cpu``), from /proc (None off Linux), classes loaded, milliseconds of JIT compilation, and
+    Spark's generated code: classes compiled with Janino and the milliseconds that took (Spark's
+    ``CodegenMetrics``, no public API; the sum of its sampled times, exact below 1,028 compiles)."""
+    jvm = spark._jvm
+    beans = jvm.java.lang.management.ManagementFactory
+    codegen = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    usage = {"classes": beans.getClassLoadingMXBean().getTotalLoadedClassCount(),
+             "jit_ms": beans.getCompilationMXBean().getTotalCompilationTime(),
+             "codegen": codegen.getCount(), "codegen_ms": float(jvm.java.util.Arrays.stream(codegen.getSnapshot().getValues()).sum()),
+             "cpu": None, "jit_cpu": None}
+    process = f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}"
+    if os.path.isdir(process):
+        usage["cpu"], usage["jit_cpu"] = _cpu_seconds(f"{process}/stat"), 0.0
+        for thread in os.listdir(f"{process}/task"):
+            try:
+                with open(f"{process}/task/{thread}/comm") as name:
+                    if name.read().startswith(("C1 ", "C2 ")):
+                        usage["jit_cpu"] += _cpu_seconds(f"{process}/task/{thread}/stat")
+            except OSError:             # a compiler thread ended meanwhile (HotSpot adds and ends them)
+                continue
+    return usage
+
+
+def _cpu_seconds(stat: str) -> float:
+    """utime + stime of a /proc stat file (a process's includes its ended threads)."""
+    with open(stat) as file:
+        fields = file.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -387,3 +387,17 @@ def test_a_runs_stage_has_the_callers_local_properties_on_a_thread_kept_for_the_
         seen.unpersist()
         settled()
     assert before and stage_threads() == before
+
+
+def test_jvm_usage_counts_what_a_query_makes_the_driver_jvm_do(spark):
+    """``bench --cold`` reads the caller's first job off the driver JVM: a query with code no
+    earlier query generated compiles a class and costs the JVM CPU time."""
+    from sparkshim.compat import jvm_usage
+
+    before = jvm_usage(spark)
+    unique = time.monotonic_ns()                      # a constant in the generated code: no cached class
+    assert spark.range(4).selectExpr(f"id * {unique} AS x").agg({"x": "sum"}).first()[0] == 6 * unique
+    after = jvm_usage(spark)
+    assert after["codegen"] > before["codegen"]
+    if sys.platform.startswith("linux"):
+        assert after["cpu"] > before["cpu"] and after["jit_cpu"] < after["cpu"]
