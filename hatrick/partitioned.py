@@ -408,15 +408,15 @@ class Worker:
         return self.state.template.size if self.state.template is not None else 0
 
     def send_ghosts(self, peers: list) -> tuple[int, list, dict | None]:
-        """First half of the boundary exchange: what changed among its :meth:`ghosts` since the last
-        exchange goes to their owners, worker ``o`` at ``peers[o]`` (one message to every other
-        worker, empty ones too, on threads); with ``peers[o]`` None they are returned for the
-        caller to hand over. A message holds (vid, id, local label) of each ghost whose label
-        changed, appeared or went (label -1); the owner keeps the rest from earlier messages
-        (:meth:`join_ghosts`), so a batch sends ~8% of the boundary on a random graph, not all of
-        it. Everything is sent again (``full``) when the vids here were renumbered (a move
-        rebuilt the state) or the owner map changed. Answers (size of its label space, the
-        vertex attributes it knows, those payloads)."""
+        """First half of the boundary exchange: what changed among its :meth:`ghosts` with an edge
+        here (:func:`_ghost_changes`) since the last exchange goes to their owners, worker ``o``
+        at ``peers[o]`` (one message to every other worker, empty ones too, on threads); with
+        ``peers[o]`` None they are returned for the caller to hand over. A message holds (vid,
+        id, local label) of each ghost whose label changed, appeared or went (label -1); the
+        owner keeps the rest from earlier messages (:meth:`join_ghosts`), so a batch sends ~8% of
+        the boundary on a random graph, not all of it. Everything is sent again (``full``) when
+        the vids here were renumbered (a move rebuilt the state) or the owner map changed.
+        Answers (size of its label space, the vertex attributes it knows, those payloads)."""
         s = self.state
         full = not self._same_ghost_numbering()
         before = np.zeros(0, np.int64) if full else self._sent["label"]
@@ -680,15 +680,22 @@ def _unknown(s: State, selector) -> bool:
 
 @njit(cache=True, nogil=True)
 def _ghost_changes(alive, owned, comp, before):
-    """The local label of every vid that is a ghost here (alive, not ``owned``; -1 for the others)
-    and the vids whose label differs from ``before`` (the last exchange's; -1 past its end): one
-    pass over the vids, without branches on ownership (hashed: a coin flip per vid)."""
+    """The local label of every vid that is a ghost here (alive, not ``owned``, in a component of
+    more than one vertex here; -1 for the others) and the vids whose label differs from
+    ``before`` (the last exchange's; -1 past its end): two passes over the vids, without
+    branches on ownership (hashed: a coin flip per vid). A vertex stays alive after its last
+    edge goes, so a ghost left with no edge here (it joins nothing) would otherwise stay in the
+    exchange for good: its messages, held ghosts and label pairs would grow with the stream's
+    history, not with the boundary."""
+    size = np.zeros(len(comp) + 1, np.int64)             # members per label (index 0: removed vids)
+    for j in range(len(comp)):
+        size[comp[j] + 1] += alive[j]
     label = np.empty(len(comp), np.int64)
     changed = np.empty(len(comp), np.int64)
     count = 0
     known = min(len(before), len(comp))
     for j in range(len(comp)):
-        ghost = np.int64(alive[j]) * (1 - np.int64(owned[j]))
+        ghost = np.int64(alive[j]) * (1 - np.int64(owned[j])) * np.int64(size[comp[j] + 1] > 1)
         now = (comp[j] + 1) * ghost - 1
         label[j] = now
         changed[count] = j

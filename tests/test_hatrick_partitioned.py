@@ -222,7 +222,8 @@ def test_the_boundary_exchange_sends_only_the_ghosts_that_changed(monkeypatch):
 
 
 def test_the_exchange_kernels_equal_their_array_definitions():
-    """:func:`_ghost_changes` is the ghosts' labels and the vids whose label differs from the last
+    """:func:`_ghost_changes` is the labels of the ghosts that share a component here with another
+    vertex (a ghost left without edges joins nothing) and the vids whose label differs from the last
     exchange's; :func:`_ghost_pairs` keeps the held ghosts alive here, in vid order, and label pairs
     that join exactly the label sets all of their pairs join (checked by NetworkX)."""
     import networkx as nx
@@ -231,10 +232,12 @@ def test_the_exchange_kernels_equal_their_array_definitions():
 
     rng = np.random.default_rng(4)
     n = 500
-    alive, owned, comp = rng.random(n) < 0.8, rng.random(n) < 0.5, rng.integers(0, n, n)
+    alive, owned, comp = rng.random(n) < 0.8, rng.random(n) < 0.5, rng.integers(0, n, n)   # labels of 1, 2, ...
     for before in (np.zeros(0, np.int64), rng.integers(-1, n, n - 50)):
         label, changed = _ghost_changes(alive, owned, comp, before)
-        expected = np.where(alive & ~owned, comp, -1)
+        size = np.bincount(comp[alive], minlength=n)
+        expected = np.where(alive & ~owned & (size[comp] > 1), comp, -1)
+        assert (alive & ~owned & (size[comp] == 1)).any() and (expected >= 0).any()
         padded = np.r_[before, np.full(n - len(before), -1)]
         assert np.array_equal(label, expected)
         assert np.array_equal(changed, np.flatnonzero(expected != padded))
@@ -250,3 +253,29 @@ def test_the_exchange_kernels_equal_their_array_definitions():
     assert len(their) < kept.sum() and {frozenset(e) for e in reduced.edges} <= {frozenset(e) for e in every.edges}
     assert {frozenset(c) for c in nx.connected_components(reduced)} == \
         {frozenset(c) for c in nx.connected_components(every)}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_ghost_left_without_edges_leaves_the_boundary_exchange():
+    """A vertex stays alive after its last edge goes; where it was a ghost it joins nothing more,
+    so its owner stops holding it (the exchange follows the boundary, not the stream's history),
+    and the merged components still equal NetworkX's."""
+    single, ref = start(False, seed=9)
+    graph = PartitionedGraph(single, owners(2))
+    stale = 0
+    for rows in batches(21, 8, 30, False):
+        graph.apply(validate(rows, "int64")[0])
+        for row in rows:
+            ref.apply(row)
+        check(graph, single, ref)                       # its components run the exchange
+        for w in graph.workers:
+            s = w.state
+            linked = np.zeros(len(s.ids), bool)
+            live = s.live_slots()
+            linked[s.src[live]] = True
+            linked[s.dst[live]] = True
+            edged = np.intersect1d(w.ghosts(), np.flatnonzero(linked))
+            stale += len(w.ghosts()) - len(edged)
+            held = graph.workers[1 - w.index]._held[w.index]
+            assert sorted(held["ids"][held["label"] >= 0].tolist()) == sorted(s.ids.to_numpy()[edged].tolist())
+    assert stale > 0
