@@ -754,15 +754,17 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
         counts[row["slice"]] += row["count"]
     offsets = np.concatenate([[0], np.cumsum(counts)])[:-1]
     start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.col("slice") + 1)
+    attrs = ["attrs"] if "attrs" in edges.columns else []
     numbered = run.spark.read.schema(StructType([first.schema["id"], StructField("slice", IntegerType()),
                                                  StructField("number", LongType())])).parquet(directory)
     vertices = numbered.select("id", (start + F.col("number")).alias("v"))
     if vertex_rows is not None and len(vertex_rows.attributes):
         with run.step("vertex attributes"):
             vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
-    dense = shuffled(edges).join(vertices.select(F.col("id").alias("sid"), F.col("v").alias("src")), "sid") \
-        .join(shuffled(vertices.select(F.col("id").alias("did"), F.col("v").alias("dst"))), "did") \
-        .select("eid", "src", "dst", *(["attrs"] if "attrs" in edges.columns else []))
+    numbers = shuffled(vertices.select("id", "v"))      # the same plan twice: one shuffle serves both joins
+    dense = shuffled(edges).withColumnRenamed("sid", "id").join(numbers, "id") \
+        .select("eid", F.col("v").alias("src"), F.col("did").alias("id"), *attrs) \
+        .join(numbers, "id").select("eid", "src", F.col("v").alias("dst"), *attrs)
     with run.step("dense edges"):
         dense = run.scratch(dense)
     return vertices, dense, int(counts.sum())
