@@ -186,15 +186,6 @@ def shuffled(frame):
     return frame.hint("merge")
 
 
-def hashed(frame):
-    """``frame`` as the build side of a shuffled hash join: both sides shuffled as for
-    :func:`shuffled`, never broadcast, but neither sorted; each task builds a hash table of
-    its slice of ``frame``, so give it the narrower side (partition labels, cut edges) and
-    let the wide side (every edge, every vertex) stream past it. Measured on the sub-graphs
-    join of a 1M-edge road grid: 2.6-3.2 CPU seconds sort-merge, 1.8-2.1 hashed."""
-    return frame.hint("shuffle_hash")
-
-
 def to_tasks(frame, column: str, k: int):
     """``frame`` shuffled into ``k`` tasks so that the rows whose integer ``column`` is p (``0 <= p < k``)
     go to task p, one value per task: no sampling job (as ``repartitionByRange`` runs) and no two

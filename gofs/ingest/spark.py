@@ -58,7 +58,7 @@ import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
-from gofs.spark_jobs import JobProfile, ScratchFrames, hashed, rows_by, shuffled, to_tasks
+from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled, to_tasks
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -826,7 +826,7 @@ def _subgraphs(run, edges, vertices, parts, k) -> _Discovered:
     owned = vertices.select(F.col("v").alias("of"), "v", "id", *vattrs) \
         .unionByName(edges.select(F.col("src").alias("of"), "eid", "src", "dst", *attrs), allowMissingColumns=True)
     owner = parts.select(F.col("vid").alias("of"), F.col("part").cast("int").alias("part"))
-    owned = owned.join(hashed(owner), "of")
+    owned = owned.join(shuffled(owner), "of")
     directory = run.scratch.directory()
     fs, root = layout.filesystem(directory)
     for kind in ("members", "edges"):
@@ -968,7 +968,7 @@ def _write_template(run, path, fs, data, found: _Discovered, described: _Edges, 
     far_ends = members.select(F.col("v").alias("dst"), F.col("part").alias("pd"),
                               (lookup(offsets["vertex"]) + F.col("lvid")).alias("dst_vid"),
                               (lookup(offsets["subgraph"]) + F.col("lsg")).alias("dst_sg"))
-    located = far_ends.join(hashed(cut), "dst")
+    located = shuffled(cut).join(far_ends, "dst")
     mirrored = F.struct(F.col("pd").alias("part"), F.col("dst").alias("src"), F.col("part").alias("dst_part"),
                         F.col("src_vid").alias("far_vid"), F.col("src_sg").alias("far_sg"))
     far = F.struct(F.col("part"), F.lit(None).cast(cut.schema["src"].dataType).alias("src"),
