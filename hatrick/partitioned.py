@@ -682,20 +682,27 @@ def _ghost_changes(alive, owned, comp, before):
     """The local label of every vid that is a ghost here (alive, not ``owned``, in a component of
     more than one vertex here; -1 for the others) and the vids whose label differs from
     ``before`` (the last exchange's; -1 past its end): two passes over the vids, without
-    branches on ownership (hashed: a coin flip per vid). A vertex stays alive after its last
-    edge goes, so a ghost left with no edge here (it joins nothing) would otherwise stay in the
-    exchange for good: its messages, held ghosts and label pairs would grow with the stream's
-    history, not with the boundary."""
-    size = np.zeros(len(comp) + 1, np.int64)             # members per label (index 0: removed vids)
-    for j in range(len(comp)):
-        size[comp[j] + 1] += alive[j]
-    label = np.empty(len(comp), np.int64)
-    changed = np.empty(len(comp), np.int64)
+    branches on ownership (hashed: a coin flip per vid). A label is its component's smallest
+    alive vid, so a vertex is in a component of more than one vertex iff its label is another
+    vertex or another vertex has its label: the first pass marks the labels with another member
+    (a store, not a count: a count read-modify-writes the giant component's label for nearly
+    every vid, one long dependency chain). A vertex stays alive after its last edge goes, so a
+    ghost left with no edge here (it joins nothing) would otherwise stay in the exchange for
+    good: its messages, held ghosts and label pairs would grow with the stream's history, not
+    with the boundary."""
+    n = len(comp)
+    shared = np.zeros(n + 1, np.bool_)                   # per label: another vertex has it (index n: none)
+    for j in range(n):
+        c = comp[j]
+        shared[c if (c != j) & (c >= 0) else n] = True
+    label = np.empty(n, np.int64)
+    changed = np.empty(n, np.int64)
     count = 0
-    known = min(len(before), len(comp))
-    for j in range(len(comp)):
-        ghost = np.int64(alive[j]) * (1 - np.int64(owned[j])) * np.int64(size[comp[j] + 1] > 1)
-        now = (comp[j] + 1) * ghost - 1
+    known = min(len(before), n)
+    for j in range(n):
+        c = comp[j]
+        ghost = alive[j] & ~owned[j] & ((c != j) | shared[max(c, 0)])
+        now = c if ghost else -1
         label[j] = now
         changed[count] = j
         count += now != (before[j] if j < known else -1)
