@@ -63,10 +63,10 @@ import pandas as pd
 from numba import njit
 
 from gofs.numba_cache import serialise_compilation
-from gopher.channel import Listener, connect
 from hatrick import datafile
 from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, components_frame, edge_frame,
                           reachable_frame, reachable_in, select_vertices, smallest_members, vertex_frame)
+from hatrick.peers import Mailbox, Outbox
 from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.ring import bucket_of
 from gofs.instance_parts import stage_part, write_partition, write_topology
@@ -167,8 +167,8 @@ class Worker:
         self.owner = owner
         self._staged = None
         self.peer_address = None        # where other workers send it buckets (None: through the caller)
-        self._listener = self._inbox = self._key = None
-        self._sending: list[threading.Thread] = []
+        self._mailbox, self._key = None, None
+        self._outboxes: dict = {}       # by peer address: the channel this worker sends that peer payloads on
         self._writing: list[threading.Thread] = []
         self._written: queue.Queue = queue.Queue()
         self._entries = (None, np.zeros(0, np.int64))     # (ids of the state then, vids): see join_ghosts
@@ -187,9 +187,8 @@ class Worker:
     def listen(self, host: str, key) -> tuple:
         """Take buckets straight from other workers on ``host`` (connections proving ``key``, a
         :class:`gopher.channel.RunKey`); returns the address to give them."""
-        self._key, self._inbox = key, queue.Queue()
-        self._listener = Listener(host, key, self._inbox.put)
-        self.peer_address = tuple(self._listener.address)
+        self._key, self._mailbox = key, Mailbox(host, key)
+        self.peer_address = self._mailbox.address
         return self.peer_address
 
     def request(self, name: str, *args) -> "_Done":
@@ -230,11 +229,14 @@ class Worker:
         return _rebuild(self.state, [])
 
     def close(self) -> None:
-        """Finish sending buckets and writing state files, and stop taking buckets."""
-        for thread in self._sending + self._writing:
+        """Finish sending payloads and writing state files, and stop taking payloads."""
+        for outbox in self._outboxes.values():
+            outbox.close()
+        self._outboxes = {}
+        for thread in self._writing:
             thread.join()
-        if self._listener is not None:
-            self._listener.close()
+        if self._mailbox is not None:
+            self._mailbox.close()
 
     def abort(self) -> None:
         self.close()
@@ -618,12 +620,13 @@ class Worker:
 
     def _send(self, peer, kind: bytes, payload: bytes) -> None:
         """Send ``payload`` (what it holds: ``kind``, one of :data:`GHOSTS`, :data:`JOINS`,
-        :data:`BUCKETS`) to the worker listening at ``peer``, on a thread (so two workers
-        sending each other never wait on one another)."""
-        thread = threading.Thread(target=_send_payload, args=(peer, self._key, kind + payload), daemon=True,
-                                  name=f"hatrick-send-{self.index}")
-        thread.start()
-        self._sending = [t for t in self._sending if t.is_alive()] + [thread]
+        :data:`BUCKETS`) to the worker listening at ``peer``, over this worker's channel to it
+        (:class:`hatrick.peers.Outbox`: sent on its thread, so two workers sending each other never
+        wait on one another)."""
+        peer = tuple(peer)
+        if peer not in self._outboxes:
+            self._outboxes[peer] = Outbox(peer, self._key, f"hatrick-send-{self.index}")
+        self._outboxes[peer].put(kind + payload)
 
     def _receive(self, kind: bytes) -> memoryview:
         """The next payload of ``kind`` another worker sent here (payloads of other kinds that
@@ -633,14 +636,10 @@ class Worker:
             return early.pop(0)
         while True:
             try:
-                channel = self._inbox.get(timeout=MOVE_SECONDS)
+                data = self._mailbox.get(MOVE_SECONDS)
             except queue.Empty:
                 raise TimeoutError(f"hatrick worker {self.index}: a payload from another worker did not arrive "
                                    f"within {MOVE_SECONDS:g} s") from None
-            try:
-                data = memoryview(channel.recv_bytes())
-            finally:
-                channel.close()
             if data[:1] == kind:
                 return data[1:]
             self._early.setdefault(bytes(data[:1]), []).append(data[1:])
@@ -683,20 +682,27 @@ def _ghost_changes(alive, owned, comp, before):
     """The local label of every vid that is a ghost here (alive, not ``owned``, in a component of
     more than one vertex here; -1 for the others) and the vids whose label differs from
     ``before`` (the last exchange's; -1 past its end): two passes over the vids, without
-    branches on ownership (hashed: a coin flip per vid). A vertex stays alive after its last
-    edge goes, so a ghost left with no edge here (it joins nothing) would otherwise stay in the
-    exchange for good: its messages, held ghosts and label pairs would grow with the stream's
-    history, not with the boundary."""
-    size = np.zeros(len(comp) + 1, np.int64)             # members per label (index 0: removed vids)
-    for j in range(len(comp)):
-        size[comp[j] + 1] += alive[j]
-    label = np.empty(len(comp), np.int64)
-    changed = np.empty(len(comp), np.int64)
+    branches on ownership (hashed: a coin flip per vid). A label is its component's smallest
+    alive vid, so a vertex is in a component of more than one vertex iff its label is another
+    vertex or another vertex has its label: the first pass marks the labels with another member
+    (a store, not a count: a count read-modify-writes the giant component's label for nearly
+    every vid, one long dependency chain). A vertex stays alive after its last edge goes, so a
+    ghost left with no edge here (it joins nothing) would otherwise stay in the exchange for
+    good: its messages, held ghosts and label pairs would grow with the stream's history, not
+    with the boundary."""
+    n = len(comp)
+    shared = np.zeros(n + 1, np.bool_)                   # per label: another vertex has it (index n: none)
+    for j in range(n):
+        c = comp[j]
+        shared[c if (c != j) & (c >= 0) else n] = True
+    label = np.empty(n, np.int64)
+    changed = np.empty(n, np.int64)
     count = 0
-    known = min(len(before), len(comp))
-    for j in range(len(comp)):
-        ghost = np.int64(alive[j]) * (1 - np.int64(owned[j])) * np.int64(size[comp[j] + 1] > 1)
-        now = (comp[j] + 1) * ghost - 1
+    known = min(len(before), n)
+    for j in range(n):
+        c = comp[j]
+        ghost = alive[j] & ~owned[j] & ((c != j) | shared[max(c, 0)])
+        now = c if ghost else -1
         label[j] = now
         changed[count] = j
         count += now != (before[j] if j < known else -1)
@@ -739,14 +745,6 @@ def _ghost_pairs(label, their_labels, split, vids_beyond, alive, comp, my_labels
 
 def _joined(parts: list) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-
-def _send_payload(peer, key, payload: bytes) -> None:
-    channel = connect(peer, key)
-    try:
-        channel.send_bytes(payload)
-    finally:
-        channel.close()
 
 
 class _Part:
