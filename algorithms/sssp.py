@@ -46,7 +46,7 @@ def lower_distances(adjacency: sp.csr_matrix, dist: np.ndarray, seeds: np.ndarra
                     integral: bool) -> np.ndarray:
     """Lower ``dist`` in place to the distances from ``seeds`` (at ``seed_dist``) over
     ``adjacency`` where they are shorter; returns the mask of lowered entries. ``integral``:
-    every length is a whole number (hop counts): sums below 2**53 are exact in float64.
+    every length is a whole number (hop counts): with whole distances, sums below 2**53 are exact.
 
     ``dist`` is a fixpoint of the arcs (all inf, or left by an earlier call), so a vertex drops
     only if every vertex on its new shortest path drops too: Dijkstra need not go beyond them.
@@ -81,7 +81,7 @@ def lower_distances(adjacency: sp.csr_matrix, dist: np.ndarray, seeds: np.ndarra
     start = seed_dist - potential[seeds]
     c = -start.min()
     top = potential.max()
-    exact = integral and top + c < 2.0 ** 53
+    exact = integral and top + c < 2.0 ** 53 and _whole(seed_dist) and _whole(dist[finite])
     if exact:
         limit = c - 0.5
     else:                                    # rounding of the reduced lengths along a path of up to n arcs
@@ -100,6 +100,10 @@ def lower_distances(adjacency: sp.csr_matrix, dist: np.ndarray, seeds: np.ndarra
     lowered[region[drop]] = True
     dist[region[drop]] = values[drop]
     return lowered
+
+
+def _whole(values: np.ndarray) -> bool:
+    return bool(np.all(np.floor(values) == values))
 
 
 class SingleSourceShortestPaths(SubgraphProgram):
@@ -154,8 +158,7 @@ class SingleSourceShortestPaths(SubgraphProgram):
 
     def _integral(self, subgraph) -> bool:
         """Whether every local length is a whole number (hop counts are)."""
-        lengths = subgraph.adjacency(self.weight).data
-        return bool(np.all(np.floor(lengths) == lengths))
+        return _whole(subgraph.adjacency(self.weight).data)
 
     def output_partition(self, subgraphs):
         ends = np.cumsum(subgraphs.vertex_counts)

@@ -83,6 +83,20 @@ def test_whole_lengths_beyond_exact_floats_take_the_marked_region_path():
     np.testing.assert_array_equal(dist, expected)
 
 
+def test_whole_lengths_with_a_fraction_from_a_cut_edge_are_lowered_exactly():
+    """Local lengths whole, a seed's distance not (it came over a cut edge of fractional length):
+    no exact sums to rely on, and an improvement under one is still made."""
+    adjacency = _graph(200, 300, seed=6, directed=False, integral=True)
+    dist = np.full(200, np.inf)
+    lower_distances(adjacency, dist, np.array([0]), np.array([3.0]), True)
+    seeds = np.flatnonzero(np.isfinite(dist) & (dist > 2))[:3]
+    seed_dist = dist[seeds] - 0.25
+    expected = np.minimum(dist, _whole_dijkstra(adjacency, seeds, seed_dist))
+    lowered = lower_distances(adjacency, dist, seeds, seed_dist, True)
+    np.testing.assert_array_equal(dist, expected)
+    assert lowered.sum() >= 3
+
+
 @pytest.fixture(scope="module")
 def grid(spark, tmp_path_factory):
     """A 24 x 24 grid in 5 METIS partitions, lengths 1..3 with a few long ones (``whole``; ``length``
