@@ -1,0 +1,126 @@
+"""SSSP's re-relaxation (issue 25): a sub-graph that already has distances lowers only where they
+drop, and gets what a whole Dijkstra from the new seeds would give, bit for bit."""
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+import graphs
+from algorithms.sssp import lower_distances
+
+
+def _graph(n: int, m: int, seed: int, directed: bool, integral: bool) -> sp.csr_matrix:
+    """Random arcs (some parallel: the smallest length counts, as Subgraph.adjacency keeps it),
+    lengths whole numbers 0..3 or reals with some zeros; undirected ones symmetric."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    lengths = rng.integers(0, 4, m).astype(float) if integral else np.where(rng.random(m) < 0.1, 0.0,
+                                                                              rng.uniform(0.1, 5.0, m))
+    if not directed:
+        src, dst, lengths = np.r_[src, dst], np.r_[dst, src], np.r_[lengths, lengths]
+    order = np.lexsort((lengths, dst, src))
+    src, dst, lengths = src[order], dst[order], lengths[order]
+    first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
+    indptr = np.r_[0, np.cumsum(np.bincount(src[first], minlength=n))]
+    return sp.csr_matrix((lengths[first], dst[first], indptr), shape=(n, n))      # explicit zeros are arcs
+
+
+def _whole_dijkstra(adjacency, seeds, seed_dist) -> np.ndarray:
+    """The plain way: every vertex from the seeds, through a virtual source."""
+    n = adjacency.shape[0]
+    rows = np.r_[np.repeat(np.arange(n), np.diff(adjacency.indptr)), np.full(len(seeds), n)]
+    augmented = sp.csr_matrix((np.r_[adjacency.data, seed_dist], (rows, np.r_[adjacency.indices, seeds])),
+                              shape=(n + 1, n + 1))
+    augmented.sum_duplicates()
+    return dijkstra(augmented, directed=True, indices=n)[:n]
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("integral", [True, False])
+def test_lowering_round_after_round_equals_a_whole_dijkstra_each_time(directed, integral):
+    n = 400
+    adjacency = _graph(n, 700 if directed else 450, seed=11 + directed + 2 * integral, directed=directed,
+                       integral=integral)
+    rng = np.random.default_rng(3)
+    dist = np.full(n, np.inf)
+    first = np.array([int(np.argmax(np.diff(adjacency.indptr)))])
+    regions = []
+    for round_ in range(12):
+        if round_ in (0, 8):             # the best-connected vertex, from nowhere, then far lower: a big region
+            seeds = first
+            seed_dist = np.array([30.0]) if round_ == 0 else np.maximum(dist[first] - 25.0, 0.0)
+        elif round_ == 4:                # nothing better than what the seeds have
+            seeds = rng.choice(n, 3, replace=False)
+            seed_dist = dist[seeds] + 1.0
+        else:                            # mostly a little below what a seed has (a boundary improves), some new
+            seeds = rng.choice(n, int(rng.integers(1, 6)), replace=False)
+            seed_dist = np.where(np.isfinite(dist[seeds]), dist[seeds] - rng.choice([0.0, 1.0, 2.0, 7.0], len(seeds)),
+                                 rng.integers(0, 40, len(seeds)))
+            seed_dist = np.maximum(seed_dist if integral else seed_dist - rng.random(len(seeds)), 0.0)
+        expected = np.minimum(dist, _whole_dijkstra(adjacency, seeds, seed_dist))
+        before = dist.copy()
+        lowered = lower_distances(adjacency, dist, seeds, seed_dist, integral)
+        np.testing.assert_array_equal(dist, expected)
+        np.testing.assert_array_equal(lowered, expected < before)
+        regions.append(int(lowered.sum()))
+    # none lowered, a few, more than half: every path through the function ran
+    assert regions[4] == 0 and max(regions[1:]) > n // 2 and any(0 < r < n // 10 for r in regions), regions
+
+
+def test_whole_lengths_beyond_exact_floats_take_the_marked_region_path():
+    """Whole lengths whose sums float64 cannot hold exactly: the region is only marked, then lowered
+    by Dijkstra over its own arcs."""
+    adjacency = _graph(200, 400, seed=5, directed=False, integral=True)
+    adjacency.data = adjacency.data * 2.0 ** 50
+    dist = np.full(200, np.inf)
+    lower_distances(adjacency, dist, np.array([0]), np.array([0.0]), True)
+    seeds, seed_dist = np.array([150, 7]), np.maximum(dist[[150, 7]] - 2.0 ** 51, 0.0)
+    expected = np.minimum(dist, _whole_dijkstra(adjacency, seeds, seed_dist))
+    lower_distances(adjacency, dist, seeds, seed_dist, True)
+    np.testing.assert_array_equal(dist, expected)
+
+
+def test_whole_lengths_with_a_fraction_from_a_cut_edge_are_lowered_exactly():
+    """Local lengths whole, a seed's distance not (it came over a cut edge of fractional length):
+    no exact sums to rely on, and an improvement under one is still made."""
+    adjacency = _graph(200, 300, seed=6, directed=False, integral=True)
+    dist = np.full(200, np.inf)
+    lower_distances(adjacency, dist, np.array([0]), np.array([3.0]), True)
+    seeds = np.flatnonzero(np.isfinite(dist) & (dist > 2))[:3]
+    seed_dist = dist[seeds] - 0.25
+    expected = np.minimum(dist, _whole_dijkstra(adjacency, seeds, seed_dist))
+    lowered = lower_distances(adjacency, dist, seeds, seed_dist, True)
+    np.testing.assert_array_equal(dist, expected)
+    assert lowered.sum() >= 3
+
+
+@pytest.fixture(scope="module")
+def grid(spark, tmp_path_factory):
+    """A 24 x 24 grid in 5 METIS partitions, lengths 1..3 with a few long ones (``whole``; ``length``
+    adds a fraction): a partition first reached the long way round hears of a shorter way later."""
+    G = nx.grid_2d_graph(24, 24)
+    G = nx.convert_node_labels_to_integers(G)
+    rng = np.random.default_rng(8)
+    for u, v in G.edges:
+        G[u][v]["whole"] = float(rng.choice([1.0, 2.0, 3.0, 40.0], p=[0.45, 0.3, 0.2, 0.05]))
+        G[u][v]["length"] = G[u][v]["whole"] + rng.random() * 0.5
+    path = tmp_path_factory.mktemp("sssp") / "grid.gofs"
+    return G, graphs.ingest_nx(G, path, spark, 5, "metis")
+
+
+@pytest.mark.parametrize("weight", ["length", "whole", None])
+def test_sssp_on_a_grid_whose_boundaries_improve_later_equals_networkx(grid, weight):
+    G, store = grid
+    result = store.sssp(0, weight=weight, progress=False)
+    got = graphs.column(result, "distance")
+    expected = nx.single_source_dijkstra_path_length(G, 0, weight=weight) if weight else \
+        {v: float(d) for v, d in nx.single_source_shortest_path_length(G, 0).items()}
+    wrong = {v: (got[v], expected[v]) for v in G.nodes if got[v] != expected[v]
+             and not (weight and math.isclose(got[v], expected[v], rel_tol=1e-12))}
+    assert not wrong, f"{len(wrong)} wrong distances, e.g. {list(wrong.items())[:5]}"
+    # some sub-graph heard again after it had distances: more relaxations than sub-graphs to reach
+    relaxing = sum(s.active_subgraphs for s in result.metrics.supersteps[1:])
+    assert relaxing > store.num_subgraphs - 1
