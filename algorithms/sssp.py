@@ -25,8 +25,8 @@ from gopher.engine import RunResult, run_program
 from gopher.program import SubgraphProgram
 
 
-def _seeded_dijkstra(adjacency: sp.csr_matrix, seeds: np.ndarray, seed_dist: np.ndarray,
-                     limit: float = np.inf, lengths: np.ndarray | None = None) -> np.ndarray:
+def seeded_dijkstra(adjacency: sp.csr_matrix, seeds: np.ndarray, seed_dist: np.ndarray,
+                    limit: float = np.inf, lengths: np.ndarray | None = None) -> np.ndarray:
     """Distances from a virtual vertex joined to ``seeds`` by edges of length ``seed_dist``
     (``inf`` beyond ``limit``: scipy explores no further), over ``lengths`` (one per arc of
     ``adjacency``) where given, else the matrix's own."""
@@ -66,7 +66,7 @@ def lower_distances(adjacency: sp.csr_matrix, dist: np.ndarray, seeds: np.ndarra
         return lowered
     finite = np.isfinite(dist)
     if not finite.any():
-        found = _seeded_dijkstra(adjacency, seeds, seed_dist)
+        found = seeded_dijkstra(adjacency, seeds, seed_dist)
         lowered = found < dist
         dist[lowered] = found[lowered]
         return lowered
@@ -87,16 +87,16 @@ def lower_distances(adjacency: sp.csr_matrix, dist: np.ndarray, seeds: np.ndarra
         limit = c - 0.5
     else:                                    # rounding of the reduced lengths along a path of up to n arcs
         limit = c + 4.0 * n * np.finfo(np.float64).eps * (top + lengths.max(initial=0.0) + c)
-    found = _seeded_dijkstra(adjacency, seeds, start + c, limit, reduced)
+    found = seeded_dijkstra(adjacency, seeds, start + c, limit, reduced)
     region = np.flatnonzero(np.isfinite(found))
     if exact:
         values = found[region] + potential[region] - c
     elif len(region) > _WHOLE * n:
-        values = _seeded_dijkstra(adjacency, seeds, seed_dist)[region]
+        values = seeded_dijkstra(adjacency, seeds, seed_dist)[region]
     else:
         local = np.full(n, -1, dtype=np.int64)
         local[region] = np.arange(len(region))
-        values = _seeded_dijkstra(adjacency[region][:, region], local[seeds], seed_dist)
+        values = seeded_dijkstra(adjacency[region][:, region], local[seeds], seed_dist)
     drop = values < dist[region]
     lowered[region[drop]] = True
     dist[region[drop]] = values[drop]

@@ -29,22 +29,17 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 from algorithms.registry import Algorithm, Flag, register
+from algorithms.sssp import seeded_dijkstra
 from gofs.errors import InputError
 from gopher.timeseries import TimeSeriesProgram, TimeSeriesResult, run_sequential, select_instances
 
 
 def _truncated_dijkstra(adjacency: sp.csr_matrix, seeds: np.ndarray, times: np.ndarray, end: float) -> np.ndarray:
     """Arrival times strictly before ``end`` from ``seeds`` leaving at ``times`` (inf elsewhere)."""
-    n = adjacency.shape[0]
     base = min(0.0, float(times.min()))          # csgraph needs non-negative edge lengths
-    indptr = np.concatenate([adjacency.indptr, [adjacency.indptr[-1] + len(seeds)]])
-    augmented = sp.csr_matrix((np.concatenate([adjacency.data, times - base]),
-                               np.concatenate([adjacency.indices, seeds]), indptr), shape=(n + 1, n + 1))
-    limit = np.nextafter(end - base, -np.inf)
-    return dijkstra(augmented, directed=True, indices=n, limit=limit)[:n] + base
+    return seeded_dijkstra(adjacency, seeds, times - base, np.nextafter(end - base, -np.inf)) + base
 
 
 def pair_codes(src: np.ndarray, dst: np.ndarray, query_src: np.ndarray, query_dst: np.ndarray):
