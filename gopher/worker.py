@@ -565,7 +565,7 @@ class TaskWorker:
                       inbox: Inbox, states: list) -> list:
         """``compute`` once per active sub-graph; returns their halt votes. This loop's body is
         the engine's cost per sub-graph and superstep: the sub-graphs and their messages are
-        made in one pass each before it, and ``ctx``'s sub-graph is set inline."""
+        made in one pass (:meth:`Inbox.for_subgraphs`), and ``ctx``'s sub-graph is set inline."""
         program = self.spec.program
         compute, forward, halts = program.compute, ctx._forward, []
         built, received = subgraphs.built(), inbox.for_subgraphs(ks)
