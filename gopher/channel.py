@@ -21,6 +21,7 @@ import contextlib
 import hmac
 import pickle
 import secrets
+import select
 import socket
 import struct
 import threading
@@ -143,6 +144,39 @@ class Channel:
             if got == 0:
                 raise EOFError("gopher: the connection was closed")
             view = view[got:]
+
+
+class Readiness:
+    """Which channels have something to read, on one poll set kept for a run's connections:
+    :func:`multiprocessing.connection.wait` builds a selector per call (~10 us, several times
+    every superstep); registering in a poll set is no system call (an epoll's is)."""
+
+    def __init__(self):
+        self._poll = select.poll()
+        self._held: set = set()              # the file descriptors registered
+
+    def each(self, channels: list, timeout: float | None = None):
+        """Yield each of ``channels`` once, as it becomes readable (a channel yielded is not
+        watched again: what it says next is for a later call); None after ``timeout`` seconds
+        with none readable, so that the caller can look at something else and go on."""
+        poll, held = self._poll, self._held
+        for fd in held:                      # left by a call its caller did not finish
+            poll.unregister(fd)
+        held.clear()
+        left = {}
+        for channel in channels:
+            left[channel.fileno()] = channel
+            poll.register(channel.fileno(), select.POLLIN)
+        held.update(left)
+        wait = None if timeout is None else timeout * 1000
+        while left:
+            ready = poll.poll(wait)
+            if not ready:
+                yield None
+            for fd, _ in ready:
+                poll.unregister(fd)
+                held.discard(fd)
+                yield left.pop(fd)
 
 
 # ------------------------------------------------------------------------------ the handshake

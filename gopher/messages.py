@@ -7,6 +7,8 @@ payloads. Broadcasts (send to all) travel once per partition.
 """
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 from gofs.errors import InputError
@@ -213,6 +215,16 @@ class Inbox:
                             [len(by_target[k][1]) for k in order] + [len(self.broadcasts)])
         return Messages(self.local, self.values, senders + [-1] * len(self.broadcasts), payloads + self.broadcasts,
                         targets)
+
+    def for_subgraphs(self, ks: list):
+        """``for_subgraph`` of each of ``ks`` (local sub-graph numbers). Where only sub-graph
+        messages arrived: without a method call per sub-graph, and made as they are read (each
+        is dropped once its ``compute`` returns)."""
+        if self.local_count or self.broadcasts:
+            return [self.for_subgraph(k) for k in ks]
+        none, get = self._no_values, self.subgraph_messages.get
+        return (Messages(_NO_VERTICES, none, senders if senders else _NO_VERTICES, payloads if payloads else [])
+                for senders, payloads in map(get, ks, repeat(_NO_PAYLOADS)))
 
     def for_subgraph(self, k: int) -> Messages:
         by_target = self._subgraph_messages              # not the property: this runs once per sub-graph

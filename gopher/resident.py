@@ -58,7 +58,7 @@ from gofs import files, layout
 from gofs.errors import EngineError, GraphExistsError
 from sparkshim.compat import forgets_zip_importers, spark_schema
 from gopher import codec
-from gopher.channel import HANDSHAKE_SECONDS, Listener, RunKey, connect, frames_authenticated
+from gopher.channel import HANDSHAKE_SECONDS, Listener, Readiness, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker
 
 
@@ -155,6 +155,7 @@ class _TaskSide:
         self.inbound: list = []
         self.sender = ThreadPoolExecutor(1)
         self.inline_bytes = 0
+        self.readiness = Readiness()
 
     def connect(self, host: str, key: RunKey, launch: int, attempt: int, timeout: float) -> None:
         """Register with the driver, then connect to every peer and take one connection from each
@@ -238,12 +239,10 @@ class _TaskSide:
     def take_in(self, worker: TaskWorker, sending) -> None:
         """Take in one frame from every peer (the next superstep's messages), then wait for
         this task's own sends to end."""
-        pending = list(self.inbound)
-        while pending:                       # one peer left: read it (a selector per superstep costs more)
-            for conn in pending[:] if len(pending) == 1 else wait(pending):
-                for p, payload in codec.from_frames(recv_frames(conn, self.limit)).items():
-                    worker.deliver(p, payload)
-                pending.remove(conn)
+        peers = self.inbound if len(self.inbound) == 1 else self.readiness.each(self.inbound)
+        for conn in peers:                   # one peer: read it (no selector)
+            for p, payload in codec.from_frames(recv_frames(conn, self.limit)).items():
+                worker.deliver(p, payload)
         if sending is not None:
             sending.result()
 
@@ -478,6 +477,7 @@ class ResidentTransport:
         self.listener = None
         self.run_dir = None
         self.lost = False
+        self.readiness = Readiness()         # what _gather waits on
         self.written = False                 # every task has written its result rows and ended its side
         self.phases: dict = {}               # {phase: seconds}: workers, rendezvous, topology, rows
 
@@ -646,17 +646,17 @@ class ResidentTransport:
         """One answer from every task, in task order; None if a task was lost."""
         answers: dict = {}
         pending = {conn: task for task, conn in self.conns.items()}
-        while pending:
-            ready = wait(list(pending), timeout=0.5)
-            if not ready and self.job.done():
-                self._raise_job_error("while tasks were running")
-            for conn in ready:
-                try:
-                    kind, value = conn.recv()
-                except (EOFError, OSError):
-                    return self._lost(pending)
-                _raise_reported(kind, value)
-                answers[pending.pop(conn)] = value
+        for conn in self.readiness.each(list(pending), 0.5):
+            if conn is None:
+                if self.job.done():
+                    self._raise_job_error("while tasks were running")
+                continue
+            try:
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                return self._lost(pending)
+            _raise_reported(kind, value)
+            answers[pending.pop(conn)] = value
         return [answers[task] for task in sorted(answers)]
 
     def _lost(self, pending: dict) -> None:

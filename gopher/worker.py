@@ -119,12 +119,6 @@ class TimeSeriesContext(ComputeContext):
         self._forward = ComputeContext(step.superstep, forward, {}, {}, message_dtype) if step.sequential else None
         self._before: LaneState | None = None       # the previous instance's lane here (lanes side by side)
 
-    def _begin(self, subgraph) -> None:
-        self._subgraph = subgraph            # ComputeContext._begin inline: it runs once per sub-graph
-        self._halt = False
-        if self._forward is not None:
-            self._forward._subgraph = subgraph
-
     def _forwarding(self) -> ComputeContext:
         if self._forward is None:
             raise RuntimeError("send_forward_* is for sequentially dependent runs (run_sequential)")
@@ -264,15 +258,17 @@ class ActiveSubgraphs(Sequence):
         return self._at(range(len(self._ks))[i])
 
     def __iter__(self):
-        """Without the index checks of ``__getitem__`` nor a method call per item: a superstep's
-        per-sub-graph loop walks every active sub-graph through this."""
+        return iter(self.built())
+
+    def built(self) -> list:
+        """All of them, built, each with its ``state``, in order: what a superstep's per-sub-graph
+        loop walks (a list, without the index checks of ``__getitem__`` nor a call per item)."""
         built, states, subgraph, made = self._built, self._states, self._view.subgraph, self._view._subgraphs
         for i, k in enumerate(self._ks):
-            sg = built[i]
-            if sg is None:
+            if built[i] is None:
                 sg = built[i] = made.get(k) or subgraph(k)
                 sg.state = states[k]
-            yield sg
+        return built
 
     @property
     def ids(self) -> np.ndarray:
@@ -558,23 +554,36 @@ class TaskWorker:
                 f"{type(program).__name__}.compute_partition failed on partition {p} in "
                 f"{_where(step)}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
         votes = isinstance(done, (list, tuple, np.ndarray))       # the sub-graphs' halt votes
-        halts = np.asarray(done, dtype=bool) if votes else False if done else [False] * len(ks)
-        if not (votes or done):
-            begin, compute, messages, states = ctx._begin, program.compute, inbox.for_subgraph, state.states
-            for i, (k, sg) in enumerate(zip(ks, subgraphs)):
-                begin(sg)
-                try:
-                    compute(sg, messages(k), ctx)
-                except Exception as exc:
-                    raise GopherProgramError(
-                        f"{type(program).__name__}.compute failed on sub-graph {sg.id} (partition {p}) in "
-                        f"{_where(step)}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-                halts[i] = ctx._halt
-                states[k] = sg.state
+        halts = np.asarray(done, dtype=bool) if votes else False if done else \
+            self._compute_each(p, step, ctx, ks, subgraphs, inbox, state.states)
         state.halted[active] = halts
         return {"active": len(ks), "halted": int(np.count_nonzero(state.halted[:n])), "subgraphs": n,
                 "sent": out.count() - sent, "forward": ahead.count() - forward, "received": inbox.count,
                 "partials": ctx.partials}
+
+    def _compute_each(self, p: int, step: LaneStep, ctx: TimeSeriesContext, ks: list, subgraphs: ActiveSubgraphs,
+                      inbox: Inbox, states: list) -> list:
+        """``compute`` once per active sub-graph; returns their halt votes. This loop's body is
+        the engine's cost per sub-graph and superstep: the sub-graphs and their messages are
+        made in one pass (:meth:`Inbox.for_subgraphs`), and ``ctx``'s sub-graph is set inline."""
+        program = self.spec.program
+        compute, forward, halts = program.compute, ctx._forward, []
+        built, received = subgraphs.built(), inbox.for_subgraphs(ks)
+        try:
+            for sg, messages in zip(built, received):
+                ctx._subgraph = sg
+                ctx._halt = False
+                if forward is not None:
+                    forward._subgraph = sg
+                compute(sg, messages, ctx)
+                halts.append(ctx._halt)
+        except Exception as exc:
+            raise GopherProgramError(
+                f"{type(program).__name__}.compute failed on sub-graph {ctx._subgraph.id} (partition {p}) in "
+                f"{_where(step)}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
+        for k, sg in zip(ks, built):
+            states[k] = sg.state
+        return halts
 
     def _view(self, run: PartitionRun, p: int, lane, instance: dict | None) -> InstanceView:
         """:func:`partition_view` of ``p`` for ``lane``, kept from one superstep to the next while

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pyspark import SparkConf
 
-from gopher.channel import (FrameError, HandshakeError, Listener, RunKey, accept_handshake, connect,
+from gopher.channel import (FrameError, HandshakeError, Listener, Readiness, RunKey, accept_handshake, connect,
                             frames_authenticated)
 
 
@@ -117,3 +117,27 @@ def test_frames_are_authenticated_where_spark_authenticates():
     assert frames_authenticated(SparkConf(loadDefaults=False).set("spark.authenticate", "true"))
     assert frames_authenticated(SparkConf(loadDefaults=False).set("spark.network.crypto.enabled", "TRUE"))
     assert not frames_authenticated(SparkConf(loadDefaults=False).set("spark.authenticate", "false"))
+
+
+def test_readiness_yields_each_channel_once_as_it_has_something_to_read(listening):
+    """A superstep's gather: each channel once, in the order they speak; a channel that has
+    answered and speaks again is left for the next gather; None when a timeout passes."""
+    listener, arrived, key = listening
+    clients = [connect(listener.address, key) for _ in range(3)]
+    servers = [arrived.get(timeout=5) for _ in range(3)]
+    readiness = Readiness()
+    seen = []
+    clients[2].send("first")
+    for server in readiness.each(servers, timeout=0.05):
+        if server is None:                   # nothing more yet: the next two speak, the first one twice
+            assert seen == [servers[2]]
+            clients[2].send("again")
+            clients[0].send("second")
+            clients[1].send("third")
+            continue
+        seen.append(server)
+        assert server.recv() in ("first", "second", "third")
+    assert sorted(map(id, seen)) == sorted(map(id, servers))
+    assert [s.recv() for s in readiness.each([servers[2]])] == ["again"]
+    for s in [*clients, *servers]:
+        s.close()
