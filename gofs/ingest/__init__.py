@@ -8,10 +8,6 @@ runs every stage as Spark jobs (:mod:`gofs.ingest.spark`). Both take their
 format rules and error texts from :mod:`gofs.ingest.formats` and commit through
 :mod:`gofs.ingest.commit`, so the same input gives the same graph or the same
 error on either.
-
-The engines and the partitioners are imported when :func:`ingest` runs: a Spark task's Python
-worker imports this package for any of its modules (``gofs.ingest.spark_text`` ...), and
-numba, scipy and the partitioners cost it seconds it does not need.
 """
 from __future__ import annotations
 
@@ -25,6 +21,11 @@ from gofs import layout
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
 import gofs.ingest.formats as formats
+from gofs.ingest.local import ingest_graph
+from gofs.ingest.read_local import read_graph
+from gofs.ingest.spark import ingest_on_spark
+from gofs.partition import NEEDS_SPARK, check_partitioner
+from gofs.partition.multilevel import MULTILEVEL_OPTIONS
 
 __all__ = ["ingest", "choose_engine", "ENGINES"]
 
@@ -63,12 +64,6 @@ def ingest(source, path: str, num_partitions: int = 4, partitioner: str | None =
     -------
     >>> ingest("roadNet-CA.txt.gz", "/tmp/ca.gofs", num_partitions=8, weight="length")   # doctest: +SKIP
     """
-    from gofs.ingest.local import ingest_graph
-    from gofs.ingest.read_local import read_graph
-    from gofs.ingest.spark import ingest_on_spark
-    from gofs.partition import NEEDS_SPARK, check_partitioner
-    from gofs.partition.multilevel import MULTILEVEL_OPTIONS
-
     report = {} if report is None else report
     seconds = report.setdefault("seconds", {})
     if isinstance(source, GraphInput):

@@ -59,6 +59,7 @@ from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
 from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled, to_tasks
+from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
 
@@ -106,7 +107,6 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    from gofs.partition import check_partitioner, partition_frames      # not at the top: tasks import this module
 
     partitioner = partitioner or "multilevel"
     check_partitioner(partitioner, partitioner_options)
