@@ -15,7 +15,8 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   ``dst``, edge by edge), exactly as the local engine numbers them: a
   group-by for each id's first position, then one job whose tasks each sort
   one slice of the positions, write it and return its size (the offsets);
-  the edges find their ends' numbers in two shuffled joins as they are written.
+  the edges get their ends' numbers from those tasks' files by id bucket, in three
+  Python jobs whose rows move as Arrow files (:func:`gofs.spark_jobs.put_exchange`).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
 - **subgraphs**: one job: vertices and edges find their (source's)
