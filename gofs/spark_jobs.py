@@ -177,6 +177,48 @@ def rows_by(batches, column: str):
         yield int(key[lo]), table.slice(lo, hi - lo)
 
 
+def put_exchange(fs, path: str, table: pa.Table, destination: np.ndarray, k: int) -> None:
+    """In a task: ``table`` sent to ``k`` tasks of a later job as one Arrow IPC file whose batch d
+    holds the rows with ``destination == d``, in their order (an empty batch for none), written
+    under a temporary name and moved in place (a retried task leaves no torn file). Each task d of
+    the later job reads its batch from every such file (:func:`take_exchange`): a shuffle whose
+    rows stay Arrow columns, for the steps where Spark's row shuffle and sort cost several times
+    the numpy pass that uses them."""
+    order = np.argsort(destination, kind="stable")
+    bounds = np.searchsorted(destination[order], np.arange(k + 1))
+    table = table.take(pa.array(order))
+    whole = pa.RecordBatch.from_arrays([column.combine_chunks() for column in table.columns], schema=table.schema)
+    directory, _, base = path.rpartition("/")
+    fs.create_dir(directory, recursive=True)
+    staging = f"{directory}/.{base}.{uuid.uuid4().hex[:12]}.tmp"
+    with fs.open_output_stream(staging) as stream, pa.ipc.new_file(stream, table.schema) as writer:
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            writer.write_batch(whole.slice(lo, hi - lo))
+    fs.move(staging, path)
+
+
+def take_exchange(fs, paths: list[str], d: int) -> pa.Table:
+    """In task d: its batches of the exchange files ``paths`` (:func:`put_exchange`), in the files' order."""
+    batches = []
+    for path in paths:
+        with fs.open_input_file(path) as file:
+            batches.append(pa.ipc.open_file(file).get_batch(d))
+    return pa.Table.from_batches(batches)
+
+
+def id_buckets(ids: pa.Array, k: int) -> np.ndarray:
+    """For each vertex id (integer or text), its bucket in ``0..k-1``: the same id, wherever it is
+    met, lands in the same bucket; consecutive integers spread over all of them."""
+    if pa.types.is_integer(ids.type):
+        with np.errstate(over="ignore"):
+            hashed = ids.to_numpy(zero_copy_only=False).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    else:
+        import pandas as pd
+
+        hashed = pd.util.hash_array(ids.to_numpy(zero_copy_only=False))
+    return ((hashed >> np.uint64(32)) % np.uint64(k)).astype(np.int64)
+
+
 def shuffled(frame):
     """``frame`` for a join that must shuffle both sides, never broadcast one: Spark judges a
     Parquet file by its compressed size, and an ingest's per-edge or per-vertex file (sorted,

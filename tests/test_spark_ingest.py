@@ -98,6 +98,29 @@ def test_to_tasks_sends_each_partition_to_its_own_task(spark):
         assert sorted((r["part"], r["task"]) for r in rows) == [(p, p) for p in range(k)]
 
 
+def test_exchange_files_give_each_task_its_rows_in_order_and_ids_one_bucket(tmp_path):
+    """Batch d of an exchange file holds the rows sent to d, in their order, empty where none were
+    sent; an id lands in the same bucket from any array it is met in, ints and text alike."""
+    import pyarrow.fs as pafs
+    from gofs.spark_jobs import id_buckets, put_exchange, take_exchange
+
+    fs = pafs.LocalFileSystem()
+    sent = pa.table({"x": np.arange(6), "s": list("abcdef")})
+    put_exchange(fs, str(tmp_path / "a" / "0"), sent, np.array([2, 0, 2, 3, 0, 2]), 5)
+    put_exchange(fs, str(tmp_path / "a" / "1"), sent.slice(0, 2), np.array([1, 2]), 5)
+    paths = [str(tmp_path / "a" / "0"), str(tmp_path / "a" / "1")]
+    got = {d: take_exchange(fs, paths, d).to_pydict() for d in range(5)}
+    assert got == {0: {"x": [1, 4], "s": ["b", "e"]}, 1: {"x": [0], "s": ["a"]},
+                   2: {"x": [0, 2, 5, 1], "s": ["a", "c", "f", "b"]}, 3: {"x": [3], "s": ["d"]},
+                   4: {"x": [], "s": []}}
+    assert sorted(os.listdir(tmp_path / "a")) == ["0", "1"]         # no staging file left
+    for ids in (pa.array(np.arange(-50, 1000)), pa.array([str(i) for i in range(1000)])):
+        buckets = id_buckets(ids, 7)
+        assert buckets.min() == 0 and buckets.max() == 6 and np.bincount(buckets).min() > 100
+        again = id_buckets(ids.take(pa.array(np.arange(len(ids))[::-1])), 7)
+        assert (again[::-1] == buckets).all()
+
+
 def test_spark_ingested_graph_answers_equal_networkx(spark, road_pair):
     base, graph, *_ = road_pair
     G = graphs.input_to_networkx(graph, "length")

@@ -15,7 +15,8 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   ``dst``, edge by edge), exactly as the local engine numbers them: a
   group-by for each id's first position, then one job whose tasks each sort
   one slice of the positions, write it and return its size (the offsets);
-  the edges find their ends' numbers in two shuffled joins as they are written.
+  the edges get their ends' numbers from those tasks' files by id bucket, in three
+  Python jobs whose rows move as Arrow files (:func:`gofs.spark_jobs.put_exchange`).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
 - **subgraphs**: one job: vertices and edges find their (source's)
@@ -58,7 +59,8 @@ import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
-from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled, to_tasks
+from gofs.spark_jobs import (JobProfile, ScratchFrames, id_buckets, put_exchange, rows_by, shuffled,
+                             take_exchange, to_tasks)
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -725,8 +727,8 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     first position is found by one grouping and sent to the task of its slice of the position
     range (fixed bounds: no sampling job, no global sort), which sorts its slice and numbers it
     from 0; v is the slice's offset (from the slices' counts, which the same tasks report) plus
-    that number. The edges then join the numbers by ``src`` and by ``dst``, both joins shuffled
-    (:func:`gofs.spark_jobs.shuffled`: a broadcast would build the numbers on the driver).
+    that number. The edges then get their ends' numbers from the same tasks' files by id bucket
+    (:func:`_dense_edges`), not by two joins.
     """
     from pyspark.sql import functions as F
 
@@ -743,12 +745,13 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
         .withColumn("slice", (F.col("pos") * slices / positions).cast("int"))
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    directory = run.scratch.directory()
+    directory, exchange = run.scratch.directory(), run.scratch.directory()
     fs, root = layout.filesystem(directory)
     fs.create_dir(root, recursive=True)         # read back even if no task writes there
     with run.step("first positions, numbered slices"):
-        sizes = to_tasks(first, "slice", slices) \
-            .mapInArrow(forgets_zip_importers(functools.partial(_numbered_slices, directory)), _SLICE_SIZES).collect()
+        sizes = to_tasks(first, "slice", slices).mapInArrow(
+            forgets_zip_importers(functools.partial(_numbered_slices, directory, exchange, slices)),
+            _SLICE_SIZES).collect()
     counts = np.zeros(slices, np.int64)
     for row in sizes:
         counts[row["slice"]] += row["count"]
@@ -761,29 +764,120 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     if vertex_rows is not None and len(vertex_rows.attributes):
         with run.step("vertex attributes"):
             vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
-    numbers = shuffled(vertices.select("id", "v"))      # the same plan twice: one shuffle serves both joins
-    dense = shuffled(edges).withColumnRenamed("sid", "id").join(numbers, "id") \
-        .select("eid", F.col("v").alias("src"), F.col("did").alias("id"), *attrs) \
-        .join(numbers, "id").select("eid", "src", F.col("v").alias("dst"), *attrs)
     with run.step("dense edges"):
-        dense = run.scratch(dense)
+        dense = _dense_edges(run, edges.select(F.spark_partition_id().alias("t"), "eid", "sid", "did", *attrs),
+                             exchange, sorted({int(row["slice"]) for row in sizes}), offsets, slices)
     return vertices, dense, int(counts.sum())
+
+
+def _dense_edges(run, edges, exchange: str, numbered: list[int], offsets: np.ndarray, buckets: int):
+    """The edges ``(eid, src, dst[, attrs])`` on dense numbers, in three Python jobs whose rows move
+    as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`), not through Spark's row shuffles
+    and sorts (two sort-merge joins of every edge cost ~5x these passes): each edge partition t
+    asks the buckets (:func:`gofs.spark_jobs.id_buckets`) for the numbers of its distinct ids
+    (:func:`_ask_numbers`), bucket b answers from the numbered slices' ids in b
+    (:func:`_answer_numbers`), and t writes its edges with the answers (:func:`_write_dense`)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    spark = run.spark
+    asked = edges.mapInArrow(forgets_zip_importers(functools.partial(_ask_numbers, exchange, buckets)),
+                             "t int").collect()
+    askers = sorted(int(row["t"]) for row in asked)
+    directory = run.scratch.directory()
+    fs, root = layout.filesystem(directory)
+    fs.create_dir(root, recursive=True)         # read back even if no task writes there
+    if askers:
+        spark.range(0, buckets, 1, buckets).mapInArrow(forgets_zip_importers(functools.partial(
+            _answer_numbers, exchange, numbered, offsets, askers)), "b long").collect()
+        spark.range(0, len(askers), 1, len(askers)).mapInArrow(forgets_zip_importers(functools.partial(
+            _write_dense, exchange, askers, buckets, directory)), "t long").collect()
+    schema = StructType([StructField(c, LongType()) for c in ("eid", "src", "dst")]
+                        + [edges.schema[c] for c in ("attrs",) if c in edges.columns])
+    return spark.read.schema(schema).parquet(directory)
+
+
+def _exchange_files(exchange: str, kind: str, tasks) -> tuple:
+    """``(filesystem, [path, ...])`` of the ``kind`` exchange files the given tasks wrote."""
+    fs, root = layout.filesystem(exchange)
+    return fs, [layout.join(root, kind, layout.part_file(i)) for i in tasks]
 
 
 _SLICE_SIZES = "slice int, count long"
 
 
-def _numbered_slices(directory: str, batches):
+def _numbered_slices(directory: str, exchange: str, buckets: int, batches):
     """Task: each slice of first positions it holds, sorted, numbered from 0 and written as
-    ``(id, slice, number)`` under ``directory``; ``(slice, count)`` returned."""
+    ``(id, slice, number)`` under ``directory`` and, for the edges' numbering, as an exchange file
+    to the ids' buckets (:func:`_answer_numbers`); ``(slice, count)`` returned."""
     fs, root = layout.filesystem(directory)
     for piece, rows in rows_by(batches, "slice"):
         rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
         count = rows.num_rows
-        files.put_table(fs, layout.join(root, layout.part_file(piece)), pa.table({
-            "id": rows.column("id"), "slice": np.full(count, piece, np.int32),
-            "number": np.arange(count, dtype=np.int64)}))
+        table = pa.table({"id": rows.column("id"), "slice": np.full(count, piece, np.int32),
+                          "number": np.arange(count, dtype=np.int64)})
+        files.put_table(fs, layout.join(root, layout.part_file(piece)), table)
+        exchange_fs, (path,) = _exchange_files(exchange, "numbers", [piece])
+        put_exchange(exchange_fs, path, table,
+                     id_buckets(table.column("id").combine_chunks(), buckets), buckets)
         yield pa.RecordBatch.from_pydict({"slice": np.array([piece], np.int32), "count": np.array([count], np.int64)})
+
+
+def _ask_numbers(exchange: str, buckets: int, batches):
+    """Task: the edges of one Spark partition t ``(t, eid, sid, did[, attrs])``; its distinct ids
+    sent to their buckets, and its edges kept with their ends as indices into what it sent."""
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    t = int(table.column("t")[0].as_py())
+    ends = pa.concat_arrays([table.column("sid").combine_chunks(), table.column("did").combine_chunks()])
+    asks = pc.unique(ends)
+    where = id_buckets(asks, buckets)
+    sent = np.empty(len(asks), np.int64)
+    sent[np.argsort(where, kind="stable")] = np.arange(len(asks))      # put_exchange's order
+    index = sent[pc.index_in(ends, value_set=asks).to_numpy()]
+    m = table.num_rows
+    fs, (asks_path,) = _exchange_files(exchange, "asks", [t])
+    _, (edges_path,) = _exchange_files(exchange, "edges", [t])
+    put_exchange(fs, asks_path, pa.table({"id": asks}), where, buckets)
+    kept = table.drop_columns(["t", "sid", "did"]).append_column("s", pa.array(index[:m])) \
+        .append_column("d", pa.array(index[m:]))
+    put_exchange(fs, edges_path, kept, np.zeros(m, np.int64), 1)
+    yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
+
+
+def _answer_numbers(exchange: str, numbered: list[int], offsets: np.ndarray, askers: list[int], batches):
+    """Task: for bucket b, the dense number of every id each edge partition asked, sent back to it
+    in the order asked."""
+    for batch in batches:
+        for b in batch.column(0).to_pylist():
+            fs, paths = _exchange_files(exchange, "numbers", numbered)
+            numbers = take_exchange(fs, paths, b)
+            v = offsets[numbers.column("slice").to_numpy()] + numbers.column("number").to_numpy()
+            asked = [take_exchange(fs, [path], b) for path in _exchange_files(exchange, "asks", askers)[1]]
+            ids = pa.concat_arrays([a.column("id").combine_chunks() for a in asked])
+            found = v[pc.index_in(ids, value_set=numbers.column("id")).to_numpy()]
+            to = np.repeat(np.arange(len(askers)), [a.num_rows for a in asked])
+            put_exchange(fs, _exchange_files(exchange, "answers", [b])[1][0], pa.table({"v": found}), to,
+                         len(askers))
+            yield pa.RecordBatch.from_pydict({"b": np.array([b], np.int64)})
+
+
+def _write_dense(exchange: str, askers: list[int], buckets: int, directory: str, batches):
+    """Task: edge partition ``askers[i]``'s edges ``(eid, src, dst[, attrs])`` written on dense numbers."""
+    fs, root = layout.filesystem(directory)
+    for batch in batches:
+        for i in batch.column(0).to_pylist():
+            t = askers[i]
+            exchange_fs, kept_path = _exchange_files(exchange, "edges", [t])
+            kept = take_exchange(exchange_fs, kept_path, 0)
+            v = take_exchange(exchange_fs, _exchange_files(exchange, "answers", range(buckets))[1], i) \
+                .column("v").to_numpy()
+            table = pa.table({"eid": kept.column("eid"), "src": v[kept.column("s").to_numpy()],
+                              "dst": v[kept.column("d").to_numpy()],
+                              **({"attrs": kept.column("attrs")} if "attrs" in kept.column_names else {})})
+            files.put_table(fs, layout.join(root, layout.part_file(t)), table)
+            yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int64)})
 
 
 # --------------------------------------------------------------------------- sub-graphs
