@@ -361,13 +361,11 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
     if unknown_creating.any():
         _grow_vertices(d, pd.unique(ref_ids[unknown_creating]))
         vid = np.where(vid < 0, _resolve(d, ref_ids), vid)
-    n = len(d.ids)
-    created_at = np.full(n, np.iinfo(np.int64).max)
     dead = (vid >= 0) & ~_gather(d.alive, vid, True)
     creating = dead & ref_creates
-    groups, first = _min_per_key(vid[creating], ref_pos[creating])
-    created_at[groups] = first
-    exists = (vid >= 0) & (~dead | (_gather(created_at, vid, 0) <= ref_pos))
+    revived, created_at = _min_per_key(vid[creating], ref_pos[creating])     # per dead vid: its first creation
+    exists = (vid >= 0) & ~dead
+    exists[dead] = _created_by(revived, created_at, vid[dead], ref_pos[dead])
     row_ok = np.ones(len(rows), bool)
     row_ok[ref_pos[~exists]] = False
     bad = ~row_ok
@@ -381,7 +379,6 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
     b_vid = np.full(len(rows), -1, np.int64)
     b_vid[is_edge] = vid[len(rows):]
 
-    revived = np.flatnonzero(created_at < np.iinfo(np.int64).max)
     d.alive[revived] = True
     d.comp[revived] = revived
     _restore_template_vertices(d, revived)
@@ -392,6 +389,16 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
         row_ok &= ~_refuse_carried_values(d, batch, rows, carried)
     _apply_edges(d, batch, rows, op, a_vid, b_vid, row_ok & is_edge, carried)
     _apply_vertex_sets(d, batch, rows, a_vid, row_ok & (op == SET_VERTEX))
+
+
+def _created_by(created: np.ndarray, created_at: np.ndarray, vid: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Whether dead vertices ``vid``, referenced at positions ``pos``, exist by then: one of
+    ``created`` (sorted, distinct) created at or before ``pos``. A search per reference, so the
+    pass is O(batch), not a lookup table over every vid."""
+    at = np.minimum(np.searchsorted(created, vid), max(len(created) - 1, 0))
+    if not len(created):
+        return np.zeros(len(vid), bool)
+    return (created[at] == vid) & (created_at[at] <= pos)
 
 
 def _names_attribute(attribute: np.ndarray) -> np.ndarray:
@@ -661,6 +668,7 @@ def _remove_vertices(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
         return
     d.affected.append(d.comp[gone])
     d.alive[gone] = False
+    d.comp[gone] = -1                                     # a removed vertex has no label, from here on
     for name in list(d.vattrs):
         d.own("v", name).present[gone] = False
     dead = np.zeros(len(d.ids), bool)
@@ -678,8 +686,7 @@ def _update_components(d: _Draft) -> None:
     cutting the region out first."""
     comp = d.comp
     if d.affected and _mostly_affected(d):
-        comp[:] = _index_components(d.keys, len(comp))
-        comp[~d.alive] = -1
+        _index_components(d.keys, d.alive, comp)
         return
     remap = None
     if d.added_pairs:
@@ -702,14 +709,12 @@ def _update_components(d: _Draft) -> None:
         labels = labels[labels >= 0]
         marked = np.zeros(len(comp) + 1, bool)
         marked[labels] = True
-        region = marked[comp] & d.alive
-        comp[~d.alive] = -1
+        region = marked[comp]                             # removed vertices hold -1: the unmarked slot
         members = np.flatnonzero(region)
         if not len(members):
             return
         if 2 * len(members) > len(comp):
-            comp[:] = _index_components(d.keys, len(comp))
-            comp[~d.alive] = -1
+            _index_components(d.keys, d.alive, comp)
             return
         live = np.flatnonzero(d.mult > 0)
         local = np.full(len(comp), -1, np.int64)
@@ -719,25 +724,30 @@ def _update_components(d: _Draft) -> None:
 
 
 @njit(cache=True, nogil=True)
+def _link(parent: np.ndarray, a: int, b: int) -> None:
+    """Union-find step: link the roots of ``a`` and ``b``, the larger under the smaller (halving
+    the paths found), so a root is its set's smallest member and every parent is below its child."""
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    while parent[b] != b:
+        parent[b] = parent[parent[b]]
+        b = parent[b]
+    if a < b:
+        parent[b] = a
+    elif b < a:
+        parent[a] = b
+
+
+@njit(cache=True, nogil=True)
 def smallest_members(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """For each of ``n`` vertices joined by edges ``u - v`` (direction ignored: weak components),
-    the smallest vertex of its component. Union-find linking the larger root under the smaller,
-    so a root is its component's smallest member and every parent is below its child: one
-    ascending pass then resolves all of them. O(edges + n) with a small constant (a scipy
-    ``connected_components`` call builds a CSR and its transpose first: ~4x slower at 200k)."""
+    the smallest vertex of its component. Union-find (:func:`_link`): every parent is below its
+    child, so one ascending pass then resolves all of them. O(edges + n) with a small constant
+    (a scipy ``connected_components`` call builds a CSR and its transpose first: ~4x slower at 200k)."""
     parent = np.arange(n)
     for i in range(len(u)):
-        a, b = u[i], v[i]
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        while parent[b] != b:
-            parent[b] = parent[parent[b]]
-            b = parent[b]
-        if a < b:
-            parent[b] = a
-        elif b < a:
-            parent[a] = b
+        _link(parent, u[i], v[i])
     for x in range(n):
         parent[x] = parent[parent[x]]
     return parent
@@ -752,10 +762,17 @@ def _mostly_affected(d: _Draft) -> bool:
     return 2 * int(marked[d.comp].sum()) > len(d.comp)
 
 
-def _index_components(keys: np.ndarray, n: int) -> np.ndarray:
-    """:func:`smallest_members` of the graph whose edges are the sorted edge ``keys`` (every key in
-    the index is a present edge)."""
-    return smallest_members(n, keys >> _SHIFT, keys & np.int64(MAX_VERTICES - 1))
+@njit(cache=True, nogil=True)
+def _index_components(keys: np.ndarray, alive: np.ndarray, comp: np.ndarray) -> None:
+    """Write into ``comp`` the components (as :func:`smallest_members`) of the graph whose edges are
+    the sorted edge ``keys`` (every key in the index is a present edge), -1 for removed vertices:
+    one pass over the keys and two over the vids, with no decoded copy of the index."""
+    for x in range(len(comp)):
+        comp[x] = x
+    for k in keys:
+        _link(comp, k >> _SHIFT, k & (MAX_VERTICES - 1))
+    for x in range(len(comp)):
+        comp[x] = comp[comp[x]] if alive[x] else -1
 
 
 # reading a state -----------------------------------------------------------------------------------

@@ -195,3 +195,18 @@ def test_an_edge_added_then_cut_by_a_vertex_removal_in_the_same_batch_joins_noth
                       update("add_edge", 1, 1, None, 3)], "int64")[0]
     state, _ = apply_batch(state, batch)
     assert (state.comp == components_from_scratch(state)).all() and state.comp[2] == 2
+
+
+def test_a_removed_label_vertex_recreated_later_in_the_batch_exists_only_from_its_creation():
+    """Vertex 0 labels the path 0-1-2; removed, then referenced before and after an add_edge brings
+    it back in the same batch: only the later references find it, the rest splits off with label 1,
+    and the input state keeps its labels."""
+    state = build_state(np.arange(5), [0, 1, 3], [1, 2, 4], directed=False)
+    batch = validate([update("remove_vertex", 0, 0, None, 1), update("set_vertex", 0, 0, 1.0, 2),
+                      update("add_edge", 0, 3, None, 3), update("set_vertex", 0, 0, 2.0, 4),
+                      update("remove_edge", 3, 4, None, 5)], "int64")[0]
+    after, outcome = apply_batch(state, batch)
+    assert outcome.rejected["seq"].tolist() == [2]
+    assert after.comp.tolist() == [0, 1, 1, 0, 4] and state.comp.tolist() == [0, 0, 0, 3, 3]
+    assert (after.comp == components_from_scratch(after)).all()
+    assert vertex_frame(after).set_index("id").loc[0, "w"] == 2.0
