@@ -231,10 +231,10 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 for clusters in reversed(mappings[1:]):
                     projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c") \
                         .select("vid", "part", "boundary")
-                labels, labelled = _projected(mappings[0], labelled,
-                                              held(projected) if len(mappings) > 1 else projected)
+                projected = held(projected) if len(mappings) > 1 else projected
+                labels = mappings[0].join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
                 refined = {}
-                labels = refine_boundary(labelled, labels, sizes, k, refine_iterations,
+                labels = refine_boundary(labelled, projected, labels, sizes, k, refine_iterations,
                                          math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
                                          refined, profile.step)
                 with profile.step("labels"):
@@ -246,24 +246,6 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
     report["jobs"], report["steps"] = profile.summary(), profile.steps()
     report["levels"] = levels
     return labels
-
-
-def _projected(clusters, labelled, coarse_labels):
-    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb, ca, cb, band_a, band_b)``
-    (c: the first level's cluster; band: whether that cluster lies in a boundary vertex of the graph
-    METIS cut), from the partition ``coarse_labels`` ``(vid, part, boundary)`` of the first level's
-    clusters and that level's ``clusters`` and ``labelled`` pairs (:func:`_coarsen`): the pairs meet
-    only the coarse table (small: Spark broadcasts it), not the vertices' labels."""
-    from pyspark.sql import functions as F
-
-    labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part", "boundary")
-    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa"),
-                                               F.col("boundary").alias("band_a")), "ca") \
-        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb"),
-                                F.col("boundary").alias("band_b")), "cb") \
-        .select("a", "b", "w", "pa", "pb", "ca", "cb", "band_a", "band_b")
-    return labels, labelled
 
 
 def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int, seed: int, budget_bytes: int,
@@ -534,13 +516,15 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
         .agg(F.max("w").alias("w"), F.max(F.when(kind == _CROSS_A, F.col("ca"))).alias("ca"),
              F.max(F.when(kind == _CROSS_B, F.col("cb"))).alias("cb"))
     spark = pairs.sparkSession
-    if labelled:
-        labelled = spark.read.schema(_INNER_SCHEMA).parquet(layout.join(directory, "inner")).unionByName(crossing)
+    inner = None
+    if labelled:        # files only: the refinement's tasks read them (gofs.partition.boundary._band)
+        crossing = held(crossing)
+        inner = spark.read.schema(_INNER_SCHEMA).parquet(layout.join(directory, "inner")).unionByName(crossing)
     coarse_pairs = level.where(kind == _COARSE_PAIR).select("a", "b", "w").unionByName(
         crossing.select(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b"), "w"))
     return (spark.read.schema(_MEMBERS_SCHEMA).parquet(layout.join(directory, "members")),
             level.where(kind == _COARSE_VERTEX).select(F.col("a").alias("vid"), F.col("w").alias("vw")),
-            labelled or None, coarse_pairs)
+            inner, coarse_pairs)
 
 
 def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) -> np.ndarray:
