@@ -6,7 +6,8 @@ graph they are a small share of millions. The *band* is the vertices of the clus
 first coarsening level: whole clusters share a partition after projection) that hold a cut
 edge, on both sides of the boundary: several hops wide, about one cluster (the caller marks
 them: the multilevel partitioner from the coarse graph METIS cut). So instead of a
-Spark job per propagation step over every edge, the edges that touch the band are sent, with
+Spark job per propagation step over every edge, the edges that touch the band (picked by tasks
+that read the labelled edges' files with the clusters' table, :func:`_band`) are sent, with
 both ends' partitions, to one task (more only when they exceed :data:`ROWS_PER_TASK`), where
 numba kernels move band vertices to the partition holding most of their edge weight, one at a
 time (no two-cycles), rounds until nothing gains, push an over-full partition's cheapest

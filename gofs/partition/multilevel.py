@@ -626,7 +626,7 @@ _LABELS_SCHEMA = "vid long, part int, boundary boolean"
 
 def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
     """METIS with vertex and edge weights on the coarse graph, in ONE task: ``(labels, sizes,
-    cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as a scratch frame (boundary:
+    cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as the task's Parquet file (boundary:
     the vertex has a cut edge; the refinement's band is what it covers), sizes the
     partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
 
