@@ -66,7 +66,7 @@ def test_partitioner_tasks_name_their_kernels_instead_of_shipping_them():
     from gofs.partition import boundary, multilevel
 
     tasks = {"refine": boundary._refiner(np.array([5, 5]), 6, 1, 3, 1, 0),
-             "ranges": multilevel._clustered_ranges(multilevel._range_clusters, 3.0, 0)}
+             "ranges": multilevel._clustered_ranges(multilevel._range_clusters, 3.0, 0, "/tmp/x", True)}
     shipped = cloudpickle.dumps(boundary.refine_rounds)
     assert b"numba" in shipped, "the check below would not see a kernel shipped by value"
     assert isinstance(boundary.refine_rounds, CPUDispatcher)

@@ -299,14 +299,17 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
     a, b = np.minimum(src, dst), np.maximum(src, dst)
     in_band = np.zeros(n, bool)          # the band: the vertices with a cut edge
     in_band[a[noisy[a] != noisy[b]]] = in_band[b[noisy[a] != noisy[b]]] = True
-    labelled = spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.ones(src.size, np.int64),
-                                                   "pa": noisy[a], "pb": noisy[b], "ca": a, "cb": b,
-                                                   "band_a": in_band[a], "band_b": in_band[b]}))
     labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
     sizes = np.bincount(noisy, minlength=4)
     held, report = ScratchFrames(spark, "test"), {}
-    try:
-        rows = boundary.refine_boundary(labelled, labels, sizes, 4, 4, 0, 0, 0.05, held, report).toPandas()
+    try:        # each vertex its own cluster; the band's tasks read both tables' files
+        labelled = held(spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "w": np.ones(src.size, np.int64),
+                                                            "ca": a, "cb": b})).repartition(3))
+        clusters = held(spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy.astype(np.int32),
+                                                            "boundary": in_band})))
+        rows = boundary.refine_boundary(labelled, clusters, labels, sizes, 4, 4, 0, 0, 0.05, held,
+                                        report).toPandas()
+        assert report["band"] == in_band[a].sum() + in_band[b].sum()        # each edge end in the band, once
     finally:
         held.remove()
     parts = np.empty(n, np.int32)

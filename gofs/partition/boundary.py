@@ -6,7 +6,8 @@ graph they are a small share of millions. The *band* is the vertices of the clus
 first coarsening level: whole clusters share a partition after projection) that hold a cut
 edge, on both sides of the boundary: several hops wide, about one cluster (the caller marks
 them: the multilevel partitioner from the coarse graph METIS cut). So instead of a
-Spark job per propagation step over every edge, the edges that touch the band are sent, with
+Spark job per propagation step over every edge, the edges that touch the band (picked by tasks
+that read the labelled edges' files with the clusters' table, :func:`_band`) are sent, with
 both ends' partitions, to one task (more only when they exceed :data:`ROWS_PER_TASK`), where
 numba kernels move band vertices to the partition holding most of their edge weight, one at a
 time (no two-cycles), rounds until nothing gains, push an over-full partition's cheapest
@@ -17,16 +18,19 @@ excess) evenly, so the capacity holds whatever they do at the same time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from numba import njit
 
 from gofs.numba_cache import serialise_compilation
+from gofs import layout
 from gofs.partition.fm import fm_passes
 from gofs.partition.matching import splitmix
-from gofs.spark_jobs import rows_by, written_rows
+from gofs.spark_jobs import rows_by, to_tasks, written_rows
 from sparkshim.compat import forgets_zip_importers
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
@@ -183,15 +187,16 @@ def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: 
 _ENDS = "u long, v long, pu int, pv int, w long, cu long"
 
 
-def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
+def refine_boundary(labelled, clusters, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
                     capacity_slack: float, held, report: dict | None = None, step=None):
     """The partition ``labels`` ``(vid, part)`` after refinement in the band, as ``(vid, part)``.
 
-    ``labelled`` ``(a, b, w, pa, pb, ca, cb, band_a, band_b)``: each undirected edge (repeats may
-    stay apart: their weights add up), no self-loops, with both ends' partitions, clusters (each
-    end's first-level cluster, whose vertices all share a partition; the ends themselves for a
-    band of just the boundary vertices) and whether each end is in the band (its cluster holds
-    a cut edge, or lies inside a coarser one that does); ``sizes``: the
+    ``labelled`` ``(a, b, w, ca, cb)``: each undirected edge (repeats may stay apart: their
+    weights add up), no self-loops, with both ends' clusters (each end's first-level cluster,
+    whose vertices all share a partition; the ends themselves for a band of just the boundary
+    vertices); ``clusters`` ``(vid, part, boundary)``: each cluster's partition and whether it
+    is in the band (it holds a cut edge, or lies inside a coarser one that does); both frames
+    read Parquet files only (:func:`_band` reads them in its tasks); ``sizes``: the
     vertices ``labels`` puts in each partition; ``held``
     (:class:`gofs.spark_jobs.ScratchFrames`) keeps the intermediate frames. Partitions end with at
     most ``(1 + capacity_slack) n / k`` vertices, as far as their boundary vertices allow.
@@ -209,7 +214,7 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
     capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
     step = step or (lambda name: contextlib.nullcontext())
     with step("band"):
-        incident = held(_band(labelled))
+        incident = held(_band(labelled, clusters))
         report["band"] = written_rows(incident)
     groups = max(1, math.ceil(report["band"] / ROWS_PER_TASK))
     if groups == 1:         # the band's files read by one task: no shuffle
@@ -235,14 +240,51 @@ def refine_boundary(labelled, labels, sizes: np.ndarray, k: int, rounds: int, mi
         .select("vid", F.coalesce(F.col("to"), F.col("part")).cast("int").alias("part"))
 
 
-def _band(labelled):
-    """The band's edge ends ``(u, v, pu, pv, w, cu)``: each end of a labelled edge whose end is
-    marked in the band (``band_a``, ``band_b``), kept where the edges lie (a scan, no shuffle)."""
+def _band(labelled, clusters):
+    """The band's edge ends ``(u, v, pu, pv, w, cu)``: each end of a labelled edge whose cluster
+    is in the band, with both ends' partitions. The tasks read the edges' files and the clusters'
+    table themselves (one job, no shuffle of the edges): two joins with the clusters, an explode
+    of both ends and a filter in Spark cost ~7 JVM CPU-s on the 5.6M road's edges."""
     from pyspark.sql import functions as F
 
-    def end(u, v):
-        return F.struct(F.col(u).alias("u"), F.col(v).alias("v"), F.col("p" + u).cast("int").alias("pu"),
-                        F.col("p" + v).cast("int").alias("pv"), F.col("w"), F.col("c" + u).alias("cu"),
-                        F.col("band_" + u).alias("band"))
+    spark = labelled.sparkSession
+    paths = sorted(labelled.inputFiles())
+    tasks = max(1, min(len(paths), spark.sparkContext.defaultParallelism))
+    listed = spark.createDataFrame([(i % tasks, path) for i, path in enumerate(paths)], "t int, path string")
+    task = forgets_zip_importers(functools.partial(_band_ends, sorted(clusters.inputFiles())))
+    return to_tasks(listed, "t", tasks).select("path").mapInArrow(task, _ENDS).select(
+        "u", "v", "pu", "pv", "w", F.col("cu"))
 
-    return labelled.select(F.inline(F.array(end("a", "b"), end("b", "a")))).where("band").drop("band")
+
+def _band_ends(cluster_files: list, batches):
+    """Task: the band's edge ends of the labelled edge files named by ``batches`` (``path``),
+    given every cluster's ``(vid, part, boundary)`` in ``cluster_files``."""
+    clusters = pa.concat_tables([_parquet(path, ["vid", "part", "boundary"]) for path in cluster_files])
+    ids = clusters.column("vid").to_numpy()
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    part = clusters.column("part").to_numpy()[order].astype(np.int32)
+    in_band = clusters.column("boundary").to_numpy(zero_copy_only=False)[order].astype(bool)
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            fs, where = layout.filesystem(path)
+            with fs.open_input_file(where) as file:
+                for rows in pq.ParquetFile(file).iter_batches(columns=["a", "b", "w", "ca", "cb"]):
+                    a, b, w, ca, cb = (rows.column(i).to_numpy() for i in range(5))
+                    at_a, at_b = np.searchsorted(ids, ca), np.searchsorted(ids, cb)
+                    for u, v, at_u, at_v, cu in ((a, b, at_a, at_b, ca), (b, a, at_b, at_a, cb)):
+                        keep = in_band[at_u]
+                        if keep.any():
+                            yield pa.RecordBatch.from_pydict({
+                                "u": u[keep], "v": v[keep], "pu": part[at_u[keep]], "pv": part[at_v[keep]],
+                                "w": w[keep], "cu": cu[keep]}, schema=_ENDS_SCHEMA)
+
+
+def _parquet(path: str, columns: list) -> pa.Table:
+    fs, where = layout.filesystem(path)
+    with fs.open_input_file(where) as file:
+        return pq.read_table(file, columns=columns)
+
+
+_ENDS_SCHEMA = pa.schema([("u", pa.int64()), ("v", pa.int64()), ("pu", pa.int32()), ("pv", pa.int32()),
+                          ("w", pa.int64()), ("cu", pa.int64())])

@@ -65,6 +65,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from gofs import files, layout
 from gofs.errors import InputError
 from gofs.partition.arrays import collect_labels
 from gofs.partition.matching import heavy_edge_clusters
@@ -230,10 +231,10 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
                 for clusters in reversed(mappings[1:]):
                     projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c") \
                         .select("vid", "part", "boundary")
-                labels, labelled = _projected(mappings[0], labelled,
-                                              held(projected) if len(mappings) > 1 else projected)
+                projected = held(projected) if len(mappings) > 1 else projected
+                labels = mappings[0].join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
                 refined = {}
-                labels = refine_boundary(labelled, labels, sizes, k, refine_iterations,
+                labels = refine_boundary(labelled, projected, labels, sizes, k, refine_iterations,
                                          math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
                                          refined, profile.step)
                 with profile.step("labels"):
@@ -245,24 +246,6 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
     report["jobs"], report["steps"] = profile.summary(), profile.steps()
     report["levels"] = levels
     return labels
-
-
-def _projected(clusters, labelled, coarse_labels):
-    """``(vid, part)`` of every vertex and its pairs as ``(a, b, w, pa, pb, ca, cb, band_a, band_b)``
-    (c: the first level's cluster; band: whether that cluster lies in a boundary vertex of the graph
-    METIS cut), from the partition ``coarse_labels`` ``(vid, part, boundary)`` of the first level's
-    clusters and that level's ``clusters`` and ``labelled`` pairs (:func:`_coarsen`): the pairs meet
-    only the coarse table (small: Spark broadcasts it), not the vertices' labels."""
-    from pyspark.sql import functions as F
-
-    labels = clusters.join(coarse_labels.withColumnRenamed("vid", "c"), "c").select("vid", "part")
-    by_cluster = coarse_labels.select(F.col("vid").alias("c"), "part", "boundary")
-    labelled = labelled.join(by_cluster.select(F.col("c").alias("ca"), F.col("part").alias("pa"),
-                                               F.col("boundary").alias("band_a")), "ca") \
-        .join(by_cluster.select(F.col("c").alias("cb"), F.col("part").alias("pb"),
-                                F.col("boundary").alias("band_b")), "cb") \
-        .select("a", "b", "w", "pa", "pb", "ca", "cb", "band_a", "band_b")
-    return labels, labelled
 
 
 def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int, seed: int, budget_bytes: int,
@@ -298,7 +281,7 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
             with step(f"level {attempts} ranges"):
                 clusters, coarse_weights, labelled, coarse_pairs = _level_in_ranges(
-                    pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held)
+                    pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held, not mappings)
                 coarse_pairs = held(coarse_pairs)
             with step(f"level {attempts} summary"):      # vertices and pairs at once: the pairs are at hand
                 coarse_summary, coarse_pair_summary = _summaries(coarse_weights, coarse_pairs, summary)
@@ -479,14 +462,17 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
             "widest": chosen == fitting[-1], "dense": vertices["vertices"] == vertices["weight"] == span}
 
 
-_MEMBER, _COARSE_VERTEX, _INNER, _CROSS_A, _CROSS_B, _COARSE_PAIR = range(6)     # kinds of a range task's rows
+_COARSE_VERTEX, _CROSS_A, _CROSS_B, _COARSE_PAIR = range(4)     # kinds of a range task's rows
+_MEMBERS_SCHEMA = "vid long, c long"
+_INNER_SCHEMA = "a long, b long, w long, ca long, cb long"
 _VERTEX_ROW, _ID_SPAN = -1, -2      # a range task's input rows that are not edges: b of a vertex, of a span of ids
 _LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
 
 
-def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held):
+def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held, labelled: bool = True):
     """One coarsening level clustered inside id ranges: ``(clusters, coarse weights, labelled
-    pairs, coarse pairs)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` and ``(a, b, w)`` frames.
+    pairs, coarse pairs)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` (None unless
+    ``labelled``: only the first level's are refined) and ``(a, b, w)`` frames.
 
     Each range's graph (its vertices, the edges inside it) is clustered by heavy-edge matching
     (:func:`gofs.partition.matching.heavy_edge_clusters`) into clusters of at most
@@ -497,11 +483,18 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
     two ranges goes to both, each naming its own end's cluster, and only those edges meet again by
     a grouping, each then a coarse pair of its own (repeats are summed where pairs meet next: the
     next level's range tasks or METIS's). Repeated input pairs are summed in the range tasks.
-    Coarse vertex ids keep the ids' locality for the next level.
+    Coarse vertex ids keep the ids' locality for the next level. The tasks write the rows that
+    grow with the level's input, each vertex's cluster and the labelled inner edges, as Parquet
+    files of their own (read back as frames, no Spark job): through Spark they were most of the
+    level's JVM work (5.6M road: ~10M rows of six columns), and only the refinement reads them.
     """
     from pyspark.sql import functions as F
 
     low, width = ranges["low"], ranges["width"]
+    directory = held.directory()
+    fs, root = layout.filesystem(directory)
+    for kind in ("members", "inner"):
+        fs.create_dir(layout.join(root, kind), recursive=True)     # read back even if no task writes there
 
     def range_of(column):
         return F.floor((F.col(column) - low) / width)
@@ -516,17 +509,22 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
     edge_rows = pairs.select(range_of("a").alias("r"), "a", "b", "w")
     far_ends = pairs.where(range_of("a") != range_of("b")).select(range_of("b").alias("r"), "a", "b", "w")
     level = held(vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(ranges["count"], "r")
-                 .mapInArrow(_clustered_ranges(_range_clusters, cluster_weight, seed), _LEVEL_ROWS))
+                 .mapInArrow(_clustered_ranges(_range_clusters, cluster_weight, seed, directory, labelled),
+                             _LEVEL_ROWS))
     kind = F.col("kind")
     crossing = level.where(kind.isin(_CROSS_A, _CROSS_B)).groupBy("a", "b") \
         .agg(F.max("w").alias("w"), F.max(F.when(kind == _CROSS_A, F.col("ca"))).alias("ca"),
              F.max(F.when(kind == _CROSS_B, F.col("cb"))).alias("cb"))
-    labelled = level.where(kind == _INNER).select("a", "b", "w", "ca", "cb").unionByName(crossing)
+    spark = pairs.sparkSession
+    inner = None
+    if labelled:        # files only: the refinement's tasks read them (gofs.partition.boundary._band)
+        crossing = held(crossing)
+        inner = spark.read.schema(_INNER_SCHEMA).parquet(layout.join(directory, "inner")).unionByName(crossing)
     coarse_pairs = level.where(kind == _COARSE_PAIR).select("a", "b", "w").unionByName(
         crossing.select(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b"), "w"))
-    return (level.where(kind == _MEMBER).select(F.col("a").alias("vid"), F.col("ca").alias("c")),
+    return (spark.read.schema(_MEMBERS_SCHEMA).parquet(layout.join(directory, "members")),
             level.where(kind == _COARSE_VERTEX).select(F.col("a").alias("vid"), F.col("w").alias("vw")),
-            labelled, coarse_pairs)
+            inner, coarse_pairs)
 
 
 def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) -> np.ndarray:
@@ -545,16 +543,18 @@ def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) 
     return ids[first][cluster]
 
 
-def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
+def _clustered_ranges(clusters_of, cluster_weight: float, seed: int, directory: str, labelled: bool):
     """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)`` or, for dense
     ids, the range's span ``(first, -2, end)`` of unit-weight ids, edges ``(a, b, w)``, ``a < b``,
     with at least one end in the range), the rows of
-    :func:`_level_in_ranges`: each vertex's cluster (``clusters_of``: :func:`_range_clusters`),
-    each cluster's weight, the inner edges with both ends' clusters and each edge to another
-    range with this end's cluster, and the coarse pairs of the inner edges."""
+    :func:`_level_in_ranges`: each cluster's weight, each edge to another range with this end's
+    cluster, and the coarse pairs of the inner edges; each vertex's cluster (``clusters_of``:
+    :func:`_range_clusters`) and, if ``labelled``, the inner edges with both ends' clusters go to
+    the range's files under ``directory`` (``members/``, ``inner/``)."""
     @forgets_zip_importers
     def level(batches):
-        for _, rows in rows_by(batches, "r"):
+        fs, root = layout.filesystem(directory)
+        for r, rows in rows_by(batches, "r"):
             a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
             is_vertex, span = b == _VERTEX_ROW, b == _ID_SPAN
             ids = np.concatenate([a[is_vertex], *(np.arange(lo, hi) for lo, hi in zip(a[span], w[span]))])
@@ -568,11 +568,14 @@ def _clustered_ranges(clusters_of, cluster_weight: float, seed: int):
             in_a, in_b = ids[at_a] == a, ids[at_b] == b
             inner = in_a & in_b
             cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
-            yield _level_batch(_MEMBER, ids, ca=cluster)
+            files.put_table(fs, layout.join(root, "members", layout.part_file(r)),
+                            pa.table({"vid": ids.astype(np.int64), "c": cluster.astype(np.int64)}))
             coarse, members = np.unique(cluster, return_inverse=True)
             yield _level_batch(_COARSE_VERTEX, coarse, w=np.bincount(members, weights=vw).astype(np.int64))
             ca, cb = cluster[at_a[inner]], cluster[at_b[inner]]
-            yield _level_batch(_INNER, a[inner], b[inner], w[inner], ca, cb)
+            if labelled:
+                files.put_table(fs, layout.join(root, "inner", layout.part_file(r)), pa.table(
+                    {"a": a[inner], "b": b[inner], "w": w[inner], "ca": ca, "cb": cb}))
             apart = ca != cb
             yield _level_batch(_COARSE_PAIR, *_summed_repeats(np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart],
                                                               w[inner][apart]))
@@ -616,13 +619,14 @@ def _contract(labelled):
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
-_VERTEX, _PAIR, _LABEL, _SIZE, _CUT = range(5)     # kinds of the METIS task's rows, in and out
+_VERTEX, _PAIR, _SIZE, _CUT = range(4)     # kinds of the METIS task's rows, in and out
 _METIS_ROWS = "kind int, a long, b long, w long"
+_LABELS_SCHEMA = "vid long, part int, boundary boolean"
 
 
 def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
     """METIS with vertex and edge weights on the coarse graph, in ONE task: ``(labels, sizes,
-    cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as a scratch frame (boundary:
+    cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as the task's Parquet file (boundary:
     the vertex has a cut edge; the refinement's band is what it covers), sizes the
     partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
 
@@ -636,27 +640,30 @@ def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
     rows = weights.select(F.lit(_VERTEX).alias("kind"), F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"),
                           F.col("vw").cast("long").alias("w")) \
         .unionByName(pairs.select(F.lit(_PAIR).alias("kind"), "a", "b", F.col("w").cast("long").alias("w")))
-    out = held(rows.repartition(1).mapInArrow(_metis_task(k, seed, tries), _METIS_ROWS))
+    directory = held.directory()
+    fs, root = layout.filesystem(directory)
+    fs.create_dir(root, recursive=True)
     sizes, cut = np.zeros(k, np.int64), 0
-    for kind, a, b in out.where(F.col("kind") != _LABEL).select("kind", "a", "b").collect():
+    for kind, a, b in rows.repartition(1).mapInArrow(_metis_task(k, seed, tries, directory), _METIS_ROWS) \
+            .select("kind", "a", "b").collect():
         if kind == _SIZE:
             sizes[a] = b
         else:
             cut = int(b)
-    return out.where(F.col("kind") == _LABEL).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("part"),
-                                                     (F.col("w") != 0).alias("boundary")), sizes, cut
+    return rows.sparkSession.read.schema(_LABELS_SCHEMA).parquet(directory), sizes, cut
 
 
-def _metis_task(k: int, seed: int, tries: int):
-    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, its METIS labels (and whether
-    each vertex has a cut edge) out, with each partition's size and the cut weight."""
+def _metis_task(k: int, seed: int, tries: int, directory: str):
+    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, each partition's size and the
+    cut weight out; its METIS labels (and whether each vertex has a cut edge) go to a Parquet
+    file under ``directory`` (through Spark, ~0.8M rows on the 5.6M road, one more job)."""
     @forgets_zip_importers
     def task(batches):
-        yield from _metis_rows(batches, k, seed, tries)
+        yield from _metis_rows(batches, k, seed, tries, directory)
     return task
 
 
-def _metis_rows(batches, k: int, seed: int, tries: int):
+def _metis_rows(batches, k: int, seed: int, tries: int, directory: str):
     """:func:`_metis_task`'s work: builds the symmetric CSR METIS wants from each coarse edge
     once (repeats summed) without a pandas or COO detour; with METIS's own work space this is
     what :data:`BYTES_PER_COARSE_EDGE` measures."""
@@ -674,11 +681,12 @@ def _metis_rows(batches, k: int, seed: int, tries: int):
     parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=tries)
     is_cut = parts[rows] != parts[cols]
     cut = int(w[is_cut].sum())
-    boundary = np.zeros(ids.size, np.int64)
+    boundary = np.zeros(ids.size, np.bool_)
     boundary[rows[is_cut]] = boundary[cols[is_cut]] = 1
     sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
-    yield pa.RecordBatch.from_pydict({"kind": np.full(ids.size, _LABEL, np.int32), "a": ids,
-                                      "b": parts.astype(np.int64), "w": boundary})
+    fs, root = layout.filesystem(directory)
+    files.put_table(fs, layout.join(root, layout.part_file(0)), pa.table(
+        {"vid": ids.astype(np.int64), "part": parts.astype(np.int32), "boundary": boundary.astype(bool)}))
     yield pa.RecordBatch.from_pydict({"kind": np.r_[np.full(k, _SIZE), _CUT].astype(np.int32),
                                       "a": np.arange(k + 1, dtype=np.int64), "b": np.r_[sizes, cut].astype(np.int64),
                                       "w": np.zeros(k + 1, np.int64)})
