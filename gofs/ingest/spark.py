@@ -723,76 +723,82 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
     vertex file's rows in order, then every ``src`` column value in edge order, then every
     ``dst`` value in edge order. Vertices only in the edges get null attributes.
 
-    Each end is a position (vertex row, then ``src`` by edge, then ``dst`` by edge); every id's
-    first position is found by one grouping and sent to the task of its slice of the position
-    range (fixed bounds: no sampling job, no global sort), which sorts its slice and numbers it
-    from 0; v is the slice's offset (from the slices' counts, which the same tasks report) plus
-    that number. The edges then get their ends' numbers from the same tasks' files by id bucket
-    (:func:`_dense_edges`), not by two joins.
+    Each end is a position (vertex row, then ``src`` by edge, then ``dst`` by edge). Five Python
+    jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`), not
+    through Spark's row shuffles (an explode and grouping of both ends cost more than these
+    passes): each edge partition sends its distinct ids with their first positions in it to the
+    ids' buckets (:func:`_ask_numbers`, the vertex rows likewise: :func:`_send_vertex_ids`);
+    bucket b takes each id's least position and sends it to the task of its slice of the position
+    range (:func:`_first_positions`; fixed bounds: no sampling job, no global sort); slice s sorts
+    its ids by position and numbers them from 0 (:func:`_numbered_slices`); v is the slice's
+    offset (from the slices' counts) plus that number, which bucket b answers to the edge
+    partitions that asked (:func:`_answer_numbers`) and they write their edges with
+    (:func:`_write_dense`).
     """
     from pyspark.sql import functions as F
-
-    nv = 0 if vertex_rows is None else vertex_rows.count
-    both = F.array(F.struct(F.col("sid").alias("id"), (F.col("eid") + nv).alias("pos")),
-                   F.struct(F.col("did").alias("id"), (F.col("eid") + nv + m).alias("pos")))
-    ends = edges.select(F.explode(both).alias("end")).select("end.id", "end.pos")     # one scan for both ends
-    if vertex_rows is not None:
-        _check_unique_ids(vertex_rows)
-        ends = vertex_rows.frame.select("id", F.col("vpos").alias("pos")).unionByName(ends)
-    slices = int(run.spark.conf.get("spark.sql.shuffle.partitions"))
-    positions = max(1, nv + 2 * m)
-    first = ends.groupBy("id").agg(F.min("pos").alias("pos")) \
-        .withColumn("slice", (F.col("pos") * slices / positions).cast("int"))
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    directory, exchange = run.scratch.directory(), run.scratch.directory()
-    fs, root = layout.filesystem(directory)
-    fs.create_dir(root, recursive=True)         # read back even if no task writes there
+    spark = run.spark
+    nv = 0 if vertex_rows is None else vertex_rows.count
+    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    exchange = run.scratch.directory()
+    attrs = ["attrs"] if "attrs" in edges.columns else []
+    known = []
+    if vertex_rows is not None:
+        _check_unique_ids(vertex_rows)
     with run.step("first positions, numbered slices"):
-        sizes = to_tasks(first, "slice", slices).mapInArrow(
-            forgets_zip_importers(functools.partial(_numbered_slices, directory, exchange, slices)),
-            _SLICE_SIZES).collect()
+        if vertex_rows is not None:
+            known = sorted(int(row["t"]) for row in vertex_rows.frame.select(
+                F.spark_partition_id().alias("t"), "id", "vpos").mapInArrow(forgets_zip_importers(
+                    functools.partial(_send_vertex_ids, exchange, slices)), "t int").collect())
+        asked = edges.select(F.spark_partition_id().alias("t"), "eid", "sid", "did", *attrs).mapInArrow(
+            forgets_zip_importers(functools.partial(_ask_numbers, exchange, slices, nv, m)), "t int").collect()
+        askers = sorted(int(row["t"]) for row in asked)
+        tasks = spark.range(0, slices, 1, slices)
+        tasks.mapInArrow(forgets_zip_importers(functools.partial(
+            _first_positions, exchange, askers, known, slices, max(1, nv + 2 * m))), "b long").collect()
+        directory = run.scratch.directory()
+        fs, root = layout.filesystem(directory)
+        fs.create_dir(root, recursive=True)         # read back even if no task writes there
+        sizes = tasks.mapInArrow(forgets_zip_importers(functools.partial(
+            _numbered_slices, directory, exchange, slices)), _SLICE_SIZES).collect()
     counts = np.zeros(slices, np.int64)
     for row in sizes:
         counts[row["slice"]] += row["count"]
     offsets = np.concatenate([[0], np.cumsum(counts)])[:-1]
     start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.col("slice") + 1)
-    attrs = ["attrs"] if "attrs" in edges.columns else []
-    numbered = run.spark.read.schema(StructType([first.schema["id"], StructField("slice", IntegerType()),
-                                                 StructField("number", LongType())])).parquet(directory)
+    numbered = spark.read.schema(StructType([StructField("id", edges.schema["sid"].dataType),
+                                             StructField("slice", IntegerType()),
+                                             StructField("number", LongType())])).parquet(directory)
     vertices = numbered.select("id", (start + F.col("number")).alias("v"))
     if vertex_rows is not None and len(vertex_rows.attributes):
         with run.step("vertex attributes"):
             vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
     with run.step("dense edges"):
-        dense = _dense_edges(run, edges.select(F.spark_partition_id().alias("t"), "eid", "sid", "did", *attrs),
-                             exchange, sorted({int(row["slice"]) for row in sizes}), offsets, slices)
+        dense = _dense_edges(run, edges.select("eid", *attrs).schema, exchange, askers,
+                             offsets, slices)
     return vertices, dense, int(counts.sum())
 
 
-def _dense_edges(run, edges, exchange: str, numbered: list[int], offsets: np.ndarray, buckets: int):
-    """The edges ``(eid, src, dst[, attrs])`` on dense numbers, in three Python jobs whose rows move
-    as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`), not through Spark's row shuffles
-    and sorts (two sort-merge joins of every edge cost ~5x these passes): each edge partition t
-    asks the buckets (:func:`gofs.spark_jobs.id_buckets`) for the numbers of its distinct ids
-    (:func:`_ask_numbers`), bucket b answers from the numbered slices' ids in b
-    (:func:`_answer_numbers`), and t writes its edges with the answers (:func:`_write_dense`)."""
+def _dense_edges(run, schema, exchange: str, askers: list[int], offsets: np.ndarray, buckets: int):
+    """The edges ``(eid, src, dst[, attrs])`` on dense numbers, in two Python jobs whose rows move
+    as Arrow exchange files (two sort-merge joins of every edge cost ~5x these passes): bucket b
+    answers each edge partition the numbers of the ids it asked (:func:`_answer_numbers`), and the
+    partition writes its edges with the answers (:func:`_write_dense`). ``schema``: the edges' ``eid``
+    and ``attrs``."""
     from pyspark.sql.types import LongType, StructField, StructType
 
     spark = run.spark
-    asked = edges.mapInArrow(forgets_zip_importers(functools.partial(_ask_numbers, exchange, buckets)),
-                             "t int").collect()
-    askers = sorted(int(row["t"]) for row in asked)
     directory = run.scratch.directory()
     fs, root = layout.filesystem(directory)
     fs.create_dir(root, recursive=True)         # read back even if no task writes there
     if askers:
         spark.range(0, buckets, 1, buckets).mapInArrow(forgets_zip_importers(functools.partial(
-            _answer_numbers, exchange, numbered, offsets, askers)), "b long").collect()
+            _answer_numbers, exchange, buckets, offsets, askers)), "b long").collect()
         spark.range(0, len(askers), 1, len(askers)).mapInArrow(forgets_zip_importers(functools.partial(
             _write_dense, exchange, askers, buckets, directory)), "t long").collect()
     schema = StructType([StructField(c, LongType()) for c in ("eid", "src", "dst")]
-                        + [edges.schema[c] for c in ("attrs",) if c in edges.columns])
+                        + [schema[c] for c in ("attrs",) if c in schema.names])
     return spark.read.schema(schema).parquet(directory)
 
 
@@ -805,26 +811,63 @@ def _exchange_files(exchange: str, kind: str, tasks) -> tuple:
 _SLICE_SIZES = "slice int, count long"
 
 
+def _send_vertex_ids(exchange: str, buckets: int, batches):
+    """Task: the vertex rows ``(t, id, vpos)`` of one Spark partition t sent to their ids' buckets
+    as ``(id, pos)`` (:func:`_first_positions`)."""
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    t = int(table.column("t")[0].as_py())
+    ids = table.column("id").combine_chunks()
+    fs, (path,) = _exchange_files(exchange, "known", [t])
+    put_exchange(fs, path, pa.table({"id": ids, "pos": table.column("vpos")}), id_buckets(ids, buckets), buckets)
+    yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
+
+
+def _first_positions(exchange: str, askers: list[int], known: list[int], slices: int, positions: int, batches):
+    """Task: for bucket b, each of its ids' least position over the vertex rows and the edge
+    partitions, sent to the slice of the position range it falls in (:func:`_numbered_slices`)."""
+    for batch in batches:
+        for b in batch.column(0).to_pylist():
+            fs, paths = _exchange_files(exchange, "known", known)
+            paths += _exchange_files(exchange, "asks", askers)[1]
+            ends = take_exchange(fs, paths, b) if paths else pa.table({"id": pa.array([], pa.int64()),
+                                                                       "pos": pa.array([], pa.int64())})
+            first = ends.group_by("id").aggregate([("pos", "min")]).rename_columns(["id", "pos"])
+            pos = first.column("pos").to_numpy()
+            put_exchange(fs, _exchange_files(exchange, "firsts", [b])[1][0], first, pos * slices // positions,
+                         slices)
+            yield pa.RecordBatch.from_pydict({"b": np.array([b], np.int64)})
+
+
 def _numbered_slices(directory: str, exchange: str, buckets: int, batches):
-    """Task: each slice of first positions it holds, sorted, numbered from 0 and written as
-    ``(id, slice, number)`` under ``directory`` and, for the edges' numbering, as an exchange file
-    to the ids' buckets (:func:`_answer_numbers`); ``(slice, count)`` returned."""
+    """Task: for slice s of the position range, its ids' first positions from every bucket
+    (:func:`_first_positions`) sorted, numbered from 0 and written as ``(id, slice, number)``
+    under ``directory`` and, for the edges' numbering, as an exchange file to the ids' buckets
+    (:func:`_answer_numbers`); ``(slice, count)`` returned."""
     fs, root = layout.filesystem(directory)
-    for piece, rows in rows_by(batches, "slice"):
-        rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
-        count = rows.num_rows
-        table = pa.table({"id": rows.column("id"), "slice": np.full(count, piece, np.int32),
-                          "number": np.arange(count, dtype=np.int64)})
-        files.put_table(fs, layout.join(root, layout.part_file(piece)), table)
-        exchange_fs, (path,) = _exchange_files(exchange, "numbers", [piece])
-        put_exchange(exchange_fs, path, table,
-                     id_buckets(table.column("id").combine_chunks(), buckets), buckets)
-        yield pa.RecordBatch.from_pydict({"slice": np.array([piece], np.int32), "count": np.array([count], np.int64)})
+    for batch in batches:
+        for piece in batch.column(0).to_pylist():
+            exchange_fs, paths = _exchange_files(exchange, "firsts", range(buckets))
+            rows = take_exchange(exchange_fs, paths, piece)
+            rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
+            count = rows.num_rows
+            table = pa.table({"id": rows.column("id"), "slice": np.full(count, piece, np.int32),
+                              "number": np.arange(count, dtype=np.int64)})
+            if count:
+                files.put_table(fs, layout.join(root, layout.part_file(piece)), table)
+            _, (path,) = _exchange_files(exchange, "numbers", [piece])
+            put_exchange(exchange_fs, path, table, id_buckets(table.column("id").combine_chunks(), buckets),
+                         buckets)
+            yield pa.RecordBatch.from_pydict({"slice": np.array([piece], np.int32),
+                                              "count": np.array([count], np.int64)})
 
 
-def _ask_numbers(exchange: str, buckets: int, batches):
+def _ask_numbers(exchange: str, buckets: int, nv: int, m: int, batches):
     """Task: the edges of one Spark partition t ``(t, eid, sid, did[, attrs])``; its distinct ids
-    sent to their buckets, and its edges kept with their ends as indices into what it sent."""
+    sent to their buckets with their first positions in t (``nv + eid`` for a ``src``,
+    ``nv + m + eid`` for a ``dst``), and its edges kept with their ends as indices into what it sent."""
     batches = list(batches)
     table = pa.Table.from_batches(batches) if batches else None
     if table is None or table.num_rows == 0:
@@ -832,26 +875,30 @@ def _ask_numbers(exchange: str, buckets: int, batches):
     t = int(table.column("t")[0].as_py())
     ends = pa.concat_arrays([table.column("sid").combine_chunks(), table.column("did").combine_chunks()])
     asks = pc.unique(ends)
+    found = pc.index_in(ends, value_set=asks).to_numpy()
+    eid = table.column("eid").to_numpy()
+    first = np.full(len(asks), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first, found, np.concatenate([eid + nv, eid + nv + m]))
     where = id_buckets(asks, buckets)
     sent = np.empty(len(asks), np.int64)
     sent[np.argsort(where, kind="stable")] = np.arange(len(asks))      # put_exchange's order
-    index = sent[pc.index_in(ends, value_set=asks).to_numpy()]
-    m = table.num_rows
+    index = sent[found]
+    rows = table.num_rows
     fs, (asks_path,) = _exchange_files(exchange, "asks", [t])
     _, (edges_path,) = _exchange_files(exchange, "edges", [t])
-    put_exchange(fs, asks_path, pa.table({"id": asks}), where, buckets)
-    kept = table.drop_columns(["t", "sid", "did"]).append_column("s", pa.array(index[:m])) \
-        .append_column("d", pa.array(index[m:]))
-    put_exchange(fs, edges_path, kept, np.zeros(m, np.int64), 1)
+    put_exchange(fs, asks_path, pa.table({"id": asks, "pos": first}), where, buckets)
+    kept = table.drop_columns(["t", "sid", "did"]).append_column("s", pa.array(index[:rows])) \
+        .append_column("d", pa.array(index[rows:]))
+    put_exchange(fs, edges_path, kept, np.zeros(rows, np.int64), 1)
     yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
 
 
-def _answer_numbers(exchange: str, numbered: list[int], offsets: np.ndarray, askers: list[int], batches):
+def _answer_numbers(exchange: str, slices: int, offsets: np.ndarray, askers: list[int], batches):
     """Task: for bucket b, the dense number of every id each edge partition asked, sent back to it
     in the order asked."""
     for batch in batches:
         for b in batch.column(0).to_pylist():
-            fs, paths = _exchange_files(exchange, "numbers", numbered)
+            fs, paths = _exchange_files(exchange, "numbers", range(slices))
             numbers = take_exchange(fs, paths, b)
             v = offsets[numbers.column("slice").to_numpy()] + numbers.column("number").to_numpy()
             asked = [take_exchange(fs, [path], b) for path in _exchange_files(exchange, "asks", askers)[1]]
