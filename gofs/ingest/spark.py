@@ -12,11 +12,11 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   re-reading only that file). Edge ids (``eid``) are positions in Spark's read
   order (for one file, its line order), numbered with per-partition offsets.
 - **ids**: dense vertex indices in order of first appearance (``src`` before
-  ``dst``, edge by edge), exactly as the local engine numbers them: a
-  group-by for each id's first position, then one job whose tasks each sort
-  one slice of the positions, write it and return its size (the offsets);
-  the edges get their ends' numbers from those tasks' files by id bucket, in three
-  Python jobs whose rows move as Arrow files (:func:`gofs.spark_jobs.put_exchange`).
+  ``dst``, edge by edge), exactly as the local engine numbers them, in five
+  Python jobs whose rows move as Arrow files (:func:`gofs.spark_jobs.put_exchange`):
+  each id's first position is found by id bucket, each slice of the positions is
+  sorted and numbered by one task (its size gives the offsets), and the edges get
+  their ends' numbers back from the buckets (:func:`_dense_ids`).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
 - **subgraphs**: one job: vertices and edges find their (source's)
@@ -828,10 +828,10 @@ def _send_vertex_ids(exchange: str, buckets: int, batches):
 def _first_positions(exchange: str, askers: list[int], known: list[int], slices: int, positions: int, batches):
     """Task: for bucket b, each of its ids' least position over the vertex rows and the edge
     partitions, sent to the slice of the position range it falls in (:func:`_numbered_slices`)."""
+    fs, paths = _exchange_files(exchange, "known", known)
+    paths += _exchange_files(exchange, "asks", askers)[1]
     for batch in batches:
         for b in batch.column(0).to_pylist():
-            fs, paths = _exchange_files(exchange, "known", known)
-            paths += _exchange_files(exchange, "asks", askers)[1]
             ends = take_exchange(fs, paths, b) if paths else pa.table({"id": pa.array([], pa.int64()),
                                                                        "pos": pa.array([], pa.int64())})
             first = ends.group_by("id").aggregate([("pos", "min")]).rename_columns(["id", "pos"])
@@ -847,9 +847,9 @@ def _numbered_slices(directory: str, exchange: str, buckets: int, batches):
     under ``directory`` and, for the edges' numbering, as an exchange file to the ids' buckets
     (:func:`_answer_numbers`); ``(slice, count)`` returned."""
     fs, root = layout.filesystem(directory)
+    exchange_fs, paths = _exchange_files(exchange, "firsts", range(buckets))
     for batch in batches:
         for piece in batch.column(0).to_pylist():
-            exchange_fs, paths = _exchange_files(exchange, "firsts", range(buckets))
             rows = take_exchange(exchange_fs, paths, piece)
             rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
             count = rows.num_rows
@@ -896,12 +896,13 @@ def _ask_numbers(exchange: str, buckets: int, nv: int, m: int, batches):
 def _answer_numbers(exchange: str, slices: int, offsets: np.ndarray, askers: list[int], batches):
     """Task: for bucket b, the dense number of every id each edge partition asked, sent back to it
     in the order asked."""
+    fs, paths = _exchange_files(exchange, "numbers", range(slices))
+    asks = _exchange_files(exchange, "asks", askers)[1]
     for batch in batches:
         for b in batch.column(0).to_pylist():
-            fs, paths = _exchange_files(exchange, "numbers", range(slices))
             numbers = take_exchange(fs, paths, b)
             v = offsets[numbers.column("slice").to_numpy()] + numbers.column("number").to_numpy()
-            asked = [take_exchange(fs, [path], b) for path in _exchange_files(exchange, "asks", askers)[1]]
+            asked = [take_exchange(fs, [path], b) for path in asks]
             ids = pa.concat_arrays([a.column("id").combine_chunks() for a in asked])
             found = v[pc.index_in(ids, value_set=numbers.column("id")).to_numpy()]
             to = np.repeat(np.arange(len(askers)), [a.num_rows for a in asked])

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from numba import njit
 
 from gofs.numba_cache import serialise_compilation
-from gofs import layout
+from gofs import files, layout
 from gofs.partition.fm import fm_passes
 from gofs.partition.matching import splitmix
 from gofs.spark_jobs import rows_by, to_tasks, written_rows
@@ -259,7 +259,8 @@ def _band(labelled, clusters):
 def _band_ends(cluster_files: list, batches):
     """Task: the band's edge ends of the labelled edge files named by ``batches`` (``path``),
     given every cluster's ``(vid, part, boundary)`` in ``cluster_files``."""
-    clusters = pa.concat_tables([_parquet(path, ["vid", "part", "boundary"]) for path in cluster_files])
+    clusters = pa.concat_tables([files.read_columns(*layout.filesystem(path), ["vid", "part", "boundary"])
+                                for path in cluster_files])
     ids = clusters.column("vid").to_numpy()
     order = np.argsort(ids, kind="stable")
     ids = ids[order]
@@ -278,12 +279,6 @@ def _band_ends(cluster_files: list, batches):
                             yield pa.RecordBatch.from_pydict({
                                 "u": u[keep], "v": v[keep], "pu": part[at_u[keep]], "pv": part[at_v[keep]],
                                 "w": w[keep], "cu": cu[keep]}, schema=_ENDS_SCHEMA)
-
-
-def _parquet(path: str, columns: list) -> pa.Table:
-    fs, where = layout.filesystem(path)
-    with fs.open_input_file(where) as file:
-        return pq.read_table(file, columns=columns)
 
 
 _ENDS_SCHEMA = pa.schema([("u", pa.int64()), ("v", pa.int64()), ("pu", pa.int32()), ("pv", pa.int32()),
