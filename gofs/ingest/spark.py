@@ -19,15 +19,15 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   their ends' numbers back from the buckets (:func:`_dense_ids`).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
-- **subgraphs**: one job: vertices and edges find their (source's)
-  partition in one join, then partition p's vertices and the edges it
-  is the source of meet in task p (:func:`gofs.spark_jobs.to_tasks`), which runs the
-  same scipy kernel as the local engine (:func:`gofs.subgraphs.discover`) and
-  keeps both as p's scratch pieces; the driver turns the per-partition counts
-  into vertex and sub-graph offsets.
-- **write**: one job: task p reads its pieces, is sent the cut edges it holds
-  as destination and the numbers of their far ends, writes its vertex and
-  edge files (pyarrow, staged under a temporary name) and its rows of the
+- **subgraphs**: six Python jobs whose rows move as Arrow exchange files: the labels,
+  vertices and edges meet by vertex range, which gives each vertex and each edge end its
+  partition; task p is sent its vertices, the edges it is the source of and the cut edges it
+  is the destination of, runs the same scipy kernel as the local engine
+  (:func:`gofs.subgraphs.discover`), keeps its pieces and sends each cut edge's other
+  partition the local numbers of its end (:func:`_subgraphs`); the driver turns the
+  per-partition counts into vertex and sub-graph offsets.
+- **write**: one job: task p reads its pieces and its cut edges' far numbers, writes its
+  vertex and edge files (pyarrow, staged under a temporary name) and its rows of the
   sub-graph and meta-graph tables, and returns its statistics; then one task
   writes the two tables from those rows; the driver assembles the manifest
   from the statistics and commits.
@@ -942,9 +942,9 @@ _SIZES = "part int, vertices long, subgraphs long"
 
 
 def _subgraphs(run, edges, vertices, parts, n: int, k: int) -> _Discovered:
-    """Four Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`;
+    """Six Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`;
     a join of every vertex and edge with the labels and a shuffle to the partitions' tasks cost
-    several times these passes). Labels, vertices and edges are sent to the bucket of the vertex
+    ~1.6x their CPU time at 1M road edges). Labels, vertices and edges are sent to the bucket of the vertex
     range that holds their vertex (the edges': their source) (:func:`_to_ranges`); bucket b labels
     its vertices, sending them to their partitions, and its edges' sources, sending the edges on
     to their destinations' buckets (:func:`_label_sources`), which label the destinations and send
@@ -962,18 +962,16 @@ def _subgraphs(run, edges, vertices, parts, n: int, k: int) -> _Discovered:
     frames = [parts.select(F.col("vid").cast("long").alias("vid"), F.col("part").cast("int").alias("part")),
               vertices.select("v", "id", *vattrs), edges.select("eid", "src", "dst", *attrs)]
     schemas = [arrow_schema(frame.schema) for frame in frames]
-    tagged = [frame.select(F.lit(kind).alias("kind"), "*") for kind, frame in enumerate(frames)]
-    union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
     exchange = run.scratch.directory()
 
     def tasks(function, *args):
         return forgets_zip_importers(functools.partial(function, exchange, *args))
 
-    with run.step("route"):
-        routed = union.select(F.spark_partition_id().alias("t"), "*").mapInArrow(
-            tasks(_to_ranges, n, buckets, [schema.names for schema in schemas]), "kind int, t int").collect()
-        senders = [sorted(int(r["t"]) for r in routed if r["kind"] == kind) for kind in range(len(frames))]
-        ranges = spark.range(0, buckets, 1, buckets)
+    with run.step("to vertex ranges"):
+        senders = [sorted(int(r["t"]) for r in frame.select(F.spark_partition_id().alias("t"), "*").mapInArrow(
+            tasks(_to_ranges, n, buckets, kind), "t int").collect()) for kind, frame in enumerate(frames)]
+    ranges = spark.range(0, buckets, 1, buckets)
+    with run.step("labelled"):
         ranges.mapInArrow(tasks(_label_sources, n, buckets, k, senders, schemas), "b long").collect()
         ranges.mapInArrow(tasks(_label_destinations, n, buckets, k, senders[0], schemas[0]),
                           "b long").collect()
@@ -1005,20 +1003,20 @@ def _labels_of(fs, paths: list[str], b: int, n: int, buckets: int, schema: pa.Sc
     return lo, part
 
 
-def _to_ranges(exchange: str, n: int, buckets: int, columns: list, batches):
+def _to_ranges(exchange: str, n: int, buckets: int, kind: int, batches):
     """Task: one Spark partition t of the labels ``(vid, part)``, the vertices ``(v, id[, vattrs])``
-    or the edges ``(eid, src, dst[, attrs])`` (``kind`` says which; ``columns[kind]`` their columns)
-    sent to their (source) vertices' range buckets; ``(kind, t)`` returned."""
+    or the edges ``(eid, src, dst[, attrs])`` (``kind`` 0, 1, 2: one job each, so that no rows carry
+    the others' columns) sent to their (source) vertices' range buckets; t returned."""
     batches = list(batches)
     table = pa.Table.from_batches(batches) if batches else None
     if table is None or table.num_rows == 0:
         return
-    kind, t = int(table.column("kind")[0].as_py()), int(table.column("t")[0].as_py())
-    table = table.select(columns[kind])
-    key = table.column(("vid", "v", "src")[kind]).to_numpy()
+    t = int(table.column("t")[0].as_py())
+    table = table.drop_columns(["t"])
     fs, (path,) = _exchange_files(exchange, _KINDS[kind], [t])
-    put_exchange(fs, path, table, _range_bucket(key, n, buckets), buckets)
-    yield pa.RecordBatch.from_pydict({"kind": np.array([kind], np.int32), "t": np.array([t], np.int32)})
+    put_exchange(fs, path, table, _range_bucket(table.column(("vid", "v", "src")[kind]).to_numpy(), n, buckets),
+                 buckets)
+    yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
 
 
 def _label_sources(exchange: str, n: int, buckets: int, k: int, senders: list, schemas: list, batches):
