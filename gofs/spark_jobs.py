@@ -197,13 +197,14 @@ def put_exchange(fs, path: str, table: pa.Table, destination: np.ndarray, k: int
     fs.move(staging, path)
 
 
-def take_exchange(fs, paths: list[str], d: int) -> pa.Table:
-    """In task d: its batches of the exchange files ``paths`` (:func:`put_exchange`), in the files' order."""
+def take_exchange(fs, paths: list[str], d: int, schema: pa.Schema | None = None) -> pa.Table:
+    """In task d: its batches of the exchange files ``paths`` (:func:`put_exchange`), in the files' order
+    (``schema``: the table's where no file was written)."""
     batches = []
     for path in paths:
         with fs.open_input_file(path) as file:
             batches.append(pa.ipc.open_file(file).get_batch(d))
-    return pa.Table.from_batches(batches)
+    return pa.Table.from_batches(batches, None if batches else schema)
 
 
 def id_buckets(ids: pa.Array, k: int) -> np.ndarray:

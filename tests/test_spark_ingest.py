@@ -368,3 +368,22 @@ def test_vertex_dataframe_beside_an_edge_dataframe_gives_the_local_engines_templ
     with pytest.raises(InputError, match=r"vertices DataFrame row 5, column 'id': duplicate vertex id '?3"):
         spark_ingest(spark, edges, str(target), vertices=repeated, partitioner="hash")
     assert not target.exists()
+
+
+def test_parallel_cut_edges_self_loops_and_empty_partitions_give_the_local_engines_template(spark, tmp_path):
+    """Cut edges repeated and reversed (each matched to its far end's numbers by edge id), a self-loop,
+    and more partitions than vertices (partitions without vertices or without edges)."""
+    lines = ["10 11", "10 11", "11 10", "12 12", "12 13", "13 14", "14 12", "11 10", "15 10", "16 17"]
+    (tmp_path / "g.txt").write_text("\n".join(lines) + "\n")
+    spark_manifest = spark_ingest(spark, str(tmp_path / "g.txt"), str(tmp_path / "spark.gofs"), num_partitions=11,
+                                  partitioner="hash")
+    local_manifest = local_ingest(read_graph(str(tmp_path / "g.txt")), str(tmp_path / "local.gofs"),
+                                  num_partitions=11, partitioner="hash")
+    sizes = [p["num_vertices"] for p in spark_manifest["partitions"]]
+    assert 0 in sizes and spark_manifest["cut_edges"] >= 5
+    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
+        {k: v for k, v in local_manifest.items() if k != "uuid"}
+    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
+    assert sorted(ours) == sorted(theirs) and len(ours) == 2 * 11 + 2
+    for name in ours:
+        assert ours[name].equals(theirs[name]), name

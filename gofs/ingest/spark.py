@@ -19,15 +19,15 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   their ends' numbers back from the buckets (:func:`_dense_ids`).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
-- **subgraphs**: one job: vertices and edges find their (source's)
-  partition in one join, then partition p's vertices and the edges it
-  is the source of meet in task p (:func:`gofs.spark_jobs.to_tasks`), which runs the
-  same scipy kernel as the local engine (:func:`gofs.subgraphs.discover`) and
-  keeps both as p's scratch pieces; the driver turns the per-partition counts
-  into vertex and sub-graph offsets.
-- **write**: one job: task p reads its pieces, is sent the cut edges it holds
-  as destination and the numbers of their far ends, writes its vertex and
-  edge files (pyarrow, staged under a temporary name) and its rows of the
+- **subgraphs**: six Python jobs whose rows move as Arrow exchange files: the labels,
+  vertices and edges meet by vertex range, which gives each vertex and each edge end its
+  partition; task p is sent its vertices, the edges it is the source of and the cut edges it
+  is the destination of, runs the same scipy kernel as the local engine
+  (:func:`gofs.subgraphs.discover`), keeps its pieces and sends each cut edge's other
+  partition the local numbers of its end (:func:`_subgraphs`); the driver turns the
+  per-partition counts into vertex and sub-graph offsets.
+- **write**: one job: task p reads its pieces and its cut edges' far numbers, writes its
+  vertex and edge files (pyarrow, staged under a temporary name) and its rows of the
   sub-graph and meta-graph tables, and returns its statistics; then one task
   writes the two tables from those rows; the driver assembles the manifest
   from the statistics and commits.
@@ -59,8 +59,7 @@ import gofs.ingest.formats as formats
 from gofs.ingest.commit import write_version
 from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
-from gofs.spark_jobs import (JobProfile, ScratchFrames, id_buckets, put_exchange, rows_by, shuffled,
-                             take_exchange, to_tasks)
+from gofs.spark_jobs import JobProfile, ScratchFrames, id_buckets, put_exchange, take_exchange
 from gofs.partition import check_partitioner, partition_frames
 from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint
 from gofs.subgraphs import discover, histogram_from_bins
@@ -136,7 +135,7 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
                                                       seed, **partitioner_options))
 
         with profile.stage("subgraphs"):
-            found = _subgraphs(run, dense_edges, vertices, parts, num_partitions)
+            found = _subgraphs(run, dense_edges, vertices, parts, n, num_partitions)
 
         vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
@@ -931,92 +930,180 @@ def _write_dense(exchange: str, askers: list[int], buckets: int, directory: str,
 # --------------------------------------------------------------------------- sub-graphs
 
 class _Discovered:
-    """What discovery hands the write: each partition's pieces under ``directory`` (its members
-    ``(part, v, lvid, lsg, id[, vattrs])`` sorted by v, its edges ``(part, eid, src, dst, remote,
-    src_lvid, src_lsg[, attrs])``: whether the destination is another partition's, and the
-    source's local vertex and sub-graph numbers), their Spark schemas, and the vertex and
-    sub-graph offsets of the partitions."""
+    """What discovery hands the write: the exchange directory holding each partition's pieces
+    (:func:`_discover_partition`) and the far ends' numbers it sent, and the vertex and sub-graph
+    offsets of the partitions."""
 
-    def __init__(self, directory: str, members_schema, edges_schema, offsets: dict):
-        self.directory, self.members_schema, self.edges_schema = directory, members_schema, edges_schema
-        self.offsets = offsets
-
-    def piece(self, kind: str, p: int) -> tuple:
-        """``(filesystem, path)`` of partition p's ``"members"`` or ``"edges"`` piece."""
-        fs, root = layout.filesystem(self.directory)
-        return fs, layout.join(root, kind, layout.part_file(p))
+    def __init__(self, exchange: str, offsets: dict):
+        self.exchange, self.offsets = exchange, offsets
 
 
 _SIZES = "part int, vertices long, subgraphs long"
 
 
-def _subgraphs(run, edges, vertices, parts, k) -> _Discovered:
-    """One job: partition p's vertices (with their ids and attributes) and the edges whose
-    source it owns meet in task p, which finds the sub-graphs of its local edges
-    (:func:`_discover_partition`) and keeps both as p's pieces; the driver turns the
-    partitions' sizes into vertex and sub-graph offsets.
-
-    Vertices (by themselves) and edges (by source) find their partition together, in one
-    shuffled join of their union with the labels, then one shuffle sends them to their tasks.
-    An edge is local when task p holds its destination among its members; the partition of a
-    cut edge's destination is found by the write, among the few cut edges."""
+def _subgraphs(run, edges, vertices, parts, n: int, k: int) -> _Discovered:
+    """Six Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`;
+    a join of every vertex and edge with the labels and a shuffle to the partitions' tasks cost
+    ~1.6x their CPU time at 1M road edges). Labels, vertices and edges are sent to the bucket of the vertex
+    range that holds their vertex (the edges': their source) (:func:`_to_ranges`); bucket b labels
+    its vertices, sending them to their partitions, and its edges' sources, sending the edges on
+    to their destinations' buckets (:func:`_label_sources`), which label the destinations and send
+    each edge to its source's partition and a cut edge also to its destination's
+    (:func:`_label_destinations`); task p finds the sub-graphs of its local edges with the local
+    engine's scipy kernel and keeps its pieces, sending each cut edge's far partition the local
+    numbers of its own end (:func:`_discover_partition`). The driver turns the partitions' sizes
+    into vertex and sub-graph offsets."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
+    spark = run.spark
+    buckets = int(spark.conf.get("spark.sql.shuffle.partitions"))
     attrs = ["attrs"] if "attrs" in edges.columns else []
     vattrs = ["vattrs"] if "vattrs" in vertices.columns else []
-    owned = vertices.select(F.col("v").alias("of"), "v", "id", *vattrs) \
-        .unionByName(edges.select(F.col("src").alias("of"), "eid", "src", "dst", *attrs), allowMissingColumns=True)
-    owner = parts.select(F.col("vid").alias("of"), F.col("part").cast("int").alias("part"))
-    owned = owned.join(shuffled(owner), "of")
-    directory = run.scratch.directory()
-    fs, root = layout.filesystem(directory)
-    for kind in ("members", "edges"):
-        fs.create_dir(layout.join(root, kind), recursive=True)     # read back even if no task writes there
-    task = forgets_zip_importers(functools.partial(_discover_partition, directory))
+    frames = [parts.select(F.col("vid").cast("long").alias("vid"), F.col("part").cast("int").alias("part")),
+              vertices.select("v", "id", *vattrs), edges.select("eid", "src", "dst", *attrs)]
+    schemas = [arrow_schema(frame.schema) for frame in frames]
+    exchange = run.scratch.directory()
+
+    def tasks(function, *args):
+        return forgets_zip_importers(functools.partial(function, exchange, *args))
+
+    with run.step("to vertex ranges"):
+        senders = [sorted(int(r["t"]) for r in frame.select(F.spark_partition_id().alias("t"), "*").mapInArrow(
+            tasks(_to_ranges, n, buckets, kind), "t int").collect()) for kind, frame in enumerate(frames)]
+    ranges = spark.range(0, buckets, 1, buckets)
+    with run.step("labelled"):
+        ranges.mapInArrow(tasks(_label_sources, n, buckets, k, senders, schemas), "b long").collect()
+        ranges.mapInArrow(tasks(_label_destinations, n, buckets, k, senders[0], schemas[0]),
+                          "b long").collect()
     with run.step("discover"):
-        sizes = to_tasks(owned.drop("of"), "part", k).mapInArrow(task, _SIZES).collect()
+        sizes = spark.range(0, k, 1, k).mapInArrow(tasks(_discover_partition, buckets, k), _SIZES).collect()
     num_vertices = np.zeros(k, np.int64)
     num_subgraphs = np.zeros(k, np.int64)
     for row in sizes:
         num_vertices[row["part"]], num_subgraphs[row["part"]] = row["vertices"], row["subgraphs"]
-    members_schema = StructType([owned.schema["part"], owned.schema["v"], StructField("lvid", LongType()),
-                                 StructField("lsg", LongType())])
-    edges_schema = StructType([owned.schema[c] for c in ("part", "eid", "src", "dst")]
-                              + [StructField("remote", BooleanType()), StructField("src_lvid", LongType()),
-                                 StructField("src_lsg", LongType())] + [owned.schema[c] for c in attrs])
     offsets = {"vertex": np.concatenate([[0], np.cumsum(num_vertices)]),
                "subgraph": np.concatenate([[0], np.cumsum(num_subgraphs)])}
-    return _Discovered(directory, members_schema, edges_schema, offsets)
+    return _Discovered(exchange, offsets)
 
 
-def _discover_partition(directory: str, batches):
-    """Task: partition p's rows, members ``(part, v, id[, vattrs])`` and edges ``(part, eid, src,
-    dst[, attrs])``; the sub-graphs of its local edges (those whose destination is a member; the
-    scipy kernel of the local engine, vertices numbered in dense-id order first, as it does)
-    written beside its edges as p's pieces, and ``(p, vertices, sub-graphs)`` returned."""
-    fs, root = layout.filesystem(directory)
-    for p, rows in rows_by(batches, "part"):
-        is_member = pc.is_valid(rows.column("v"))
-        members, edges = rows.filter(is_member), rows.filter(pc.invert(is_member))
-        members = members.take(pa.array(np.argsort(members.column("v").to_numpy(), kind="stable")))
-        v = members.column("v").to_numpy()
-        src, dst = edges.column("src").to_numpy(), edges.column("dst").to_numpy()
-        s = np.searchsorted(v, src)
-        d = np.minimum(np.searchsorted(v, dst), max(v.size - 1, 0))
-        local = v[d] == dst if v.size else np.zeros(dst.size, bool)
-        found = discover(v.size, s[local], d[local], np.zeros(v.size, np.int64), 1)
-        lsg = found.subgraph[found.new_of_old]
-        files.put_table(fs, layout.join(root, "members", layout.part_file(p)), pa.table({
-            "part": members.column("part"), "v": members.column("v"), "lvid": found.new_of_old, "lsg": lsg,
-            "id": members.column("id"),
-            **({"vattrs": members.column("vattrs")} if "vattrs" in members.column_names else {})}))
-        files.put_table(fs, layout.join(root, "edges", layout.part_file(p)), pa.table({
-            "part": edges.column("part"), "eid": edges.column("eid"), "src": src, "dst": dst, "remote": ~local,
-            "src_lvid": found.new_of_old[s], "src_lsg": lsg[s],
-            **({"attrs": edges.column("attrs")} if "attrs" in edges.column_names else {})}))
-        yield pa.RecordBatch.from_pydict({"part": np.array([p], np.int32), "vertices": np.array([v.size], np.int64),
-                                          "subgraphs": np.array([int(lsg.max()) + 1 if v.size else 0], np.int64)})
+_KINDS = ("labels", "vertices", "edges")
+
+
+def _range_bucket(v: np.ndarray, n: int, buckets: int) -> np.ndarray:
+    """The bucket of each vertex number: ``buckets`` equal ranges of ``0..n-1``."""
+    return v * buckets // max(n, 1)
+
+
+def _labels_of(fs, paths: list[str], b: int, n: int, buckets: int, schema: pa.Schema) -> tuple:
+    """``(first vertex, partition of each vertex)`` of range bucket b, from the labels sent to it."""
+    labels = take_exchange(fs, paths, b, schema)
+    lo, hi = (-(-i * n // buckets) for i in (b, b + 1))
+    part = np.zeros(hi - lo, np.int32)
+    part[labels.column("vid").to_numpy() - lo] = labels.column("part").to_numpy()
+    return lo, part
+
+
+def _to_ranges(exchange: str, n: int, buckets: int, kind: int, batches):
+    """Task: one Spark partition t of the labels ``(vid, part)``, the vertices ``(v, id[, vattrs])``
+    or the edges ``(eid, src, dst[, attrs])`` (``kind`` 0, 1, 2: one job each, so that no rows carry
+    the others' columns) sent to their (source) vertices' range buckets; t returned."""
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    t = int(table.column("t")[0].as_py())
+    table = table.drop_columns(["t"])
+    fs, (path,) = _exchange_files(exchange, _KINDS[kind], [t])
+    put_exchange(fs, path, table, _range_bucket(table.column(("vid", "v", "src")[kind]).to_numpy(), n, buckets),
+                 buckets)
+    yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
+
+
+def _label_sources(exchange: str, n: int, buckets: int, k: int, senders: list, schemas: list, batches):
+    """Task: for range bucket b, its vertices ``(v, id[, vattrs])`` sent to their partitions
+    (``members``), its edges sent with their sources' partitions (``src_part``) to their
+    destinations' buckets (``halves``, :func:`_label_destinations`)."""
+    fs, paths = _exchange_files(exchange, "labels", senders[0])
+    for batch in batches:
+        for b in batch.column(0).to_pylist():
+            lo, part = _labels_of(fs, paths, b, n, buckets, schemas[0])
+            members = take_exchange(fs, _exchange_files(exchange, "vertices", senders[1])[1], b, schemas[1])
+            put_exchange(fs, _exchange_files(exchange, "members", [b])[1][0], members,
+                         part[members.column("v").to_numpy() - lo], k)
+            edges = take_exchange(fs, _exchange_files(exchange, "edges", senders[2])[1], b, schemas[2])
+            edges = edges.append_column("src_part", pa.array(part[edges.column("src").to_numpy() - lo]))
+            put_exchange(fs, _exchange_files(exchange, "halves", [b])[1][0], edges,
+                         _range_bucket(edges.column("dst").to_numpy(), n, buckets), buckets)
+            yield pa.RecordBatch.from_pydict({"b": np.array([b], np.int64)})
+
+
+def _label_destinations(exchange: str, n: int, buckets: int, k: int, labelled: list, schema: pa.Schema, batches):
+    """Task: for range bucket b, the edges whose destination it holds ``(eid, src, dst[, attrs],
+    src_part)`` sent to their sources' partitions (``mirror`` false, ``far_part`` the destination's)
+    and the cut ones also to their destinations' (``mirror`` true, ``far_part`` the source's)."""
+    fs, paths = _exchange_files(exchange, "labels", labelled)
+    halves = _exchange_files(exchange, "halves", range(buckets))[1]
+    for batch in batches:
+        for b in batch.column(0).to_pylist():
+            lo, part = _labels_of(fs, paths, b, n, buckets, schema)
+            edges = take_exchange(fs, halves, b)
+            src_part = edges.column("src_part").to_numpy()
+            dst_part = part[edges.column("dst").to_numpy() - lo]
+            cut = np.flatnonzero(dst_part != src_part)
+            edges = edges.drop_columns(["src_part"])
+            owned = pa.concat_tables([
+                edges.append_column("far_part", pa.array(dst_part))
+                     .append_column("mirror", pa.array(np.zeros(edges.num_rows, bool))),
+                edges.take(pa.array(cut)).append_column("far_part", pa.array(src_part[cut]))
+                     .append_column("mirror", pa.array(np.ones(cut.size, bool)))])
+            put_exchange(fs, _exchange_files(exchange, "owned", [b])[1][0], owned,
+                         np.concatenate([src_part, dst_part[cut]]), k)
+            yield pa.RecordBatch.from_pydict({"b": np.array([b], np.int64)})
+
+
+def _discover_partition(exchange: str, buckets: int, k: int, batches):
+    """Task: for partition p, its vertices (``members``) and the edges it holds (``owned``: those
+    whose source it owns, and the cut ones whose destination it owns, ``mirror``); the sub-graphs
+    of its local edges found by the scipy kernel of the local engine (vertices numbered in
+    dense-id order first, as it does). Keeps its vertices ``(lsg, id[, vattrs])`` in local vertex
+    order and its edges ``(eid, mirror, far_part, lvid, lsg, far_lvid, far_lsg[, attrs])`` (its own
+    end's local numbers, the far end's where local, -1 where cut) as its pieces, sends each cut
+    edge's far partition its own end's numbers (``far``: ``key`` = 2 eid + mirror), and returns
+    ``(p, vertices, sub-graphs)``."""
+    fs, members_paths = _exchange_files(exchange, "members", range(buckets))
+    owned_paths = _exchange_files(exchange, "owned", range(buckets))[1]
+    for batch in batches:
+        for p in batch.column(0).to_pylist():
+            members = take_exchange(fs, members_paths, p)
+            members = members.take(pa.array(np.argsort(members.column("v").to_numpy(), kind="stable")))
+            rows = take_exchange(fs, owned_paths, p)
+            v = members.column("v").to_numpy()
+            mirror = rows.column("mirror").to_numpy(zero_copy_only=False)
+            far_part = rows.column("far_part").to_numpy()
+            src, dst = rows.column("src").to_numpy(), rows.column("dst").to_numpy()
+            own = np.searchsorted(v, np.where(mirror, dst, src))
+            local = np.flatnonzero(far_part == p)         # a mirror's far end is always another partition's
+            far = np.searchsorted(v, dst[local])
+            found = discover(v.size, own[local], far, np.zeros(v.size, np.int64), 1)
+            lvid, lsg = found.new_of_old, found.subgraph[found.new_of_old]
+            far_lvid, far_lsg = np.full(rows.num_rows, -1, np.int64), np.full(rows.num_rows, -1, np.int64)
+            far_lvid[local], far_lsg[local] = lvid[far], lsg[far]
+            order = np.argsort(lvid, kind="stable")
+            put_exchange(fs, _exchange_files(exchange, "vertex-pieces", [p])[1][0], pa.table({
+                "lsg": lsg[order], "id": members.column("id").take(pa.array(order)),
+                **({"vattrs": members.column("vattrs").take(pa.array(order))}
+                   if "vattrs" in members.column_names else {})}), np.zeros(v.size, np.int64), 1)
+            put_exchange(fs, _exchange_files(exchange, "edge-pieces", [p])[1][0], pa.table({
+                "eid": rows.column("eid"), "mirror": mirror, "far_part": far_part, "lvid": lvid[own],
+                "lsg": lsg[own], "far_lvid": far_lvid, "far_lsg": far_lsg,
+                **({"attrs": rows.column("attrs")} if "attrs" in rows.column_names else {})}),
+                np.zeros(rows.num_rows, np.int64), 1)
+            cut = np.flatnonzero(far_part != p)
+            put_exchange(fs, _exchange_files(exchange, "far", [p])[1][0], pa.table({
+                "key": 2 * rows.column("eid").to_numpy()[cut] + mirror[cut], "lvid": lvid[own[cut]],
+                "lsg": lsg[own[cut]]}), far_part[cut].astype(np.int64), k)
+            yield pa.RecordBatch.from_pydict({"part": np.array([p], np.int32), "vertices": np.array([v.size], np.int64),
+                                              "subgraphs": np.array([int(lsg.max()) + 1 if v.size else 0], np.int64)})
 
 
 # --------------------------------------------------------------------------- write
@@ -1093,38 +1180,14 @@ def _write_template(run, path, fs, data, found: _Discovered, described: _Edges, 
     """Task p writes partition p's vertex and edge files (:func:`_write_partition`), then one
     task the sub-graph and meta-graph tables from the pieces they left (:func:`_write_tables`);
     returns the manifest's statistics, from what the partition tasks returned."""
-    from pyspark.sql import functions as F
-
     spark = run.spark
     offsets = found.offsets
-    edges = spark.read.schema(found.edges_schema).parquet(layout.join(found.directory, "edges"))
-    members = spark.read.schema(found.members_schema).parquet(layout.join(found.directory, "members"))
-
-    def lookup(values):
-        return F.element_at(F.array(*[F.lit(int(x)) for x in values[:-1]]), F.col("part") + 1)
-
-    attrs = ["attrs"] if len(described.attributes) else []
-    cut = edges.where(F.col("remote")).select(
-        "part", "eid", "src", "dst", (lookup(offsets["vertex"]) + F.col("src_lvid")).alias("src_vid"),
-        (lookup(offsets["subgraph"]) + F.col("src_lsg")).alias("src_sg"), *attrs)
-    far_ends = members.select(F.col("v").alias("dst"), F.col("part").alias("pd"),
-                              (lookup(offsets["vertex"]) + F.col("lvid")).alias("dst_vid"),
-                              (lookup(offsets["subgraph"]) + F.col("lsg")).alias("dst_sg"))
-    located = shuffled(cut).join(far_ends, "dst")
-    mirrored = F.struct(F.col("pd").alias("part"), F.col("dst").alias("src"), F.col("part").alias("dst_part"),
-                        F.col("src_vid").alias("far_vid"), F.col("src_sg").alias("far_sg"))
-    far = F.struct(F.col("part"), F.lit(None).cast(cut.schema["src"].dataType).alias("src"),
-                   F.col("pd").alias("dst_part"), F.col("dst_vid").alias("far_vid"), F.col("dst_sg").alias("far_sg"))
-    sent = located.select("eid", *attrs, F.explode(F.array(mirrored, far)).alias("to")) \
-        .select("to.*", "eid", *attrs)          # one pass over the join feeds both ends' tasks
-    every = spark.range(k).select(F.col("id").cast("int").alias("part"))      # task p runs even with no rows
-    rows = sent.unionByName(every, allowMissingColumns=True)
     tables = run.scratch.directory()
     task = forgets_zip_importers(functools.partial(
-        _write_partition, path, data, found, tables, described.id_type,
+        _write_partition, path, data, found, k, tables, described.id_type,
         described.vertices.attributes if described.vertices is not None else pa.schema([]), described.attributes))
     with run.step("partition files"):
-        written = {r["part"]: r for r in to_tasks(rows, "part", k).mapInArrow(task, _WRITTEN).collect()}
+        written = {r["part"]: r for r in spark.range(0, k, 1, k).mapInArrow(task, _WRITTEN).collect()}
     with run.step("sub-graph and meta-graph tables"):
         spark.range(0, 1, 1, 1).mapInArrow(forgets_zip_importers(functools.partial(_write_tables, path, data, tables, k)),
                                            "rows long").collect()
@@ -1153,75 +1216,71 @@ def _write_template(run, path, fs, data, found: _Discovered, described: _Edges, 
                                                                 if bins.any() else bins[:0])}}
 
 
-def _write_partition(path: str, data: str, found: _Discovered, tables: str, id_type: pa.DataType,
+def _write_partition(path: str, data: str, found: _Discovered, k: int, tables: str, id_type: pa.DataType,
                      vertex_attributes: pa.Schema, attributes: pa.Schema, batches):
-    """Task: partition p's vertex and edge files, its sub-graph and meta-graph rows as pieces
-    under ``tables``, and its statistics returned (:data:`_WRITTEN`).
-
-    Its own vertices and the edges its vertices are the source of are its discovery pieces,
-    read here; what it is sent (by ``part``) are the cut edges it holds as destination
-    (``mirror``: ``src`` its own end, ``far_vid``/``far_sg``/``dst_part`` the other's numbers),
-    the far end's numbers of each cut edge it holds as source (by ``eid``, ``src`` null), and
-    one row saying only ``part``."""
+    """Task: partition p's vertex and edge files from its pieces (:func:`_discover_partition`) and the
+    far ends' numbers its cut edges were sent, its sub-graph and meta-graph rows as pieces under
+    ``tables``, and its statistics returned (:data:`_WRITTEN`); nothing for a partition without
+    vertices (its empty files are the driver's: :func:`_write_empty_partitions`)."""
     fs, _ = layout.filesystem(path)
-    for p, rows in rows_by(batches, "part"):
-        scratch_fs, members_path = found.piece("members", p)
-        if not layout.exists(scratch_fs, members_path):
-            continue        # no vertex: its (empty) files are the driver's (_write_empty_partitions)
-        own = pq.read_table(members_path, filesystem=scratch_fs)
-        canonical = pq.read_table(found.piece("edges", p)[1], filesystem=scratch_fs)
-        vid = found.offsets["vertex"][p] + own.column("lvid").to_numpy()
-        sg = found.offsets["subgraph"][p] + own.column("lsg").to_numpy()
-        order = np.argsort(vid, kind="stable")
-        vertex_rows = own.take(pa.array(order)).drop_columns(["lvid", "lsg"]) \
-            .append_column("vid", pa.array(vid[order])).append_column("sg", pa.array(sg[order]))
-        files.put_table(fs, layout.template_vertices(data, p), _vertex_table(vertex_rows, id_type, vertex_attributes))
+    exchange_fs, far_paths = _exchange_files(found.exchange, "far", range(k))
+    vertex_offsets, subgraph_offsets = found.offsets["vertex"], found.offsets["subgraph"]
+    for batch in batches:
+        for p in batch.column(0).to_pylist():
+            own = take_exchange(exchange_fs, _exchange_files(found.exchange, "vertex-pieces", [p])[1], 0)
+            if own.num_rows == 0:
+                continue
+            sg = subgraph_offsets[p] + own.column("lsg").to_numpy()
+            vertex_rows = own.drop_columns(["lsg"]).append_column(
+                "vid", pa.array(vertex_offsets[p] + np.arange(own.num_rows, dtype=np.int64))) \
+                .append_column("sg", pa.array(sg))
+            files.put_table(fs, layout.template_vertices(data, p), _vertex_table(vertex_rows, id_type, vertex_attributes))
+            rows = take_exchange(exchange_fs, _exchange_files(found.exchange, "edge-pieces", [p])[1], 0)
+            yield _write_edges(fs, data, tables, p, rows, take_exchange(exchange_fs, far_paths, p), sg,
+                               found.offsets, attributes)
 
-        sent = rows.filter(pc.is_valid(rows.column("src")))
-        far = rows.filter(pc.and_(pc.is_valid(rows.column("eid")), pc.is_null(rows.column("src"))))
-        far = far.take(pa.array(np.argsort(far.column("eid").to_numpy(), kind="stable")))
-        v = own.column("v").to_numpy()
-        c_eid, remote = canonical.column("eid").to_numpy(), canonical.column("remote").to_numpy(zero_copy_only=False)
-        c_dst = canonical.column("dst").to_numpy()
-        at = np.minimum(np.searchsorted(v, c_dst), v.size - 1)         # a local destination is a member
-        there = np.searchsorted(far.column("eid").to_numpy(), c_eid)[remote]     # a cut one was sent by eid
-        c_dst_vid, c_dst_sg, c_dst_part = vid[at], sg[at], np.full(c_eid.size, p, np.int64)
-        c_dst_vid[remote] = far.column("far_vid").to_numpy()[there]
-        c_dst_sg[remote] = far.column("far_sg").to_numpy()[there]
-        c_dst_part[remote] = far.column("dst_part").to_numpy()[there]
-        s = np.searchsorted(v, np.r_[canonical.column("src").to_numpy(), sent.column("src").to_numpy()])
-        mirror = np.r_[np.zeros(canonical.num_rows, bool), np.ones(sent.num_rows, bool)]
-        eid = np.r_[c_eid, sent.column("eid").to_numpy()]
-        src, src_sg = vid[s], sg[s]
-        dst = np.r_[c_dst_vid, sent.column("far_vid").to_numpy()]
-        dst_sg = np.r_[c_dst_sg, sent.column("far_sg").to_numpy()]
-        dst_part = np.r_[c_dst_part, sent.column("dst_part").to_numpy()]
-        order = np.lexsort((eid, mirror, dst, src))
-        table = pa.table({"eid": eid[order], "src": src[order], "dst": dst[order], "remote": dst_part[order] != p,
-                          "mirror": mirror[order], "dst_part": dst_part[order], "dst_sg": dst_sg[order],
-                          "src_sg": src_sg[order]})
-        if len(attributes):
-            values = pa.concat_arrays([canonical.column("attrs").combine_chunks(),
-                                       sent.column("attrs").combine_chunks().cast(canonical.schema.field("attrs").type)])
-            table = table.append_column("attrs", values.take(pa.array(order)))
-        if table.num_rows:
-            files.put_table(fs, layout.template_edges(data, p), _edge_table(table, attributes))
-        counts, meta, totals = _edge_statistics(table)
-        subgraph_ids, sizes = np.unique(sg, return_counts=True)
-        local, cut = np.zeros(subgraph_ids.size, np.int64), np.zeros(subgraph_ids.size, np.int64)
-        where = np.searchsorted(subgraph_ids, counts["sg"])      # an edge's source sub-graph is one of p's
-        local[where], cut[where] = counts["local"], counts["cut"]
-        scratch_tables_fs, tables_root = layout.filesystem(tables)
-        files.put_table(scratch_tables_fs, layout.join(tables_root, "subgraphs", layout.part_file(p)), pa.table({
-            "sg": subgraph_ids, "partition": np.full(subgraph_ids.size, p, np.int32),
-            "num_vertices": sizes.astype(np.int64),
-            "local_edges": local, "cut_edges": cut}))
-        files.put_table(scratch_tables_fs, layout.join(tables_root, "metagraph", layout.part_file(p)), meta)
-        bins = np.bincount(np.floor(np.log2(sizes)).astype(np.int64)) if sizes.size else np.zeros(0, np.int64)
-        yield pa.RecordBatch.from_pylist([{
-            "part": p, "vertices": True, "edges": table.num_rows > 0, **totals,
-            "largest": int(sizes.max()) if sizes.size else 0, "bins": bins.tolist()}],
-            schema=_WRITTEN_ARROW)
+
+def _write_edges(fs, data: str, tables: str, p: int, rows: pa.Table, far: pa.Table, sg: np.ndarray,
+                 offsets: dict, attributes: pa.Schema) -> pa.RecordBatch:
+    """Partition p's edge file, canonical edges and the mirrors of the cut edges it holds as destination
+    (``src`` its own end), from its edge piece and the far ends' local numbers ``far`` (``key`` =
+    2 eid + the sender's ``mirror``); its sub-graph and meta-graph rows; its statistics."""
+    eid, mirror = rows.column("eid").to_numpy(), rows.column("mirror").to_numpy(zero_copy_only=False)
+    dst_part = rows.column("far_part").to_numpy().astype(np.int64)
+    far_lvid, far_lsg = rows.column("far_lvid").to_numpy().copy(), rows.column("far_lsg").to_numpy().copy()
+    remote = np.flatnonzero(dst_part != p)
+    keys = far.column("key").to_numpy()
+    by_key = np.argsort(keys, kind="stable")
+    there = by_key[np.searchsorted(keys, 2 * eid[remote] + ~mirror[remote], sorter=by_key)]
+    far_lvid[remote], far_lsg[remote] = far.column("lvid").to_numpy()[there], far.column("lsg").to_numpy()[there]
+    src = offsets["vertex"][p] + rows.column("lvid").to_numpy()
+    src_sg = offsets["subgraph"][p] + rows.column("lsg").to_numpy()
+    dst = offsets["vertex"][dst_part] + far_lvid
+    dst_sg = offsets["subgraph"][dst_part] + far_lsg
+    order = np.lexsort((eid, mirror, dst, src))
+    table = pa.table({"eid": eid[order], "src": src[order], "dst": dst[order], "remote": dst_part[order] != p,
+                      "mirror": mirror[order], "dst_part": dst_part[order], "dst_sg": dst_sg[order],
+                      "src_sg": src_sg[order]})
+    if len(attributes):
+        table = table.append_column("attrs", rows.column("attrs").take(pa.array(order)))
+    if table.num_rows:
+        files.put_table(fs, layout.template_edges(data, p), _edge_table(table, attributes))
+    counts, meta, totals = _edge_statistics(table)
+    subgraph_ids, sizes = np.unique(sg, return_counts=True)
+    local, cut = np.zeros(subgraph_ids.size, np.int64), np.zeros(subgraph_ids.size, np.int64)
+    where = np.searchsorted(subgraph_ids, counts["sg"])      # an edge's source sub-graph is one of p's
+    local[where], cut[where] = counts["local"], counts["cut"]
+    scratch_tables_fs, tables_root = layout.filesystem(tables)
+    files.put_table(scratch_tables_fs, layout.join(tables_root, "subgraphs", layout.part_file(p)), pa.table({
+        "sg": subgraph_ids, "partition": np.full(subgraph_ids.size, p, np.int32),
+        "num_vertices": sizes.astype(np.int64),
+        "local_edges": local, "cut_edges": cut}))
+    files.put_table(scratch_tables_fs, layout.join(tables_root, "metagraph", layout.part_file(p)), meta)
+    bins = np.bincount(np.floor(np.log2(sizes)).astype(np.int64)) if sizes.size else np.zeros(0, np.int64)
+    return pa.RecordBatch.from_pylist([{
+        "part": p, "vertices": True, "edges": table.num_rows > 0, **totals,
+        "largest": int(sizes.max()) if sizes.size else 0, "bins": bins.tolist()}],
+        schema=_WRITTEN_ARROW)
 
 
 def _write_tables(path: str, data: str, tables: str, k: int, batches):
