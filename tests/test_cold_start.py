@@ -6,13 +6,16 @@ used only from a private directory; results are Parquet files the DataFrame read
 (no shuffle, no cache), removed when the result is unpersisted or the run fails;
 every run says where its set-up and output time went.
 """
+import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -105,6 +108,38 @@ def test_a_task_imports_only_what_its_program_needs(road, tmp_path):
               "| {'pyarrow.compute'} & set(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", script, str(blob)], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_set_up_compiles_the_modules_a_task_imports(tmp_path):
+    """``./run.sh`` compiles this checkout's modules at set-up: with PYTHONDONTWRITEBYTECODE (no
+    process writes bytecode; an editable install has none) a fresh interpreter, as each new Spark
+    Python worker is, then loads the modules of a run's task compiled instead of compiling them."""
+    root = Path(__file__).resolve().parents[1]
+    (line,) = [line for line in (root / "run.sh").read_text().splitlines()
+               if line.strip().startswith('"$VENV/bin/python" -m compileall')]
+    packages = [word for word in line.split("-m compileall", 1)[1].split() if word.isidentifier()]
+    assert {"gopher", "gofs", "algorithms", "sparkshim"} <= set(packages)     # what a run's task imports
+    for package in packages:
+        shutil.copytree(root / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(tmp_path)}
+    spy = ("import importlib._bootstrap_external as b, json, sys\n"
+           "compiled, source_to_code = [], b.SourceLoader.source_to_code\n"
+           "def spy(self, data, path, *a, **k):\n"
+           "    compiled.append(path)\n"
+           "    return source_to_code(self, data, path, *a, **k)\n"
+           "b.SourceLoader.source_to_code = spy\n"
+           "import gopher.resident, algorithms.components, algorithms.sssp, algorithms.pagerank\n"
+           f"print(json.dumps([p for p in compiled if p.startswith({str(tmp_path)!r})]))")
+
+    def compiled_on_import():
+        done = subprocess.run([sys.executable, "-c", spy], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              check=True)
+        return json.loads(done.stdout.splitlines()[-1])
+
+    assert any(path.endswith("gopher/resident.py") for path in compiled_on_import())    # no bytecode yet
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], cwd=tmp_path, env=env, check=True,
+                   capture_output=True)
+    assert compiled_on_import() == []
 
 
 def test_a_tasks_result_rows_go_to_arrow_without_pandas():
