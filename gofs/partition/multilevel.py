@@ -33,11 +33,18 @@ working on a smaller graph with the same structure:
    (:func:`coarse_graph_bytes`). A graph that fits from the start is not
    coarsened at all.
 2. **METIS in one task**, on the coarse graph with vertex and edge weights
-   (the best of several tries): the coarse graph meets in one task by one
-   shuffle, and the driver holds only the k partition sizes, so its peak does
+   (the best of several tries, shared by one task per core, each holding the
+   whole coarse graph): the coarse graph meets in each task by one shuffle,
+   and the driver holds only k partition sizes per task, so its peak does
    not grow with the graph or the budget. Without a coarsening level this is
    the answer (METIS partitioned the graph itself, as the local engine does),
-   in one Spark job.
+   in one Spark job whose task reads the pairs pass's exchange files.
+
+Before any level, one pass over the input pairs (:func:`_pairs_pass`) sends them
+to the narrowest id ranges as exchange files and sums what the first decisions
+need (weight inside each candidate count of ranges, a sketch of the distinct
+pairs): the first level's range tasks, or the whole graph's METIS task, read
+those files instead of scanning and shuffling the pairs again.
 3. **Project and refine on Spark** (after coarsening). Each vertex takes its cluster's
    partition; then only the *band* around the boundary is refined: the
    vertices of the first level's clusters inside a coarse vertex METIS left
