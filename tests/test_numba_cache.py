@@ -59,6 +59,8 @@ def test_partitioner_tasks_name_their_kernels_instead_of_shipping_them():
     """A numba kernel pickled into a Spark task is rebuilt in the worker without its disk cache
     and compiled again by every task; the partitioner's task functions must reach their
     kernels through module-level functions that cloudpickle ships by reference."""
+    import functools
+
     import numpy as np
     from numba.core.registry import CPUDispatcher
     from pyspark import cloudpickle
@@ -66,7 +68,9 @@ def test_partitioner_tasks_name_their_kernels_instead_of_shipping_them():
     from gofs.partition import boundary, multilevel
 
     tasks = {"refine": boundary._refiner(np.array([5, 5]), 6, 1, 3, 1, 0),
-             "ranges": multilevel._clustered_ranges(multilevel._range_clusters, 3.0, 0, "/tmp/x", True)}
+             "ranges": multilevel._clustered_ranges(multilevel._range_clusters, 3.0, 0, "/tmp/x", True),
+             "exchanged ranges": functools.partial(multilevel._exchanged_ranges, {}, {}, multilevel._range_clusters,
+                                                   3.0, 0, "/tmp/x", True)}
     shipped = cloudpickle.dumps(boundary.refine_rounds)
     assert b"numba" in shipped, "the check below would not see a kernel shipped by value"
     assert isinstance(boundary.refine_rounds, CPUDispatcher)

@@ -348,9 +348,9 @@ def test_multilevel_argument_errors(spark):
     with pytest.raises(ValueError, match="spark=<SparkSession>"):
         partition("multilevel", n, src, dst, 2)
     with pytest.raises(ValueError, match="driver_budget_bytes must be >= 400"):
-        multilevel_labels(spark, None, 4, driver_budget_bytes=100)
+        multilevel_labels(spark, None, 4, 16, driver_budget_bytes=100)
     with pytest.raises(ValueError, match="refine_min_moves must be a share"):
-        multilevel_labels(spark, None, 4, refine_min_moves=1.5)
+        multilevel_labels(spark, None, 4, 16, refine_min_moves=1.5)
 
 
 @pytest.mark.parametrize("seed, k", [(0, 5), (7, 3), (-3, 8)])
@@ -368,7 +368,8 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
     """One in-range level (clusters, their weights, the pairs labelled with both ends' clusters,
     edges between ranges included, and the coarse pairs its tasks contract) against the same
     contraction done in numpy; repeated input pairs are summed. Dense: unit weights on every id
-    of the span, which the tasks list themselves (no vertex rows)."""
+    of the span, which the tasks list themselves (no vertex rows), their pairs sent by the pairs
+    pass as exchange files to the narrowest ranges, taken two at a time by each range's task."""
     import gofs.partition.multilevel as multilevel
     from gofs.spark_jobs import ScratchFrames
 
@@ -382,10 +383,19 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
     summed[repeat] += 1000 + repeat
     vw = np.ones(n, np.int64) if dense else np.random.default_rng(2).integers(1, 4, n)
     weights = None if dense else spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "vw": vw}))
-    ranges = {"low": 0, "high": n - 1, "width": 50, "count": 8, "mean_weight": vw.mean(), "dense": dense}
     held = ScratchFrames(spark, "test")
     try:
-        clusters, coarse, labelled, coarse_pairs = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held)
+        exchange, width, count = None, 50, 8
+        if dense:
+            exchange, summary = multilevel._pairs_pass(pairs, {"vertices": n, "low": 0, "high": n - 1, "weight": n},
+                                                       held)
+            assert summary["weight"] == summed.sum() and abs(summary["edges"] - a.size) <= 0.05 * a.size
+            narrow = exchange["width"]
+            assert summary["inside"][exchange["count"]] == summed[a // narrow == b // narrow].sum()
+            width, count = 2 * exchange["width"], -(-n // (2 * exchange["width"]))
+        ranges = {"low": 0, "high": n - 1, "width": width, "count": count, "mean_weight": vw.mean(), "dense": dense}
+        clusters, coarse, labelled, coarse_pairs = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held,
+                                                                               exchange=exchange)
         clusters, coarse, coarse_pairs = clusters.toPandas(), coarse.toPandas(), coarse_pairs.toPandas()
         labelled = labelled.toPandas().sort_values(["a", "b"])
         contracted = multilevel._contract(held(spark.createDataFrame(labelled))).toPandas()
@@ -393,7 +403,7 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
         held.remove()
     cluster = np.full(n, -1)
     cluster[clusters["vid"].to_numpy()] = clusters["c"].to_numpy()
-    assert (cluster >= 0).all() and (cluster // 50 == np.arange(n) // 50).all()      # every vertex, inside its range
+    assert (cluster >= 0).all() and (cluster // width == np.arange(n) // width).all()    # every vertex, in its range
     assert (cluster[cluster] == cluster).all()                                     # c: an id of the cluster itself
     weight = np.bincount(cluster, weights=vw, minlength=n)
     assert weight.max() <= 12 and np.unique(cluster).size < n / 2
@@ -421,7 +431,8 @@ def test_id_ranges_widen_where_narrow_ones_cut_a_coarse_level():
     from gofs.partition.multilevel import _id_ranges
 
     vertices = {"vertices": 452_888, "low": 0, "high": 3_957_578, "weight": 3_957_579}
-    pairs = {"edges": 647_646, "weight": 1000, "inside": {8: 521, 4: 593, 2: 730, 1: 1000}}
+    widths = {8: 494_698, 4: 989_395, 2: 1_978_790, 1: 3_957_579}
+    pairs = {"edges": 647_646, "weight": 1000, "inside": {8: 521, 4: 593, 2: 730, 1: 1000}, "widths": widths}
     assert _id_ranges(vertices, pairs, False)["count"] == 1
     assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, False)["count"] == 8
     assert _id_ranges(vertices, {**pairs, "inside": {8: 906, 4: 920, 2: 947, 1: 1000}}, True)["count"] == 1

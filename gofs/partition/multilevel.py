@@ -33,11 +33,18 @@ working on a smaller graph with the same structure:
    (:func:`coarse_graph_bytes`). A graph that fits from the start is not
    coarsened at all.
 2. **METIS in one task**, on the coarse graph with vertex and edge weights
-   (the best of several tries): the coarse graph meets in one task by one
-   shuffle, and the driver holds only the k partition sizes, so its peak does
+   (the best of several tries, shared by one task per core, each holding the
+   whole coarse graph): the coarse graph meets in each task by one shuffle,
+   and the driver holds only k partition sizes per task, so its peak does
    not grow with the graph or the budget. Without a coarsening level this is
    the answer (METIS partitioned the graph itself, as the local engine does),
-   in one Spark job.
+   in one Spark job whose task reads the pairs pass's exchange files.
+
+Before any level, one pass over the input pairs (:func:`_pairs_pass`) sends them
+to the narrowest id ranges as exchange files and sums what the first decisions
+need (weight inside each candidate count of ranges, a sketch of the distinct
+pairs): the first level's range tasks, or the whole graph's METIS task, read
+those files instead of scanning and shuffling the pairs again.
 3. **Project and refine on Spark** (after coarsening). Each vertex takes its cluster's
    partition; then only the *band* around the boundary is refined: the
    vertices of the first level's clusters inside a coarse vertex METIS left
@@ -59,6 +66,7 @@ Example
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -72,7 +80,7 @@ from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
 from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import forgets_zip_importers
-from gofs.spark_jobs import JobProfile, ScratchFrames, rows_by, shuffled
+from gofs.spark_jobs import JobProfile, ScratchFrames, put_exchange, rows_by, shuffled, take_exchange, to_tasks
 
 DRIVER_BUDGET_BYTES = 256 << 20
 """Default memory the coarse graph may cost the one task that runs METIS on it (its rows, as CSR,
@@ -135,8 +143,7 @@ def coarse_graph_bytes(num_vertices: int, num_edges: int) -> int:
     return int(num_vertices) * BYTES_PER_COARSE_VERTEX + int(num_edges) * BYTES_PER_COARSE_EDGE
 
 
-def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_vertices: int | None = None,
-                      seed: int = 0,
+def multilevel_labels(spark, edges_df, num_partitions: int, num_vertices: int, seed: int = 0,
                       driver_budget_bytes: int = DRIVER_BUDGET_BYTES, driver_budget_edges: int | None = None,
                       cluster_rounds: int = 4, refine_iterations: int = 5, refine_min_moves: float = REFINE_MIN_MOVES,
                       capacity_slack: float = 0.05, report: dict | None = None):
@@ -146,11 +153,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
 
     Parameters
     ----------
-    edges_df : DataFrame with integer columns ``src``, ``dst`` (any ids); read as undirected.
-    vertices : optional DataFrame with a ``vid`` column listing every vertex once (isolated ones
-        too); by default the endpoints of ``edges_df``.
-    num_vertices : instead of ``vertices``: the ids are exactly ``0..num_vertices-1`` (dense ids, as
-        the ingest numbers them), which saves a pass over the vertices.
+    edges_df : DataFrame with integer columns ``src``, ``dst``; read as undirected.
+    num_vertices : the ids are exactly ``0..num_vertices-1`` (dense ids, as the ingest numbers them).
     driver_budget_bytes : coarsen until the coarse graph's METIS step fits this much memory
         (:func:`coarse_graph_bytes`) of the one task that runs it; the driver holds only the
         partition sizes.
@@ -192,36 +196,29 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
     seconds = report["seconds"] = {"levels": []}
     profile = JobProfile(spark, seconds)
     edges = edges_df.select(F.col("src").cast("long").alias("src"), F.col("dst").cast("long").alias("dst"))
-    if num_vertices is None and vertices is None:
-        vertices = edges.select(F.col("src").alias("vid")).union(edges.select(F.col("dst").alias("vid"))).distinct()
+    n = int(num_vertices)
     held = ScratchFrames(spark, "multilevel")
     try:
         with profile.stage("prelude"):
-            if num_vertices is None:
-                weights = held(vertices.select(F.col("vid").cast("long").alias("vid"),
-                                               F.lit(1).cast("long").alias("vw")))
-                summary = _vertex_summary(weights)
-            else:
-                weights = spark.range(num_vertices).select(F.col("id").alias("vid"), F.lit(1).cast("long").alias("vw"))
-                summary = {"vertices": int(num_vertices), "low": 0 if num_vertices else None,
-                           "high": int(num_vertices) - 1, "weight": int(num_vertices)}
+            weights = spark.range(n).select(F.col("id").alias("vid"), F.lit(1).cast("long").alias("vw"))
+            summary = {"vertices": n, "low": 0 if n else None, "high": n - 1, "weight": n}
             # Repeated pairs stay apart (weight 1 each) and are summed where they meet: in a
             # range task, a contraction's grouping or METIS's task; no shuffle of the input here.
             pairs = edges.where(F.col("src") != F.col("dst")) \
                 .select(F.least("src", "dst").alias("a"), F.greatest("src", "dst").alias("b"),
                         F.lit(1).cast("long").alias("w"))
-            with profile.step("summary"):
-                _, pair_summary = _summaries(None, pairs, summary)
+            with profile.step("pairs pass"):
+                exchange, pair_summary = _pairs_pass(pairs, summary, held)
             level = {"vertices": summary["vertices"], "edges": pair_summary["edges"]}
         with profile.stage("coarsen"):
             coarse_weights, coarse_pairs, mappings, labelled, levels = _coarsen(
-                weights, pairs, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
+                weights, pairs, exchange, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
                 driver_budget_edges, held, seconds["levels"], profile.step)
         with profile.stage("metis"):
             tries = _METIS_TRIES if mappings else 1     # the whole graph: one try, as the local engine
             with profile.step("metis task"):
-                projected, sizes, report["coarse_cut"] = _metis_in_task(coarse_weights, coarse_pairs, k, seed, tries,
-                                                                          held)
+                projected, sizes, report["coarse_cut"] = _metis_in_task(
+                    coarse_weights, coarse_pairs, k, seed, tries, held, None if mappings else (exchange, n))
             if not mappings:        # METIS partitioned the graph itself: nothing projected to refine
                 labels = projected.select("vid", "part").localCheckpoint()
                 refined = {"moves": [], "fm_gains": [], "band": 0,
@@ -248,13 +245,15 @@ def multilevel_labels(spark, edges_df, num_partitions: int, vertices=None, num_v
     return labels
 
 
-def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int, seed: int, budget_bytes: int,
-             budget_edges: int | None, held, seconds: list, step):
+def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: int, rounds: int, seed: int,
+             budget_bytes: int, budget_edges: int | None, held, seconds: list, step):
     """Cluster and contract until the coarse graph fits the budget: the coarse ``(vid, vw)`` and
     ``(a, b, w)`` frames, the cluster mapping of every level (finest first), the input pairs
     with their first-level clusters ``(a, b, w, ca, cb)`` (None if no level) and the level sizes.
-    ``summaries`` are the vertex and pair summaries of ``weights`` and ``pairs`` (:func:`_summaries`);
-    ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`) times and counts each level's steps."""
+    ``exchange``: the input pairs as the pairs pass sent them (:func:`_pairs_pass`), for the first
+    level's range tasks. ``summaries`` are the vertex and pair summaries of ``weights`` and
+    ``pairs`` (:func:`_pairs_pass`); ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`) times and
+    counts each level's steps."""
     from pyspark.sql import functions as F
 
     def too_big(level: dict) -> bool:
@@ -281,7 +280,8 @@ def _coarsen(weights, pairs, level: dict, summaries: tuple, k: int, rounds: int,
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
             with step(f"level {attempts} ranges"):
                 clusters, coarse_weights, labelled, coarse_pairs = _level_in_ranges(
-                    pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held, not mappings)
+                    pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held, not mappings,
+                    exchange)
                 coarse_pairs = held(coarse_pairs)
             with step(f"level {attempts} summary"):      # vertices and pairs at once: the pairs are at hand
                 coarse_summary, coarse_pair_summary = _summaries(coarse_weights, coarse_pairs, summary)
@@ -408,24 +408,121 @@ def _summaries(weights, pairs, layout: dict) -> tuple[dict, dict]:
         *inside).first()
     summary = layout if weights is None else {"vertices": int(vertices), "low": layout["low"],
                                               "high": layout["high"], "weight": vertex_weight}
-    return summary, {"edges": int(count), "weight": total or 0, "inside": dict(zip(counts, within))}
+    return summary, {"edges": int(count), "weight": total or 0, "inside": dict(zip(counts, within)),
+                     "widths": counts}
+
+
+_SENT, _PAIRS, _INSIDE, _REGISTER = range(4)     # kinds of the pairs pass's summary rows
+_PASS_ROWS = "kind int, key long, value long"
+_SKETCH_BITS = 12       # HyperLogLog registers 2^12: distinct pairs within ~1.6%
+_EXCHANGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("w", pa.int64())])
+
+
+def _pairs_pass(pairs, vertices: dict, held) -> tuple[dict, dict]:
+    """One job over the input pairs ``(a, b, w)`` on dense ids: each task sends its pairs to the
+    narrowest id ranges (:func:`_range_counts`) as exchange files (:func:`gofs.spark_jobs.put_exchange`:
+    ``near``, every pair to the range of a; ``far``, a pair between ranges also to the range of b)
+    and returns its part of the pairs' summary (as :func:`_summaries`: the weight inside each
+    candidate count of ranges, the total weight, a HyperLogLog sketch of the distinct pairs).
+    Returns ``(exchange, pair summary)``: the first level's range tasks and a whole-graph METIS
+    task read the files (no shuffle of the pairs), and the summary needs no job of its own
+    (a Spark aggregation over the pairs cost ~5 JVM CPU-s per million edges)."""
+    from pyspark.sql import functions as F
+
+    counts = _range_counts(vertices, pairs.sparkSession)
+    low = vertices["low"] or 0
+    count = max(counts, default=1)
+    width = counts.get(count, 1)
+    directory = held.directory()
+    task = forgets_zip_importers(functools.partial(_send_pairs, directory, low, width, count, counts))
+    rows = pairs.select("a", "b", "w").mapInArrow(task, _PASS_ROWS) \
+        .groupBy("kind", "key").agg(F.sum("value").alias("total"), F.max("value").alias("most")).collect()
+    registers = np.zeros(1 << _SKETCH_BITS, np.int64)
+    inside, total, sent = dict.fromkeys(counts, 0), 0, []
+    for kind, key, value, most in rows:
+        if kind == _SENT:
+            sent.append(int(key))
+        elif kind == _PAIRS:
+            total = int(value)
+        elif kind == _INSIDE:
+            inside[int(key)] = int(value)
+        else:
+            registers[key] = most
+    fs, root = layout.filesystem(directory)
+    paths = {side: [layout.join(root, side, layout.part_file(t)) for t in sorted(sent)] for side in ("near", "far")}
+    exchange = {"directory": directory, "low": low, "width": width, "count": count, **paths}
+    return exchange, {"edges": _distinct_estimate(registers) if total else 0, "weight": total, "inside": inside,
+                      "widths": counts}
+
+
+def _send_pairs(directory: str, low: int, width: int, count: int, counts: dict, batches):
+    """Task of :func:`_pairs_pass`: one Spark partition's pairs ``(a, b, w)``; its files are named
+    by its partition (not ``spark_partition_id()``, which a local relation's projection gives 0)."""
+    from pyspark import TaskContext
+
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    t = TaskContext.get().partitionId()
+    a, b, w = (table.column(name).to_numpy() for name in ("a", "b", "w"))
+    near, far = (a - low) // width, (b - low) // width
+    apart = near != far
+    fs, root = layout.filesystem(directory)
+    put_exchange(fs, layout.join(root, "near", layout.part_file(t)),
+                 pa.Table.from_arrays([a, b, w], schema=_EXCHANGE_SCHEMA), near, count)
+    put_exchange(fs, layout.join(root, "far", layout.part_file(t)),
+                 pa.Table.from_arrays([a[apart], b[apart], w[apart]], schema=_EXCHANGE_SCHEMA), far[apart], count)
+    inside = [int(w[(a - low) // c_width == (b - low) // c_width].sum()) for c_width in counts.values()]
+    hashed = _pair_hash(a, b)
+    register = (hashed >> np.uint64(64 - _SKETCH_BITS)).astype(np.int64)
+    _, exponent = np.frexp((hashed & np.uint64((1 << (64 - _SKETCH_BITS)) - 1)).astype(np.float64))
+    rank = np.zeros(1 << _SKETCH_BITS, np.int64)
+    np.maximum.at(rank, register, 65 - _SKETCH_BITS - exponent)     # leading zeros + 1 of the low bits
+    used = np.flatnonzero(rank)
+    kinds = np.r_[_SENT, _PAIRS, np.full(len(counts), _INSIDE), np.full(used.size, _REGISTER)].astype(np.int32)
+    yield pa.RecordBatch.from_pydict({"kind": kinds, "key": np.r_[t, 0, list(counts), used].astype(np.int64),
+                                      "value": np.r_[0, w.sum(), inside, rank[used]].astype(np.int64)})
+
+
+def _pair_hash(a, b) -> np.ndarray:
+    """A well-spread 64-bit hash of each pair ``(a, b)`` (splitmix64's finaliser)."""
+    with np.errstate(over="ignore"):
+        x = a.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ b.astype(np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _distinct_estimate(registers: np.ndarray) -> int:
+    """HyperLogLog's estimate of the distinct items behind ``registers`` (linear counting while
+    many registers are empty)."""
+    m = registers.size
+    estimate = 0.7213 / (1 + 1.079 / m) * m * m / np.sum(np.exp2(-registers.astype(np.float64)))
+    empty = int(np.count_nonzero(registers == 0))
+    if estimate <= 2.5 * m and empty:
+        estimate = m * math.log(m / empty)
+    return int(round(estimate))
 
 
 def _range_counts(vertices: dict, spark) -> dict:
     """Candidate counts of id ranges for a level, narrowest ranges first, each with its width
-    (none without vertices): from at least ``spark.sql.shuffle.partitions`` ranges, halving
-    down to the fewest that keep about ``_RANGE_VERTICES`` vertices in each."""
+    (none without vertices): from at least ``spark.sql.shuffle.partitions`` ranges, doubling the
+    width down to the fewest that keep about ``_RANGE_VERTICES`` vertices in each. Each range is
+    a whole number of the narrowest ranges, so the tasks of any count take the narrowest ranges'
+    exchange files (:func:`_pairs_pass`)."""
     if vertices["low"] is None:
         return {}
     span = vertices["high"] - vertices["low"] + 1
     fewest = math.ceil(vertices["vertices"] / _RANGE_VERTICES)
-    count = max(int(spark.conf.get("spark.sql.shuffle.partitions")), fewest, 2)
+    width = max(1, math.ceil(span / max(int(spark.conf.get("spark.sql.shuffle.partitions")), fewest, 2)))
     counts = {}
     while True:
-        counts[count] = max(1, math.ceil(span / count))
-        if count <= fewest:
+        count = -(-span // width)
+        counts[count] = width
+        if count <= fewest or count == 1:
             return counts
-        count = max(fewest, count // 2)
+        width *= 2
 
 
 def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
@@ -456,7 +553,7 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     chosen = fitting[-1] if widest else next(
         (c for c in fitting if inside[c] >= _RANGE_LOCAL * pairs["weight"]), fitting[-1])
     span = int(vertices["high"]) - int(vertices["low"]) + 1
-    width = max(1, math.ceil(span / chosen))
+    width = pairs["widths"][chosen]
     return {"low": int(vertices["low"]), "high": int(vertices["high"]), "width": int(width),
             "mean_weight": vertices["weight"] / vertices["vertices"], "count": -(-span // width),
             "widest": chosen == fitting[-1], "dense": vertices["vertices"] == vertices["weight"] == span}
@@ -465,11 +562,12 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
 _COARSE_VERTEX, _CROSS_A, _CROSS_B, _COARSE_PAIR = range(4)     # kinds of a range task's rows
 _MEMBERS_SCHEMA = "vid long, c long"
 _INNER_SCHEMA = "a long, b long, w long, ca long, cb long"
-_VERTEX_ROW, _ID_SPAN = -1, -2      # a range task's input rows that are not edges: b of a vertex, of a span of ids
+_VERTEX_ROW = -1      # b of a range task's input row that is a vertex, not an edge
 _LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
 
 
-def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held, labelled: bool = True):
+def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held, labelled: bool = True,
+                     exchange: dict | None = None):
     """One coarsening level clustered inside id ranges: ``(clusters, coarse weights, labelled
     pairs, coarse pairs)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` (None unless
     ``labelled``: only the first level's are refined) and ``(a, b, w)`` frames.
@@ -487,6 +585,8 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
     grow with the level's input, each vertex's cluster and the labelled inner edges, as Parquet
     files of their own (read back as frames, no Spark job): through Spark they were most of the
     level's JVM work (5.6M road: ~10M rows of six columns), and only the refinement reads them.
+    Dense ranges (the first level) take their pairs from the pairs pass's ``exchange`` files
+    (:func:`_pairs_pass`) and list their ids themselves: no scan or shuffle of the pairs here.
     """
     from pyspark.sql import functions as F
 
@@ -499,23 +599,24 @@ def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: 
     def range_of(column):
         return F.floor((F.col(column) - low) / width)
 
-    if ranges["dense"]:     # each range's ids, one row per range: the task lists them
-        vertex_rows = pairs.sparkSession.range(ranges["count"]).select(
-            F.col("id").alias("r"), (F.col("id") * width + low).alias("a"), F.lit(_ID_SPAN).cast("long").alias("b"),
-            F.least(F.col("id") * width + low + width, F.lit(ranges["high"] + 1)).alias("w"))
+    spark = pairs.sparkSession
+    if ranges["dense"]:
+        count = ranges["count"]
+        level = spark.range(0, count, 1, count).mapInArrow(forgets_zip_importers(functools.partial(
+            _exchanged_ranges, exchange, ranges, _range_clusters, cluster_weight, seed, directory, labelled)),
+            _LEVEL_ROWS)
     else:
         vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"),
                                      F.lit(_VERTEX_ROW).cast("long").alias("b"), F.col("vw").alias("w"))
-    edge_rows = pairs.select(range_of("a").alias("r"), "a", "b", "w")
-    far_ends = pairs.where(range_of("a") != range_of("b")).select(range_of("b").alias("r"), "a", "b", "w")
-    level = held(vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(ranges["count"], "r")
-                 .mapInArrow(_clustered_ranges(_range_clusters, cluster_weight, seed, directory, labelled),
-                             _LEVEL_ROWS))
+        edge_rows = pairs.select(range_of("a").alias("r"), "a", "b", "w")
+        far_ends = pairs.where(range_of("a") != range_of("b")).select(range_of("b").alias("r"), "a", "b", "w")
+        level = vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(ranges["count"], "r") \
+            .mapInArrow(_clustered_ranges(_range_clusters, cluster_weight, seed, directory, labelled), _LEVEL_ROWS)
+    level = held(level)
     kind = F.col("kind")
     crossing = level.where(kind.isin(_CROSS_A, _CROSS_B)).groupBy("a", "b") \
         .agg(F.max("w").alias("w"), F.max(F.when(kind == _CROSS_A, F.col("ca"))).alias("ca"),
              F.max(F.when(kind == _CROSS_B, F.col("cb"))).alias("cb"))
-    spark = pairs.sparkSession
     inner = None
     if labelled:        # files only: the refinement's tasks read them (gofs.partition.boundary._band)
         crossing = held(crossing)
@@ -544,45 +645,69 @@ def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) 
 
 
 def _clustered_ranges(clusters_of, cluster_weight: float, seed: int, directory: str, labelled: bool):
-    """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)`` or, for dense
-    ids, the range's span ``(first, -2, end)`` of unit-weight ids, edges ``(a, b, w)``, ``a < b``,
-    with at least one end in the range), the rows of
-    :func:`_level_in_ranges`: each cluster's weight, each edge to another range with this end's
-    cluster, and the coarse pairs of the inner edges; each vertex's cluster (``clusters_of``:
-    :func:`_range_clusters`) and, if ``labelled``, the inner edges with both ends' clusters go to
-    the range's files under ``directory`` (``members/``, ``inner/``)."""
+    """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)``, edges ``(a, b, w)``,
+    ``a < b``, with at least one end in the range), the rows of :func:`_range_rows`."""
     @forgets_zip_importers
     def level(batches):
         fs, root = layout.filesystem(directory)
         for r, rows in rows_by(batches, "r"):
             a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
-            is_vertex, span = b == _VERTEX_ROW, b == _ID_SPAN
-            ids = np.concatenate([a[is_vertex], *(np.arange(lo, hi) for lo, hi in zip(a[span], w[span]))])
-            vw = np.r_[w[is_vertex], np.ones(ids.size - is_vertex.sum(), np.int64)]
-            order = np.argsort(ids, kind="stable")
-            ids, vw = ids[order], vw[order]
-            is_vertex |= span
-            a, b, w = _summed_repeats(a[~is_vertex], b[~is_vertex], w[~is_vertex])
-            at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
-            at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
-            in_a, in_b = ids[at_a] == a, ids[at_b] == b
-            inner = in_a & in_b
-            cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
-            files.put_table(fs, layout.join(root, "members", layout.part_file(r)),
-                            pa.table({"vid": ids.astype(np.int64), "c": cluster.astype(np.int64)}))
-            coarse, members = np.unique(cluster, return_inverse=True)
-            yield _level_batch(_COARSE_VERTEX, coarse, w=np.bincount(members, weights=vw).astype(np.int64))
-            ca, cb = cluster[at_a[inner]], cluster[at_b[inner]]
-            if labelled:
-                files.put_table(fs, layout.join(root, "inner", layout.part_file(r)), pa.table(
-                    {"a": a[inner], "b": b[inner], "w": w[inner], "ca": ca, "cb": cb}))
-            apart = ca != cb
-            yield _level_batch(_COARSE_PAIR, *_summed_repeats(np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart],
-                                                              w[inner][apart]))
-            only_a, only_b = in_a & ~in_b, in_b & ~in_a
-            yield _level_batch(_CROSS_A, a[only_a], b[only_a], w[only_a], ca=cluster[at_a[only_a]])
-            yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cb=cluster[at_b[only_b]])
+            is_vertex = b == _VERTEX_ROW
+            order = np.argsort(a[is_vertex], kind="stable")
+            yield from _range_rows(r, a[is_vertex][order], w[is_vertex][order], a[~is_vertex], b[~is_vertex],
+                                   w[~is_vertex], clusters_of, cluster_weight, seed, fs, root, labelled)
     return level
+
+
+def _exchanged_ranges(exchange: dict, ranges: dict, clusters_of, cluster_weight: float, seed: int, directory: str,
+                      labelled: bool, batches):
+    """Task: for each dense id range r named by ``batches``, the rows of :func:`_range_rows`, its
+    pairs taken from the narrowest ranges' exchange files it covers (:func:`_pairs_pass`); a pair
+    sent to both ends' narrow ranges counts once, where its end a lies."""
+    fs, root = layout.filesystem(directory)
+    exchange_fs, _ = layout.filesystem(exchange["directory"])
+    low, width = ranges["low"], ranges["width"]
+    per = width // exchange["width"]
+    for batch in batches:
+        for r in batch.column(0).to_pylist():
+            narrow = range(r * per, min((r + 1) * per, exchange["count"]))
+            near = [take_exchange(exchange_fs, exchange["near"], d) for d in narrow if exchange["near"]]
+            far = [take_exchange(exchange_fs, exchange["far"], d) for d in narrow if exchange["far"]]
+            far = pa.concat_tables(far or [_EXCHANGE_SCHEMA.empty_table()])
+            far = far.filter(pa.array((far.column("a").to_numpy() - low) // width != r))
+            rows = pa.concat_tables([*near, far])
+            ids = np.arange(low + r * width, min(low + (r + 1) * width, ranges["high"] + 1), dtype=np.int64)
+            yield from _range_rows(r, ids, np.ones(ids.size, np.int64), *(rows.column(c).to_numpy() for c in "abw"),
+                                   clusters_of, cluster_weight, seed, fs, root, labelled)
+
+
+def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, seed: int, fs, root: str,
+                labelled: bool):
+    """One id range's rows of :func:`_level_in_ranges`, given its vertices ``ids`` (sorted, weights
+    ``vw``) and the edges ``(a, b, w)`` with an end among them: each cluster's weight, each edge
+    to another range with this end's cluster, and the coarse pairs of the inner edges; each
+    vertex's cluster (``clusters_of``: :func:`_range_clusters`) and, if ``labelled``, the inner
+    edges with both ends' clusters go to the range's files under ``root`` (``members/``, ``inner/``)."""
+    a, b, w = _summed_repeats(a, b, w)
+    at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
+    at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
+    in_a, in_b = ids[at_a] == a, ids[at_b] == b
+    inner = in_a & in_b
+    cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
+    files.put_table(fs, layout.join(root, "members", layout.part_file(r)),
+                    pa.table({"vid": ids.astype(np.int64), "c": cluster.astype(np.int64)}))
+    coarse, members = np.unique(cluster, return_inverse=True)
+    yield _level_batch(_COARSE_VERTEX, coarse, w=np.bincount(members, weights=vw).astype(np.int64))
+    ca, cb = cluster[at_a[inner]], cluster[at_b[inner]]
+    if labelled:
+        files.put_table(fs, layout.join(root, "inner", layout.part_file(r)), pa.table(
+            {"a": a[inner], "b": b[inner], "w": w[inner], "ca": ca, "cb": cb}))
+    apart = ca != cb
+    yield _level_batch(_COARSE_PAIR, *_summed_repeats(np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart],
+                                                      w[inner][apart]))
+    only_a, only_b = in_a & ~in_b, in_b & ~in_a
+    yield _level_batch(_CROSS_A, a[only_a], b[only_a], w[only_a], ca=cluster[at_a[only_a]])
+    yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cb=cluster[at_b[only_b]])
 
 
 def _summed_repeats(a, b, w):
@@ -620,76 +745,104 @@ def _contract(labelled):
 
 
 _VERTEX, _PAIR, _SIZE, _CUT = range(4)     # kinds of the METIS task's rows, in and out
-_METIS_ROWS = "kind int, a long, b long, w long"
+_METIS_ROWS = "kind int, a long, b long, g long"
 _LABELS_SCHEMA = "vid long, part int, boundary boolean"
 
 
-def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held):
-    """METIS with vertex and edge weights on the coarse graph, in ONE task: ``(labels, sizes,
-    cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as the task's Parquet file (boundary:
-    the vertex has a cut edge; the refinement's band is what it covers), sizes the
-    partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
+def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held, whole: tuple | None = None):
+    """METIS with vertex and edge weights on the coarse graph, in as many tasks as there are
+    cores for its ``tries`` (each task the best of its share, the best task's answer kept):
+    ``(labels, sizes, cut)``, labels ``(vid, part, boundary)`` of the coarse vertices as the task's
+    Parquet file (boundary: the vertex has a cut edge; the refinement's band is what it covers),
+    sizes the partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
 
-    The coarse vertices ``(vid, vw)`` and pairs ``(a, b, w)`` (repeats summed) meet in one
-    task (one shuffle) instead of the driver, which then holds only k numbers: the coarsening
-    stops at a size one task runs METIS on (:func:`coarse_graph_bytes`), and a graph that fits
-    from the start is partitioned there whole, as the local engine would, in one job.
+    The coarse vertices ``(vid, vw)`` and pairs ``(a, b, w)`` (repeats summed) meet in each task
+    (one shuffle) instead of the driver, which then holds only k numbers per task: the coarsening
+    stops at a size one task runs METIS on (:func:`coarse_graph_bytes`). A graph that fits from
+    the start (``whole``: the pairs pass's exchange files and the number of dense ids) is
+    partitioned whole, as the local engine would, by one task that reads the files.
     """
     from pyspark.sql import functions as F
 
-    rows = weights.select(F.lit(_VERTEX).alias("kind"), F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"),
-                          F.col("vw").cast("long").alias("w")) \
-        .unionByName(pairs.select(F.lit(_PAIR).alias("kind"), "a", "b", F.col("w").cast("long").alias("w")))
+    spark = pairs.sparkSession
+    groups = max(1, min(tries, spark.sparkContext.defaultParallelism))
     directory = held.directory()
     fs, root = layout.filesystem(directory)
     fs.create_dir(root, recursive=True)
-    sizes, cut = np.zeros(k, np.int64), 0
-    for kind, a, b in rows.repartition(1).mapInArrow(_metis_task(k, seed, tries, directory), _METIS_ROWS) \
-            .select("kind", "a", "b").collect():
+    if whole is not None:
+        task = functools.partial(_metis_of_exchange, *whole, k, seed, tries, groups, directory)
+        answers = spark.range(0, groups, 1, groups).mapInArrow(forgets_zip_importers(task), _METIS_ROWS)
+    else:
+        rows = weights.select(F.lit(_VERTEX).alias("kind"), F.col("vid").alias("a"),
+                              F.lit(-1).cast("long").alias("b"), F.col("vw").cast("long").alias("w")) \
+            .unionByName(pairs.select(F.lit(_PAIR).alias("kind"), "a", "b", F.col("w").cast("long").alias("w")))
+        copies = rows.select(F.explode(F.array(*[F.lit(g) for g in range(groups)])).alias("g"), "*")
+        task = functools.partial(_metis_of_rows, k, seed, tries, groups, directory)
+        answers = to_tasks(copies, "g", groups).mapInArrow(forgets_zip_importers(task), _METIS_ROWS)
+    sizes, cuts = np.zeros((groups, k), np.int64), np.zeros(groups, np.int64)
+    for kind, a, b, g in answers.collect():
         if kind == _SIZE:
-            sizes[a] = b
+            sizes[g, a] = b
         else:
-            cut = int(b)
-    return rows.sparkSession.read.schema(_LABELS_SCHEMA).parquet(directory), sizes, cut
+            cuts[g] = b
+    best = int(np.argmin(cuts))
+    labels = spark.read.schema(_LABELS_SCHEMA).parquet(layout.join(directory, layout.part_file(best)))
+    return labels, sizes[best], int(cuts[best])
 
 
-def _metis_task(k: int, seed: int, tries: int, directory: str):
-    """Task: the coarse graph's rows (:func:`_metis_in_task`) in, each partition's size and the
-    cut weight out; its METIS labels (and whether each vertex has a cut edge) go to a Parquet
-    file under ``directory`` (through Spark, ~0.8M rows on the 5.6M road, one more job)."""
-    @forgets_zip_importers
-    def task(batches):
-        yield from _metis_rows(batches, k, seed, tries, directory)
-    return task
-
-
-def _metis_rows(batches, k: int, seed: int, tries: int, directory: str):
-    """:func:`_metis_task`'s work: builds the symmetric CSR METIS wants from each coarse edge
-    once (repeats summed) without a pandas or COO detour; with METIS's own work space this is
-    what :data:`BYTES_PER_COARSE_EDGE` measures."""
+def _metis_of_rows(k: int, seed: int, tries: int, groups: int, directory: str, batches):
+    """Task g of :func:`_metis_in_task`: the coarse graph's rows ``(g, kind, a, b, w)`` in; builds
+    the symmetric CSR METIS wants from each coarse edge once (repeats summed) without a pandas or
+    COO detour; with METIS's own work space this is what :data:`BYTES_PER_COARSE_EDGE` measures."""
     batches = list(batches)
-    table = pa.Table.from_batches(batches) if batches else _METIS_SCHEMA.empty_table()
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    g = int(table.column("g")[0].as_py()) if table.num_rows else 0
     kind, a, b, w = (table.column(name).to_numpy() for name in ("kind", "a", "b", "w"))
-    del table
+    del table, batches
     is_vertex = kind == _VERTEX
     order = np.argsort(a[is_vertex], kind="stable")
     ids, vw = a[is_vertex][order], w[is_vertex][order]
     rows, cols = np.searchsorted(ids, a[~is_vertex]), np.searchsorted(ids, b[~is_vertex])
     w = w[~is_vertex]
     del kind, a, b
+    yield _metis_answer(ids, vw, rows, cols, w, k, seed, tries, groups, g, directory)
+
+
+def _metis_of_exchange(exchange: dict, n: int, k: int, seed: int, tries: int, groups: int, directory: str,
+                       batches):
+    """Task g of :func:`_metis_in_task` for the whole graph: its pairs (dense ids, so their own
+    positions) from the pairs pass's ``near`` exchange files (:func:`_pairs_pass`)."""
+    fs, _ = layout.filesystem(exchange["directory"])
+    pairs = pa.concat_tables([take_exchange(fs, exchange["near"], d) for d in range(exchange["count"])
+                              if exchange["near"]] or [_EXCHANGE_SCHEMA.empty_table()])
+    a, b, w = (pairs.column(c).to_numpy() for c in "abw")
+    del pairs
+    ids = np.arange(n, dtype=np.int64)
+    for batch in batches:
+        for g in batch.column(0).to_pylist():
+            yield _metis_answer(ids, np.ones(n, np.int64), a, b, w, k, seed, tries, groups, g, directory)
+
+
+def _metis_answer(ids, vw, rows, cols, w, k: int, seed: int, tries: int, groups: int, g: int, directory: str):
+    """METIS in task g of ``groups``: its share of the ``tries`` from its own seed, on the graph of
+    the vertices ``ids`` (weights ``vw``) and the edges between positions ``rows``, ``cols`` (weights
+    ``w``, repeats summed here); the labels (and whether each vertex has a cut edge) go to the
+    task's Parquet file under ``directory``, each partition's size and the cut weight are returned."""
     rows, cols, w = _summed_repeats(rows, cols, w)
-    parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed, ufactor=10, tries=tries)
+    share = tries // groups + (g < tries % groups)
+    parts = weighted_parts(ids.size, rows, cols, w, vw, k, seed + g, ufactor=10, tries=share)
     is_cut = parts[rows] != parts[cols]
     cut = int(w[is_cut].sum())
     boundary = np.zeros(ids.size, np.bool_)
     boundary[rows[is_cut]] = boundary[cols[is_cut]] = 1
     sizes = np.bincount(parts, weights=vw, minlength=k).astype(np.int64)
     fs, root = layout.filesystem(directory)
-    files.put_table(fs, layout.join(root, layout.part_file(0)), pa.table(
+    files.put_table(fs, layout.join(root, layout.part_file(g)), pa.table(
         {"vid": ids.astype(np.int64), "part": parts.astype(np.int32), "boundary": boundary.astype(bool)}))
-    yield pa.RecordBatch.from_pydict({"kind": np.r_[np.full(k, _SIZE), _CUT].astype(np.int32),
-                                      "a": np.arange(k + 1, dtype=np.int64), "b": np.r_[sizes, cut].astype(np.int64),
-                                      "w": np.zeros(k + 1, np.int64)})
+    return pa.RecordBatch.from_pydict({"kind": np.r_[np.full(k, _SIZE), _CUT].astype(np.int32),
+                                       "a": np.arange(k + 1, dtype=np.int64), "b": np.r_[sizes, cut].astype(np.int64),
+                                       "g": np.full(k + 1, g, np.int64)})
 
 
-_METIS_SCHEMA = pa.schema([("kind", pa.int32()), ("a", pa.int64()), ("b", pa.int64()), ("w", pa.int64())])
