@@ -427,7 +427,7 @@ class Stream:
         """:meth:`_complete` of ``inflight``."""
         for attempt in (0, 1):
             try:
-                self._settle()
+                settle = self._settle_later()       # the batch before's live results: asked now, read after the commit
                 applied, refused = self.live.outcome(inflight.routed)
                 break
             except BaseException as error:
@@ -451,8 +451,9 @@ class Stream:
                                        if self._live_queries else None)
             if self._checkpoint:
                 self._checkpoint.states_written(written)
+            settle()
         except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
-            self._recover(error)
+            self._recover(error)                # (the batch before's live results stay as they were)
         self.marks = marks
         rejected = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
         if len(rejected):
@@ -529,11 +530,20 @@ class Stream:
 
     def _settle(self) -> None:
         """Compute the live queries' results of the last applied batch, if they are due."""
-        if self._live_due:
-            results = {name: self.live.reachable(sources, sinks)
-                       for name, (sources, sinks) in self._live_queries.items()}
-            self._live_results.update(results)
+        self._settle_later()()
+
+    def _settle_later(self):
+        """:meth:`_settle` in two steps: the workers are asked now, and the returned call reads
+        their answers (before anything else is asked of the live graph but a commit)."""
+        if not self._live_due:
+            return lambda: None
+        pending = {name: self.live.reachable_later(sources, sinks)
+                   for name, (sources, sinks) in self._live_queries.items()}
+
+        def read() -> None:
+            self._live_results.update({name: result() for name, result in pending.items()})
             self._live_due = False
+        return read
 
     @_completed
     def now(self) -> float:
