@@ -1130,12 +1130,12 @@ class PartitionedGraph:
         return self._summary
 
     def _owned_labels(self, exchange: "_Exchange", selector) -> list:
-        """Each worker's :meth:`Worker.owned_labels` of ``selector`` (asked in ``exchange`` if it
-        is one of its selections, the same object)."""
+        """Each worker's pending :meth:`Worker.owned_labels` of ``selector`` (asked in ``exchange``
+        if it is one of its selections, the same object; else now)."""
         for asked, answers in exchange.selected:
             if asked is selector:
-                return [a.result() for a in answers]
-        return [a.result() for a in [w.request("owned_labels", selector) for w in self.workers]]
+                return answers
+        return [w.request("owned_labels", selector) for w in self.workers]
 
     def _exchange(self, selections: list = ()) -> tuple[list, list, list]:
         """Start the boundary exchange and merge (:meth:`Worker.send_ghosts`, :meth:`Worker.join_ghosts`,
@@ -1270,7 +1270,7 @@ class PartitionedGraph:
         if len(self.workers) == 1:
             return self.workers[0].components_frame()
         exchange = self._current()
-        (ids, group, rep), = self._labelled(exchange, self._owned_labels(exchange, None))
+        (ids, group, rep), = self._labelled(exchange, [a.result() for a in self._owned_labels(exchange, None)])
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
@@ -1301,13 +1301,15 @@ class PartitionedGraph:
         if self.directed:                               # queued behind the exchange: the entries are its own
             answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
             return lambda: self._directed_reach(exchange, sources, sinks, answers)
-        return lambda: self._undirected_reach(exchange, sources, sinks)
+        labels = [self._owned_labels(exchange, selector) for selector in (sources, sinks)]
+        return lambda: self._undirected_reach(exchange, sources, sinks, labels)
 
-    def _undirected_reach(self, exchange: "_Exchange", sources, sinks) -> pd.DataFrame:
-        """Undirected reachability: both ends in one component after the boundary merge."""
+    def _undirected_reach(self, exchange: "_Exchange", sources, sinks, labels: list) -> pd.DataFrame:
+        """Undirected reachability: both ends in one component after the boundary merge (``labels``:
+        the workers' pending owned_labels answers of ``sources`` and of ``sinks``)."""
         _check_known(exchange, sources, sinks)
-        (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(exchange, self._owned_labels(exchange, sources),
-                                                                  self._owned_labels(exchange, sinks))
+        (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(exchange, *[[a.result() for a in answers]
+                                                                              for answers in labels])
         source, sink = same_label_pairs(s_ids, s_group, t_ids, t_group)
         return pd.DataFrame({"source": source, "sink": sink})
 
