@@ -21,8 +21,10 @@ pairs of labels they join, repeats dropped (:meth:`Worker.join_ghosts`), to one 
 which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`) and answers global
 numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
 the boundary (on a graph without locality, a fixed share of V) never reaches the driver, which
-holds only the labels of the vertices a result names. The exchange starts with the commit
-of a batch that live results will read, and its merge is kept until the graph changes. Labels are original ids of one member (for
+holds only the labels of the vertices a result names. The exchange of a batch that live results
+will read is sent behind the next batch's stage (or when a result asks first), so a worker goes from
+staging one batch straight to the exchange of the batch before while the driver completes it; its
+merge is kept until the next exchange. Labels are original ids of one member (for
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
 between selected vertices follows from the merged components; directed reachability from each
 worker's pairs between its selected vertices and its boundary (entries and ghosts), followed

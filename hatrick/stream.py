@@ -506,10 +506,10 @@ class Stream:
 
     def _after_batch(self) -> None:
         """Live queries and callbacks after a batch. With workers in Spark tasks, the live queries'
-        results are computed when first read, or while the workers apply the next batch (their
-        boundary exchange and merge then overlap the driver's checks and routing of that batch,
-        and the driver's join of the selections overlaps the workers' next batch); every batch's
-        result is still computed from that batch's state."""
+        results are computed when first read, or with the next batch: the workers exchange their
+        boundary right after staging it, the driver asks for the results before committing it and
+        reads them after (:meth:`_settle_later`), so neither waits on the other for them; every
+        batch's result is still computed from that batch's state."""
         if self._live_queries:
             self._live_due = True
             if self._tasks is None:
