@@ -51,7 +51,7 @@ import time
 import traceback
 import uuid
 import weakref
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
 
@@ -108,6 +108,8 @@ def read_checkpoint(run_dir: str, step: int, p: int) -> bytes:
 # ------------------------------------------------------------------------------ the task side
 
 LOOPBACK = "127.0.0.1"
+#: how long a task going on by itself keeps its superstep summaries before it sends them to the driver
+SUMMARY_SECONDS = 0.05
 
 
 def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, results: str, frame_limit: int,
@@ -233,10 +235,13 @@ class _TaskSide:
         ``lanes`` on by :mod:`gopher.lanes`'s rule over all the tasks' reports, in task order, as
         the driver does with the summaries it still gets (for metrics, progress and faults).
         Checkpoints follow the driver's rule; the time since the last one is the longest any task
-        saw, so all tasks agree on it."""
+        saw, so all tasks agree on it. The summaries go to the driver in batches, every
+        :data:`SUMMARY_SECONDS`, at once where one confirms a checkpoint, and at the end: the
+        driver wakes up a few times a second instead of every superstep."""
         worker, program = self.worker, self.spec.program
-        saved = time.perf_counter()
+        saved = told = time.perf_counter()
         plan = schedule.plan(lanes, window)
+        batch: list = []
         while plan:
             clock = time.perf_counter()
             if checkpoint is not None:
@@ -259,8 +264,12 @@ class _TaskSide:
             due = schedule.checkpoint_due(superstep, interval, seconds, max(r[2] for r in reports))
             checkpoint = superstep if due else None
             summary["going"] = bool(plan)
-            summary["seconds"] = time.perf_counter() - clock
-            self.driver.send(("summary", summary))
+            now = time.perf_counter()
+            summary["seconds"] = now - clock
+            batch.append(summary)
+            if not plan or summary["checkpointed"] is not None or now - told >= SUMMARY_SECONDS:
+                self.driver.send(("summaries", batch))
+                batch, told = [], now
 
     def send_out(self, worker: TaskWorker, outgoing: dict, report=None) -> tuple:
         """Send every peer its partitions' messages (one frame each, maybe empty, with ``report``)
@@ -525,6 +534,7 @@ class ResidentTransport:
         self.run_dir = None
         self.lost = False
         self.readiness = Readiness()         # what _gather waits on
+        self.held: dict = {}                 # {task: its summaries received, not yet asked for} (go_ahead)
         self.written = False                 # every task has written its result rows and ended its side
         self.phases: dict = {}               # {phase: seconds}: workers, rendezvous, topology, rows
 
@@ -689,10 +699,10 @@ class ResidentTransport:
         except OSError:
             return False
 
-    def _gather(self) -> list | None:
-        """One answer from every task, in task order; None if a task was lost."""
+    def _gather(self, tasks=None) -> list | None:
+        """One answer from every task (of ``tasks``), in task order; None if a task was lost."""
         answers: dict = {}
-        pending = {conn: task for task, conn in self.conns.items()}
+        pending = {conn: task for task, conn in self.conns.items() if tasks is None or task in tasks}
         for conn in self.readiness.each(list(pending), 0.5):
             if conn is None:
                 if self.job.done():
@@ -735,12 +745,21 @@ class ResidentTransport:
             return False
         saves = self.run_dir is not None
         interval, seconds = (self.options.checkpoint_interval, self.options.checkpoint_seconds) if saves else (None, None)
+        self.held = {task: deque() for task in self.conns}
         return self._broadcast(("ahead", step, lanes, window, max_supersteps, checkpoint if saves else None,
                                 interval, seconds))
 
     def summaries(self) -> list | None:
-        """Every task's summary of the next superstep they ran on their own; None if a task was lost."""
-        return self._gather()
+        """Every task's summary of the next superstep they ran on their own; None if a task was lost.
+        The tasks send them in batches (:meth:`_TaskSide.go_ahead`), each task's when it has them."""
+        short = [task for task in self.conns if not self.held[task]]
+        if short:
+            batches = self._gather(short)
+            if batches is None:
+                return None
+            for task, batch in zip(sorted(short), batches):
+                self.held[task].extend(batch)
+        return [self.held[task].popleft() for task in sorted(self.conns)]
 
     def merge(self, lanes: dict) -> list:
         if not self._broadcast(("merge", lanes)):
