@@ -52,8 +52,8 @@ import pyarrow.fs as pafs
 from gofs.errors import InputError
 from gofs.store import as_store
 from gopher import aggregators as agg
-from gopher.cache import DEFAULT_BUDGET, DEFAULT_DISK_BUDGET, DiskCache
 from gopher import lanes as schedule
+from gopher.cache import DEFAULT_BUDGET, DEFAULT_DISK_BUDGET, DiskCache
 from gopher.lanes import Lane
 from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics

@@ -743,11 +743,10 @@ class ResidentTransport:
         is done. False if a task was lost."""
         if self.lost:
             return False
-        saves = self.run_dir is not None
-        interval, seconds = (self.options.checkpoint_interval, self.options.checkpoint_seconds) if saves else (None, None)
+        o, saves = self.options, self.run_dir is not None
+        rule = (checkpoint, o.checkpoint_interval, o.checkpoint_seconds) if saves else (None, None, None)
         self.held = {task: deque() for task in self.conns}
-        return self._broadcast(("ahead", step, lanes, window, max_supersteps, checkpoint if saves else None,
-                                interval, seconds))
+        return self._broadcast(("ahead", step, lanes, window, max_supersteps, *rule))
 
     def summaries(self) -> list | None:
         """Every task's summary of the next superstep they ran on their own; None if a task was lost.
