@@ -5,7 +5,9 @@ time-series patterns are planners that hand this loop their lanes. Each
 superstep the driver sends the tasks a plan (which lanes run, at which
 superstep of which instance, with which aggregates and globals), gathers one
 summary per task, reduces the aggregators, runs ``program.master`` and decides
-what comes next. How the plan and the messages travel is the transport's
+what comes next (:mod:`gopher.lanes`). Where the program has no ``master``, the
+resident transport's tasks apply that rule themselves and the driver follows
+their summaries. How the plan and the messages travel is the transport's
 business:
 
 ``resident`` (the default)
@@ -50,13 +52,14 @@ import pyarrow.fs as pafs
 from gofs.errors import InputError
 from gofs.store import as_store
 from gopher import aggregators as agg
+from gopher import lanes as schedule
 from gopher.cache import DEFAULT_BUDGET, DEFAULT_DISK_BUDGET, DiskCache
-from gopher.context import MasterContext
+from gopher.lanes import Lane
 from gopher.messages import combiner_ufunc
 from gopher.metrics import RunMetrics, SuperstepMetrics
 from gopher.program import SubgraphProgram
 from gopher.resident import LazyFrame, ResultFiles, prepare_result_reads
-from gopher.worker import MERGED, GopherProgramError, LaneStep, RunSpec
+from gopher.worker import MERGED, GopherProgramError, RunSpec
 from sparkshim.compat import settings_before_sql_state
 
 log = logging.getLogger("gopher")
@@ -157,52 +160,6 @@ class RunResult:
                 return read(names).cast(pa.schema([schema.field(name) for name in names]))
         frame = self.dataframe.select(*columns) if columns else self.dataframe
         return collect_arrow(frame)
-
-
-class Lane:
-    """Driver-side progress of one lane: which instance, which superstep, what it aggregated."""
-
-    def __init__(self, key: int, instances: list, index: int, count: int, sequential: bool, globals_: dict):
-        self.key, self.instances, self.index, self.count, self.sequential = key, instances, index, count, sequential
-        self.position = self.superstep = self.forwarded = 0
-        self.aggregated: dict = {}
-        self.globals = dict(globals_)
-        self.globals0 = dict(globals_)
-        self.done = False
-        self.supersteps: dict = {}
-        self.final: dict = {}
-
-    @property
-    def instance(self) -> dict | None:
-        return self.instances[self.position]
-
-    def step(self) -> LaneStep:
-        return LaneStep(self.instance, self.index + self.position, self.count, self.superstep, self.aggregated,
-                        self.globals, self.sequential)
-
-    def finish_superstep(self, reports: list, specs: dict, program, metrics, max_supersteps: int) -> None:
-        # popped from the reports: what the master pops from ``aggregated`` is then freed
-        aggregated = {name: specs[name].reduce([r["partials"].pop(name) for r in reports if name in r["partials"]])
-                      for name in specs}
-        sent = sum(r["sent"] for r in reports)
-        halted = all(r["halted"] == r["subgraphs"] for r in reports)
-        master = MasterContext(self.superstep, aggregated, self.globals, metrics, self.instance)
-        program.master(master)
-        self.superstep += 1
-        self.forwarded += sum(r["forward"] for r in reports)
-        self.aggregated = aggregated
-        if not (master.halted or (halted and sent == 0) or self.superstep >= max_supersteps):
-            return
-        label = None if self.instance is None else self.instance["id"]
-        self.supersteps[label] = self.superstep
-        self.final[label] = aggregated
-        quiet = getattr(program, "stop_when_quiet", True) and self.forwarded == 0
-        if self.sequential and self.position + 1 < len(self.instances) and not quiet:
-            self.position += 1
-            self.superstep = self.forwarded = 0
-            self.aggregated = {}
-        else:
-            self.done = True
 
 
 @dataclass
@@ -395,32 +352,50 @@ class _Driver:
         self._last_checkpoint = time.perf_counter()
 
     def plan(self) -> dict:
-        running = [lane for lane in self.lanes if not lane.done][:self.window]
-        return {lane.key: lane.step() for lane in running}
+        return schedule.plan(self.lanes, self.window)
 
-    def _checkpoint_now(self) -> bool:
-        o = self.options
-        if self.superstep == 0:
-            return False
-        if o.checkpoint_interval and self.superstep % o.checkpoint_interval == 0:
-            return True
-        return bool(o.checkpoint_seconds) and time.perf_counter() - self._last_checkpoint >= o.checkpoint_seconds
+    def _checkpoint_at(self) -> int | None:
+        """The superstep about to start, if it starts by saving the run's state (recorded as pending)."""
+        o, now = self.options, time.perf_counter()
+        if not schedule.checkpoint_due(self.superstep, o.checkpoint_interval, o.checkpoint_seconds,
+                                       now - self._last_checkpoint):
+            return None
+        self._pending[self.superstep] = self._state()
+        self._last_checkpoint = now
+        return self.superstep
 
     def run(self, transport) -> None:
+        """The supersteps. Where the transport's tasks can go on by themselves and the program has
+        no ``master``, the driver starts them once (and again after a restart) and then only
+        follows their summaries: the tasks apply :mod:`gopher.lanes`'s rule to the reports they
+        exchange with their messages, so a superstep costs no round trip through the driver."""
+        ahead = getattr(transport, "runs_ahead", False) and schedule.runs_ahead(self.program)
+        going = False                        # the tasks are going on by themselves
         while True:
             plan = self.plan()
             if not plan:
                 return
-            checkpoint = self.superstep if self._checkpoint_now() else None
-            if checkpoint is not None:
-                self._pending[checkpoint] = self._state()
-                self._last_checkpoint = time.perf_counter()
+            checkpoint = None if going else self._checkpoint_at()
             clock = time.perf_counter()
-            summaries = transport.superstep(self.superstep, plan, checkpoint)
+            if ahead:
+                going = going or transport.go_ahead(self.superstep, self.lanes, self.window, self.max_supersteps,
+                                                    checkpoint)
+                summaries = transport.summaries() if going else None
+            else:
+                summaries = transport.superstep(self.superstep, plan, checkpoint)
             if summaries is None:            # tasks were lost: resume from the last confirmed checkpoint
+                going = False
                 self._restart(transport)
                 continue
-            self._finish(plan, summaries, time.perf_counter() - clock)
+            if going:                        # the tasks timed the superstep and chose its checkpoints
+                if summaries[0]["checkpointed"] == self.superstep:
+                    self._pending[self.superstep] = self._state()
+                self._finish(plan, summaries, max(s["seconds"] for s in summaries))
+                if any(s["going"] != bool(self.plan()) for s in summaries):
+                    raise RuntimeError(f"gopher: the run's tasks and its driver disagree on whether superstep "
+                                       f"{self.superstep} runs (a non-deterministic aggregator?)")
+            else:
+                self._finish(plan, summaries, time.perf_counter() - clock)
 
     def _finish(self, plan: dict, summaries: list, seconds: float) -> None:
         for s in summaries:
@@ -428,10 +403,8 @@ class _Driver:
         confirmed = {s.get("checkpointed") for s in summaries}
         if len(confirmed) == 1 and (step := confirmed.pop()) in self._pending:
             self.checkpoints = {step: self._pending.pop(step)}
-        reports = {lane: [s["lanes"][lane] for s in summaries if lane in s["lanes"]] for lane in plan}
-        for lane in self.lanes:
-            if lane.key in plan:
-                lane.finish_superstep(reports[lane.key], self.specs, self.program, self.metrics, self.max_supersteps)
+        reports = schedule.finish(self.lanes, plan, [s["lanes"] for s in summaries], self.specs, self.program,
+                                  self.metrics, self.max_supersteps)
         all_reports = [r for rs in reports.values() for r in rs]
         instance = None
         if len(plan) == 1:

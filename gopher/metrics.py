@@ -23,7 +23,9 @@ OUTPUT_PHASES = ("merge", "rows", "handoff")
 @dataclass
 class SuperstepMetrics:
     superstep: int
-    seconds: float               # wall time on the driver, from sending the plan to the last summary
+    seconds: float               # wall time on the driver, from sending the plan to the last summary; where the
+                                 # tasks go on by themselves, the slowest task's, from starting the superstep
+                                 # to knowing the next
     active_subgraphs: int
     messages: int
     bytes: int

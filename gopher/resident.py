@@ -7,12 +7,16 @@ gang-scheduled barrier stage of T tasks (an RDD job, see below):
 1. the driver opens a listener with a fresh random key for the run; each task
    opens its own listener on its executor's address, registers it with the
    driver, and gets back the table of peers (one rendezvous per run);
-2. every superstep the driver sends each task the plan; the task runs its
-   partitions (:class:`gopher.worker.TaskWorker`, topology from the process
-   cache), sends each peer one frame of messages (numpy buffers out of band,
-   :mod:`gopher.codec`), answers the driver with its summary, and then
-   receives one frame from each peer: the driver works out the next plan
-   while the messages arrive, and the task reads that plan only once they have;
+2. every superstep each task runs its partitions (:class:`gopher.worker.TaskWorker`,
+   topology from the process cache), sends each peer one frame of messages
+   (numpy buffers out of band, :mod:`gopher.codec`) and its lane reports, and
+   receives one frame from each peer. Where the program has no ``master``, the
+   tasks go on by themselves: each applies :mod:`gopher.lanes`'s rule to all the
+   reports and starts the next superstep, and tells the driver its summary
+   (metrics, progress, checkpoints and faults stay the driver's); otherwise the
+   driver sends each task every superstep's plan, the task answers with its
+   summary before it takes in its peers' frames, and the driver works out the
+   next plan while the messages arrive;
 3. at the end each task writes its per-vertex results as one Parquet file
    (Arrow batches, no row-by-row Python) into the run's result directory, and
    the result DataFrame is a plain scan of those files, made when first asked
@@ -47,7 +51,7 @@ import time
 import traceback
 import uuid
 import weakref
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
 
@@ -58,6 +62,7 @@ from gofs import files, layout
 from gofs.errors import EngineError, GraphExistsError
 from sparkshim.compat import forgets_zip_importers, spark_schema
 from gopher import codec
+from gopher import lanes as schedule
 from gopher.channel import HANDSHAKE_SECONDS, Listener, Readiness, RunKey, connect, frames_authenticated
 from gopher.worker import GopherProgramError, TaskWorker
 
@@ -103,6 +108,8 @@ def read_checkpoint(run_dir: str, step: int, p: int) -> bytes:
 # ------------------------------------------------------------------------------ the task side
 
 LOOPBACK = "127.0.0.1"
+#: how long a task going on by itself keeps its superstep summaries before it sends them to the driver
+SUMMARY_SECONDS = 0.05
 
 
 def task_function(spec, address, key: RunKey, launch: int, schema, run_dir, results: str, frame_limit: int,
@@ -171,9 +178,9 @@ class _TaskSide:
         peers = [j for j in table if j != self.me]
         self.outbound = {j: connect(table[j], key) for j in peers}
         # a superstep's frames that fit in half the kernel's buffer are sent inline: a peer may still be
-        # reading the last superstep's frame (the tasks take in their frames after their summaries),
-        # never an older one (no task starts a superstep before every task has sent its summary of the
-        # last, after taking in the frames of the one before), so such a send never waits for a reader
+        # reading the last superstep's frame, never an older one (a task sends a superstep's frames
+        # only once it has every peer's frame of the last, which each peer sent after taking in all
+        # frames of the one before), so such a send never waits for a reader
         self.inline_bytes = min((conn.send_buffer() // 2 for conn in self.outbound.values()), default=0)
         deadline = time.monotonic() + timeout
         while len(self.inbound) < len(peers):
@@ -207,6 +214,8 @@ class _TaskSide:
                 summary["checkpointed"] = checkpoint
                 self.driver.send(("summary", summary))
                 self.take_in(worker, sending)
+            elif command[0] == "ahead":
+                self.go_ahead(*command[1:])
             elif command[0] == "merge":
                 self.driver.send(("merged", worker.merge(command[1])))
             elif command[0] == "output":
@@ -219,16 +228,59 @@ class _TaskSide:
             else:
                 return
 
-    def send_out(self, worker: TaskWorker, outgoing: dict) -> tuple:
-        """Send every peer its partitions' messages (one frame each, maybe empty) and hand this
-        task's own partitions theirs (they never leave it). Returns (bytes moved, the send
-        still running on the sender thread or None). The task tells the driver its summary
-        next and only then takes in its peers' frames (:meth:`take_in`): the driver decides
-        on the next superstep while the messages are still arriving."""
+    def go_ahead(self, superstep: int, lanes: list, window: int, max_supersteps: int, checkpoint: int | None,
+                 interval: int | None, seconds: float | None) -> None:
+        """Run supersteps from ``superstep`` until every lane is done, without waiting for the driver:
+        each frame to a peer carries this task's lane reports, and every task moves its copy of
+        ``lanes`` on by :mod:`gopher.lanes`'s rule over all the tasks' reports, in task order, as
+        the driver does with the summaries it still gets (for metrics, progress and faults).
+        Checkpoints follow the driver's rule; the time since the last one is the longest any task
+        saw, so all tasks agree on it. The summaries go to the driver in batches, every
+        :data:`SUMMARY_SECONDS`, at once where one confirms a checkpoint, and at the end: the
+        driver wakes up a few times a second instead of every superstep."""
+        worker, program = self.worker, self.spec.program
+        saved = told = time.perf_counter()
+        plan = schedule.plan(lanes, window)
+        batch: list = []
+        while plan:
+            clock = time.perf_counter()
+            if checkpoint is not None:
+                for p in worker.partitions:
+                    write_checkpoint(self.run_dir, checkpoint, p, worker.export_partition(p))
+                saved = time.perf_counter()
+            outgoing, summary = worker.step(plan)
+            mine = summary["lanes"]
+            sent = time.perf_counter()
+            summary["bytes"], sending = self.send_out(worker, outgoing, (self.me, mine, sent - saved))
+            summary["exchange_seconds"] = time.perf_counter() - sent
+            summary["checkpointed"] = checkpoint
+            reports = self.take_in(worker, sending)
+            reports.append((self.me, {lane: {**r, "partials": dict(r["partials"])} for lane, r in mine.items()},
+                            sent - saved))       # the summary keeps its partials for the driver
+            reports.sort(key=lambda report: report[0])
+            schedule.finish(lanes, plan, [r[1] for r in reports], worker.specs, program, None, max_supersteps)
+            superstep += 1
+            plan = schedule.plan(lanes, window)
+            due = schedule.checkpoint_due(superstep, interval, seconds, max(r[2] for r in reports))
+            checkpoint = superstep if due else None
+            summary["going"] = bool(plan)
+            now = time.perf_counter()
+            summary["seconds"] = now - clock
+            batch.append(summary)
+            if not plan or summary["checkpointed"] is not None or now - told >= SUMMARY_SECONDS:
+                self.driver.send(("summaries", batch))
+                batch, told = [], now
+
+    def send_out(self, worker: TaskWorker, outgoing: dict, report=None) -> tuple:
+        """Send every peer its partitions' messages (one frame each, maybe empty, with ``report``)
+        and hand this task's own partitions theirs (they never leave it). Returns (bytes moved, the
+        send still running on the sender thread or None). Driven by the driver, the task tells it
+        its summary next and only then takes in its peers' frames (:meth:`take_in`): the driver
+        decides on the next superstep while the messages are still arriving."""
         by_task: dict = defaultdict(dict)
         for dst, payload in outgoing.items():
             by_task[self.spec.task_of(dst)][dst] = payload
-        frames = {j: codec.to_frames(by_task.get(j, {})) for j in self.outbound}
+        frames = {j: codec.to_frames((report, by_task.get(j, {}))) for j in self.outbound}
         inline = all(codec.frames_size(f) <= self.inline_bytes for f in frames.values())
         sending = None if inline else self.sender.submit(self._send, frames)
         if inline:                           # a thread's hand-off would cost more than these sends
@@ -236,15 +288,19 @@ class _TaskSide:
         local = worker.deliver_own(by_task.get(self.me, {}))
         return sum(local if j == self.me else codec.frames_size(frames[j]) for j in by_task), sending
 
-    def take_in(self, worker: TaskWorker, sending) -> None:
+    def take_in(self, worker: TaskWorker, sending) -> list:
         """Take in one frame from every peer (the next superstep's messages), then wait for
-        this task's own sends to end."""
+        this task's own sends to end. Returns the reports the frames carried, in arrival order."""
+        reports = []
         peers = self.inbound if len(self.inbound) == 1 else self.readiness.each(self.inbound)
         for conn in peers:                   # one peer: read it (no selector)
-            for p, payload in codec.from_frames(recv_frames(conn, self.limit)).items():
+            report, messages = codec.from_frames(recv_frames(conn, self.limit))
+            for p, payload in messages.items():
                 worker.deliver(p, payload)
+            reports.append(report)
         if sending is not None:
             sending.result()
+        return reports
 
     def _send(self, frames: dict) -> None:
         for j, task_frames in frames.items():
@@ -478,6 +534,7 @@ class ResidentTransport:
         self.run_dir = None
         self.lost = False
         self.readiness = Readiness()         # what _gather waits on
+        self.held: dict = {}                 # {task: its summaries received, not yet asked for} (go_ahead)
         self.written = False                 # every task has written its result rows and ended its side
         self.phases: dict = {}               # {phase: seconds}: workers, rendezvous, topology, rows
 
@@ -642,10 +699,10 @@ class ResidentTransport:
         except OSError:
             return False
 
-    def _gather(self) -> list | None:
-        """One answer from every task, in task order; None if a task was lost."""
+    def _gather(self, tasks=None) -> list | None:
+        """One answer from every task (of ``tasks``), in task order; None if a task was lost."""
         answers: dict = {}
-        pending = {conn: task for task, conn in self.conns.items()}
+        pending = {conn: task for task, conn in self.conns.items() if tasks is None or task in tasks}
         for conn in self.readiness.each(list(pending), 0.5):
             if conn is None:
                 if self.job.done():
@@ -676,6 +733,32 @@ class ResidentTransport:
         if not self._broadcast(("step", step, plan, checkpoint)):
             return None
         return self._gather()
+
+    #: the tasks can go on from superstep to superstep by themselves (:meth:`go_ahead`)
+    runs_ahead = True
+
+    def go_ahead(self, step: int, lanes: list, window: int, max_supersteps: int, checkpoint: int | None) -> bool:
+        """Start the tasks on their own supersteps from ``step`` (:meth:`_TaskSide.go_ahead`); the
+        driver then reads one summary per task and superstep (:meth:`summaries`) until every lane
+        is done. False if a task was lost."""
+        if self.lost:
+            return False
+        o, saves = self.options, self.run_dir is not None
+        rule = (checkpoint, o.checkpoint_interval, o.checkpoint_seconds) if saves else (None, None, None)
+        self.held = {task: deque() for task in self.conns}
+        return self._broadcast(("ahead", step, lanes, window, max_supersteps, *rule))
+
+    def summaries(self) -> list | None:
+        """Every task's summary of the next superstep they ran on their own; None if a task was lost.
+        The tasks send them in batches (:meth:`_TaskSide.go_ahead`), each task's when it has them."""
+        short = [task for task in self.conns if not self.held[task]]
+        if short:
+            batches = self._gather(short)
+            if batches is None:
+                return None
+            for task, batch in zip(sorted(short), batches):
+                self.held[task].extend(batch)
+        return [self.held[task].popleft() for task in sorted(self.conns)]
 
     def merge(self, lanes: dict) -> list:
         if not self._broadcast(("merge", lanes)):

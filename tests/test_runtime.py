@@ -186,6 +186,70 @@ def test_a_task_killed_mid_run_gives_the_result_of_a_clean_run(road, tmp_path, d
     pd.testing.assert_frame_equal(_frame(faulty.dataframe), _frame(clean.dataframe))
 
 
+def test_tasks_resume_from_the_checkpoint_their_clocks_chose(road, tmp_path):
+    """Time-based checkpoints, decided by the tasks themselves (DiesOnce has no ``master``): every
+    superstep after the first is due, so the run resumes from the last one every task confirmed."""
+    clean = road.run(DiesOnce(str(tmp_path / "never") + "/x", -1), progress=False)
+    faulty = road.run(DiesOnce(str(tmp_path / "died"), 3), progress=False, checkpoint_seconds=1e-9)
+    assert faulty.metrics.attempts == 1 and faulty.metrics.resumed_from == [2]
+    pd.testing.assert_frame_equal(_frame(faulty.dataframe), _frame(clean.dataframe))
+
+
+# ------------------------------------------------------------------ tasks that go on by themselves
+
+class Labels(SubgraphProgram):
+    """Label propagation counting its changes in an aggregator; a sub-graph halts once its label
+    stays put, and reads the last superstep's aggregates into its state."""
+
+    output_schema = {"label": pa.int64(), "changes": pa.int64()}
+    aggregators = {"changed": "sum", "low": "min"}
+
+    def compute(self, subgraph, messages, ctx):
+        state = subgraph.state
+        if ctx.superstep == 0:
+            state["label"], state["changes"] = subgraph.first_vertex_id, 0
+        else:
+            state["changes"] += int(ctx.aggregated["changed"])
+        best = min([state["label"], *messages.payloads])
+        if ctx.superstep == 0 or best < state["label"]:
+            state["label"] = best
+            ctx.send_to_neighbors(best)
+            ctx.aggregate("changed", 1)
+        ctx.aggregate("low", best)
+        ctx.vote_to_halt()
+
+    def output(self, subgraph):
+        n = subgraph.num_vertices
+        return {"label": np.full(n, subgraph.state["label"]), "changes": np.full(n, subgraph.state["changes"])}
+
+
+class LabelsWithMaster(Labels):
+    """:class:`Labels` with a driver-side ``master`` that does nothing: the driver plans every superstep."""
+
+    def master(self, ctx):
+        pass
+
+
+def test_tasks_go_on_by_themselves_where_the_program_has_no_master(road, monkeypatch):
+    from gopher.resident import ResidentTransport
+
+    sent = []
+    broadcast = ResidentTransport._broadcast
+    monkeypatch.setattr(ResidentTransport, "_broadcast", lambda self, message: sent.append(message[0]) or
+                        broadcast(self, message))
+    ahead = road.run(Labels(), progress=False)
+    assert sent == ["ahead", "output"]
+    sent.clear()
+    driven = road.run(LabelsWithMaster(), progress=False)
+    assert sent == ["step"] * driven.metrics.num_supersteps + ["output"]
+    assert ahead.metrics.num_supersteps == driven.metrics.num_supersteps > 3
+    assert ahead.aggregated == driven.aggregated and ahead.aggregated["changed"] == 0
+    shape = lambda m: [(s.superstep, s.active_subgraphs, s.messages) for s in m.supersteps]  # noqa: E731
+    assert shape(ahead.metrics) == shape(driven.metrics)
+    assert all(s.seconds > 0 for s in ahead.metrics.supersteps)
+    pd.testing.assert_frame_equal(_frame(ahead.dataframe), _frame(driven.dataframe))
+
+
 class SlowToStart(SubgraphProgram):
     """Unpickling this program in task 1 takes a minute: that task never reaches the driver in time."""
 
