@@ -21,10 +21,8 @@ pairs of labels they join, repeats dropped (:meth:`Worker.join_ghosts`), to one 
 which joins them (:func:`merge_components`, :meth:`Worker.merge_labels`) and answers global
 numbers for the labels the driver asks about (:meth:`Worker.global_labels`):
 the boundary (on a graph without locality, a fixed share of V) never reaches the driver, which
-holds only the labels of the vertices a result names. The exchange of a batch that live results
-will read is sent behind the next batch's stage (or when a result asks first), so a worker goes from
-staging one batch straight to the exchange of the batch before while the driver completes it; its
-merge is kept until the next exchange. Labels are original ids of one member (for
+holds only the labels of the vertices a result names. The exchange starts with the commit
+of a batch that live results will read, and its merge is kept until the graph changes. Labels are original ids of one member (for
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
 between selected vertices follows from the merged components; directed reachability from each
 worker's pairs between its selected vertices and its boundary (entries and ghosts), followed
@@ -762,31 +760,6 @@ class _Part:
         return value
 
 
-class _Exchange:
-    """One boundary exchange's pending answers (:meth:`PartitionedGraph._exchange`): per worker its
-    :meth:`Worker.send_ghosts` and :meth:`Worker.join_ghosts` answers, the merger's
-    :meth:`Worker.merge_labels` answer, and per selector asked with it the workers'
-    :meth:`Worker.owned_labels` answers."""
-
-    def __init__(self, sent: list, joined: list, merged: list, selected: list):
-        self.answers, self.selected = (sent, joined, merged), selected
-
-    def boundaries(self) -> list:
-        """The send_ghosts answers, once every answer of the exchange is read (kept: reading
-        also clears them from the workers' connections)."""
-        self.answers = tuple([_Done(a.result()) for a in answers] for answers in self.answers)
-        return [a.result() for a in self.answers[0]]
-
-
-def _check_known(exchange: _Exchange, *selectors) -> None:
-    """KeyError for a selector's attribute no worker's vertices ever had."""
-    known = set().union(*[attributes for _, attributes, _ in exchange.boundaries()]) | {"id"}
-    for selector in selectors:
-        if isinstance(selector, dict) and set(selector) - known:
-            missing = sorted(set(selector) - known)[0]
-            raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
-
-
 class _Done:
     """The value of a request answered in the caller's process."""
 
@@ -952,7 +925,7 @@ class PartitionedGraph:
         count = int(owner.max()) + 1
         self.tasks = None
         self._clock = (int(state.batch), float(state.time))
-        self._summary, self._due = None, None
+        self._summary, self._selected = None, []
         self.workers = [Worker(i, state, owner) for i in range(count)]
         self._each("keep", owner)
 
@@ -962,7 +935,7 @@ class PartitionedGraph:
         each loaded it from GoFS itself), once each has kept its part under ``owner``."""
         graph = cls.__new__(cls)
         graph.workers, graph.tasks = workers, getattr(workers[0], "tasks", None)
-        graph._summary, graph._due = None, None
+        graph._summary, graph._selected = None, []
         graph.directed, batch, time = workers[0].request("loaded_clock").result()
         graph._clock = (batch, time)
         graph._each("keep", np.asarray(owner, np.int64))
@@ -977,7 +950,7 @@ class PartitionedGraph:
         graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
         graph.tasks = None
         graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
-        graph._summary, graph._due = None, None
+        graph._summary, graph._selected = None, []
         return graph
 
     def place_on(self, tasks) -> None:
@@ -985,7 +958,7 @@ class PartitionedGraph:
         from now on each one's state lives in its task and the driver only sends it requests."""
         self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner)
         self.tasks = tasks
-        self._summary = None
+        self._summary, self._selected = None, []
 
     def blank_state(self) -> State:
         """The state of a worker with no buckets yet (worker 0's attribute kinds and template)."""
@@ -1044,8 +1017,6 @@ class PartitionedGraph:
         self._staged_clock = (batches + 1, max(time, float(batch.time.max())) if len(batch) else time)
         try:
             routed.answers = [w.request("stage", part) for w, part in zip(self.workers, routed.parts)]
-            if self._due is not None:                   # the last commit's exchange, behind this stage
-                self._summary, self._due = self._exchange(self._due), None
         except BaseException:
             self.abandon()
             raise
@@ -1111,33 +1082,24 @@ class PartitionedGraph:
     def commit(self, selections: list | None = None) -> list:
         """Show the staged batch on every worker; returns their reports of state files written
         (:meth:`Worker.written`). ``selections`` (a list of selectors, for live
-        results): the boundary exchange of the committed graph is due, with those selectors'
-        :meth:`Worker.owned_labels` in the same wave (so a live result costs no more round trips).
-        It is sent behind the next batch's stage (:meth:`send`), so each worker goes from staging
-        batch k + 1 straight to the exchange of batch k while the driver completes k + 1, instead of
-        waiting for the driver's commit with the exchange after it (the exchange reads the committed
-        state, which a staged batch leaves as it is); or it starts when a result asks for it first."""
+        results read right after): start the boundary exchange and ask for those selectors'
+        :meth:`Worker.owned_labels` in the same wave, so a live result costs no more round trips."""
         answers = [w.request("commit") for w in self.workers]
+        exchange, self._selected = None, []
+        if selections is not None and len(self.workers) > 1:
+            exchange = self._exchange([] if self.directed else selections)
         written = [report for answer in answers for report in answer.result()]
         self._clock = self._staged_clock
-        self._summary = None
-        self._due = None if selections is None or len(self.workers) == 1 else \
-            ([] if self.directed else list(selections))
+        self._summary = exchange
         return written
 
-    def _current(self) -> "_Exchange":
-        """The boundary exchange of the committed graph: sent behind the next batch's stage, or now."""
-        if self._summary is None:
-            self._summary, self._due = self._exchange(self._due or []), None
-        return self._summary
-
-    def _owned_labels(self, exchange: "_Exchange", selector) -> list:
-        """Each worker's pending :meth:`Worker.owned_labels` of ``selector`` (asked in ``exchange``
-        if it is one of its selections, the same object; else now)."""
-        for asked, answers in exchange.selected:
+    def _owned_labels(self, selector) -> list:
+        """Each worker's :meth:`Worker.owned_labels` of ``selector`` (asked with the commit if it
+        is one of its selections, the same object)."""
+        for asked, answers in self._selected:
             if asked is selector:
-                return answers
-        return [w.request("owned_labels", selector) for w in self.workers]
+                return [a.result() for a in answers]
+        return [a.result() for a in [w.request("owned_labels", selector) for w in self.workers]]
 
     def _exchange(self, selections: list = ()) -> tuple[list, list, list]:
         """Start the boundary exchange and merge (:meth:`Worker.send_ghosts`, :meth:`Worker.join_ghosts`,
@@ -1150,22 +1112,30 @@ class PartitionedGraph:
         merger = self.workers[MERGER]
         if all(peer is not None for peer in peers):
             answers = [w.request("exchange", peers, list(selections)) for w in self.workers]
-            return _Exchange([_Part(a, 0) for a in answers], [_Part(a, 1) for a in answers],
-                             [_Part(answers[MERGER], 2)],
-                             [(sel, [_Part(a, 3, j) for a in answers]) for j, sel in enumerate(selections)])
+            if selections:
+                self._selected = [(sel, [_Part(a, 3, j) for a in answers]) for j, sel in enumerate(selections)]
+            return [_Part(a, 0) for a in answers], [_Part(a, 1) for a in answers], [_Part(answers[MERGER], 2)]
         sent = [w.request("send_ghosts", peers) for w in self.workers]
         handed = [answer.result()[2] or {} for answer in sent]
         joined = [w.request("join_ghosts", 0, [h[w.index] for h in handed if w.index in h]) for w in self.workers]
         pairs = [payload for payload in (answer.result() for answer in joined) if payload is not None]
         merged = [merger.request("merge_labels", 0, pairs)]
-        return _Exchange(sent, joined, merged,
-                         [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections])
+        if selections:
+            self._selected = [(sel, [w.request("owned_labels", sel) for w in self.workers]) for sel in selections]
+        return sent, joined, merged
 
-    def _global(self, exchange: "_Exchange", parts: list) -> list:
+    def _boundaries(self) -> list:
+        """Each worker's :meth:`Worker.send_ghosts` answer for the graph now, once the merger holds
+        the merged labels (the exchange started with the commit, or now); kept until the graph
+        changes. Reading it also clears the exchange's answers from the workers' connections."""
+        sent, joined, merged = self._summary or self._exchange()
+        self._summary = tuple([_Done(a.result()) for a in answers] for answers in (sent, joined, merged))
+        return [a.result() for a in self._summary[0]]
+
+    def _global(self, parts: list) -> list:
         """Global component numbers of ``parts`` (each (worker index, its local labels)), asked
-        of the merger once it holds ``exchange``'s merge (one merge per committed batch, however
-        many results read it; the merger keeps it until the next exchange)."""
-        exchange.boundaries()
+        of the merger (one merge per committed batch, however many results read it)."""
+        self._boundaries()
         return self.workers[MERGER].request("global_labels", parts).result()
 
     def abandon(self) -> None:
@@ -1271,16 +1241,15 @@ class PartitionedGraph:
         """``id`` and ``component`` (the original id of one member) of every alive vertex."""
         if len(self.workers) == 1:
             return self.workers[0].components_frame()
-        exchange = self._current()
-        (ids, group, rep), = self._labelled(exchange, [a.result() for a in self._owned_labels(exchange, None)])
+        (ids, group, rep), = self._labelled(self._owned_labels(None))
         first = pd.Series(rep).groupby(group).first()              # workers in order, then arrival
         return pd.DataFrame({"id": ids, "component": first.reindex(group).to_numpy()})
 
-    def _labelled(self, exchange: "_Exchange", *outs: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _labelled(self, *outs: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per :meth:`Worker.owned_labels` answer list ``out`` (one answer per worker): (id, global
         component number, id of the local label's vertex), worker by worker; one request to the
         merger for all of them."""
-        numbers = iter(self._global(exchange, [(w.index, labels) for out in outs
+        numbers = iter(self._global([(w.index, labels) for out in outs
                                      for w, (_, labels, _) in zip(self.workers, out)]))
         return [(np.concatenate([ids for ids, _, _ in out]),
                  np.concatenate([next(numbers) for _ in out]),
@@ -1289,38 +1258,29 @@ class PartitionedGraph:
     def reachable(self, sources, sinks) -> pd.DataFrame:
         """Pairs (``source``, ``sink``) joined by a path. Undirected: both in one component after
         the boundary merge; directed: :meth:`_directed_reach`. Selectors as in
-:meth:`hatrick.stream.Stream.reachable`."""
-        return self.reachable_later(sources, sinks)()
-
-    def reachable_later(self, sources, sinks):
-        """:meth:`reachable` of the committed graph in two steps: what it asks the workers is asked
-        now, and the returned call reads the answers and gives the pairs. The stream asks for a
-        batch's live results before committing the next batch and reads them after, so the commit
-        does not wait for them; the call must come before anything else is asked of the graph."""
+        :meth:`hatrick.stream.Stream.reachable`."""
         if len(self.workers) == 1:
-            return self.workers[0].request("reachable", sources, sinks).result
-        exchange = self._current()
-        if self.directed:                               # queued behind the exchange: the entries are its own
-            answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
-            return lambda: self._directed_reach(exchange, sources, sinks, answers)
-        labels = [self._owned_labels(exchange, selector) for selector in (sources, sinks)]
-        return lambda: self._undirected_reach(exchange, sources, sinks, labels)
-
-    def _undirected_reach(self, exchange: "_Exchange", sources, sinks, labels: list) -> pd.DataFrame:
-        """Undirected reachability: both ends in one component after the boundary merge (``labels``:
-        the workers' pending owned_labels answers of ``sources`` and of ``sinks``)."""
-        _check_known(exchange, sources, sinks)
-        (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(exchange, *[[a.result() for a in answers]
-                                                                              for answers in labels])
+            return self.workers[0].reachable(sources, sinks)
+        sent = self._boundaries()
+        known = set().union(*[attributes for _, attributes, _ in sent]) | {"id"}
+        for selector in (sources, sinks):
+            if isinstance(selector, dict) and set(selector) - known:
+                missing = sorted(set(selector) - known)[0]
+                raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
+        if self.directed:
+            return self._directed_reach(sources, sinks)
+        (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(self._owned_labels(sources),
+                                                                  self._owned_labels(sinks))
         source, sink = same_label_pairs(s_ids, s_group, t_ids, t_group)
         return pd.DataFrame({"source": source, "sink": sink})
 
-    def _directed_reach(self, exchange: "_Exchange", sources, sinks, answers: list) -> pd.DataFrame:
-        """Directed reachability over workers: each worker sent its local pairs from (sources,
-        entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`, ``answers``); a path leaves a
-        worker only through a ghost and goes on at that vertex's owner, so the driver joins the
-        summaries and follows them (its work grows with those pairs and the selection, not with V)."""
-        _check_known(exchange, sources, sinks)
+    def _directed_reach(self, sources, sinks) -> pd.DataFrame:
+        """Directed reachability over workers: each worker sends its local pairs from (sources,
+        entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`); a path leaves a worker only
+        through a ghost and goes on at that vertex's owner, so the driver joins the summaries
+        and follows them (its work grows with those pairs and the selection, not with V)."""
+        self._boundaries()                              # the workers' entries are the graph's now
+        answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
         u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
         nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
         s, t = reachable_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
@@ -1338,8 +1298,8 @@ class PartitionedGraph:
             self.workers += added or self.new_workers(range(len(self.workers), count))
         moves = np.flatnonzero(owner_after != self.owner)
         if self._summary:
-            self._summary.boundaries()                  # read what was asked of the workers
-        self._summary = None
+            self._boundaries()                          # read what the last commit asked for
+        self._summary, self._selected = None, []
         answers = []
         for w in self.workers:                          # every source extracts (and sends) first
             out = moves[self.owner[moves] == w.index]

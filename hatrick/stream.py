@@ -427,7 +427,7 @@ class Stream:
         """:meth:`_complete` of ``inflight``."""
         for attempt in (0, 1):
             try:
-                settle = self._settle_later()       # the batch before's live results: asked now, read after the commit
+                self._settle()
                 applied, refused = self.live.outcome(inflight.routed)
                 break
             except BaseException as error:
@@ -451,9 +451,8 @@ class Stream:
                                        if self._live_queries else None)
             if self._checkpoint:
                 self._checkpoint.states_written(written)
-            settle()
         except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
-            self._recover(error)                # (the batch before's live results stay as they were)
+            self._recover(error)
         self.marks = marks
         rejected = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
         if len(rejected):
@@ -506,10 +505,10 @@ class Stream:
 
     def _after_batch(self) -> None:
         """Live queries and callbacks after a batch. With workers in Spark tasks, the live queries'
-        results are computed when first read, or with the next batch: the workers exchange their
-        boundary right after staging it, the driver asks for the results before committing it and
-        reads them after (:meth:`_settle_later`), so neither waits on the other for them; every
-        batch's result is still computed from that batch's state."""
+        results are computed when first read, or while the workers apply the next batch (their
+        boundary exchange and merge then overlap the driver's checks and routing of that batch,
+        and the driver's join of the selections overlaps the workers' next batch); every batch's
+        result is still computed from that batch's state."""
         if self._live_queries:
             self._live_due = True
             if self._tasks is None:
@@ -530,20 +529,11 @@ class Stream:
 
     def _settle(self) -> None:
         """Compute the live queries' results of the last applied batch, if they are due."""
-        self._settle_later()()
-
-    def _settle_later(self):
-        """:meth:`_settle` in two steps: the workers are asked now, and the returned call reads
-        their answers (before anything else is asked of the live graph but a commit)."""
-        if not self._live_due:
-            return lambda: None
-        pending = {name: self.live.reachable_later(sources, sinks)
-                   for name, (sources, sinks) in self._live_queries.items()}
-
-        def read() -> None:
-            self._live_results.update({name: result() for name, result in pending.items()})
+        if self._live_due:
+            results = {name: self.live.reachable(sources, sinks)
+                       for name, (sources, sinks) in self._live_queries.items()}
+            self._live_results.update(results)
             self._live_due = False
-        return read
 
     @_completed
     def now(self) -> float:

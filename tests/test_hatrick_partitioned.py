@@ -160,31 +160,6 @@ def test_reachability_over_workers_equals_one_state(workers, directed):
             assert sorted(zip(got.source, got.sink)) == sorted(zip(expected.source, expected.sink))
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("directed", [False, True])
-def test_results_asked_with_the_next_batch_staged_and_read_after_its_commit_are_the_batch_befores(directed):
-    """A commit with live selections leaves the boundary exchange due and the next send puts it
-    behind its stage; reachability asked then (``reachable_later``) and read after that next
-    batch's commit is the batch before's (the stream's order for live results), for every batch."""
-    from hatrick.live import reachable_frame
-
-    single, _ = start(directed, seed=7)
-    graph = PartitionedGraph(single, owners(3))
-    sources, sinks = [0, 1, 2, 3, 42], list(range(N + 5))
-    for step, rows in enumerate(batches(17, 6, 30, directed)):
-        before = single
-        batch = validate(rows, "int64")[0]
-        routed = graph.send(batch)
-        assert (graph._summary is not None) == (step > 0)       # the last commit's exchange went behind it
-        later = graph.reachable_later(sources, sinks)
-        graph.outcome(routed)
-        graph.commit([sources, sinks])
-        assert graph._summary is None and graph._due == ([] if directed else [sources, sinks])
-        got, expected = later(), reachable_frame(before, sources, sinks)
-        assert len(expected) and sorted(zip(got.source, got.sink)) == sorted(zip(expected.source, expected.sink))
-        single, _ = apply_batch(single, batch)
-
-
 def test_a_worker_owns_by_the_buckets_of_its_ids_as_they_grow_and_as_the_bucket_count_changes():
     """Each worker hashes a vid once (the cache follows ids a batch appends, a move's rebuilt
     state and a new bucket count): what it owns is always what bucket_of of its ids says."""
