@@ -35,6 +35,21 @@ def _template(path) -> dict:
     return {f.split("/template/")[1]: pq.read_table(f) for f in files}
 
 
+def _assert_same_graph(spark_manifest: dict, local_manifest: dict, spark_path, local_path,
+                       num_files: int | None = None, ignored: tuple = ("uuid",)) -> dict:
+    """Both engines wrote the same graph: manifests equal but for ``ignored`` keys, templates equal
+    file by file (``num_files`` of them where given). Returns the Spark engine's template."""
+    assert {k: v for k, v in spark_manifest.items() if k not in ignored} == \
+        {k: v for k, v in local_manifest.items() if k not in ignored}
+    ours, theirs = _template(spark_path), _template(local_path)
+    assert sorted(ours) == sorted(theirs)
+    if num_files is not None:
+        assert len(ours) == num_files
+    for name in ours:
+        assert ours[name].equals(theirs[name]), name
+    return ours
+
+
 @pytest.fixture(scope="module")
 def road_pair(spark, tmp_path_factory):
     """One road graph as a gzip edge list, ingested by both engines with the same partitioner."""
@@ -55,12 +70,7 @@ def test_spark_engine_writes_the_local_engines_template(road_pair):
     assert set(timings) == set(jobs) == {"read", "ids", "partition", "subgraphs", "write"}
     for stage, work in jobs.items():
         assert work["jobs"] >= 1 and work["stages"] >= work["jobs"] and work["tasks"] >= work["stages"], stage
-    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
-        {k: v for k, v in local_manifest.items() if k != "uuid"}
-    ours, theirs = _template(base / "spark.gofs"), _template(base / "local.gofs")
-    assert sorted(ours) == sorted(theirs) and len(ours) == 2 * 3 + 2
-    for name in ours:
-        assert ours[name].equals(theirs[name]), name
+    _assert_same_graph(spark_manifest, local_manifest, base / "spark.gofs", base / "local.gofs", 2 * 3 + 2)
 
 
 def test_job_profile_counts_the_jobs_and_stages_each_step_ran(spark):
@@ -177,12 +187,8 @@ def test_vertex_attribute_file_gives_the_local_engines_template(spark, tmp_path)
     assert [(f["name"], f["type"]) for f in spark_manifest["vertex_schema"]] == \
         [("age", "int64"), ("score", "double"), ("city", "string"), ("member", "bool")]
     assert spark_manifest["num_vertices"] == 150
-    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
-        {k: v for k, v in local_manifest.items() if k != "uuid"}
-    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
-    assert sorted(ours) == sorted(theirs) and len(ours) == 2 * 3 + 2
-    for name in ours:
-        assert ours[name].equals(theirs[name]), name
+    ours = _assert_same_graph(spark_manifest, local_manifest, tmp_path / "spark.gofs", tmp_path / "local.gofs",
+                              2 * 3 + 2)
     vertices = pa.concat_tables(ours[f] for f in sorted(ours) if "vertices" in f).to_pandas().set_index("id")
     assert vertices.loc["p150", "age"] == 0 and vertices.loc["p149", "score"] == 0.25
     assert vertices.loc["p0", ["age", "score", "city", "member"]].isna().all()
@@ -210,12 +216,7 @@ def test_parquet_vertex_file_with_integer_ids_gives_the_local_engines_template(s
                                   num_partitions=2, partitioner="hash")
     assert spark_manifest["id_type"] == "int64"
     assert [(f["name"], f["type"]) for f in spark_manifest["vertex_schema"]] == [("rank", "int64"), ("label", "string")]
-    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
-        {k: v for k, v in local_manifest.items() if k != "uuid"}
-    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
-    assert sorted(ours) == sorted(theirs)
-    for name in ours:
-        assert ours[name].equals(theirs[name]), name
+    _assert_same_graph(spark_manifest, local_manifest, tmp_path / "spark.gofs", tmp_path / "local.gofs")
 
 
 @pytest.mark.parametrize("step", [2, 7, 10_000])
@@ -356,12 +357,8 @@ def test_vertex_dataframe_beside_an_edge_dataframe_gives_the_local_engines_templ
     local_manifest = local_ingest(from_dataframes(vertices, edges, directed=True), str(tmp_path / "local.gofs"),
                                   num_partitions=2, partitioner="hash")
     assert spark_manifest["num_vertices"] == 8
-    assert {k: v for k, v in spark_manifest.items() if k not in ("uuid", "name")} == \
-        {k: v for k, v in local_manifest.items() if k not in ("uuid", "name")}
-    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
-    assert sorted(ours) == sorted(theirs)
-    for name in ours:
-        assert ours[name].equals(theirs[name]), name
+    _assert_same_graph(spark_manifest, local_manifest, tmp_path / "spark.gofs", tmp_path / "local.gofs",
+                       ignored=("uuid", "name"))
 
     target = tmp_path / "bad.gofs"
     repeated = vertices.unionByName(spark.createDataFrame([(3, "again", 0.0)], "id long, name string, x double"))
@@ -381,9 +378,4 @@ def test_parallel_cut_edges_self_loops_and_empty_partitions_give_the_local_engin
                                   num_partitions=11, partitioner="hash")
     sizes = [p["num_vertices"] for p in spark_manifest["partitions"]]
     assert 0 in sizes and spark_manifest["cut_edges"] >= 5
-    assert {k: v for k, v in spark_manifest.items() if k != "uuid"} == \
-        {k: v for k, v in local_manifest.items() if k != "uuid"}
-    ours, theirs = _template(tmp_path / "spark.gofs"), _template(tmp_path / "local.gofs")
-    assert sorted(ours) == sorted(theirs) and len(ours) == 2 * 11 + 2
-    for name in ours:
-        assert ours[name].equals(theirs[name]), name
+    _assert_same_graph(spark_manifest, local_manifest, tmp_path / "spark.gofs", tmp_path / "local.gofs", 2 * 11 + 2)

@@ -1024,13 +1024,15 @@ def _label_sources(exchange: str, n: int, buckets: int, k: int, senders: list, s
     (``members``), its edges sent with their sources' partitions (``src_part``) to their
     destinations' buckets (``halves``, :func:`_label_destinations`)."""
     fs, paths = _exchange_files(exchange, "labels", senders[0])
+    vertex_paths, edge_paths = (_exchange_files(exchange, kind, tasks)[1]
+                                for kind, tasks in (("vertices", senders[1]), ("edges", senders[2])))
     for batch in batches:
         for b in batch.column(0).to_pylist():
             lo, part = _labels_of(fs, paths, b, n, buckets, schemas[0])
-            members = take_exchange(fs, _exchange_files(exchange, "vertices", senders[1])[1], b, schemas[1])
+            members = take_exchange(fs, vertex_paths, b, schemas[1])
             put_exchange(fs, _exchange_files(exchange, "members", [b])[1][0], members,
                          part[members.column("v").to_numpy() - lo], k)
-            edges = take_exchange(fs, _exchange_files(exchange, "edges", senders[2])[1], b, schemas[2])
+            edges = take_exchange(fs, edge_paths, b, schemas[2])
             edges = edges.append_column("src_part", pa.array(part[edges.column("src").to_numpy() - lo]))
             put_exchange(fs, _exchange_files(exchange, "halves", [b])[1][0], edges,
                          _range_bucket(edges.column("dst").to_numpy(), n, buckets), buckets)
