@@ -13,6 +13,7 @@ intermediate frames without their plans' history.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import uuid
 
@@ -21,6 +22,7 @@ import pyarrow as pa
 
 from gofs import layout
 from sparkshim.checkpoints import ensure_checkpoint_dir
+from sparkshim.compat import forgets_zip_importers
 
 _JOB_GROUP = "spark.jobGroup.id"
 
@@ -175,6 +177,21 @@ def rows_by(batches, column: str):
     bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         yield int(key[lo]), table.slice(lo, hi - lo)
+
+
+def over_files(spark, paths: list, task, schema: str):
+    """A frame of the rows ``task(share)`` yields in each of one task per core (at most one per
+    file), ``share`` its files among ``paths``, dealt round-robin: one stage, no list shuffled to the
+    tasks and no Spark reader between the files and the numpy pass that uses them."""
+    tasks = max(1, min(len(paths), spark.sparkContext.defaultParallelism))
+    return spark.range(0, tasks, 1, tasks).mapInArrow(
+        forgets_zip_importers(functools.partial(_share_of_files, task, list(paths), tasks)), schema)
+
+
+def _share_of_files(task, paths: list, tasks: int, batches):
+    for batch in batches:
+        for t in batch.column(0).to_pylist():
+            yield from task(paths[t::tasks])
 
 
 def put_exchange(fs, path: str, table: pa.Table, destination: np.ndarray, k: int) -> None:

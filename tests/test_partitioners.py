@@ -299,7 +299,6 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
     a, b = np.minimum(src, dst), np.maximum(src, dst)
     in_band = np.zeros(n, bool)          # the band: the vertices with a cut edge
     in_band[a[noisy[a] != noisy[b]]] = in_band[b[noisy[a] != noisy[b]]] = True
-    labels = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy}))
     sizes = np.bincount(noisy, minlength=4)
     held, report = ScratchFrames(spark, "test"), {}
     try:        # each vertex its own cluster; the band's tasks read both tables' files
@@ -307,13 +306,14 @@ def test_boundary_refinement_on_spark_in_one_task_or_several(spark, monkeypatch,
                                                             "ca": a, "cb": b})).repartition(3))
         clusters = held(spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "part": noisy.astype(np.int32),
                                                             "boundary": in_band})))
-        rows = boundary.refine_boundary(labelled, clusters, labels, sizes, 4, 4, 0, 0, 0.05, held,
-                                        report).toPandas()
+        moves = boundary.refine_boundary(labelled, clusters, sizes, 4, 4, 0, 0, 0.05, held, report).toPandas()
         assert report["band"] == in_band[a].sum() + in_band[b].sum()        # each edge end in the band, once
     finally:
         held.remove()
-    parts = np.empty(n, np.int32)
-    parts[rows["vid"].to_numpy()] = rows["part"].to_numpy()
+    assert moves["vid"].is_unique and in_band[moves["vid"]].all()        # band vertices only, each once
+    parts = noisy.copy()
+    parts[moves["vid"].to_numpy()] = moves["part"].to_numpy()
+    assert (parts[moves["vid"].to_numpy()] != noisy[moves["vid"].to_numpy()]).all()
     capacity = max(-(-n // 4), int(1.05 * n / 4))
     assert np.bincount(parts, minlength=4).max() <= max(capacity, sizes.max())
     assert edge_cut(parts, src, dst) < 0.7 * edge_cut(noisy, src, dst)
@@ -394,8 +394,9 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
             assert summary["inside"][exchange["count"]] == summed[a // narrow == b // narrow].sum()
             width, count = 2 * exchange["width"], -(-n // (2 * exchange["width"]))
         ranges = {"low": 0, "high": n - 1, "width": width, "count": count, "mean_weight": vw.mean(), "dense": dense}
-        clusters, coarse, labelled, coarse_pairs = multilevel._level_in_ranges(pairs, weights, ranges, 12.0, 0, held,
-                                                                               exchange=exchange)
+        span = {"vertices": n, "low": 0, "high": n - 1, "weight": int(vw.sum())}
+        clusters, coarse, labelled, coarse_pairs, (vertex_summary, pair_summary) = multilevel._level_in_ranges(
+            pairs, weights, span, ranges, 12.0, 0, held, exchange=exchange)
         clusters, coarse, coarse_pairs = clusters.toPandas(), coarse.toPandas(), coarse_pairs.toPandas()
         labelled = labelled.toPandas().sort_values(["a", "b"])
         contracted = multilevel._contract(held(spark.createDataFrame(labelled))).toPandas()
@@ -419,9 +420,12 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
                            "w": summed[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
     got = contracted.sort_values(["a", "b"], ignore_index=True)
     np.testing.assert_array_equal(got[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
-    from_tasks = coarse_pairs.groupby(["a", "b"], as_index=False)["w"].sum()     # crossing pairs may repeat
-    assert (coarse_pairs["a"] < coarse_pairs["b"]).all()
+    from_tasks = coarse_pairs.sort_values(["a", "b"], ignore_index=True)     # each coarse pair once
     np.testing.assert_array_equal(from_tasks[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
+    assert vertex_summary == {**span, "vertices": np.unique(cluster).size}     # the level's span kept
+    counts = multilevel._range_counts(span, spark)
+    inside = {c: oracle["w"][oracle["a"] // width == oracle["b"] // width].sum() for c, width in counts.items()}
+    assert pair_summary == {"edges": len(oracle), "weight": summed[apart].sum(), "inside": inside, "widths": counts}
 
 
 def test_id_ranges_widen_where_narrow_ones_cut_a_coarse_level():

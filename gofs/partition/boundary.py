@@ -30,7 +30,7 @@ from gofs.numba_cache import serialise_compilation
 from gofs import files, layout
 from gofs.partition.fm import fm_passes
 from gofs.partition.matching import splitmix
-from gofs.spark_jobs import rows_by, to_tasks, written_rows
+from gofs.spark_jobs import over_files, rows_by, written_rows
 from sparkshim.compat import forgets_zip_importers
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
@@ -42,8 +42,9 @@ FM_PASSES = 8
 FM_PATIENCE = 1000
 """An FM pass stops after this many moves without a better cut (road grids: 300 or more
 reach the same cut)."""
-_MOVES, _ROUNDS, _GAINS = 0, 1, 2       # kinds of rows a refinement task returns
+_ROUNDS, _GAINS = 0, 1       # kinds of rows a refinement task returns
 _RESULT = "kind int, a long, b long"
+_MOVES_SCHEMA = "vid long, part int"
 
 
 @njit(cache=True, nogil=True)
@@ -138,22 +139,25 @@ def shares(sizes: np.ndarray, capacity: int, groups: int) -> tuple[np.ndarray, n
     return limit, np.where(over, sizes - excess, limit)
 
 
-def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_moves: int, seed: int):
+def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_moves: int, seed: int,
+             directory: str):
     """Task: its band's edge ends ``(g, u, v, pu, pv, w)`` grouped by ``g``, each refined by
-    :func:`_refine_group`."""
+    :func:`_refine_group`, its moves written under ``directory``."""
     limit, target = shares(sizes, capacity, groups)
     per_group_min = math.ceil(min_moves / groups)
 
     @forgets_zip_importers
     def refine(batches):
-        for _, rows in rows_by(batches, "g"):
-            yield from _refine_group(rows, sizes, limit, target, rounds, per_group_min, seed)
+        for g, rows in rows_by(batches, "g"):
+            yield from _refine_group(rows, sizes, limit, target, rounds, per_group_min, seed,
+                                     layout.join(directory, layout.part_file(g)))
     return refine
 
 
-def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: int, seed: int):
-    """One group's band refined: yields the moves ``(MOVES, vid, to)``, the greedy moves per round
-    ``(ROUNDS, round, moves)`` and the cut weight each FM pass removed ``(GAINS, pass, weight)``.
+def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: int, seed: int, path: str):
+    """One group's band refined: its moves ``(vid, part)`` go to the Parquet file ``path``; yields
+    the greedy moves per round ``(ROUNDS, round, moves)`` and the cut weight each FM pass removed
+    ``(GAINS, pass, weight)``.
 
     A module-level function, so that a task's closure names it (cloudpickle ships it by
     reference) instead of carrying the numba kernels it calls: a kernel shipped by value is
@@ -176,8 +180,8 @@ def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: 
     # FM fills a partition only up to its target: no losing move refills an over-full one.
     gains = fm_passes(indptr, neighbour, fixed, weight, part, ids, counts, target, FM_PASSES, FM_PATIENCE, seed)
     changed = np.flatnonzero(part != start)
-    yield pa.RecordBatch.from_pydict({"kind": np.full(changed.size, _MOVES, np.int32),
-                                      "a": ids[changed], "b": part[changed]})
+    files.put_table(*layout.filesystem(path), pa.table({"vid": ids[changed].astype(np.int64),
+                                                        "part": part[changed].astype(np.int32)}))
     yield pa.RecordBatch.from_pydict({"kind": np.full(moves.size, _ROUNDS, np.int32),
                                       "a": np.arange(moves.size, dtype=np.int64), "b": moves})
     yield pa.RecordBatch.from_pydict({"kind": np.full(gains.size, _GAINS, np.int32),
@@ -187,9 +191,11 @@ def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: 
 _ENDS = "u long, v long, pu int, pv int, w long, cu long"
 
 
-def refine_boundary(labelled, clusters, labels, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
+def refine_boundary(labelled, clusters, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
                     capacity_slack: float, held, report: dict | None = None, step=None):
-    """The partition ``labels`` ``(vid, part)`` after refinement in the band, as ``(vid, part)``.
+    """The moves that refine a partition in the band, as ``(vid, part)``: each moved vertex and its
+    new partition (a frame of the refinement tasks' own Parquet files, read by
+    :func:`gofs.partition.multilevel._projected_labels`'s tasks).
 
     ``labelled`` ``(a, b, w, ca, cb)``: each undirected edge (repeats may stay apart: their
     weights add up), no self-loops, with both ends' clusters (each end's first-level cluster,
@@ -197,7 +203,7 @@ def refine_boundary(labelled, clusters, labels, sizes: np.ndarray, k: int, round
     vertices); ``clusters`` ``(vid, part, boundary)``: each cluster's partition and whether it
     is in the band (it holds a cut edge, or lies inside a coarser one that does); both frames
     read Parquet files only (:func:`_band` reads them in its tasks); ``sizes``: the
-    vertices ``labels`` puts in each partition; ``held``
+    vertices the partition puts in each part; ``held``
     (:class:`gofs.spark_jobs.ScratchFrames`) keeps the intermediate frames. Partitions end with at
     most ``(1 + capacity_slack) n / k`` vertices, as far as their boundary vertices allow.
     ``report`` receives ``moves`` (greedy moves per round, summed over the tasks), ``fm_gains``
@@ -222,9 +228,12 @@ def refine_boundary(labelled, clusters, labels, sizes: np.ndarray, k: int, round
     else:
         grouped = incident.withColumn("g", F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("cu")),
                                                   F.lit(groups)).cast("int")).repartition(groups, "g")
+    directory = held.directory()
+    fs, root = layout.filesystem(directory)
+    fs.create_dir(root, recursive=True)         # read back even if no task writes there
     with step("refine tasks"):
-        result = held(grouped.mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed), _RESULT))
-        counted = result.where(F.col("kind") != _MOVES).select("kind", "a", "b").collect()
+        counted = grouped.mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed, directory),
+                                     _RESULT).collect()
     per_round, per_pass = np.zeros(rounds, np.int64), np.zeros(FM_PASSES, np.int64)
     ran = passes = 0
     for kind, r, count in counted:
@@ -235,9 +244,7 @@ def refine_boundary(labelled, clusters, labels, sizes: np.ndarray, k: int, round
             per_pass[r] += count
             passes = max(passes, r + 1)
     report["moves"], report["fm_gains"] = per_round[:ran].tolist(), per_pass[:passes].tolist()
-    moves = result.where(F.col("kind") == _MOVES).select(F.col("a").alias("vid"), F.col("b").cast("int").alias("to"))
-    return labels.join(moves, "vid", "left") \
-        .select("vid", F.coalesce(F.col("to"), F.col("part")).cast("int").alias("part"))
+    return incident.sparkSession.read.schema(_MOVES_SCHEMA).parquet(directory)
 
 
 def _band(labelled, clusters):
@@ -245,20 +252,13 @@ def _band(labelled, clusters):
     is in the band, with both ends' partitions. The tasks read the edges' files and the clusters'
     table themselves (one job, no shuffle of the edges): two joins with the clusters, an explode
     of both ends and a filter in Spark cost ~7 JVM CPU-s on the 5.6M road's edges."""
-    from pyspark.sql import functions as F
-
-    spark = labelled.sparkSession
-    paths = sorted(labelled.inputFiles())
-    tasks = max(1, min(len(paths), spark.sparkContext.defaultParallelism))
-    listed = spark.createDataFrame([(i % tasks, path) for i, path in enumerate(paths)], "t int, path string")
-    task = forgets_zip_importers(functools.partial(_band_ends, sorted(clusters.inputFiles())))
-    return to_tasks(listed, "t", tasks).select("path").mapInArrow(task, _ENDS).select(
-        "u", "v", "pu", "pv", "w", F.col("cu"))
+    task = functools.partial(_band_ends, sorted(clusters.inputFiles()))
+    return over_files(labelled.sparkSession, sorted(labelled.inputFiles()), task, _ENDS)
 
 
-def _band_ends(cluster_files: list, batches):
-    """Task: the band's edge ends of the labelled edge files named by ``batches`` (``path``),
-    given every cluster's ``(vid, part, boundary)`` in ``cluster_files``."""
+def _band_ends(cluster_files: list, paths: list):
+    """Task: the band's edge ends of the labelled edge files ``paths``, given every cluster's
+    ``(vid, part, boundary)`` in ``cluster_files``."""
     clusters = pa.concat_tables([files.read_columns(*layout.filesystem(path), ["vid", "part", "boundary"])
                                 for path in cluster_files])
     ids = clusters.column("vid").to_numpy()
@@ -266,19 +266,18 @@ def _band_ends(cluster_files: list, batches):
     ids = ids[order]
     part = clusters.column("part").to_numpy()[order].astype(np.int32)
     in_band = clusters.column("boundary").to_numpy(zero_copy_only=False)[order].astype(bool)
-    for batch in batches:
-        for path in batch.column("path").to_pylist():
-            fs, where = layout.filesystem(path)
-            with fs.open_input_file(where) as file:
-                for rows in pq.ParquetFile(file).iter_batches(columns=["a", "b", "w", "ca", "cb"]):
-                    a, b, w, ca, cb = (rows.column(i).to_numpy() for i in range(5))
-                    at_a, at_b = np.searchsorted(ids, ca), np.searchsorted(ids, cb)
-                    for u, v, at_u, at_v, cu in ((a, b, at_a, at_b, ca), (b, a, at_b, at_a, cb)):
-                        keep = in_band[at_u]
-                        if keep.any():
-                            yield pa.RecordBatch.from_pydict({
-                                "u": u[keep], "v": v[keep], "pu": part[at_u[keep]], "pv": part[at_v[keep]],
-                                "w": w[keep], "cu": cu[keep]}, schema=_ENDS_SCHEMA)
+    for path in paths:
+        fs, where = layout.filesystem(path)
+        with fs.open_input_file(where) as file:
+            for rows in pq.ParquetFile(file).iter_batches(columns=["a", "b", "w", "ca", "cb"]):
+                a, b, w, ca, cb = (rows.column(i).to_numpy() for i in range(5))
+                at_a, at_b = np.searchsorted(ids, ca), np.searchsorted(ids, cb)
+                for u, v, at_u, at_v, cu in ((a, b, at_a, at_b, ca), (b, a, at_b, at_a, cb)):
+                    keep = in_band[at_u]
+                    if keep.any():
+                        yield pa.RecordBatch.from_pydict({
+                            "u": u[keep], "v": v[keep], "pu": part[at_u[keep]], "pv": part[at_v[keep]],
+                            "w": w[keep], "cu": cu[keep]}, schema=_ENDS_SCHEMA)
 
 
 _ENDS_SCHEMA = pa.schema([("u", pa.int64()), ("v", pa.int64()), ("pu", pa.int32()), ("pv", pa.int32()),

@@ -80,7 +80,7 @@ from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
 from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import forgets_zip_importers
-from gofs.spark_jobs import JobProfile, ScratchFrames, put_exchange, rows_by, shuffled, take_exchange, to_tasks
+from gofs.spark_jobs import JobProfile, ScratchFrames, over_files, put_exchange, rows_by, shuffled, take_exchange
 
 DRIVER_BUDGET_BYTES = 256 << 20
 """Default memory the coarse graph may cost the one task that runs METIS on it (its rows, as CSR,
@@ -229,13 +229,12 @@ def multilevel_labels(spark, edges_df, num_partitions: int, num_vertices: int, s
                     projected = shuffled(clusters).join(projected.withColumnRenamed("vid", "c"), "c") \
                         .select("vid", "part", "boundary")
                 projected = held(projected) if len(mappings) > 1 else projected
-                labels = mappings[0].join(projected.withColumnRenamed("vid", "c"), "c").select("vid", "part")
                 refined = {}
-                labels = refine_boundary(labelled, projected, labels, sizes, k, refine_iterations,
-                                         math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
-                                         refined, profile.step)
+                moves = refine_boundary(labelled, projected, sizes, k, refine_iterations,
+                                        math.ceil(refine_min_moves * level["vertices"]), seed, capacity_slack, held,
+                                        refined, profile.step)
                 with profile.step("labels"):
-                    labels = labels.localCheckpoint()
+                    labels = _projected_labels(mappings[0], projected, moves).localCheckpoint()
         report["refine_moves"], report["projected_balance"] = refined["moves"], refined["start_balance"]
         report["refine_fm_gains"], report["refine_band"] = refined["fm_gains"], refined["band"]
     finally:
@@ -243,6 +242,34 @@ def multilevel_labels(spark, edges_df, num_partitions: int, num_vertices: int, s
     report["jobs"], report["steps"] = profile.summary(), profile.steps()
     report["levels"] = levels
     return labels
+
+
+def _projected_labels(members, coarse, moves):
+    """``(vid, part)``: each input vertex's partition, its first-level cluster's ``(vid, part)`` in
+    ``coarse``, or where ``moves`` ``(vid, part)`` moved it. Tasks read the three frames' files (a
+    cluster's members are the files of the first level's ranges or clusters) and look the
+    partitions up in numpy: two joins of every vertex in Spark cost ~3 JVM CPU-s at 1M road edges."""
+    task = functools.partial(_labels_of_members, sorted(coarse.inputFiles()), sorted(moves.inputFiles()))
+    return over_files(members.sparkSession, sorted(members.inputFiles()), task, "vid long, part int")
+
+
+def _labels_of_members(coarse_files: list, move_files: list, paths: list):
+    """Task of :func:`_projected_labels`: the labels of the members in the files ``paths``."""
+    def lookup(table_files):
+        ids, part = _read_files(table_files, ["vid", "part"])
+        order = np.argsort(ids, kind="stable")
+        return ids[order], part[order].astype(np.int32)
+
+    coarse_ids, coarse_part = lookup(coarse_files)
+    moved_ids, moved_to = lookup(move_files)
+    for path in paths:
+        vid, c = _read_files([path], ["vid", "c"])
+        part = coarse_part[np.searchsorted(coarse_ids, c)]
+        if moved_ids.size:
+            at = np.minimum(np.searchsorted(moved_ids, vid), moved_ids.size - 1)
+            moved = moved_ids[at] == vid
+            part[moved] = moved_to[at[moved]]
+        yield pa.RecordBatch.from_pydict({"vid": vid, "part": part})
 
 
 def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: int, rounds: int, seed: int,
@@ -279,12 +306,9 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
                 wanted = min(wanted, budget_edges * levels[-1]["vertices"] / levels[-1]["edges"])
             shrink = min(_RANGE_CONTRACTION, max(2.0, _PIECES_PER_PART * levels[-1]["vertices"] / wanted))
             with step(f"level {attempts} ranges"):
-                clusters, coarse_weights, labelled, coarse_pairs = _level_in_ranges(
-                    pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held, not mappings,
-                    exchange)
-                coarse_pairs = held(coarse_pairs)
-            with step(f"level {attempts} summary"):      # vertices and pairs at once: the pairs are at hand
-                coarse_summary, coarse_pair_summary = _summaries(coarse_weights, coarse_pairs, summary)
+                clusters, coarse_weights, labelled, coarse_pairs, (coarse_summary, coarse_pair_summary) = \
+                    _level_in_ranges(pairs, weights, summary, ranges, min(bound, shrink * ranges["mean_weight"]),
+                                     seed, held, not mappings, exchange)
         else:
             with step(f"level {attempts} propagation"):
                 clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
@@ -311,7 +335,7 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
                     labelled = held(labelled)
                 coarse_pairs = held(_contract(labelled))
             with step(f"level {attempts} pair summary"):
-                _, coarse_pair_summary = _summaries(None, coarse_pairs, coarse_summary)
+                coarse_pair_summary = _pair_summary(coarse_pairs, coarse_summary)
         if not mappings:
             first_labelled = labelled
         weights, summary, pairs, pair_summary = coarse_weights, coarse_summary, coarse_pairs, coarse_pair_summary
@@ -375,41 +399,29 @@ def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int,
 
 def _vertex_summary(weights) -> dict:
     """One job: the number of vertices of a ``(vid, vw)`` frame, its smallest and largest id
-    and its total weight (where the pairs' summary cannot come with it: :func:`_summaries`)."""
+    and its total weight."""
     from pyspark.sql import functions as F
 
     count, low, high, total = weights.agg(F.count(F.lit(1)), F.min("vid"), F.max("vid"), F.sum("vw")).first()
     return {"vertices": int(count), "low": low, "high": high, "weight": total}
 
 
-def _summaries(weights, pairs, layout: dict) -> tuple[dict, dict]:
-    """One job: the vertices of a ``(vid, vw)`` frame ``weights`` (as :func:`_vertex_summary`; or
-    ``layout`` itself without one) and the pairs' summary: the number of distinct ``(a, b)`` of the
-    ``(a, b, w)`` pairs (estimated within a few per cent: repeats need no shuffle to be counted once),
-    their total weight and, for each candidate count of id ranges (:func:`_range_counts`), the weight
-    inside those ranges (what :func:`_id_ranges` decides by).
-
-    The ranges are laid over ``layout``'s span (``low``, ``high``) and sized by its vertex count: a
-    coarse level's, in one pass with its vertices, by the level before's (coarse ids are ids of the
-    level before, so they lie in its span), and its summary keeps that span."""
+def _pair_summary(pairs, span: dict) -> dict:
+    """One job: the pairs' summary of ``(a, b, w)`` pairs: the number of distinct ``(a, b)``
+    (estimated within a few per cent: repeats need no shuffle to be counted once), their total
+    weight and, for each candidate count of id ranges (:func:`_range_counts`), the weight inside
+    those ranges (what :func:`_id_ranges` decides by). The ranges are laid over ``span``
+    (``low``, ``high``) and sized by its vertex count: a coarse level's by the level before's
+    (coarse ids are ids of the level before, so they lie in its span), and its summary keeps that span."""
     from pyspark.sql import functions as F
 
-    counts = _range_counts(layout, pairs.sparkSession)
-    low = layout["low"]
-    is_pair = F.col("b").isNotNull()
-    if weights is not None:
-        pairs = pairs.select("a", "b", "w").unionByName(
-            weights.select(F.col("vid").alias("a"), F.lit(None).cast("long").alias("b"), F.col("vw").alias("w")))
-    inside = [F.sum(F.when(is_pair & (F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width)),
+    counts = _range_counts(span, pairs.sparkSession)
+    low = span["low"]
+    inside = [F.sum(F.when(F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width),
                            F.col("w")).otherwise(0)) for width in counts.values()]
-    count, total, vertices, vertex_weight, *within = pairs.agg(
-        F.approx_count_distinct(F.when(is_pair, F.xxhash64("a", "b")), _DISTINCT_RSD),
-        F.sum(F.when(is_pair, F.col("w"))), F.count(F.when(~is_pair, 1)), F.sum(F.when(~is_pair, F.col("w"))),
-        *inside).first()
-    summary = layout if weights is None else {"vertices": int(vertices), "low": layout["low"],
-                                              "high": layout["high"], "weight": vertex_weight}
-    return summary, {"edges": int(count), "weight": total or 0, "inside": dict(zip(counts, within)),
-                     "widths": counts}
+    count, total, *within = pairs.agg(F.approx_count_distinct(F.xxhash64("a", "b"), _DISTINCT_RSD),
+                                      F.sum("w"), *inside).first()
+    return {"edges": int(count), "weight": total or 0, "inside": dict(zip(counts, within)), "widths": counts}
 
 
 _SENT, _PAIRS, _INSIDE, _REGISTER = range(4)     # kinds of the pairs pass's summary rows
@@ -422,7 +434,7 @@ def _pairs_pass(pairs, vertices: dict, held) -> tuple[dict, dict]:
     """One job over the input pairs ``(a, b, w)`` on dense ids: each task sends its pairs to the
     narrowest id ranges (:func:`_range_counts`) as exchange files (:func:`gofs.spark_jobs.put_exchange`:
     ``near``, every pair to the range of a; ``far``, a pair between ranges also to the range of b)
-    and returns its part of the pairs' summary (as :func:`_summaries`: the weight inside each
+    and returns its part of the pairs' summary (as :func:`_pair_summary`: the weight inside each
     candidate count of ranges, the total weight, a HyperLogLog sketch of the distinct pairs).
     Returns ``(exchange, pair summary)``: the first level's range tasks and a whole-graph METIS
     task read the files (no shuffle of the pairs), and the summary needs no job of its own
@@ -538,7 +550,7 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     level stalled in narrower ones) the widest: a coarse level's vertices that no range
     could merge (their edges all leave it, as for ids that appear only as an edge's
     destination) keep their weight crossing narrow ranges, and stall them. Decided from
-    the level's summaries (:func:`_summaries`), without a job.
+    the level's summaries (:func:`_pair_summary`), without a job.
     Returns ``{"low", "high", "width", "mean_weight", "count", "widest", "dense"}`` (range r holds the ids
     ``low + r * width`` up to the next range; dense: the vertices are every id of the span, each
     of weight 1, as the ingest's dense ids before the first level), or None (e.g. R-MAT's ids).
@@ -559,73 +571,82 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
             "widest": chosen == fitting[-1], "dense": vertices["vertices"] == vertices["weight"] == span}
 
 
-_COARSE_VERTEX, _CROSS_A, _CROSS_B, _COARSE_PAIR = range(4)     # kinds of a range task's rows
 _MEMBERS_SCHEMA = "vid long, c long"
 _INNER_SCHEMA = "a long, b long, w long, ca long, cb long"
+_COARSE_SCHEMA = "vid long, vw long"
+_PAIRS_SCHEMA = "a long, b long, w long"
+_HALF_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("w", pa.int64()), ("c", pa.int64())])
 _VERTEX_ROW = -1      # b of a range task's input row that is a vertex, not an edge
-_LEVEL_ROWS = "kind int, a long, b long, w long, ca long, cb long"
+_HELD, _VERTEX_COUNT, _VERTEX_WEIGHT, _PAIR_COUNT, _PAIR_WEIGHT, _PAIR_INSIDE = range(6)   # a level's summary rows
 
 
-def _level_in_ranges(pairs, weights, ranges: dict, cluster_weight: float, seed: int, held, labelled: bool = True,
-                     exchange: dict | None = None):
+def _level_in_ranges(pairs, weights, span: dict, ranges: dict, cluster_weight: float, seed: int, held,
+                     labelled: bool = True, exchange: dict | None = None):
     """One coarsening level clustered inside id ranges: ``(clusters, coarse weights, labelled
-    pairs, coarse pairs)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` (None unless
-    ``labelled``: only the first level's are refined) and ``(a, b, w)`` frames.
+    pairs, coarse pairs, summaries)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` (None
+    unless ``labelled``: only the first level's are refined) and ``(a, b, w)`` frames, and the
+    coarse level's vertex and pair summaries (as :func:`_pair_summary` gives them, laid over
+    ``span``, the level's own vertex summary; the pairs counted exactly).
 
     Each range's graph (its vertices, the edges inside it) is clustered by heavy-edge matching
     (:func:`gofs.partition.matching.heavy_edge_clusters`) into clusters of at most
     ``cluster_weight`` vertex weight, in the task that holds the range; c is the smallest id of
     the cluster. A cluster never leaves its range, so the same task also sums its clusters'
-    weights, labels its inner edges with both ends' clusters and contracts them into coarse pairs
-    (one Spark pass, no join with the vertices and no shuffle of the inner edges); an edge between
-    two ranges goes to both, each naming its own end's cluster, and only those edges meet again by
-    a grouping, each then a coarse pair of its own (repeats are summed where pairs meet next: the
-    next level's range tasks or METIS's). Repeated input pairs are summed in the range tasks.
-    Coarse vertex ids keep the ids' locality for the next level. The tasks write the rows that
-    grow with the level's input, each vertex's cluster and the labelled inner edges, as Parquet
-    files of their own (read back as frames, no Spark job): through Spark they were most of the
-    level's JVM work (5.6M road: ~10M rows of six columns), and only the refinement reads them.
+    weights, labels its inner edges with both ends' clusters and contracts them into coarse pairs.
+    An edge between two ranges reaches both (a < b: range of a first); each task names its own
+    end's cluster, and the half that knows b's is sent, as an exchange file, to the range of a,
+    whose task of a second Python job pairs the halves up (:func:`_crossing_of_range`): coarse
+    pairs are then each in one file once (ca < cb lies in the range of a), so the level's
+    summary is the tasks' counts summed, without a Spark job. Every row stays in the tasks' own
+    files (members, coarse vertices and pairs, labelled edges), read back as frames: through
+    Spark's rows, groupings and a summary aggregation the 1M road's first level cost ~15 JVM
+    CPU-s, ten times the numpy work. Coarse vertex ids keep the ids' locality for the next level.
     Dense ranges (the first level) take their pairs from the pairs pass's ``exchange`` files
     (:func:`_pairs_pass`) and list their ids themselves: no scan or shuffle of the pairs here.
     """
     from pyspark.sql import functions as F
 
-    low, width = ranges["low"], ranges["width"]
+    low, width, count = ranges["low"], ranges["width"], ranges["count"]
+    spark = pairs.sparkSession
+    counts = _range_counts(span, spark)
     directory = held.directory()
     fs, root = layout.filesystem(directory)
-    for kind in ("members", "inner"):
+    for kind in ("members", "inner", "crossing", "vertices", "pairs", "crossing-pairs", "halves", "sent"):
         fs.create_dir(layout.join(root, kind), recursive=True)     # read back even if no task writes there
+    task = functools.partial(_range_rows, clusters_of=_range_clusters, cluster_weight=cluster_weight, seed=seed,
+                             directory=directory, labelled=labelled, ranges=ranges, summary=(span["low"], counts))
 
     def range_of(column):
         return F.floor((F.col(column) - low) / width)
 
-    spark = pairs.sparkSession
     if ranges["dense"]:
-        count = ranges["count"]
         level = spark.range(0, count, 1, count).mapInArrow(forgets_zip_importers(functools.partial(
-            _exchanged_ranges, exchange, ranges, _range_clusters, cluster_weight, seed, directory, labelled)),
-            _LEVEL_ROWS)
+            _exchanged_ranges, exchange, ranges, task)), _PASS_ROWS)
     else:
         vertex_rows = weights.select(range_of("vid").alias("r"), F.col("vid").alias("a"),
                                      F.lit(_VERTEX_ROW).cast("long").alias("b"), F.col("vw").alias("w"))
         edge_rows = pairs.select(range_of("a").alias("r"), "a", "b", "w")
         far_ends = pairs.where(range_of("a") != range_of("b")).select(range_of("b").alias("r"), "a", "b", "w")
-        level = vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(ranges["count"], "r") \
-            .mapInArrow(_clustered_ranges(_range_clusters, cluster_weight, seed, directory, labelled), _LEVEL_ROWS)
-    level = held(level)
-    kind = F.col("kind")
-    crossing = level.where(kind.isin(_CROSS_A, _CROSS_B)).groupBy("a", "b") \
-        .agg(F.max("w").alias("w"), F.max(F.when(kind == _CROSS_A, F.col("ca"))).alias("ca"),
-             F.max(F.when(kind == _CROSS_B, F.col("cb"))).alias("cb"))
-    inner = None
-    if labelled:        # files only: the refinement's tasks read them (gofs.partition.boundary._band)
-        crossing = held(crossing)
-        inner = spark.read.schema(_INNER_SCHEMA).parquet(layout.join(directory, "inner")).unionByName(crossing)
-    coarse_pairs = level.where(kind == _COARSE_PAIR).select("a", "b", "w").unionByName(
-        crossing.select(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b"), "w"))
-    return (spark.read.schema(_MEMBERS_SCHEMA).parquet(layout.join(directory, "members")),
-            level.where(kind == _COARSE_VERTEX).select(F.col("a").alias("vid"), F.col("w").alias("vw")),
-            inner, coarse_pairs)
+        level = vertex_rows.unionByName(edge_rows).unionByName(far_ends).repartition(count, "r") \
+            .mapInArrow(forgets_zip_importers(functools.partial(_clustered_ranges, task)), _PASS_ROWS)
+    rows = level.collect()
+    held_ranges = sorted(int(key) for kind, key, _ in rows if kind == _HELD)
+    rows += spark.range(0, count, 1, count).mapInArrow(forgets_zip_importers(functools.partial(
+        _crossing_of_range, directory, held_ranges, labelled, (span["low"], counts))), _PASS_ROWS).collect()
+    totals = {}
+    for kind, key, value in rows:
+        totals[kind, key] = totals.get((kind, key), 0) + value
+    summaries = ({"vertices": totals.get((_VERTEX_COUNT, 0), 0), "low": span["low"], "high": span["high"],
+                  "weight": totals.get((_VERTEX_WEIGHT, 0), 0)},
+                 {"edges": totals.get((_PAIR_COUNT, 0), 0), "weight": totals.get((_PAIR_WEIGHT, 0), 0),
+                  "inside": {c: totals.get((_PAIR_INSIDE, c), 0) for c in counts}, "widths": counts})
+
+    def read(schema, *kinds):
+        return spark.read.schema(schema).parquet(*(layout.join(directory, kind) for kind in kinds))
+
+    return (read(_MEMBERS_SCHEMA, "members"), read(_COARSE_SCHEMA, "vertices"),
+            read(_INNER_SCHEMA, "inner", "crossing") if labelled else None,
+            read(_PAIRS_SCHEMA, "pairs", "crossing-pairs"), summaries)
 
 
 def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) -> np.ndarray:
@@ -644,27 +665,20 @@ def _range_clusters(ids, vw, heads, tails, w, cluster_weight: float, seed: int) 
     return ids[first][cluster]
 
 
-def _clustered_ranges(clusters_of, cluster_weight: float, seed: int, directory: str, labelled: bool):
+def _clustered_ranges(task, batches):
     """Task: for each id range it holds (rows by ``r``: vertices ``(vid, -1, vw)``, edges ``(a, b, w)``,
-    ``a < b``, with at least one end in the range), the rows of :func:`_range_rows`."""
-    @forgets_zip_importers
-    def level(batches):
-        fs, root = layout.filesystem(directory)
-        for r, rows in rows_by(batches, "r"):
-            a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
-            is_vertex = b == _VERTEX_ROW
-            order = np.argsort(a[is_vertex], kind="stable")
-            yield from _range_rows(r, a[is_vertex][order], w[is_vertex][order], a[~is_vertex], b[~is_vertex],
-                                   w[~is_vertex], clusters_of, cluster_weight, seed, fs, root, labelled)
-    return level
+    ``a < b``, with at least one end in the range), :func:`_range_rows`."""
+    for r, rows in rows_by(batches, "r"):
+        a, b, w = (rows.column(name).to_numpy() for name in ("a", "b", "w"))
+        is_vertex = b == _VERTEX_ROW
+        order = np.argsort(a[is_vertex], kind="stable")
+        yield task(r, a[is_vertex][order], w[is_vertex][order], a[~is_vertex], b[~is_vertex], w[~is_vertex])
 
 
-def _exchanged_ranges(exchange: dict, ranges: dict, clusters_of, cluster_weight: float, seed: int, directory: str,
-                      labelled: bool, batches):
-    """Task: for each dense id range r named by ``batches``, the rows of :func:`_range_rows`, its
-    pairs taken from the narrowest ranges' exchange files it covers (:func:`_pairs_pass`); a pair
-    sent to both ends' narrow ranges counts once, where its end a lies."""
-    fs, root = layout.filesystem(directory)
+def _exchanged_ranges(exchange: dict, ranges: dict, task, batches):
+    """Task: for each dense id range r named by ``batches``, :func:`_range_rows`, its pairs taken
+    from the narrowest ranges' exchange files it covers (:func:`_pairs_pass`); a pair sent to both
+    ends' narrow ranges counts once, where its end a lies."""
     exchange_fs, _ = layout.filesystem(exchange["directory"])
     low, width = ranges["low"], ranges["width"]
     per = width // exchange["width"]
@@ -677,37 +691,90 @@ def _exchanged_ranges(exchange: dict, ranges: dict, clusters_of, cluster_weight:
             far = far.filter(pa.array((far.column("a").to_numpy() - low) // width != r))
             rows = pa.concat_tables([*near, far])
             ids = np.arange(low + r * width, min(low + (r + 1) * width, ranges["high"] + 1), dtype=np.int64)
-            yield from _range_rows(r, ids, np.ones(ids.size, np.int64), *(rows.column(c).to_numpy() for c in "abw"),
-                                   clusters_of, cluster_weight, seed, fs, root, labelled)
+            yield task(r, ids, np.ones(ids.size, np.int64), *(rows.column(c).to_numpy() for c in "abw"))
 
 
-def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, seed: int, fs, root: str,
-                labelled: bool):
-    """One id range's rows of :func:`_level_in_ranges`, given its vertices ``ids`` (sorted, weights
-    ``vw``) and the edges ``(a, b, w)`` with an end among them: each cluster's weight, each edge
-    to another range with this end's cluster, and the coarse pairs of the inner edges; each
-    vertex's cluster (``clusters_of``: :func:`_range_clusters`) and, if ``labelled``, the inner
-    edges with both ends' clusters go to the range's files under ``root`` (``members/``, ``inner/``)."""
+def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, seed: int, directory: str,
+                labelled: bool, ranges: dict, summary: tuple) -> pa.RecordBatch:
+    """One id range of :func:`_level_in_ranges`, given its vertices ``ids`` (sorted, weights ``vw``)
+    and the edges ``(a, b, w)`` with an end among them: each vertex's cluster (``clusters_of``:
+    :func:`_range_clusters`), each cluster's weight, the coarse pairs of the inner edges and (if
+    ``labelled``) the inner edges with both ends' clusters go to the range's files, an edge to
+    another range with this end's cluster to ``halves/`` (a here) or to the range of a (``sent/``);
+    returns the range's summary rows (:func:`_pair_summary_rows`, laid over ``summary``)."""
+    fs, root = layout.filesystem(directory)
     a, b, w = _summed_repeats(a, b, w)
     at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
     at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
     in_a, in_b = ids[at_a] == a, ids[at_b] == b
     inner = in_a & in_b
     cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
-    files.put_table(fs, layout.join(root, "members", layout.part_file(r)),
-                    pa.table({"vid": ids.astype(np.int64), "c": cluster.astype(np.int64)}))
+    name = layout.part_file(r)
+    files.put_table(fs, layout.join(root, "members", name), pa.table({"vid": ids.astype(np.int64),
+                                                                      "c": cluster.astype(np.int64)}))
     coarse, members = np.unique(cluster, return_inverse=True)
-    yield _level_batch(_COARSE_VERTEX, coarse, w=np.bincount(members, weights=vw).astype(np.int64))
+    coarse_weight = np.bincount(members, weights=vw).astype(np.int64)
+    files.put_table(fs, layout.join(root, "vertices", name), pa.table({"vid": coarse, "vw": coarse_weight}))
     ca, cb = cluster[at_a[inner]], cluster[at_b[inner]]
     if labelled:
-        files.put_table(fs, layout.join(root, "inner", layout.part_file(r)), pa.table(
+        files.put_table(fs, layout.join(root, "inner", name), pa.table(
             {"a": a[inner], "b": b[inner], "w": w[inner], "ca": ca, "cb": cb}))
     apart = ca != cb
-    yield _level_batch(_COARSE_PAIR, *_summed_repeats(np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart],
-                                                      w[inner][apart]))
+    coarse_pairs = _summed_repeats(np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart], w[inner][apart])
+    files.put_table(fs, layout.join(root, "pairs", name), pa.table(dict(zip("abw", coarse_pairs))))
     only_a, only_b = in_a & ~in_b, in_b & ~in_a
-    yield _level_batch(_CROSS_A, a[only_a], b[only_a], w[only_a], ca=cluster[at_a[only_a]])
-    yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cb=cluster[at_b[only_b]])
+    files.put_table(fs, layout.join(root, "halves", name), pa.Table.from_arrays(
+        [a[only_a], b[only_a], w[only_a], cluster[at_a[only_a]]], schema=_HALF_SCHEMA))
+    put_exchange(fs, layout.join(root, "sent", name), pa.Table.from_arrays(
+        [a[only_b], b[only_b], w[only_b], cluster[at_b[only_b]]], schema=_HALF_SCHEMA),
+        (a[only_b] - ranges["low"]) // ranges["width"], ranges["count"])
+    return _pair_summary_rows(*coarse_pairs, *summary, [(_HELD, r, 1), (_VERTEX_COUNT, 0, coarse.size),
+                                                        (_VERTEX_WEIGHT, 0, int(coarse_weight.sum()))])
+
+
+def _crossing_of_range(directory: str, held_ranges: list, labelled: bool, summary: tuple, batches):
+    """Task of :func:`_level_in_ranges`'s second job: for each range r named by ``batches``, its
+    edges to later ranges with this end's cluster (``halves/``) met with the same edges, as the
+    ranges of their other ends sent them (``sent/``), in ``(a, b)`` order on both sides (each
+    side summed the same repeats); their coarse pairs (and, if ``labelled``, the edges with both
+    ends' clusters) go to r's files; yields the coarse pairs' summary rows."""
+    fs, root = layout.filesystem(directory)
+    sent = [layout.join(root, "sent", layout.part_file(s)) for s in held_ranges]
+    for batch in batches:
+        for r in batch.column(0).to_pylist():
+            if r not in held_ranges:
+                continue
+            name = layout.part_file(r)
+            own = files.read_columns(fs, layout.join(root, "halves", name), None)
+            other = take_exchange(fs, sent, r, _HALF_SCHEMA)
+            (a, b, w, ca), (a_other, b_other, _, cb) = (_by_pair(table) for table in (own, other))
+            if not (np.array_equal(a, a_other) and np.array_equal(b, b_other)):
+                raise RuntimeError(f"multilevel: range {r}'s edges to other ranges differ from theirs")
+            if labelled:
+                files.put_table(fs, layout.join(root, "crossing", name), pa.table(
+                    {"a": a, "b": b, "w": w, "ca": ca, "cb": cb}))
+            coarse_pairs = _summed_repeats(ca, cb, w)        # ca < cb: ca lies in r, cb in a later range
+            files.put_table(fs, layout.join(root, "crossing-pairs", name),
+                            pa.table(dict(zip("abw", coarse_pairs))))
+            yield _pair_summary_rows(*coarse_pairs, *summary)
+
+
+def _by_pair(table: pa.Table) -> list:
+    """The columns ``a, b, w, c`` of a table of edge halves, in ``(a, b)`` order."""
+    columns = [table.column(c).to_numpy() for c in "abwc"]
+    order = np.lexsort((columns[1], columns[0]))
+    return [column[order] for column in columns]
+
+
+def _pair_summary_rows(a, b, w, low: int, counts: dict, rows=()) -> pa.RecordBatch:
+    """Summary rows ``(kind, key, value)`` of coarse pairs given once each (:func:`_pair_summary`'s
+    pair summary, exact: their count, weight and weight inside each candidate count of ranges
+    laid from ``low``), after ``rows``."""
+    inside = [(_PAIR_INSIDE, c, int(w[(a - low) // width == (b - low) // width].sum())) for c, width in counts.items()]
+    rows = [*rows, (_PAIR_COUNT, 0, a.size), (_PAIR_WEIGHT, 0, int(w.sum())), *inside]
+    kind, key, value = zip(*rows)
+    return pa.RecordBatch.from_pydict({"kind": np.array(kind, np.int32), "key": np.array(key, np.int64),
+                                       "value": np.array(value, np.int64)})
 
 
 def _summed_repeats(a, b, w):
@@ -718,13 +785,6 @@ def _summed_repeats(a, b, w):
         return a, b, w
     first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
     return a[first], b[first], np.add.reduceat(w, first)
-
-
-def _level_batch(kind: int, a, b=None, w=None, ca=None, cb=None) -> pa.RecordBatch:
-    zeros = np.zeros(a.size, np.int64)
-    return pa.RecordBatch.from_pydict({"kind": np.full(a.size, kind, np.int32), "a": a.astype(np.int64),
-                                       **{name: zeros if x is None else x.astype(np.int64)
-                                          for name, x in (("b", b), ("w", w), ("ca", ca), ("cb", cb))}})
 
 
 def _clustered_pairs(pairs, clusters):
@@ -744,7 +804,7 @@ def _contract(labelled):
         .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
-_VERTEX, _PAIR, _SIZE, _CUT = range(4)     # kinds of the METIS task's rows, in and out
+_SIZE, _CUT = range(2)     # kinds of the METIS task's rows
 _METIS_ROWS = "kind int, a long, b long, g long"
 _LABELS_SCHEMA = "vid long, part int, boundary boolean"
 
@@ -756,14 +816,14 @@ def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held, whole: t
     Parquet file (boundary: the vertex has a cut edge; the refinement's band is what it covers),
     sizes the partitions' input vertices (their coarse vertices' weights summed), cut the coarse cut.
 
-    The coarse vertices ``(vid, vw)`` and pairs ``(a, b, w)`` (repeats summed) meet in each task
-    (one shuffle) instead of the driver, which then holds only k numbers per task: the coarsening
-    stops at a size one task runs METIS on (:func:`coarse_graph_bytes`). A graph that fits from
-    the start (``whole``: the pairs pass's exchange files and the number of dense ids) is
-    partitioned whole, as the local engine would, by one task that reads the files.
+    Each task reads the coarse vertices ``(vid, vw)`` and pairs ``(a, b, w)`` (frames of Parquet
+    files, as the coarsening leaves them) from their files itself: the driver holds only k
+    numbers per task, and no row passes through Spark (an explode to each task and a shuffle cost
+    ~2.7 JVM CPU-s at 1M road edges, the METIS tries 1). The coarsening stops at a size one task
+    runs METIS on (:func:`coarse_graph_bytes`). A graph that fits from the start (``whole``: the
+    pairs pass's exchange files and the number of dense ids) is partitioned whole, as the local
+    engine would, by one task that reads the files.
     """
-    from pyspark.sql import functions as F
-
     spark = pairs.sparkSession
     groups = max(1, min(tries, spark.sparkContext.defaultParallelism))
     directory = held.directory()
@@ -771,14 +831,10 @@ def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held, whole: t
     fs.create_dir(root, recursive=True)
     if whole is not None:
         task = functools.partial(_metis_of_exchange, *whole, k, seed, tries, groups, directory)
-        answers = spark.range(0, groups, 1, groups).mapInArrow(forgets_zip_importers(task), _METIS_ROWS)
     else:
-        rows = weights.select(F.lit(_VERTEX).alias("kind"), F.col("vid").alias("a"),
-                              F.lit(-1).cast("long").alias("b"), F.col("vw").cast("long").alias("w")) \
-            .unionByName(pairs.select(F.lit(_PAIR).alias("kind"), "a", "b", F.col("w").cast("long").alias("w")))
-        copies = rows.select(F.explode(F.array(*[F.lit(g) for g in range(groups)])).alias("g"), "*")
-        task = functools.partial(_metis_of_rows, k, seed, tries, groups, directory)
-        answers = to_tasks(copies, "g", groups).mapInArrow(forgets_zip_importers(task), _METIS_ROWS)
+        task = functools.partial(_metis_of_files, sorted(weights.inputFiles()), sorted(pairs.inputFiles()), k, seed,
+                                 tries, groups, directory)
+    answers = spark.range(0, groups, 1, groups).mapInArrow(forgets_zip_importers(task), _METIS_ROWS)
     sizes, cuts = np.zeros((groups, k), np.int64), np.zeros(groups, np.int64)
     for kind, a, b, g in answers.collect():
         if kind == _SIZE:
@@ -790,24 +846,28 @@ def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held, whole: t
     return labels, sizes[best], int(cuts[best])
 
 
-def _metis_of_rows(k: int, seed: int, tries: int, groups: int, directory: str, batches):
-    """Task g of :func:`_metis_in_task`: the coarse graph's rows ``(g, kind, a, b, w)`` in; builds
-    the symmetric CSR METIS wants from each coarse edge once (repeats summed) without a pandas or
-    COO detour; with METIS's own work space this is what :data:`BYTES_PER_COARSE_EDGE` measures."""
-    batches = list(batches)
-    if not batches:
-        return
-    table = pa.Table.from_batches(batches)
-    g = int(table.column("g")[0].as_py()) if table.num_rows else 0
-    kind, a, b, w = (table.column(name).to_numpy() for name in ("kind", "a", "b", "w"))
-    del table, batches
-    is_vertex = kind == _VERTEX
-    order = np.argsort(a[is_vertex], kind="stable")
-    ids, vw = a[is_vertex][order], w[is_vertex][order]
-    rows, cols = np.searchsorted(ids, a[~is_vertex]), np.searchsorted(ids, b[~is_vertex])
-    w = w[~is_vertex]
-    del kind, a, b
-    yield _metis_answer(ids, vw, rows, cols, w, k, seed, tries, groups, g, directory)
+def _read_files(paths: list, columns: list) -> list:
+    """In a task: the ``columns`` of the Parquet files ``paths`` (URIs), each as one numpy array."""
+    tables = [files.read_columns(*layout.filesystem(path), columns) for path in paths]
+    if not tables:
+        return [np.zeros(0, np.int64) for _ in columns]
+    table = pa.concat_tables(tables)
+    return [table.column(name).to_numpy() for name in columns]
+
+
+def _metis_of_files(vertex_files: list, pair_files: list, k: int, seed: int, tries: int, groups: int,
+                    directory: str, batches):
+    """Task g of :func:`_metis_in_task`: the coarse graph read from its files; with METIS's own
+    work space this is what :data:`BYTES_PER_COARSE_EDGE` measures."""
+    ids, vw = _read_files(vertex_files, ["vid", "vw"])
+    order = np.argsort(ids, kind="stable")
+    ids, vw = ids[order], vw[order]
+    a, b, w = _read_files(pair_files, ["a", "b", "w"])
+    rows, cols = np.searchsorted(ids, a), np.searchsorted(ids, b)
+    del a, b
+    for batch in batches:
+        for g in batch.column(0).to_pylist():
+            yield _metis_answer(ids, vw, rows, cols, w, k, seed, tries, groups, g, directory)
 
 
 def _metis_of_exchange(exchange: dict, n: int, k: int, seed: int, tries: int, groups: int, directory: str,
