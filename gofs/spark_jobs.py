@@ -148,19 +148,6 @@ class ScratchFrames:
             pass        # a filesystem pyarrow cannot reach: Spark's own checkpoint clean-up applies
 
 
-def written_rows(frame) -> int:
-    """The rows of a frame read from Parquet files (as :class:`ScratchFrames` returns them), summed
-    from the files' footers on the driver: no Spark job (``count()`` runs two)."""
-    import pyarrow.parquet as pq
-
-    total = 0
-    for uri in frame.inputFiles():
-        fs, path = layout.filesystem(uri)
-        with fs.open_input_file(path) as file:
-            total += pq.ParquetFile(file).metadata.num_rows
-    return total
-
-
 def rows_by(batches, column: str):
     """In a ``mapInArrow`` task: its rows grouped by the integer ``column``, as
     ``(value, table of its rows)`` in increasing order of the value (nothing for no rows)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,7 @@ from gofs.numba_cache import serialise_compilation
 from gofs import files, layout
 from gofs.partition.fm import fm_passes
 from gofs.partition.matching import splitmix
-from gofs.spark_jobs import over_files, rows_by, written_rows
+from gofs.spark_jobs import over_files
 from sparkshim.compat import forgets_zip_importers
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
@@ -139,19 +140,29 @@ def shares(sizes: np.ndarray, capacity: int, groups: int) -> tuple[np.ndarray, n
     return limit, np.where(over, sizes - excess, limit)
 
 
-def _refiner(sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_moves: int, seed: int,
-             directory: str):
-    """Task: its band's edge ends ``(g, u, v, pu, pv, w)`` grouped by ``g``, each refined by
-    :func:`_refine_group`, its moves written under ``directory``."""
+def _refine_task(band_files: list, sizes: np.ndarray, capacity: int, groups: int, rounds: int, min_moves: int,
+                 seed: int, directory: str, batches):
+    """Task g: its group of the band's edge ends (those whose cluster ``cu`` hashes to g), read from
+    the band tasks' files ``band_files`` and refined by :func:`_refine_group`, its moves written
+    under ``directory``."""
     limit, target = shares(sizes, capacity, groups)
-    per_group_min = math.ceil(min_moves / groups)
+    for batch in batches:
+        for g in batch.column(0).to_pylist():
+            ends = pa.concat_tables([_group_of(files.read_columns(*layout.filesystem(path), None), g, groups, seed)
+                                     for path in band_files] or [_ENDS_SCHEMA.empty_table()])
+            if ends.num_rows:
+                    yield from _refine_group(ends, sizes, limit, target, rounds, math.ceil(min_moves / groups), seed,
+                                         layout.join(directory, layout.part_file(g)))
 
-    @forgets_zip_importers
-    def refine(batches):
-        for g, rows in rows_by(batches, "g"):
-            yield from _refine_group(rows, sizes, limit, target, rounds, per_group_min, seed,
-                                     layout.join(directory, layout.part_file(g)))
-    return refine
+
+def _group_of(ends: pa.Table, g: int, groups: int, seed: int) -> pa.Table:
+    """The edge ends of group g of ``groups``: a vertex's ends all in one group, its cluster's too."""
+    if groups == 1:
+        return ends
+    with np.errstate(over="ignore"):
+        hashed = (ends.column("cu").to_numpy().astype(np.uint64) ^ np.uint64(seed % 2**64)) \
+            * np.uint64(0x9E3779B97F4A7C15)
+    return ends.filter(pa.array((hashed >> np.uint64(32)) % np.uint64(groups) == np.uint64(g)))
 
 
 def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: int, seed: int, path: str):
@@ -188,9 +199,6 @@ def _refine_group(rows: pa.Table, sizes, limit, target, rounds: int, min_moves: 
                                       "a": np.arange(gains.size, dtype=np.int64), "b": gains.astype(np.int64)})
 
 
-_ENDS = "u long, v long, pu int, pv int, w long, cu long"
-
-
 def refine_boundary(labelled, clusters, sizes: np.ndarray, k: int, rounds: int, min_moves: int, seed: int,
                     capacity_slack: float, held, report: dict | None = None, step=None):
     """The moves that refine a partition in the band, as ``(vid, part)``: each moved vertex and its
@@ -211,29 +219,26 @@ def refine_boundary(labelled, clusters, sizes: np.ndarray, k: int, rounds: int, 
     ``start_balance``. ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`), if given, times and counts
     the band's selection and its refinement.
     """
-    from pyspark.sql import functions as F
-
     report = {} if report is None else report
     sizes = np.asarray(sizes, np.int64)
     n = int(sizes.sum())
     report["start_balance"] = float(sizes.max() * k / n) if n else 1.0
     capacity = max(math.ceil(n / k), math.floor((1 + capacity_slack) * n / k))
     step = step or (lambda name: contextlib.nullcontext())
-    with step("band"):
-        incident = held(_band(labelled, clusters))
-        report["band"] = written_rows(incident)
-    groups = max(1, math.ceil(report["band"] / ROWS_PER_TASK))
-    if groups == 1:         # the band's files read by one task: no shuffle
-        grouped = incident.coalesce(1).withColumn("g", F.lit(0))
-    else:
-        grouped = incident.withColumn("g", F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.col("cu")),
-                                                  F.lit(groups)).cast("int")).repartition(groups, "g")
+    spark = labelled.sparkSession
     directory = held.directory()
     fs, root = layout.filesystem(directory)
-    fs.create_dir(root, recursive=True)         # read back even if no task writes there
+    for kind in ("band", "moves"):
+        fs.create_dir(layout.join(root, kind), recursive=True)     # read back even if no task writes there
+    with step("band"):
+        written = _band(labelled, clusters, layout.join(directory, "band")).collect()
+        report["band"] = sum(rows for _, rows in written)
+    groups = max(1, math.ceil(report["band"] / ROWS_PER_TASK))
+    band_files = sorted(path for path, rows in written if rows)
     with step("refine tasks"):
-        counted = grouped.mapInArrow(_refiner(sizes, capacity, groups, rounds, min_moves, seed, directory),
-                                     _RESULT).collect()
+        task = functools.partial(_refine_task, band_files, sizes, capacity, groups, rounds, min_moves, seed,
+                                 layout.join(directory, "moves"))
+        counted = spark.range(0, groups, 1, groups).mapInArrow(forgets_zip_importers(task), _RESULT).collect()
     per_round, per_pass = np.zeros(rounds, np.int64), np.zeros(FM_PASSES, np.int64)
     ran = passes = 0
     for kind, r, count in counted:
@@ -244,21 +249,24 @@ def refine_boundary(labelled, clusters, sizes: np.ndarray, k: int, rounds: int, 
             per_pass[r] += count
             passes = max(passes, r + 1)
     report["moves"], report["fm_gains"] = per_round[:ran].tolist(), per_pass[:passes].tolist()
-    return incident.sparkSession.read.schema(_MOVES_SCHEMA).parquet(directory)
+    return spark.read.schema(_MOVES_SCHEMA).parquet(layout.join(directory, "moves"))
 
 
-def _band(labelled, clusters):
+def _band(labelled, clusters, directory: str):
     """The band's edge ends ``(u, v, pu, pv, w, cu)``: each end of a labelled edge whose cluster
-    is in the band, with both ends' partitions. The tasks read the edges' files and the clusters'
-    table themselves (one job, no shuffle of the edges): two joins with the clusters, an explode
-    of both ends and a filter in Spark cost ~7 JVM CPU-s on the 5.6M road's edges."""
-    task = functools.partial(_band_ends, sorted(clusters.inputFiles()))
-    return over_files(labelled.sparkSession, sorted(labelled.inputFiles()), task, _ENDS)
+    is in the band, with both ends' partitions, as one Parquet file per task under ``directory``;
+    a frame of each file's ``(path, rows)``. The tasks read the edges' files and the clusters'
+    table themselves, and the refinement's tasks read theirs (no row passes through Spark): two
+    joins with the clusters, an explode of both ends and a filter in Spark cost ~7 JVM CPU-s on
+    the 5.6M road's edges, writing the ends through Spark and reading them back ~1.5 at 1M."""
+    task = functools.partial(_band_ends, sorted(clusters.inputFiles()), directory)
+    return over_files(labelled.sparkSession, sorted(labelled.inputFiles()), task, "path string, rows long")
 
 
-def _band_ends(cluster_files: list, paths: list):
+def _band_ends(cluster_files: list, directory: str, paths: list):
     """Task: the band's edge ends of the labelled edge files ``paths``, given every cluster's
-    ``(vid, part, boundary)`` in ``cluster_files``."""
+    ``(vid, part, boundary)`` in ``cluster_files``, written to a file of the task's own under
+    ``directory``; yields its ``(path, rows)``."""
     clusters = pa.concat_tables([files.read_columns(*layout.filesystem(path), ["vid", "part", "boundary"])
                                 for path in cluster_files])
     ids = clusters.column("vid").to_numpy()
@@ -266,6 +274,7 @@ def _band_ends(cluster_files: list, paths: list):
     ids = ids[order]
     part = clusters.column("part").to_numpy()[order].astype(np.int32)
     in_band = clusters.column("boundary").to_numpy(zero_copy_only=False)[order].astype(bool)
+    ends = []
     for path in paths:
         fs, where = layout.filesystem(path)
         with fs.open_input_file(where) as file:
@@ -274,10 +283,13 @@ def _band_ends(cluster_files: list, paths: list):
                 at_a, at_b = np.searchsorted(ids, ca), np.searchsorted(ids, cb)
                 for u, v, at_u, at_v, cu in ((a, b, at_a, at_b, ca), (b, a, at_b, at_a, cb)):
                     keep = in_band[at_u]
-                    if keep.any():
-                        yield pa.RecordBatch.from_pydict({
-                            "u": u[keep], "v": v[keep], "pu": part[at_u[keep]], "pv": part[at_v[keep]],
-                            "w": w[keep], "cu": cu[keep]}, schema=_ENDS_SCHEMA)
+                    ends.append(pa.RecordBatch.from_pydict({
+                        "u": u[keep], "v": v[keep], "pu": part[at_u[keep]], "pv": part[at_v[keep]],
+                        "w": w[keep], "cu": cu[keep]}, schema=_ENDS_SCHEMA))
+    table = pa.Table.from_batches(ends, _ENDS_SCHEMA)
+    path = layout.join(directory, f"part-{uuid.uuid4().hex}.parquet")
+    files.put_table(*layout.filesystem(path), table)
+    yield pa.RecordBatch.from_pydict({"path": [path], "rows": [table.num_rows]})
 
 
 _ENDS_SCHEMA = pa.schema([("u", pa.int64()), ("v", pa.int64()), ("pu", pa.int32()), ("pv", pa.int32()),
