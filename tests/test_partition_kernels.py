@@ -1,12 +1,15 @@
 """The multilevel partitioner's numba kernels: heavy-edge clusters and boundary refinement."""
+import os
+
 import networkx as nx
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
 from gofs.partition import edge_cut, metis_partition
-from gofs.partition.boundary import _MOVES, _ROUNDS, _refiner, shares
+from gofs.partition.boundary import _ROUNDS, _refine_task, shares
 from gofs.partition.matching import heavy_edge_clusters
 from tests.test_partitioners import grid
 
@@ -41,7 +44,10 @@ def test_heavy_edge_clusters_stop_at_the_wanted_count_and_leave_isolated_vertice
 
 
 def refine(n, src, dst, parts, k, capacity_slack=0.05, rounds=5, min_moves=0, groups=1):
-    """The refinement task on every group of the boundary, as Spark hands them to it."""
+    """The refinement tasks on every group of the boundary, their edge ends read from a band file
+    as the band's tasks write them (:func:`gofs.partition.boundary._band_ends`)."""
+    import tempfile
+
     cut = parts[src] != parts[dst]
     boundary = np.zeros(n, bool)
     boundary[src[cut]] = boundary[dst[cut]] = True
@@ -50,14 +56,21 @@ def refine(n, src, dst, parts, k, capacity_slack=0.05, rounds=5, min_moves=0, gr
     u, v = u[keep], v[keep]
     sizes = np.bincount(parts, minlength=k)
     capacity = max(-(-n // k), int((1 + capacity_slack) * n / k))
-    task = _refiner(sizes, capacity, groups, rounds, min_moves, seed=0)
-    batch = pa.RecordBatch.from_pydict({"u": u, "v": v, "pu": parts[u].astype(np.int32),
-                                        "pv": parts[v].astype(np.int32),
-                                        "w": np.ones(u.size, np.int64), "g": (u % groups).astype(np.int32)})
-    table = pa.Table.from_batches(list(task([batch])))
-    kind, a, b = (table.column(c).to_numpy() for c in ("kind", "a", "b"))
+    with tempfile.TemporaryDirectory() as directory:
+        band = os.path.join(directory, "band.parquet")
+        pq.write_table(pa.table({"u": u, "v": v, "pu": parts[u].astype(np.int32), "pv": parts[v].astype(np.int32),
+                                 "w": np.ones(u.size, np.int64), "cu": u}), band)
+        os.makedirs(os.path.join(directory, "moves"))
+        table = pa.Table.from_batches(list(_refine_task(
+            [band], sizes, capacity, groups, rounds, min_moves, 0, os.path.join(directory, "moves"),
+            [pa.RecordBatch.from_pydict({"id": np.arange(groups)})])))
+        moves = [pq.read_table(os.path.join(directory, "moves", name))
+                 for name in sorted(os.listdir(os.path.join(directory, "moves")))]
+    assert len(moves) == groups          # every group had edge ends, and wrote its moves
     out = parts.copy()
-    out[a[kind == _MOVES]] = b[kind == _MOVES]
+    for moved in moves:
+        out[moved.column("vid").to_numpy()] = moved.column("part").to_numpy()
+    kind, a, b = (table.column(c).to_numpy() for c in ("kind", "a", "b"))
     per_round = np.zeros(rounds, np.int64)
     np.add.at(per_round, a[kind == _ROUNDS], b[kind == _ROUNDS])
     return out, capacity, per_round
