@@ -14,7 +14,7 @@ working on a smaller graph with the same structure:
      graph is clustered in the one task that holds it by repeated heavy-edge
      matching (:mod:`gofs.partition.matching`, METIS's own coarsening, in numba)
      until its clusters reach a chosen weight, and contracted there (only edges
-     between ranges are shuffled to meet). One Spark pass per level,
+     between ranges meet again, by exchange files). Two Python jobs per level,
      shrinking the graph up to 64x with connected clusters. A coarse level
      takes wider (fewer) ranges where narrow ones cut too much of its weight,
      and a level that stalls in ranges is retried in the widest before label
@@ -34,7 +34,7 @@ working on a smaller graph with the same structure:
    coarsened at all.
 2. **METIS in one task**, on the coarse graph with vertex and edge weights
    (the best of several tries, shared by one task per core, each holding the
-   whole coarse graph): the coarse graph meets in each task by one shuffle,
+   whole coarse graph): each task reads the coarse graph's files itself,
    and the driver holds only k partition sizes per task, so its peak does
    not grow with the graph or the budget. Without a coarsening level this is
    the answer (METIS partitioned the graph itself, as the local engine does),
