@@ -10,17 +10,20 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   any input that reader declines. Bad input raises
   :class:`InputError` naming the file and the line within it (found by
   re-reading only that file). Edge ids (``eid``) are positions in Spark's read
-  order (for one file, its line order), numbered with per-partition offsets.
+  order (for one file, its line order), numbered with per-range or per-partition
+  offsets. The read's last job asks for the edges' dense numbers (:class:`_Asked`):
+  each byte-range task does it on the rows it parsed, else one job over Spark's rows.
 - **ids**: dense vertex indices in order of first appearance (``src`` before
-  ``dst``, edge by edge), exactly as the local engine numbers them, in five
+  ``dst``, edge by edge), exactly as the local engine numbers them, in three
   Python jobs whose rows move as Arrow files (:func:`gofs.spark_jobs.put_exchange`):
   each id's first position is found by id bucket, each slice of the positions is
-  sorted and numbered by one task (its size gives the offsets), and the edges get
-  their ends' numbers back from the buckets (:func:`_dense_ids`).
+  sorted and numbered by one task (its size gives the offsets) and answers the asks,
+  and the edges are written on their numbers and sent, with the vertices, to their
+  vertex ranges for the sub-graphs (:func:`_dense_ids`).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
-- **subgraphs**: six Python jobs whose rows move as Arrow exchange files: the labels,
-  vertices and edges meet by vertex range, which gives each vertex and each edge end its
+- **subgraphs**: four Python jobs whose rows move as Arrow exchange files: the labels,
+  vertices and edges (the last two sent there by the ids stage) meet by vertex range, which gives each vertex and each edge end its
   partition; task p is sent its vertices, the edges it is the source of and the cut edges it
   is the destination of, runs the same scipy kernel as the local engine
   (:func:`gofs.subgraphs.discover`), keeps its pieces and sends each cut edge's other
@@ -1015,10 +1018,11 @@ _SIZES = "part int, vertices long, subgraphs long"
 
 
 def _subgraphs(run, edges, vertices, parts, n: int, k: int, ranged: _Ranged) -> _Discovered:
-    """Six Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`;
+    """Four Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`;
     a join of every vertex and edge with the labels and a shuffle to the partitions' tasks cost
-    ~1.6x their CPU time at 1M road edges). Labels, vertices and edges are sent to the bucket of the vertex
-    range that holds their vertex (the edges': their source) (:func:`_to_ranges`); bucket b labels
+    ~1.6x their CPU time at 1M road edges). Labels are sent to the bucket of the vertex range that
+    holds their vertex (:func:`_to_ranges`), where the ids stage sent the edges (by source) and the
+    vertices (``ranged``; vertices with attributes are sent by one more job here); bucket b labels
     its vertices, sending them to their partitions, and its edges' sources, sending the edges on
     to their destinations' buckets (:func:`_label_sources`), which label the destinations and send
     each edge to its source's partition and a cut edge also to its destination's
@@ -1040,10 +1044,12 @@ def _subgraphs(run, edges, vertices, parts, n: int, k: int, ranged: _Ranged) -> 
     def tasks(function, *args):
         return forgets_zip_importers(functools.partial(function, exchange, *args))
 
+    def to_ranges(kind: int) -> list[int]:
+        return sorted(int(r["t"]) for r in frames[kind].select(F.spark_partition_id().alias("t"), "*").mapInArrow(
+            tasks(_to_ranges, n, buckets, kind), "t int").collect())
+
     with run.step("to vertex ranges"):
-        senders = [ranged.edges if kind == 2 else ranged.vertices if kind == 1 and ranged.vertices is not None
-                   else sorted(int(r["t"]) for r in frame.select(F.spark_partition_id().alias("t"), "*").mapInArrow(
-                       tasks(_to_ranges, n, buckets, kind), "t int").collect()) for kind, frame in enumerate(frames)]
+        senders = [to_ranges(0), ranged.vertices if ranged.vertices is not None else to_ranges(1), ranged.edges]
     ranges = spark.range(0, buckets, 1, buckets)
     with run.step("labelled"):
         ranges.mapInArrow(tasks(_label_sources, n, buckets, k, senders, schemas), "b long").collect()
@@ -1060,7 +1066,7 @@ def _subgraphs(run, edges, vertices, parts, n: int, k: int, ranged: _Ranged) -> 
     return _Discovered(exchange, offsets)
 
 
-_KINDS = ("labels", "vertices", "edges")
+_KINDS = ("labels", "vertices")
 
 
 def _range_bucket(v: np.ndarray, n: int, buckets: int) -> np.ndarray:
@@ -1078,9 +1084,9 @@ def _labels_of(fs, paths: list[str], b: int, n: int, buckets: int, schema: pa.Sc
 
 
 def _to_ranges(exchange: str, n: int, buckets: int, kind: int, batches):
-    """Task: one Spark partition t of the labels ``(vid, part)``, the vertices ``(v, id[, vattrs])``
-    or the edges ``(eid, src, dst[, attrs])`` (``kind`` 0, 1, 2: one job each, so that no rows carry
-    the others' columns) sent to their (source) vertices' range buckets; t returned."""
+    """Task: one Spark partition t of the labels ``(vid, part)`` or the vertices ``(v, id[, vattrs])``
+    (``kind`` 0, 1: one job each, so that no rows carry the others' columns) sent to their vertices'
+    range buckets (as :func:`_write_dense` sends the edges); t returned."""
     batches = list(batches)
     table = pa.Table.from_batches(batches) if batches else None
     if table is None or table.num_rows == 0:
@@ -1088,7 +1094,7 @@ def _to_ranges(exchange: str, n: int, buckets: int, kind: int, batches):
     t = int(table.column("t")[0].as_py())
     table = table.drop_columns(["t"])
     fs, (path,) = _exchange_files(exchange, _KINDS[kind], [t])
-    put_exchange(fs, path, table, _range_bucket(table.column(("vid", "v", "src")[kind]).to_numpy(), n, buckets),
+    put_exchange(fs, path, table, _range_bucket(table.column(("vid", "v")[kind]).to_numpy(), n, buckets),
                  buckets)
     yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
 
