@@ -23,8 +23,8 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
 - **subgraphs**: four Python jobs whose rows move as Arrow exchange files: the labels,
-  vertices and edges (the last two sent there by the ids stage) meet by vertex range, which gives each vertex and each edge end its
-  partition; task p is sent its vertices, the edges it is the source of and the cut edges it
+  vertices and edges (the last two sent there by the ids stage) meet by vertex range,
+  which gives each vertex and each edge end its partition; task p is sent its vertices, the edges it is the source of and the cut edges it
   is the destination of, runs the same scipy kernel as the local engine
   (:func:`gofs.subgraphs.discover`), keeps its pieces and sends each cut edge's other
   partition the local numbers of its end (:func:`_subgraphs`); the driver turns the
@@ -794,8 +794,8 @@ def _ask_partition(exchange: str, buckets: int, batches):
 class _Ranged:
     """What the ids stage leaves for the sub-graphs: the dense edges (``edges``: the askers that sent
     them) and, where they carry no attributes, the vertices (``vertices``: the slices that sent them,
-    those with vertices; else None) already sent to their vertex-range buckets in the exchange directory ``exchange``
-    (:func:`_to_ranges`'s files)."""
+    those with vertices; else None) already sent to their vertex-range buckets in the exchange
+    directory ``exchange`` (:func:`_to_ranges`'s files)."""
 
     def __init__(self, exchange: str, edges: list[int], vertices: list[int] | None):
         self.exchange, self.edges, self.vertices = exchange, edges, vertices
@@ -919,11 +919,10 @@ def _first_positions(exchange: str, asked: _Asked, known: list[int], nv: int, m:
     for batch in batches:
         for b in batch.column(0).to_pylist():
             pieces = [take_exchange(fs, [path], b) for path in ask_paths]
-            pos = [np.where(local < rows, nv + start + local, nv + m + start + local - rows)
-                   for piece, start, rows in zip(pieces, asked.starts, asked.rows)
-                   for local in [piece.column("pos").to_numpy()]]
             ends = [take_exchange(fs, known_paths, b)] if known_paths else []
-            ends += [pa.table({"id": piece.column("id"), "pos": p}) for piece, p in zip(pieces, pos)]
+            ends += [pa.table({"id": piece.column("id"), "pos": _global_positions(piece.column("pos").to_numpy(),
+                                                                                 start, rows, nv, m)})
+                     for piece, start, rows in zip(pieces, asked.starts, asked.rows)]
             ends = pa.concat_tables(ends) if ends else pa.table({"id": pa.array([], pa.int64()),
                                                                   "pos": pa.array([], pa.int64())})
             first = ends.group_by("id").aggregate([("pos", "min")]).rename_columns(["id", "pos"])
@@ -939,6 +938,13 @@ def _first_positions(exchange: str, asked: _Asked, known: list[int], nv: int, m:
                 "j": np.concatenate([piece.column("j").to_numpy() for piece in pieces] or [np.zeros(0, np.int64)])}),
                 wanted * slices // positions, slices)
             yield pa.RecordBatch.from_pydict({"b": np.array([b], np.int64)})
+
+
+def _global_positions(local: np.ndarray, start: int, rows: int, nv: int, m: int) -> np.ndarray:
+    """An asker's positions among its own ends (``rows`` sources, then as many destinations) as
+    positions among all ends: ``nv + eid`` for a ``src``, ``nv + m + eid`` for a ``dst``, its
+    edge ids from ``start``."""
+    return np.where(local < rows, nv + start + local, nv + m + start + local - rows)
 
 
 def _numbered_slices(directory: str, exchange: str, buckets: int, askers: int, batches):
