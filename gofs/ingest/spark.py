@@ -10,18 +10,21 @@ on-disk format through the same commit (:func:`gofs.ingest.commit.write_version`
   any input that reader declines. Bad input raises
   :class:`InputError` naming the file and the line within it (found by
   re-reading only that file). Edge ids (``eid``) are positions in Spark's read
-  order (for one file, its line order), numbered with per-partition offsets.
+  order (for one file, its line order), numbered with per-range or per-partition
+  offsets. The read's last job asks for the edges' dense numbers (:class:`_Asked`):
+  each byte-range task does it on the rows it parsed, else one job over Spark's rows.
 - **ids**: dense vertex indices in order of first appearance (``src`` before
-  ``dst``, edge by edge), exactly as the local engine numbers them, in five
+  ``dst``, edge by edge), exactly as the local engine numbers them, in three
   Python jobs whose rows move as Arrow files (:func:`gofs.spark_jobs.put_exchange`):
   each id's first position is found by id bucket, each slice of the positions is
-  sorted and numbered by one task (its size gives the offsets), and the edges get
-  their ends' numbers back from the buckets (:func:`_dense_ids`).
+  sorted and numbered by one task (its size gives the offsets) and answers the asks,
+  and the edges are written on their numbers and sent, with the vertices, to their
+  vertex ranges for the sub-graphs (:func:`_dense_ids`).
 - **partition**: ``multilevel`` (:mod:`gofs.partition.multilevel`), ``hash``, ``spark-lp``
   on Spark, or ``metis`` (collects the edges to the driver).
-- **subgraphs**: six Python jobs whose rows move as Arrow exchange files: the labels,
-  vertices and edges meet by vertex range, which gives each vertex and each edge end its
-  partition; task p is sent its vertices, the edges it is the source of and the cut edges it
+- **subgraphs**: four Python jobs whose rows move as Arrow exchange files: the labels,
+  vertices and edges (the last two sent there by the ids stage) meet by vertex range,
+  which gives each vertex and each edge end its partition; task p is sent its vertices, the edges it is the source of and the cut edges it
   is the destination of, runs the same scipy kernel as the local engine
   (:func:`gofs.subgraphs.discover`), keeps its pieces and sends each cut edge's other
   partition the local numbers of its end (:func:`_subgraphs`); the driver turns the
@@ -61,7 +64,7 @@ from gofs.ingest.formats import TYPES
 from gofs.ingest.spark_text import read_ranges
 from gofs.spark_jobs import JobProfile, ScratchFrames, id_buckets, put_exchange, take_exchange
 from gofs.partition import check_partitioner, partition_frames
-from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint
+from sparkshim.compat import arrow_schema, forgets_zip_importers, release_local_checkpoint, spark_schema
 from gofs.subgraphs import discover, histogram_from_bins
 
 _INT_PATTERN = r"^[+-]?[0-9]+$"
@@ -123,11 +126,12 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
             edges = _read(run, source, format=format, directed=directed, weight=weight,
                           attribute_names=attribute_names, id_type=id_type, schema=schema, src=src, dst=dst,
                           vertices_path=vertices_path, id_column=id_column, vertices=vertices)
-            with run.step("scratch copy"):
-                edges_frame = edges.frame if edges.stored else run.scratch(edges.frame)
+            if edges.asked is None:
+                with run.step("ask"):
+                    edges.asked = _ask_frame(run, edges.frame, edges.counts)
 
         with profile.stage("ids"):
-            vertices, dense_edges, n = _dense_ids(run, edges_frame, edges.count, edges.vertices)
+            vertices, dense_edges, n, ranged = _dense_ids(run, edges, edges.vertices)
 
         with profile.stage("partition"):
             parts = run.checkpointed(partition_frames(spark, partitioner, dense_edges,
@@ -135,7 +139,7 @@ def ingest_on_spark(spark, source, path: str, num_partitions: int = 4, partition
                                                       seed, **partitioner_options))
 
         with profile.stage("subgraphs"):
-            found = _subgraphs(run, dense_edges, vertices, parts, n, num_partitions)
+            found = _subgraphs(run, dense_edges, vertices, parts, n, num_partitions, ranged)
 
         vertex_attributes = edges.vertices.attributes if edges.vertices is not None else pa.schema([])
 
@@ -204,13 +208,14 @@ class _Run:
 # --------------------------------------------------------------------------- read
 
 class _Edges:
-    """What the read stage hands on: ``frame`` (eid, sid, did[, attrs struct]) and its description,
-    plus the vertex file's rows (:class:`_VertexRows`) if one was given; ``stored``: the frame
-    already reads files of its own (no scratch copy needed)."""
+    """What the read stage hands on: the edges as asks for their ends' numbers (:class:`_Asked`) and
+    their description, plus the vertex file's rows (:class:`_VertexRows`) if one was given. A read
+    through Spark's sources gives ``frame`` (sid, did[, attrs struct]) and its ``counts`` (rows per
+    Spark partition), from which the read stage's last job makes the asks."""
 
-    def __init__(self, frame, count, id_type, attributes: pa.Schema, name, vertices=None, stored: bool = False):
+    def __init__(self, frame, count, id_type, attributes: pa.Schema, name, vertices=None, counts=None, asked=None):
         self.frame, self.count, self.id_type, self.attributes, self.name = frame, count, id_type, attributes, name
-        self.vertices, self.stored = vertices, stored
+        self.vertices, self.counts, self.asked = vertices, counts, asked
 
 
 class _Scan:
@@ -327,13 +332,15 @@ def _read_edge_list(run, paths, attributes, id_type, schema, name) -> _Edges:
                          f"{attributes} (name them with weight= or attribute_names=)")
     kinds = {a: schema.get(a, "float") for a in attributes}
     text = _spark_read(spark, paths, lambda reader: reader.text(paths))
+    asked = _Asked(run.scratch.directory(), int(spark.conf.get("spark.sql.shuffle.partitions")))
+    attribute_types = pa.schema([(a, TYPES[kinds[a]]) for a in attributes])
     with run.step("byte ranges"):
         ranges = read_ranges(spark, sorted(text.inputFiles()), names, {"src": id_type, "dst": id_type, **kinds},
-                             run.scratch.directory())
+                             functools.partial(_ask_range, asked.exchange, asked.buckets, attribute_types))
     if ranges is not None:
-        typed_attributes = [F.col(f"a{j}").alias(a) for j, a in enumerate(attributes)]
-        return _finish(ranges.frame, None, [F.col("sid"), F.col("did")], typed_attributes,
-                       TYPES["str" if ranges.text_ids else "int"], name, count=ranges.count)
+        asked.have(ranges.rows)
+        return _Edges(None, ranges.count, TYPES["str" if ranges.text_ids else "int"], attribute_types, name,
+                      asked=asked)
     id_kind = {"auto": "int", "int": "int", "str": "str"}[id_type]
 
     def parsed(text):
@@ -661,20 +668,17 @@ def _indexed(frame, name: str, counts: dict | None = None):
     return frame.withColumn(name, start + within)
 
 
-def _finish(data, counts, ids, attributes, id_type, name, count: int | None = None) -> _Edges:
+def _finish(data, counts, ids, attributes, id_type, name) -> _Edges:
     """The read's result from ``data`` typed by ``ids`` and ``attributes`` (column expressions),
-    numbered in partition order from ``counts`` (rows per Spark partition); with ``count``
-    instead, ``data`` already holds its ``eid`` and is stored (it reads files)."""
+    with ``counts`` (rows per Spark partition): edge ids are positions in partition order."""
     from pyspark.sql import functions as F
 
-    numbered = _indexed(data, "eid", counts) if count is None else data
-    columns = [F.col("eid"), *ids]
+    columns = [*ids]
     if attributes:
         columns.append(F.struct(*attributes).alias("attrs"))
-    frame = numbered.select(*columns)
+    frame = data.select(*columns)
     attribute_schema = arrow_schema(frame.schema["attrs"].dataType) if attributes else pa.schema([])
-    return _Edges(frame, sum(counts.values()) if count is None else count, id_type, attribute_schema, name,
-                  stored=count is not None)
+    return _Edges(frame, sum(counts.values()), id_type, attribute_schema, name, counts=counts)
 
 
 def _vertex_rows(scan: _Scan, id_column: str, id_kind: str) -> _VertexRows:
@@ -715,33 +719,115 @@ def _check_unique_ids(rows: _VertexRows) -> None:
 
 # --------------------------------------------------------------------------- dense ids
 
-def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
-    """``(id, v[, vattrs])`` with v in order of first appearance, the edges as ``(eid, src, dst[, attrs])``, n.
+class _Asked:
+    """The edges as asks for their ends' dense numbers, in the exchange directory ``exchange``: each
+    asker t (a byte range of the input, or a Spark partition of a read through Spark's sources)
+    sent its distinct ids to their ``buckets`` with their first positions in t and kept its edges
+    as indices into what it sent (:func:`_ask`). ``askers``: the t with edges, ``starts`` (their
+    first edge ids) and ``rows`` (their edges), in that order; edge ids follow read order."""
+
+    def __init__(self, exchange: str, buckets: int):
+        self.exchange, self.buckets = exchange, buckets
+        self.askers, self.starts, self.rows = [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+    def have(self, rows: np.ndarray) -> None:
+        """Asker t has ``rows[t]`` edges (t in read order)."""
+        rows = np.asarray(rows, np.int64)
+        self.askers = [int(t) for t in np.flatnonzero(rows)]
+        self.starts = (np.cumsum(rows) - rows)[self.askers]
+        self.rows = rows[self.askers]
+
+
+def _ask(exchange: str, buckets: int, t: int, sid: pa.Array, did: pa.Array, attrs) -> None:
+    """In asker t's task: its distinct ids sent to their buckets as ``(id, pos, j)`` (j: the id's
+    index in t's list, pos: its first position among t's ends, ``src`` then ``dst``, edge by edge),
+    and its edges kept as ``(s, d[, attrs])``, their ends' indices in that list."""
+    rows = len(sid)
+    ends = pa.concat_arrays([sid, did])
+    asks = pc.unique(ends)
+    found = pc.index_in(ends, value_set=asks).to_numpy()
+    first = np.full(len(asks), 2 * rows, np.int64)
+    np.minimum.at(first, found, np.arange(2 * rows, dtype=np.int64))
+    fs, (asks_path,) = _exchange_files(exchange, "asks", [t])
+    _, (edges_path,) = _exchange_files(exchange, "edges", [t])
+    put_exchange(fs, asks_path, pa.table({"id": asks, "pos": first, "j": np.arange(len(asks), dtype=np.int64)}),
+                 id_buckets(asks, buckets), buckets)
+    put_exchange(fs, edges_path, pa.table({"s": found[:rows], "d": found[rows:],
+                                           **({"attrs": attrs} if attrs is not None else {})}),
+                 np.zeros(rows, np.int64), 1)
+
+
+def _ask_range(exchange: str, buckets: int, attributes: pa.Schema, r: int, table: pa.Table) -> None:
+    """:func:`_ask` for byte range r's parsed rows (:func:`gofs.ingest.spark_text.read_ranges`)."""
+    attrs = None
+    if len(attributes):
+        attrs = pa.StructArray.from_arrays([table.column(f.name).combine_chunks().cast(f.type) for f in attributes],
+                                           fields=list(attributes))
+    _ask(exchange, buckets, r, table.column("src").combine_chunks(), table.column("dst").combine_chunks(), attrs)
+
+
+def _ask_frame(run, frame, counts: dict) -> _Asked:
+    """One job: each Spark partition t of ``frame`` (sid, did[, attrs]) asks (:func:`_ask`); its
+    edge ids are positions in partition order (``counts``: rows per partition, as counted)."""
+    from pyspark.sql import functions as F
+
+    spark = run.spark
+    asked = _Asked(run.scratch.directory(), int(spark.conf.get("spark.sql.shuffle.partitions")))
+    frame.select(F.spark_partition_id().alias("t"), "*").mapInArrow(forgets_zip_importers(
+        functools.partial(_ask_partition, asked.exchange, asked.buckets)), "t int").collect()
+    asked.have([counts.get(t, 0) for t in range(max(counts, default=-1) + 1)])
+    return asked
+
+
+def _ask_partition(exchange: str, buckets: int, batches):
+    """Task: one Spark partition t ``(t, sid, did[, attrs])`` asks (:func:`_ask`)."""
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    t = int(table.column("t")[0].as_py())
+    _ask(exchange, buckets, t, table.column("sid").combine_chunks(), table.column("did").combine_chunks(),
+         table.column("attrs").combine_chunks() if "attrs" in table.column_names else None)
+    yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
+
+
+class _Ranged:
+    """What the ids stage leaves for the sub-graphs: the dense edges (``edges``: the askers that sent
+    them) and, where they carry no attributes, the vertices (``vertices``: the slices that sent them,
+    those with vertices; else None) already sent to their vertex-range buckets in the exchange
+    directory ``exchange`` (:func:`_to_ranges`'s files)."""
+
+    def __init__(self, exchange: str, edges: list[int], vertices: list[int] | None):
+        self.exchange, self.edges, self.vertices = exchange, edges, vertices
+
+
+def _dense_ids(run, edges: _Edges, vertex_rows: _VertexRows | None = None):
+    """``(id, v[, vattrs])`` with v in order of first appearance, the edges as ``(eid, src, dst[, attrs])``,
+    n, and what was sent on to the sub-graphs (:class:`_Ranged`).
 
     First appearance as the local engine counts it (:func:`gofs.ingest.local.dense_ids`): the
     vertex file's rows in order, then every ``src`` column value in edge order, then every
     ``dst`` value in edge order. Vertices only in the edges get null attributes.
 
-    Each end is a position (vertex row, then ``src`` by edge, then ``dst`` by edge). Five Python
-    jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`), not
-    through Spark's row shuffles (an explode and grouping of both ends cost more than these
-    passes): each edge partition sends its distinct ids with their first positions in it to the
-    ids' buckets (:func:`_ask_numbers`, the vertex rows likewise: :func:`_send_vertex_ids`);
-    bucket b takes each id's least position and sends it to the task of its slice of the position
-    range (:func:`_first_positions`; fixed bounds: no sampling job, no global sort); slice s sorts
-    its ids by position and numbers them from 0 (:func:`_numbered_slices`); v is the slice's
-    offset (from the slices' counts) plus that number, which bucket b answers to the edge
-    partitions that asked (:func:`_answer_numbers`) and they write their edges with
-    (:func:`_write_dense`).
+    Each end is a position (vertex row, then ``src`` by edge, then ``dst`` by edge). The read left
+    each asker's distinct ids with their first positions in it at their buckets (:class:`_Asked`);
+    three Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`),
+    not through Spark's row shuffles: bucket b takes each id's least position (over the vertex rows,
+    :func:`_send_vertex_ids`, and the askers) and sends it, and each ask with that position, to
+    the task of its slice of the position range (:func:`_first_positions`; fixed bounds: no
+    sampling job, no global sort); slice s sorts its ids by position, numbers them from 0 and
+    answers each ask its number (:func:`_numbered_slices`); v is the slice's offset (from the
+    slices' counts) plus that number, with which each asker writes its edges and sends them to
+    their sources' vertex ranges, and each slice its vertices to theirs (:func:`_write_dense`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     spark = run.spark
+    asked, m = edges.asked, edges.count
     nv = 0 if vertex_rows is None else vertex_rows.count
-    slices = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    exchange = run.scratch.directory()
-    attrs = ["attrs"] if "attrs" in edges.columns else []
+    slices = asked.buckets
+    exchange = asked.exchange
     known = []
     if vertex_rows is not None:
         _check_unique_ids(vertex_rows)
@@ -750,55 +836,52 @@ def _dense_ids(run, edges, m: int, vertex_rows: _VertexRows | None = None):
             known = sorted(int(row["t"]) for row in vertex_rows.frame.select(
                 F.spark_partition_id().alias("t"), "id", "vpos").mapInArrow(forgets_zip_importers(
                     functools.partial(_send_vertex_ids, exchange, slices)), "t int").collect())
-        asked = edges.select(F.spark_partition_id().alias("t"), "eid", "sid", "did", *attrs).mapInArrow(
-            forgets_zip_importers(functools.partial(_ask_numbers, exchange, slices, nv, m)), "t int").collect()
-        askers = sorted(int(row["t"]) for row in asked)
         tasks = spark.range(0, slices, 1, slices)
         tasks.mapInArrow(forgets_zip_importers(functools.partial(
-            _first_positions, exchange, askers, known, slices, max(1, nv + 2 * m))), "b long").collect()
+            _first_positions, exchange, asked, known, nv, m, max(1, nv + 2 * m))), "b long").collect()
         directory = run.scratch.directory()
         fs, root = layout.filesystem(directory)
         fs.create_dir(root, recursive=True)         # read back even if no task writes there
         sizes = tasks.mapInArrow(forgets_zip_importers(functools.partial(
-            _numbered_slices, directory, exchange, slices)), _SLICE_SIZES).collect()
+            _numbered_slices, directory, exchange, slices, len(asked.askers))), _SLICE_SIZES).collect()
     counts = np.zeros(slices, np.int64)
     for row in sizes:
         counts[row["slice"]] += row["count"]
     offsets = np.concatenate([[0], np.cumsum(counts)])[:-1]
+    n = int(counts.sum())
+    id_type = spark_schema(pa.schema([("id", edges.id_type)]))["id"].dataType
     start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.col("slice") + 1)
-    numbered = spark.read.schema(StructType([StructField("id", edges.schema["sid"].dataType),
-                                             StructField("slice", IntegerType()),
+    numbered = spark.read.schema(StructType([StructField("id", id_type), StructField("slice", IntegerType()),
                                              StructField("number", LongType())])).parquet(directory)
     vertices = numbered.select("id", (start + F.col("number")).alias("v"))
-    if vertex_rows is not None and len(vertex_rows.attributes):
+    with_attributes = vertex_rows is not None and len(vertex_rows.attributes)
+    if with_attributes:
         with run.step("vertex attributes"):
             vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
+    ranged = _Ranged(run.scratch.directory(), asked.askers,
+                     None if with_attributes else [int(p) for p in np.flatnonzero(counts)])
     with run.step("dense edges"):
-        dense = _dense_edges(run, edges.select("eid", *attrs).schema, exchange, askers,
-                             offsets, slices)
-    return vertices, dense, int(counts.sum())
+        dense = _dense_edges(run, edges, directory, offsets, n, ranged)
+    return vertices, dense, n, ranged
 
 
-def _dense_edges(run, schema, exchange: str, askers: list[int], offsets: np.ndarray, buckets: int):
-    """The edges ``(eid, src, dst[, attrs])`` on dense numbers, in two Python jobs whose rows move
-    as Arrow exchange files (two sort-merge joins of every edge cost ~5x these passes): bucket b
-    answers each edge partition the numbers of the ids it asked (:func:`_answer_numbers`), and the
-    partition writes its edges with the answers (:func:`_write_dense`). ``schema``: the edges' ``eid``
-    and ``attrs``."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
+def _dense_edges(run, edges: _Edges, numbered: str, offsets: np.ndarray, n: int, ranged: _Ranged):
+    """One Python job (:func:`_write_dense`): each asker's edges ``(eid, src, dst[, attrs])`` on dense
+    numbers, written as files and sent to their sources' vertex ranges, and (``ranged.vertices``)
+    each slice's vertices ``(v, id)`` sent to theirs; the edges' files read back."""
     spark = run.spark
+    asked = edges.asked
     directory = run.scratch.directory()
     fs, root = layout.filesystem(directory)
     fs.create_dir(root, recursive=True)         # read back even if no task writes there
-    if askers:
-        spark.range(0, buckets, 1, buckets).mapInArrow(forgets_zip_importers(functools.partial(
-            _answer_numbers, exchange, buckets, offsets, askers)), "b long").collect()
-        spark.range(0, len(askers), 1, len(askers)).mapInArrow(forgets_zip_importers(functools.partial(
-            _write_dense, exchange, askers, buckets, directory)), "t long").collect()
-    schema = StructType([StructField(c, LongType()) for c in ("eid", "src", "dst")]
-                        + [schema[c] for c in ("attrs",) if c in schema.names])
-    return spark.read.schema(schema).parquet(directory)
+    count = len(asked.askers) + len(ranged.vertices or [])
+    if count:
+        spark.range(0, count, 1, count).mapInArrow(forgets_zip_importers(functools.partial(
+            _write_dense, asked, numbered, offsets, n, ranged, directory)), "t long").collect()
+    fields = [("eid", pa.int64()), ("src", pa.int64()), ("dst", pa.int64())]
+    if len(edges.attributes):
+        fields.append(("attrs", pa.struct(list(edges.attributes))))
+    return spark.read.schema(spark_schema(pa.schema(fields))).parquet(directory)
 
 
 def _exchange_files(exchange: str, kind: str, tasks) -> tuple:
@@ -824,107 +907,106 @@ def _send_vertex_ids(exchange: str, buckets: int, batches):
     yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
 
 
-def _first_positions(exchange: str, askers: list[int], known: list[int], slices: int, positions: int, batches):
-    """Task: for bucket b, each of its ids' least position over the vertex rows and the edge
-    partitions, sent to the slice of the position range it falls in (:func:`_numbered_slices`)."""
-    fs, paths = _exchange_files(exchange, "known", known)
-    paths += _exchange_files(exchange, "asks", askers)[1]
+def _first_positions(exchange: str, asked: _Asked, known: list[int], nv: int, m: int, positions: int, batches):
+    """Task: for bucket b, each of its ids' least position over the vertex rows and the askers
+    (an asker's positions made global: ``nv + eid`` for a ``src``, ``nv + m + eid`` for a ``dst``),
+    sent to the slice of the position range it falls in as ``firsts (id, pos)``, and each ask
+    sent there with its id's least position as ``wants (pos, a, j)`` (a: the asker's index)
+    (:func:`_numbered_slices`)."""
+    slices = asked.buckets
+    fs, known_paths = _exchange_files(exchange, "known", known)
+    ask_paths = _exchange_files(exchange, "asks", asked.askers)[1]
     for batch in batches:
         for b in batch.column(0).to_pylist():
-            ends = take_exchange(fs, paths, b) if paths else pa.table({"id": pa.array([], pa.int64()),
-                                                                       "pos": pa.array([], pa.int64())})
+            pieces = [take_exchange(fs, [path], b) for path in ask_paths]
+            ends = [take_exchange(fs, known_paths, b)] if known_paths else []
+            ends += [pa.table({"id": piece.column("id"), "pos": _global_positions(piece.column("pos").to_numpy(),
+                                                                                 start, rows, nv, m)})
+                     for piece, start, rows in zip(pieces, asked.starts, asked.rows)]
+            ends = pa.concat_tables(ends) if ends else pa.table({"id": pa.array([], pa.int64()),
+                                                                  "pos": pa.array([], pa.int64())})
             first = ends.group_by("id").aggregate([("pos", "min")]).rename_columns(["id", "pos"])
-            pos = first.column("pos").to_numpy()
-            put_exchange(fs, _exchange_files(exchange, "firsts", [b])[1][0], first, pos * slices // positions,
+            first_pos = first.column("pos").to_numpy()
+            put_exchange(fs, _exchange_files(exchange, "firsts", [b])[1][0], first, first_pos * slices // positions,
                          slices)
+            ids = pa.concat_arrays([piece.column("id").combine_chunks() for piece in pieces]) if pieces else None
+            wanted = first_pos[pc.index_in(ids, value_set=first.column("id")).to_numpy()] if pieces \
+                else np.zeros(0, np.int64)
+            put_exchange(fs, _exchange_files(exchange, "wants", [b])[1][0], pa.table({
+                "pos": wanted,
+                "a": np.repeat(np.arange(len(pieces), dtype=np.int64), [piece.num_rows for piece in pieces]),
+                "j": np.concatenate([piece.column("j").to_numpy() for piece in pieces] or [np.zeros(0, np.int64)])}),
+                wanted * slices // positions, slices)
             yield pa.RecordBatch.from_pydict({"b": np.array([b], np.int64)})
 
 
-def _numbered_slices(directory: str, exchange: str, buckets: int, batches):
+def _global_positions(local: np.ndarray, start: int, rows: int, nv: int, m: int) -> np.ndarray:
+    """An asker's positions among its own ends (``rows`` sources, then as many destinations) as
+    positions among all ends: ``nv + eid`` for a ``src``, ``nv + m + eid`` for a ``dst``, its
+    edge ids from ``start``."""
+    return np.where(local < rows, nv + start + local, nv + m + start + local - rows)
+
+
+def _numbered_slices(directory: str, exchange: str, buckets: int, askers: int, batches):
     """Task: for slice s of the position range, its ids' first positions from every bucket
     (:func:`_first_positions`) sorted, numbered from 0 and written as ``(id, slice, number)``
-    under ``directory`` and, for the edges' numbering, as an exchange file to the ids' buckets
-    (:func:`_answer_numbers`); ``(slice, count)`` returned."""
+    under ``directory``, and each ask it was sent answered its number, to the asker, as
+    ``(j, number)``; ``(slice, count)`` returned."""
     fs, root = layout.filesystem(directory)
     exchange_fs, paths = _exchange_files(exchange, "firsts", range(buckets))
+    wants_paths = _exchange_files(exchange, "wants", range(buckets))[1]
     for batch in batches:
         for piece in batch.column(0).to_pylist():
             rows = take_exchange(exchange_fs, paths, piece)
-            rows = rows.take(pa.array(np.argsort(rows.column("pos").to_numpy(), kind="stable")))
+            pos = rows.column("pos").to_numpy()
+            order = np.argsort(pos, kind="stable")
+            rows = rows.take(pa.array(order))
             count = rows.num_rows
-            table = pa.table({"id": rows.column("id"), "slice": np.full(count, piece, np.int32),
-                              "number": np.arange(count, dtype=np.int64)})
             if count:
-                files.put_table(fs, layout.join(root, layout.part_file(piece)), table)
-            _, (path,) = _exchange_files(exchange, "numbers", [piece])
-            put_exchange(exchange_fs, path, table, id_buckets(table.column("id").combine_chunks(), buckets),
-                         buckets)
+                files.put_table(fs, layout.join(root, layout.part_file(piece)), pa.table({
+                    "id": rows.column("id"), "slice": np.full(count, piece, np.int32),
+                    "number": np.arange(count, dtype=np.int64)}))
+            wants = take_exchange(exchange_fs, wants_paths, piece)
+            number = np.searchsorted(pos[order], wants.column("pos").to_numpy())
+            _, (path,) = _exchange_files(exchange, "answers", [piece])
+            put_exchange(exchange_fs, path, pa.table({"j": wants.column("j"), "number": number}),
+                         wants.column("a").to_numpy(), askers)
             yield pa.RecordBatch.from_pydict({"slice": np.array([piece], np.int32),
                                               "count": np.array([count], np.int64)})
 
 
-def _ask_numbers(exchange: str, buckets: int, nv: int, m: int, batches):
-    """Task: the edges of one Spark partition t ``(t, eid, sid, did[, attrs])``; its distinct ids
-    sent to their buckets with their first positions in t (``nv + eid`` for a ``src``,
-    ``nv + m + eid`` for a ``dst``), and its edges kept with their ends as indices into what it sent."""
-    batches = list(batches)
-    table = pa.Table.from_batches(batches) if batches else None
-    if table is None or table.num_rows == 0:
-        return
-    t = int(table.column("t")[0].as_py())
-    ends = pa.concat_arrays([table.column("sid").combine_chunks(), table.column("did").combine_chunks()])
-    asks = pc.unique(ends)
-    found = pc.index_in(ends, value_set=asks).to_numpy()
-    eid = table.column("eid").to_numpy()
-    first = np.full(len(asks), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first, found, np.concatenate([eid + nv, eid + nv + m]))
-    where = id_buckets(asks, buckets)
-    sent = np.empty(len(asks), np.int64)
-    sent[np.argsort(where, kind="stable")] = np.arange(len(asks))      # put_exchange's order
-    index = sent[found]
-    rows = table.num_rows
-    fs, (asks_path,) = _exchange_files(exchange, "asks", [t])
-    _, (edges_path,) = _exchange_files(exchange, "edges", [t])
-    put_exchange(fs, asks_path, pa.table({"id": asks, "pos": first}), where, buckets)
-    kept = table.drop_columns(["t", "sid", "did"]).append_column("s", pa.array(index[:rows])) \
-        .append_column("d", pa.array(index[rows:]))
-    put_exchange(fs, edges_path, kept, np.zeros(rows, np.int64), 1)
-    yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
-
-
-def _answer_numbers(exchange: str, slices: int, offsets: np.ndarray, askers: list[int], batches):
-    """Task: for bucket b, the dense number of every id each edge partition asked, sent back to it
-    in the order asked."""
-    fs, paths = _exchange_files(exchange, "numbers", range(slices))
-    asks = _exchange_files(exchange, "asks", askers)[1]
-    for batch in batches:
-        for b in batch.column(0).to_pylist():
-            numbers = take_exchange(fs, paths, b)
-            v = offsets[numbers.column("slice").to_numpy()] + numbers.column("number").to_numpy()
-            asked = [take_exchange(fs, [path], b) for path in asks]
-            ids = pa.concat_arrays([a.column("id").combine_chunks() for a in asked])
-            found = v[pc.index_in(ids, value_set=numbers.column("id")).to_numpy()]
-            to = np.repeat(np.arange(len(askers)), [a.num_rows for a in asked])
-            put_exchange(fs, _exchange_files(exchange, "answers", [b])[1][0], pa.table({"v": found}), to,
-                         len(askers))
-            yield pa.RecordBatch.from_pydict({"b": np.array([b], np.int64)})
-
-
-def _write_dense(exchange: str, askers: list[int], buckets: int, directory: str, batches):
-    """Task: edge partition ``askers[i]``'s edges ``(eid, src, dst[, attrs])`` written on dense numbers."""
+def _write_dense(asked: _Asked, numbered: str, offsets: np.ndarray, n: int, ranged: _Ranged, directory: str,
+                 batches):
+    """Task i: for an asker (``i < len(asked.askers)``), its edges ``(eid, src, dst[, attrs])`` on dense
+    numbers (its asks' answers from every slice, each plus the slice's offset) written under
+    ``directory`` and sent to their sources' vertex-range buckets (``edges``); for a slice after
+    them, its vertices ``(v, id)`` sent to theirs (``vertices``) (:func:`_to_ranges`'s files)."""
     fs, root = layout.filesystem(directory)
+    exchange_fs, answer_paths = _exchange_files(asked.exchange, "answers", range(asked.buckets))
     for batch in batches:
         for i in batch.column(0).to_pylist():
-            t = askers[i]
-            exchange_fs, kept_path = _exchange_files(exchange, "edges", [t])
-            kept = take_exchange(exchange_fs, kept_path, 0)
-            v = take_exchange(exchange_fs, _exchange_files(exchange, "answers", range(buckets))[1], i) \
-                .column("v").to_numpy()
-            table = pa.table({"eid": kept.column("eid"), "src": v[kept.column("s").to_numpy()],
-                              "dst": v[kept.column("d").to_numpy()],
+            if i >= len(asked.askers):
+                s = ranged.vertices[i - len(asked.askers)]
+                piece_fs, piece = layout.filesystem(layout.join(numbered, layout.part_file(s)))
+                rows = pq.read_table(piece, filesystem=piece_fs)
+                table = pa.table({"v": offsets[s] + rows.column("number").to_numpy(), "id": rows.column("id")})
+                put_exchange(exchange_fs, _exchange_files(ranged.exchange, "vertices", [s])[1][0], table,
+                             _range_bucket(table.column("v").to_numpy(), n, asked.buckets), asked.buckets)
+                yield pa.RecordBatch.from_pydict({"t": np.array([i], np.int64)})
+                continue
+            t = asked.askers[i]
+            kept = take_exchange(exchange_fs, _exchange_files(asked.exchange, "edges", [t])[1], 0)
+            answers = [take_exchange(exchange_fs, [path], i) for path in answer_paths]
+            v = np.empty(sum(a.num_rows for a in answers), np.int64)
+            for s, a in enumerate(answers):
+                v[a.column("j").to_numpy()] = offsets[s] + a.column("number").to_numpy()
+            table = pa.table({"eid": asked.starts[i] + np.arange(kept.num_rows, dtype=np.int64),
+                              "src": v[kept.column("s").to_numpy()], "dst": v[kept.column("d").to_numpy()],
                               **({"attrs": kept.column("attrs")} if "attrs" in kept.column_names else {})})
             files.put_table(fs, layout.join(root, layout.part_file(t)), table)
-            yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int64)})
+            put_exchange(exchange_fs, _exchange_files(ranged.exchange, "edges", [t])[1][0], table,
+                         _range_bucket(table.column("src").to_numpy(), n, asked.buckets), asked.buckets)
+            yield pa.RecordBatch.from_pydict({"t": np.array([i], np.int64)})
 
 
 # --------------------------------------------------------------------------- sub-graphs
@@ -941,11 +1023,12 @@ class _Discovered:
 _SIZES = "part int, vertices long, subgraphs long"
 
 
-def _subgraphs(run, edges, vertices, parts, n: int, k: int) -> _Discovered:
-    """Six Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`;
+def _subgraphs(run, edges, vertices, parts, n: int, k: int, ranged: _Ranged) -> _Discovered:
+    """Four Python jobs whose rows move as Arrow exchange files (:func:`gofs.spark_jobs.put_exchange`;
     a join of every vertex and edge with the labels and a shuffle to the partitions' tasks cost
-    ~1.6x their CPU time at 1M road edges). Labels, vertices and edges are sent to the bucket of the vertex
-    range that holds their vertex (the edges': their source) (:func:`_to_ranges`); bucket b labels
+    ~1.6x their CPU time at 1M road edges). Labels are sent to the bucket of the vertex range that
+    holds their vertex (:func:`_to_ranges`), where the ids stage sent the edges (by source) and the
+    vertices (``ranged``; vertices with attributes are sent by one more job here); bucket b labels
     its vertices, sending them to their partitions, and its edges' sources, sending the edges on
     to their destinations' buckets (:func:`_label_sources`), which label the destinations and send
     each edge to its source's partition and a cut edge also to its destination's
@@ -962,14 +1045,17 @@ def _subgraphs(run, edges, vertices, parts, n: int, k: int) -> _Discovered:
     frames = [parts.select(F.col("vid").cast("long").alias("vid"), F.col("part").cast("int").alias("part")),
               vertices.select("v", "id", *vattrs), edges.select("eid", "src", "dst", *attrs)]
     schemas = [arrow_schema(frame.schema) for frame in frames]
-    exchange = run.scratch.directory()
+    exchange = ranged.exchange
 
     def tasks(function, *args):
         return forgets_zip_importers(functools.partial(function, exchange, *args))
 
+    def to_ranges(kind: int) -> list[int]:
+        return sorted(int(r["t"]) for r in frames[kind].select(F.spark_partition_id().alias("t"), "*").mapInArrow(
+            tasks(_to_ranges, n, buckets, kind), "t int").collect())
+
     with run.step("to vertex ranges"):
-        senders = [sorted(int(r["t"]) for r in frame.select(F.spark_partition_id().alias("t"), "*").mapInArrow(
-            tasks(_to_ranges, n, buckets, kind), "t int").collect()) for kind, frame in enumerate(frames)]
+        senders = [to_ranges(0), ranged.vertices if ranged.vertices is not None else to_ranges(1), ranged.edges]
     ranges = spark.range(0, buckets, 1, buckets)
     with run.step("labelled"):
         ranges.mapInArrow(tasks(_label_sources, n, buckets, k, senders, schemas), "b long").collect()
@@ -986,7 +1072,7 @@ def _subgraphs(run, edges, vertices, parts, n: int, k: int) -> _Discovered:
     return _Discovered(exchange, offsets)
 
 
-_KINDS = ("labels", "vertices", "edges")
+_KINDS = ("labels", "vertices")
 
 
 def _range_bucket(v: np.ndarray, n: int, buckets: int) -> np.ndarray:
@@ -1004,9 +1090,9 @@ def _labels_of(fs, paths: list[str], b: int, n: int, buckets: int, schema: pa.Sc
 
 
 def _to_ranges(exchange: str, n: int, buckets: int, kind: int, batches):
-    """Task: one Spark partition t of the labels ``(vid, part)``, the vertices ``(v, id[, vattrs])``
-    or the edges ``(eid, src, dst[, attrs])`` (``kind`` 0, 1, 2: one job each, so that no rows carry
-    the others' columns) sent to their (source) vertices' range buckets; t returned."""
+    """Task: one Spark partition t of the labels ``(vid, part)`` or the vertices ``(v, id[, vattrs])``
+    (``kind`` 0, 1: one job each, so that no rows carry the others' columns) sent to their vertices'
+    range buckets (as :func:`_write_dense` sends the edges); t returned."""
     batches = list(batches)
     table = pa.Table.from_batches(batches) if batches else None
     if table is None or table.num_rows == 0:
@@ -1014,7 +1100,7 @@ def _to_ranges(exchange: str, n: int, buckets: int, kind: int, batches):
     t = int(table.column("t")[0].as_py())
     table = table.drop_columns(["t"])
     fs, (path,) = _exchange_files(exchange, _KINDS[kind], [t])
-    put_exchange(fs, path, table, _range_bucket(table.column(("vid", "v", "src")[kind]).to_numpy(), n, buckets),
+    put_exchange(fs, path, table, _range_bucket(table.column(("vid", "v")[kind]).to_numpy(), n, buckets),
                  buckets)
     yield pa.RecordBatch.from_pydict({"t": np.array([t], np.int32)})
 

@@ -7,8 +7,9 @@ each file into byte ranges (a ``.gz`` file is one range); each task reads its
 range, extended to whole lines as Hadoop's line reader does (a range owns the
 lines that start in it), parses it with
 :func:`gofs.ingest.read_local.parse_edge_list` (pandas' C tokenizer and Arrow
-casts, exactly as the local engine reads the whole file) and writes the columns
-as one Parquet file under the ingest's scratch directory. That is one Spark job;
+casts, exactly as the local engine reads the whole file) and hands the columns
+to the caller's ``consume`` in the same task (the ingest's first step of dense
+ids: no file of parsed rows is written and read back). That is one Spark job;
 the driver gets each range's row count, and edge ids (line order) follow from
 them without another pass.
 
@@ -17,7 +18,7 @@ corrupt gzip), a compression this reader does not know, a filesystem pyarrow
 cannot reach, or ranges whose ids are integers in some and text in others
 (``"auto"`` ids must be typed over the whole input) make :func:`read_ranges`
 return None: the caller then reads with Spark's own text source, whose checks
-name the file and line of the first problem.
+name the file and line of the first problem (and ignores what ``consume`` left).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
-from gofs import files, layout
+from gofs import layout
 from sparkshim.compat import forgets_zip_importers
 from gofs.errors import InputError
 import gofs.ingest.formats as formats
@@ -43,30 +44,26 @@ _STATUS = "range long, rows long, status int"
 
 
 class RangeRead:
-    """The result of :func:`read_ranges`: ``frame`` (eid, sid, did and the attribute columns
-    under their positional names ``a0, a1 ...``), ``count`` edges and ``text_ids``."""
+    """The result of :func:`read_ranges`: ``rows`` per range (ranges without rows included),
+    ``count`` edges and ``text_ids``."""
 
-    def __init__(self, frame, count: int, text_ids: bool):
-        self.frame, self.count, self.text_ids = frame, count, text_ids
+    def __init__(self, rows: np.ndarray, text_ids: bool):
+        self.rows, self.count, self.text_ids = rows, int(rows.sum()), text_ids
 
 
-def read_ranges(spark, uris: list[str], names: list[str], types: dict[str, str], directory: str,
+def read_ranges(spark, uris: list[str], names: list[str], types: dict[str, str], consume,
                 range_bytes: int | None = None):
-    """Read the edge-list files ``uris`` (in this order) in byte ranges, one task each, writing
-    the parsed ranges under ``directory``; None when Spark's own reader must do it (see the
-    module's docstring). ``names`` and ``types`` as for :func:`parse_edge_list`;
-    ``range_bytes`` (default: the input cut in two ranges per core, within 1-64 MiB)."""
-    from pyspark.sql import functions as F
-
-    try:
-        layout.filesystem(directory)
-    except (OSError, pa.ArrowException):
-        return None                 # the tasks could not write their ranges there
+    """Read the edge-list files ``uris`` (in this order) in byte ranges, one task each, calling
+    ``consume(r, table)`` in the task with range r's rows (a table of ``src``, ``dst`` as int64 or,
+    text ids, string, and the attribute columns, by ``names``), where it has rows; None when
+    Spark's own reader must do it (see the module's docstring). ``names`` and ``types`` as for
+    :func:`parse_edge_list`; ``range_bytes`` (default: the input cut in two ranges per core,
+    within 1-64 MiB)."""
     ranges = _ranges(spark, uris, range_bytes)
     if ranges is None:
         return None
     found = spark.range(0, len(ranges), 1, len(ranges)) \
-        .mapInArrow(_range_reader(ranges, names, types, directory), _STATUS).collect()
+        .mapInArrow(_range_reader(ranges, names, types, consume), _STATUS).collect()
     rows = np.zeros(len(ranges), np.int64)
     status = set()
     for row in found:
@@ -75,14 +72,7 @@ def read_ranges(spark, uris: list[str], names: list[str], types: dict[str, str],
             status.add(row["status"])
     if _UNREADABLE in status or len(status) != 1:     # a problem, mixed id kinds, or no rows at all
         return None
-    text_ids = status == {_TEXT_IDS}
-    offsets = np.concatenate([[0], np.cumsum(rows)])[:-1]
-    schema = _schema(names, types, text_ids)
-    data = spark.read.schema(schema).parquet(directory)
-    start = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.col("r") + 1)
-    frame = data.select((start + F.col("i")).alias("eid"), "sid", "did",
-                        *[f"a{j}" for j in range(len(names) - 2)])
-    return RangeRead(frame, int(rows.sum()), text_ids)
+    return RangeRead(rows, status == {_TEXT_IDS})
 
 
 def _ranges(spark, uris: list[str], step: int | None):
@@ -110,32 +100,20 @@ def _ranges(spark, uris: list[str], step: int | None):
     return ranges
 
 
-def _schema(names: list[str], types: dict[str, str], text_ids: bool):
-    from pyspark.sql.types import (BooleanType, DoubleType, IntegerType, LongType, StringType, StructField,
-                                   StructType)
-
-    spark_types = {"int": LongType(), "float": DoubleType(), "str": StringType(), "bool": BooleanType()}
-    ids = StringType() if text_ids else LongType()
-    return StructType([StructField("r", IntegerType()), StructField("i", LongType()), StructField("sid", ids),
-                       StructField("did", ids),
-                       *[StructField(f"a{j}", spark_types[types[n]]) for j, n in enumerate(names[2:])]])
-
-
-def _range_reader(ranges: list, names: list[str], types: dict[str, str], directory: str):
-    """Task: parse each range it is given (by index) and write it as ``directory/part-NNNNN.parquet``."""
+def _range_reader(ranges: list, names: list[str], types: dict[str, str], consume):
+    """Task: parse each range it is given (by index) and hand its rows to ``consume``."""
     @forgets_zip_importers
     def read(batches):
-        out_fs, out_root = layout.filesystem(directory)
         for batch in batches:
             for r in batch.column(0).to_pylist():
-                rows, status = _read_one(ranges[r], r, names, types, out_fs, out_root)
+                rows, status = _read_one(ranges[r], r, names, types, consume)
                 yield pa.RecordBatch.from_pydict({"range": [r], "rows": [rows], "status": [status]},
                                                  schema=pa.schema([("range", pa.int64()), ("rows", pa.int64()),
                                                                    ("status", pa.int32())]))
     return read
 
 
-def _read_one(spec, r: int, names, types, out_fs, out_root) -> tuple[int, int]:
+def _read_one(spec, r: int, names, types, consume) -> tuple[int, int]:
     uri, start, end, compressed = spec
     fs, path = layout.filesystem(uri)
     with fs.open_input_file(path) as f:
@@ -151,11 +129,8 @@ def _read_one(spec, r: int, names, types, out_fs, out_root) -> tuple[int, int]:
     ids = (table.column("src"), table.column("dst"))
     text = not all(pa.types.is_integer(column.type) for column in ids)
     if table.num_rows:
-        columns = {"r": pa.array(np.full(table.num_rows, r, np.int32)),
-                   "i": pa.array(np.arange(table.num_rows, dtype=np.int64)),
-                   **{key: column.cast(pa.string() if text else pa.int64()) for key, column in zip(("sid", "did"), ids)},
-                   **{f"a{j}": table.column(n) for j, n in enumerate(names[2:])}}
-        files.put_table(out_fs, layout.join(out_root, layout.part_file(r)), pa.table(columns))
+        ids_type = pa.string() if text else pa.int64()
+        consume(r, table.set_column(0, "src", ids[0].cast(ids_type)).set_column(1, "dst", ids[1].cast(ids_type)))
     return table.num_rows, _TEXT_IDS if text else _INT_IDS
 
 
