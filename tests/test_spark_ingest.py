@@ -94,20 +94,6 @@ def test_job_profile_counts_the_jobs_and_stages_each_step_ran(spark):
     assert work["two jobs, one shuffle"]["stages"] >= 3
 
 
-def test_to_tasks_sends_each_partition_to_its_own_task(spark):
-    """Spark's hash() matches the driver's twin, and partition p's rows land in task p alone."""
-    from pyspark.sql import functions as F
-    from gofs.spark_jobs import spark_int_hash, to_tasks
-
-    values = [0, 1, -1, 7, 123456, -2**31, 2**31 - 1]
-    hashed = spark.createDataFrame([(v,) for v in values], "x int").select(F.hash("x").alias("h")).collect()
-    assert [r["h"] for r in hashed] == spark_int_hash(np.array(values)).tolist()
-    for k in (1, 5, 8):
-        rows = to_tasks(spark.range(200).select((F.col("id") % k).cast("int").alias("part")), "part", k) \
-            .select("part", F.spark_partition_id().alias("task")).distinct().collect()
-        assert sorted((r["part"], r["task"]) for r in rows) == [(p, p) for p in range(k)]
-
-
 def test_exchange_files_give_each_task_its_rows_in_order_and_ids_one_bucket(tmp_path):
     """Batch d of an exchange file holds the rows sent to d, in their order, empty where none were
     sent; an id lands in the same bucket from any array it is met in, ints and text alike."""
