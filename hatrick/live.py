@@ -27,7 +27,7 @@ additions merge labels (:func:`smallest_members` on the graph of touched
 labels); removals recompute only the components that held a removed edge or
 vertex, from scratch on that region. When that region is most of the graph (a
 removal in the giant component), all components are recomputed in one
-:func:`smallest_members` pass over the edge index. Local searches from the
+:func:`smallest_members` pass over the live edge slots. Local searches from the
 removed edges' endpoints do not pay off there: at 100k vertices and 200k edges,
 breadth-first balls around 100 removed edges (all searches level by level until
 one is left per component) already cover ~46% of the vertices, because a random
