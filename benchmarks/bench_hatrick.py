@@ -415,7 +415,7 @@ def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(
 
 
 BREAKDOWN_STEPS = ("push", "validate", "_fresh", "apply_batch", "_apply_run", "_apply_edges",
-                   "_update_components", "_index_components", "begin", "commit", "save", "_after_batch")
+                   "_update_components", "_slot_components", "begin", "commit", "save", "_after_batch")
 
 
 def breakdown(stream, work, warmup_batch, pushes=20, size=15_000):

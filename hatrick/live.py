@@ -27,7 +27,7 @@ additions merge labels (:func:`smallest_members` on the graph of touched
 labels); removals recompute only the components that held a removed edge or
 vertex, from scratch on that region. When that region is most of the graph (a
 removal in the giant component), all components are recomputed in one
-:func:`smallest_members` pass over the edge index. Local searches from the
+:func:`smallest_members` pass over the live edge slots. Local searches from the
 removed edges' endpoints do not pay off there: at 100k vertices and 200k edges,
 breadth-first balls around 100 removed edges (all searches level by level until
 one is left per component) already cover ~46% of the vertices, because a random
@@ -43,6 +43,7 @@ from numba import njit
 
 from gofs.errors import InputError
 from gofs.numba_cache import serialise_compilation
+from hatrick.keyindex import KeyIndex, build as build_index
 from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.updates import (ADD_EDGE, ADD_VERTEX, DTYPES, REMOVE_EDGE, REMOVE_VERTEX, SET_EDGE, SET_VERTEX,
                              UpdateBatch, coerce, empty_rejected, infer_kind)
@@ -104,8 +105,10 @@ class State:
     Vertices are dense vids (``ids`` maps vid -> original id; a removed vertex
     keeps its vid with ``alive`` False). Each distinct edge key has a slot: its
     endpoints, multiplicity (0: absent), last time it was added or set, attributes.
-    ``keys`` (sorted) and ``key_slots`` find the slot of a key. When a key's last copy goes,
-    its slot leaves the index and joins ``free``, to be reused by the next new key, so the
+    ``index`` (:mod:`hatrick.keyindex`) finds the slot of a present key; the next state derived
+    from this one changes it in place, so it is read through :meth:`key_index` (``index_version``
+    says whether it is still this state's; None: built when first read). When a key's last copy
+    goes, its slot leaves the index and joins ``free``, to be reused by the next new key, so the
     slot arrays stay the size of the largest live edge set rather than of all keys ever seen.
     """
 
@@ -115,8 +118,7 @@ class State:
     comp: np.ndarray
     vattrs: dict
     vkinds: dict
-    keys: np.ndarray
-    key_slots: np.ndarray
+    index: KeyIndex | None
     src: np.ndarray
     dst: np.ndarray
     mult: np.ndarray
@@ -129,6 +131,7 @@ class State:
     time: float = float("-inf")
     free: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     template: TemplateValues | None = None
+    index_version: int = 0
 
     @property
     def num_vertices(self) -> int:
@@ -154,6 +157,14 @@ class State:
     def live_slots(self) -> np.ndarray:
         return np.flatnonzero(self.mult > 0)
 
+    def key_index(self) -> KeyIndex:
+        """The key index as of this state: ``index`` while no later state has changed it, else
+        one built from this state's live slots."""
+        if self.index is not None and self.index.version == self.index_version:
+            return self.index
+        live = self.live_slots()
+        return build_index(self.key(self.src[live], self.dst[live]), live)
+
 
 def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | None = None,
                 edge_columns: dict | None = None, static_vertex=(), static_edge=(), time: float = float("-inf"),
@@ -176,8 +187,9 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
     if (u < 0).any() or (v < 0).any():
         raise InputError("build_state: an edge names a vertex that is not in ids")
     base = State(directed, index, np.ones(n, bool), np.arange(n, dtype=np.int64), {}, {},
-                 np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                 np.zeros(0, np.int64), np.zeros(0), {}, {}, frozenset(static_vertex), frozenset(static_edge), 0, time)
+                 build_index(np.zeros(0, np.int64), np.zeros(0, np.int64)), np.zeros(0, np.int64),
+                 np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), {}, {}, frozenset(static_vertex),
+                 frozenset(static_edge), 0, time)
     keys = base.key(u, v)
     uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
     last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
@@ -190,9 +202,9 @@ def build_state(ids, src_ids, dst_ids, directed: bool, vertex_columns: dict | No
         col, null = _column_from(kind, np.asarray(values, dtype=object)[last] if len(last) else values)
         eattrs[name], ekinds[name] = Column(col, ~null), kind
     slots = np.arange(len(uniq), dtype=np.int64)
-    state = replace(base, vattrs=vattrs, vkinds=vkinds, keys=uniq, key_slots=slots, src=u[first].astype(np.int64),
-                    dst=v[first].astype(np.int64), mult=counts.astype(np.int64), touched=np.full(len(uniq), time),
-                    eattrs=eattrs, ekinds=ekinds)
+    state = replace(base, vattrs=vattrs, vkinds=vkinds, index=build_index(uniq, slots),
+                    src=u[first].astype(np.int64), dst=v[first].astype(np.int64), mult=counts.astype(np.int64),
+                    touched=np.full(len(uniq), time), eattrs=eattrs, ekinds=ekinds)
     eids = None
     if template_edges is None:
         t_keys, t_counts = uniq, counts.astype(np.int64)
@@ -260,7 +272,8 @@ class _Draft:
         self.alive, self.comp = s.alive.copy(), s.comp.copy()
         self.vattrs = dict(s.vattrs)
         self.vkinds = dict(s.vkinds)
-        self.keys, self.key_slots = s.keys, s.key_slots
+        self.index = s.key_index()
+        self.index.version += 1           # changed in place from here on: no earlier state reads it
         self.src, self.dst = s.src, s.dst
         self.mult, self.touched = s.mult.copy(), s.touched.copy()
         self.eattrs = dict(s.eattrs)
@@ -289,9 +302,9 @@ class _Draft:
             self._own_ends = True
 
     def freeze(self, batch_no: int, time: float) -> State:
-        return State(self.s.directed, self.ids, self.alive, self.comp, self.vattrs, self.vkinds, self.keys,
-                     self.key_slots, self.src, self.dst, self.mult, self.touched, self.eattrs, self.ekinds,
-                     self.s.static_vertex, self.s.static_edge, batch_no, time, self.free, self.s.template)
+        return State(self.s.directed, self.ids, self.alive, self.comp, self.vattrs, self.vkinds, self.index,
+                     self.src, self.dst, self.mult, self.touched, self.eattrs, self.ekinds, self.s.static_vertex,
+                     self.s.static_edge, batch_no, time, self.free, self.s.template, self.index.version)
 
 
 def apply_batch(state: State, batch: UpdateBatch) -> tuple[State, Outcome]:
@@ -460,42 +473,17 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
     sel = np.flatnonzero(ok)
     if not len(sel):
         return
-    s = d.s
-    keys = s.key(u[sel], v[sel])
-    order = np.argsort(keys, kind="stable")            # sel ascends: ties stay in apply order
-    sel, keys = sel[order], keys[order]
+    keys = d.s.key(u[sel], v[sel])
+    group, uniq = pd.factorize(keys)                   # keys numbered by first appearance: O(batch), no sort
     delta = np.where(op[sel] == ADD_EDGE, 1, np.where(op[sel] == REMOVE_EDGE, -1, 0)).astype(np.int64)
-    start = np.r_[True, keys[1:] != keys[:-1]]
-    group = np.cumsum(start) - 1
-    first = np.flatnonzero(start)
-    uniq = keys[first]
-    slot = _slots(d, uniq)
+    slot = d.index.lookup(uniq)
     m0 = np.zeros(len(uniq), np.int64)
     m0[slot >= 0] = d.mult[slot[slot >= 0]]
-    # a clamped walk per key: a removal when nothing is left is refused, so r = S - min(0, running min S)
-    cs = np.cumsum(delta)
-    before = np.r_[0, cs][first][group]
-    walk = m0[group] + cs - before
-    span = np.int64(2 * (np.abs(walk).max() + 1))
-    low = np.minimum.accumulate(walk - group * span) + group * span
-    r = walk - np.minimum(low, 0)
-    r_prev = np.where(start, m0[group], np.r_[0, r[:-1]])
-    refused = (delta == -1) & (r_prev == 0)
-    set_missing = (delta == 0) & (r_prev == 0)
-    if refused.any() or set_missing.any():
-        badrows = rows[sel[refused | set_missing]]
-        d.rejected.append(batch.rejected(badrows, "no such edge"))
-    valid = ~(refused | set_missing)
+    first, valid, final, last_reset, latest = _walk(group, delta, m0, batch.time[rows[sel]])
+    if not valid.all():
+        d.rejected.append(batch.rejected(rows[sel[~valid]], "no such edge"))
     setting = (delta == 0) | carried[sel]
-    d.applied += int(valid.sum() - (valid & setting).sum())
-    last = np.r_[first[1:], len(keys)] - 1
-    final = r[last]
-    reset = (delta == -1) & valid & (r == 0)
-    last_reset = np.full(len(uniq), -1)
-    at = np.flatnonzero(reset)                          # ascending, and so are their groups
-    if len(at):
-        ends = np.r_[group[at][1:] != group[at][:-1], True]
-        last_reset[group[at][ends]] = at[ends]
+    d.applied += int((valid & ~setting).sum())
     known = slot >= 0
     gone = known & (m0 > 0) & (final == 0)
     if gone.any():
@@ -508,7 +496,7 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
     if fresh.any():
         firsts = sel[first[fresh]]
         slot[fresh] = _allocate(d, u[firsts], v[firsts], len(firsts))
-    _reindex(d, uniq[dropped], uniq[fresh], slot[fresh])
+    d.index.update(uniq[dropped], uniq[fresh], slot[fresh])
     have = slot >= 0
     d.mult[slot[have]] = final[have]
     cleared = have & (last_reset >= 0)
@@ -518,30 +506,53 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
     back = fresh | cleared
     if back.any():
         _restore_template_edges(d, slot[back], uniq[back])
-    touch = valid & (delta >= 0) & (slot[group] >= 0)
+    touch = have & (latest > -np.inf)
     if touch.any():
-        at = np.flatnonzero(touch)                      # grouped by key already: max per run
-        starts = np.flatnonzero(np.r_[True, group[at][1:] != group[at][:-1]])
-        latest = np.maximum.reduceat(batch.time[rows[sel[at]]], starts)
-        slots = slot[group[at][starts]]
-        d.touched[slots] = np.maximum(d.touched[slots], latest)
+        slots = slot[touch]
+        d.touched[slots] = np.maximum(d.touched[slots], latest[touch])
     appeared = have & (m0 == 0)
     if appeared.any():
         d.added_pairs.append((d.src[slot[appeared]], d.dst[slot[appeared]]))
     # attribute sets after the key's last reset, on a key that is present at the end
-    keep = valid & setting & (np.arange(len(keys)) > last_reset[group]) & (final[group] > 0)
+    keep = valid & setting & (np.arange(len(sel)) > last_reset[group]) & (final[group] > 0)
     if keep.any():
         _set_values(d, "e", batch, rows[sel[keep]], slot[group[keep]])
+
+
+@njit(cache=True, nogil=True)
+def _walk(group, delta, m0, time):
+    """Edge updates in apply order, each adding ``delta`` (+1 add, -1 remove, 0 set) to its key
+    ``group`` (multiplicities ``m0`` before): per key its first position; whether each applies
+    (a removal or a set of an absent edge does not); per key its final multiplicity, the position
+    of its last removal of the last copy (-1: none) and the latest time it was added or set (-inf:
+    never)."""
+    mult = m0.copy()
+    first = np.full(len(m0), -1, np.int64)
+    valid = np.empty(len(group), np.bool_)
+    last_reset = np.full(len(m0), -1, np.int64)
+    latest = np.full(len(m0), -np.inf)
+    for i in range(len(group)):
+        g = group[i]
+        if first[g] < 0:
+            first[g] = i
+        valid[i] = delta[i] == 1 or mult[g] > 0
+        if valid[i]:
+            mult[g] += delta[i]
+            if delta[i] == -1 and mult[g] == 0:
+                last_reset[g] = i
+            if delta[i] >= 0 and time[i] > latest[g]:
+                latest[g] = time[i]
+    return first, valid, mult, last_reset, latest
 
 
 def _release(d: _Draft, slots: np.ndarray, keys: np.ndarray) -> None:
     """Remove the (present) ``keys`` held in ``slots`` from the index; their slots become free."""
     _free(d, slots)
-    _reindex(d, keys, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    d.index.update(keys, np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _free(d: _Draft, slots: np.ndarray) -> None:
-    """Empty ``slots`` (no multiplicity, no attributes) and make them free; the index is :func:`_reindex`'s."""
+    """Empty ``slots`` (no multiplicity, no attributes) and make them free (not out of the index)."""
     d.mult[slots] = 0
     for name in list(d.eattrs):
         d.own("e", name).present[slots] = False
@@ -550,7 +561,7 @@ def _free(d: _Draft, slots: np.ndarray) -> None:
 
 def _allocate(d: _Draft, u: np.ndarray, v: np.ndarray, count: int) -> np.ndarray:
     """Slots for ``count`` new edges with endpoints ``u``, ``v``: free slots first, then new ones
-    at the end. A slot comes with multiplicity 0 and no attributes; the index is :func:`_reindex`'s."""
+    at the end. A slot comes with multiplicity 0 and no attributes (not in the index yet)."""
     reused = d.free[len(d.free) - min(count, len(d.free)):]
     d.free = d.free[:len(d.free) - len(reused)]
     extra = count - len(reused)
@@ -569,45 +580,6 @@ def _allocate(d: _Draft, u: np.ndarray, v: np.ndarray, count: int) -> np.ndarray
     d.src[slots], d.dst[slots] = u, v
     d.touched[reused] = -np.inf
     return slots
-
-
-def _reindex(d: _Draft, removed: np.ndarray, added: np.ndarray, added_slots: np.ndarray) -> None:
-    """The key index without the (present) keys ``removed`` and with the (absent, sorted, distinct)
-    keys ``added`` in ``added_slots``: one merge pass (:func:`_merged_index`), not a delete and an
-    insert that each move the whole index."""
-    if not len(removed) and not len(added):
-        return
-    dropped = np.sort(np.searchsorted(d.keys, removed))
-    d.keys, d.key_slots = _merged_index(d.keys, d.key_slots, dropped, added, added_slots.astype(d.key_slots.dtype))
-
-
-@njit(cache=True, nogil=True)
-def _merged_index(keys, slots, dropped, added, added_slots):
-    """Sorted ``keys`` (with their ``slots``) less positions ``dropped`` (ascending), merged with
-    sorted ``added`` (with ``added_slots``)."""
-    size = len(keys) - len(dropped) + len(added)
-    out_keys, out_slots = np.empty(size, keys.dtype), np.empty(size, slots.dtype)
-    i = j = k = o = 0
-    while o < size:
-        if k < len(dropped) and i == dropped[k]:
-            i += 1
-            k += 1
-        elif j < len(added) and (i >= len(keys) or added[j] < keys[i]):
-            out_keys[o], out_slots[o] = added[j], added_slots[j]
-            j += 1
-            o += 1
-        else:
-            out_keys[o], out_slots[o] = keys[i], slots[i]
-            i += 1
-            o += 1
-    return out_keys, out_slots
-
-
-def _slots(d: _Draft, keys: np.ndarray) -> np.ndarray:
-    at = np.searchsorted(d.keys, keys)
-    at_c = np.minimum(at, max(len(d.keys) - 1, 0))
-    hit = (at < len(d.keys)) & (d.keys[at_c] == keys) if len(d.keys) else np.zeros(len(keys), bool)
-    return np.where(hit, d.key_slots[at_c] if len(d.keys) else -1, -1)
 
 
 def _apply_vertex_sets(d: _Draft, batch: UpdateBatch, rows, vid, ok) -> None:
@@ -686,13 +658,13 @@ def _update_components(d: _Draft) -> None:
     cutting the region out first."""
     comp = d.comp
     if d.affected and _mostly_affected(d):
-        _index_components(d.keys, d.alive, comp)
+        _slot_components(d.src, d.dst, d.mult, d.alive, comp)
         return
     remap = None
     if d.added_pairs:
         u = np.concatenate([p[0] for p in d.added_pairs])
         v = np.concatenate([p[1] for p in d.added_pairs])
-        still = _slots(d, d.s.key(u, v)) >= 0          # an edge added, then removed later in the batch, joins nothing
+        still = d.index.lookup(d.s.key(u, v)) >= 0      # an edge added, then removed later in the batch, joins nothing
         u, v = u[still], v[still]
     if d.added_pairs and len(u):
         lu, lv = comp[u], comp[v]
@@ -714,7 +686,7 @@ def _update_components(d: _Draft) -> None:
         if not len(members):
             return
         if 2 * len(members) > len(comp):
-            _index_components(d.keys, d.alive, comp)
+            _slot_components(d.src, d.dst, d.mult, d.alive, comp)
             return
         live = np.flatnonzero(d.mult > 0)
         local = np.full(len(comp), -1, np.int64)
@@ -763,14 +735,16 @@ def _mostly_affected(d: _Draft) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _index_components(keys: np.ndarray, alive: np.ndarray, comp: np.ndarray) -> None:
-    """Write into ``comp`` the components (as :func:`smallest_members`) of the graph whose edges are
-    the sorted edge ``keys`` (every key in the index is a present edge), -1 for removed vertices:
-    one pass over the keys and two over the vids, with no decoded copy of the index."""
+def _slot_components(src: np.ndarray, dst: np.ndarray, mult: np.ndarray, alive: np.ndarray,
+                     comp: np.ndarray) -> None:
+    """Write into ``comp`` the components (as :func:`smallest_members`) of the graph whose edges
+    are the slots with a multiplicity, -1 for removed vertices: one pass over the slots and two
+    over the vids, with no copy of the live edges."""
     for x in range(len(comp)):
         comp[x] = x
-    for k in keys:
-        _link(comp, k >> _SHIFT, k & (MAX_VERTICES - 1))
+    for s in range(len(mult)):
+        if mult[s] > 0:
+            _link(comp, src[s], dst[s])
     for x in range(len(comp)):
         comp[x] = comp[comp[x]] if alive[x] else -1
 

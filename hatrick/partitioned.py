@@ -861,15 +861,15 @@ def _rebuild(like: State, parts: list[dict]) -> State:
         keys = state.key(index.get_indexer(np.concatenate([p["src"] for p in parts])),
                          index.get_indexer(np.concatenate([p["dst"] for p in parts])))
         touched = touched.copy()
-        touched[state.key_slots[np.searchsorted(state.keys, keys)]] = np.concatenate(
+        touched[state.key_index().lookup(keys)] = np.concatenate(
             [p.get("touched", np.full(len(p["src"]), like.time)) for p in parts])
     alive = state.alive
     if size:
         alive = alive.copy()
         alive[:size] = pd.Index(held).get_indexer(prefix) >= 0
-    return State(state.directed, state.ids, alive, state.comp, state.vattrs, vkinds, state.keys,
-                 state.key_slots, state.src, state.dst, state.mult, touched, state.eattrs, ekinds,
-                 like.static_vertex, like.static_edge, like.batch, like.time, state.free, like.template)
+    return State(state.directed, state.ids, alive, state.comp, state.vattrs, vkinds, state.index, state.src,
+                 state.dst, state.mult, touched, state.eattrs, ekinds, like.static_vertex, like.static_edge,
+                 like.batch, like.time, state.free, like.template, state.index_version)
 
 
 def _all(workers: list, name: str, *args) -> list:

@@ -30,8 +30,8 @@ def _columns_in(tree: dict) -> dict:
 
 def state_to_tree(s: State) -> dict:
     return {"directed": s.directed, "ids": s.ids.to_numpy(), "alive": s.alive, "comp": s.comp,
-            "vattrs": _columns_out(s.vattrs), "vkinds": dict(s.vkinds), "keys": s.keys, "key_slots": s.key_slots,
-            "src": s.src, "dst": s.dst, "mult": s.mult, "touched": s.touched, "eattrs": _columns_out(s.eattrs),
+            "vattrs": _columns_out(s.vattrs), "vkinds": dict(s.vkinds), "src": s.src, "dst": s.dst, "mult": s.mult,
+            "touched": s.touched, "eattrs": _columns_out(s.eattrs),
             "ekinds": dict(s.ekinds), "static_vertex": sorted(s.static_vertex),
             "static_edge": sorted(s.static_edge), "batch": s.batch, "time": float(s.time), "free": s.free,
             "template": None if s.template is None else {
@@ -50,8 +50,10 @@ def _template_vertex(t: dict) -> dict:
 
 
 def state_from_tree(t: dict) -> State:
+    """The state a tree holds; its key index is built when first used (a file of an earlier
+    version also holds a sorted one: that is not read)."""
     return State(bool(t["directed"]), pd.Index(t["ids"]), t["alive"], t["comp"], _columns_in(t["vattrs"]),
-                 dict(t["vkinds"]), t["keys"], t["key_slots"], t["src"], t["dst"], t["mult"], t["touched"],
+                 dict(t["vkinds"]), None, t["src"], t["dst"], t["mult"], t["touched"],
                  _columns_in(t["eattrs"]), dict(t["ekinds"]), frozenset(t["static_vertex"]),
                  frozenset(t["static_edge"]), int(t["batch"]), float(t["time"]), t["free"],
                  None if t["template"] is None else TemplateValues(t["template"]["keys"],

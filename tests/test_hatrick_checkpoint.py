@@ -104,7 +104,7 @@ def test_edge_slots_are_reused_and_carry_nothing_over():
     src, dst = rng.integers(0, 200, 300), rng.integers(0, 200, 300)
     state = build_state(np.arange(200), src, dst, directed=False)
     ref = Reference(range(200), zip(src.tolist(), dst.tolist()))
-    seq, peak = 0, len(state.keys)
+    seq, peak = 0, len(state.key_index())
     for _ in range(15):                                    # FIFO-like churn: every batch replaces 100 edges
         present = np.array([ref.edges[k][2] for k in ref.edges if ref.edges[k][0] > 0], dtype=np.int64)
         drop = present[rng.choice(len(present), 100, replace=False)]
@@ -119,9 +119,9 @@ def test_edge_slots_are_reused_and_carry_nothing_over():
             assert ref.apply({k: v for k, v in row.items() if v is not None}) is None
         state, outcome = apply_batch(state, validate(frame, "int64")[0])
         assert outcome.rejected.empty
-        peak = max(peak, len(state.keys))
+        peak = max(peak, len(state.key_index()))
         assert len(state.src) <= peak + 100                # not one slot per key ever seen (that is 1800)
-        assert (state.mult[state.key_slots] > 0).all() and (state.mult[state.free] == 0).all()
+        assert (state.mult[state.key_index().items()[1]] > 0).all() and (state.mult[state.free] == 0).all()
         assert not state.eattrs["w"].present[state.free].any()
         edges = edge_frame(state)
         assert live_edge_counts(edges, False) == ref.edge_counts()

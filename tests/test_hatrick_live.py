@@ -83,6 +83,31 @@ def test_batches_match_reference_and_from_scratch(directed, seed_edges, batches)
         check(state, ref)
 
 
+@settings(max_examples=25, deadline=None)
+@given(directed=st.booleans(), seed_edges=st.lists(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)),
+                                                    max_size=12), batches=batches_strategy)
+def test_a_state_whose_key_index_a_later_state_changed_still_applies_batches(directed, seed_edges, batches):
+    """The key index is changed in place by the state derived next (hatrick.keyindex): a batch
+    staged on a state and dropped, then applied to that state again, gives the same graph, and
+    either of the two results can go on (the other then builds its own index)."""
+    ref = Reference(range(N), seed_edges, directed)
+    state = build_state(np.arange(N), [e[0] for e in seed_edges], [e[1] for e in seed_edges], directed)
+    seq = 0
+    for step, rows in enumerate(batches):
+        updates = []
+        for op, u, v, value in rows:
+            seq += 1
+            updates.append(update(op, u, v, value, seq))
+        for u in updates:
+            ref.apply(u)
+        batch = validate(updates, "int64")[0]
+        dropped, _ = apply_batch(state, batch)          # takes the index
+        again, _ = apply_batch(state, batch)            # rebuilds one: the index is not this state's any more
+        check(again, ref)
+        check(dropped, ref)
+        state = dropped if step % 2 else again
+
+
 def test_big_random_batches_cc_matches_networkx():
     rng = np.random.default_rng(7)
     n = 2000
