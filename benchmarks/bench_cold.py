@@ -7,7 +7,9 @@ checksum over every value; a run's DataFrame is made when first read, so that jo
 includes Spark's first read of the result files), then the same run again in that
 process: the warm figure. Both stand beside igraph's build+solve on one core, measured here on the
 same edges, with the ratio; the first run's set-up and output phases
-(:attr:`gopher.metrics.RunMetrics.phases`) say where its time went. Each process
+(:attr:`gopher.metrics.RunMetrics.phases`) say where its time went, and the CPU seconds of the
+driver's Python process, its JVM and the Python workers, first and warm, say who spent it (wall
+seconds on a shared machine are noise; CPU seconds much less so). Each process
 also times the warm fixed cost: an empty program of one superstep (median of 3). The header says
 whether the driver JVMs map the class-data archive built at set-up (:mod:`goffish.class_archive`).
 """
@@ -50,13 +52,15 @@ def child(argv: list[str]) -> None:
     clock = time.perf_counter()
     import goffish
     from benchmarks.bench_gopher import _checksum
-    from sparkshim.compat import jvm_usage
+    from sparkshim.compat import driver_jvm_pid, jvm_usage
 
     spark = goffish.session(master=request["master"], conf=request["conf"])
     session_seconds = time.perf_counter() - clock
     g = goffish.open(request["graph"], spark=spark)
     report = {"session_seconds": session_seconds}
+    jvm_pid = driver_jvm_pid(spark)
     for label in ("first", "warm"):
+        start = _cpu(jvm_pid)
         clock = time.perf_counter()
         result, column = _run(g, request["algorithm"], request["source"], request["pagerank_iterations"])
         ran = time.perf_counter() - clock
@@ -66,14 +70,39 @@ def child(argv: list[str]) -> None:
         _checksum(result.dataframe, column)
         total = time.perf_counter() - clock
         job_jvm = _spent(before, jvm_usage(spark))
+        cpu = _spent(start, _cpu(jvm_pid))
         result.unpersist()
         report[label] = {"seconds": total, "run_seconds": ran, "first_job_seconds": total - ran,
-                         "first_job_jvm": job_jvm,
+                         "first_job_jvm": job_jvm, "cpu": cpu,
                          "supersteps": result.metrics.num_supersteps, "phases": result.metrics.phases,
                          "superstep_seconds": sum(s.seconds for s in result.metrics.supersteps)}
     report["fixed_seconds"] = float(np.median([g.run(Empty(), progress=False).metrics.seconds for _ in range(3)]))
     spark.stop()
     print("GOFFISH-COLD " + json.dumps(report), flush=True)
+
+
+def _cpu(jvm_pid: int) -> dict:
+    """CPU seconds so far of this (the driver's) Python process, of the driver JVM and of the Python
+    workers it started (its descendants, those ended included); None off Linux."""
+    if not os.path.isdir(f"/proc/{jvm_pid}"):
+        return {"python": None, "jvm": None, "workers": None}
+    stats, children = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    fields = file.read().rsplit(")", 1)[1].split()
+            except OSError:                 # ended meanwhile
+                continue
+            stats[int(entry)] = [int(f) / os.sysconf("SC_CLK_TCK") for f in fields[11:15]]
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    workers, pending = 0.0, list(children.get(jvm_pid, []))
+    while pending:
+        pid = pending.pop()
+        workers += sum(stats[pid])          # its own time and that of its ended, reaped children
+        pending += children.get(pid, [])
+    python = os.times()
+    return {"python": python.user + python.system, "jvm": sum(stats[jvm_pid][:2]), "workers": workers}
 
 
 def _spent(before: dict, after: dict) -> dict:
@@ -140,9 +169,13 @@ def format_row(row: dict) -> str:
     phases = ", ".join(f"{k} {v:.2f}" for k, v in first["phases"].items())
     jvm = first["first_job_jvm"]
     cpu = "" if jvm["cpu"] is None else f"CPU {jvm['cpu']:.2f}s (JIT compilers {jvm['jit_cpu']:.2f}), "
+    spent = "" if first["cpu"]["jvm"] is None else (
+        f"CPU-s first/warm: driver Python {first['cpu']['python']:.2f}/{warm['cpu']['python']:.2f}, "
+        f"driver JVM {first['cpu']['jvm']:.2f}/{warm['cpu']['jvm']:.2f}, "
+        f"workers {first['cpu']['workers']:.2f}/{warm['cpu']['workers']:.2f}; ")
     return (f"{row['algorithm']:9s} first {first['seconds']:7.3f}s ({first['x_igraph']:5.2f}x igraph)  "
             f"warm {warm['seconds']:7.3f}s ({warm['x_igraph']:5.2f}x)  igraph {row['igraph_seconds']:.3f}s  "
-            f"[first run: {phases}, supersteps {first['superstep_seconds']:.2f}, "
+            f"[{spent}first run: {phases}, supersteps {first['superstep_seconds']:.2f}, "
             f"caller's first job {first['first_job_seconds']:.2f}: driver JVM {cpu}{jvm['classes']} classes loaded, "
             f"{jvm['codegen']} classes generated in {jvm['codegen_ms'] / 1e3:.2f}s; session start {row['session_seconds']:.2f} "
             f"not counted; warm fixed cost {row['fixed_seconds']:.3f}s]")

@@ -273,11 +273,15 @@ class _RemoteAttributes:
 def _csr_layout(src, dst, n, symmetric: bool):
     """How edge weights become a CSR that keeps the minimum over duplicate (src, dst) entries:
     (edge of each entry in (src, dst) order, first entry of each pair, indptr, indices).
-    Weights then need only a gather and ``np.fmin.reduceat``; explicit zeros are kept."""
+    Weights then need only a gather and ``np.fmin.reduceat``; explicit zeros are kept.
+
+    The (src, dst) order is a stable sort of one key, ``src * n + dst`` (exact below 3e9
+    vertices), the order ``np.lexsort((dst, src))`` gives at a third of its time: in a fresh
+    worker, a run's first superstep builds every layout it needs."""
     edge = np.arange(len(src))
     if symmetric:
         src, dst, edge = np.concatenate([src, dst]), np.concatenate([dst, src]), np.concatenate([edge, edge])
-    order = np.lexsort((dst, src))
+    order = np.argsort(src * n + dst, kind="stable")
     src, dst, edge = src[order], dst[order], edge[order]
     first = np.ones(len(src), dtype=bool)
     first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])

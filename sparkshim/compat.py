@@ -242,7 +242,7 @@ def jvm_usage(spark) -> dict:
              "jit_ms": beans.getCompilationMXBean().getTotalCompilationTime(),
              "codegen": codegen.getCount(), "codegen_ms": float(jvm.java.util.Arrays.stream(codegen.getSnapshot().getValues()).sum()),
              "cpu": None, "jit_cpu": None}
-    process = f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}"
+    process = f"/proc/{driver_jvm_pid(spark)}"
     if os.path.isdir(process):
         usage["cpu"], usage["jit_cpu"] = _cpu_seconds(f"{process}/stat"), 0.0
         for thread in os.listdir(f"{process}/task"):
@@ -253,6 +253,11 @@ def jvm_usage(spark) -> dict:
             except OSError:             # a compiler thread ended meanwhile (HotSpot adds and ends them)
                 continue
     return usage
+
+
+def driver_jvm_pid(spark) -> int:
+    """The process id of the driver's JVM (Py4J's gateway; no public API names it)."""
+    return spark._jvm.java.lang.ProcessHandle.current().pid()
 
 
 def _cpu_seconds(stat: str) -> float:

@@ -3,6 +3,7 @@
 A PySpark upgrade fails ``test_pyspark_version_is_one_the_shims_were_tested_on`` first: re-check
 every shim against the new version (Spark 4 has public replacements for some), then add it.
 """
+import os
 import re
 import subprocess
 import sys
@@ -171,6 +172,13 @@ def test_forgets_zip_importers_passes_rows_through_and_leaves_none_however_the_t
 def test_connect_to_submitted_jvm_is_harmless_when_connected(spark):
     spark_compat.connect_to_submitted_jvm()
     assert spark.range(3).count() == 3
+
+
+def test_driver_jvm_pid_is_the_java_process_this_session_started(spark):
+    pid = spark_compat.driver_jvm_pid(spark)
+    with open(f"/proc/{pid}/stat") as stat:
+        name, rest = stat.read().split(") ", 1)
+    assert name.endswith("(java") and int(rest.split()[1]) == os.getpid()     # its parent: this process
 
 
 def test_end_jvm_ends_this_processs_jvm_and_waits_for_it():

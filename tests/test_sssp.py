@@ -10,6 +10,7 @@ from scipy.sparse.csgraph import dijkstra
 
 import graphs
 from algorithms.sssp import lower_distances
+from gopher.subgraph import _csr_layout
 
 
 def _graph(n: int, m: int, seed: int, directed: bool, integral: bool) -> sp.csr_matrix:
@@ -124,3 +125,22 @@ def test_sssp_on_a_grid_whose_boundaries_improve_later_equals_networkx(grid, wei
     # some sub-graph heard again after it had distances: more relaxations than sub-graphs to reach
     relaxing = sum(s.active_subgraphs for s in result.metrics.supersteps[1:])
     assert relaxing > store.num_subgraphs - 1
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_a_local_csr_holds_each_arc_once_with_its_smallest_length(symmetric):
+    """What ``Subgraph.adjacency`` builds from its layout: one entry per (row, column), columns in
+    order within each row, the smallest length of parallel arcs (self-loops included)."""
+    rng = np.random.default_rng(5)
+    n, m = 40, 600                                   # many parallel arcs and self-loops
+    src, dst, length = rng.integers(0, n, m), rng.integers(0, n, m), rng.random(m)
+    edge, starts, indptr, indices = _csr_layout(src, dst, n, symmetric)
+    got = sp.csr_matrix((np.fmin.reduceat(length[edge], starts), indices, indptr), shape=(n, n))
+    if symmetric:
+        src, dst, length = np.r_[src, dst], np.r_[dst, src], np.r_[length, length]
+    expected = np.full((n, n), np.inf)
+    np.minimum.at(expected, (src, dst), length)
+    assert got.has_sorted_indices and got.nnz == np.isfinite(expected).sum()
+    dense = np.full((n, n), np.inf)
+    dense[np.repeat(np.arange(n), np.diff(got.indptr)), got.indices] = got.data
+    np.testing.assert_array_equal(dense, expected)
