@@ -75,9 +75,10 @@ import pyarrow as pa
 
 from gofs import files, layout
 from gofs.errors import InputError
-from gofs.partition.arrays import collect_labels
+from gofs.partition.arrays import collect_labels, summed_repeats as _summed_repeats
 from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
+from gofs.partition.propagation import cluster_level
 from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import forgets_zip_importers
 from gofs.spark_jobs import JobProfile, ScratchFrames, put_exchange, rows_by, shuffled, take_exchange, to_tasks
@@ -95,8 +96,6 @@ graphs of 0.1M-0.6M vertices: about 133 bytes per vertex-or-edge, on top of a fi
 first METIS call costs at any size."""
 
 _CLUSTERS_PER_PARTITION = 16    # cluster size bound U = n / (16 k): fine enough for METIS to balance
-_ACTIVE_SHARE = 0.5             # vertices that may move per clustering round (breaks label swaps)
-_COIN_BITS = 20
 _MAX_LEVELS = 12
 _STALLED = 0.95                 # a level keeping more than this share of vertices has stopped coarsening
 _RANGE_SHARE = 0.5              # cluster inside id ranges when at least this share of edge weight lies within them
@@ -251,11 +250,9 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
     ``(a, b, w)`` frames, the cluster mapping of every level (finest first), the input pairs
     with their first-level clusters ``(a, b, w, ca, cb)`` (None if no level) and the level sizes.
     ``exchange``: the input pairs as the pairs pass sent them (:func:`_pairs_pass`), for the first
-    level's range tasks. ``summaries`` are the vertex and pair summaries of ``weights`` and
-    ``pairs`` (:func:`_pairs_pass`); ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`) times and
-    counts each level's steps."""
-    from pyspark.sql import functions as F
-
+    level's range tasks or label propagation. ``summaries`` are the vertex and pair summaries of
+    ``weights`` and ``pairs`` (:func:`_pairs_pass`); ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`)
+    times and counts each level's steps."""
     def too_big(level: dict) -> bool:
         return coarse_graph_bytes(level["vertices"], level["edges"]) > budget_bytes \
             or (budget_edges is not None and level["edges"] > budget_edges)
@@ -283,16 +280,13 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
                     pairs, weights, ranges, min(bound, shrink * ranges["mean_weight"]), seed, held, not mappings,
                     exchange)
                 coarse_pairs = held(coarse_pairs)
-            with step(f"level {attempts} summary"):      # vertices and pairs at once: the pairs are at hand
-                coarse_summary, coarse_pair_summary = _summaries(coarse_weights, coarse_pairs, summary)
         else:
             with step(f"level {attempts} propagation"):
-                clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
-                coarse_weights = held(shuffled(clusters).join(weights, "vid").groupBy(F.col("c").alias("vid"))
-                                      .agg(F.sum("vw").alias("vw")))
-            with step(f"level {attempts} vertex summary"):    # before the pairs' (costly) contraction
-                coarse_summary = _vertex_summary(coarse_weights)
-            labelled = coarse_pairs = None
+                clusters, coarse_weights, labelled, coarse_pairs = cluster_level(
+                    pairs, weights, summary, pair_summary["edges"], bound, rounds, seed, attempts, held, not mappings,
+                    None if mappings else exchange)
+        with step(f"level {attempts} summary"):      # vertices and pairs at once: the pairs are at hand
+            coarse_summary, coarse_pair_summary = _summaries(coarse_weights, coarse_pairs, summary)
         coarse_n = coarse_summary["vertices"]
         clustered = time.perf_counter() - clock
         if coarse_n > _STALLED * levels[-1]["vertices"]:
@@ -304,14 +298,6 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
                             "ranges": ranges and ranges["count"]})
             continue
         stalled = None
-        if coarse_pairs is None:
-            with step(f"level {attempts} contract"):
-                labelled = _clustered_pairs(pairs, clusters)
-                if not mappings:            # the input pairs: the refinement reads them again
-                    labelled = held(labelled)
-                coarse_pairs = held(_contract(labelled))
-            with step(f"level {attempts} pair summary"):
-                _, coarse_pair_summary = _summaries(None, coarse_pairs, coarse_summary)
         if not mappings:
             first_labelled = labelled
         weights, summary, pairs, pair_summary = coarse_weights, coarse_summary, coarse_pairs, coarse_pair_summary
@@ -322,69 +308,9 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
     return weights, pairs, mappings, first_labelled, levels
 
 
-def _both_ways(pairs):
-    """Undirected weighted pairs (a < b) as a symmetric adjacency ``(src, dst, w)``."""
-    from pyspark.sql import functions as F
-
-    return pairs.select(F.col("a").alias("src"), F.col("b").alias("dst"), "w") \
-        .unionByName(pairs.select(F.col("b").alias("src"), F.col("a").alias("dst"), "w"))
-
-
-def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int, held: ScratchFrames):
-    """Size-constrained label propagation: ``(vid, c)``, c the id of a vertex of the same cluster.
-
-    Each round, a random half of the vertices (hash of seed, level, round, id)
-    move to the neighbouring cluster with the heaviest edges to them among
-    those whose weight plus theirs stays within ``bound`` (their own cluster is
-    always allowed; ties keep it, else break by hash). Moves are simultaneous,
-    so a cluster may overshoot the bound a little.
-    """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    slices = int(adjacency.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    # Split by target once per level: each round's join with the neighbours' clusters
-    # then moves only the (small) cluster table, not the edges.
-    by_target = adjacency.repartition(slices, "dst").persist(StorageLevel.DISK_ONLY)
-    labels = held(weights.select("vid", F.col("vid").alias("c"), "vw"))
-    try:
-        for round_ in range(rounds):
-            coin = F.xxhash64(F.lit(seed).cast("long"), F.lit(level).cast("long"), F.lit(round_).cast("long"),
-                              F.col("src"))
-            active = F.pmod(coin, F.lit(1 << _COIN_BITS)) < int(_ACTIVE_SHARE * (1 << _COIN_BITS))
-            sizes = labels.groupBy("c").agg(F.sum("vw").alias("cw"))
-            near = labels.join(sizes, "c").select(F.col("vid").alias("dst"), F.col("c").alias("to"), "cw")
-            own = labels.select(F.col("vid").alias("src"), "c", "vw").where(active)
-            # Only the active half's edges are shuffled, once, by source: the aggregation,
-            # the join with the mover and the choice below reuse that split.
-            scores = by_target.where(active).join(near, "dst").repartition(slices, "src") \
-                .groupBy("src", "to").agg(F.sum("w").alias("s"), F.max("cw").alias("cw")) \
-                .join(own, "src")
-            preference = F.struct(F.col("s"), (F.col("to") == F.col("c")).alias("stays"),
-                                  F.xxhash64(F.col("src"), F.col("to")).alias("tie"), F.col("to"))
-            moves = scores.where((F.col("to") == F.col("c")) | (F.col("cw") + F.col("vw") <= bound)) \
-                .groupBy("src", "c").agg(F.max(preference).alias("best")) \
-                .where(F.col("best.to") != F.col("c")) \
-                .select(F.col("src").alias("vid"), F.col("best.to").alias("moved"))
-            labels = held(labels.join(moves, "vid", "left")
-                           .select("vid", F.coalesce("moved", "c").alias("c"), "vw"))
-    finally:
-        by_target.unpersist()
-    return labels.select("vid", "c")
-
-
-def _vertex_summary(weights) -> dict:
-    """One job: the number of vertices of a ``(vid, vw)`` frame, its smallest and largest id
-    and its total weight (where the pairs' summary cannot come with it: :func:`_summaries`)."""
-    from pyspark.sql import functions as F
-
-    count, low, high, total = weights.agg(F.count(F.lit(1)), F.min("vid"), F.max("vid"), F.sum("vw")).first()
-    return {"vertices": int(count), "low": low, "high": high, "weight": total}
-
-
 def _summaries(weights, pairs, layout: dict) -> tuple[dict, dict]:
-    """One job: the vertices of a ``(vid, vw)`` frame ``weights`` (as :func:`_vertex_summary`; or
-    ``layout`` itself without one) and the pairs' summary: the number of distinct ``(a, b)`` of the
+    """One job: the vertices of a ``(vid, vw)`` frame ``weights`` (their number, smallest and largest
+    id and total weight; or ``layout`` itself without one) and the pairs' summary: the number of distinct ``(a, b)`` of the
     ``(a, b, w)`` pairs (estimated within a few per cent: repeats need no shuffle to be counted once),
     their total weight and, for each candidate count of id ranges (:func:`_range_counts`), the weight
     inside those ranges (what :func:`_id_ranges` decides by).
@@ -710,38 +636,11 @@ def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, se
     yield _level_batch(_CROSS_B, a[only_b], b[only_b], w[only_b], cb=cluster[at_b[only_b]])
 
 
-def _summed_repeats(a, b, w):
-    """The pairs ``(a, b)`` once each, sorted, with the weights ``w`` of their repeats summed."""
-    order = np.lexsort((b, a))
-    a, b, w = a[order], b[order], w[order]
-    if a.size == 0:
-        return a, b, w
-    first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
-    return a[first], b[first], np.add.reduceat(w, first)
-
-
 def _level_batch(kind: int, a, b=None, w=None, ca=None, cb=None) -> pa.RecordBatch:
     zeros = np.zeros(a.size, np.int64)
     return pa.RecordBatch.from_pydict({"kind": np.full(a.size, kind, np.int32), "a": a.astype(np.int64),
                                        **{name: zeros if x is None else x.astype(np.int64)
                                           for name, x in (("b", b), ("w", w), ("ca", ca), ("cb", cb))}})
-
-
-def _clustered_pairs(pairs, clusters):
-    """The pairs ``(a, b, w)`` with both ends' clusters ``(ca, cb)``."""
-    from pyspark.sql import functions as F
-
-    return shuffled(pairs).join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
-        .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b")
-
-
-def _contract(labelled):
-    """The coarse pairs ``(a, b, w)``, ``a < b``, of pairs labelled with their clusters
-    ``(a, b, w, ca, cb)``: edges between clusters, weights summed, inner edges dropped."""
-    from pyspark.sql import functions as F
-
-    return labelled.where(F.col("ca") != F.col("cb")) \
-        .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
 _VERTEX, _PAIR, _SIZE, _CUT = range(4)     # kinds of the METIS task's rows, in and out
