@@ -65,12 +65,13 @@ def test_partitioner_tasks_name_their_kernels_instead_of_shipping_them():
     from numba.core.registry import CPUDispatcher
     from pyspark import cloudpickle
 
-    from gofs.partition import boundary, multilevel
+    from gofs.partition import boundary, multilevel, propagation
 
     tasks = {"refine": boundary._refiner(np.array([5, 5]), 6, 1, 3, 1, 0),
              "ranges": multilevel._clustered_ranges(multilevel._range_clusters, 3.0, 0, "/tmp/x", True),
              "exchanged ranges": functools.partial(multilevel._exchanged_ranges, {}, {}, multilevel._range_clusters,
-                                                   3.0, 0, "/tmp/x", True)}
+                                                   3.0, 0, "/tmp/x", True),
+             "label propagation": functools.partial(propagation._move_vertices, {}, "/tmp/x", 0, 5, 1)}
     shipped = cloudpickle.dumps(boundary.refine_rounds)
     assert b"numba" in shipped, "the check below would not see a kernel shipped by value"
     assert isinstance(boundary.refine_rounds, CPUDispatcher)
