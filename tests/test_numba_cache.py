@@ -65,13 +65,14 @@ def test_partitioner_tasks_name_their_kernels_instead_of_shipping_them():
     from numba.core.registry import CPUDispatcher
     from pyspark import cloudpickle
 
-    from gofs.partition import boundary, multilevel
+    from gofs.partition import boundary, multilevel, propagation
 
     per_range = functools.partial(multilevel._range_rows, clusters_of=multilevel._range_clusters, cluster_weight=3.0,
                                   seed=0, directory="/tmp/x", labelled=True, ranges={}, summary=(0, {}))
     tasks = {"refine": functools.partial(boundary._refine_task, [], np.array([5, 5]), 6, 1, 3, 1, 0, "/tmp/x"),
              "ranges": functools.partial(multilevel._clustered_ranges, per_range),
-             "exchanged ranges": functools.partial(multilevel._exchanged_ranges, {}, {}, per_range)}
+             "exchanged ranges": functools.partial(multilevel._exchanged_ranges, {}, {}, per_range),
+             "label propagation": functools.partial(propagation._move_vertices, {}, "/tmp/x", 0, 5, 1)}
     shipped = cloudpickle.dumps(boundary.refine_rounds)
     assert b"numba" in shipped, "the check below would not see a kernel shipped by value"
     assert isinstance(boundary.refine_rounds, CPUDispatcher)

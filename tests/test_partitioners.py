@@ -399,7 +399,6 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
             pairs, weights, span, ranges, 12.0, 0, held, exchange=exchange)
         clusters, coarse, coarse_pairs = clusters.toPandas(), coarse.toPandas(), coarse_pairs.toPandas()
         labelled = labelled.toPandas().sort_values(["a", "b"])
-        contracted = multilevel._contract(held(spark.createDataFrame(labelled))).toPandas()
     finally:
         held.remove()
     cluster = np.full(n, -1)
@@ -418,14 +417,63 @@ def test_level_in_ranges_equals_the_contraction_of_its_clusters(spark, dense):
     apart = ca != cb
     oracle = pd.DataFrame({"a": np.minimum(ca, cb)[apart], "b": np.maximum(ca, cb)[apart],
                            "w": summed[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
-    got = contracted.sort_values(["a", "b"], ignore_index=True)
-    np.testing.assert_array_equal(got[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
     from_tasks = coarse_pairs.sort_values(["a", "b"], ignore_index=True)     # each coarse pair once
     np.testing.assert_array_equal(from_tasks[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
     assert vertex_summary == {**span, "vertices": np.unique(cluster).size}     # the level's span kept
     counts = multilevel._range_counts(span, spark)
     inside = {c: oracle["w"][oracle["a"] // width == oracle["b"] // width].sum() for c, width in counts.items()}
     assert pair_summary == {"edges": len(oracle), "weight": summed[apart].sum(), "inside": inside, "widths": counts}
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_label_propagation_level_equals_the_contraction_of_its_clusters(spark, dense):
+    """One label-propagation level on ids without locality (a shuffled grid): every cluster within
+    the bound (its room shared by the blocks moving at once), far fewer clusters than vertices,
+    and the cluster weights, labelled pairs and coarse pairs its tasks contract equal the same
+    contraction in numpy; repeated input pairs are summed. Dense: unit weights, the pairs taken
+    from the multilevel pairs pass's exchange files; else sent to the blocks by the level itself."""
+    import gofs.partition.multilevel as multilevel
+    from gofs.partition.propagation import cluster_level
+    from gofs.spark_jobs import ScratchFrames
+
+    n, src, dst = grid(20, drop=0.1)
+    relabel = np.random.default_rng(7).permutation(n)
+    a, b = np.minimum(relabel[src], relabel[dst]), np.maximum(relabel[src], relabel[dst])
+    repeat = np.arange(0, a.size, 5)
+    weights_in = np.r_[np.arange(1, a.size + 1), np.full(repeat.size, 3)].astype(np.int64)
+    pairs = spark.createDataFrame(pd.DataFrame({"a": np.r_[a, a[repeat]], "b": np.r_[b, b[repeat]], "w": weights_in}))
+    summed = weights_in[:a.size].copy()
+    summed[repeat] += 3
+    vw = np.ones(n, np.int64) if dense else np.random.default_rng(2).integers(1, 4, n)
+    weights = spark.createDataFrame(pd.DataFrame({"vid": np.arange(n), "vw": vw}))
+    vertices = {"vertices": n, "low": 0, "high": n - 1, "weight": int(vw.sum())}
+    bound = 12
+    held = ScratchFrames(spark, "test")
+    try:
+        exchange = multilevel._pairs_pass(pairs, vertices, held)[0] if dense else None
+        clusters, coarse, labelled, coarse_pairs = cluster_level(pairs, weights, vertices, a.size, bound, 3, 0, 1,
+                                                                 held, True, exchange)
+        clusters, coarse, coarse_pairs = clusters.toPandas(), coarse.toPandas(), coarse_pairs.toPandas()
+        labelled = labelled.toPandas().sort_values(["a", "b"])
+    finally:
+        held.remove()
+    cluster = np.full(n, -1)
+    cluster[clusters["vid"].to_numpy()] = clusters["c"].to_numpy()
+    assert (cluster >= 0).all() and len(clusters) == n
+    weight = np.bincount(cluster, weights=vw, minlength=n)
+    assert weight.max() <= bound and np.unique(cluster).size < 0.6 * n
+    assert sorted(zip(coarse["vid"], coarse["vw"])) == [(c, weight[c]) for c in np.unique(cluster)]
+    order = np.lexsort((b, a))
+    np.testing.assert_array_equal(labelled[["a", "b", "w"]].to_numpy(), np.c_[a[order], b[order], summed[order]])
+    np.testing.assert_array_equal(labelled["ca"].to_numpy(), cluster[a[order]])
+    np.testing.assert_array_equal(labelled["cb"].to_numpy(), cluster[b[order]])
+    ca, cb = cluster[a], cluster[b]
+    apart = ca != cb
+    oracle = pd.DataFrame({"a": np.minimum(ca, cb)[apart], "b": np.maximum(ca, cb)[apart],
+                           "w": summed[apart]}).groupby(["a", "b"], as_index=False)["w"].sum()
+    assert (coarse_pairs["a"] < coarse_pairs["b"]).all()
+    from_tasks = coarse_pairs.groupby(["a", "b"], as_index=False)["w"].sum()     # blocks' pairs may repeat
+    np.testing.assert_array_equal(from_tasks[["a", "b", "w"]].to_numpy(), oracle[["a", "b", "w"]].to_numpy())
 
 
 def test_id_ranges_widen_where_narrow_ones_cut_a_coarse_level():

@@ -39,6 +39,16 @@ def checked(num_vertices: int, src, dst, num_partitions: int) -> tuple[np.ndarra
     return src, dst
 
 
+def summed_repeats(a, b, w):
+    """The pairs ``(a, b)`` once each, sorted, with the weights ``w`` of their repeats summed."""
+    order = np.lexsort((b, a))
+    a, b, w = a[order], b[order], w[order]
+    if a.size == 0:
+        return a, b, w
+    first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
+    return a[first], b[first], np.add.reduceat(w, first)
+
+
 def collect_labels(labels, num_vertices: int) -> np.ndarray:
     """A (``vid``, ``part``) DataFrame as the driver-side partition array, its checkpoint released."""
     try:

