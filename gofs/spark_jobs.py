@@ -181,6 +181,19 @@ def _share_of_files(task, paths: list, tasks: int, batches):
             yield from task(paths[t::tasks])
 
 
+def task_columns(batches, names) -> tuple[int, list] | None:
+    """In a ``mapInArrow`` task: its Spark partition's index and the columns ``names`` of its rows as
+    numpy arrays; None if it got no rows. The files a task writes are named by that index, not by
+    ``spark_partition_id()``, which a local relation's projection gives 0."""
+    from pyspark import TaskContext
+
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return None
+    return TaskContext.get().partitionId(), [table.column(name).to_numpy() for name in names]
+
+
 def put_exchange(fs, path: str, table: pa.Table, destination: np.ndarray, k: int) -> None:
     """In a task: ``table`` sent to ``k`` tasks of a later job as one Arrow IPC file whose batch d
     holds the rows with ``destination == d``, in their order (an empty batch for none), written

@@ -84,7 +84,8 @@ from gofs.partition.metis import weighted_parts
 from gofs.partition.propagation import cluster_level
 from gofs.partition.boundary import refine_boundary
 from sparkshim.compat import forgets_zip_importers
-from gofs.spark_jobs import JobProfile, ScratchFrames, over_files, put_exchange, rows_by, shuffled, take_exchange
+from gofs.spark_jobs import JobProfile, ScratchFrames, over_files, put_exchange, rows_by, shuffled, take_exchange, \
+    task_columns
 
 DRIVER_BUDGET_BYTES = 256 << 20
 """Default memory the coarse graph may cost the one task that runs METIS on it (its rows, as CSR,
@@ -410,16 +411,12 @@ def _pairs_pass(pairs, vertices: dict, held) -> tuple[dict, dict]:
 
 
 def _send_pairs(directory: str, low: int, width: int, count: int, counts: dict, batches):
-    """Task of :func:`_pairs_pass`: one Spark partition's pairs ``(a, b, w)``; its files are named
-    by its partition (not ``spark_partition_id()``, which a local relation's projection gives 0)."""
-    from pyspark import TaskContext
-
-    batches = list(batches)
-    table = pa.Table.from_batches(batches) if batches else None
-    if table is None or table.num_rows == 0:
+    """Task of :func:`_pairs_pass`: one Spark partition's pairs ``(a, b, w)``, its files named by
+    its partition (:func:`gofs.spark_jobs.task_columns`)."""
+    rows = task_columns(batches, "abw")
+    if rows is None:
         return
-    t = TaskContext.get().partitionId()
-    a, b, w = (table.column(name).to_numpy() for name in ("a", "b", "w"))
+    t, (a, b, w) = rows
     near, far = (a - low) // width, (b - low) // width
     apart = near != far
     fs, root = layout.filesystem(directory)

@@ -19,7 +19,7 @@ from gofs.numba_cache import serialise_compilation
 from gofs.partition.arrays import checked, collect_labels, summed_repeats
 from gofs.partition.hashing import hash_labels
 from gofs.partition.matching import splitmix
-from gofs.spark_jobs import put_exchange, take_exchange
+from gofs.spark_jobs import put_exchange, take_exchange, task_columns
 from sparkshim.compat import forgets_zip_importers, release_local_checkpoint
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
@@ -489,15 +489,10 @@ def _sent(pairs, weights, vertices: dict, edges: int, directory: str) -> dict:
 
 def _send_rows(directory: str, low: int, width: int, count: int, batches):
     """Task of :func:`_sent`: rows ``(a, b, w)``, vertices as ``(vid, -1, vw)``."""
-    from pyspark import TaskContext
-
-    batches = list(batches)
-    table = pa.Table.from_batches(batches) if batches else None
-    if table is None or table.num_rows == 0:
+    rows = task_columns(batches, "abw")
+    if rows is None:
         return
-    t = TaskContext.get().partitionId()
-    a, b, w = (table.column(name).to_numpy() for name in ("a", "b", "w"))
-    del table, batches
+    t, (a, b, w) = rows
     fs, root = layout.filesystem(directory)
     vertex = b < 0
     put_exchange(fs, layout.join(root, "sent", "vertices", layout.part_file(t)),
