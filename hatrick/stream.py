@@ -42,6 +42,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time as _time
@@ -65,6 +66,7 @@ from hatrick.planner import RescalePolicy, plan_migration, ring_plan
 from hatrick.ring import HashRing, bucket_of
 from hatrick.snapshot import SnapshotReport
 from hatrick.updates import UpdateError, empty_rejected, validate
+from sparkshim.checkpoints import driver_scratch
 
 
 def _completed(method):
@@ -237,6 +239,7 @@ class Stream:
         self._live_results: dict = {}
         self._live_due = False          # the live results lag the last batch (see _after_batch)
         self._query = None
+        self._query_scratch = None      # the source query's own checkpoint directory, when the stream keeps none
         self.queries: dict = {}         # {topic name: Topic} of the CGQL queries restored from the checkpoint
         if restored:
             self._restore_queries(restored["queries"])
@@ -745,9 +748,12 @@ class Stream:
                 raise InputError("this stream already consumes a source; call stop() first")
             if self._tasks is not None:
                 check_slots(self.graph.spark, self.workers, fed_by_query=True)
-            if checkpoint_location is None:
-                base = self._checkpoint.directory if self._checkpoint else tempfile.mkdtemp(prefix="hatrick-")
-                checkpoint_location = os.path.join(base, "spark")
+            self.stop()                     # a query that ended by itself: its scratch directory goes
+            if checkpoint_location is None and self._checkpoint:
+                checkpoint_location = os.path.join(self._checkpoint.directory, "spark")
+            elif checkpoint_location is None:
+                self._query_scratch = tempfile.mkdtemp(prefix="hatrick-", dir=driver_scratch(self.graph.spark.sparkContext))
+                checkpoint_location = os.path.join(self._query_scratch, "spark")
             self._query = start_query(self, source, format, trigger, checkpoint_location, max_files_per_trigger)
             return self._query
 
@@ -768,6 +774,9 @@ class Stream:
         if self._query is not None:
             self._query.stop()
             self._query = None
+        if self._query_scratch is not None:
+            shutil.rmtree(self._query_scratch, ignore_errors=True)
+            self._query_scratch = None
 
     def close(self) -> None:
         """Stop consuming and end the workers' Spark tasks (their state goes with them; the

@@ -1,6 +1,7 @@
 """The Stream: exactly-once across crashes and restarts, replays, migrations, snapshots as GoFS
 instances, callbacks, aging, the Structured Streaming file source and the CLI."""
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -260,6 +261,28 @@ def test_structured_streaming_file_source_exactly_once_across_restart(graph, tmp
     restarted.start(str(inbox), trigger="availableNow").awaitTermination()
     restarted.stop()
     check_equal(restarted, ref)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_source_query_without_a_checkpoint_leaves_no_directory(graph, tmp_path, spark):
+    """Without a stream checkpoint the source query's own checkpoint is scratch: it lives in
+    Spark's driver scratch directory (removed by Spark's JVM at exit) and goes at stop()."""
+    from pyspark import SparkFiles
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    log = random_log(1, 20)
+    ref = template_reference(graph)
+    for update in log:
+        ref.apply(update)
+    (inbox / "0.json").write_text("".join(json.dumps(r) + "\n" for r in log))
+    s = graph.stream()
+    s.start(str(inbox), trigger="availableNow").awaitTermination()
+    scratch = s._query_scratch
+    assert os.path.dirname(scratch) == SparkFiles.getRootDirectory() and os.listdir(scratch) == ["spark"]
+    s.stop()
+    assert not os.path.exists(scratch)
+    check_equal(s, ref)
 
 
 def test_cli_stream_drains_a_directory_and_snapshots(graph, tmp_path, spark, capsys):
