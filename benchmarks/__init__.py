@@ -5,8 +5,11 @@ Run one with ``./run.sh bench NAME ARGS...`` (``python -m benchmarks NAME ARGS..
 repository root); ``./run.sh bench ARGS...`` runs ``gopher``. Figures are in README.md here.
 """
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 
 
 def print_results(results: dict, json_path: str | None = None) -> None:
@@ -16,3 +19,11 @@ def print_results(results: dict, json_path: str | None = None) -> None:
         os.makedirs(os.path.dirname(json_path) or ".", exist_ok=True)
         with open(json_path, "w") as f:
             json.dump(results, f, indent=1)
+
+
+def scratch_directory(prefix: str) -> str:
+    """A new temporary directory for a benchmark's inputs and graphs, removed when the process exits
+    (pass a benchmark's ``--workdir`` instead to keep them)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path

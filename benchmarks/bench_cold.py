@@ -19,12 +19,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import scratch_directory
 from gofs.store import GraphStore
 from gopher.program import SubgraphProgram
 
@@ -188,7 +188,7 @@ def main(args) -> int:
         from benchmarks.bench_gopher import ingest_report
 
         path, _ = ingest_report(args.generator, args.size, args.partitions, args.seed,
-                                Path(tempfile.mkdtemp(prefix="goffish-bench-")))
+                                Path(scratch_directory("goffish-bench-")))
     conf = dict(kv.split("=", 1) for kv in (args.conf or []))
     algorithms = [a for a in args.algorithms.split(",") if a]
     unknown = sorted(set(algorithms) - set(ALGORITHMS))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from pyspark.sql import functions as F
 
 from algorithms import baselines
 from algorithms.baselines import canonical_components
+from benchmarks import scratch_directory
 from gopher.program import SubgraphProgram
 
 
@@ -372,7 +372,7 @@ def _run(spark, args) -> int:
         ingest = None
     else:
         path, ingest = ingest_report(args.generator, args.size, args.partitions, args.seed,
-                                     Path(tempfile.mkdtemp(prefix="goffish-bench-")))
+                                     Path(scratch_directory("goffish-bench-")))
         print("ingest: " + json.dumps(ingest))
         g = goffish.open(path, spark=spark)
         if args.ingest_only:

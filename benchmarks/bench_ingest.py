@@ -18,9 +18,10 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from benchmarks import scratch_directory
 
 
 def _edge_list(kind: str, edges: int, directory: str, seed: int) -> str:
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
         args.input = args.quality_of
         return _quality(args)
 
-    workdir = args.workdir or tempfile.mkdtemp(prefix="goffish-bench-ingest-")
+    workdir = args.workdir or scratch_directory("goffish-bench-ingest-")
     os.makedirs(workdir, exist_ok=True)
     common = ["--partitions", str(args.partitions), "--master", args.master, "--driver-memory", args.driver_memory,
               "--shuffle-partitions", str(args.shuffle_partitions), "--spark-partitioner", args.spark_partitioner,

@@ -20,10 +20,11 @@ import argparse
 import json
 import multiprocessing
 import os
-import tempfile
 import time
 
 import numpy as np
+
+from benchmarks import scratch_directory
 
 
 def _igraph_run(n, src, dst, seed, method="louvain"):
@@ -172,7 +173,7 @@ def main(argv=None) -> int:
     import goffish
 
     spark = goffish.session(master=args.master)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="goffish-louvain-")
+    workdir = args.workdir or scratch_directory("goffish-louvain-")
     rows = []
     for mu in [float(m) for m in args.mu.split(",") if m]:
         for row in bench_one(spark, args.size, mu, args.partitions, args.seed, workdir, args.networkx_timeout,
