@@ -1,8 +1,11 @@
 """PageRank with NetworkX's semantics, one power iteration per superstep.
 
-Each sub-graph multiplies its local ranks through its local edges (scipy
-sparse, C; the matrix is built once per worker, never shipped) and sends
-rank/out-degree along remote edges (sum combiner); only the rank vector is state.
+A superstep runs once per partition (every sub-graph at once): the partition's
+local edges multiply its ranks (one ``np.bincount`` over the partition's arcs,
+built once per worker, never shipped) and rank/out-degree goes along remote
+edges (sum combiner); only the partition's rank vector is state. numpy alone: a
+fresh worker imports no scipy (~0.3 CPU-s) and builds one set of arrays per
+partition, not a matrix per sub-graph (3,124 on the 1M road grid).
 Dangling vertices spread their rank uniformly, as ``networkx.pagerank`` does;
 an aggregator carries the dangling mass and the L1 change, and the master
 stops when the change falls below ``N * tol`` (Page et al. 1999; NetworkX's
@@ -14,7 +17,6 @@ import math
 
 import numpy as np
 import pyarrow as pa
-import scipy.sparse as sp
 
 from algorithms.registry import Algorithm, Flag, NetworkX, register
 from algorithms.weights import reject_bad_weights
@@ -31,6 +33,7 @@ class PageRank(SubgraphProgram):
     combiner = "sum"
     aggregators = {"dangling": "sum", "change": "sum"}
     output_schema = {"pagerank": pa.float64()}
+    partition_messages = True
 
     def __init__(self, num_vertices: int, alpha: float = 0.85, max_iter: int = 100, tol: float = 1e-6,
                  weight: str | None = None):
@@ -38,18 +41,19 @@ class PageRank(SubgraphProgram):
         self.alpha, self.max_iter, self.tol, self.weight = alpha, max_iter, tol, weight
         self.edge_attributes = (weight,) if weight else ()
 
-    def _prepare(self, subgraph):
-        """Out-weights and the local transition matrix, computed once per sub-graph."""
-        src, dst = subgraph.edge_src, subgraph.edge_dst
-        w = subgraph.edge_attribute(self.weight).astype(np.float64) if self.weight else np.ones(len(src))
-        if not subgraph.directed:
+    def _prepare(self, whole):
+        """The partition's arcs with their shares of their source's rank, its dangling vertices
+        and its remote arcs with theirs (``whole``: the partition as one sub-graph)."""
+        src, dst = whole.edge_src, whole.edge_dst
+        w = whole.edge_attribute(self.weight).astype(np.float64) if self.weight else np.ones(len(src))
+        if not whole.directed:
             loop = src == dst
             src, dst, w = (np.concatenate([src, dst[~loop]]), np.concatenate([dst, src[~loop]]),
                            np.concatenate([w, w[~loop]]))
-        remote = subgraph.remote_edges
-        out = remote.outgoing(subgraph.directed)
+        remote = whole.remote_edges
+        out = remote.outgoing(whole.directed)
         rw = remote.attribute(self.weight)[out].astype(np.float64) if self.weight else np.ones(int(out.sum()))
-        n = subgraph.num_vertices
+        n = whole.num_vertices
         if self.weight:     # shares are ratios: scaling a vertex's out-weights to at most 1 keeps their sum finite
             top = np.zeros(n)
             np.maximum.at(top, src, w)
@@ -58,18 +62,22 @@ class PageRank(SubgraphProgram):
             w, rw = w * scale[src], rw * scale[remote.src[out]]
         out_weight = np.bincount(src, weights=w, minlength=n) + np.bincount(remote.src[out], weights=rw, minlength=n)
         inverse = np.divide(1.0, out_weight, out=np.zeros(n), where=out_weight > 0)
-        to_local = sp.csr_matrix((w * inverse[src], (dst, src)), shape=(n, n))
-        return {"to_local": to_local, "dangling": out_weight == 0, "remote_src": remote.src[out],
-                "remote_dst": remote.dst[out], "remote_share": rw * inverse[remote.src[out]]}
+        return {"src": src, "dst": dst, "share": w * inverse[src], "dangling": np.flatnonzero(out_weight == 0),
+                "remote_src": remote.src[out], "remote_dst": remote.dst[out],
+                "remote_share": rw * inverse[remote.src[out]]}
 
-    def compute(self, subgraph, messages, ctx):
-        state = subgraph.state
-        prep = subgraph.derived(("pagerank", self.weight), lambda: self._prepare(subgraph))
+    def compute_partition(self, subgraphs, ctx):
+        if not len(subgraphs):
+            return True
+        state = subgraphs.partition_state
+        prep = subgraphs[0].partition_pass(("pagerank", self.weight), self._prepare)
+        n = int(subgraphs.vertex_counts.sum())
         if ctx.superstep == 0:
-            state["x"] = np.full(subgraph.num_vertices, 1.0 / self.n)
+            state["x"] = np.full(n, 1.0 / self.n)
         else:
-            incoming = prep["to_local"] @ state["x"]
-            np.add.at(incoming, messages.vertices, messages.values)
+            messages = ctx.partition_messages()
+            incoming = np.bincount(prep["dst"], weights=prep["share"] * state["x"][prep["src"]], minlength=n)
+            incoming += np.bincount(messages.vertices, weights=messages.values, minlength=n)
             dangling = ctx.aggregated.get("dangling", 0.0)
             x = self.alpha * (incoming + dangling / self.n) + (1.0 - self.alpha) / self.n
             ctx.aggregate("change", float(np.abs(x - state["x"]).sum()))
@@ -78,6 +86,7 @@ class PageRank(SubgraphProgram):
         ctx.aggregate("dangling", float(x[prep["dangling"]].sum()))
         if len(prep["remote_dst"]):
             ctx.send_to_vertices(prep["remote_dst"], x[prep["remote_src"]] * prep["remote_share"])
+        return True
 
     def master(self, ctx):
         if ctx.superstep == 0:
@@ -85,8 +94,8 @@ class PageRank(SubgraphProgram):
         if self.tol and ctx.aggregated.get("change", 0.0) < self.n * self.tol:
             ctx.halt()
 
-    def output(self, subgraph):
-        return {"pagerank": subgraph.state["x"]}
+    def output_partition(self, subgraphs):
+        return {"pagerank": subgraphs.partition_state.get("x", np.empty(0))}
 
 
 _WEIGHT_PROBLEMS = (

@@ -162,7 +162,7 @@ class SingleSourceShortestPaths(SubgraphProgram):
         ones to 32 bits on every call: a third of a small re-relaxation's time), and whether every
         length is a whole number (hop counts are)."""
         adjacency = subgraph.adjacency(self.weight)
-        if adjacency.nnz + adjacency.shape[0] < 2 ** 31 - 1:
+        if adjacency.indices.dtype != np.int32 and adjacency.nnz + adjacency.shape[0] < 2 ** 31 - 1:
             adjacency = sp.csr_matrix((adjacency.data, adjacency.indices.astype(np.int32),
                                        adjacency.indptr.astype(np.int32)), shape=adjacency.shape)
         return adjacency, _whole(adjacency.data)

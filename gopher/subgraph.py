@@ -217,8 +217,10 @@ class Subgraph:
     def adjacency(self, weight: str | None = None, symmetric: bool | None = None):
         """Local adjacency as CSR (row = source). Undirected graphs are symmetrised.
         Parallel edges keep the smallest weight (what shortest paths need). The sort behind
-        it depends only on the topology, so it is kept with the partition and reused for
-        every weight and every instance (time-series runs build one matrix per instance).
+        it depends only on the topology, so it is done once for the whole partition, kept with
+        it, and each sub-graph takes its rows of it (a sub-graph's local edges join only its own
+        vertices), for every weight and every instance (time-series runs build one matrix per
+        instance): one sort per partition, not one per sub-graph in a fresh worker's first superstep.
         Returns a ``scipy.sparse.csr_matrix`` (scipy is imported on first use: a program that
         never asks for a matrix does not pay for it when its worker starts)."""
         import scipy.sparse as sp
@@ -227,10 +229,11 @@ class Subgraph:
         key = ("adj", weight, symmetric)
         cached = self.__dict__.setdefault("_matrices", {})
         if key not in cached:
-            layouts = self._bundle.__dict__.setdefault("_csr_layouts", {})
-            if (self._k, symmetric) not in layouts:
-                layouts[self._k, symmetric] = _csr_layout(self.edge_src, self.edge_dst, self.num_vertices, symmetric)
-            edge, starts, indptr, indices = layouts[self._k, symmetric]
+            b = self._bundle
+            layouts = b.__dict__.setdefault("_csr_layouts", {})
+            if symmetric not in layouts:
+                layouts[symmetric] = _csr_layout(b.local_src, b.local_dst, b.num_vertices, symmetric)
+            edge, starts, indptr, indices = _block_layout(layouts[symmetric], self._v0, self._v1, self._e0)
             data = np.ones(self.num_edges) if weight is None else self.edge_attribute(weight).astype(np.float64)
             values = np.fmin.reduceat(data[edge], starts) if len(starts) else np.empty(0)
             cached[key] = sp.csr_matrix((values, indices, indptr), shape=(self.num_vertices, self.num_vertices))
@@ -277,7 +280,8 @@ def _csr_layout(src, dst, n, symmetric: bool):
 
     The (src, dst) order is a stable sort of one key, ``src * n + dst`` (exact below 3e9
     vertices), the order ``np.lexsort((dst, src))`` gives at a third of its time: in a fresh
-    worker, a run's first superstep builds every layout it needs."""
+    worker, a run's first superstep builds every layout it needs. ``indptr`` and ``indices`` are
+    32-bit where they fit, as scipy keeps them: its matrix then takes them without scanning them."""
     edge = np.arange(len(src))
     if symmetric:
         src, dst, edge = np.concatenate([src, dst]), np.concatenate([dst, src]), np.concatenate([edge, edge])
@@ -286,6 +290,17 @@ def _csr_layout(src, dst, n, symmetric: bool):
     first = np.ones(len(src), dtype=bool)
     first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
     starts = np.flatnonzero(first)
-    indptr = np.zeros(n + 1, dtype=np.int64)
+    index = np.int32 if max(n, len(starts)) < 2 ** 31 - 1 else np.int64    # what scipy would keep (it checks otherwise)
+    indptr = np.zeros(n + 1, dtype=index)
     np.cumsum(np.bincount(src[starts], minlength=n), out=indptr[1:])
-    return edge, starts, indptr, dst[starts]
+    return edge, starts, indptr, dst[starts].astype(index)
+
+
+def _block_layout(layout, v0: int, v1: int, e0: int):
+    """The :func:`_csr_layout` of the vertices ``v0:v1`` and their edges (numbered from ``e0``)
+    out of their partition's, where no edge leaves the block (a sub-graph's local edges)."""
+    edge, starts, indptr, indices = layout
+    p0, p1 = int(indptr[v0]), int(indptr[v1])
+    f0 = int(starts[p0]) if p0 < len(starts) else len(edge)
+    f1 = int(starts[p1]) if p1 < len(starts) else len(edge)
+    return edge[f0:f1] - e0, starts[p0:p1] - f0, indptr[v0:v1 + 1] - p0, indices[p0:p1] - v0

@@ -87,18 +87,22 @@ def test_disk_cache_keeps_to_its_budget_dropping_the_least_recently_used(tmp_pat
 
 # ------------------------------------------------------------------ what a task imports
 
-def test_a_task_imports_only_what_its_program_needs(road, tmp_path):
+@pytest.mark.parametrize("program", ["components", "pagerank"])
+def test_a_task_imports_only_what_its_program_needs(road, tmp_path, program):
     """A run's task function, unpickled in a fresh interpreter, pulls in neither the
-    goffish front end nor igraph, numba, matplotlib or pandas; connected components needs no scipy
-    (its bundle comes from the disk cache, and it asks for no matrix) and no pyarrow.compute (~60 ms
-    of a fresh worker's start: only instances and id look-ups use it)."""
+    goffish front end nor igraph, numba, matplotlib or pandas; connected components and PageRank
+    need no scipy (their bundles come from the disk cache, and they ask for no matrix: importing
+    scipy.sparse costs a fresh worker ~0.3 CPU-s) and no pyarrow.compute (~60 ms of a fresh
+    worker's start: only instances and id look-ups use it)."""
     from algorithms.components import ConnectedComponents
+    from algorithms.pagerank import PageRank
     from gopher.channel import RunKey
     from gofs.store import as_store
     from gopher.resident import task_function
     from gopher.worker import RunSpec
 
-    spec = RunSpec(as_store(road), ConnectedComponents(), 2, np.zeros(4), np.zeros(4), 1 << 20)
+    made = {"components": ConnectedComponents, "pagerank": lambda: PageRank(10)}[program]()
+    spec = RunSpec(as_store(road), made, 2, np.zeros(4), np.zeros(4), 1 << 20)
     blob = tmp_path / "task.pickle"
     blob.write_bytes(cloudpickle.dumps(task_function(spec, ("127.0.0.1", 1), RunKey.fresh(False), 1, None, None,
                                                      str(tmp_path), 1 << 20, True, 1.0)))

@@ -10,7 +10,7 @@ from scipy.sparse.csgraph import dijkstra
 
 import graphs
 from algorithms.sssp import lower_distances
-from gopher.subgraph import _csr_layout
+from gopher.subgraph import _block_layout, _csr_layout
 
 
 def _graph(n: int, m: int, seed: int, directed: bool, integral: bool) -> sp.csr_matrix:
@@ -144,3 +144,29 @@ def test_a_local_csr_holds_each_arc_once_with_its_smallest_length(symmetric):
     dense = np.full((n, n), np.inf)
     dense[np.repeat(np.arange(n), np.diff(got.indptr)), got.indices] = got.data
     np.testing.assert_array_equal(dense, expected)
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_a_blocks_layout_taken_from_its_partitions_is_its_own(symmetric):
+    """A sub-graph's rows of its partition's layout (``Subgraph.adjacency`` sorts once per
+    partition) are the layout of its own edges: blocks of vertices whose edges stay inside, edges
+    sorted by source as a bundle holds them, empty blocks and blocks without edges included."""
+    rng = np.random.default_rng(7)
+    bounds = np.array([0, 5, 5, 6, 30, 31, 50])           # vertices of each block
+    src, dst = [], []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b - a > 1:                                     # parallel arcs and self-loops too
+            m = 4 * (b - a)
+            src.append(rng.integers(a, b, m))
+            dst.append(rng.integers(a, b, m))
+    src, dst = np.concatenate(src), np.concatenate(dst)
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order], dst[order]
+    edges = np.searchsorted(src, bounds)
+    whole = _csr_layout(src, dst, bounds[-1], symmetric)
+    for k in range(len(bounds) - 1):
+        (v0, v1), (e0, e1) = bounds[k:k + 2], edges[k:k + 2]
+        got = _block_layout(whole, v0, v1, e0)
+        own = _csr_layout(src[e0:e1] - v0, dst[e0:e1] - v0, v1 - v0, symmetric)
+        for a, b in zip(got, own):
+            np.testing.assert_array_equal(a, b)
