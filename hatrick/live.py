@@ -46,7 +46,7 @@ from gofs.numba_cache import serialise_compilation
 from hatrick.keyindex import KeyIndex, build as build_index
 from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.updates import (ADD_EDGE, ADD_VERTEX, DTYPES, REMOVE_EDGE, REMOVE_VERTEX, SET_EDGE, SET_VERTEX,
-                             UpdateBatch, coerce, empty_rejected, infer_kind)
+                             UpdateBatch, coerce, empty_rejected, infer_kind, is_absent)
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
@@ -397,7 +397,8 @@ def _apply_run(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
     _restore_template_vertices(d, revived)
     added_vertices = (op == ADD_VERTEX) & row_ok
     d.applied += int(added_vertices.sum())
-    carried = (op == ADD_EDGE) & row_ok & _names_attribute(batch.attribute[rows])
+    carried = np.zeros(len(rows), bool) if is_absent(batch.attribute) else \
+        (op == ADD_EDGE) & row_ok & _names_attribute(batch.attribute[rows])     # absent: no row names one
     if carried.any():
         row_ok &= ~_refuse_carried_values(d, batch, rows, carried)
     _apply_edges(d, batch, rows, op, a_vid, b_vid, row_ok & is_edge, carried)

@@ -83,16 +83,20 @@ MERGER = 0                                   # the worker that merges the bounda
 MOVE_SECONDS = 120.0                         # how long a worker waits for buckets sent to it
 
 
-def route(batch: UpdateBatch, owner: np.ndarray, directed: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+def route(batch: UpdateBatch, owner: np.ndarray, directed: bool,
+          bucket_a: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per worker 0..W-1: the rows of ``batch`` it applies, in batch order, and why: ``OWN`` (its
     verdict is the update's), ``END_A``/``END_B`` (it owns that endpoint of an ``add_edge`` held
     elsewhere: the vertex exists) or ``BROADCAST`` (a ``remove_vertex`` of a vertex it does not own).
     A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so the
     rows are dealt out in one pass over the batch (:func:`_deal`, which also finds each row's
-    owners from the ends' buckets): no sort."""
+    owners from the ends' buckets): no sort. ``bucket_a``: ``bucket_of(batch.a)``, where the caller
+    has it (the stream's buffer counts the batch by it)."""
     workers = int(owner.max()) + 1 if len(owner) else 1
     num_buckets = len(owner)
-    rows, why, offsets = _deal(batch.op, bucket_of(batch.a, num_buckets), bucket_of(batch.b, num_buckets),
+    if bucket_a is None:
+        bucket_a = bucket_of(batch.a, num_buckets)
+    rows, why, offsets = _deal(batch.op, bucket_a, bucket_of(batch.b, num_buckets),
                                owner, directed, workers, IS_VERTEX_OP)
     return [(rows[offsets[w]:offsets[w + 1]], why[offsets[w]:offsets[w + 1]]) for w in range(workers)]
 
@@ -905,13 +909,15 @@ def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
 @dataclasses.dataclass
 class Routed:
     """A batch dealt out to the workers (:meth:`PartitionedGraph.route`): the owners it was routed
-    under, each worker's (rows, why) (None: one worker, every row its own) and the updates it
-    applies; once sent (:meth:`PartitionedGraph.send`), the workers' pending answers."""
+    under, each worker's (rows, why) (None: one worker, every row its own), the updates it
+    applies and the buckets of its rows' ``a`` ends (None: not computed, for one worker); once
+    sent (:meth:`PartitionedGraph.send`), the workers' pending answers."""
 
     batch: UpdateBatch
     owner: np.ndarray
     rows: list | None
     parts: list
+    bucket_a: np.ndarray | None = None
     answers: list | None = None
 
 
@@ -998,21 +1004,26 @@ class PartitionedGraph:
         """The latest event time applied on any worker (every update reaches its owner)."""
         return self._clock[1]
 
-    def route(self, batch: UpdateBatch) -> "Routed":
+    def route(self, batch: UpdateBatch, bucket_a: np.ndarray | None = None) -> "Routed":
         """``batch`` dealt out to the workers under the owners of now (:func:`route`, :func:`rows_for`):
         O(batch) driver work that :meth:`send` needs, done apart so that it can overlap the
-        workers' application of the batch before."""
+        workers' application of the batch before. ``bucket_a`` as in :func:`route` (kept: a
+        batch routed again after a rescale is not hashed again)."""
         if len(self.workers) == 1:                      # every row is the only worker's own
-            return Routed(batch, self.owner, None, [batch])
-        routed = route(batch, self.owner, self.directed)
-        return Routed(batch, self.owner, routed, [rows_for(batch, rows, why) for rows, why in routed])
+            return Routed(batch, self.owner, None, [batch], bucket_a)
+        if bucket_a is None:
+            bucket_a = bucket_of(batch.a, len(self.owner))
+        routed = route(batch, self.owner, self.directed, bucket_a)
+        return Routed(batch, self.owner, routed, [rows_for(batch, rows, why) for rows, why in routed], bucket_a)
 
     def send(self, batch: UpdateBatch, routed: "Routed | None" = None) -> "Routed":
         """Send ``batch`` to every worker to stage (shown only after :meth:`commit`), routed by
         ``routed`` if it was routed under the owners of now, else again; its outcome is
         :meth:`outcome`. Raises WorkerLost (nothing staged) if a worker's connection is gone."""
-        if routed is None or routed.batch is not batch or not np.array_equal(routed.owner, self.owner):
+        if routed is None or routed.batch is not batch or len(routed.owner) != len(self.owner):
             routed = self.route(batch)
+        elif not np.array_equal(routed.owner, self.owner):
+            routed = self.route(batch, routed.bucket_a)
         batches, time = self._clock
         self._staged_clock = (batches + 1, max(time, float(batch.time.max())) if len(batch) else time)
         try:

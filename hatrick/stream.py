@@ -367,7 +367,8 @@ class Stream:
             batch, refused, marks = (inflight.marks if inflight else self.marks).admit(batch)
             if len(refused):
                 bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
-            routed = self.live.route(batch) if len(batch) and inflight else None
+            buckets = bucket_of(batch.a, self.num_buckets) if len(batch) else None     # hashed once: buffer, routing
+            routed = self.live.route(batch, buckets) if len(batch) else None
             self._complete()
             if not len(batch):
                 if len(bad_rows):
@@ -376,7 +377,6 @@ class Stream:
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            buckets = bucket_of(batch.a, self.num_buckets)
             buffered = self.buffer.summary_after(buckets, batch)
             queries = self._query_records() if self._checkpoint else []
             report = BatchReport(self.live.batch + 1, received, received - len(bad_rows) - len(batch),

@@ -105,16 +105,21 @@ def absent_column(n: int) -> np.ndarray:
 _NULL = np.full(1, None, dtype=object)
 
 
+def is_absent(column: np.ndarray) -> bool:
+    """Whether ``column`` is an :func:`absent_column` (every row null, nothing to read per row)."""
+    return column.strides == (0,)
+
+
 def _take(column: np.ndarray, rows, count: int) -> np.ndarray:
     """``column[rows]`` (``count`` of them) as a new array, never a view of ``column`` (whose data may
     be the caller's frame); an absent column stays one null."""
-    if column.strides == (0,):
+    if is_absent(column):
         return absent_column(count)
     return column[rows].copy() if isinstance(rows, slice) else column[rows]
 
 
 def _packed(column: np.ndarray):
-    return len(column) if column.strides == (0,) else column
+    return len(column) if is_absent(column) else column
 
 
 def _unpickled_batch(op, a, b, attribute, value, producer, seq, time, text_values) -> UpdateBatch:
