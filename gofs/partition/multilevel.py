@@ -367,7 +367,7 @@ def _summaries(weights, pairs, span: dict) -> tuple[dict, dict]:
                      "widths": counts}
 
 
-_SENT, _PAIRS, _INSIDE, _REGISTER = range(4)     # kinds of the pairs pass's summary rows
+_SENT_ROW = "t long, weight long, inside array<long>, ranks binary"   # one row per task of the pairs pass
 _PASS_ROWS = "kind int, key long, value long"
 _SKETCH_BITS = 12       # HyperLogLog registers 2^12: distinct pairs within ~1.6%
 _EXCHANGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("w", pa.int64())])
@@ -378,31 +378,26 @@ def _pairs_pass(pairs, vertices: dict, held) -> tuple[dict, dict]:
     narrowest id ranges (:func:`_range_counts`) as exchange files (:func:`gofs.spark_jobs.put_exchange`:
     ``near``, every pair to the range of a; ``far``, a pair between ranges also to the range of b)
     and returns its part of the pairs' summary (as :func:`_summaries`: the weight inside each
-    candidate count of ranges, the total weight, a HyperLogLog sketch of the distinct pairs).
-    Returns ``(exchange, pair summary)``: the first level's range tasks and a whole-graph METIS
-    task read the files (no shuffle of the pairs), and the summary needs no job of its own
-    (a Spark aggregation over the pairs cost ~5 JVM CPU-s per million edges)."""
-    from pyspark.sql import functions as F
-
+    candidate count of ranges, the total weight, a HyperLogLog sketch of the distinct pairs) as
+    one row, summed here. Returns ``(exchange, pair summary)``: the first level's range tasks
+    and a whole-graph METIS task read the files (no shuffle of the pairs), and the summary needs
+    no job of its own (a Spark aggregation over the pairs cost ~5 JVM CPU-s per million edges;
+    a grouping of the tasks' rows, one more stage and shuffle)."""
     counts = _range_counts(vertices, pairs.sparkSession)
     low = vertices["low"] or 0
     count = max(counts, default=1)
     width = counts.get(count, 1)
     directory = held.directory()
     task = forgets_zip_importers(functools.partial(_send_pairs, directory, low, width, count, counts))
-    rows = pairs.select("a", "b", "w").mapInArrow(task, _PASS_ROWS) \
-        .groupBy("kind", "key").agg(F.sum("value").alias("total"), F.max("value").alias("most")).collect()
-    registers = np.zeros(1 << _SKETCH_BITS, np.int64)
-    inside, total, sent = dict.fromkeys(counts, 0), 0, []
-    for kind, key, value, most in rows:
-        if kind == _SENT:
-            sent.append(int(key))
-        elif kind == _PAIRS:
-            total = int(value)
-        elif kind == _INSIDE:
-            inside[int(key)] = int(value)
-        else:
-            registers[key] = most
+    rows = pairs.select("a", "b", "w").mapInArrow(task, _SENT_ROW).collect()
+    registers = np.zeros(1 << _SKETCH_BITS, np.uint8)
+    inside, total, sent = np.zeros(len(counts), np.int64), 0, []
+    for t, weight, within, ranks in rows:
+        sent.append(int(t))
+        total += int(weight)
+        inside += np.asarray(within, np.int64)
+        np.maximum(registers, np.frombuffer(ranks, np.uint8), out=registers)
+    inside = dict(zip(counts, inside.tolist()))
     fs, root = layout.filesystem(directory)
     paths = {side: [layout.join(root, side, layout.part_file(t)) for t in sorted(sent)] for side in ("near", "far")}
     exchange = {"directory": directory, "low": low, "width": width, "count": count, **paths}
@@ -428,12 +423,11 @@ def _send_pairs(directory: str, low: int, width: int, count: int, counts: dict, 
     hashed = _pair_hash(a, b)
     register = (hashed >> np.uint64(64 - _SKETCH_BITS)).astype(np.int64)
     _, exponent = np.frexp((hashed & np.uint64((1 << (64 - _SKETCH_BITS)) - 1)).astype(np.float64))
-    rank = np.zeros(1 << _SKETCH_BITS, np.int64)
-    np.maximum.at(rank, register, 65 - _SKETCH_BITS - exponent)     # leading zeros + 1 of the low bits
-    used = np.flatnonzero(rank)
-    kinds = np.r_[_SENT, _PAIRS, np.full(len(counts), _INSIDE), np.full(used.size, _REGISTER)].astype(np.int32)
-    yield pa.RecordBatch.from_pydict({"kind": kinds, "key": np.r_[t, 0, list(counts), used].astype(np.int64),
-                                      "value": np.r_[0, w.sum(), inside, rank[used]].astype(np.int64)})
+    rank = np.zeros(1 << _SKETCH_BITS, np.uint8)
+    np.maximum.at(rank, register, (65 - _SKETCH_BITS - exponent).astype(np.uint8))  # leading zeros + 1 of the low bits
+    yield pa.RecordBatch.from_pydict({"t": pa.array([t], pa.int64()), "weight": pa.array([int(w.sum())], pa.int64()),
+                                      "inside": pa.array([inside], pa.list_(pa.int64())),
+                                      "ranks": pa.array([rank.tobytes()], pa.binary())})
 
 
 def _pair_hash(a, b) -> np.ndarray:
