@@ -637,9 +637,7 @@ def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, se
     returns the range's summary rows (:func:`_pair_summary_rows`, laid over ``summary``)."""
     fs, root = layout.filesystem(directory)
     a, b, w = _summed_repeats(a, b, w)
-    at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
-    at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
-    in_a, in_b = ids[at_a] == a, ids[at_b] == b
+    (at_a, in_a), (at_b, in_b) = _positions(ids, a), _positions(ids, b)
     inner = in_a & in_b
     cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
     name = layout.part_file(r)
@@ -663,6 +661,16 @@ def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, se
         (a[only_b] - ranges["low"]) // ranges["width"], ranges["count"])
     return _pair_summary_rows(*coarse_pairs, *summary, [(_HELD, r, 1), (_VERTEX_COUNT, 0, coarse.size),
                                                         (_VERTEX_WEIGHT, 0, int(coarse_weight.sum()))])
+
+
+def _positions(ids, x) -> tuple:
+    """Where each of ``x`` lies in the sorted ``ids`` (clipped into them) and whether it is there:
+    by subtraction where the ids are consecutive (a dense range), else by binary search."""
+    if ids[-1] - ids[0] + 1 == ids.size:
+        at = np.clip(x - ids[0], 0, ids.size - 1)
+    else:
+        at = np.minimum(np.searchsorted(ids, x), ids.size - 1)
+    return at, ids[at] == x
 
 
 def _crossing_of_range(directory: str, held_ranges: list, labelled: bool, summary: tuple, batches):
