@@ -218,7 +218,8 @@ def multilevel_labels(spark, edges_df, num_partitions: int, num_vertices: int, s
                 weights, pairs, exchange, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
                 driver_budget_edges, held, seconds["levels"], profile.step)
         with profile.stage("metis"):
-            tries = _METIS_TRIES if mappings else 1     # the whole graph: one try, as the local engine
+            # the whole graph: one try, as the local engine; a coarse one: a try per core, at most _METIS_TRIES
+            tries = min(_METIS_TRIES, spark.sparkContext.defaultParallelism) if mappings else 1
             with profile.step("metis task"):
                 projected, sizes, report["coarse_cut"] = _metis_in_task(
                     coarse_weights, coarse_pairs, k, seed, tries, held, None if mappings else (exchange, n))
