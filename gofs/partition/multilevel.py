@@ -36,8 +36,8 @@ working on a smaller graph with the same structure:
    (:func:`coarse_graph_bytes`). A graph that fits from the start is not
    coarsened at all.
 2. **METIS in one task**, on the coarse graph with vertex and edge weights
-   (the best of several tries, shared by one task per core, each holding the
-   whole coarse graph): each task reads the coarse graph's files itself,
+   (the best of one try per core, at most :data:`_METIS_TRIES`, each task
+   holding the whole coarse graph): each task reads the coarse graph's files itself,
    and the driver holds only k partition sizes per task, so its peak does
    not grow with the graph or the budget. Without a coarsening level this is
    the answer (METIS partitioned the graph itself, as the local engine does),
@@ -110,12 +110,11 @@ _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the verte
 _DISTINCT_RSD = 0.02            # relative error of the distinct pair count (HyperLogLog++, no shuffle)
 _PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 _METIS_TRIES = 8
-"""METIS partitions the coarse graph this many times and keeps the best cut (its ``ncuts``): the
-coarse graph is bounded by the budget, so this costs a few seconds at any input size, and
-the projection inherits the cut (road grid, 3.97M vertices, 110K clusters, offline: projected
-1.39x METIS-on-the-whole-graph's cut with one try, 1.33x with 8; 1.20x and 1.15x after the band's
-refinement). A graph not coarsened gets one try, as in the local engine: eight cost 8x on a million
-edges (1M road: 22 s of a 35 s partition step, loaded)."""
+"""At most this many METIS tries on a coarse graph, the best cut kept: one per core, each task
+one try from its own seed, so the tries cost the wall of one. Tries beyond the cores queue
+(eight on two cores, on the 5.6M road's 762K-vertex coarse graph: 7.5 CPU-s against 2.5 for
+two, for a final cut of 1.02x local METIS's against 1.09x). A graph not coarsened gets one
+try, as in the local engine (eight cost 8x on a million edges)."""
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
                       "refine_min_moves", "capacity_slack", "report"}
 """The keyword options of :func:`multilevel_labels` an ingest passes on."""
