@@ -110,11 +110,10 @@ _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the verte
 _DISTINCT_RSD = 0.02            # relative error of the distinct pair count (HyperLogLog++, no shuffle)
 _PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 _METIS_TRIES = 8
-"""At most this many METIS tries on a coarse graph, the best cut kept: one per core, each task
-one try from its own seed, so the tries cost the wall of one. Tries beyond the cores queue
-(eight on two cores, on the 5.6M road's 762K-vertex coarse graph: 7.5 CPU-s against 2.5 for
-two, for a final cut of 1.02x local METIS's against 1.09x). A graph not coarsened gets one
-try, as in the local engine (eight cost 8x on a million edges)."""
+"""At most this many METIS tries on a coarse graph, the best cut kept (:func:`_metis_tries`)."""
+_METIS_TASK_WORK = 2_000_000
+"""Coarse vertices plus edges one task's METIS tries may take together: about one try on the
+5.6M road's coarse graph (762K vertices, 1.25M edges: ~0.6 CPU-s a try)."""
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
                       "refine_min_moves", "capacity_slack", "report"}
 """The keyword options of :func:`multilevel_labels` an ingest passes on."""
@@ -217,8 +216,7 @@ def multilevel_labels(spark, edges_df, num_partitions: int, num_vertices: int, s
                 weights, pairs, exchange, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
                 driver_budget_edges, held, seconds["levels"], profile.step)
         with profile.stage("metis"):
-            # the whole graph: one try, as the local engine; a coarse one: a try per core, at most _METIS_TRIES
-            tries = min(_METIS_TRIES, spark.sparkContext.defaultParallelism) if mappings else 1
+            tries = _metis_tries(spark, levels[-1]) if mappings else 1     # the whole graph: one, as the local engine
             with profile.step("metis task"):
                 projected, sizes, report["coarse_cut"] = _metis_in_task(
                     coarse_weights, coarse_pairs, k, seed, tries, held, None if mappings else (exchange, n))
@@ -721,6 +719,16 @@ def _pair_summary_rows(a, b, w, low: int, counts: dict, rows=()) -> pa.RecordBat
 _SIZE, _CUT = range(2)     # kinds of the METIS task's rows
 _METIS_ROWS = "kind int, a long, b long, g long"
 _LABELS_SCHEMA = "vid long, part int, boundary boolean"
+
+
+def _metis_tries(spark, coarse: dict) -> int:
+    """How many METIS tries a coarse graph of ``coarse`` vertices and edges gets: one per core
+    (one task each, so they cost the wall of one), more per task while they stay within
+    :data:`_METIS_TASK_WORK`, at most :data:`_METIS_TRIES`. Eight on two cores, on the 5.6M road's
+    coarse graph, cost 7.5 CPU-s against 2.5 for two, for a final cut of 1.02x local METIS's
+    against 1.09x; a small coarse graph (R-MAT's after two levels) gets all eight for little."""
+    per_task = max(1, _METIS_TASK_WORK // max(1, coarse["vertices"] + coarse["edges"]))
+    return min(_METIS_TRIES, spark.sparkContext.defaultParallelism * per_task)
 
 
 def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held, whole: tuple | None = None):
