@@ -1,4 +1,4 @@
-"""The multilevel partitioner's numba kernels: heavy-edge clusters and boundary refinement."""
+"""The multilevel partitioner's kernels: heavy-edge clusters, summed repeats, METIS's CSR and boundary refinement."""
 import os
 
 import networkx as nx
@@ -9,8 +9,10 @@ import pytest
 import scipy.sparse as sp
 
 from gofs.partition import edge_cut, metis_partition
+from gofs.partition.arrays import summed_repeats
 from gofs.partition.boundary import _ROUNDS, _refine_task, shares
 from gofs.partition.matching import heavy_edge_clusters
+from gofs.partition.metis import _weighted_csr
 from tests.test_partitioners import grid
 
 
@@ -74,6 +76,40 @@ def refine(n, src, dst, parts, k, capacity_slack=0.05, rounds=5, min_moves=0, gr
     per_round = np.zeros(rounds, np.int64)
     np.add.at(per_round, a[kind == _ROUNDS], b[kind == _ROUNDS])
     return out, capacity, per_round
+
+
+@pytest.mark.parametrize("low, span", [(0, 40), (-7, 3), (0, 3_037_000_499), (5, 1 << 40), (-(1 << 62), 1 << 63)])
+def test_summed_repeats_sum_each_pair_once_in_order_for_small_and_huge_spans(low, span):
+    """Within an int64 key's span one sort of it, beyond it a lexsort: the same answer as
+    grouping the pairs one by one."""
+    rng = np.random.default_rng(span % 1000)
+    picks = rng.integers(0, 12, (2, 300))
+    offsets = {0, span - 1, *(int(x) for x in rng.integers(0, span - 1, 10, dtype=np.uint64))}
+    values = np.array(sorted(low + offset for offset in offsets), np.int64)
+    a, b = values[picks[0] % values.size], values[picks[1] % values.size]
+    w = rng.integers(1, 5, a.size)
+    expected = {}
+    for x, y, z in zip(a.tolist(), b.tolist(), w.tolist()):
+        expected[x, y] = expected.get((x, y), 0) + z
+    sa, sb, sw = summed_repeats(a, b, w)
+    assert list(zip(sa.tolist(), sb.tolist())) == sorted(expected)
+    assert sw.tolist() == [expected[pair] for pair in sorted(expected)]
+    assert all(column.size == 0 for column in summed_repeats(a[:0], b[:0], w[:0]))
+
+
+def test_weighted_csr_is_both_directions_with_sorted_neighbours_whatever_the_order():
+    rng = np.random.default_rng(3)
+    graph = nx.gnm_random_graph(200, 700, seed=3)
+    src, dst = np.array(graph.edges()).T
+    w = rng.integers(1, 9, src.size)
+    order = rng.permutation(src.size)
+    xadj, adjncy, eweights = _weighted_csr(200, src[order], dst[order], w[order], np.int32)
+    assert xadj.dtype == adjncy.dtype == eweights.dtype == np.int32
+    for u in range(200):
+        neighbours = adjncy[xadj[u]:xadj[u + 1]]
+        assert neighbours.tolist() == sorted(graph.neighbors(u))
+        weight = {(min(x, y), max(x, y)): z for x, y, z in zip(src.tolist(), dst.tolist(), w.tolist())}
+        assert eweights[xadj[u]:xadj[u + 1]].tolist() == [weight[min(u, v), max(u, v)] for v in neighbours.tolist()]
 
 
 def test_boundary_refinement_reaches_a_local_optimum_within_capacity():

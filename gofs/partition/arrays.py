@@ -41,12 +41,22 @@ def checked(num_vertices: int, src, dst, num_partitions: int) -> tuple[np.ndarra
 
 def summed_repeats(a, b, w):
     """The pairs ``(a, b)`` once each, sorted, with the weights ``w`` of their repeats summed."""
-    order = np.lexsort((b, a))
-    a, b, w = a[order], b[order], w[order]
     if a.size == 0:
         return a, b, w
-    first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
-    return a[first], b[first], np.add.reduceat(w, first)
+    low = min(a.min(), b.min())
+    span = int(max(a.max(), b.max())) - int(low) + 1
+    if span <= _ONE_KEY_SPAN:       # one int64 key: a stable sort of it costs half a lexsort of both
+        key = (a - low).astype(np.int64, copy=False) * span + (b - low)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    else:
+        order = np.lexsort((b, a))
+        first = np.flatnonzero(np.r_[True, (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])])
+    return a[order][first], b[order][first], np.add.reduceat(w[order], first)
+
+
+_ONE_KEY_SPAN = 3_037_000_499       # the largest span whose pairs' keys fit an int64
 
 
 def collect_labels(labels, num_vertices: int) -> np.ndarray:

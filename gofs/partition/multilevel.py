@@ -36,8 +36,8 @@ working on a smaller graph with the same structure:
    (:func:`coarse_graph_bytes`). A graph that fits from the start is not
    coarsened at all.
 2. **METIS in one task**, on the coarse graph with vertex and edge weights
-   (the best of several tries, shared by one task per core, each holding the
-   whole coarse graph): each task reads the coarse graph's files itself,
+   (the best of one try per core, at most :data:`_METIS_TRIES`, each task
+   holding the whole coarse graph): each task reads the coarse graph's files itself,
    and the driver holds only k partition sizes per task, so its peak does
    not grow with the graph or the budget. Without a coarsening level this is
    the answer (METIS partitioned the graph itself, as the local engine does),
@@ -110,12 +110,10 @@ _RANGE_CONTRACTION = 64         # an in-range clustering level shrinks the verte
 _DISTINCT_RSD = 0.02            # relative error of the distinct pair count (HyperLogLog++, no shuffle)
 _PIECES_PER_PART = 2            # matching leaves clusters of about half the weight it may reach
 _METIS_TRIES = 8
-"""METIS partitions the coarse graph this many times and keeps the best cut (its ``ncuts``): the
-coarse graph is bounded by the budget, so this costs a few seconds at any input size, and
-the projection inherits the cut (road grid, 3.97M vertices, 110K clusters, offline: projected
-1.39x METIS-on-the-whole-graph's cut with one try, 1.33x with 8; 1.20x and 1.15x after the band's
-refinement). A graph not coarsened gets one try, as in the local engine: eight cost 8x on a million
-edges (1M road: 22 s of a 35 s partition step, loaded)."""
+"""At most this many METIS tries on a coarse graph, the best cut kept (:func:`_metis_tries`)."""
+_METIS_TASK_WORK = 2_000_000
+"""Coarse vertices plus edges one task's METIS tries may take together: about one try on the
+5.6M road's coarse graph (762K vertices, 1.25M edges: ~0.6 CPU-s a try)."""
 MULTILEVEL_OPTIONS = {"driver_budget_bytes", "driver_budget_edges", "cluster_rounds", "refine_iterations",
                       "refine_min_moves", "capacity_slack", "report"}
 """The keyword options of :func:`multilevel_labels` an ingest passes on."""
@@ -218,7 +216,7 @@ def multilevel_labels(spark, edges_df, num_partitions: int, num_vertices: int, s
                 weights, pairs, exchange, level, (summary, pair_summary), k, cluster_rounds, seed, driver_budget_bytes,
                 driver_budget_edges, held, seconds["levels"], profile.step)
         with profile.stage("metis"):
-            tries = _METIS_TRIES if mappings else 1     # the whole graph: one try, as the local engine
+            tries = _metis_tries(spark, levels[-1]) if mappings else 1     # the whole graph: one, as the local engine
             with profile.step("metis task"):
                 projected, sizes, report["coarse_cut"] = _metis_in_task(
                     coarse_weights, coarse_pairs, k, seed, tries, held, None if mappings else (exchange, n))
@@ -367,7 +365,7 @@ def _summaries(weights, pairs, span: dict) -> tuple[dict, dict]:
                      "widths": counts}
 
 
-_SENT, _PAIRS, _INSIDE, _REGISTER = range(4)     # kinds of the pairs pass's summary rows
+_SENT_ROW = "t long, weight long, inside array<long>, ranks binary"   # one row per task of the pairs pass
 _PASS_ROWS = "kind int, key long, value long"
 _SKETCH_BITS = 12       # HyperLogLog registers 2^12: distinct pairs within ~1.6%
 _EXCHANGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("w", pa.int64())])
@@ -378,31 +376,26 @@ def _pairs_pass(pairs, vertices: dict, held) -> tuple[dict, dict]:
     narrowest id ranges (:func:`_range_counts`) as exchange files (:func:`gofs.spark_jobs.put_exchange`:
     ``near``, every pair to the range of a; ``far``, a pair between ranges also to the range of b)
     and returns its part of the pairs' summary (as :func:`_summaries`: the weight inside each
-    candidate count of ranges, the total weight, a HyperLogLog sketch of the distinct pairs).
-    Returns ``(exchange, pair summary)``: the first level's range tasks and a whole-graph METIS
-    task read the files (no shuffle of the pairs), and the summary needs no job of its own
-    (a Spark aggregation over the pairs cost ~5 JVM CPU-s per million edges)."""
-    from pyspark.sql import functions as F
-
+    candidate count of ranges, the total weight, a HyperLogLog sketch of the distinct pairs) as
+    one row, summed here. Returns ``(exchange, pair summary)``: the first level's range tasks
+    and a whole-graph METIS task read the files (no shuffle of the pairs), and the summary needs
+    no job of its own (a Spark aggregation over the pairs cost ~5 JVM CPU-s per million edges;
+    a grouping of the tasks' rows, one more stage and shuffle)."""
     counts = _range_counts(vertices, pairs.sparkSession)
     low = vertices["low"] or 0
     count = max(counts, default=1)
     width = counts.get(count, 1)
     directory = held.directory()
     task = forgets_zip_importers(functools.partial(_send_pairs, directory, low, width, count, counts))
-    rows = pairs.select("a", "b", "w").mapInArrow(task, _PASS_ROWS) \
-        .groupBy("kind", "key").agg(F.sum("value").alias("total"), F.max("value").alias("most")).collect()
-    registers = np.zeros(1 << _SKETCH_BITS, np.int64)
-    inside, total, sent = dict.fromkeys(counts, 0), 0, []
-    for kind, key, value, most in rows:
-        if kind == _SENT:
-            sent.append(int(key))
-        elif kind == _PAIRS:
-            total = int(value)
-        elif kind == _INSIDE:
-            inside[int(key)] = int(value)
-        else:
-            registers[key] = most
+    rows = pairs.select("a", "b", "w").mapInArrow(task, _SENT_ROW).collect()
+    registers = np.zeros(1 << _SKETCH_BITS, np.uint8)
+    inside, total, sent = np.zeros(len(counts), np.int64), 0, []
+    for t, weight, within, ranks in rows:
+        sent.append(int(t))
+        total += int(weight)
+        inside += np.asarray(within, np.int64)
+        np.maximum(registers, np.frombuffer(ranks, np.uint8), out=registers)
+    inside = dict(zip(counts, inside.tolist()))
     fs, root = layout.filesystem(directory)
     paths = {side: [layout.join(root, side, layout.part_file(t)) for t in sorted(sent)] for side in ("near", "far")}
     exchange = {"directory": directory, "low": low, "width": width, "count": count, **paths}
@@ -428,12 +421,11 @@ def _send_pairs(directory: str, low: int, width: int, count: int, counts: dict, 
     hashed = _pair_hash(a, b)
     register = (hashed >> np.uint64(64 - _SKETCH_BITS)).astype(np.int64)
     _, exponent = np.frexp((hashed & np.uint64((1 << (64 - _SKETCH_BITS)) - 1)).astype(np.float64))
-    rank = np.zeros(1 << _SKETCH_BITS, np.int64)
-    np.maximum.at(rank, register, 65 - _SKETCH_BITS - exponent)     # leading zeros + 1 of the low bits
-    used = np.flatnonzero(rank)
-    kinds = np.r_[_SENT, _PAIRS, np.full(len(counts), _INSIDE), np.full(used.size, _REGISTER)].astype(np.int32)
-    yield pa.RecordBatch.from_pydict({"kind": kinds, "key": np.r_[t, 0, list(counts), used].astype(np.int64),
-                                      "value": np.r_[0, w.sum(), inside, rank[used]].astype(np.int64)})
+    rank = np.zeros(1 << _SKETCH_BITS, np.uint8)
+    np.maximum.at(rank, register, (65 - _SKETCH_BITS - exponent).astype(np.uint8))  # leading zeros + 1 of the low bits
+    yield pa.RecordBatch.from_pydict({"t": pa.array([t], pa.int64()), "weight": pa.array([int(w.sum())], pa.int64()),
+                                      "inside": pa.array([inside], pa.list_(pa.int64())),
+                                      "ranks": pa.array([rank.tobytes()], pa.binary())})
 
 
 def _pair_hash(a, b) -> np.ndarray:
@@ -643,9 +635,7 @@ def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, se
     returns the range's summary rows (:func:`_pair_summary_rows`, laid over ``summary``)."""
     fs, root = layout.filesystem(directory)
     a, b, w = _summed_repeats(a, b, w)
-    at_a = np.minimum(np.searchsorted(ids, a), ids.size - 1)
-    at_b = np.minimum(np.searchsorted(ids, b), ids.size - 1)
-    in_a, in_b = ids[at_a] == a, ids[at_b] == b
+    (at_a, in_a), (at_b, in_b) = _positions(ids, a), _positions(ids, b)
     inner = in_a & in_b
     cluster = clusters_of(ids, vw, at_a[inner], at_b[inner], w[inner], cluster_weight, seed)
     name = layout.part_file(r)
@@ -669,6 +659,16 @@ def _range_rows(r: int, ids, vw, a, b, w, clusters_of, cluster_weight: float, se
         (a[only_b] - ranges["low"]) // ranges["width"], ranges["count"])
     return _pair_summary_rows(*coarse_pairs, *summary, [(_HELD, r, 1), (_VERTEX_COUNT, 0, coarse.size),
                                                         (_VERTEX_WEIGHT, 0, int(coarse_weight.sum()))])
+
+
+def _positions(ids, x) -> tuple:
+    """Where each of ``x`` lies in the sorted ``ids`` (clipped into them) and whether it is there:
+    by subtraction where the ids are consecutive (a dense range), else by binary search."""
+    if ids[-1] - ids[0] + 1 == ids.size:
+        at = np.clip(x - ids[0], 0, ids.size - 1)
+    else:
+        at = np.minimum(np.searchsorted(ids, x), ids.size - 1)
+    return at, ids[at] == x
 
 
 def _crossing_of_range(directory: str, held_ranges: list, labelled: bool, summary: tuple, batches):
@@ -719,6 +719,16 @@ def _pair_summary_rows(a, b, w, low: int, counts: dict, rows=()) -> pa.RecordBat
 _SIZE, _CUT = range(2)     # kinds of the METIS task's rows
 _METIS_ROWS = "kind int, a long, b long, g long"
 _LABELS_SCHEMA = "vid long, part int, boundary boolean"
+
+
+def _metis_tries(spark, coarse: dict) -> int:
+    """How many METIS tries a coarse graph of ``coarse`` vertices and edges gets: one per core
+    (one task each, so they cost the wall of one), more per task while they stay within
+    :data:`_METIS_TASK_WORK`, at most :data:`_METIS_TRIES`. Eight on two cores, on the 5.6M road's
+    coarse graph, cost 7.5 CPU-s against 2.5 for two, for a final cut of 1.02x local METIS's
+    against 1.09x; a small coarse graph (R-MAT's after two levels) gets all eight for little."""
+    per_task = max(1, _METIS_TASK_WORK // max(1, coarse["vertices"] + coarse["edges"]))
+    return min(_METIS_TRIES, spark.sparkContext.defaultParallelism * per_task)
 
 
 def _metis_in_task(weights, pairs, k: int, seed: int, tries: int, held, whole: tuple | None = None):
