@@ -79,6 +79,37 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _cpu_seconds() -> dict:
+    """CPU seconds used so far by this process (``driver``), its Spark JVM (``jvm``) and the JVM's
+    Python workers (``workers``, with the exited ones their daemon waited for): on a shared
+    machine a stage's CPU time says what it costs where its wall time mostly says the load."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    found = {"driver": usage.ru_utime + usage.ru_stime, "jvm": 0.0, "workers": 0.0}
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    name, _, rest = f.read().rpartition(")")
+                stats[int(entry)] = (name.partition("(")[2], rest.split())
+            except OSError:
+                pass
+    jvm = next((pid for pid, (name, fields) in stats.items()
+                if int(fields[1]) == os.getpid() and name == "java"), None)
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid, (_, fields) in stats.items():
+        up = pid
+        while up in stats and up != jvm:
+            up = int(stats[up][1][1])
+        if pid == jvm:
+            found["jvm"] += (int(fields[11]) + int(fields[12])) / tick
+        elif up == jvm and jvm is not None:
+            found["workers"] += sum(int(x) for x in fields[11:15]) / tick
+    return found
+
+
 def _measured(command: list[str], timeout: float) -> dict:
     """Run one ingest process; sample its JVM's heap and RSS every second."""
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -131,6 +162,7 @@ def _one(args) -> int:
 
         spark = session(master=args.master, conf=_conf(args))
         session_seconds = time.perf_counter() - started
+        cpu_before = _cpu_seconds()
         budget = {"driver_budget_bytes": args.driver_budget_mib << 20} if args.driver_budget_mib else {}
         options = {**budget, "report": report} if args.spark_partitioner == "multilevel" else {}
         manifest = ingest(spark, args.input, target, num_partitions=args.partitions, timings=timings,
@@ -140,11 +172,14 @@ def _one(args) -> int:
         from gofs.ingest.read_local import read_graph
 
         session_seconds = 0.0
+        cpu_before = _cpu_seconds()
         clock = time.perf_counter()
         graph = read_graph(args.input)
         timings["read"] = time.perf_counter() - clock
         manifest = ingest(graph, target, num_partitions=args.partitions, timings=timings, overwrite=True)
+    cpu = {k: v - cpu_before[k] for k, v in _cpu_seconds().items()}
     print(json.dumps({"timings": timings, "seconds": time.perf_counter() - started - session_seconds,
+                      "cpu_seconds": cpu,
                       "session_seconds": session_seconds,
                       # VmHWM, not ru_maxrss: ru_maxrss keeps the RSS this process had between fork and
                       # exec, i.e. the parent bench's (the generated edge list: 849 MiB read at 5.6M road)
@@ -269,7 +304,8 @@ def _print_run(row: dict) -> None:
     stages = ", ".join(f"{k} {v:.1f}" for k, v in row["timings"].items())
     print(f"{row['kind']:5} {row['edges']:>10,} {row['engine']:6} {row['seconds']:7.1f} s ({stages}); "
           f"python peak {row['python_peak_rss'] / 2**20:.0f} MiB, jvm heap peak "
-          f"{row['jvm_heap_used'] / 2**20:.0f} MiB, cut {row['cut_edges']:,}, balance {row['balance']:.3f}",
+          f"{row['jvm_heap_used'] / 2**20:.0f} MiB, cpu s "
+          f"{', '.join(f'{k} {v:.1f}' for k, v in row['cpu_seconds'].items())}, cut {row['cut_edges']:,}, balance {row['balance']:.3f}",
           flush=True)
 
 

@@ -332,7 +332,7 @@ def _read_edge_list(run, paths, attributes, id_type, schema, name) -> _Edges:
                          f"{attributes} (name them with weight= or attribute_names=)")
     kinds = {a: schema.get(a, "float") for a in attributes}
     text = _spark_read(spark, paths, lambda reader: reader.text(paths))
-    asked = _Asked(run.scratch.directory(), int(spark.conf.get("spark.sql.shuffle.partitions")))
+    asked = _Asked(run.scratch.directory(), _exchange_tasks(spark))
     attribute_types = pa.schema([(a, TYPES[kinds[a]]) for a in attributes])
     with run.step("byte ranges"):
         ranges = read_ranges(spark, sorted(text.inputFiles()), names, {"src": id_type, "dst": id_type, **kinds},
@@ -719,6 +719,22 @@ def _check_unique_ids(rows: _VertexRows) -> None:
 
 # --------------------------------------------------------------------------- dense ids
 
+def _exchange_tasks(spark) -> int:
+    """How many tasks each of the ids and sub-graph stages' exchange jobs runs (id buckets, position
+    slices, vertex ranges): one per core. Their rows move as files, not through a Spark shuffle,
+    so ``spark.sql.shuffle.partitions`` does not apply; more tasks than cores only added each
+    task's fixed cost (at 1M road edges on 2 cores, 8 tasks a job instead of 2 cost the ids
+    stage 1.6x its CPU time) and, per job, one read per sender and receiver pair."""
+    return max(1, spark.sparkContext.defaultParallelism)
+
+
+def _indices(spark, count: int):
+    """The indices ``0..count-1`` (partitions, askers) as a frame of at most one Spark partition
+    per core, each task taking its indices in turn: a task's fixed cost (its launch, its
+    Python worker's round trip) is paid once per core, not once per index."""
+    return spark.range(0, count, 1, max(1, min(count, _exchange_tasks(spark))))
+
+
 class _Asked:
     """The edges as asks for their ends' dense numbers, in the exchange directory ``exchange``: each
     asker t (a byte range of the input, or a Spark partition of a read through Spark's sources)
@@ -772,7 +788,7 @@ def _ask_frame(run, frame, counts: dict) -> _Asked:
     from pyspark.sql import functions as F
 
     spark = run.spark
-    asked = _Asked(run.scratch.directory(), int(spark.conf.get("spark.sql.shuffle.partitions")))
+    asked = _Asked(run.scratch.directory(), _exchange_tasks(spark))
     frame.select(F.spark_partition_id().alias("t"), "*").mapInArrow(forgets_zip_importers(
         functools.partial(_ask_partition, asked.exchange, asked.buckets)), "t int").collect()
     asked.have([counts.get(t, 0) for t in range(max(counts, default=-1) + 1)])
@@ -794,11 +810,11 @@ def _ask_partition(exchange: str, buckets: int, batches):
 class _Ranged:
     """What the ids stage leaves for the sub-graphs: the dense edges (``edges``: the askers that sent
     them) and, where they carry no attributes, the vertices (``vertices``: the slices that sent them,
-    those with vertices; else None) already sent to their vertex-range buckets in the exchange
-    directory ``exchange`` (:func:`_to_ranges`'s files)."""
+    those with vertices; else None) already sent to their vertex-range buckets (``buckets`` of them)
+    in the exchange directory ``exchange`` (:func:`_to_ranges`'s files)."""
 
-    def __init__(self, exchange: str, edges: list[int], vertices: list[int] | None):
-        self.exchange, self.edges, self.vertices = exchange, edges, vertices
+    def __init__(self, exchange: str, buckets: int, edges: list[int], vertices: list[int] | None):
+        self.exchange, self.buckets, self.edges, self.vertices = exchange, buckets, edges, vertices
 
 
 def _dense_ids(run, edges: _Edges, vertex_rows: _VertexRows | None = None):
@@ -858,7 +874,7 @@ def _dense_ids(run, edges: _Edges, vertex_rows: _VertexRows | None = None):
     if with_attributes:
         with run.step("vertex attributes"):
             vertices = run.scratch(vertices.join(vertex_rows.frame.select("id", "vattrs"), "id", "left"))
-    ranged = _Ranged(run.scratch.directory(), asked.askers,
+    ranged = _Ranged(run.scratch.directory(), asked.buckets, asked.askers,
                      None if with_attributes else [int(p) for p in np.flatnonzero(counts)])
     with run.step("dense edges"):
         dense = _dense_edges(run, edges, directory, offsets, n, ranged)
@@ -876,7 +892,7 @@ def _dense_edges(run, edges: _Edges, numbered: str, offsets: np.ndarray, n: int,
     fs.create_dir(root, recursive=True)         # read back even if no task writes there
     count = len(asked.askers) + len(ranged.vertices or [])
     if count:
-        spark.range(0, count, 1, count).mapInArrow(forgets_zip_importers(functools.partial(
+        _indices(spark, count).mapInArrow(forgets_zip_importers(functools.partial(
             _write_dense, asked, numbered, offsets, n, ranged, directory)), "t long").collect()
     fields = [("eid", pa.int64()), ("src", pa.int64()), ("dst", pa.int64())]
     if len(edges.attributes):
@@ -1039,7 +1055,7 @@ def _subgraphs(run, edges, vertices, parts, n: int, k: int, ranged: _Ranged) -> 
     from pyspark.sql import functions as F
 
     spark = run.spark
-    buckets = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    buckets = ranged.buckets
     attrs = ["attrs"] if "attrs" in edges.columns else []
     vattrs = ["vattrs"] if "vattrs" in vertices.columns else []
     frames = [parts.select(F.col("vid").cast("long").alias("vid"), F.col("part").cast("int").alias("part")),
@@ -1062,7 +1078,7 @@ def _subgraphs(run, edges, vertices, parts, n: int, k: int, ranged: _Ranged) -> 
         ranges.mapInArrow(tasks(_label_destinations, n, buckets, k, senders[0], schemas[0]),
                           "b long").collect()
     with run.step("discover"):
-        sizes = spark.range(0, k, 1, k).mapInArrow(tasks(_discover_partition, buckets, k), _SIZES).collect()
+        sizes = _indices(spark, k).mapInArrow(tasks(_discover_partition, buckets, k), _SIZES).collect()
     num_vertices = np.zeros(k, np.int64)
     num_subgraphs = np.zeros(k, np.int64)
     for row in sizes:
@@ -1275,7 +1291,7 @@ def _write_template(run, path, fs, data, found: _Discovered, described: _Edges, 
         _write_partition, path, data, found, k, tables, described.id_type,
         described.vertices.attributes if described.vertices is not None else pa.schema([]), described.attributes))
     with run.step("partition files"):
-        written = {r["part"]: r for r in spark.range(0, k, 1, k).mapInArrow(task, _WRITTEN).collect()}
+        written = {r["part"]: r for r in _indices(spark, k).mapInArrow(task, _WRITTEN).collect()}
     with run.step("sub-graph and meta-graph tables"):
         spark.range(0, 1, 1, 1).mapInArrow(forgets_zip_importers(functools.partial(_write_tables, path, data, tables, k)),
                                            "rows long").collect()
