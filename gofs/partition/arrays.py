@@ -49,11 +49,14 @@ def summed_repeats(a, b, w):
         key = (a - low).astype(np.int64, copy=False) * span + (b - low)
         order = np.argsort(key, kind="stable")
         key = key[order]
-        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        new = key[1:] != key[:-1]
+        a, b = a[order], b[order]
     else:
         order = np.lexsort((b, a))
-        first = np.flatnonzero(np.r_[True, (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])])
-    return a[order][first], b[order][first], np.add.reduceat(w[order], first)
+        a, b = a[order], b[order]
+        new = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    first = np.flatnonzero(np.r_[True, new])
+    return a[first], b[first], np.add.reduceat(w[order], first)
 
 
 _ONE_KEY_SPAN = 3_037_000_499       # the largest span whose pairs' keys fit an int64
