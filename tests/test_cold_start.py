@@ -86,9 +86,9 @@ def test_disk_cache_keeps_to_its_budget_dropping_the_least_recently_used(tmp_pat
 
 
 def test_a_partitions_arc_sort_is_kept_on_disk_for_the_next_process(road, tmp_path, monkeypatch):
-    """A fresh worker's first SSSP sorted every partition's arcs for its matrices (~0.26 CPU-s for
+    """A fresh worker's first SSSP sorted every partition's arcs for its matrices (~0.17 CPU-s for
     the 1M road grid's 8 partitions): the sort depends on the template topology only, so it is kept
-    beside the bundle on the executor's disk and a later process loads it (~0.04 CPU-s) into the
+    beside the bundle on the executor's disk and a later process loads it (~0.02 CPU-s) into the
     same matrix; without a disk cache every process sorts."""
     import gopher.subgraph
     from algorithms.sssp import SingleSourceShortestPaths
