@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import time
 import traceback
 from collections.abc import Sequence
@@ -160,9 +161,10 @@ class InstanceView:
     view's entry in it.
     """
 
-    def __init__(self, bundle, vertex: dict, edge: dict, cache, key, process_key: tuple = ()):
+    def __init__(self, bundle, vertex: dict, edge: dict, cache, key, process_key: tuple = (), kept=None):
         self.bundle, self.vertex, self.edge = bundle, vertex, edge
         self.cache, self.key, self.process_key = cache, key, process_key
+        self.kept = kept                         # Subgraph's kept: the topology's place on disk, if any
         self.entries: tuple = (key,)           # its cache entries: bundles and itself, as partition_view uses them
         self._subgraphs: dict[int, Subgraph] = {}
         self.shared: dict = {}                   # Subgraph.partition_pass results
@@ -191,7 +193,7 @@ class InstanceView:
         if sg is None:
             working = WorkingSpace(lambda: self.cache, (*self.key, "working", k))
             sg = self._subgraphs[k] = Subgraph(self.bundle, k, self.vertex, self.edge, self._account, working,
-                                               self.shared, self.process_pass)
+                                               self.shared, self.process_pass, self.kept)
         return sg
 
 
@@ -367,18 +369,32 @@ def _template_bundle(spec: RunSpec, p: int) -> tuple:
     def load():
         return load_partition(store, p, program.vertex_attributes, program.edge_attributes)
 
-    disk = spec.disk_cache if "uuid" in store.manifest else None      # only a versioned graph
+    disk = _disk_cache(spec)
     bundle = process_cache(spec.cache_bytes).get(key, lambda: freeze(
-        load() if disk is None else disk.get((*key, _bundle_code()), load)))
+        load() if disk is None else disk.get((*key, _code_digest("gofs.bundle")), load)))
     return key, bundle
 
 
-@functools.lru_cache(maxsize=1)
-def _bundle_code() -> str:
-    """A digest of the code that builds bundles: files another release wrote are not read."""
-    import gofs.bundle
+def _disk_cache(spec: RunSpec) -> DiskCache | None:
+    """Where a run keeps a graph's topology across processes: only a versioned graph's."""
+    return spec.disk_cache if "uuid" in spec.store.manifest else None
 
-    return hashlib.sha256(Path(gofs.bundle.__file__).read_bytes()).hexdigest()[:16]
+
+def _template_keeper(spec: RunSpec, p: int):
+    """The ``kept`` of partition ``p``'s template sub-graphs (:class:`gopher.subgraph.Subgraph`):
+    arrays derived from its topology, kept on the executor's disk beside its bundle and keyed by
+    the graph version and the code that builds the bundle and them; None without a disk cache."""
+    disk = _disk_cache(spec)
+    if disk is None:
+        return None
+    graph = (*_graph_key(spec.store), "topology", p, _code_digest("gofs.bundle"), _code_digest("gopher.subgraph"))
+    return lambda key, build: disk.get((*graph, key), build)
+
+
+@functools.lru_cache(maxsize=None)
+def _code_digest(module: str) -> str:
+    """A digest of a module's source: files that another release's code wrote are not read."""
+    return hashlib.sha256(Path(importlib.import_module(module).__file__).read_bytes()).hexdigest()[:16]
 
 
 def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView:
@@ -387,7 +403,9 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
     cache = process_cache(spec.cache_bytes)
     bundle_key, bundle = _template_bundle(spec, p)
     used = [bundle_key]
+    kept = _template_keeper(spec, p)
     if instance is not None and instance.get("topology"):
+        kept = None                          # the instance's own topology: kept in this process only
         template = bundle
         bundle_key = (*bundle_key, "topology", instance["id"])
         bundle = cache.get(bundle_key, lambda: freeze(instance_bundle(store, template, instance)))
@@ -406,12 +424,12 @@ def partition_view(spec: RunSpec, p: int, instance: dict | None) -> InstanceView
             vertex, edge = {}, {}
         else:
             vertex, edge = freeze(load_instance_attributes(store, bundle, instance, vattrs, eattrs, categorical))
-        return InstanceView(bundle, vertex, edge, cache, view_key, process_key)
+        return InstanceView(bundle, vertex, edge, cache, view_key, process_key, kept)
 
     view = cache.get(view_key, build)
     if view.bundle is not bundle:            # the bundle was evicted and reloaded: rebuild the view
         cache.grow(view_key, 0)
-        view = InstanceView(bundle, view.vertex, view.edge, cache, view_key, process_key)
+        view = InstanceView(bundle, view.vertex, view.edge, cache, view_key, process_key, kept)
     view.cache = cache
     view.entries = (*used, view_key)
     return view
