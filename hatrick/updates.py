@@ -224,8 +224,11 @@ def _arrow_strings(column: pd.Series) -> pa.Array | None:
 
 
 def _factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, distinct values) of ``column`` as :func:`pandas.factorize` gives them (code -1: null),
-    by Arrow's dictionary encoding for a column kept in Arrow."""
+    """(codes, distinct values) of ``column`` as :func:`pandas.factorize` gives them (code -1: null;
+    values no row uses may be listed too): a categorical column's own codes and categories (no
+    pass over its values), Arrow's dictionary encoding for a column kept in Arrow."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), np.asarray(column.cat.categories, dtype=object)
     strings = _arrow_strings(column)
     if strings is None:
         codes, uniques = pd.factorize(column, use_na_sentinel=True)
@@ -253,7 +256,7 @@ def _op_codes(column: pd.Series) -> np.ndarray:
     strings = _arrow_strings(column)
     if strings is not None:
         return pc.index_in(strings, value_set=_OPS_ARROW).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int8)
-    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    codes, uniques = _factorize(column)
     lookup = np.array([OPS.index(v) if isinstance(v, str) and v in OPS else -1 for v in uniques] + [-1], np.int8)
     return lookup[codes]
 
@@ -286,7 +289,8 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     ``id_type`` is "int64" or "string" (the graph's). A missing ``time`` column means "now".
     Raises InputError if the table lacks a column every update needs (``op``, ``producer``, ``seq``).
     ``locate(rows)``, if given, says where bad rows came from (e.g. file and line); it prefixes their reasons.
-    Typed columns (integer ids and seq, float time, text op/producer) take vectorised paths;
+    Typed columns (integer ids and seq, float time, text or categorical op/producer: a categorical
+    column's codes and categories are read, not its values) take vectorised paths;
     columns of Python objects are checked value by value.
     """
     frame = to_frame(updates)
