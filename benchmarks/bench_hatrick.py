@@ -58,7 +58,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from gofs.store import GraphStore
 from hatrick.buffer import SnapshotPolicy
@@ -69,60 +68,74 @@ from hatrick.stream import Stream
 
 class EdgeWorkload:
     """Edge updates whose removals always name a present edge: a FIFO of present edges. A batch
-    costs the driver little to make (text columns taken from Arrow arrays of their few values,
-    the FIFO compacted rather than grown), since in the closed loop it is made on the driver's
-    cores while the workers apply the batch before."""
+    costs the driver little to make, since in the closed loop it is made on the driver's cores while
+    the workers apply the batch before: ``op`` and ``producer`` are categorical columns made from
+    their codes (no string per row, and :func:`hatrick.updates.validate` reads the codes), and the
+    FIFO is a buffer appended at its tail and compacted only when full (not copied every batch)."""
 
-    OPS = pa.array(["remove_edge", "add_edge"])
+    OPS = pd.CategoricalDtype(["remove_edge", "add_edge"])
 
     def __init__(self, src, dst, n, seed, producers=4):
         self.rng = np.random.default_rng(seed)
         order = self.rng.permutation(len(src))
         self.q_src = np.asarray(src)[order].astype(np.int64)
         self.q_dst = np.asarray(dst)[order].astype(np.int64)
-        self.head = 0
+        self.head, self.tail = 0, len(self.q_src)      # the present edges are q_src/q_dst[head:tail]
         self.n = n
         self.producers = producers
-        self.names = pa.array([f"p{p}" for p in range(producers)])
+        self.names = pd.CategoricalDtype([f"p{p}" for p in range(producers)])
         self.seq = np.zeros(producers, np.int64)
         self.clock = 0.0
 
+    def present(self) -> int:
+        """How many present edges the FIFO holds (a batch of ``size`` removes ``size // 2`` of them)."""
+        return self.tail - self.head
+
     def batch(self, size: int) -> pd.DataFrame:
         half = size // 2
-        if len(self.q_src) - self.head < half:
+        if self.present() < half:
             raise RuntimeError("workload window exhausted")
         rs, rd = self.q_src[self.head:self.head + half], self.q_dst[self.head:self.head + half]
         self.head += half
         add_s, add_d = self.rng.integers(0, self.n, size - half), self.rng.integers(0, self.n, size - half)
-        removes = np.zeros(size, bool)
-        removes[np.arange(half) * 2] = True
-        src = np.empty(size, np.int64)
-        dst = np.empty(size, np.int64)
-        src[removes], dst[removes] = rs, rd
-        src[~removes], dst[~removes] = add_s, add_d
-        self.q_src = np.concatenate([self.q_src[self.head:], add_s])     # the FIFO of present edges, from its head
-        self.q_dst = np.concatenate([self.q_dst[self.head:], add_d])
-        self.head = 0
-        producer = np.arange(size) % self.producers
+        src, dst = np.empty(size, np.int64), np.empty(size, np.int64)
+        src[0:2 * half:2], dst[0:2 * half:2] = rs, rd             # removals at the even rows,
+        src[1::2], dst[1::2] = add_s[:half], add_d[:half]         # additions at the odd ones (and the last)
+        src[2 * half:], dst[2 * half:] = add_s[half:], add_d[half:]
+        ops = np.ones(size, np.int8)
+        ops[0:2 * half:2] = 0
+        self._append(add_s, add_d)
+        producer = (np.arange(size) % self.producers).astype(np.int8)
         counts = np.bincount(producer, minlength=self.producers)
         seq = self.seq[producer] + 1 + np.arange(size) // self.producers      # rows go round the producers
         self.seq += counts
         times = self.clock + np.arange(size) * 1e-6
         self.clock = float(times[-1]) + 1e-6
-        return pd.DataFrame({"op": _text(self.OPS.take(pa.array((~removes).astype(np.int8)))), "src": src,
-                             "dst": dst, "producer": _text(self.names.take(pa.array(producer))), "seq": seq,
-                             "time": times})
+        return pd.DataFrame({"op": pd.Categorical.from_codes(ops, dtype=self.OPS, validate=False),
+                             "src": src, "dst": dst,
+                             "producer": pd.Categorical.from_codes(producer, dtype=self.names, validate=False),
+                             "seq": seq, "time": times}, copy=False)
+
+    def _append(self, add_s, add_d) -> None:
+        """Add edges at the FIFO's tail; a full buffer first moves its present edges to its start
+        (doubling it if they would not leave room)."""
+        if self.tail + len(add_s) > len(self.q_src):
+            live = self.present()
+            room = max(len(self.q_src), 2 * (live + len(add_s)))
+            for name in ("q_src", "q_dst"):
+                old = getattr(self, name)
+                new = np.empty(room, np.int64) if room > len(old) else old
+                new[:live] = old[self.head:self.tail]
+                setattr(self, name, new)
+            self.head, self.tail = 0, live
+        self.q_src[self.tail:self.tail + len(add_s)] = add_s
+        self.q_dst[self.tail:self.tail + len(add_d)] = add_d
+        self.tail += len(add_s)
 
     def expected_counts(self) -> dict:
-        u, v = np.minimum(self.q_src[self.head:], self.q_dst[self.head:]), np.maximum(self.q_src[self.head:], self.q_dst[self.head:])
-        keys, counts = np.unique(u * self.n + v, return_counts=True)
+        q_src, q_dst = self.q_src[self.head:self.tail], self.q_dst[self.head:self.tail]
+        keys, counts = np.unique(np.minimum(q_src, q_dst) * self.n + np.maximum(q_src, q_dst), return_counts=True)
         return keys, counts
-
-
-def _text(strings: pa.Array) -> pd.Series:
-    """An Arrow string array as a pandas text column of the default text dtype (what a frame built
-    from Python strings holds)."""
-    return pd.Series(pd.array(strings, dtype=pd.Series(["x"]).dtype))
 
 
 def _live_counts(stream, n):
@@ -374,7 +387,7 @@ def rescale_round_trip(stream, work, batch: int) -> list:
 
 def open_loop(stream, work, rate, seconds, max_batch, rescale_at=(), n_workers=(3, 2)):
     total = int(rate * seconds)
-    chunk = max(len(work.q_src) - work.head, 2)          # removes half of it: never past the window
+    chunk = max(work.present(), 2)          # removes half of it: never past the window
     frame = pd.concat([work.batch(min(chunk, total - i)) for i in range(0, total, chunk)], ignore_index=True)
     start = time.perf_counter()
     arrival = start + np.arange(total) / rate

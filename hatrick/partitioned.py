@@ -149,15 +149,15 @@ def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op):
 
 
 def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBatch:
-    """The updates a worker applies: an endpoint row becomes ``add_vertex`` of that endpoint."""
+    """The updates a worker applies: an endpoint row becomes ``add_vertex`` of that endpoint
+    (written into the op and ``a`` columns taken by the index array ``rows``: copies, not views)."""
     part = batch.take(rows)
-    end_a, end_b = why == END_A, why == END_B
-    ends = end_a | end_b
-    if not ends.any():
-        return part
-    return UpdateBatch(np.where(ends, np.int8(ADD_VERTEX), part.op), np.where(end_b, part.b, part.a), part.b,
-                       part.attribute, part.value, part._producer, part.seq, part.time, part.text_values,
-                       part.producer_codes)
+    ends = np.flatnonzero((why == END_A) | (why == END_B))
+    if len(ends):
+        part.op[ends] = ADD_VERTEX
+        end_b = ends[why[ends] == END_B]
+        part.a[end_b] = part.b[end_b]
+    return part
 
 
 class Worker:
@@ -1043,10 +1043,11 @@ class PartitionedGraph:
             batch, applied, rejected = routed.batch, 0, []
             for answer, (rows, why) in zip(routed.answers, routed.rows):
                 mine = answer.result()[1]
-                own = rows[why == OWN]
+                owned = why == OWN
                 if mine is None:
-                    applied += len(own)
+                    applied += int(np.count_nonzero(owned))
                     continue
+                own = rows[owned]
                 if len(own) < len(rows):                      # drop verdicts on rows another worker owns
                     keys = pd.MultiIndex.from_arrays([batch.producer[own], batch.seq[own]])
                     mine = mine[pd.MultiIndex.from_arrays([mine.producer, mine.seq]).isin(keys)]

@@ -311,6 +311,8 @@ class Stream:
         updates : pandas DataFrame, Spark DataFrame or list of dicts
             Columns as in :mod:`hatrick.updates` (``producer``, ``seq``, ``op``, ids, values);
             an update whose (producer, seq) was already applied is counted as a duplicate.
+            ``op`` and ``producer`` may be categorical (``pandas.Categorical``, as ``to_pandas()``
+            makes Arrow dictionary columns): their codes are checked, not a string per row.
         errors : "raise" or "report"
             ``"raise"`` refuses a batch with a malformed row, ``"report"`` skips the row.
 

@@ -23,7 +23,7 @@ from gofs.errors import InputError
 OPS = ("add_vertex", "remove_vertex", "add_edge", "remove_edge", "set_vertex", "set_edge")
 ADD_VERTEX, REMOVE_VERTEX, ADD_EDGE, REMOVE_EDGE, SET_VERTEX, SET_EDGE = range(len(OPS))
 VERTEX_OPS = (ADD_VERTEX, REMOVE_VERTEX, SET_VERTEX)
-IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)     # by op code (a lookup, not an np.isin per batch)
+IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)     # by op code (a lookup for the routing kernel)
 COLUMNS = ("op", "id", "src", "dst", "attribute", "value", "producer", "seq", "time")
 REJECTED_COLUMNS = ["producer", "seq", "op", "reason"]
 MAX_SEQ = 1 << 62      # a seq near 2**63 would leave its producer no seq above the mark
@@ -151,8 +151,9 @@ _EMPTY_REJECTED = pd.DataFrame(columns=REJECTED_COLUMNS)
 
 
 def empty_rejected() -> pd.DataFrame:
-    """A new, empty rejection table (a copy of one built once: building a frame costs more)."""
-    return _EMPTY_REJECTED.copy()
+    """A new, empty rejection table (a shallow copy of one built once: building a frame, or a deep
+    copy, costs more; the copy's columns are its own, and it has no rows to share)."""
+    return _EMPTY_REJECTED.copy(deep=False)
 
 
 class _Columns(dict):
@@ -224,8 +225,11 @@ def _arrow_strings(column: pd.Series) -> pa.Array | None:
 
 
 def _factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, distinct values) of ``column`` as :func:`pandas.factorize` gives them (code -1: null),
-    by Arrow's dictionary encoding for a column kept in Arrow."""
+    """(codes, distinct values) of ``column`` as :func:`pandas.factorize` gives them (code -1: null;
+    values no row uses may be listed too): a categorical column's own codes and categories (no
+    pass over its values), Arrow's dictionary encoding for a column kept in Arrow."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.array.codes, np.asarray(column.dtype.categories, dtype=object)
     strings = _arrow_strings(column)
     if strings is None:
         codes, uniques = pd.factorize(column, use_na_sentinel=True)
@@ -236,7 +240,10 @@ def _factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _missing(column: pd.Series) -> np.ndarray:
-    """Where ``column`` is null (for a column kept in Arrow, from its validity bitmap)."""
+    """Where ``column`` is null (for a column kept in Arrow, from its validity bitmap; for a
+    categorical one, from its codes)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.array.codes < 0
     strings = _arrow_strings(column)
     if strings is None:
         return column.isna().to_numpy()
@@ -253,9 +260,9 @@ def _op_codes(column: pd.Series) -> np.ndarray:
     strings = _arrow_strings(column)
     if strings is not None:
         return pc.index_in(strings, value_set=_OPS_ARROW).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int8)
-    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    codes, uniques = _factorize(column)
     lookup = np.array([OPS.index(v) if isinstance(v, str) and v in OPS else -1 for v in uniques] + [-1], np.int8)
-    return lookup[codes]
+    return lookup[codes.astype(np.intp, copy=False)]       # numpy indexes by small integers far slower
 
 
 def _plain_kind(column: pd.Series) -> str:
@@ -286,7 +293,8 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     ``id_type`` is "int64" or "string" (the graph's). A missing ``time`` column means "now".
     Raises InputError if the table lacks a column every update needs (``op``, ``producer``, ``seq``).
     ``locate(rows)``, if given, says where bad rows came from (e.g. file and line); it prefixes their reasons.
-    Typed columns (integer ids and seq, float time, text op/producer) take vectorised paths;
+    Typed columns (integer ids and seq, float time, text or categorical op/producer: a categorical
+    column's codes and categories are read, not its values) take vectorised paths;
     columns of Python objects are checked value by value.
     """
     frame = to_frame(updates)
@@ -338,7 +346,9 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     else:
         times = np.full(n, _time.time())
 
-    vertex_op = (op >= 0) & IS_VERTEX_OP[op]
+    vertex_op = np.zeros(n, bool)
+    for code in VERTEX_OPS:                              # compares: indexing by int8 codes is far slower
+        vertex_op |= op == code
     edge_op = (op >= 0) & ~vertex_op
     ids = col["id"] if "id" in frame.columns else col["src"]
     a_vertex = _ids(ids, id_type, vertex_op, "id", reasons)

@@ -31,6 +31,26 @@ def test_malformed_rows_are_named_and_dropped():
     assert "seq" in bad.reason.iloc[-1]
 
 
+def test_categorical_op_and_producer_columns_check_as_text_does():
+    rows = pd.DataFrame([u("add_edge", 1, src=1, dst=2), u("add_edg", 2, src=1, dst=2),
+                         u("remove_edge", 3, producer="q", src=2, dst=1),
+                         {"op": None, "src": 1, "dst": 2, "producer": "q", "seq": 4, "time": 4.0},
+                         {"op": "add_edge", "src": 1, "dst": 2, "producer": None, "seq": 5, "time": 5.0},
+                         u("add_edge", 6, producer="q", src=3, dst=4)])
+    categorical = rows.astype({"op": "category", "producer": "category"})
+    categorical["op"] = categorical["op"].cat.add_categories(["set_edge"])      # a value no row has
+    categorical["producer"] = categorical["producer"].cat.add_categories(["unused"])
+    assert isinstance(categorical["op"].dtype, pd.CategoricalDtype)
+    (text, text_bad), (cat, cat_bad) = validate(rows, "int64"), validate(categorical, "int64")
+    assert cat.op.tolist() == text.op.tolist() == [OPS.index("add_edge"), OPS.index("remove_edge"),
+                                                   OPS.index("add_edge")]
+    assert cat.producer.tolist() == text.producer.tolist() == ["p", "q", "q"]
+    assert cat.seq.tolist() == text.seq.tolist() == [1, 3, 6]
+    assert cat_bad.to_dict("list") == text_bad.to_dict("list")
+    assert dict(zip(cat_bad.seq, cat_bad.reason)) == {2: f"unknown op 'add_edg' (ops: {', '.join(OPS)})",
+                                                      4: "field 'op' is missing", 5: "field 'producer' is missing"}
+
+
 def test_missing_required_column_and_unknown_column_raise():
     with pytest.raises(InputError, match="no 'seq' column"):
         validate([{"op": "add_vertex", "id": 1, "producer": "p"}], "int64")
