@@ -882,38 +882,28 @@ def _all(workers: list, name: str, *args) -> list:
 
 
 class MergedLabels:
-    """Global component numbers of the workers' local labels: worker ``i``'s label ``l`` is global
-    label ``offsets[i] + l``, numbered by the smallest global label joined with it through ghosts.
-    Held by the merger worker: only the global labels the boundary's pairs name (``joined``,
-    ascending) and the number of each (``root``), so its size follows the boundary's label
-    pairs, not every worker's label space; a label no pair names is its own number."""
+    """Global component numbers of the workers' local labels: worker ``i``'s label ``l`` is number
+    ``root[offsets[i] + l]``, the smallest (offset + label) joined with it through ghosts. Held
+    by the merger worker: one int per label of every worker (with workers in Spark tasks, none
+    of it on the driver)."""
 
-    def __init__(self, offsets: np.ndarray, joined: np.ndarray, root: np.ndarray):
-        self.offsets, self.joined, self.root = offsets, joined, root
+    def __init__(self, offsets: np.ndarray, root: np.ndarray):
+        self.offsets, self.root = offsets, root
 
     def of(self, index: int, labels: np.ndarray) -> np.ndarray:
         """Global numbers of worker ``index``'s local ``labels``."""
-        number = self.offsets[index] + np.asarray(labels, np.int64)
-        if not len(self.joined):
-            return number
-        at = np.minimum(np.searchsorted(self.joined, number), len(self.joined) - 1)
-        hit = self.joined[at] == number
-        number[hit] = self.root[at[hit]]
-        return number
+        return self.root[self.offsets[index] + np.asarray(labels, np.int64)]
 
 
 def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     """Local labels joined through ghosts: ``joins`` holds, per owner worker, the
     (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; one union-find
-    pass over those pairs, numbered by the distinct global labels they name (sorted, so a set's
-    smallest member is its smallest global label): its work follows the boundary's label pairs,
-    not the workers' joint label space."""
+    pass over those pairs in the workers' joint label space (no sort or hashing of the pairs:
+    its work follows the boundary's label pairs plus one array over the label space)."""
     left = [offsets[senders] + theirs for senders, theirs, _ in joins]
     right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
     u, v = _joined(left), _joined(right)
-    joined, inverse = np.unique(np.concatenate([u, v]), return_inverse=True)
-    smallest = smallest_members(len(joined), inverse[:len(u)], inverse[len(u):])
-    return MergedLabels(offsets, joined, joined[smallest])
+    return MergedLabels(offsets, smallest_members(int(offsets[-1]), u, v))
 
 
 @dataclasses.dataclass

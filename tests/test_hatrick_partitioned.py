@@ -280,35 +280,6 @@ def test_the_exchange_kernels_equal_their_array_definitions():
         {frozenset(c) for c in nx.connected_components(every)}
 
 
-def test_the_merge_numbers_labels_by_the_smallest_label_joined_with_them():
-    """:func:`merge_components` over the label pairs of three workers: every label, named in a
-    pair or not, gets the smallest global label (offset + label) of its NetworkX component, and
-    what the merger keeps is the labels the pairs name, not the workers' label spaces."""
-    import networkx as nx
-
-    from hatrick.partitioned import merge_components
-
-    rng = np.random.default_rng(5)
-    sizes = np.array([300, 200, 250])
-    offsets = np.cumsum(np.r_[0, sizes])
-    joins = []
-    for owner in range(3):
-        senders = rng.choice([w for w in range(3) if w != owner], 40)
-        joins.append((senders, rng.integers(0, sizes[senders]), rng.integers(0, sizes[owner], 40)))
-    merged = merge_components(offsets, joins)
-    graph = nx.Graph()
-    graph.add_nodes_from(range(int(offsets[-1])))
-    for owner, (senders, theirs, mine) in enumerate(joins):
-        graph.add_edges_from(zip(offsets[senders] + theirs, offsets[owner] + mine))
-    expected = np.empty(int(offsets[-1]), np.int64)
-    for component in nx.connected_components(graph):
-        expected[list(component)] = min(component)
-    for w in range(3):
-        labels = rng.permutation(sizes[w])
-        assert np.array_equal(merged.of(w, labels), expected[offsets[w] + labels])
-    assert len(merged.joined) <= 2 * 3 * 40 and (expected != np.arange(len(expected))).any()
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_ghost_left_without_edges_leaves_the_boundary_exchange():
     """A vertex stays alive after its last edge goes; where it was a ghost it joins nothing more,
