@@ -235,3 +235,25 @@ def test_a_removed_label_vertex_recreated_later_in_the_batch_exists_only_from_it
     assert after.comp.tolist() == [0, 1, 1, 0, 4] and state.comp.tolist() == [0, 0, 0, 3, 3]
     assert (after.comp == components_from_scratch(after)).all()
     assert vertex_frame(after).set_index("id").loc[0, "w"] == 2.0
+
+
+def test_a_removal_in_the_giant_component_of_the_alive_vertices_recomputes_in_one_pass(monkeypatch):
+    """A state whose vids are mostly dead (as a worker's: every template vertex, alive only where
+    it holds their edges) and whose giant component holds most of the alive vertices but a
+    minority of the vids: a removal there takes the one pass over every slot, not the cut-out
+    region, and the components still equal NetworkX's."""
+    import hatrick.live as live
+
+    n = 60
+    path = np.arange(24)
+    state = build_state(np.arange(n), np.r_[path[:-1], 30], np.r_[path[1:], 31], False)
+    state, _ = apply_batch(state, validate([update("remove_vertex", int(x), 0, None, seq) for seq, x in
+                                            enumerate(range(32, n), 1)], "int64")[0])
+    passes = []
+    slot_components = live._slot_components
+    monkeypatch.setattr(live, "_slot_components", lambda *args: passes.append(1) or slot_components(*args))
+    state, _ = apply_batch(state, validate([update("remove_edge", 5, 6, None, 100)], "int64")[0])
+    assert 2 * 24 < n and 2 * 24 > state.alive.sum() and passes == [1]
+    graph = nx.Graph(list(zip(np.r_[path[:5], path[6:-1], 30], np.r_[path[1:6], path[7:], 31])))
+    graph.add_nodes_from(range(32))
+    assert live_partition(components_frame(state)) == sorted(sorted(c) for c in nx.connected_components(graph))
