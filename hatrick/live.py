@@ -654,9 +654,9 @@ def _remove_vertices(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
 def _update_components(d: _Draft) -> None:
     """Merge labels over added edges, then recompute the components a removal touched.
 
-    When the touched components hold most of the graph (a removal in the giant component),
-    all components are recomputed in one scipy call on the live edges, which is cheaper than
-    cutting the region out first."""
+    When the touched components hold most of the alive vertices (a removal in the giant
+    component), all components are recomputed in one numba pass over the edge slots
+    (:func:`_slot_components`), which is cheaper than cutting the region out first."""
     comp = d.comp
     if d.affected and _mostly_affected(d):
         _slot_components(d.src, d.dst, d.mult, d.alive, comp)
