@@ -88,13 +88,11 @@ def child(argv: list[str]) -> None:
 
 def _demo_fixed_cost(spark) -> tuple[float, float]:
     """Median of 3 warm empty runs on the demo graph: the run's seconds and the caller's wall."""
-    import goffish
-    from goffish.demo import SAMPLE
+    from goffish.demo import SAMPLE, ingest_sample
     from gofs.ingest.read_local import read_edge_list
 
     path = str(Path(scratch_directory("goffish-bench-demo-")) / "road-small.gofs")
-    g = goffish.ingest(read_edge_list(SAMPLE, weight="length"), path, num_partitions=4, partitioner="metis",
-                       spark=spark)
+    g = ingest_sample(read_edge_list(SAMPLE, weight="length"), path, spark)
     g.run(Empty(), progress=False)                     # warm: this graph's first run loads its partitions
     seconds, walls = [], []
     for _ in range(3):

@@ -658,7 +658,8 @@ def _update_components(d: _Draft) -> None:
     component), all components are recomputed in one numba pass over the edge slots
     (:func:`_slot_components`), which is cheaper than cutting the region out first."""
     comp = d.comp
-    if d.affected and _mostly_affected(d):
+    alive = int(np.count_nonzero(d.alive)) if d.affected else 0
+    if d.affected and _mostly_affected(d, alive):
         _slot_components(d.src, d.dst, d.mult, d.alive, comp)
         return
     remap = None
@@ -686,7 +687,7 @@ def _update_components(d: _Draft) -> None:
         members = np.flatnonzero(region)
         if not len(members):
             return
-        if 2 * len(members) > int(d.alive.sum()):
+        if 2 * len(members) > alive:
             _slot_components(d.src, d.dst, d.mult, d.alive, comp)
             return
         live = np.flatnonzero(d.mult > 0)
@@ -726,16 +727,16 @@ def smallest_members(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return parent
 
 
-def _mostly_affected(d: _Draft) -> bool:
+def _mostly_affected(d: _Draft, alive: int) -> bool:
     """Whether the components touched by removals (before this batch's merges, so at most the
-    region after them) already hold more than half of the alive vertices. Alive, not all vids:
+    region after them) already hold more than half of the ``alive`` vertices. Alive, not all vids:
     a worker's vids include every template vertex, dead there where it holds none of their edges
     (~38% on a worker of three in the 200k-vertex bench), so its giant component (~70% of its
     alive vertices) passed for a minority, and cutting it out cost 2.3x the pass over every slot."""
     marked = np.zeros(len(d.comp) + 1, bool)
     labels = np.concatenate(d.affected)
     marked[labels[labels >= 0]] = True
-    return 2 * int(marked[d.comp].sum()) > int(d.alive.sum())
+    return 2 * int(marked[d.comp].sum()) > alive
 
 
 @njit(cache=True, nogil=True)
