@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 import graphs
-from algorithms.sssp import lower_distances
+from algorithms.sssp import Potential, lower_distances
 from gopher.subgraph import _block_layout, _csr_layout
 
 
@@ -39,14 +39,19 @@ def _whole_dijkstra(adjacency, seeds, seed_dist) -> np.ndarray:
     return dijkstra(augmented, directed=True, indices=n)[:n]
 
 
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("integral", [True, False])
-def test_lowering_round_after_round_equals_a_whole_dijkstra_each_time(directed, integral):
+def test_lowering_round_after_round_equals_a_whole_dijkstra_each_time(directed, integral, kept):
+    """``kept``: one :class:`Potential` across the rounds (as a run keeps it), taken afresh only
+    when too stale: the same distances as a potential taken each round."""
     n = 400
     adjacency = _graph(n, 700 if directed else 450, seed=11 + directed + 2 * integral, directed=directed,
                        integral=integral)
     rng = np.random.default_rng(3)
     dist = np.full(n, np.inf)
+    potential = Potential.of(adjacency) if kept else None
+    taken = []
     first = np.array([int(np.argmax(np.diff(adjacency.indptr)))])
     regions = []
     for round_ in range(12):
@@ -63,12 +68,38 @@ def test_lowering_round_after_round_equals_a_whole_dijkstra_each_time(directed, 
             seed_dist = np.maximum(seed_dist if integral else seed_dist - rng.random(len(seeds)), 0.0)
         expected = np.minimum(dist, _whole_dijkstra(adjacency, seeds, seed_dist))
         before = dist.copy()
-        lowered = lower_distances(adjacency, dist, seeds, seed_dist, integral)
+        lowered = lower_distances(adjacency, dist, seeds, seed_dist, integral, potential)
         np.testing.assert_array_equal(dist, expected)
         np.testing.assert_array_equal(lowered, expected < before)
         regions.append(int(lowered.sum()))
+        if kept:
+            taken.append(potential.stale == int(lowered.sum()))
     # none lowered, a few, more than half: every path through the function ran
     assert regions[4] == 0 and max(regions[1:]) > n // 2 and any(0 < r < n // 10 for r in regions), regions
+    if kept:                             # the kept potential served some rounds and was taken afresh in others
+        assert not all(taken[1:]) and any(taken[1:]), taken
+
+
+@pytest.mark.parametrize("integral", [True, False])
+def test_a_kept_potential_serves_distances_restored_from_an_earlier_checkpoint(integral):
+    """A restart puts back older (higher) distances: the potential taken from later ones is not above
+    them, so it is taken afresh, and the lowering still equals a whole Dijkstra."""
+    n = 300
+    adjacency = _graph(n, 400, seed=21, directed=False, integral=integral)
+    potential = Potential.of(adjacency)
+    dist = np.full(n, np.inf)
+    lower_distances(adjacency, dist, np.array([0]), np.array([50.0]), integral, potential)
+    checkpoint = dist.copy()
+    far = np.flatnonzero(np.isfinite(dist))[-5:]
+    lower_distances(adjacency, dist, far, np.maximum(dist[far] - 20.0, 0.0), integral, potential)
+    assert (dist < checkpoint).any()
+    dist = checkpoint.copy()                           # resumed from the checkpoint
+    seeds = np.flatnonzero(np.isfinite(dist))[:3]
+    seed_dist = np.maximum(dist[seeds] - 3.0, 0.0)
+    expected = np.minimum(dist, _whole_dijkstra(adjacency, seeds, seed_dist))
+    lower_distances(adjacency, dist, seeds, seed_dist, integral, potential)
+    np.testing.assert_array_equal(dist, expected)
+    assert np.array_equal(potential.values[np.isfinite(checkpoint)], checkpoint[np.isfinite(checkpoint)])
 
 
 def test_whole_lengths_beyond_exact_floats_take_the_marked_region_path():
