@@ -1072,3 +1072,68 @@ def test_task_slots_follow_the_master():
     assert task_slots(spark("local-cluster[3,2,1024]", spark_task_cpus="2")) == 3
     assert task_slots(spark("spark://h:7077", spark_executor_instances="4", spark_executor_cores="2")) == 8
     assert task_slots(spark("yarn")) == 7
+
+
+def community_graph(path):
+    """Four 12-vertex cliques joined in a ring by one edge each, METIS into four partitions: one
+    community a partition."""
+    import networkx as nx
+
+    return goffish.ingest(nx.ring_of_cliques(4, 12), path, num_partitions=4, partitioner="metis")
+
+
+def community_log(seed, count, size=48):
+    """Edge adds (mostly inside a community: vertices // 12 equal) and removals of present edges."""
+    rng = np.random.default_rng(seed)
+    log, present = [], []
+    for seq in range(1, count + 1):
+        if present and rng.random() < 0.4:
+            u, v = present.pop(int(rng.integers(len(present))))
+            log.append({"op": "remove_edge", "src": u, "dst": v, "producer": "p", "seq": seq, "time": float(seq)})
+            continue
+        u = int(rng.integers(size))
+        v = (u // 12) * 12 + int(rng.integers(12)) if rng.random() < 0.9 else int(rng.integers(size))
+        present.append((u, v))
+        log.append({"op": "add_edge", "src": u, "dst": v, "producer": "p", "seq": seq, "time": float(seq)})
+    return log
+
+
+def test_buckets_aligned_with_partitions_put_each_template_vertex_in_its_partitions_group(tmp_path):
+    from hatrick.buckets import Buckets
+
+    g = community_graph(str(tmp_path / "c.gofs"))
+    parts = {p: g.read_vertex_partition(p).column("id").to_numpy() for p in range(g.num_partitions)}
+    aligned, hashed = Buckets("partitions", g.store), Buckets()
+    for count in (64, 7, 3):                                 # groups of 16, groups of 1 or 2, shared buckets
+        for p, ids in parts.items():
+            start = p * count // 4
+            got = aligned.of(ids, count)
+            assert ((got >= start) & (got < max((p + 1) * count // 4, start + 1))).all()
+    for p, ids in parts.items():
+        assert (aligned.groups(64)[aligned.of(ids, 64)] == p).all()
+    assert not all(((hashed.of(ids, 64) // 16) == p).all() for p, ids in parts.items())
+    beyond = np.array([1000, 1001, 5_000_000])                      # not in the template: hashed buckets
+    assert (aligned.of(beyond, 64) == hashed.of(beyond, 64)).all()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_stream_with_aligned_buckets_equals_networkx_across_a_rescale_and_a_restart(tmp_path):
+    g = community_graph(str(tmp_path / "c.gofs"))
+    log = community_log(3, 600)
+    ref = template_reference(g)
+    for update in log:
+        ref.apply(update)
+    options = {"checkpoint": str(tmp_path / "ck"), "num_buckets": 16, "workers": 2, "buckets": "partitions",
+               "full_checkpoint_every": 3}
+    s = g.stream(**options)
+    assert [set(s.owner[4 * p:4 * p + 4]) for p in range(4)] == [{0}, {0}, {1}, {1}]   # a group on one worker
+    push_all(s, log[:200], 50)
+    out = s.rescale(3)
+    assert out.feasible and out.moved_fraction <= 1 / 3 + 0.05
+    push_all(s, log[200:400], 50)
+    restarted = g.stream(**{**options, "workers": 3})
+    push_all(restarted, log, 70)                                    # producers replay their whole logs
+    check_equal(restarted, ref)
+    assert live_edge_counts(restarted.edges(), False) == networkx_edge_counts(ref)
+    with pytest.raises(InputError, match="buckets='partitions'"):
+        g.stream(**{**options, "buckets": "hash"})

@@ -1,0 +1,111 @@
+"""Which bucket a vertex id is in: a stable hash, or a hash within its GoFS partition's group.
+
+A stream's workers own buckets, so the bucket function decides its boundary: the vertices a
+worker holds as ghosts because an edge it holds names them. Hashed buckets (the default) scatter
+every neighbourhood over the workers, so on a graph with locality each of W workers still holds
+~all vertices (owned or ghost) and its per-vertex passes do not shrink with W. Buckets aligned
+with the graph's partitions (``buckets="partitions"``) give partition ``p`` of ``P`` its own group
+of the ``count`` buckets (``[p * count // P, (p + 1) * count // P)``, at least one bucket) and put
+each template vertex in a bucket of its partition's group (a hash of its id picks which); a worker
+owning whole groups owns METIS partitions, so its boundary is their cut. Ids that are not in the
+template (added by the stream or an instance) keep their hashed bucket.
+
+Aligned buckets cost O(template vertices) memory wherever ids are bucketed, the driver
+included (it routes every update): an open-addressing table (:mod:`hatrick.keyindex`) from
+each template id's 63-bit hash to its partition, 40 bytes per template vertex (16-byte rows, at
+most 40% full when built), plus its build's transient arrays. That is why they are opt-in (the
+driver holds no O(V) state otherwise). A lookup is O(1) per id, so routing a batch stays
+O(batch). The table is built from the GoFS template on first use, in each process (a Spark
+task rebuilds it on its executor: only the store travels), so the same id gets the same bucket
+after a restart.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from gofs.errors import InputError
+from gofs.numba_cache import serialise_compilation
+from hatrick import keyindex
+from hatrick.ring import bucket_of, stable_hash
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
+
+HASH, PARTITIONS = "hash", "partitions"
+
+
+class Buckets:
+    """The bucket function of a stream: ``of(ids, count)`` is the bucket (0 .. count-1) of each id.
+
+    Parameters
+    ----------
+    kind : ``"hash"`` (``stable_hash(id) % count``, :func:`hatrick.ring.bucket_of`) or
+        ``"partitions"`` (template vertices in their GoFS partition's group, see the module)
+    store : the :class:`gofs.store.GraphStore` whose template partitions ``"partitions"`` follows
+
+    Example
+    -------
+    >>> Buckets().of(np.array([1, 2, 3]), 64)                      # doctest: +SKIP
+    >>> Buckets("partitions", g.store).of(np.array([1, 2, 3]), 64)  # doctest: +SKIP
+    """
+
+    def __init__(self, kind: str = HASH, store=None):
+        if kind not in (HASH, PARTITIONS):
+            raise InputError(f"buckets must be {HASH!r} or {PARTITIONS!r}, got {kind!r}")
+        if kind == PARTITIONS and store is None:
+            raise InputError("buckets='partitions' needs the GoFS graph whose partitions they follow")
+        self.kind = kind
+        self._store = store if kind == PARTITIONS else None
+        self._index = None              # hashed template id -> partition (built on first use)
+
+    def __getstate__(self):
+        """What a Spark task gets: the kind and the store, not the table (it builds its own)."""
+        return {"kind": self.kind, "store": self._store}
+
+    def __setstate__(self, state):
+        self.__init__(state["kind"], state["store"])
+
+    @property
+    def partitions(self) -> int:
+        """Partition groups the buckets are split into (1 for hashed buckets)."""
+        return self._store.num_partitions if self._store is not None else 1
+
+    def of(self, ids, count: int) -> np.ndarray:
+        """The bucket of each id among ``count`` buckets (int64). O(len(ids))."""
+        if self.kind == HASH:
+            return bucket_of(ids, count)
+        hashed = stable_hash(np.asarray(ids))
+        partition = self._table().lookup((hashed >> np.uint64(1)).view(np.int64))
+        return _grouped(hashed, partition, np.int64(count), np.int64(self.partitions))
+
+    def groups(self, count: int) -> np.ndarray:
+        """The partition group of each bucket 0 .. count-1 (all 0 for hashed buckets); where there are
+        more partitions than buckets, partitions share a bucket and it is in the last one's group."""
+        starts = np.arange(self.partitions, dtype=np.int64) * count // self.partitions
+        return np.searchsorted(starts, np.arange(count), side="right") - 1
+
+    def _table(self) -> keyindex.KeyIndex:
+        if self._index is None:
+            store = self._store
+            ids = [store.read_vertex_partition(p, attributes=[]).column("id").to_numpy(zero_copy_only=False)
+                   for p in range(store.num_partitions)]
+            partition = np.repeat(np.arange(len(ids), dtype=np.int64), [len(part) for part in ids])
+            keys = np.concatenate([stable_hash(part) >> np.uint64(1) for part in ids]).view(np.int64)
+            self._index = keyindex.build(keys, partition)
+        return self._index
+
+
+@njit(cache=True, nogil=True)
+def _grouped(hashed, partition, count, partitions):
+    """Bucket of each id: within its partition's group where ``partition`` is one (>= 0), else
+    ``hashed % count`` (the hashed bucket)."""
+    out = np.empty(len(hashed), np.int64)
+    for i in range(len(hashed)):
+        p = partition[i]
+        if p < 0:
+            out[i] = np.int64(hashed[i] % np.uint64(count))
+        else:
+            start = p * count // partitions
+            size = max((p + 1) * count // partitions - start, 1)
+            out[i] = start + np.int64(hashed[i] % np.uint64(size))
+    return out
