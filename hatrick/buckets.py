@@ -84,6 +84,12 @@ class Buckets:
         starts = np.arange(self.partitions, dtype=np.int64) * count // self.partitions
         return np.searchsorted(starts, np.arange(count), side="right") - 1
 
+    def dealt(self, count: int, workers: int) -> np.ndarray:
+        """The owner of each bucket with each partition's group whole on one worker, the groups dealt
+        out to ``workers`` in order (where a stream with aligned buckets starts, before its load
+        evens the workers' edges out)."""
+        return self.groups(count) * workers // self.partitions
+
     def _table(self) -> keyindex.KeyIndex:
         if self._index is None:
             store = self._store

@@ -292,7 +292,7 @@ class Stream:
         aligned to partitions each partition's group whole on one worker (groups dealt out in order)."""
         if self.buckets.kind == HASH:
             return self.ring.owners(self.num_buckets)
-        return self.buckets.groups(self.num_buckets) * workers // self.buckets.partitions
+        return self.buckets.dealt(self.num_buckets, workers)
 
     def _groups(self) -> np.ndarray | None:
         """The partition group of each bucket, for the planner to keep together (None: hashed buckets)."""
