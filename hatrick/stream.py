@@ -274,8 +274,8 @@ class Stream:
     def _load(self, workers: int) -> PartitionedGraph:
         """The live graph loaded from the store: every worker loads the whole graph (in Spark
         tasks each on its executor, so the driver holds none of it; in this process one load
-        they share), the ring's split is evened out by live edges (moves are free before any
-        batch), then each worker keeps its part."""
+        they share), the first split (:meth:`_first_owners`) is evened out by live edges (moves
+        are free before any batch), then each worker keeps its part."""
         if self._tasks:
             loaded = self._tasks.load(self.graph, range(workers), self.owner, self.buckets)
         else:
