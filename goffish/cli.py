@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buckets", choices=("hash", "partitions"), default="hash",
                    help="how vertices are put in buckets: a hash of the id, or aligned with the graph's GoFS "
                         "partitions (few vertices shared between workers on a graph with locality; the driver "
-                        "keeps 40 bytes per template vertex); a restart needs the same")
+                        "keeps 2 to 40 bytes per template vertex); a restart needs the same")
     p.add_argument("--snapshot-interval", type=float, default=5.0, help="seconds of updates per snapshot")
     p.add_argument("--snapshot-min", type=int, default=10_000, help="fewest buffered updates worth a snapshot")
     p.add_argument("--snapshot-max-age", type=float, default=30.0, help="longest a buffered update waits")

@@ -11,11 +11,13 @@ owning whole groups owns METIS partitions, so its boundary is their cut. Ids tha
 template (added by the stream or an instance) keep their hashed bucket.
 
 Aligned buckets cost O(template vertices) memory wherever ids are bucketed, the driver
-included (it routes every update): an open-addressing table (:mod:`hatrick.keyindex`) from
-each template id's 63-bit hash to its partition, 40 bytes per template vertex (16-byte rows, at
-most 40% full when built), plus its build's transient arrays. That is why they are opt-in (the
-driver holds no O(V) state otherwise). A lookup is O(1) per id, so routing a batch stays
-O(batch). The table is built from the GoFS template on first use, in each process (a Spark
+included (it routes every update): the partition of each template id, as an array indexed by
+the id where the ids are integers in [0, DENSE_SPAN * V) (2 bytes per possible id: ids 0..V-1
+cost 2 bytes per vertex, and a batch's lookups stay in a cache-sized array), else as an
+open-addressing table (:mod:`hatrick.keyindex`) from each id's 63-bit hash, 40 bytes per
+template vertex (16-byte rows, at most 40% full when built); plus the build's transient arrays.
+That is why they are opt-in (the driver holds no O(V) state otherwise). A lookup is O(1) per
+id, so routing a batch stays O(batch). The table is built from the GoFS template on first use, in each process (a Spark
 task rebuilds it on its executor: only the store travels), so the same id gets the same bucket
 after a restart.
 """
@@ -32,6 +34,7 @@ from hatrick.ring import bucket_of, stable_hash
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 HASH, PARTITIONS = "hash", "partitions"
+DENSE_SPAN = 4           # integer ids below DENSE_SPAN * V are looked up in an array indexed by the id
 
 
 class Buckets:
@@ -56,7 +59,7 @@ class Buckets:
             raise InputError("buckets='partitions' needs the GoFS graph whose partitions they follow")
         self.kind = kind
         self._store = store if kind == PARTITIONS else None
-        self._index = None              # hashed template id -> partition (built on first use)
+        self._table = None              # template id -> partition (built on first use, see the module)
 
     def __getstate__(self):
         """What a Spark task gets: the kind and the store, not the table (it builds its own)."""
@@ -74,8 +77,13 @@ class Buckets:
         """The bucket of each id among ``count`` buckets (int64). O(len(ids))."""
         if self.kind == HASH:
             return bucket_of(ids, count)
-        hashed = stable_hash(np.asarray(ids))
-        partition = self._table().lookup((hashed >> np.uint64(1)).view(np.int64))
+        ids = np.asarray(ids)
+        hashed = stable_hash(ids)
+        table = self._partitions_of_ids()
+        if isinstance(table, np.ndarray):
+            partition = _indexed(np.ascontiguousarray(ids.astype(np.int64, copy=False)), table)
+        else:
+            partition = table.lookup((hashed >> np.uint64(1)).view(np.int64))
         return _grouped(hashed, partition, np.int64(count), np.int64(self.partitions))
 
     def groups(self, count: int) -> np.ndarray:
@@ -90,15 +98,30 @@ class Buckets:
         evens the workers' edges out)."""
         return self.groups(count) * workers // self.partitions
 
-    def _table(self) -> keyindex.KeyIndex:
-        if self._index is None:
+    def _partitions_of_ids(self):
+        """The template's partition of each id: an array indexed by the id, or a
+        :class:`hatrick.keyindex.KeyIndex` of hashed ids (see the module)."""
+        if self._table is None:
             store = self._store
-            ids = [store.read_vertex_partition(p, attributes=[]).column("id").to_numpy(zero_copy_only=False)
-                   for p in range(store.num_partitions)]
-            partition = np.repeat(np.arange(len(ids), dtype=np.int64), [len(part) for part in ids])
-            keys = np.concatenate([stable_hash(part) >> np.uint64(1) for part in ids]).view(np.int64)
-            self._index = keyindex.build(keys, partition)
-        return self._index
+            parts = [store.read_vertex_partition(p, attributes=[]).column("id").to_numpy(zero_copy_only=False)
+                     for p in range(store.num_partitions)]
+            partition = np.repeat(np.arange(len(parts), dtype=np.int64), [len(part) for part in parts])
+            ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            if ids.dtype.kind in "iu" and len(ids) and ids.min() >= 0 and ids.max() < DENSE_SPAN * len(ids):
+                self._table = np.full(int(ids.max()) + 1, -1, np.int16 if len(parts) < 2 ** 15 else np.int32)
+                self._table[ids] = partition
+            else:
+                self._table = keyindex.build((stable_hash(ids) >> np.uint64(1)).view(np.int64), partition)
+        return self._table
+
+
+@njit(cache=True, nogil=True)
+def _indexed(ids, table):
+    """``table[id]`` of each id, -1 outside the table."""
+    out = np.empty(len(ids), np.int64)
+    for i in range(len(ids)):
+        out[i] = table[ids[i]] if 0 <= ids[i] < len(table) else -1
+    return out
 
 
 @njit(cache=True, nogil=True)

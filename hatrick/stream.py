@@ -167,8 +167,8 @@ class Stream:
     buckets : ``"hash"`` (each id's stable hash) or ``"partitions"``: each template vertex in a
         bucket of its GoFS partition's group, so that workers owning whole groups own whole
         partitions and their boundary is the partitions' cut (on a graph with locality, a small
-        share of V); costs the driver O(V) memory, 40 bytes per template vertex
-        (:mod:`hatrick.buckets`), so it is opt-in. A restart from the checkpoint needs the same
+        share of V); costs the driver O(V) memory (2 bytes per vertex for integer ids 0..V-1,
+        up to 40 for others: :mod:`hatrick.buckets`), so it is opt-in. A restart from the checkpoint needs the same
         ``buckets``
     workers : workers owning buckets, each with its part of the live graph (:mod:`hatrick.partitioned`)
     snapshot_policy : :class:`hatrick.buffer.SnapshotPolicy` to snapshot automatically (None: only

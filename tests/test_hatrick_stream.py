@@ -1074,12 +1074,13 @@ def test_task_slots_follow_the_master():
     assert task_slots(spark("yarn")) == 7
 
 
-def community_graph(path):
-    """Four 12-vertex cliques joined in a ring by one edge each, METIS into four partitions: one
-    community a partition."""
+def community_graph(path, name=int):
+    """Four 12-vertex cliques joined in a ring by one edge each (vertex v named ``name(v)``), METIS
+    into four partitions: one community a partition."""
     import networkx as nx
 
-    return goffish.ingest(nx.ring_of_cliques(4, 12), path, num_partitions=4, partitioner="metis")
+    graph = nx.relabel_nodes(nx.ring_of_cliques(4, 12), name)
+    return goffish.ingest(graph, path, num_partitions=4, partitioner="metis")
 
 
 def community_log(seed, count, size=48):
@@ -1098,10 +1099,12 @@ def community_log(seed, count, size=48):
     return log
 
 
-def test_buckets_aligned_with_partitions_put_each_template_vertex_in_its_partitions_group(tmp_path):
+@pytest.mark.parametrize("name", [int, lambda v: 1000 * v, str], ids=["dense", "sparse", "strings"])
+def test_buckets_aligned_with_partitions_put_each_template_vertex_in_its_partitions_group(tmp_path, name):
+    """Ids 0..V-1 are looked up in an array, sparse and string ids in a hash table: the same buckets."""
     from hatrick.buckets import Buckets
 
-    g = community_graph(str(tmp_path / "c.gofs"))
+    g = community_graph(str(tmp_path / "c.gofs"), name)
     parts = {p: g.read_vertex_partition(p).column("id").to_numpy() for p in range(g.num_partitions)}
     aligned, hashed = Buckets("partitions", g.store), Buckets()
     for count in (64, 7, 3):                                 # groups of 16, groups of 1 or 2, shared buckets
@@ -1112,7 +1115,7 @@ def test_buckets_aligned_with_partitions_put_each_template_vertex_in_its_partiti
     for p, ids in parts.items():
         assert (aligned.groups(64)[aligned.of(ids, 64)] == p).all()
     assert not all(((hashed.of(ids, 64) // 16) == p).all() for p, ids in parts.items())
-    beyond = np.array([1000, 1001, 5_000_000])                      # not in the template: hashed buckets
+    beyond = np.array([name(v) for v in (1001, 1002, 5_000_001)])    # not in the template: hashed buckets
     assert (aligned.of(beyond, 64) == hashed.of(beyond, 64)).all()
 
 
