@@ -86,6 +86,13 @@ class Buckets:
             partition = table.lookup((hashed >> np.uint64(1)).view(np.int64))
         return _grouped(hashed, partition, np.int64(count), np.int64(self.partitions))
 
+    def prepare(self) -> "Buckets":
+        """Build the id -> partition table now, not on first use (a Spark task does at its start, so
+        that a rescale's cut-over never waits for a new worker's build); returns this function."""
+        if self.kind == PARTITIONS:
+            self._partitions_of_ids()
+        return self
+
     def groups(self, count: int) -> np.ndarray:
         """The partition group of each bucket 0 .. count-1 (all 0 for hashed buckets); where there are
         more partitions than buckets, partitions share a bucket and it is in the last one's group."""

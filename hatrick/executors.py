@@ -117,6 +117,7 @@ def serve(index: int, driver, key: RunKey, host: str) -> None:
     kind, payload, owner, buckets = driver.recv()
     try:
         state = _state_of(payload) if kind == "init" else load_graph_state(payload)
+        buckets.prepare()
     except Exception as exc:
         driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
         return
