@@ -201,7 +201,7 @@ class Stream:
                  executors: bool | None = None, pipelined: bool | None = None, buckets: str = HASH):
         self.graph = as_store(graph)
         self.id_type = self.graph.id_kind
-        self.buckets = Buckets(buckets, self.graph)
+        self.buckets = Buckets(buckets, self.graph).prepare()      # its table read at the start, not in a push
         self._lock = threading.RLock()
         self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every, self.buckets) if checkpoint else None
         self.marks = ProducerMarks()
