@@ -17,9 +17,9 @@ cost 2 bytes per vertex, and a batch's lookups stay in a cache-sized array), els
 open-addressing table (:mod:`hatrick.keyindex`) from each id's 63-bit hash, 40 bytes per
 template vertex (16-byte rows, at most 40% full when built); plus the build's transient arrays.
 That is why they are opt-in (the driver holds no O(V) state otherwise). A lookup is O(1) per
-id, so routing a batch stays O(batch). The table is built from the GoFS template on first use, in each process (a Spark
-task rebuilds it on its executor: only the store travels), so the same id gets the same bucket
-after a restart.
+id, so routing a batch stays O(batch). The table is built from the GoFS template in each process
+(:meth:`Buckets.prepare`: a stream and a worker's Spark task at their start, only the store
+travels), so the same id gets the same bucket after a restart.
 """
 from __future__ import annotations
 
