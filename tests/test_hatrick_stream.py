@@ -1140,3 +1140,29 @@ def test_a_stream_with_aligned_buckets_equals_networkx_across_a_rescale_and_a_re
     assert live_edge_counts(restarted.edges(), False) == networkx_edge_counts(ref)
     with pytest.raises(InputError, match="buckets='partitions'"):
         g.stream(**{**options, "buckets": "hash"})
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_workers_in_spark_tasks_bucket_by_partitions_as_the_driver_does(tmp_path, spark):
+    """Each worker's task builds the aligned buckets from GoFS itself (only the store travels): a
+    scale-out that starts a task and a restart that starts them all give the NetworkX graph."""
+    g = community_graph(str(tmp_path / "c.gofs"))
+    log = community_log(4, 300)
+    ref = template_reference(g)
+    for update in log:
+        ref.apply(update)
+    options = {"checkpoint": str(tmp_path / "ck"), "num_buckets": 16, "buckets": "partitions", "executors": True}
+    s = g.stream(**options)
+    try:
+        push_all(s, log[:100], 50)
+        out = s.rescale(2)
+        assert out.moved_bytes > 0 and [len(set(s.owner[4 * p:4 * p + 4])) for p in range(4)] == [1, 1, 1, 1]
+        push_all(s, log[100:200], 50)
+    finally:
+        s.close()
+    restarted = g.stream(**{**options, "workers": 2})
+    try:
+        push_all(restarted, log, 70)
+        check_equal(restarted, ref)
+    finally:
+        restarted.close()
