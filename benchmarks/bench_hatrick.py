@@ -2,7 +2,12 @@
 
     .venv/bin/python -m benchmarks.bench_hatrick --vertices 100000 --edges 200000
 
-Phases, on one random undirected graph stored as GoFS (hash partitions):
+Phases, on one undirected graph stored as GoFS (``--graph``): ``random`` (the default and the worst
+case: uniform random edges, hash partitions, uniform random added edges, so no bucket function
+gives the workers a small boundary) or ``community`` (a planted partition: communities of
+``COMMUNITY`` consecutive ids, ``INSIDE`` of the edges, stored and added, inside one, METIS
+partitions); ``--buckets partitions`` aligns the stream's buckets with the GoFS partitions
+(:mod:`hatrick.buckets`; default ``hash``). The JSON names both.
 1. closed loop: batches of edge updates (half additions, half removals of the oldest
    edges, so every removal is valid) pushed as fast as they are applied, with the
    checkpoint on, incremental connected components and one reachability query live,
@@ -66,8 +71,14 @@ from hatrick.live import components_from_scratch
 from hatrick.stream import Stream
 
 
+COMMUNITY = 2_500            # vertices per community of the community graph
+INSIDE = 0.95                # share of its edges (stored and added) inside a community
+
+
 class EdgeWorkload:
-    """Edge updates whose removals always name a present edge: a FIFO of present edges. A batch
+    """Edge updates whose removals always name a present edge: a FIFO of present edges. Added edges
+    join uniform random vertices, or with ``community`` (vertices per community of consecutive ids)
+    mostly (``INSIDE``) two of one community, so the additions keep the graph's locality. A batch
     costs the driver little to make, since in the closed loop it is made on the driver's cores while
     the workers apply the batch before: ``op`` and ``producer`` are categorical columns made from
     their codes (no string per row, and :func:`hatrick.updates.validate` reads the codes), and the
@@ -75,8 +86,9 @@ class EdgeWorkload:
 
     OPS = pd.CategoricalDtype(["remove_edge", "add_edge"])
 
-    def __init__(self, src, dst, n, seed, producers=4):
+    def __init__(self, src, dst, n, seed, producers=4, community: int | None = None):
         self.rng = np.random.default_rng(seed)
+        self.community = community
         order = self.rng.permutation(len(src))
         self.q_src = np.asarray(src)[order].astype(np.int64)
         self.q_dst = np.asarray(dst)[order].astype(np.int64)
@@ -97,7 +109,7 @@ class EdgeWorkload:
             raise RuntimeError("workload window exhausted")
         rs, rd = self.q_src[self.head:self.head + half], self.q_dst[self.head:self.head + half]
         self.head += half
-        add_s, add_d = self.rng.integers(0, self.n, size - half), self.rng.integers(0, self.n, size - half)
+        add_s, add_d = _ends(self.rng, self.n, size - half, self.community)
         src, dst = np.empty(size, np.int64), np.empty(size, np.int64)
         src[0:2 * half:2], dst[0:2 * half:2] = rs, rd             # removals at the even rows,
         src[1::2], dst[1::2] = add_s[:half], add_d[:half]         # additions at the odd ones (and the last)
@@ -163,15 +175,35 @@ def percentile(values, q):
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
-def build_graph(path, n, m, seed):
+def _ends(rng, n, count, community):
+    """``count`` edges' (src, dst): uniform random, or with ``community`` mostly inside one."""
+    src, dst = rng.integers(0, n, count), rng.integers(0, n, count)
+    if community:
+        inside = rng.random(count) < INSIDE
+        dst[inside] = np.minimum(src[inside] // community * community + rng.integers(0, community, inside.sum()), n - 1)
+    return src, dst
+
+
+def build_graph(path, n, m, seed, kind="random"):
+    """Graph ``kind`` (see the module docstring) of ``n`` vertices and ``m`` edges as GoFS: the random
+    one in 4 hash partitions, the community one in 8 METIS partitions (about n / COMMUNITY / 8
+    communities each). Returns the store and the edges."""
     from gofs.ingest import ingest
     from gofs.ingest.read_local import from_pandas
 
     rng = np.random.default_rng(seed)
-    edges = pd.DataFrame({"src": rng.integers(0, n, m), "dst": rng.integers(0, n, m)})
+    community = _community(kind)
+    src, dst = _ends(rng, n, m, community)
+    edges = pd.DataFrame({"src": src, "dst": dst})
     vertices = pd.DataFrame({"id": np.arange(n)})
-    ingest(from_pandas(edges, vertices), path, num_partitions=4, partitioner="hash")
+    ingest(from_pandas(edges, vertices), path, num_partitions=8 if community else 4,
+           partitioner="metis" if community else "hash")
     return GraphStore(path), edges
+
+
+def _community(kind: str) -> int | None:
+    """The workload's community size on graph ``kind`` (None: uniform random additions)."""
+    return COMMUNITY if kind == "community" else None
 
 
 def mark_query_sets(stream, n, seed):
@@ -231,11 +263,12 @@ def scaling(g, edges, n, args) -> dict:
     for name, workers, executors in runs:
         copy = f"{g.path.rstrip(os.sep)}-{name}"
         shutil.copytree(g.path, copy)
-        stream = Stream(GraphStore(copy), workers=workers, executors=executors)
+        stream = Stream(GraphStore(copy), workers=workers, executors=executors, buckets=args.buckets)
         stream.buffer.policy = dataclasses.replace(stream.buffer.policy, capacity=args.capacity)
         try:
             mark_query_sets(stream, n, args.seed)
-            work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
+            work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed,
+                                community=_community(args.graph))
             stream.push(work.batch(args.batch))                      # warm-up: the tasks' first batch
             stream.flush()
             pushes, push_cpu = [], 0.0
@@ -317,7 +350,8 @@ def driver_memory(g_for, args) -> list:
         n = count // 2
         g, edges = g_for(count)
         window = args.batch * args.memory_batches       # the removals come from this prefix, then from the adds
-        work = EdgeWorkload(edges.src.to_numpy()[:window], edges.dst.to_numpy()[:window], n, args.seed)
+        work = EdgeWorkload(edges.src.to_numpy()[:window], edges.dst.to_numpy()[:window], n, args.seed,
+                            community=_community(args.graph))
         frames = [work.batch(args.batch) for _ in range(args.memory_batches)]
         del edges
         gc.collect()
@@ -326,7 +360,7 @@ def driver_memory(g_for, args) -> list:
         tracemalloc.start()
         clock = time.perf_counter()
         checkpoint = os.path.join(os.path.dirname(g.path), f"ck{count}") if args.memory_snapshot else None
-        stream = Stream(g, workers=args.workers, executors=True, checkpoint=checkpoint,
+        stream = Stream(g, workers=args.workers, executors=True, checkpoint=checkpoint, buckets=args.buckets,
                         full_checkpoint_every=max(args.memory_batches - 1, 1))
         extra = {}
         try:
@@ -485,14 +519,17 @@ def bursty(stream, work, pattern, policy):
     return {"snapshots": len(stream.snapshots) - before, "per_snapshot": rows}
 
 
-def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64) -> dict:
+def partitioned(state, work_factory, batch: int, batches: int, bucket_function, buckets: int = 64) -> dict:
     """The experimental partitioned live graph (hatrick.partitioned), in this one process: updates/s
     with components merged after every batch for 1, 2 and 3 workers (the same updates each time),
     and a scale-out 2 -> 3 and scale-in 3 -> 2 in the middle of the 2-worker run, planned by the
     state-aware planner with each bucket's live edges as its load: bytes sent between workers
-    against the whole live state's, pause (planning included), busiest worker's edges / mean."""
+    against the whole live state's, pause (planning included), busiest worker's edges / mean;
+    per worker its requests' CPU per batch (the workers of this process run one after another)
+    and its owned and ghost vertices at the end. ``bucket_function``: the stream's :class:`hatrick.buckets.Buckets`; hashed buckets start on the
+    ring's owners, aligned ones as a stream starts them (groups dealt out, evened out by edges)."""
     from hatrick import datafile
-    from hatrick.partitioned import PartitionedGraph
+    from hatrick.partitioned import PartitionedGraph, Worker
     from hatrick.planner import plan_migration
     from hatrick.ring import HashRing
     from hatrick.updates import validate
@@ -507,7 +544,14 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
     out = {}
     for workers in (1, 2, 3):
         work = work_factory()
-        graph = PartitionedGraph(state, HashRing(range(workers), 128).owners(buckets))
+        group = None if bucket_function.kind == "hash" else bucket_function.groups(buckets)
+        if group is None:
+            owner = HashRing(range(workers), 128).owners(buckets)
+        else:
+            held = Worker(0, state, np.zeros(buckets, np.int64), bucket_function).held_edges()
+            owner = plan_migration(held + 1e-9, held, bucket_function.dealt(buckets, workers), list(range(workers)),
+                                   0.02, group=group).owner
+        graph = PartitionedGraph(state, owner, bucket_function)
         pushed, seconds, moves = 0, 0.0, []
         for i in range(batches):
             if workers == 2 and i in (batches // 3, 2 * batches // 3):
@@ -515,7 +559,8 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
                 total = state_bytes(graph)
                 clock = time.perf_counter()
                 per_bucket = sum(w.held_edges() for w in graph.workers)
-                plan = plan_migration(per_bucket + 1e-9, per_bucket, graph.owner, list(range(target)), tau=0.1)
+                plan = plan_migration(per_bucket + 1e-9, per_bucket, graph.owner, list(range(target)), tau=0.1,
+                                      group=group)
                 sent = graph.rescale(plan.owner)
                 moves.append({"to": target, "sent_bytes": sent, "state_bytes": total, "fraction": sent / total,
                               "pause_s": time.perf_counter() - clock, "max_load_ratio": load_ratio(graph)})
@@ -526,6 +571,9 @@ def partitioned(state, work_factory, batch: int, batches: int, buckets: int = 64
             seconds += time.perf_counter() - clock
             pushed += batch
         out[workers] = {"updates_per_s": pushed / seconds, "ms_per_batch": 1000 * seconds / batches,
+                        "worker_cpu_ms_per_batch": [round(1e3 * w.busy.get("cpu", 0.0) / batches, 1)
+                                                    for w in graph.workers],
+                        "owned_and_ghost_vertices": [[len(w.owned()), len(w.ghosts())] for w in graph.workers],
                         "moves": moves}
     return out
 
@@ -559,6 +607,10 @@ def main(argv=None) -> int:
     p.add_argument("--memory-snapshot", action="store_true",
                    help="with --driver-memory: a checkpoint whose full state is written after the last push, "
                         "and a snapshot, inside the measured span")
+    p.add_argument("--graph", choices=("random", "community"), default="random",
+                   help="the graph and its workload: random (no locality) or community (see above)")
+    p.add_argument("--buckets", choices=("hash", "partitions"), default="hash",
+                   help="the stream's bucket function (hatrick.buckets): hashed, or aligned with the GoFS partitions")
     p.add_argument("--json", default="bench-results/hatrick.json")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -585,30 +637,35 @@ def measure(args) -> int:
     with tempfile.TemporaryDirectory(prefix="hatrick-bench-") as tmp:
         if args.driver_memory:
             def g_for(count):
-                return build_graph(os.path.join(tmp, f"g{count}.gofs"), count // 2, count, args.seed)
+                return build_graph(os.path.join(tmp, f"g{count}.gofs"), count // 2, count, args.seed, args.graph)
 
             result = {"master": args.master, "batch": args.batch, "load_average": os.getloadavg(),
+                      "graph": args.graph, "buckets": args.buckets,
                       "driver_memory": driver_memory(g_for, args)}
             print(json.dumps(result, indent=1, default=float))
             return 0
         n = args.vertices
-        g, edges = build_graph(os.path.join(tmp, "g.gofs"), n, args.edges, args.seed)
+        g, edges = build_graph(os.path.join(tmp, "g.gofs"), n, args.edges, args.seed, args.graph)
+        community = _community(args.graph)
         if args.scaling:
-            result = {"vertices": n, "edges": args.edges, "batch": args.batch, "master": args.master,
+            result = {"vertices": n, "edges": args.edges, "graph": args.graph, "buckets": args.buckets,
+                      "batch": args.batch, "master": args.master,
                       "load_average": os.getloadavg(), "scaling": scaling(g, edges, n, args)}
             print(json.dumps(result, indent=1, default=float))
             return 0
         stream = Stream(g, checkpoint=None if args.no_checkpoint else os.path.join(tmp, "ck"),
-                        workers=args.workers)
+                        workers=args.workers, buckets=args.buckets)
         mark_query_sets(stream, n, args.seed)
-        work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
-        result = {"vertices": n, "edges": args.edges, "checkpoint": not args.no_checkpoint, "workers": args.workers}
+        work = EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed, community=community)
+        result = {"vertices": n, "edges": args.edges, "graph": args.graph, "buckets": args.buckets,
+                  "checkpoint": not args.no_checkpoint, "workers": args.workers}
         if args.partitioned:
             def factory():
-                return EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed)
+                return EdgeWorkload(edges.src.to_numpy(), edges.dst.to_numpy(), n, args.seed, community=community)
 
             print(json.dumps({**result, "partitioned": partitioned(stream.state, factory, args.batch,
-                                                                   args.partitioned)}, indent=1, default=float))
+                                                                   args.partitioned, stream.buckets)},
+                             indent=1, default=float))
             return 0
         if args.breakdown:
             print(json.dumps({**result, "breakdown": breakdown(stream, work, args.batch)}, indent=1, default=float))

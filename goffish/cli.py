@@ -291,7 +291,8 @@ def cmd_stream(args) -> int:
     g = goffish.open(args.graph, spark=spark)
     policy = SnapshotPolicy(interval=args.snapshot_interval, min_volume=args.snapshot_min,
                             max_age=args.snapshot_max_age)
-    s = g.stream(checkpoint=args.checkpoint, snapshot_policy=policy, aging_ttl=args.ttl, workers=args.workers)
+    s = g.stream(checkpoint=args.checkpoint, snapshot_policy=policy, aging_ttl=args.ttl, workers=args.workers,
+                 buckets=args.buckets)
 
     def progress(view):
         print(f"batch {view.seq}: time {view.time}, {s.num_vertices:,} vertices, "
@@ -451,6 +452,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="workers holding the live graph by bucket; on a cluster master each is a long-running Spark "
                         "task holding one executor core, and the query feeding them needs one more (N workers: "
                         "N + 1 cores, refused otherwise); on local[N] they run in the driver")
+    p.add_argument("--buckets", choices=("hash", "partitions"), default="hash",
+                   help="how vertices are put in buckets: a hash of the id, or aligned with the graph's GoFS "
+                        "partitions (few vertices shared between workers on a graph with locality; the driver "
+                        "keeps 2 to 40 bytes per template vertex); a restart needs the same")
     p.add_argument("--snapshot-interval", type=float, default=5.0, help="seconds of updates per snapshot")
     p.add_argument("--snapshot-min", type=int, default=10_000, help="fewest buffered updates worth a snapshot")
     p.add_argument("--snapshot-max-age", type=float, default=30.0, help="longest a buffered update waits")

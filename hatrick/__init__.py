@@ -2,7 +2,7 @@
 
 Start from ``goffish.open(path).stream()`` (:class:`hatrick.stream.Stream`). Modules, bottom up:
 ``updates`` (the update model and row checks), ``ring`` (stable hashing, buckets, consistent-hash
-ring), ``planner`` (state-aware migration plans, rescale policy), ``live`` (the copy-on-write live
+ring), ``buckets`` (the bucket function: hashed, or aligned with the GoFS partitions), ``planner`` (state-aware migration plans, rescale policy), ``live`` (the copy-on-write live
 graph, incremental components, reachability, ``GraphView``), ``partitioned`` (the live graph
 split over bucket-owning workers: routing, boundary merges, moving buckets between workers),
 ``buffer`` (the elastic buffer and

@@ -24,6 +24,7 @@ import numpy as np
 
 from gofs.errors import InputError
 from hatrick import datafile
+from hatrick.buckets import HASH, Buckets
 from hatrick.live import State
 from hatrick.partitioned import PartitionedGraph
 from hatrick.snapshot import SnapshotReport
@@ -127,8 +128,9 @@ class Checkpoint:
     a restart recognise the instance if its commit landed.
     """
 
-    def __init__(self, directory: str, full_every: int = 20):
+    def __init__(self, directory: str, full_every: int = 20, buckets: Buckets | None = None):
         self.directory = private_directory(directory)
+        self.buckets = buckets or Buckets()     # what puts ids in buckets: the states' split, recorded
         if os.path.exists(os.path.join(directory, LEGACY_PICKLE)):
             raise InputError(f"{directory}: holds a checkpoint in the old pickle format ({LEGACY_PICKLE}), which "
                              f"is never loaded (unpickling can run code); start from a new checkpoint directory")
@@ -201,6 +203,7 @@ class Checkpoint:
         their staged states themselves (:meth:`PartitionedGraph.write_staged`, on their own
         threads: the manifest follows once they report them written, :meth:`states_written`)."""
         record = {"owner": np.zeros(1, np.int64) if owner is None else np.asarray(owner, np.int64),
+                  "buckets": self.buckets.kind,
                   "hwm": dict(hwm), "gaps": dict(gaps or {}), "buffer": buffer, "queries": list(queries or [])}
         if pending is None:
             self.wait()
@@ -327,7 +330,10 @@ class Checkpoint:
                 raise InputError(f"{self.path}: names {name!r}, not a state file of this directory")
         states = [state_from_tree(self._read(os.path.join(self.directory, name))["state"]) for name in payload["states"]]
         owner = np.asarray(payload["owner"], np.int64)
-        graph = PartitionedGraph.restore(states, owner)
+        if payload.get("buckets", HASH) != self.buckets.kind:
+            raise InputError(f"{self.path}: the live graph was split by buckets={payload.get('buckets', HASH)!r}, "
+                             f"not {self.buckets.kind!r}: restart the stream with the buckets it was started with")
+        graph = PartitionedGraph.restore(states, owner, self.buckets)
         logged = [(number, path) for number, path in self._logged() if number > graph.batch]
         now = os.stat(self.path)
         if (now.st_ino, now.st_mtime_ns) != (base.st_ino, base.st_mtime_ns):

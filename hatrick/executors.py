@@ -111,15 +111,17 @@ def serve(index: int, driver, key: RunKey, host: str) -> None:
     """Answer the driver's requests on one worker: ``(method, args)`` -> ``("ok", value)`` or
     ``("error", traceback)``; states travel as data files. The first message gives the initial
     state (``"init"``: a state; ``"load"``: a GoFS store this task reads the whole graph from,
-    its part kept on a later :meth:`~hatrick.partitioned.Worker.keep`). The worker also listens
+    its part kept on a later :meth:`~hatrick.partitioned.Worker.keep`), the owner map and the bucket
+    function (:class:`hatrick.buckets.Buckets`). The worker also listens
     on ``host`` for buckets other workers send it (its address is the answer to the first message)."""
-    kind, payload, owner = driver.recv()
+    kind, payload, owner, buckets = driver.recv()
     try:
         state = _state_of(payload) if kind == "init" else load_graph_state(payload)
+        buckets.prepare()
     except Exception as exc:
         driver.send(("error", f"hatrick worker {index}: {exc!r}\n{traceback.format_exc()}"))
         return
-    worker = Worker(index, state, owner)
+    worker = Worker(index, state, owner, buckets)
     try:
         warm_up(state)
         driver.send(("ok", worker.listen(host, key)))
@@ -269,18 +271,19 @@ class WorkerTasks:
         self.group = f"hatrick-{uuid.uuid4().hex[:12]}"
         self.launches = 0
 
-    def start(self, states: dict, owner: np.ndarray) -> list[RemoteWorker]:
-        """Start one task per ``{worker index: State}`` and give each its state; returns their handles
-        (in the order of ``states``) once every one holds its state."""
-        return self._launch({i: ("init", _state_bytes(state)) for i, state in states.items()}, owner)
+    def start(self, states: dict, owner: np.ndarray, buckets) -> list[RemoteWorker]:
+        """Start one task per ``{worker index: State}`` and give each its state and the bucket function
+        ``buckets`` (a :class:`hatrick.buckets.Buckets`); returns their handles (in the order of
+        ``states``) once every one holds its state."""
+        return self._launch({i: ("init", _state_bytes(state)) for i, state in states.items()}, owner, buckets)
 
-    def load(self, store, indices, owner: np.ndarray) -> list[RemoteWorker]:
+    def load(self, store, indices, owner: np.ndarray, buckets) -> list[RemoteWorker]:
         """Start one task per worker of ``indices``, each loading the whole latest graph from GoFS
         ``store`` on its executor (:func:`hatrick.loading.load_graph_state`): nothing of it
         passes through the driver. Each keeps its part on :meth:`Worker.keep`."""
-        return self._launch({i: ("load", store) for i in indices}, owner)
+        return self._launch({i: ("load", store) for i in indices}, owner, buckets)
 
-    def _launch(self, first: dict, owner: np.ndarray) -> list[RemoteWorker]:
+    def _launch(self, first: dict, owner: np.ndarray, buckets) -> list[RemoteWorker]:
         """Start one task per ``{worker index: (kind, payload)}`` and send it that first message."""
         jobs = {}
         for index in first:
@@ -292,7 +295,7 @@ class WorkerTasks:
         conns = self._rendezvous(jobs)
         handles = []
         for launch, (index, group, _) in jobs.items():
-            conns[launch].send((*first[index], owner))
+            conns[launch].send((*first[index], owner, buckets))
             handles.append(RemoteWorker(index, owner, conns[launch], group, self))
         for worker in handles:
             worker.unread.append(_Answer(worker, "init"))

@@ -805,15 +805,17 @@ class GraphView:
     ``state``, ``frames`` may be a function returning (vertices, edges) (then ``time`` and ``seq``
     are given): it is called on first use of the frames (a partitioned graph asks its workers for
     their parts of that batch's frames then). A partitioned graph's view also names the
-    ``workers`` holding the batch, the bucket ``owner`` map, whether it is ``directed`` and
+    ``workers`` holding the batch, the bucket ``owner`` map and the ``buckets`` function
+    (:class:`hatrick.buckets.Buckets`), whether it is ``directed`` and
     ``current_workers()`` (the stream's workers later on), so live CGQL patterns are evaluated on
     the workers (:mod:`hatrick.cgql.onworkers`)."""
 
     def __init__(self, state: State | None = None, time: float | None = None, seq: int | None = None,
                  frames=None, workers: list | None = None, owner=None, directed: bool | None = None,
-                 current_workers=None):
+                 current_workers=None, buckets=None):
         self._state, self._frames = state, frames
         self.workers, self.owner, self.current_workers = workers, owner, current_workers
+        self.buckets = buckets
         self.directed = bool(state.directed) if directed is None and state is not None else directed
         self.time = float(state.time if time is None else time)
         self.seq = int(state.batch if seq is None else seq)

@@ -6,7 +6,7 @@ workers; the embedded default is N = 1 of this same code. Every worker runs the 
 bucket is exactly the single-state graph (no ghosts, so the merges below are the identity and are
 skipped).
 
-Ownership: a vertex belongs to the worker owning ``bucket_of(id)``; an edge to the owner of its
+Ownership: a vertex belongs to the worker owning its bucket (:mod:`hatrick.buckets`); an edge to the owner of its
 source's bucket (undirected: one of its endpoints', :func:`undirected_bucket`), where its endpoints are
 also kept as *ghosts* (vertices without attributes). Routing a batch (:func:`route`) is O(batch)
 work on the driver (a hash pass per end and one numba pass that deals the rows out; each worker
@@ -68,7 +68,7 @@ from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, co
                           reachable_frame, reachable_in, select_vertices, smallest_members, vertex_frame)
 from hatrick.peers import Mailbox, Outbox
 from hatrick.reachability import reachable_pairs, same_label_pairs
-from hatrick.ring import bucket_of
+from hatrick.buckets import Buckets
 from gofs.instance_parts import stage_part, write_partition, write_topology
 from hatrick.snapshot import instance_part
 from hatrick.statefile import write_state_file
@@ -83,20 +83,21 @@ MERGER = 0                                   # the worker that merges the bounda
 MOVE_SECONDS = 120.0                         # how long a worker waits for buckets sent to it
 
 
-def route(batch: UpdateBatch, owner: np.ndarray, directed: bool,
-          bucket_a: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+def route(batch: UpdateBatch, owner: np.ndarray, directed: bool, bucket_a: np.ndarray | None = None,
+          buckets: Buckets | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per worker 0..W-1: the rows of ``batch`` it applies, in batch order, and why: ``OWN`` (its
     verdict is the update's), ``END_A``/``END_B`` (it owns that endpoint of an ``add_edge`` held
     elsewhere: the vertex exists) or ``BROADCAST`` (a ``remove_vertex`` of a vertex it does not own).
     A row reaches a worker for one reason at most (an edge's owner owns one of its ends), so the
     rows are dealt out in one pass over the batch (:func:`_deal`, which also finds each row's
-    owners from the ends' buckets): no sort. ``bucket_a``: ``bucket_of(batch.a)``, where the caller
-    has it (the stream's buffer counts the batch by it)."""
+    owners from the ends' buckets under ``buckets``, default hashed): no sort. ``bucket_a``: the
+    buckets of ``batch.a``, where the caller has them (the stream's buffer counts the batch by them)."""
     workers = int(owner.max()) + 1 if len(owner) else 1
     num_buckets = len(owner)
+    buckets = buckets or Buckets()
     if bucket_a is None:
-        bucket_a = bucket_of(batch.a, num_buckets)
-    rows, why, offsets = _deal(batch.op, bucket_a, bucket_of(batch.b, num_buckets),
+        bucket_a = buckets.of(batch.a, num_buckets)
+    rows, why, offsets = _deal(batch.op, bucket_a, buckets.of(batch.b, num_buckets),
                                owner, directed, workers, IS_VERTEX_OP)
     return [(rows[offsets[w]:offsets[w + 1]], why[offsets[w]:offsets[w + 1]]) for w in range(workers)]
 
@@ -163,12 +164,13 @@ def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBat
 class Worker:
     """One worker's live state: the edges of the buckets it owns, their endpoints (owned or ghost),
     its owned vertices and their attributes. ``owner`` maps bucket -> worker (shared, replaced on
-    rescale)."""
+    rescale); ``buckets`` (:class:`hatrick.buckets.Buckets`, default hashed) puts each id in a bucket."""
 
-    def __init__(self, index: int, state: State, owner: np.ndarray):
+    def __init__(self, index: int, state: State, owner: np.ndarray, buckets: Buckets | None = None):
         self.index = index
         self.state = state
         self.owner = owner
+        self.buckets = buckets or Buckets()
         self._staged = None
         self.peer_address = None        # where other workers send it buckets (None: through the caller)
         self._mailbox, self._key = None, None
@@ -389,7 +391,7 @@ class Worker:
         if ids is not hashed or count != hashed_count:
             known = len(hashed) if hashed is not None and count == hashed_count and len(hashed) <= len(ids) \
                 and ids[:len(hashed)].equals(hashed) else 0
-            buckets = np.concatenate([buckets[:known], bucket_of(ids.to_numpy()[known:], count)])
+            buckets = np.concatenate([buckets[:known], self.buckets.of(ids.to_numpy()[known:], count)])
             self._bucket_cache = (ids, count, buckets)
         return buckets
 
@@ -923,24 +925,27 @@ class Routed:
 
 class PartitionedGraph:
     """The live graph over in-process workers, bucket ``b`` on worker ``owner[b]`` (see the module
-    docstring). One worker holds ``state`` itself."""
+    docstring), ids put in buckets by ``buckets`` (default hashed). One worker holds ``state`` itself."""
 
-    def __init__(self, state: State, owner: np.ndarray):
+    def __init__(self, state: State, owner: np.ndarray, buckets: Buckets | None = None):
         owner = np.asarray(owner, np.int64)
         self.directed = state.directed
         count = int(owner.max()) + 1
         self.tasks = None
+        self.buckets = buckets or Buckets()
         self._clock = (int(state.batch), float(state.time))
         self._summary, self._selected = None, []
-        self.workers = [Worker(i, state, owner) for i in range(count)]
+        self.workers = [Worker(i, state, owner, self.buckets) for i in range(count)]
         self._each("keep", owner)
 
     @classmethod
-    def loaded(cls, workers: list, owner: np.ndarray) -> "PartitionedGraph":
+    def loaded(cls, workers: list, owner: np.ndarray, buckets: Buckets | None = None) -> "PartitionedGraph":
         """The live graph of ``workers`` that each hold the whole loaded graph (in Spark tasks:
-        each loaded it from GoFS itself), once each has kept its part under ``owner``."""
+        each loaded it from GoFS itself), once each has kept its part under ``owner``; ``buckets``
+        is theirs."""
         graph = cls.__new__(cls)
         graph.workers, graph.tasks = workers, getattr(workers[0], "tasks", None)
+        graph.buckets = buckets or Buckets()
         graph._summary, graph._selected = None, []
         graph.directed, batch, time = workers[0].request("loaded_clock").result()
         graph._clock = (batch, time)
@@ -948,12 +953,14 @@ class PartitionedGraph:
         return graph
 
     @classmethod
-    def restore(cls, states: list[State], owner: np.ndarray) -> "PartitionedGraph":
-        """Workers holding ``states`` as they were (from a checkpoint), bucket ``b`` on ``owner[b]``."""
+    def restore(cls, states: list[State], owner: np.ndarray, buckets: Buckets | None = None) -> "PartitionedGraph":
+        """Workers holding ``states`` as they were (from a checkpoint), bucket ``b`` on ``owner[b]``,
+        ids in buckets by ``buckets`` (the ones the states were split by)."""
         graph = cls.__new__(cls)
         owner = np.asarray(owner, np.int64)
         graph.directed = states[0].directed
-        graph.workers = [Worker(i, s, owner) for i, s in enumerate(states)]
+        graph.buckets = buckets or Buckets()
+        graph.workers = [Worker(i, s, owner, graph.buckets) for i, s in enumerate(states)]
         graph.tasks = None
         graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
         graph._summary, graph._selected = None, []
@@ -962,7 +969,7 @@ class PartitionedGraph:
     def place_on(self, tasks) -> None:
         """Move every worker into a Spark task of ``tasks`` (a :class:`hatrick.executors.WorkerTasks`):
         from now on each one's state lives in its task and the driver only sends it requests."""
-        self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner)
+        self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner, self.buckets)
         self.tasks = tasks
         self._summary, self._selected = None, []
 
@@ -976,8 +983,8 @@ class PartitionedGraph:
         them before the cut-over, outside its pause)."""
         blank = self.blank_state() if blank is None else blank
         if self.tasks is None:
-            return [Worker(i, blank, self.owner) for i in indices]
-        return self.tasks.start({i: blank for i in indices}, self.owner)
+            return [Worker(i, blank, self.owner, self.buckets) for i in indices]
+        return self.tasks.start({i: blank for i in indices}, self.owner, self.buckets)
 
     def close(self) -> None:
         """End the workers' tasks (if they run in Spark tasks)."""
@@ -1012,8 +1019,8 @@ class PartitionedGraph:
         if len(self.workers) == 1:                      # every row is the only worker's own
             return Routed(batch, self.owner, None, [batch], bucket_a)
         if bucket_a is None:
-            bucket_a = bucket_of(batch.a, len(self.owner))
-        routed = route(batch, self.owner, self.directed, bucket_a)
+            bucket_a = self.buckets.of(batch.a, len(self.owner))
+        routed = route(batch, self.owner, self.directed, bucket_a, self.buckets)
         return Routed(batch, self.owner, routed, [rows_for(batch, rows, why) for rows, why in routed], bucket_a)
 
     def send(self, batch: UpdateBatch, routed: "Routed | None" = None) -> "Routed":
@@ -1187,7 +1194,7 @@ class PartitionedGraph:
         another bucket count. Component labels of a gathered state are its own."""
         if len(self.workers) == 1:
             return self.workers[0].state
-        return _gather_states(self.states(), self.owner)
+        return _gather_states(self.states(), self.owner, self.buckets)
 
     def view(self) -> GraphView:
         """The graph now, for ``on_batch`` callbacks: time and seq at once; frames on first use,
@@ -1200,16 +1207,16 @@ class PartitionedGraph:
         if all(isinstance(w, Worker) for w in self.workers):
             held = [_held(w) for w in self.workers]        # immutable states of now
             if len(held) == 1:
-                return GraphView(held[0].state, workers=held, owner=self.owner, directed=self.directed,
+                return GraphView(held[0].state, workers=held, owner=self.owner, buckets=self.buckets, directed=self.directed,
                                  current_workers=self._current_workers)
-            return GraphView(frames=lambda: _frames(held), time=time, seq=seq, workers=held, owner=self.owner,
+            return GraphView(frames=lambda: _frames(held), time=time, seq=seq, workers=held, owner=self.owner, buckets=self.buckets,
                              directed=self.directed, current_workers=self._current_workers)
 
         def current() -> tuple[pd.DataFrame, pd.DataFrame]:   # workers in Spark tasks hold only their current state
             self._check_current(seq)
             return _frames(self.workers)
         return GraphView(frames=current, time=time, seq=seq, workers=[_Current(w, self, seq) for w in self.workers],
-                         owner=self.owner, directed=self.directed, current_workers=self._current_workers)
+                         owner=self.owner, buckets=self.buckets, directed=self.directed, current_workers=self._current_workers)
 
     def _current_workers(self) -> list:
         return self.workers
@@ -1359,7 +1366,7 @@ class PartitionedGraph:
 
 def _held(w: Worker) -> Worker:
     """A worker over ``w``'s state of now (states are immutable), sharing its live patterns' memory."""
-    held = Worker(w.index, w.state, w.owner)
+    held = Worker(w.index, w.state, w.owner, w.buckets)
     held.patterns = w.patterns
     return held
 
@@ -1384,7 +1391,7 @@ def _frames(workers: list) -> tuple[pd.DataFrame, pd.DataFrame]:
             pd.concat([a.result() for a in edges], ignore_index=True))
 
 
-def _gather_states(states: list[State], owner: np.ndarray) -> State:
+def _gather_states(states: list[State], owner: np.ndarray, buckets: Buckets) -> State:
     """:meth:`PartitionedGraph.gather` of earlier worker states."""
-    parts = [Worker(i, s, owner).part() for i, s in enumerate(states)]
+    parts = [Worker(i, s, owner, buckets).part() for i, s in enumerate(states)]
     return dataclasses.replace(_rebuild(states[0], parts), time=max(float(s.time) for s in states))

@@ -12,7 +12,10 @@ over the bound, it sheds the bucket that covers its excess with the least
 state (or, if none covers it alone, the one with the most load per unit of
 state) to the least loaded worker that stays under the bound. With
 ``state_tau`` the state each worker holds is a second bounded quantity, handled
-the same way (loads and states as shares of their totals).
+the same way (loads and states as shares of their totals). With ``group`` (buckets aligned with
+the graph's partitions, :mod:`hatrick.buckets`) a bucket goes, where the bound allows, to a
+worker that already holds buckets of its group: a partition's buckets move together, so its
+vertices stay on one worker and the boundary between workers stays the partitions' cut.
 """
 from __future__ import annotations
 
@@ -60,7 +63,8 @@ def _shares(values: np.ndarray) -> np.ndarray:
     return values / total if total > 0 else np.zeros_like(values)
 
 
-def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: float | None = None) -> Plan:
+def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: float | None = None,
+                   group=None) -> Plan:
     """Choose which buckets move when the worker set becomes ``workers``.
 
     Parameters
@@ -74,6 +78,8 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: flo
         its mean (a stream's buckets can differ in state and in load, e.g. a skewed degree
         distribution or a rule that puts edges in one endpoint's bucket, so balancing one alone
         can leave the other uneven)
+    group : array of int, one per bucket, or None: buckets of one group are kept on one worker
+        where the bounds allow (a bucket moves preferably to a worker holding its group)
 
     Returns
     -------
@@ -102,9 +108,13 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: flo
     use = np.zeros((len(workers), weight.shape[1]))
     kept = np.isin(owner, workers)
     np.add.at(use, np.array([index[w] for w in owner[kept]], dtype=np.int64), weight[kept])
+    grouped = group is not None
+    group = np.asarray(group, np.int64) if grouped else np.zeros(len(owner), np.int64)
     drained = np.flatnonzero(~kept)
-    for b in drained[np.argsort(-weight[drained].max(axis=1), kind="stable")]:
-        target = int(np.argmin(((use + weight[b]) / limit).max(axis=1)))
+    for b in drained[np.lexsort((-weight[drained].max(axis=1), group[drained]))]:
+        after = ((use + weight[b]) / limit).max(axis=1)
+        near = np.isin(workers, owner[(group == group[b]) & np.isin(owner, workers)]) & (after <= 1.0 + 1e-9)
+        target = int(np.argmin(np.where(near, after, np.inf))) if grouped and near.any() else int(np.argmin(after))
         owner[b] = workers[target]
         use[target] += weight[b]
     for _ in range(len(owner)):
@@ -119,6 +129,8 @@ def plan_migration(load, state, owner, workers, tau: float = 0.1, state_tau: flo
         for target in np.argsort(over.max(axis=1), kind="stable"):       # least used first
             if target != source:
                 fits = mine[((use[target] + weight[mine]) <= limit + 1e-9).all(axis=1)]
+                near = fits[np.isin(group[fits], group[owner == workers[target]])]
+                fits = near if grouped and len(near) else fits
                 if len(fits):
                     break
         if not len(fits):

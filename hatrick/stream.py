@@ -56,6 +56,7 @@ from gofs.errors import InputError
 from gofs.instance_parts import append_parts
 from gofs.store import as_store
 from hatrick.buffer import ElasticBuffer, SnapshotPolicy
+from hatrick.buckets import HASH, Buckets
 from hatrick.checkpoint import Checkpoint
 from hatrick.executors import WorkerFailed, WorkerLost, WorkerTasks, check_slots
 from hatrick.live import GraphView
@@ -63,7 +64,7 @@ from hatrick.loading import load_graph_state
 from hatrick.marks import ProducerMarks
 from hatrick.partitioned import PartitionedGraph, Worker
 from hatrick.planner import RescalePolicy, plan_migration, ring_plan
-from hatrick.ring import HashRing, bucket_of
+from hatrick.ring import HashRing
 from hatrick.snapshot import SnapshotReport
 from hatrick.updates import UpdateError, empty_rejected, validate
 from sparkshim.checkpoints import driver_scratch
@@ -163,6 +164,12 @@ class Stream:
     graph : gofs.store.GraphStore (``goffish.graph.Graph`` is one)
     checkpoint : directory for the exactly-once checkpoint (restarting with the same one resumes)
     num_buckets : buckets keys are hashed to (the unit of migration)
+    buckets : ``"hash"`` (each id's stable hash) or ``"partitions"``: each template vertex in a
+        bucket of its GoFS partition's group, so that workers owning whole groups own whole
+        partitions and their boundary is the partitions' cut (on a graph with locality, a small
+        share of V); costs the driver O(V) memory (2 bytes per vertex for integer ids 0..V-1,
+        up to 40 for others: :mod:`hatrick.buckets`), so it is opt-in. A restart from the checkpoint needs the same
+        ``buckets``
     workers : workers owning buckets, each with its part of the live graph (:mod:`hatrick.partitioned`)
     snapshot_policy : :class:`hatrick.buffer.SnapshotPolicy` to snapshot automatically (None: only
         when ``snapshot()`` is called or the buffer's capacity would overflow)
@@ -191,11 +198,12 @@ class Stream:
                  snapshot_policy: SnapshotPolicy | None = None, aging_ttl: float | None = None,
                  vnodes: int = 128, tau: float = 0.1, full_checkpoint_every: int = 20,
                  autoscale: RescalePolicy | None = None, rate_half_life: float = 2.0,
-                 executors: bool | None = None, pipelined: bool | None = None):
+                 executors: bool | None = None, pipelined: bool | None = None, buckets: str = HASH):
         self.graph = as_store(graph)
         self.id_type = self.graph.id_kind
+        self.buckets = Buckets(buckets, self.graph).prepare()      # its table read at the start, not in a push
         self._lock = threading.RLock()
-        self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every) if checkpoint else None
+        self._checkpoint = Checkpoint(checkpoint, full_checkpoint_every, self.buckets) if checkpoint else None
         self.marks = ProducerMarks()
         self._inflight: _InFlight | None = None     # the batch the workers apply while the driver returns
         self.snapshots: list[SnapshotReport] = []
@@ -203,7 +211,7 @@ class Stream:
         self.num_buckets = num_buckets
         self.tau = tau
         self.ring = HashRing(range(workers), vnodes)
-        self.owner = self.ring.owners(num_buckets)
+        self.owner = self._first_owners(workers)
         self.buffer = ElasticBuffer(num_buckets, snapshot_policy, rate_half_life)
         restored = self._checkpoint.load() if self._checkpoint else None
         self._tasks = None
@@ -266,17 +274,29 @@ class Stream:
     def _load(self, workers: int) -> PartitionedGraph:
         """The live graph loaded from the store: every worker loads the whole graph (in Spark
         tasks each on its executor, so the driver holds none of it; in this process one load
-        they share), the ring's split is evened out by live edges (moves are free before any
-        batch), then each worker keeps its part."""
+        they share), the first split (:meth:`_first_owners`) is evened out by live edges (moves
+        are free before any batch), then each worker keeps its part."""
         if self._tasks:
-            loaded = self._tasks.load(self.graph, range(workers), self.owner)
+            loaded = self._tasks.load(self.graph, range(workers), self.owner, self.buckets)
         else:
             state = load_graph_state(self.graph)
-            loaded = [Worker(i, state, self.owner) for i in range(workers)]
+            loaded = [Worker(i, state, self.owner, self.buckets) for i in range(workers)]
         if workers > 1:
             held = loaded[0].request("held_edges").result()
-            self.owner = plan_migration(held + 1e-9, held, self.owner, self.ring.workers, 0.02).owner
-        return PartitionedGraph.loaded(loaded, self.owner)
+            self.owner = plan_migration(held + 1e-9, held, self.owner, self.ring.workers, 0.02,
+                                        group=self._groups()).owner
+        return PartitionedGraph.loaded(loaded, self.owner, self.buckets)
+
+    def _first_owners(self, workers: int) -> np.ndarray:
+        """The owner of each bucket before the load evens them out: the ring's, or with buckets
+        aligned to partitions each partition's group whole on one worker (groups dealt out in order)."""
+        if self.buckets.kind == HASH:
+            return self.ring.owners(self.num_buckets)
+        return self.buckets.dealt(self.num_buckets, workers)
+
+    def _groups(self) -> np.ndarray | None:
+        """The partition group of each bucket, for the planner to keep together (None: hashed buckets)."""
+        return None if self.buckets.kind == HASH else self.buckets.groups(self.num_buckets)
 
     def _adopt(self, live: PartitionedGraph) -> PartitionedGraph:
         """A restored live graph, its buckets moved to this stream's owners (kept if it has as many
@@ -288,7 +308,7 @@ class Stream:
                 live.workers[0].owner = np.zeros(self.num_buckets, np.int64)
             live.rescale(self.owner)
         else:
-            live = PartitionedGraph(live.gather(), self.owner)
+            live = PartitionedGraph(live.gather(), self.owner, self.buckets)
         return live
 
     @property
@@ -369,7 +389,7 @@ class Stream:
             batch, refused, marks = (inflight.marks if inflight else self.marks).admit(batch)
             if len(refused):
                 bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
-            buckets = bucket_of(batch.a, self.num_buckets) if len(batch) else None     # hashed once: buffer, routing
+            buckets = self.buckets.of(batch.a, self.num_buckets) if len(batch) else None     # once: buffer, routing
             routed = self.live.route(batch, buckets) if len(batch) else None
             self._complete()
             if not len(batch):
@@ -492,7 +512,7 @@ class Stream:
         self._checkpoint.wait()
         restored = self._checkpoint.load()
         self.live = self._adopt(restored["graph"]) if restored else \
-            PartitionedGraph(load_graph_state(self.graph), self.owner)
+            PartitionedGraph(load_graph_state(self.graph), self.owner, self.buckets)
         self.live.place_on(self._tasks)
         self.recoveries += 1
 
@@ -711,7 +731,7 @@ class Stream:
             load = self.buffer.load + 1e-9
             by_ring = ring_plan(load, state, ring.owners(self.num_buckets), self.owner, ring.workers, self.tau)
             plan = by_ring if planner == "ring" else \
-                plan_migration(load, state, self.owner, ring.workers, self.tau, state_tau=self.tau)
+                plan_migration(load, state, self.owner, ring.workers, self.tau, state_tau=self.tau, group=self._groups())
             try:
                 moved_bytes = self.live.rescale(plan.owner, added)
                 pause = _time.perf_counter() - clock

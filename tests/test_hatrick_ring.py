@@ -122,3 +122,24 @@ def test_planner_evens_out_state_and_load_when_they_differ_within_the_movement_b
         assert plan.feasible and ratio(state, plan, workers) <= 1.1 + 1e-9 and ratio(load, plan, workers) <= 1.1 + 1e-9
         assert plan.moved_fraction <= 1 / 3 + 0.05
     assert set(out.owner[out.moved]) == {2} and set(owner[back.moved]) <= {0, 1}
+
+
+def test_planner_keeps_a_groups_buckets_on_one_worker_where_the_bound_allows():
+    """Eight groups of eight buckets (a partition's, hatrick.buckets), four on each of two workers:
+    scaling out to three, each worker hands over about one group (plain planning scatters the moved
+    buckets over most groups); scaling back in puts the third worker's buckets with the rest of their
+    groups; every plan within the bounds and moving no more than plain planning."""
+    count = 64
+    group = np.arange(count) // 8
+    load = 1 + 0.1 * np.random.default_rng(0).random(count)
+
+    def split(owner):
+        return sum(len(set(owner[group == g])) > 1 for g in range(8))
+
+    owner = group // 4
+    plain = plan_migration(load, load, owner, [0, 1, 2], 0.1, 0.1)
+    out = plan_migration(load, load, owner, [0, 1, 2], 0.1, 0.1, group=group)
+    assert out.feasible and split(out.owner) <= 2 < split(plain.owner)
+    assert out.moved_state <= plain.moved_state * 1.02
+    back = plan_migration(load, load, out.owner, [0, 1], 0.1, 0.1, group=group)
+    assert back.feasible and split(back.owner) == 0 < split(plan_migration(load, load, out.owner, [0, 1], 0.1, 0.1).owner)

@@ -1072,3 +1072,97 @@ def test_task_slots_follow_the_master():
     assert task_slots(spark("local-cluster[3,2,1024]", spark_task_cpus="2")) == 3
     assert task_slots(spark("spark://h:7077", spark_executor_instances="4", spark_executor_cores="2")) == 8
     assert task_slots(spark("yarn")) == 7
+
+
+def community_graph(path, name=int):
+    """Four 12-vertex cliques joined in a ring by one edge each (vertex v named ``name(v)``), METIS
+    into four partitions: one community a partition."""
+    import networkx as nx
+
+    graph = nx.relabel_nodes(nx.ring_of_cliques(4, 12), name)
+    return goffish.ingest(graph, path, num_partitions=4, partitioner="metis")
+
+
+def community_log(seed, count, size=48):
+    """Edge adds (mostly inside a community: vertices // 12 equal) and removals of present edges."""
+    rng = np.random.default_rng(seed)
+    log, present = [], []
+    for seq in range(1, count + 1):
+        if present and rng.random() < 0.4:
+            u, v = present.pop(int(rng.integers(len(present))))
+            log.append({"op": "remove_edge", "src": u, "dst": v, "producer": "p", "seq": seq, "time": float(seq)})
+            continue
+        u = int(rng.integers(size))
+        v = (u // 12) * 12 + int(rng.integers(12)) if rng.random() < 0.9 else int(rng.integers(size))
+        present.append((u, v))
+        log.append({"op": "add_edge", "src": u, "dst": v, "producer": "p", "seq": seq, "time": float(seq)})
+    return log
+
+
+@pytest.mark.parametrize("name", [int, lambda v: 1000 * v, str], ids=["dense", "sparse", "strings"])
+def test_buckets_aligned_with_partitions_put_each_template_vertex_in_its_partitions_group(tmp_path, name):
+    """Ids 0..V-1 are looked up in an array, sparse and string ids in a hash table: the same buckets."""
+    from hatrick.buckets import Buckets
+
+    g = community_graph(str(tmp_path / "c.gofs"), name)
+    parts = {p: g.read_vertex_partition(p).column("id").to_numpy() for p in range(g.num_partitions)}
+    aligned, hashed = Buckets("partitions", g.store), Buckets()
+    for count in (64, 7, 3):                                 # groups of 16, groups of 1 or 2, shared buckets
+        for p, ids in parts.items():
+            start = p * count // 4
+            got = aligned.of(ids, count)
+            assert ((got >= start) & (got < max((p + 1) * count // 4, start + 1))).all()
+    for p, ids in parts.items():
+        assert (aligned.groups(64)[aligned.of(ids, 64)] == p).all()
+    assert not all(((hashed.of(ids, 64) // 16) == p).all() for p, ids in parts.items())
+    beyond = np.array([name(v) for v in (1001, 1002, 5_000_001)])    # not in the template: hashed buckets
+    assert (aligned.of(beyond, 64) == hashed.of(beyond, 64)).all()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_stream_with_aligned_buckets_equals_networkx_across_a_rescale_and_a_restart(tmp_path):
+    g = community_graph(str(tmp_path / "c.gofs"))
+    log = community_log(3, 600)
+    ref = template_reference(g)
+    for update in log:
+        ref.apply(update)
+    options = {"checkpoint": str(tmp_path / "ck"), "num_buckets": 16, "workers": 2, "buckets": "partitions",
+               "full_checkpoint_every": 3}
+    s = g.stream(**options)
+    assert [set(s.owner[4 * p:4 * p + 4]) for p in range(4)] == [{0}, {0}, {1}, {1}]   # a group on one worker
+    push_all(s, log[:200], 50)
+    out = s.rescale(3)
+    assert out.feasible and out.moved_fraction <= 1 / 3 + 0.05
+    push_all(s, log[200:400], 50)
+    restarted = g.stream(**{**options, "workers": 3})
+    push_all(restarted, log, 70)                                    # producers replay their whole logs
+    check_equal(restarted, ref)
+    assert live_edge_counts(restarted.edges(), False) == networkx_edge_counts(ref)
+    with pytest.raises(InputError, match="buckets='partitions'"):
+        g.stream(**{**options, "buckets": "hash"})
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_workers_in_spark_tasks_bucket_by_partitions_as_the_driver_does(tmp_path, spark):
+    """Each worker's task builds the aligned buckets from GoFS itself (only the store travels): a
+    scale-out that starts a task and a restart that starts them all give the NetworkX graph."""
+    g = community_graph(str(tmp_path / "c.gofs"))
+    log = community_log(4, 300)
+    ref = template_reference(g)
+    for update in log:
+        ref.apply(update)
+    options = {"checkpoint": str(tmp_path / "ck"), "num_buckets": 16, "buckets": "partitions", "executors": True}
+    s = g.stream(**options)
+    try:
+        push_all(s, log[:100], 50)
+        out = s.rescale(2)
+        assert out.moved_bytes > 0 and [len(set(s.owner[4 * p:4 * p + 4])) for p in range(4)] == [1, 1, 1, 1]
+        push_all(s, log[100:200], 50)
+    finally:
+        s.close()
+    restarted = g.stream(**{**options, "workers": 2})
+    try:
+        push_all(restarted, log, 70)
+        check_equal(restarted, ref)
+    finally:
+        restarted.close()

@@ -73,7 +73,6 @@ from hatrick.cgql.views import (Bindings, ReportedMembers, _alias_state, _plain,
                                 vertex_conditions_mask)
 from hatrick.live import _column_out, smallest_members
 from hatrick.reachability import reachable_pairs, same_label_pairs
-from hatrick.ring import bucket_of
 
 __all__ = ["WorkerSnapshot", "on_workers", "evaluate", "memory_keys", "STEPS"]
 
@@ -81,12 +80,14 @@ __all__ = ["WorkerSnapshot", "on_workers", "evaluate", "memory_keys", "STEPS"]
 class WorkerSnapshot:
     """A live view evaluated by its workers: ``time``, ``seq``, whether Reach follows edge
     direction, the workers holding the batch, the bucket owner map and ``current_workers()`` (the
-    stream's workers later on, which keep the members of the batch before)."""
+    stream's workers later on, which keep the members of the batch before) and the bucket
+    function ``buckets``."""
 
     def __init__(self, view, directed: bool, the_plan):
         self.time, self.seq = float(view.time), int(view.seq)
         self.directed = bool(directed)
         self.workers, self.owner, self.plan = view.workers, view.owner, the_plan
+        self.buckets = view.buckets
         self.current_workers = view.current_workers
 
 
@@ -142,7 +143,7 @@ def memory_keys(the_plan) -> list[str]:
 
 
 def _owners(snap: WorkerSnapshot, ids: np.ndarray) -> np.ndarray:
-    return snap.owner[bucket_of(np.asarray(ids), len(snap.owner))]
+    return snap.owner[snap.buckets.of(np.asarray(ids), len(snap.owner))]
 
 
 def _by_owner(snap: WorkerSnapshot, ids: np.ndarray) -> list:
@@ -612,7 +613,7 @@ def cluster_start(w, key: str, spec: dict, seed) -> dict:
 
 
 def _owners_here(w, ids: np.ndarray) -> np.ndarray:
-    return w.owner[bucket_of(np.asarray(ids), len(w.owner))]
+    return w.owner[w.buckets.of(np.asarray(ids), len(w.owner))]
 
 
 def cluster_pieces(w, key: str, asked: np.ndarray) -> dict:
