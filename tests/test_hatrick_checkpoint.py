@@ -190,12 +190,27 @@ def test_a_new_checkpoint_directory_is_private_and_its_files_are_data(tmp_path):
     same_graph(Checkpoint(ck.directory).load()["state"], state)
 
 
-def test_workers_write_their_state_files_and_the_manifest_follows_once_all_are_in_place(tmp_path):
+def test_workers_write_their_state_files_and_the_manifest_follows_once_all_are_in_place(tmp_path, monkeypatch):
     """A partitioned graph's workers write their full-state files themselves (on threads, reported
     with their next commit); only then is the manifest naming them written, and it replaces the
     logs and older state files. Files of a full state whose manifest never came are ignored by a
-    restart, which equals the graph after every committed batch."""
+    restart, which equals the graph after every committed batch. The last batch's background
+    writes are held until the loop is over (a write that finished before its own batch's commit
+    would otherwise be reported with it, on a loaded machine)."""
+    import threading
+
+    from hatrick import partitioned
     from hatrick.partitioned import PartitionedGraph
+
+    last_batch_done = threading.Event()
+    write = partitioned.write_state_file
+
+    def held_write(path, state):
+        if os.path.basename(path).split("-")[2] == f"{7:012d}":
+            last_batch_done.wait(60)
+        write(path, state)
+
+    monkeypatch.setattr(partitioned, "write_state_file", held_write)
 
     rng = np.random.default_rng(5)
     base = build_state(np.arange(N), rng.integers(0, N, 80), rng.integers(0, N, 80), directed=False)
@@ -215,6 +230,7 @@ def test_workers_write_their_state_files_and_the_manifest_follows_once_all_are_i
         ref.apply(batch)
     ck.wait()
     states = sorted(n for n in os.listdir(ck.directory) if n.startswith("hatrick-state-") and n.endswith(".data"))
+    last_batch_done.set()
     assert stray.read_text() == "the user's"
     from hatrick import datafile
 
