@@ -1086,29 +1086,29 @@ class PartitionedGraph:
 
     def outcome(self, routed: "Routed") -> tuple[int, pd.DataFrame]:
         """(updates applied, rejected ones) of the batch :meth:`send` sent, by the owners' verdicts,
-        once every worker staged it. Raises (with nothing staged) if any worker failed."""
+        once every worker staged it. Raises (with nothing staged) if any worker failed. Every row has
+        one owner, so the rows applied are the batch less the owners' rejections: a worker that
+        rejected none costs no pass over its rows."""
         try:
             if routed.rows is None:
                 applied, mine = routed.answers[0].result()
                 return applied, empty_rejected() if mine is None else mine
-            batch, applied, rejected = routed.batch, 0, []
+            batch, rejected = routed.batch, []
             for answer, (rows, why) in zip(routed.answers, routed.rows):
                 mine = answer.result()[1]
-                owned = why == OWN
                 if mine is None:
-                    applied += int(np.count_nonzero(owned))
                     continue
-                own = rows[owned]
+                own = rows[why == OWN]
                 if len(own) < len(rows):                      # drop verdicts on rows another worker owns
                     keys = pd.MultiIndex.from_arrays([batch.producer[own], batch.seq[own]])
                     mine = mine[pd.MultiIndex.from_arrays([mine.producer, mine.seq]).isin(keys)]
-                applied += len(own) - len(mine)
                 if len(mine):
                     rejected.append(mine)
         except BaseException:
             self.abandon()
             raise
-        return applied, (pd.concat(rejected, ignore_index=True) if rejected else empty_rejected())
+        rejected = pd.concat(rejected, ignore_index=True) if rejected else empty_rejected()
+        return len(batch) - len(rejected), rejected
 
     def stage(self, batch: UpdateBatch, meanwhile=None) -> tuple[int, pd.DataFrame]:
         """Apply ``batch`` on every worker, shown only after :meth:`commit` (:meth:`send`, then
