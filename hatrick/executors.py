@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import pickle
 import queue
 import re
 import socket
@@ -37,7 +36,8 @@ import numpy as np
 
 from gofs.errors import InputError
 from gopher.channel import Listener, RunKey, connect, frames_authenticated
-from gopher.resident import LOOPBACK, BackgroundJob
+from gopher import codec
+from gopher.resident import LOOPBACK, BackgroundJob, recv_frames, send_frames
 from hatrick import datafile
 from hatrick.statefile import state_from_tree, state_to_tree
 from hatrick.loading import load_graph_state
@@ -134,12 +134,12 @@ def _answer(worker: Worker, driver) -> None:
     index = worker.index
     while True:
         try:
-            frame = driver.recv_bytes()
+            frames = recv_frames(driver, None)
         except (EOFError, OSError):
             return
         clock, cpu = time.perf_counter(), time.thread_time()
         try:
-            name, args = pickle.loads(frame)
+            name, args = codec.from_frames(frames)
             value = worker.request(name, *args).result()
             if name in ("state", "empty_state"):
                 value = _state_bytes(value)
@@ -200,9 +200,11 @@ class RemoteWorker:
 
     def request(self, name: str, *args) -> _Answer:
         """Send request ``name``; its answer is read by ``.result()`` (so several workers'
-        requests run at once)."""
+        requests run at once). A request travels as :mod:`gopher.codec` frames: its large numpy
+        arrays (a batch's columns) are sent from where they lie and read back in place, never
+        copied into or out of a pickle."""
         try:
-            self.conn.send((name, args))
+            send_frames(self.conn, codec.to_frames((name, args)))
         except OSError as exc:
             raise self.lost(exc) from exc
         if name in ("set_owner", "keep"):             # requests that replace the worker's owner map

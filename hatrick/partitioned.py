@@ -72,7 +72,8 @@ from hatrick.buckets import Buckets
 from gofs.instance_parts import stage_part, write_partition, write_topology
 from hatrick.snapshot import instance_part
 from hatrick.statefile import write_state_file
-from hatrick.updates import ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, empty_rejected
+from hatrick.updates import (ADD_EDGE, ADD_VERTEX, IS_VERTEX_OP, REMOVE_VERTEX, UpdateBatch, absent_column,
+                             empty_rejected, is_absent)
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
@@ -92,23 +93,63 @@ def route(batch: UpdateBatch, owner: np.ndarray, directed: bool, bucket_a: np.nd
     rows are dealt out in one pass over the batch (:func:`_deal`, which also finds each row's
     owners from the ends' buckets under ``buckets``, default hashed): no sort. ``bucket_a``: the
     buckets of ``batch.a``, where the caller has them (the stream's buffer counts the batch by them)."""
+    return deal(batch, owner, directed, bucket_a, buckets)[0]
+
+
+def deal(batch: UpdateBatch, owner: np.ndarray, directed: bool, bucket_a: np.ndarray | None = None,
+         buckets: Buckets | None = None) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[UpdateBatch]]:
+    """(:func:`route`'s rows and reasons per worker, the updates each worker applies). An endpoint
+    row becomes ``add_vertex`` of that endpoint. Every column is taken for all workers at once, in
+    the pass that deals the rows out (:func:`_deal`; object-typed ids and the attribute and value
+    columns by one numpy take over every worker's rows): each worker's columns are slices of
+    those (its own rows; never views of the caller's batch)."""
     workers = int(owner.max()) + 1 if len(owner) else 1
     num_buckets = len(owner)
     buckets = buckets or Buckets()
     if bucket_a is None:
         bucket_a = buckets.of(batch.a, num_buckets)
-    rows, why, offsets = _deal(batch.op, bucket_a, buckets.of(batch.b, num_buckets),
-                               owner, directed, workers, IS_VERTEX_OP)
-    return [(rows[offsets[w]:offsets[w + 1]], why[offsets[w]:offsets[w + 1]]) for w in range(workers)]
+    numeric_ids = batch.a.dtype == np.int64 and batch.b.dtype == np.int64
+    codes, names = batch.producer_codes or (_NO_CODES, None)
+    rows, why, offsets, op, a, b, seq, time, codes = _deal(
+        batch.op, bucket_a, buckets.of(batch.b, num_buckets), owner, directed, workers, IS_VERTEX_OP,
+        batch.a if numeric_ids else _NO_IDS, batch.b if numeric_ids else _NO_IDS, batch.seq, batch.time, codes)
+    if not numeric_ids:
+        a, b = batch.a[rows], batch.b[rows]
+        end_b = np.flatnonzero(why == END_B)
+        a[end_b] = b[end_b]
+    attribute, value = (_column_part(column, rows, len(rows)) for column in (batch.attribute, batch.value))
+    producer = batch.producer[rows] if names is None else None
+    parts = []
+    for w in range(workers):
+        at = slice(offsets[w], offsets[w + 1])
+        count = int(offsets[w + 1] - offsets[w])
+        parts.append(UpdateBatch(op[at], a[at], b[at], _column_part(attribute, at, count),
+                                 _column_part(value, at, count),
+                                 None if producer is None else producer[at], seq[at], time[at],
+                                 batch.text_values, None if names is None else (codes[at], names)))
+    return [(rows[offsets[w]:offsets[w + 1]], why[offsets[w]:offsets[w + 1]]) for w in range(workers)], parts
+
+
+def _column_part(column: np.ndarray, rows, count: int) -> np.ndarray:
+    """``column[rows]`` (``count`` of them: a new array for an index array, a view for a slice); an
+    absent column (:func:`hatrick.updates.absent_column`) stays one null."""
+    return absent_column(count) if is_absent(column) else column[rows]
+
+
+_NO_IDS = np.zeros(0, np.int64)             # object-typed ids: taken by numpy, not by _deal
+_NO_CODES = np.zeros(0, np.int32)           # a batch without producer codes
 
 
 @njit(cache=True, nogil=True)
-def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op):
-    """Rows and reasons of :func:`route`, worker after worker (worker w's at offsets[w]:offsets[w+1]).
-    A row's owner is its edge's (:func:`undirected_bucket`, or the source's), a vertex op's its
-    vertex's (``bucket_b`` is not read for it). The owner is one of the ends' owners, so an
-    ``add_edge``'s other end's owner is their sum less it: counted and dealt without a branch per
-    row (an edge's owner is a coin flip, which a branch would mispredict half the time)."""
+def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op, a, b, seq, time, codes):
+    """Rows and reasons of :func:`route`, worker after worker (worker w's at offsets[w]:offsets[w+1]),
+    and the columns op, a, b, seq, time and producer codes of those rows, taken in the same pass
+    (an endpoint row's op is ``add_vertex`` and its ``a`` that endpoint; ``a``/``b`` empty: not
+    taken, nor ``codes`` where empty). A row's owner is its edge's (:func:`undirected_bucket`, or
+    the source's), a vertex op's its vertex's (``bucket_b`` is not read for it). The owner is one
+    of the ends' owners, so an ``add_edge``'s other end's owner is their sum less it: counted and
+    dealt without a branch per row (an edge's owner is a coin flip, which a branch would
+    mispredict half the time)."""
     n = len(op)
     target, other = np.empty(n, np.int64), np.empty(n, np.int64)
     counts = np.zeros(workers + 1, np.int64)
@@ -130,35 +171,45 @@ def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op):
                 counts[target[i] + 1] -= 1
     offsets = np.cumsum(counts)
     spare = offsets[-1]                                  # where an add_edge held by one worker writes its end
+    ids, coded = len(a) == n, len(codes) == n
     rows = np.empty(spare + 1, np.int64)
     why = np.empty(spare + 1, np.int8)
+    op_out, seq_out, time_out = np.empty(spare + 1, op.dtype), np.empty(spare + 1, seq.dtype), \
+        np.empty(spare + 1, time.dtype)
+    a_out, b_out = np.empty(spare + 1 if ids else 0, a.dtype), np.empty(spare + 1 if ids else 0, b.dtype)
+    codes_out = np.empty(spare + 1 if coded else 0, codes.dtype)
     fill = offsets[:-1].copy()
     for i in range(n):
         t, o = target[i], other[i]
-        rows[fill[t]], why[fill[t]] = i, OWN
+        at = fill[t]
+        rows[at], why[at], op_out[at], seq_out[at], time_out[at] = i, OWN, op[i], seq[i], time[i]
+        if ids:
+            a_out[at], b_out[at] = a[i], b[i]
+        if coded:
+            codes_out[at] = codes[i]
         fill[t] += 1
         cross = np.int64((op[i] == ADD_EDGE) & (o != t))
         at = cross * fill[o] + (1 - cross) * spare
-        rows[at], why[at] = i, END_A + np.int8(owner[bucket_a[i]] != o)
+        end_b = owner[bucket_a[i]] != o
+        rows[at], why[at], op_out[at], seq_out[at], time_out[at] = i, END_A + np.int8(end_b), ADD_VERTEX, \
+            seq[i], time[i]
+        if ids:
+            a_out[at], b_out[at] = b[i] if end_b else a[i], b[i]
+        if coded:
+            codes_out[at] = codes[i]
         fill[o] += cross
         if op[i] == REMOVE_VERTEX:
             for w in range(workers):
                 if w != t:
-                    rows[fill[w]], why[fill[w]] = i, BROADCAST
+                    at = fill[w]
+                    rows[at], why[at], op_out[at], seq_out[at], time_out[at] = i, BROADCAST, op[i], seq[i], time[i]
+                    if ids:
+                        a_out[at], b_out[at] = a[i], b[i]
+                    if coded:
+                        codes_out[at] = codes[i]
                     fill[w] += 1
-    return rows[:spare], why[:spare], offsets
-
-
-def rows_for(batch: UpdateBatch, rows: np.ndarray, why: np.ndarray) -> UpdateBatch:
-    """The updates a worker applies: an endpoint row becomes ``add_vertex`` of that endpoint
-    (written into the op and ``a`` columns taken by the index array ``rows``: copies, not views)."""
-    part = batch.take(rows)
-    ends = np.flatnonzero((why == END_A) | (why == END_B))
-    if len(ends):
-        part.op[ends] = ADD_VERTEX
-        end_b = ends[why[ends] == END_B]
-        part.a[end_b] = part.b[end_b]
-    return part
+    return (rows[:spare], why[:spare], offsets, op_out[:spare], a_out[:spare], b_out[:spare], seq_out[:spare],
+            time_out[:spare], codes_out[:spare])
 
 
 class Worker:
@@ -1012,7 +1063,7 @@ class PartitionedGraph:
         return self._clock[1]
 
     def route(self, batch: UpdateBatch, bucket_a: np.ndarray | None = None) -> "Routed":
-        """``batch`` dealt out to the workers under the owners of now (:func:`route`, :func:`rows_for`):
+        """``batch`` dealt out to the workers under the owners of now (:func:`deal`):
         O(batch) driver work that :meth:`send` needs, done apart so that it can overlap the
         workers' application of the batch before. ``bucket_a`` as in :func:`route` (kept: a
         batch routed again after a rescale is not hashed again)."""
@@ -1020,8 +1071,8 @@ class PartitionedGraph:
             return Routed(batch, self.owner, None, [batch], bucket_a)
         if bucket_a is None:
             bucket_a = self.buckets.of(batch.a, len(self.owner))
-        routed = route(batch, self.owner, self.directed, bucket_a, self.buckets)
-        return Routed(batch, self.owner, routed, [rows_for(batch, rows, why) for rows, why in routed], bucket_a)
+        routed, parts = deal(batch, self.owner, self.directed, bucket_a, self.buckets)
+        return Routed(batch, self.owner, routed, parts, bucket_a)
 
     def send(self, batch: UpdateBatch, routed: "Routed | None" = None) -> "Routed":
         """Send ``batch`` to every worker to stage (shown only after :meth:`commit`), routed by
@@ -1042,29 +1093,29 @@ class PartitionedGraph:
 
     def outcome(self, routed: "Routed") -> tuple[int, pd.DataFrame]:
         """(updates applied, rejected ones) of the batch :meth:`send` sent, by the owners' verdicts,
-        once every worker staged it. Raises (with nothing staged) if any worker failed."""
+        once every worker staged it. Raises (with nothing staged) if any worker failed. Every row has
+        one owner, so the rows applied are the batch less the owners' rejections: a worker that
+        rejected none costs no pass over its rows."""
         try:
             if routed.rows is None:
                 applied, mine = routed.answers[0].result()
                 return applied, empty_rejected() if mine is None else mine
-            batch, applied, rejected = routed.batch, 0, []
+            batch, rejected = routed.batch, []
             for answer, (rows, why) in zip(routed.answers, routed.rows):
                 mine = answer.result()[1]
-                owned = why == OWN
                 if mine is None:
-                    applied += int(np.count_nonzero(owned))
                     continue
-                own = rows[owned]
+                own = rows[why == OWN]
                 if len(own) < len(rows):                      # drop verdicts on rows another worker owns
                     keys = pd.MultiIndex.from_arrays([batch.producer[own], batch.seq[own]])
                     mine = mine[pd.MultiIndex.from_arrays([mine.producer, mine.seq]).isin(keys)]
-                applied += len(own) - len(mine)
                 if len(mine):
                     rejected.append(mine)
         except BaseException:
             self.abandon()
             raise
-        return applied, (pd.concat(rejected, ignore_index=True) if rejected else empty_rejected())
+        rejected = pd.concat(rejected, ignore_index=True) if rejected else empty_rejected()
+        return len(batch) - len(rejected), rejected
 
     def stage(self, batch: UpdateBatch, meanwhile=None) -> tuple[int, pd.DataFrame]:
         """Apply ``batch`` on every worker, shown only after :meth:`commit` (:meth:`send`, then

@@ -143,6 +143,42 @@ def test_routing_equals_a_row_by_row_oracle(directed):
             assert got_rows.tolist() == want_rows and got_why.tolist() == want_why
 
 
+@pytest.mark.parametrize("ids", ["int64", "string"])
+@pytest.mark.parametrize("producers", ["text", "mixed"])       # mixed: no producer codes (one object per row)
+def test_dealt_columns_equal_each_workers_rows_taken(ids, producers):
+    """The columns :func:`deal` takes for every worker in one pass (object-typed ids by numpy)
+    equal the batch's rows that :func:`route` gives the worker, taken one worker at a time, with an
+    endpoint row turned into ``add_vertex`` of that endpoint: on a random batch of every op, with
+    attribute values and vertex removals (which reach every worker)."""
+    from hatrick.partitioned import END_A, END_B, deal
+    from hatrick.updates import ADD_VERTEX, is_absent
+
+    rows = [row for chunk in batches(7, 1, 400, False) for row in chunk]
+    for i, row in enumerate(rows):
+        for field in ("id", "src", "dst"):
+            if field in row and ids == "string":
+                row[field] = f"v{row[field]}"
+        row["producer"] = f"p{i % 3}" if producers == "text" or i % 2 else i % 3
+    batch = validate(rows, ids)[0]
+    assert (batch.producer_codes is None) == (producers == "mixed")
+    owner = owners(3)
+    routed, parts = deal(batch, owner, False)
+    assert [(r.tolist(), w.tolist()) for r, w in routed] == [(r.tolist(), w.tolist())
+                                                             for r, w in route(batch, owner, False)]
+    for (taken, why), part in zip(routed, parts):
+        want = batch.take(taken)
+        ends = (why == END_A) | (why == END_B)
+        want.op[ends] = ADD_VERTEX
+        want.a[why == END_B] = want.b[why == END_B]
+        assert len(part) == len(taken) and (why == END_B).any() and ends.sum() < len(taken)
+        for name in ("op", "a", "b", "seq", "time", "producer"):
+            assert getattr(part, name).tolist() == getattr(want, name).tolist(), name
+        for name in ("attribute", "value"):
+            assert not is_absent(getattr(part, name))
+            assert pd.Series(getattr(part, name)).equals(pd.Series(getattr(want, name))), name
+        assert part.a.dtype == batch.a.dtype and part.op.dtype == batch.op.dtype
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_batch_routed_before_a_rescale_is_routed_again_under_the_new_owners():
     """A batch routed (with the a-end buckets the stream hashed) while the graph had 2 workers and
