@@ -36,6 +36,7 @@ graph expands by ~3x per level. Labels are the smallest vid of a component.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -60,6 +61,12 @@ class Column:
 
     values: np.ndarray
     present: np.ndarray
+
+    @cached_property
+    def set_rows(self) -> np.ndarray:
+        """Rows whose value is set, found once per column: a batch writes a column only as its own
+        copy (:meth:`_Draft.own`), so a selection reads its candidates, not a pass over every row."""
+        return np.flatnonzero(self.present)
 
     def grown(self, size: int) -> "Column":
         extra = size - len(self.values)
@@ -854,7 +861,7 @@ def select_vertices(state: State, selector) -> np.ndarray:
                 raise KeyError(f"no vertex attribute '{name}' (have: {sorted(state.vattrs)})")
             column = state.vattrs[name]
             options = list(wanted) if isinstance(wanted, (list, tuple, set, np.ndarray)) else [wanted]
-            rows = np.flatnonzero(column.present & state.alive) if chosen is None else chosen[column.present[chosen]]
+            rows = column.set_rows[state.alive[column.set_rows]] if chosen is None else chosen[column.present[chosen]]
             chosen = rows[pd.Series(column.values[rows], dtype=object).isin(options).to_numpy()]
         return np.flatnonzero(state.alive) if chosen is None else chosen
     vids = state.vids_of(np.atleast_1d(np.asarray(selector)))
