@@ -883,35 +883,27 @@ def _all(workers: list, name: str, *args) -> list:
 
 class MergedLabels:
     """Global component numbers of the workers' local labels: worker ``i``'s label ``l`` is number
-    ``offsets[i] + l`` joined through ghosts with the others in its set, the set's smallest. Held
-    by the merger worker for only the labels the boundary's pairs name (``nodes``, ascending, and
-    ``root`` of each): a label no pair names is its own number, so the merge and what it keeps
-    follow the boundary's label pairs, not the workers' label spaces (with workers in Spark tasks,
-    none of it on the driver)."""
+    ``root[offsets[i] + l]``, the smallest (offset + label) joined with it through ghosts. Held
+    by the merger worker: one int per label of every worker (with workers in Spark tasks, none
+    of it on the driver)."""
 
-    def __init__(self, offsets: np.ndarray, nodes: np.ndarray, root: np.ndarray):
-        self.offsets, self.nodes, self.root = offsets, nodes, root
+    def __init__(self, offsets: np.ndarray, root: np.ndarray):
+        self.offsets, self.root = offsets, root
 
     def of(self, index: int, labels: np.ndarray) -> np.ndarray:
         """Global numbers of worker ``index``'s local ``labels``."""
-        number = self.offsets[index] + np.asarray(labels, np.int64)
-        if not len(self.nodes):
-            return number
-        at = np.minimum(np.searchsorted(self.nodes, number), len(self.nodes) - 1)
-        return np.where(self.nodes[at] == number, self.root[at], number)
+        return self.root[self.offsets[index] + np.asarray(labels, np.int64)]
 
 
 def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
     """Local labels joined through ghosts: ``joins`` holds, per owner worker, the
     (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; one union-find
-    pass over those pairs, numbered among the labels they name (ascending, so a set's smallest
-    number is its smallest index): its work follows the boundary's label pairs only."""
+    pass over those pairs in the workers' joint label space (no sort or hashing of the pairs:
+    its work follows the boundary's label pairs plus one array over the label space)."""
     left = [offsets[senders] + theirs for senders, theirs, _ in joins]
     right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
     u, v = _joined(left), _joined(right)
-    nodes, index = np.unique(np.concatenate([u, v]), return_inverse=True)
-    root = nodes[smallest_members(len(nodes), index[:len(u)], index[len(u):])]
-    return MergedLabels(offsets, nodes, root)
+    return MergedLabels(offsets, smallest_members(int(offsets[-1]), u, v))
 
 
 @dataclasses.dataclass
