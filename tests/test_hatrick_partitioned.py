@@ -302,6 +302,55 @@ def test_the_exchange_kernels_equal_their_array_definitions():
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("workers", [2, 3])
+def test_batches_that_only_join_or_only_split_across_the_boundary_give_networkx_components(workers):
+    """The exchange sends only the ghosts whose label a batch changed, found from the vids the batch
+    relabelled: a batch of additions only (components join, ghosts take the smaller label) and one
+    of removals only (components split, ghosts the batch never named get new labels) must each
+    reach the ghosts' owners, or the merged components and the pairs a live selection reads (asked
+    with the commit, as a stream does) differ from NetworkX's."""
+    import networkx as nx
+
+    rng = np.random.default_rng(31)
+    n = 80
+    src, dst = rng.integers(0, n, 40), rng.integers(0, n, 40)           # many small components
+    graph = PartitionedGraph(build_state(np.arange(n), src, dst, False), owners(workers))
+    ref = nx.MultiGraph()
+    ref.add_nodes_from(range(n))
+    ref.add_edges_from(zip(src.tolist(), dst.tolist()))
+    sources, sinks = list(range(0, n, 7)), list(range(3, n, 5))
+    graph.components()                                                  # the first exchange: every ghost
+    seq, relabelled_ghosts = 0, 0
+    for step in range(8):
+        if step % 2 == 0:                                                # join: additions only
+            pairs = [(int(u), int(v)) for u, v in rng.integers(0, n, (12, 2))]
+            ops = ["add_edge"] * len(pairs)
+        else:                                                            # split: removals only
+            present = list(ref.edges())
+            pairs = [present[i] for i in rng.choice(len(present), 14, replace=False)]
+            ops = ["remove_edge"] * len(pairs)
+        rows = []
+        for op, (u, v) in zip(ops, pairs):
+            seq += 1
+            rows.append({"op": op, "src": u, "dst": v, "producer": "p", "seq": seq, "time": float(seq)})
+            (ref.add_edge if op == "add_edge" else ref.remove_edge)(u, v)
+        before = [w._sent["label"].copy() for w in graph.workers]
+        graph.stage(validate(rows, "int64")[0])
+        graph.commit([sources, sinks])
+        got = graph.reachable(sources, sinks)
+        expected = {(s, t) for s in sources for t in sinks if nx.has_path(ref, s, t)}
+        assert set(zip(got.source, got.sink)) == expected
+        assert live_partition(graph.components()) == sorted(sorted(c) for c in nx.connected_components(ref))
+        named = {x for u, v in pairs for x in (u, v)}
+        for w, old in zip(graph.workers, before):
+            label = w._sent["label"]
+            ids = w.state.ids.to_numpy()
+            moved = np.flatnonzero((label[:len(old)] != old) & (old >= 0) & (label[:len(old)] >= 0))
+            relabelled_ghosts += len(set(ids[moved].tolist()) - named)
+    assert relabelled_ghosts > 0                                        # ghosts the batches never named
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_ghost_left_without_edges_leaves_the_boundary_exchange():
     """A vertex stays alive after its last edge goes; where it was a ghost it joins nothing more,
     so its owner stops holding it (the exchange follows the boundary, not the stream's history),
