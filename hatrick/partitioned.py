@@ -443,7 +443,7 @@ class Worker:
         else:
             candidates = _joined(since) if len(since) == 1 else np.unique(_joined(since))
             before, label, members = sent["comp"], _grown(sent["label"], n, -1), _grown(sent["members"], n, 0)
-        changed = _ghost_updates(candidates, before, s.comp, self._owned_vids(), members, label)
+        changed = _ghost_updates(candidates, before, s.comp, s.alive, self._owned_vids(), members, label)
         self._sent = {"ids": s.ids, "owner": self.owner, "comp": s.comp, "label": label, "members": members,
                       "count": sent["count"] + 1}
         self._relabelled = (s, [])
@@ -708,11 +708,12 @@ def _grown(values: np.ndarray, size: int, fill: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _ghost_updates(candidates, before, comp, owned, members, label):
+def _ghost_updates(candidates, before, comp, alive, owned, members, label):
     """Bring ``label`` (per vid: its local label where it is a ghost here, -1 for the others) and
-    ``members`` (per label: its alive vertices) from labels ``before`` (-1 past its end) to
-    ``comp``, where only ``candidates`` (distinct vids) may have changed label; returns the vids
-    whose ``label`` changed. A ghost is alive, not ``owned``, and in a component of more than
+    ``members`` (per label: the vertices that have it) from labels ``before`` (-1 past its end)
+    to ``comp``, where only ``candidates`` (distinct vids) may have changed label (a vertex that
+    dies or comes back does: a dead vertex's label is -1); returns the vids whose ``label``
+    changed. A ghost is ``alive``, not ``owned``, and in a component of more than
     one vertex here: a vertex stays alive after its last edge goes, so a ghost left with no edge
     here (it joins nothing) would otherwise stay in the exchange for good: its messages, held
     ghosts and label pairs would grow with the stream's history, not with the boundary. A
@@ -736,7 +737,7 @@ def _ghost_updates(candidates, before, comp, owned, members, label):
             if y < 0:
                 continue
             c = comp[y]
-            now = c if (c >= 0) & ~owned[y] & (members[max(c, 0)] > 1) else -1
+            now = c if alive[y] & (c >= 0) & ~owned[y] & (members[max(c, 0)] > 1) else -1
             if now != label[y]:
                 label[y] = now
                 changed[count] = y
@@ -898,11 +899,12 @@ def _rebuild(like: State, parts: list[dict]) -> State:
         touched = touched.copy()
         touched[state.key_index().lookup(keys)] = np.concatenate(
             [p.get("touched", np.full(len(p["src"]), like.time)) for p in parts])
-    alive = state.alive
+    alive, comp = state.alive, state.comp
     if size:
         alive = alive.copy()
         alive[:size] = pd.Index(held).get_indexer(prefix) >= 0
-    return State(state.directed, state.ids, alive, state.comp, state.vattrs, vkinds, state.index, state.src,
+        comp = np.where(alive, comp, -1)              # a template vertex not held here: dead, no label
+    return State(state.directed, state.ids, alive, comp, state.vattrs, vkinds, state.index, state.src,
                  state.dst, state.mult, touched, state.eattrs, ekinds, like.static_vertex, like.static_edge,
                  like.batch, like.time, state.free, like.template, state.index_version)
 

@@ -268,7 +268,8 @@ def test_the_exchange_kernels_equal_their_array_definitions():
     alive, group = rng.random(n) < 0.8, rng.integers(0, 300, n)
     comp = labelling(alive, group)
     label, members = np.full(n, -1, np.int64), np.zeros(n, np.int64)
-    changed = _ghost_updates(np.arange(n, dtype=np.int64), np.zeros(0, np.int64), comp, owned, members, label)
+    changed = _ghost_updates(np.arange(n, dtype=np.int64), np.zeros(0, np.int64), comp, comp >= 0, owned, members,
+                             label)
     expected = ghost_labels(comp)
     assert ((comp >= 0) & ~owned & (expected < 0)).any() and (expected >= 0).any()
     assert np.array_equal(label, expected) and np.array_equal(np.sort(changed), np.flatnonzero(expected >= 0))
@@ -280,7 +281,7 @@ def test_the_exchange_kernels_equal_their_array_definitions():
         before_label = label.copy()
         relabelled = np.flatnonzero(after != comp)
         assert 0 < len(relabelled) < n // 2
-        changed = _ghost_updates(relabelled, comp, after, owned, members, label)
+        changed = _ghost_updates(relabelled, comp, after, after >= 0, owned, members, label)
         expected = ghost_labels(after)
         assert np.array_equal(label, expected)
         assert np.array_equal(np.sort(changed), np.flatnonzero(expected != before_label))
