@@ -36,6 +36,7 @@ graph expands by ~3x per level. Labels are the smallest vid of a component.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -60,6 +61,12 @@ class Column:
 
     values: np.ndarray
     present: np.ndarray
+
+    @cached_property
+    def set_rows(self) -> np.ndarray:
+        """Rows whose value is set, found once per column: a batch writes a column only as its own
+        copy (:meth:`_Draft.own`), so a selection reads its candidates, not a pass over every row."""
+        return np.flatnonzero(self.present)
 
     def grown(self, size: int) -> "Column":
         extra = size - len(self.values)
@@ -261,6 +268,7 @@ class Outcome:
 
     applied: int = 0
     rejected: pd.DataFrame = field(default_factory=empty_rejected)
+    relabelled: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # vids whose label changed
 
 
 class _Draft:
@@ -315,11 +323,11 @@ def apply_batch(state: State, batch: UpdateBatch) -> tuple[State, Outcome]:
         cuts = np.flatnonzero(np.diff(removing.astype(np.int8))) + 1
         for run in np.split(np.arange(len(batch)), cuts):
             (_remove_vertices if removing[run[0]] else _apply_run)(draft, batch, run)
-    _update_components(draft)
+    relabelled = _update_components(draft)
     time = max(state.time, float(batch.time.max())) if len(batch) else state.time
     new = draft.freeze(state.batch + 1, time)
     rejected = pd.concat(draft.rejected, ignore_index=True) if draft.rejected else empty_rejected()
-    return new, Outcome(draft.applied, rejected)
+    return new, Outcome(draft.applied, rejected, relabelled)
 
 
 def _grow_vertices(d: _Draft, new_ids: np.ndarray) -> None:
@@ -651,17 +659,27 @@ def _remove_vertices(d: _Draft, batch: UpdateBatch, rows: np.ndarray) -> None:
         _release(d, cut, d.s.key(d.src[cut], d.dst[cut]))
 
 
-def _update_components(d: _Draft) -> None:
-    """Merge labels over added edges, then recompute the components a removal touched.
+def _update_components(d: _Draft) -> np.ndarray:
+    """Merge labels over added edges, then recompute the components a removal touched; returns the
+    vids whose label (-1: dead) differs from the state's before the batch, which a worker's
+    boundary exchange follows (:meth:`hatrick.partitioned.Worker.send_ghosts`) instead of
+    comparing every vid.
 
     When the touched components hold most of the alive vertices (a removal in the giant
     component), all components are recomputed in one numba pass over the edge slots
-    (:func:`_slot_components`), which is cheaper than cutting the region out first."""
-    comp = d.comp
+    (:func:`_slot_components`, which finds the relabelled vids as it writes the labels), which
+    is cheaper than cutting the region out first."""
     alive = int(np.count_nonzero(d.alive)) if d.affected else 0
-    if d.affected and _mostly_affected(d, alive):
-        _slot_components(d.src, d.dst, d.mult, d.alive, comp)
-        return
+    if (d.affected and _mostly_affected(d, alive)) or not _merge_and_cut_out(d, alive):
+        return _slot_components(d.src, d.dst, d.mult, d.alive, d.comp, d.s.comp)
+    return _relabelled(d.s.comp, d.comp)
+
+
+def _merge_and_cut_out(d: _Draft, alive: int) -> bool:
+    """:func:`_update_components` by merging labels over the added edges and recomputing the
+    region of the components a removal touched; False (nothing recomputed) where that region
+    holds most of the ``alive`` vertices."""
+    comp = d.comp
     remap = None
     if d.added_pairs:
         u = np.concatenate([p[0] for p in d.added_pairs])
@@ -686,15 +704,26 @@ def _update_components(d: _Draft) -> None:
         region = marked[comp]                             # removed vertices hold -1: the unmarked slot
         members = np.flatnonzero(region)
         if not len(members):
-            return
+            return True
         if 2 * len(members) > alive:
-            _slot_components(d.src, d.dst, d.mult, d.alive, comp)
-            return
+            return False
         live = np.flatnonzero(d.mult > 0)
         local = np.full(len(comp), -1, np.int64)
         local[members] = np.arange(len(members))
         inside = live[region[d.src[live]]]
         comp[members] = members[smallest_members(len(members), local[d.src[inside]], local[d.dst[inside]])]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _relabelled(before: np.ndarray, comp: np.ndarray) -> np.ndarray:
+    """Vids whose label in ``comp`` differs from ``before`` (-1 past its end: vids added since)."""
+    out = np.empty(len(comp), np.int64)
+    count = 0
+    for x in range(len(comp)):
+        out[count] = x
+        count += comp[x] != (before[x] if x < len(before) else -1)
+    return out[:count]
 
 
 @njit(cache=True, nogil=True)
@@ -741,22 +770,29 @@ def _mostly_affected(d: _Draft, alive: int) -> bool:
 
 @njit(cache=True, nogil=True)
 def _slot_components(src: np.ndarray, dst: np.ndarray, mult: np.ndarray, alive: np.ndarray,
-                     comp: np.ndarray) -> None:
+                     comp: np.ndarray, before: np.ndarray) -> np.ndarray:
     """Write into ``comp`` the components (as :func:`smallest_members`) of the graph whose edges
     are the slots with a multiplicity, -1 for removed vertices: one pass over the slots and two
-    over the vids, with no copy of the live edges. The union-find's parents are 32-bit (vids are
-    below :data:`MAX_VERTICES`): its random accesses touch half the memory, ~20% faster at 200k
-    vids."""
+    over the vids, with no copy of the live edges; returns the vids whose label differs from
+    ``before`` (as :func:`_relabelled`, found in the same pass). The union-find's parents are
+    32-bit (vids are below :data:`MAX_VERTICES`): its random accesses touch half the memory,
+    ~20% faster at 200k vids."""
     parent = np.empty(len(comp), np.int32)
     for x in range(len(comp)):
         parent[x] = x
     for s in range(len(mult)):
         if mult[s] > 0:
             _link(parent, src[s], dst[s])
+    relabelled = np.empty(len(comp), np.int64)
+    count = 0
     for x in range(len(comp)):
         root = parent[parent[x]]
         parent[x] = root
-        comp[x] = root if alive[x] else -1
+        label = root if alive[x] else -1
+        comp[x] = label
+        relabelled[count] = x
+        count += label != (before[x] if x < len(before) else -1)
+    return relabelled[:count]
 
 
 # reading a state -----------------------------------------------------------------------------------
@@ -856,7 +892,7 @@ def select_vertices(state: State, selector) -> np.ndarray:
                 raise KeyError(f"no vertex attribute '{name}' (have: {sorted(state.vattrs)})")
             column = state.vattrs[name]
             options = list(wanted) if isinstance(wanted, (list, tuple, set, np.ndarray)) else [wanted]
-            rows = np.flatnonzero(column.present & state.alive) if chosen is None else chosen[column.present[chosen]]
+            rows = column.set_rows[state.alive[column.set_rows]] if chosen is None else chosen[column.present[chosen]]
             chosen = rows[pd.Series(column.values[rows], dtype=object).isin(options).to_numpy()]
         return np.flatnonzero(state.alive) if chosen is None else chosen
     vids = state.vids_of(np.atleast_1d(np.asarray(selector)))

@@ -230,6 +230,9 @@ class Worker:
         self._written: queue.Queue = queue.Queue()
         self._entries = (None, np.zeros(0, np.int64))     # (ids of the state then, vids): see join_ghosts
         self._sent = {"ids": None, "owner": None, "label": None, "count": 0}   # the last send_ghosts, for changes
+        self._staged_relabelled = (None, None)   # (the state a staged batch was applied to, the vids it relabels)
+        self._relabelled = (None, None)          # (state now, vids relabelled by the batches committed since the
+                                                 # last send_ghosts; None: unknown, e.g. a move rebuilt the state)
         self._held: dict = {}           # by sender: the ghosts it holds of vertices owned here (join_ghosts)
         self._early: dict = {}          # payloads that arrived before they were asked for, by kind
         self._joins: list = []          # on the merger: label pairs joined here, until merge_labels
@@ -303,6 +306,7 @@ class Worker:
         (updates applied here, the rejected ones or None where there are none: an empty frame
         costs a worker in a Spark task and the driver more to send and rebuild than the rest)."""
         self._staged, outcome = apply_batch(self.state, batch)
+        self._staged_relabelled = (self.state, outcome.relabelled)
         return outcome.applied, outcome.rejected if len(outcome.rejected) else None
 
     def write_state(self, path: str, wait: bool) -> None:
@@ -338,7 +342,10 @@ class Worker:
     def commit(self) -> list:
         """Show the staged state; answers :meth:`written` (so the driver learns of finished state
         files with no request of its own)."""
-        self.state, self._staged = self._staged, None
+        (applied_to, relabelled), (followed, since) = self._staged_relabelled, self._relabelled
+        known = since is not None and followed is applied_to          # every state since the last exchange
+        self._relabelled = (self._staged, since + [relabelled] if known else None)
+        self.state, self._staged, self._staged_relabelled = self._staged, None, (None, None)
         return self.written()
 
     def abandon(self) -> None:
@@ -468,19 +475,31 @@ class Worker:
 
     def send_ghosts(self, peers: list) -> tuple[int, list, dict | None]:
         """First half of the boundary exchange: what changed among its :meth:`ghosts` with an edge
-        here (:func:`_ghost_changes`) since the last exchange goes to their owners, worker ``o``
-        at ``peers[o]`` (one message to every other worker, empty ones too, on threads); with
-        ``peers[o]`` None they are returned for the caller to hand over. A message holds (vid,
-        id, local label) of each ghost whose label changed, appeared or went (label -1); the
-        owner keeps the rest from earlier messages (:meth:`join_ghosts`), so a batch sends ~8% of
-        the boundary on a random graph, not all of it. Everything is sent again (``full``) when
-        the vids here were renumbered (a move rebuilt the state) or the owner map changed.
+        here since the last exchange goes to their owners, worker ``o`` at ``peers[o]`` (one
+        message to every other worker, empty ones too, on threads); with ``peers[o]`` None they
+        are returned for the caller to hand over. A message holds (vid, id, local label) of each
+        ghost whose label changed, appeared or went (label -1); the owner keeps the rest from
+        earlier messages (:meth:`join_ghosts`), so a batch sends ~8% of the boundary on a random
+        graph, not all of it. The changes are found among the vids the batches since relabelled
+        (:func:`hatrick.live.apply_batch` reports them) and their labels' vertices
+        (:func:`_ghost_updates`): work that follows what changed, not the vids. Everything is
+        sent again (``full``) when the vids here were renumbered (a move rebuilt the state), the
+        owner map changed or the states since are not known batch by batch.
         Answers (size of its label space, the vertex attributes it knows, those payloads)."""
-        s = self.state
-        full = not self._same_ghost_numbering()
-        before = np.zeros(0, np.int64) if full else self._sent["label"]
-        label, changed = _ghost_changes(s.alive, self._owned_vids(), s.comp, before)
-        self._sent = {"ids": s.ids, "owner": self.owner, "label": label, "count": self._sent["count"] + 1}
+        s, sent = self.state, self._sent
+        followed, since = self._relabelled
+        full = not self._same_ghost_numbering() or since is None or followed is not s
+        n = len(s.comp)
+        if full:
+            candidates, before = np.arange(n, dtype=np.int64), np.zeros(0, np.int64)
+            label, members = np.full(n, -1, np.int64), np.zeros(n, np.int64)
+        else:
+            candidates = _joined(since) if len(since) == 1 else np.unique(_joined(since))
+            before, label, members = sent["comp"], _grown(sent["label"], n, -1), _grown(sent["members"], n, 0)
+        changed = _ghost_updates(candidates, before, s.comp, s.alive, self._owned_vids(), members, label)
+        self._sent = {"ids": s.ids, "owner": self.owner, "comp": s.comp, "label": label, "members": members,
+                      "count": sent["count"] + 1}
+        self._relabelled = (s, [])
         owners = self.owner[self._vid_buckets()[changed]]
         ids = s.ids.to_numpy()
         handed = {}
@@ -734,36 +753,49 @@ def _unknown(s: State, selector) -> bool:
     return isinstance(selector, dict) and bool(set(selector) - {"id"} - set(s.vattrs))
 
 
+def _grown(values: np.ndarray, size: int, fill: int) -> np.ndarray:
+    """``values`` with ``fill`` appended up to ``size`` (itself where long enough)."""
+    if len(values) >= size:
+        return values
+    return np.concatenate([values, np.full(size - len(values), fill, values.dtype)])
+
+
 @njit(cache=True, nogil=True)
-def _ghost_changes(alive, owned, comp, before):
-    """The local label of every vid that is a ghost here (alive, not ``owned``, in a component of
-    more than one vertex here; -1 for the others) and the vids whose label differs from
-    ``before`` (the last exchange's; -1 past its end): two passes over the vids, without
-    branches on ownership (hashed: a coin flip per vid). A label is its component's smallest
-    alive vid, so a vertex is in a component of more than one vertex iff its label is another
-    vertex or another vertex has its label: the first pass marks the labels with another member
-    (a store, not a count: a count read-modify-writes the giant component's label for nearly
-    every vid, one long dependency chain). A vertex stays alive after its last edge goes, so a
-    ghost left with no edge here (it joins nothing) would otherwise stay in the exchange for
-    good: its messages, held ghosts and label pairs would grow with the stream's history, not
-    with the boundary."""
-    n = len(comp)
-    shared = np.zeros(n + 1, np.bool_)                   # per label: another vertex has it (index n: none)
-    for j in range(n):
-        c = comp[j]
-        shared[c if (c != j) & (c >= 0) else n] = True
-    label = np.empty(n, np.int64)
-    changed = np.empty(n, np.int64)
+def _ghost_updates(candidates, before, comp, alive, owned, members, label):
+    """Bring ``label`` (per vid: its local label where it is a ghost here, -1 for the others) and
+    ``members`` (per label: the vertices that have it) from labels ``before`` (-1 past its end)
+    to ``comp``, where only ``candidates`` (distinct vids) may have changed label (a vertex that
+    dies or comes back does: a dead vertex's label is -1); returns the vids whose ``label``
+    changed. A ghost is ``alive``, not ``owned``, and in a component of more than
+    one vertex here: a vertex stays alive after its last edge goes, so a ghost left with no edge
+    here (it joins nothing) would otherwise stay in the exchange for good: its messages, held
+    ghosts and label pairs would grow with the stream's history, not with the boundary. A
+    vertex that kept its label changes ghost status only if it is its label's vertex (a label is
+    its component's smallest alive vid, a member of it) and the label's size crossed one, so the
+    candidates and their old and new labels' vertices are all that is looked at: the work
+    follows the relabelled vertices, not the vids (all vids, with ``before`` empty, ``label``
+    all -1 and ``members`` 0: every ghost from scratch)."""
+    known = len(before)
+    for x in candidates:
+        old = before[x] if x < known else -1
+        if old >= 0:
+            members[old] -= 1
+        if comp[x] >= 0:
+            members[comp[x]] += 1
+    changed = np.empty(3 * len(candidates), np.int64)
     count = 0
-    known = min(len(before), n)
-    for j in range(n):
-        c = comp[j]
-        ghost = alive[j] & ~owned[j] & ((c != j) | shared[max(c, 0)])
-        now = c if ghost else -1
-        label[j] = now
-        changed[count] = j
-        count += now != (before[j] if j < known else -1)
-    return label, changed[:count]
+    for x in candidates:
+        old = before[x] if x < known else -1
+        for y in (x, old, comp[x]):
+            if y < 0:
+                continue
+            c = comp[y]
+            now = c if alive[y] & (c >= 0) & ~owned[y] & (members[max(c, 0)] > 1) else -1
+            if now != label[y]:
+                label[y] = now
+                changed[count] = y
+                count += 1
+    return changed[:count]
 
 
 @njit(cache=True, nogil=True)
@@ -920,11 +952,12 @@ def _rebuild(like: State, parts: list[dict]) -> State:
         touched = touched.copy()
         touched[state.key_index().lookup(keys)] = np.concatenate(
             [p.get("touched", np.full(len(p["src"]), like.time)) for p in parts])
-    alive = state.alive
+    alive, comp = state.alive, state.comp
     if size:
         alive = alive.copy()
         alive[:size] = pd.Index(held).get_indexer(prefix) >= 0
-    return State(state.directed, state.ids, alive, state.comp, state.vattrs, vkinds, state.index, state.src,
+        comp = np.where(alive, comp, -1)              # a template vertex not held here: dead, no label
+    return State(state.directed, state.ids, alive, comp, state.vattrs, vkinds, state.index, state.src,
                  state.dst, state.mult, touched, state.eattrs, ekinds, like.static_vertex, like.static_edge,
                  like.batch, like.time, state.free, like.template, state.index_version)
 

@@ -77,9 +77,13 @@ def test_batches_match_reference_and_from_scratch(directed, seed_edges, batches)
         refused = [r for r in (ref.apply(u) for u in updates) if r is not None]
         batch, malformed = validate(updates, "int64")
         assert malformed.empty
+        before = state.comp
         state, outcome = apply_batch(state, batch)
         assert len(outcome.rejected) == len(refused)
         assert outcome.applied == len(updates) - len(refused)
+        padded = np.r_[before, np.full(len(state.comp) - len(before), -1)]
+        assert np.array_equal(outcome.relabelled, np.flatnonzero(state.comp != padded))   # what the exchange follows
+        assert np.array_equal(state.comp >= 0, state.alive)
         check(state, ref)
 
 

@@ -280,31 +280,53 @@ def test_the_boundary_exchange_sends_only_the_ghosts_that_changed(monkeypatch):
 
 
 def test_the_exchange_kernels_equal_their_array_definitions():
-    """:func:`_ghost_changes` is the labels of the ghosts that share a component here with another
-    vertex (a ghost left without edges joins nothing) and the vids whose label differs from the last
-    exchange's; :func:`_ghost_pairs` keeps the held ghosts alive here, in vid order, and label pairs
-    that join exactly the label sets all of their pairs join (checked by NetworkX)."""
+    """:func:`_ghost_updates` brings the labels of the ghosts that share a component here with another
+    vertex (a ghost left without edges joins nothing) from one labelling to the next, looking only
+    at the relabelled vids, and returns exactly the vids whose ghost label changed, as a pass over
+    every vid finds them; :func:`_ghost_pairs` keeps the held ghosts alive here, in vid order, and
+    label pairs that join exactly the label sets all of their pairs join (checked by NetworkX)."""
     import networkx as nx
 
-    from hatrick.partitioned import _ghost_changes, _ghost_pairs
+    from hatrick.partitioned import _ghost_pairs, _ghost_updates
 
     rng = np.random.default_rng(4)
     n = 500
-    alive, owned = rng.random(n) < 0.8, rng.random(n) < 0.5
-    group = rng.integers(0, 300, n)                       # components of 1, 2, ... alive vertices
-    smallest = pd.Series(np.arange(n)[alive]).groupby(group[alive]).min()
-    comp = np.where(alive, smallest.reindex(group).to_numpy(na_value=-1), -1).astype(np.int64)   # as a state's labels
-    for before in (np.zeros(0, np.int64), rng.integers(-1, n, n - 50)):
-        label, changed = _ghost_changes(alive, owned, comp, before)
-        size = np.bincount(comp[alive], minlength=n)
-        expected = np.where(alive & ~owned & (size[np.maximum(comp, 0)] > 1), comp, -1)
-        assert (alive & ~owned & (size[np.maximum(comp, 0)] == 1)).any() and (expected >= 0).any()
-        padded = np.r_[before, np.full(n - len(before), -1)]
+    owned = rng.random(n) < 0.5
+
+    def labelling(alive, group):                          # components of 1, 2, ... alive vertices, as a state's labels
+        smallest = pd.Series(np.arange(n)[alive]).groupby(group[alive]).min()
+        return np.where(alive, smallest.reindex(group).to_numpy(na_value=-1), -1).astype(np.int64)
+
+    def ghost_labels(comp):
+        size = np.bincount(comp[comp >= 0], minlength=n)
+        return np.where((comp >= 0) & ~owned & (size[np.maximum(comp, 0)] > 1), comp, -1)
+
+    alive, group = rng.random(n) < 0.8, rng.integers(0, 300, n)
+    comp = labelling(alive, group)
+    label, members = np.full(n, -1, np.int64), np.zeros(n, np.int64)
+    changed = _ghost_updates(np.arange(n, dtype=np.int64), np.zeros(0, np.int64), comp, comp >= 0, owned, members,
+                             label)
+    expected = ghost_labels(comp)
+    assert ((comp >= 0) & ~owned & (expected < 0)).any() and (expected >= 0).any()
+    assert np.array_equal(label, expected) and np.array_equal(np.sort(changed), np.flatnonzero(expected >= 0))
+    for step in range(6):                                 # regroup some vertices, kill and revive some
+        moved = rng.random(n) < 0.1
+        group = np.where(moved, rng.integers(0, 300, n), group)
+        alive = np.where(rng.random(n) < 0.05, ~alive, alive)
+        after = labelling(alive, group)
+        before_label = label.copy()
+        relabelled = np.flatnonzero(after != comp)
+        assert 0 < len(relabelled) < n // 2
+        changed = _ghost_updates(relabelled, comp, after, after >= 0, owned, members, label)
+        expected = ghost_labels(after)
         assert np.array_equal(label, expected)
-        assert np.array_equal(changed, np.flatnonzero(expected != padded))
+        assert np.array_equal(np.sort(changed), np.flatnonzero(expected != before_label))
+        assert np.array_equal(members, np.bincount(after[after >= 0], minlength=n))
+        comp = after
     split, theirs_size = 400, 60
     held = np.where(rng.random(n) < 0.6, rng.integers(0, theirs_size, n), -1)
     beyond = rng.integers(-1, n, n - split)
+    alive = comp >= 0
     their, mine, here = _ghost_pairs(held, theirs_size, split, beyond, alive, comp % 40, n)
     vid = np.r_[np.arange(split), beyond]
     kept = (held >= 0) & (vid >= 0) & alive[np.maximum(vid, 0)]
@@ -314,6 +336,55 @@ def test_the_exchange_kernels_equal_their_array_definitions():
     assert len(their) < kept.sum() and {frozenset(e) for e in reduced.edges} <= {frozenset(e) for e in every.edges}
     assert {frozenset(c) for c in nx.connected_components(reduced)} == \
         {frozenset(c) for c in nx.connected_components(every)}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("workers", [2, 3])
+def test_batches_that_only_join_or_only_split_across_the_boundary_give_networkx_components(workers):
+    """The exchange sends only the ghosts whose label a batch changed, found from the vids the batch
+    relabelled: a batch of additions only (components join, ghosts take the smaller label) and one
+    of removals only (components split, ghosts the batch never named get new labels) must each
+    reach the ghosts' owners, or the merged components and the pairs a live selection reads (asked
+    with the commit, as a stream does) differ from NetworkX's."""
+    import networkx as nx
+
+    rng = np.random.default_rng(31)
+    n = 80
+    src, dst = rng.integers(0, n, 40), rng.integers(0, n, 40)           # many small components
+    graph = PartitionedGraph(build_state(np.arange(n), src, dst, False), owners(workers))
+    ref = nx.MultiGraph()
+    ref.add_nodes_from(range(n))
+    ref.add_edges_from(zip(src.tolist(), dst.tolist()))
+    sources, sinks = list(range(0, n, 7)), list(range(3, n, 5))
+    graph.components()                                                  # the first exchange: every ghost
+    seq, relabelled_ghosts = 0, 0
+    for step in range(8):
+        if step % 2 == 0:                                                # join: additions only
+            pairs = [(int(u), int(v)) for u, v in rng.integers(0, n, (12, 2))]
+            ops = ["add_edge"] * len(pairs)
+        else:                                                            # split: removals only
+            present = list(ref.edges())
+            pairs = [present[i] for i in rng.choice(len(present), 14, replace=False)]
+            ops = ["remove_edge"] * len(pairs)
+        rows = []
+        for op, (u, v) in zip(ops, pairs):
+            seq += 1
+            rows.append({"op": op, "src": u, "dst": v, "producer": "p", "seq": seq, "time": float(seq)})
+            (ref.add_edge if op == "add_edge" else ref.remove_edge)(u, v)
+        before = [w._sent["label"].copy() for w in graph.workers]
+        graph.stage(validate(rows, "int64")[0])
+        graph.commit([sources, sinks])
+        got = graph.reachable(sources, sinks)
+        expected = {(s, t) for s in sources for t in sinks if nx.has_path(ref, s, t)}
+        assert set(zip(got.source, got.sink)) == expected
+        assert live_partition(graph.components()) == sorted(sorted(c) for c in nx.connected_components(ref))
+        named = {x for u, v in pairs for x in (u, v)}
+        for w, old in zip(graph.workers, before):
+            label = w._sent["label"]
+            ids = w.state.ids.to_numpy()
+            moved = np.flatnonzero((label[:len(old)] != old) & (old >= 0) & (label[:len(old)] >= 0))
+            relabelled_ghosts += len(set(ids[moved].tolist()) - named)
+    assert relabelled_ghosts > 0                                        # ghosts the batches never named
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
