@@ -524,3 +524,15 @@ def test_bench_cold_prints_every_callers_figure_beside_igraphs_and_flags_checksu
     assert "collect: run 1.00 + rows 0.25" in line and "write: run 1.00 + rows 0.25" in line
     assert "DIFFER" not in line
     assert "CHECKSUMS DIFFER" in format_row({**row, "checksums_agree": False})
+
+
+def test_bench_cold_numpy_checksum_counts_every_row_and_sums_the_finite_values(spark):
+    """The collecting and writing callers' checksum is the DataFrame caller's query's, over chunks, NaN,
+    infinities and nulls alike."""
+    from benchmarks.bench_cold import numpy_checksum
+    from benchmarks.bench_gopher import _checksum
+
+    chunks = [[1.5, float("inf"), 2.0], [float("nan"), -4.0, None]]
+    frame = spark.createDataFrame([(v,) for chunk in chunks for v in chunk], "x double")
+    assert numpy_checksum(pa.chunked_array(chunks)) == _checksum(frame, "x") == 6 + 1.5 + 2.0 - 4.0
+    assert numpy_checksum(pa.chunked_array([[3, 4]])) == 2 + 7
