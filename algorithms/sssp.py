@@ -35,24 +35,26 @@ def seeded_dijkstra(adjacency: sp.csr_matrix, seeds: np.ndarray, seed_dist: np.n
     """Distances from a virtual vertex joined to ``seeds`` by edges of length ``seed_dist``
     (``inf`` beyond ``limit``: scipy explores no further), over ``lengths`` (one per arc of
     ``adjacency``) where given, else the matrix's own."""
-    return SeededArcs(adjacency, lengths, room=len(seeds)).distances(seeds, seed_dist, limit)
+    arcs = SeededArcs(adjacency, room=len(seeds))
+    arcs.arc_lengths[:] = adjacency.data if lengths is None else lengths
+    return arcs.distances(seeds, seed_dist, limit)
 
 
 class SeededArcs:
-    """An adjacency's arcs with room after them for the arcs of a virtual vertex ``n`` to the seeds
-    of a Dijkstra (:meth:`distances`). Kept between Dijkstras over the same arcs (a
-    :class:`Potential`'s reduced lengths), it takes each call's seeds into that room instead of
-    copying every arc into a new matrix (~0.5-1.3 ms of a small lowering's 2-10 ms on a 125k-vertex
-    sub-graph). The room grows, doubling, for a call with more seeds than it holds."""
+    """An adjacency's arcs, with lengths written through :attr:`arc_lengths`, and room after them
+    for the arcs of a virtual vertex ``n`` to the seeds of a Dijkstra (:meth:`distances`). Kept
+    between Dijkstras over the same arcs (a :class:`Potential`'s reduced lengths), it takes each
+    call's seeds into that room instead of copying every arc into a new matrix (~0.5-1.3 ms of a
+    small lowering's 2-10 ms on a 125k-vertex sub-graph). The room grows, doubling, for a call with
+    more seeds than it holds."""
 
-    def __init__(self, adjacency: sp.csr_matrix, lengths: np.ndarray | None = None, room: int = 0):
+    def __init__(self, adjacency: sp.csr_matrix, room: int = 0):
         self.n, self.m = adjacency.shape[0], adjacency.nnz
         index = adjacency.indices.dtype            # kept: scipy copies 64-bit indices to 32 bits on every call
         self.indptr = np.append(adjacency.indptr, adjacency.indptr[-1])
         self.indices = np.empty(self.m + room, index)
         self.indices[:self.m] = adjacency.indices
         self.lengths = np.empty(self.m + room)
-        self.lengths[:self.m] = adjacency.data if lengths is None else lengths
 
     @property
     def arc_lengths(self) -> np.ndarray:
@@ -67,15 +69,18 @@ class SeededArcs:
         """:func:`seeded_dijkstra` over these arcs and their lengths."""
         end = self.m + len(seeds)
         if end > len(self.indices):
-            size = self.m + max(len(seeds), 2 * (len(self.indices) - self.m))
-            self.indices = np.resize(self.indices, size)
-            self.lengths = np.resize(self.lengths, size)
+            self._grow(max(len(seeds), 2 * (len(self.indices) - self.m)))
         self.indices[self.m:end] = seeds
         self.lengths[self.m:end] = seed_dist
         self.indptr[-1] = end
         augmented = sp.csr_matrix((self.lengths[:end], self.indices[:end], self.indptr),
                                   shape=(self.n + 1, self.n + 1))
         return dijkstra(augmented, directed=True, indices=self.n, limit=limit)[:self.n]
+
+    def _grow(self, room: int) -> None:
+        indices, lengths = np.empty(self.m + room, self.indices.dtype), np.empty(self.m + room)
+        indices[:self.m], lengths[:self.m] = self.indices[:self.m], self.lengths[:self.m]
+        self.indices, self.lengths = indices, lengths
 
 
 #: a region of more than this share of the vertices gets the plain Dijkstra over the whole matrix

@@ -137,6 +137,7 @@ def test_kept_arcs_take_each_dijkstras_seeds_into_their_room_without_copying_the
     n = 300
     adjacency = _graph(n, 500, seed=31 + directed, directed=directed, integral=False)
     arcs = SeededArcs(adjacency, room=4)
+    arcs.arc_lengths[:] = adjacency.data
     held = arcs.indices, arcs.lengths
     rng = np.random.default_rng(2)
     for count, limit, grows in [(4, np.inf, False), (1, 3.0, False), (3, np.inf, False), (40, np.inf, True),
