@@ -1,17 +1,29 @@
 """``./run.sh bench --cold``: what a ``spark-submit`` job gets, the first run in a fresh process.
 
-Each algorithm runs in a Python process of its own (a new SparkSession, a new JVM,
-new Python workers). The session's start is timed apart and left out; the first
-run is timed from the call to the end of the caller's first job on its result (a
-checksum over every value; a run's DataFrame is made when first read, so that job
-includes Spark's first read of the result files), then the same run again in that
-process: the warm figure. The caller's first job is timed in two parts: making the DataFrame (the
-session's SQL state, Spark's Parquet source, the file index: all built on first use in a fresh JVM) and
-the query itself. Both stand beside igraph's build+solve on one core, measured here on the
-same edges, with the ratio; the first run's set-up and output phases
+Each algorithm runs once for each of three callers, each in a Python process of its own (a new
+SparkSession, a new JVM, new Python workers); the session's start is timed apart and left out.
+The callers differ in what they do with the result, and so in what their first run costs:
+
+``first`` (the DataFrame caller, the conservative figure)
+    reads the result DataFrame: timed from the call to the end of its first job on it (a checksum
+    over every value, count and sum of the finite ones). A run's DataFrame is made when first read,
+    so that job includes Spark's first read of the result files and the fresh JVM's first SQL
+    query. The same process then runs again: the warm figure. The caller's first job is timed in
+    two parts: making the DataFrame (the session's SQL state, Spark's Parquet source, the file
+    index: all built on first use in a fresh JVM) and the query itself.
+``collect`` (a job that wants the rows in its own process: NetworkX, a plot, a report)
+    timed from the call to the same checksum computed with numpy over ``RunResult.to_arrow()`` of
+    every column: the run's result files read by pyarrow, no Spark job.
+``write`` (a job or ``goffish run --out`` that stores the result)
+    timed from the call to the same checksum over the column read back by pyarrow from what
+    ``RunResult.write_parquet`` wrote to a scratch directory: the files copied and committed, no
+    Spark job.
+
+Every figure stands beside igraph's build+solve on one core, measured here on the same edges,
+with the ratio, and the three checksums must agree. Each first run's set-up and output phases
 (:attr:`gopher.metrics.RunMetrics.phases`) say where its time went, and the CPU seconds of the
 driver's Python process, its JVM and the Python workers, first and warm, say who spent it (wall
-seconds on a shared machine are noise; CPU seconds much less so). Each process
+seconds on a shared machine are noise; CPU seconds much less so). The DataFrame caller's process
 also times the warm fixed cost: an empty program of one superstep (median of 3), on the benchmark's
 graph and on the demo graph (``datasets/road-small.txt.gz``, 4 METIS partitions, as ``./run.sh demo``
 ingests it: the graph issue 25's target names), the latter both as the run's own seconds and as the
@@ -29,12 +41,19 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from benchmarks import scratch_directory
+from gofs.files import numpy_values
 from gofs.store import GraphStore
 from gopher.program import SubgraphProgram
 
 ALGORITHMS = ("cc", "sssp", "pagerank")
+#: what the caller of each fresh process does with the result (see the module's docstring)
+CALLERS = ("dataframe", "collect", "write")
+#: a row's figures: the DataFrame caller's first and warm runs, the other callers' first runs
+FIGURES = ("first", "warm", "collect", "write")
 
 
 class Empty(SubgraphProgram):
@@ -53,22 +72,35 @@ def _run(g, algorithm: str, source, pagerank_iterations: int):
 
 
 def child(argv: list[str]) -> None:
-    """In the fresh process: session (timed apart), first run + its first job, then a warm run."""
+    """In the fresh process: the session (timed apart), then the request's caller."""
     request = json.loads(argv[0])
     clock = time.perf_counter()
     import goffish
-    from benchmarks.bench_gopher import _checksum
-    from sparkshim.compat import driver_jvm_pid, jvm_usage
+    from sparkshim.compat import driver_jvm_pid
 
     spark = goffish.session(master=request["master"], conf=request["conf"])
     session_seconds = time.perf_counter() - clock
     g = goffish.open(request["graph"], spark=spark)
-    report = {"session_seconds": session_seconds}
     jvm_pid = driver_jvm_pid(spark)
+    args = (g, request["algorithm"], request["source"], request["pagerank_iterations"])
+    if request["caller"] == "dataframe":
+        report = _dataframe_caller(spark, jvm_pid, *args)
+    else:
+        report = {request["caller"]: handed_over_run(request["caller"], *args, jvm_pid=jvm_pid)}
+    spark.stop()
+    print("GOFFISH-COLD " + json.dumps({"session_seconds": session_seconds, **report}), flush=True)
+
+
+def _dataframe_caller(spark, jvm_pid: int, g, algorithm: str, source, pagerank_iterations: int) -> dict:
+    """The first run and its caller's first job on the DataFrame, a warm run, the warm fixed costs."""
+    from benchmarks.bench_gopher import _checksum
+    from sparkshim.compat import jvm_usage
+
+    report = {}
     for label in ("first", "warm"):
         start = _cpu(jvm_pid)
         clock = time.perf_counter()
-        result, column = _run(g, request["algorithm"], request["source"], request["pagerank_iterations"])
+        result, column = _run(g, algorithm, source, pagerank_iterations)
         ran = time.perf_counter() - clock
         before, reading = _jvm_reading(spark)
         clock += reading                               # reading the JVM's figures is not the caller's job
@@ -77,20 +109,52 @@ def child(argv: list[str]) -> None:
         made = time.perf_counter() - made
         between, reading = _jvm_reading(spark)
         clock += reading
-        _checksum(frame, column)
+        checksum = _checksum(frame, column)
         total = time.perf_counter() - clock
         job_jvm = _spent(before, jvm_usage(spark))
         cpu = _spent(start, _cpu(jvm_pid))
         result.unpersist()
         report[label] = {"seconds": total, "run_seconds": ran, "first_job_seconds": total - ran,
                          "first_job_jvm": job_jvm, "frame_seconds": made, "frame_jvm": _spent(before, between),
-                         "cpu": cpu,
-                         "supersteps": result.metrics.num_supersteps, "phases": result.metrics.phases,
-                         "superstep_seconds": sum(s.seconds for s in result.metrics.supersteps)}
+                         "cpu": cpu, "checksum": checksum, **_run_figures(result.metrics)}
     report["fixed_seconds"] = float(np.median([g.run(Empty(), progress=False).metrics.seconds for _ in range(3)]))
     report["fixed_demo_seconds"], report["fixed_demo_wall_seconds"] = _demo_fixed_cost(spark)
-    spark.stop()
-    print("GOFFISH-COLD " + json.dumps(report), flush=True)
+    return report
+
+
+def handed_over_run(caller: str, g, algorithm: str, source, pagerank_iterations: int, jvm_pid: int) -> dict:
+    """A run whose caller collects its rows (``collect``) or writes them (``write``), timed from
+    the call to the checksum over the rows in this process (see the module's docstring)."""
+    out = str(Path(scratch_directory("goffish-bench-write-")) / "result.parquet")
+    start = _cpu(jvm_pid)
+    clock = time.perf_counter()
+    result, column = _run(g, algorithm, source, pagerank_iterations)
+    ran = time.perf_counter() - clock
+    if caller == "collect":
+        values = result.to_arrow().column(column)
+    else:
+        result.write_parquet(out)
+        values = pq.read_table(out, columns=[column]).column(column)
+    checksum = numpy_checksum(values)
+    total = time.perf_counter() - clock
+    cpu = _spent(start, _cpu(jvm_pid))
+    result.unpersist()
+    return {"seconds": total, "run_seconds": ran, "handover_seconds": total - ran, "cpu": cpu,
+            "checksum": checksum, **_run_figures(result.metrics)}
+
+
+def numpy_checksum(values: pa.ChunkedArray) -> float:
+    """:func:`benchmarks.bench_gopher._checksum` over an Arrow column: the row count plus the sum of
+    the finite values (nulls, NaN and infinities left out). The column's buffers are read as they
+    are (:func:`gofs.files.numpy_values`): pyarrow's ``to_numpy`` of a chunked column imports pandas
+    (~0.4 CPU-s), which a caller that only wants the numbers would not pay."""
+    numbers = np.asarray(numpy_values(values), dtype=np.float64)
+    return float(numbers[np.isfinite(numbers)].sum()) + len(numbers)
+
+
+def _run_figures(metrics) -> dict:
+    return {"supersteps": metrics.num_supersteps, "phases": metrics.phases,
+            "superstep_seconds": sum(s.seconds for s in metrics.supersteps)}
 
 
 def _demo_fixed_cost(spark) -> tuple[float, float]:
@@ -154,7 +218,8 @@ def _fresh_process(request: dict) -> dict:
     for line in done.stdout.splitlines():
         if line.startswith("GOFFISH-COLD "):
             return json.loads(line[len("GOFFISH-COLD "):])
-    raise RuntimeError(f"./run.sh bench --cold: the {request['algorithm']} process failed:\n{done.stderr[-3000:]}")
+    raise RuntimeError(f"./run.sh bench --cold: the {request['algorithm']} process ({request['caller']} caller) "
+                       f"failed:\n{done.stderr[-3000:]}")
 
 
 def _igraph(algorithm: str, n, src, dst, length, source_vid, directed) -> float:
@@ -189,11 +254,15 @@ def run_cold(path: str, algorithms, master: str, conf: dict, pagerank_iterations
     for algorithm in algorithms:
         request = {"graph": path, "algorithm": algorithm, "master": master, "conf": conf, "source": source,
                    "pagerank_iterations": pagerank_iterations}
-        measured = _fresh_process(request)
-        reference = _igraph(algorithm, n, src, dst, None, source_vid, store.directed)
-        row = {"algorithm": algorithm, "igraph_seconds": reference, **measured}
-        row["first"]["x_igraph"] = measured["first"]["seconds"] / reference
-        row["warm"]["x_igraph"] = measured["warm"]["seconds"] / reference
+        row = {"algorithm": algorithm, **_fresh_process({**request, "caller": "dataframe"})}
+        for caller in CALLERS[1:]:
+            measured = _fresh_process({**request, "caller": caller})
+            row[caller] = {**measured[caller], "session_seconds": measured["session_seconds"]}
+        row["igraph_seconds"] = reference = _igraph(algorithm, n, src, dst, None, source_vid, store.directed)
+        for label in FIGURES:
+            row[label]["x_igraph"] = row[label]["seconds"] / reference
+        checksums = [row[label]["checksum"] for label in FIGURES]
+        row["checksums_agree"] = bool(np.allclose(checksums, checksums[0], rtol=1e-9, atol=0.0))
         rows.append(row)
         log(format_row(row))
     return {"graph": path, "vertices": n, "edges": store.num_edges, "partitions": store.num_partitions,
@@ -210,14 +279,26 @@ def format_row(row: dict) -> str:
         f"CPU-s first/warm: driver Python {first['cpu']['python']:.2f}/{warm['cpu']['python']:.2f}, "
         f"driver JVM {first['cpu']['jvm']:.2f}/{warm['cpu']['jvm']:.2f}, "
         f"workers {first['cpu']['workers']:.2f}/{warm['cpu']['workers']:.2f}; ")
-    return (f"{row['algorithm']:9s} first {first['seconds']:7.3f}s ({first['x_igraph']:5.2f}x igraph)  "
-            f"warm {warm['seconds']:7.3f}s ({warm['x_igraph']:5.2f}x)  igraph {row['igraph_seconds']:.3f}s  "
+    figures = "  ".join(f"{label} {row[label]['seconds']:7.3f}s ({row[label]['x_igraph']:5.2f}x)"
+                        for label in FIGURES)
+    handed = "; ".join(_handed_over(caller, row[caller]) for caller in CALLERS[1:])
+    return (f"{row['algorithm']:9s} {figures}  igraph {row['igraph_seconds']:.3f}s"
+            f"{'' if row['checksums_agree'] else '  CHECKSUMS DIFFER'}  "
             f"[{spent}first run: {phases}, supersteps {first['superstep_seconds']:.2f}, "
             f"caller's first job {first['first_job_seconds']:.2f}: driver JVM {cpu}{jvm['classes']} classes loaded, "
             f"{jvm['codegen']} classes generated in {jvm['codegen_ms'] / 1e3:.2f}s; of it making the DataFrame "
-            f"{first['frame_seconds']:.2f} ({frame}{made['classes']} classes); session start {row['session_seconds']:.2f} "
-            f"not counted; warm fixed cost {row['fixed_seconds']:.3f}s, on the demo graph "
+            f"{first['frame_seconds']:.2f} ({frame}{made['classes']} classes); {handed}; session start "
+            f"{row['session_seconds']:.2f} not counted; warm fixed cost {row['fixed_seconds']:.3f}s, on the demo graph "
             f"{row['fixed_demo_seconds']:.3f}s (caller's wall {row['fixed_demo_wall_seconds']:.3f}s)]")
+
+
+def _handed_over(caller: str, figures: dict) -> str:
+    """Where a collecting or writing caller's first run went: the run, then the rows to its checksum."""
+    cpu = figures["cpu"]
+    spent = "" if cpu["jvm"] is None else (f" (CPU-s driver Python {cpu['python']:.2f}, driver JVM "
+                                           f"{cpu['jvm']:.2f}, workers {cpu['workers']:.2f})")
+    return (f"{caller}: run {figures['run_seconds']:.2f} + rows {figures['handover_seconds']:.2f}{spent}, "
+            f"supersteps {figures['superstep_seconds']:.2f}")
 
 
 def main(args) -> int:

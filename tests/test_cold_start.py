@@ -470,3 +470,69 @@ def test_jvm_usage_counts_what_a_query_makes_the_driver_jvm_do(spark):
     assert after["codegen"] > before["codegen"]
     if sys.platform.startswith("linux"):
         assert after["cpu"] > before["cpu"] and after["jit_cpu"] < after["cpu"]
+
+
+# ------------------------------------------------------------------ bench --cold's callers
+
+@pytest.fixture(scope="module")
+def road_hops():
+    """NetworkX's hop distances from vertex 0 on the ``road`` graph: the SSSP oracle."""
+    import networkx as nx
+
+    from graphs import input_to_networkx
+
+    graph = input_to_networkx(road_network(300, seed=4))
+    return nx.single_source_shortest_path_length(graph, 0), graph.number_of_nodes()
+
+
+@pytest.mark.parametrize("caller", ["collect", "write"])
+def test_bench_cold_times_a_caller_that_collects_or_writes_the_rows(spark, road, road_hops, caller):
+    """``bench --cold``'s collecting and writing callers take the checksum of every row in the
+    driver (count plus the sum of the finite values), the one NetworkX's distances give and Spark's
+    query over the DataFrame takes; their time is the run's and the rows' hand-over, each timed."""
+    from benchmarks.bench_cold import handed_over_run
+    from benchmarks.bench_gopher import _checksum
+    from sparkshim.compat import driver_jvm_pid
+
+    hops, n = road_hops
+    figures = handed_over_run(caller, road, "sssp", 0, 10, driver_jvm_pid(spark))
+    assert figures["checksum"] == n + sum(hops.values())
+    assert figures["seconds"] == pytest.approx(figures["run_seconds"] + figures["handover_seconds"])
+    assert figures["run_seconds"] > figures["phases"]["workers"] and figures["supersteps"] > 1
+    assert set(figures["cpu"]) == {"python", "jvm", "workers"}
+    result = road.sssp(0, progress=False)
+    assert _checksum(result.dataframe, "distance") == figures["checksum"]
+    result.unpersist()
+
+
+def test_bench_cold_prints_every_callers_figure_beside_igraphs_and_flags_checksums_that_differ():
+    from benchmarks.bench_cold import CALLERS, FIGURES, format_row
+
+    cpu = {"python": 0.1, "jvm": 1.0, "workers": 0.5}
+    jvm = {"cpu": 2.0, "jit_cpu": 1.0, "classes": 7000, "codegen": 4, "codegen_ms": 700.0}
+    common = {"run_seconds": 1.0, "cpu": cpu, "phases": {"workers": 0.8}, "superstep_seconds": 0.1}
+    row = {"algorithm": "sssp", "igraph_seconds": 2.0, "session_seconds": 3.0, "fixed_seconds": 0.1,
+           "fixed_demo_seconds": 0.1, "fixed_demo_wall_seconds": 0.12, "checksums_agree": True,
+           "first": {**common, "seconds": 4.0, "first_job_seconds": 3.0, "first_job_jvm": jvm,
+                     "frame_seconds": 0.5, "frame_jvm": jvm},
+           "warm": {**common, "seconds": 1.0},
+           **{caller: {**common, "seconds": 3.0, "handover_seconds": 0.25} for caller in CALLERS[1:]}}
+    for label in FIGURES:
+        row[label]["x_igraph"] = row[label]["seconds"] / row["igraph_seconds"]
+    line = format_row(row)
+    assert "first   4.000s ( 2.00x)  warm   1.000s ( 0.50x)  collect   3.000s ( 1.50x)  write   3.000s ( 1.50x)" in line
+    assert "collect: run 1.00 + rows 0.25" in line and "write: run 1.00 + rows 0.25" in line
+    assert "DIFFER" not in line
+    assert "CHECKSUMS DIFFER" in format_row({**row, "checksums_agree": False})
+
+
+def test_bench_cold_numpy_checksum_counts_every_row_and_sums_the_finite_values(spark):
+    """The collecting and writing callers' checksum is the DataFrame caller's query's, over chunks, NaN,
+    infinities and nulls alike."""
+    from benchmarks.bench_cold import numpy_checksum
+    from benchmarks.bench_gopher import _checksum
+
+    chunks = [[1.5, float("inf"), 2.0], [float("nan"), -4.0, None]]
+    frame = spark.createDataFrame([(v,) for chunk in chunks for v in chunk], "x double")
+    assert numpy_checksum(pa.chunked_array(chunks)) == _checksum(frame, "x") == 6 + 1.5 + 2.0 - 4.0
+    assert numpy_checksum(pa.chunked_array([[3, 4]])) == 2 + 7

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 import graphs
-from algorithms.sssp import Potential, lower_distances
+from algorithms.sssp import Potential, SeededArcs, lower_distances, seeded_dijkstra
 from gopher.subgraph import _block_layout, _csr_layout
 
 
@@ -127,6 +127,36 @@ def test_whole_lengths_with_a_fraction_from_a_cut_edge_are_lowered_exactly():
     lowered = lower_distances(adjacency, dist, seeds, seed_dist, True)
     np.testing.assert_array_equal(dist, expected)
     assert lowered.sum() >= 3
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_kept_arcs_take_each_dijkstras_seeds_into_their_room_without_copying_the_arcs(directed):
+    """A :class:`SeededArcs` kept between Dijkstras (a potential's) writes each call's seeds after the
+    arcs: while they fit, no buffer is made anew; more seeds grow the room; every call gives what a
+    whole Dijkstra from those seeds gives, the arcs left as they were."""
+    n = 300
+    adjacency = _graph(n, 500, seed=31 + directed, directed=directed, integral=False)
+    arcs = SeededArcs(adjacency, room=4)
+    arcs.arc_lengths[:] = adjacency.data
+    held = arcs.indices, arcs.lengths
+    rng = np.random.default_rng(2)
+    for count, limit, grows in [(4, np.inf, False), (1, 3.0, False), (3, np.inf, False), (40, np.inf, True),
+                                (2, 5.0, False), (40, np.inf, False)]:
+        seeds = rng.choice(n, count, replace=False)
+        seed_dist = rng.uniform(0.0, 4.0, count)
+        got = arcs.distances(seeds, seed_dist, limit)
+        expected = _whole_dijkstra(adjacency, seeds, seed_dist)
+        np.testing.assert_array_equal(got, np.where(expected <= limit, expected, np.inf))
+        np.testing.assert_array_equal(seeded_dijkstra(adjacency, seeds, seed_dist, limit), got)
+        assert (arcs.indices is not held[0], arcs.lengths is not held[1]) == (grows, grows)
+        held = arcs.indices, arcs.lengths
+    assert len(arcs.indices) == adjacency.nnz + 40 and arcs.nbytes > nbytes_of(adjacency)
+    np.testing.assert_array_equal(arcs.indices[:adjacency.nnz], adjacency.indices)
+    np.testing.assert_array_equal(arcs.arc_lengths, adjacency.data)
+
+
+def nbytes_of(matrix) -> int:
+    return matrix.data.nbytes + matrix.indices.nbytes + matrix.indptr.nbytes
 
 
 @pytest.fixture(scope="module")
