@@ -119,6 +119,8 @@ class Messages:
     appended to ``payloads`` with sender -1. A partition's messages at once
     (``ctx.partition_messages()``) also name the sub-graph each payload was sent to
     (``targets``, global ids, -1 for a broadcast: sent to all); a sub-graph's have None.
+    A sub-graph that received nothing gets one read-only instance shared with the others
+    (its ``payloads`` an empty tuple): read messages, never change them.
     """
 
     __slots__ = ("vertices", "values", "payloads", "_senders", "targets")
