@@ -68,8 +68,10 @@ class ComputeContext:
     def send_to_neighbors(self, payload, direction: str = "both") -> None:
         """Send ``payload`` (any picklable value, a tuple or list included) to every adjacent sub-graph."""
         subgraph = self._subgraph
-        neighbors = subgraph.neighbors(direction)          # read-only int64: queued as it is
-        if len(neighbors):                                 # _post inline: this runs once per sub-graph
+        neighbors = subgraph._neighbors.get(direction)     # Subgraph.neighbors' own cache: this runs once
+        if neighbors is None:                              # per sub-graph, a method call costs as much
+            neighbors = subgraph.neighbors(direction)      # read-only int64: queued as it is
+        if len(neighbors):                                 # _post inline
             outbox = self.outbox
             outbox.subgraph_targets.append(neighbors)
             outbox.subgraph_senders.append(subgraph.id)

@@ -99,11 +99,12 @@ class Outbox:
                                     [len(t) for t in self.subgraph_targets])
             parts = partition_of_subgraphs(subgraph_offsets, targets)
             order = np.argsort(parts, kind="stable")       # by destination, each in the order sent
-            parts, rows = parts[order], order.tolist()
+            parts, targets, senders = parts[order], targets[order], senders[order]
+            payloads = self.subgraph_payloads
+            payloads = [payloads[i] for i in order.tolist()]
             bounds = _run_bounds(parts).tolist()
             for a, b in zip(bounds[:-1], bounds[1:]):
-                batches.setdefault(int(parts[a]), {})["subgraph"] = (
-                    targets[order[a:b]], senders[order[a:b]], [self.subgraph_payloads[i] for i in rows[a:b]])
+                batches.setdefault(int(parts[a]), {})["subgraph"] = (targets[a:b], senders[a:b], payloads[a:b])
         if self.broadcasts:
             for p in range(len(vertex_offsets) - 1):
                 batches.setdefault(p, {})["broadcast"] = list(self.broadcasts)
@@ -118,6 +119,8 @@ class Messages:
     appended to ``payloads`` with sender -1. A partition's messages at once
     (``ctx.partition_messages()``) also name the sub-graph each payload was sent to
     (``targets``, global ids, -1 for a broadcast: sent to all); a sub-graph's have None.
+    A sub-graph that received nothing gets one read-only instance shared with the others
+    (its ``payloads`` an empty tuple): read messages, never change them.
     """
 
     __slots__ = ("vertices", "values", "payloads", "_senders", "targets")
@@ -171,12 +174,15 @@ class Inbox:
             order = np.argsort(local, kind="stable")
             self.local, self.values = local[order], values[order]
             self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
+            self._no_values = self.values[:0]          # what a sub-graph without vertex messages gets
+            self._no_values.flags.writeable = False
+            self._empty = None                         # made when first asked for (:attr:`empty`)
         else:                                 # no vertex messages: none of the passes above
-            self.local, self.values = np.empty(0, np.int64), np.empty(0)
+            self.local, self.values = _NO_VERTICES, _NO_VALUES
+            self._no_values, self._empty = _NO_VALUES, _NO_MESSAGES
             self.vertex_bounds = None
         self._bounds = None                   # vertex_bounds as Python ints, made for for_subgraph
         self._starts = None
-        self._no_values = self.values[:0]              # what a sub-graph without vertex messages gets
         self.local_count = len(self.local)
         if not sent:
             self._targets = _NO_VERTICES
@@ -216,24 +222,31 @@ class Inbox:
         return Messages(self.local, self.values, senders + [-1] * len(self.broadcasts), payloads + self.broadcasts,
                         targets)
 
-    def for_subgraphs(self, ks: list):
+    @property
+    def empty(self) -> "Messages":
+        """What every sub-graph that received nothing in this superstep gets: one read-only
+        :class:`Messages`, not a new object and list per sub-graph (its ``values`` have the dtype
+        of the vertex messages that arrived, if any)."""
+        if self._empty is None:
+            self._empty = _NoMessages(self._no_values)
+        return self._empty
+
+    def for_subgraphs(self, ks: list) -> list:
         """``for_subgraph`` of each of ``ks`` (local sub-graph numbers). Where only sub-graph
-        messages arrived: without a method call per sub-graph, and made as they are read (each
-        is dropped once its ``compute`` returns)."""
+        messages arrived: made for the sub-graphs that received some, the others get
+        :attr:`empty`, without a Python call per sub-graph."""
         if self.local_count or self.broadcasts:
             return [self.for_subgraph(k) for k in ks]
-        none, get = self._no_values, self.subgraph_messages.get
-        return (Messages(_NO_VERTICES, none, senders if senders else _NO_VERTICES, payloads if payloads else [])
-                for senders, payloads in map(get, ks, repeat(_NO_PAYLOADS)))
+        none = self._no_values
+        made = {k: Messages(_NO_VERTICES, none, senders, payloads)
+                for k, (senders, payloads) in self.subgraph_messages.items()}
+        return list(map(made.get, ks, repeat(self.empty)))
 
     def for_subgraph(self, k: int) -> Messages:
         by_target = self._subgraph_messages              # not the property: this runs once per sub-graph
         if by_target is None:
             by_target = self.subgraph_messages
         senders, payloads = by_target.get(k, _NO_PAYLOADS)
-        if not (self.local_count or self.broadcasts):     # sub-graph messages only (or none)
-            return Messages(_NO_VERTICES, self._no_values, senders if senders else _NO_VERTICES,
-                            payloads if payloads else [])
         if self._bounds is None:              # Python ints: this runs once per sub-graph
             bounds = np.zeros(len(self.sg_starts), np.int64) if self.vertex_bounds is None else self.vertex_bounds
             self._bounds, self._starts = bounds.tolist(), self.sg_starts.tolist()
@@ -241,10 +254,24 @@ class Inbox:
         if self.broadcasts:
             senders, payloads = [*senders, *[-1] * len(self.broadcasts)], [*payloads, *self.broadcasts]
         if a == b:
-            return Messages(_NO_VERTICES, self._no_values, senders if senders else _NO_VERTICES,
-                            payloads if payloads else [])
+            return Messages(_NO_VERTICES, self._no_values, senders, payloads) if payloads else self.empty
         return Messages(self.local[a:b] - self._starts[k], self.values[a:b], senders if senders else _NO_VERTICES,
                         payloads if payloads else [])
+
+
+class _NoMessages(Messages):
+    """:attr:`Inbox.empty`: shared by sub-graphs, so it cannot be changed (its payloads are an
+    empty tuple; ``values``, empty, is read-only)."""
+
+    __slots__ = ()
+
+    def __init__(self, values: np.ndarray):
+        for name, value in (("vertices", _NO_VERTICES), ("values", values), ("_senders", _NO_VERTICES),
+                            ("payloads", ()), ("targets", None)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("the messages of a sub-graph that received none are shared: they cannot be changed")
 
 
 def _by_target(targets: np.ndarray, batches: list) -> dict[int, tuple[list, list]]:
@@ -266,4 +293,7 @@ def _by_target(targets: np.ndarray, batches: list) -> dict[int, tuple[list, list
 
 _NO_VERTICES = np.empty(0, np.int64)          # shared by every empty message list: it cannot be changed
 _NO_VERTICES.flags.writeable = False
+_NO_VALUES = np.empty(0)
+_NO_VALUES.flags.writeable = False
 _NO_PAYLOADS = ((), ())                # (senders, payloads) of a sub-graph nobody messaged
+_NO_MESSAGES = _NoMessages(_NO_VALUES)

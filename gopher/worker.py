@@ -121,8 +121,11 @@ class TimeSeriesContext(ComputeContext):
         self._before: LaneState | None = None       # the previous instance's lane here (lanes side by side)
 
     def _forwarding(self) -> ComputeContext:
+        """The forward messages' context, from the sub-graph now computing (set here, not by the
+        engine's loop for every sub-graph: few send forward)."""
         if self._forward is None:
             raise RuntimeError("send_forward_* is for sequentially dependent runs (run_sequential)")
+        self._forward._subgraph = self._subgraph
         return self._forward
 
     def state_before(self, subgraph) -> dict | None:
@@ -167,6 +170,7 @@ class InstanceView:
         self.kept = kept                         # Subgraph's kept: the topology's place on disk, if any
         self.entries: tuple = (key,)           # its cache entries: bundles and itself, as partition_view uses them
         self._subgraphs: dict[int, Subgraph] = {}
+        self._every: list | None = None          # every_subgraph()
         self.shared: dict = {}                   # Subgraph.partition_pass results
 
     def _account(self, size: int) -> None:
@@ -186,6 +190,13 @@ class InstanceView:
             pairs = self.shared[key] = NeighborPairs.of(self.bundle, direction)
             self._account(nbytes(pairs))
         return pairs
+
+    def every_subgraph(self) -> list:
+        """All of the partition's sub-graphs in order, built once: what a superstep in which all are
+        active walks (without a look-up per sub-graph)."""
+        if self._every is None:
+            self._every = [self.subgraph(k) for k in range(self.bundle.num_subgraphs)]
+        return self._every
 
     def subgraph(self, k: int) -> Subgraph:
         k = int(k)
@@ -265,6 +276,11 @@ class ActiveSubgraphs(Sequence):
     def built(self) -> list:
         """All of them, built, each with its ``state``, in order: what a superstep's per-sub-graph
         loop walks (a list, without the index checks of ``__getitem__`` nor a call per item)."""
+        if len(self._ks) == self._view.bundle.num_subgraphs:      # all of them: the view keeps their list
+            self._built = built = self._view.every_subgraph()
+            for sg, state in zip(built, self._states):
+                sg.state = state
+            return built
         built, states, subgraph, made = self._built, self._states, self._view.subgraph, self._view._subgraphs
         for i, k in enumerate(self._ks):
             if built[i] is None:
@@ -515,10 +531,13 @@ class TaskWorker:
         outgoing: dict = {}
         lanes: dict = {}
         boxes = {lane: (Outbox(), Outbox()) for lane in plan}     # a lane's sends from all of its partitions
+        program = self.spec.program
+        contexts = {lane: TimeSeriesContext(step, *boxes[lane], program.message_dtype, self.specs)
+                    for lane, step in plan.items()}                # one per lane, for each of its partitions
         with files.traced() as reads:
             for p, run in self.partitions.items():
                 for lane, step in plan.items():
-                    report = self._step_lane(p, run, lane, step, *boxes[lane])
+                    report = self._step_lane(p, run, lane, step, contexts[lane], *boxes[lane])
                     total = lanes.setdefault(lane, {"active": 0, "halted": 0, "subgraphs": 0, "sent": 0,
                                                     "forward": 0, "received": 0, "partials": {}})
                     for name in ("active", "halted", "subgraphs", "sent", "forward", "received"):
@@ -538,9 +557,11 @@ class TaskWorker:
         return outgoing, {"lanes": lanes, "compute_seconds": time.perf_counter() - clock,
                           "files": sorted(set(reads))}
 
-    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, out: Outbox, ahead: Outbox) -> dict:
+    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, ctx: TimeSeriesContext, out: Outbox,
+                   ahead: Outbox) -> dict:
         """Partition ``p``'s part of ``lane`` in this superstep; its sends go into ``out`` and
-        ``ahead`` (forward), shared by the task's partitions and routed once after them all."""
+        ``ahead`` (forward), shared by the task's partitions and routed once after them all, through
+        ``ctx``, the lane's context in this superstep (its partials and inbox are the partition's)."""
         program = self.spec.program
         view = self._view(run, p, lane, step.instance)
         n = view.bundle.num_subgraphs
@@ -559,9 +580,8 @@ class TaskWorker:
         everyone = wake or not state.halted[:n].any()          # then who received messages does not matter
         active = slice(0, n) if everyone else np.flatnonzero(~state.halted[:n] | inbox.receiving())
         sent, forward = out.count(), ahead.count()
-        ctx = TimeSeriesContext(step, out, ahead, program.message_dtype, self.specs)
-        if not step.sequential and isinstance(lane, int) and lane > 0:
-            ctx._before = run.lanes.get(lane - 1)
+        ctx.partials, ctx._subgraph = {}, None
+        ctx._before = run.lanes.get(lane - 1) if not step.sequential and isinstance(lane, int) and lane > 0 else None
         ks = list(range(n)) if everyone else active.tolist()     # Python ints: list indexing is faster with them
         subgraphs = ActiveSubgraphs(view, ks, state.states, state.partition)
         ctx._inbox = inbox
@@ -583,24 +603,22 @@ class TaskWorker:
                       inbox: Inbox, states: list) -> list:
         """``compute`` once per active sub-graph; returns their halt votes. This loop's body is
         the engine's cost per sub-graph and superstep: the sub-graphs and their messages are
-        made in one pass (:meth:`Inbox.for_subgraphs`), and ``ctx``'s sub-graph is set inline."""
+        made in one pass (:meth:`Inbox.for_subgraphs`), ``ctx``'s sub-graph is set inline, and
+        each ``state`` (which ``compute`` may replace) is kept as soon as it returns."""
         program = self.spec.program
-        compute, forward, halts = program.compute, ctx._forward, []
+        compute, halts = program.compute, []
         built, received = subgraphs.built(), inbox.for_subgraphs(ks)
         try:
-            for sg, messages in zip(built, received):
+            for k, sg, messages in zip(ks, built, received):
                 ctx._subgraph = sg
                 ctx._halt = False
-                if forward is not None:
-                    forward._subgraph = sg
                 compute(sg, messages, ctx)
+                states[k] = sg.state
                 halts.append(ctx._halt)
         except Exception as exc:
             raise GopherProgramError(
                 f"{type(program).__name__}.compute failed on sub-graph {ctx._subgraph.id} (partition {p}) in "
                 f"{_where(step)}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-        for k, sg in zip(ks, built):
-            states[k] = sg.state
         return halts
 
     def _view(self, run: PartitionRun, p: int, lane, instance: dict | None) -> InstanceView:

@@ -554,6 +554,66 @@ def _meta_neighbors(G, sg, direction):
     return {k: sorted(v) for k, v in receivers.items()}
 
 
+class RandomNeighborSends(Recording):
+    """Each superstep, each sub-graph sends to a random half of its neighbours (send_to_neighbors
+    or send_to_subgraphs, at random) and logs what it sent and what it received; a sub-graph that
+    received nothing logs whether its empty messages refuse to be changed."""
+
+    def compute(self, subgraph, messages, ctx):
+        step, me = ctx.superstep, subgraph.id
+        got = [[int(s), p] for s, p in zip(messages.senders, messages.payloads)]
+        frozen = None
+        if not messages:
+            try:
+                messages.payloads = [1]
+                frozen = False
+            except AttributeError:
+                frozen = messages.payloads == () and not messages.vertices.flags.writeable
+        self.log(subgraph, {"step": step, "got": got, "frozen": frozen, "sent": []})
+        if step == 3:
+            ctx.vote_to_halt()
+            return
+        rng = np.random.default_rng([step, me])
+        neighbors = subgraph.neighbors()
+        if rng.random() < 0.5:
+            payload = [step, me]
+            if rng.random() < 0.5:
+                ctx.send_to_neighbors(payload)
+                subgraph.state["log"][-1]["sent"] = [[int(t), payload] for t in neighbors]
+        else:
+            chosen = neighbors[rng.random(len(neighbors)) < 0.5]
+            payloads = [[step, me, i] for i in range(len(chosen))]
+            ctx.send_to_subgraphs(chosen, payloads)
+            subgraph.state["log"][-1]["sent"] = [[int(t), p] for t, p in zip(chosen, payloads)]
+
+
+@pytest.mark.parametrize("which", ["undirected", "directed"])
+def test_random_neighbor_sends_arrive_as_sent(which, request):
+    """What each sub-graph receives in a superstep is what was sent to it in the one before, with
+    its senders, each sender's messages in the order sent; empty inboxes are shared and read-only."""
+    G, store = request.getfixturevalue(which)
+    _, logs = run(G, store, RandomNeighborSends())
+    expected = {}
+    for k, log in logs.items():
+        for entry in log:
+            for target, payload in entry["sent"]:
+                expected.setdefault((entry["step"] + 1, target), []).append([k, payload])
+    assert sum(map(len, expected.values())) > 10
+    empties = 0
+    for k, log in logs.items():
+        assert [e["step"] for e in log] == [0, 1, 2, 3]
+        for entry in log:
+            want = expected.get((entry["step"], k), [])
+            assert sorted(entry["got"]) == sorted(want), f"sub-graph {k}, superstep {entry['step']}"
+            by_sender = {}
+            for sender, payload in entry["got"]:
+                by_sender.setdefault(sender, []).append(payload)
+            assert by_sender == {s: [p for t, p in want if t == s] for s in by_sender}      # order per sender
+            assert entry["frozen"] is (None if want else True)
+            empties += not want
+    assert empties > 0
+
+
 @pytest.mark.parametrize("which, direction", [("undirected", "both"), ("directed", "out"),
                                               ("directed", "in"), ("directed", "both")])
 def test_send_to_neighbors_reaches_exactly_the_adjacent_subgraphs(which, direction, request):
