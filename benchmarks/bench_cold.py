@@ -125,7 +125,7 @@ def _dataframe_caller(spark, jvm_pid: int, g, algorithm: str, source, pagerank_i
 def handed_over_run(caller: str, g, algorithm: str, source, pagerank_iterations: int, jvm_pid: int) -> dict:
     """A run whose caller collects its rows (``collect``) or writes them (``write``), timed from
     the call to the checksum over the rows in this process (see the module's docstring)."""
-    out = str(Path(scratch_directory("goffish-bench-write-")) / "result.parquet")
+    out = str(Path(scratch_directory("goffish-bench-write-")) / "result.parquet") if caller == "write" else None
     start = _cpu(jvm_pid)
     clock = time.perf_counter()
     result, column = _run(g, algorithm, source, pagerank_iterations)
