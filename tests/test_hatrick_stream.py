@@ -1119,6 +1119,29 @@ def test_buckets_aligned_with_partitions_put_each_template_vertex_in_its_partiti
     assert (aligned.of(beyond, 64) == hashed.of(beyond, 64)).all()
 
 
+def test_aligned_buckets_of_integer_ids_are_the_documented_hash_within_the_group(tmp_path):
+    """The one pass over integer ids (hash, partition lookup, bucket) gives a template id the
+    bucket ``start + stable_hash(id) % size`` of its partition's group and any other id (negative,
+    beyond the template) ``stable_hash(id) % count``: the buckets a checkpoint's states were split by."""
+    from hatrick.buckets import Buckets
+    from hatrick.ring import stable_hash
+
+    g = community_graph(str(tmp_path / "c.gofs"))
+    partition_of = {int(v): p for p in range(g.num_partitions)
+                    for v in g.read_vertex_partition(p).column("id").to_numpy()}
+    ids = np.array([*partition_of, -5, 48, 10 ** 12, 2 ** 62], np.int64)
+    hashed = [int(h) for h in stable_hash(ids)]
+    for count in (64, 7, 3):
+        expected = []
+        for v, h in zip(ids.tolist(), hashed):
+            if v not in partition_of:
+                expected.append(h % count)
+                continue
+            start = partition_of[v] * count // 4
+            expected.append(start + h % max((partition_of[v] + 1) * count // 4 - start, 1))
+        assert Buckets("partitions", g.store).of(ids, count).tolist() == expected
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_stream_with_aligned_buckets_equals_networkx_across_a_rescale_and_a_restart(tmp_path):
     g = community_graph(str(tmp_path / "c.gofs"))
