@@ -806,6 +806,28 @@ def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, 
         bare.close()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_worker_lost_before_its_commit_is_answered_is_recovered_and_applies_every_batch_once(graph, tmp_path,
+                                                                                              spark):
+    """A pipelined push sends its batch's stage without waiting for the workers' answers to the
+    commit of the batch before (they are read with its outcome); a worker lost with that commit
+    unanswered: the next push recovers every worker from the checkpoint, whose log holds the
+    batch, and each update is applied once."""
+    log, ref = log_and_reference(graph, 7, 200)
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=2, executors=True,
+                     full_checkpoint_every=4)
+    try:
+        push_all(s, log[:120], 20)
+        assert s._inflight is not None and len(s.live._committing) == 2      # batch 5 committed unanswered
+        s.live.workers[1].abort()
+        push_all(s, log[120:], 20)
+        s.flush()
+        assert s.recoveries == 1 and s.live._committing == []
+        check_equal(s, ref)
+    finally:
+        s.close()
+
+
 REACH_EVENTS = "DETECT Reach(source: {id IN (0, 1, 2, 3)}, sink: {id IN (20, 21, 22, 23)}) AS "
 
 
