@@ -37,7 +37,7 @@ _MAGIC = b"gopher1\0"
 _NONCE = 32
 _TAG = 32
 _LENGTH = struct.Struct("<Q")
-_GATHERED = 512         # buffers one sendmsg call gathers at most (the kernel's IOV_MAX is 1024)
+_SMALL = 1 << 16        # payloads up to this size go out in one send with their header
 
 
 class HandshakeError(EngineError, ConnectionError):
@@ -98,27 +98,7 @@ class Channel:
         return bool(wait([self], timeout))
 
     def send_bytes(self, payload) -> None:
-        self.send_many([payload])
-
-    def send_many(self, payloads: list) -> None:
-        """Send each of ``payloads`` as a frame (what as many ``send_bytes`` calls send), the
-        frames' heads and payloads gathered by the kernel from where they lie: one system call
-        for a request of many buffers where the socket takes them at once, and no copy."""
-        views = []
-        for payload in payloads:
-            payload = memoryview(payload).cast("B")
-            views += (memoryview(self._head_of(payload)), payload)
-        first = 0
-        while first < len(views):
-            sent = self._sock.sendmsg(views[first:first + _GATHERED])
-            while first < len(views) and sent >= len(views[first]):      # empty payloads pass here too
-                sent -= len(views[first])
-                first += 1
-            if sent:
-                views[first] = views[first][sent:]
-
-    def _head_of(self, payload: memoryview) -> bytes:
-        """A frame's head: its length and, with authenticated frames, its tag."""
+        payload = memoryview(payload).cast("B")
         head = _LENGTH.pack(len(payload))
         if self._send_mac is not None:
             mac = self._send_mac.copy()
@@ -127,7 +107,11 @@ class Channel:
             mac.update(payload)
             head += mac.digest()
             self._sent += 1
-        return head
+        if len(payload) <= _SMALL:
+            self._sock.sendall(head + payload)
+        else:
+            self._sock.sendall(head)
+            self._sock.sendall(payload)
 
     def recv_bytes(self, limit: int | None = None) -> bytearray:
         self._read_into(memoryview(self._head))

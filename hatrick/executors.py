@@ -37,7 +37,7 @@ import numpy as np
 from gofs.errors import InputError
 from gopher.channel import Listener, RunKey, connect, frames_authenticated
 from gopher import codec
-from gopher.resident import LOOPBACK, BackgroundJob, recv_frames
+from gopher.resident import LOOPBACK, BackgroundJob, recv_frames, send_frames
 from hatrick import datafile
 from hatrick.statefile import state_from_tree, state_to_tree
 from hatrick.loading import load_graph_state
@@ -203,9 +203,8 @@ class RemoteWorker:
         requests run at once). A request travels as :mod:`gopher.codec` frames: its large numpy
         arrays (a batch's columns) are sent from where they lie and read back in place, never
         copied into or out of a pickle."""
-        frames = codec.to_frames((name, args))
-        try:       # framed as gopher.resident.send_frames frames them (its recv_frames reads them), sent at once
-            self.conn.send_many([len(frames[1:]).to_bytes(4, "little") + frames[0], *frames[1:]])
+        try:
+            send_frames(self.conn, codec.to_frames((name, args)))
         except OSError as exc:
             raise self.lost(exc) from exc
         if name in ("set_owner", "keep"):             # requests that replace the worker's owner map

@@ -88,25 +88,6 @@ def test_frames_round_trip_with_and_without_authentication(frames):
         server.recv_bytes(10)
 
 
-@pytest.mark.parametrize("frames", [False, True], ids=["plain", "authenticated"])
-def test_frames_sent_together_arrive_as_the_same_frames_in_order(frames):
-    """``send_many``: one frame per payload, empty ones included, in order, with their tags; more
-    buffers than one gathered send takes, and payloads larger than the socket's buffer (partial
-    sends while the other end reads), arrive whole."""
-    import threading
-
-    server, client, _ = _pair(frames)
-    payloads = [b"", b"head", np.arange(300_000, dtype=np.int64), b""] + [bytes([i % 251]) * i for i in range(700)]
-    got = []
-    reader = threading.Thread(target=lambda: got.extend(server.recv_bytes() for _ in payloads))
-    reader.start()
-    client.send_many(payloads)
-    client.send_bytes(b"after")
-    reader.join(timeout=30)
-    assert [bytes(g) for g in got] == [bytes(memoryview(p).cast("B")) for p in payloads]
-    assert server.recv_bytes() == b"after"
-
-
 class _Bomb:
     def __reduce__(self):
         return (exec, ("raise SystemExit('unpickled an injected frame')",))
