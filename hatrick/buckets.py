@@ -29,7 +29,7 @@ from numba import njit
 from gofs.errors import InputError
 from gofs.numba_cache import serialise_compilation
 from hatrick import keyindex
-from hatrick.ring import bucket_of, stable_hash
+from hatrick.ring import bucket_of, mix64, stable_hash
 
 serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
@@ -74,17 +74,29 @@ class Buckets:
         return self._store.num_partitions if self._store is not None else 1
 
     def of(self, ids, count: int) -> np.ndarray:
-        """The bucket of each id among ``count`` buckets (int64). O(len(ids))."""
+        """The bucket of each id among ``count`` buckets (int64). O(len(ids)); integer ids under
+        an indexed table take one pass (hash, lookup and bucket per id: the driver buckets both
+        ends of every update of a batch)."""
         if self.kind == HASH:
             return bucket_of(ids, count)
         ids = np.asarray(ids)
-        hashed = stable_hash(ids)
         table = self._partitions_of_ids()
+        starts, sizes = self._groups_at(count)
+        if isinstance(table, np.ndarray) and ids.dtype.kind in "iu":
+            return _indexed_grouped(np.ascontiguousarray(ids.astype(np.int64, copy=False)).view(np.uint64), table,
+                                    starts, sizes, np.uint64(count))
+        hashed = stable_hash(ids)
         if isinstance(table, np.ndarray):
             partition = _indexed(np.ascontiguousarray(ids.astype(np.int64, copy=False)), table)
         else:
             partition = table.lookup((hashed >> np.uint64(1)).view(np.int64))
-        return _grouped(hashed, partition, np.int64(count), np.int64(self.partitions))
+        return _grouped(hashed, partition, starts, sizes, np.uint64(count))
+
+    def _groups_at(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(first bucket, bucket count as uint64) of each partition's group among ``count``
+        buckets (see the module), so that bucketing an id costs one division."""
+        partitions = np.arange(self.partitions + 1, dtype=np.int64) * count // self.partitions
+        return partitions[:-1], np.maximum(partitions[1:] - partitions[:-1], 1).astype(np.uint64)
 
     def prepare(self) -> "Buckets":
         """Build the id -> partition table now, not on first use (a Spark task does at its start, so
@@ -132,16 +144,30 @@ def _indexed(ids, table):
 
 
 @njit(cache=True, nogil=True)
-def _grouped(hashed, partition, count, partitions):
-    """Bucket of each id: within its partition's group where ``partition`` is one (>= 0), else
+def _bucket(hashed, partition, starts, sizes, count):
+    """An id's bucket: within its partition's group where ``partition`` is one (>= 0), else
     ``hashed % count`` (the hashed bucket)."""
+    if partition < 0:
+        return np.int64(hashed % count)
+    return starts[partition] + np.int64(hashed % sizes[partition])
+
+
+@njit(cache=True, nogil=True)
+def _grouped(hashed, partition, starts, sizes, count):
+    """:func:`_bucket` of each id from its hash and partition."""
     out = np.empty(len(hashed), np.int64)
     for i in range(len(hashed)):
-        p = partition[i]
-        if p < 0:
-            out[i] = np.int64(hashed[i] % np.uint64(count))
-        else:
-            start = p * count // partitions
-            size = max((p + 1) * count // partitions - start, 1)
-            out[i] = start + np.int64(hashed[i] % np.uint64(size))
+        out[i] = _bucket(hashed[i], partition[i], starts, sizes, count)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _indexed_grouped(ids, table, starts, sizes, count):
+    """:func:`_bucket` of each integer id (as uint64), its partition ``table[id]`` (none outside
+    the table): :func:`hatrick.ring.stable_hash`, :func:`_indexed` and :func:`_grouped` in one pass."""
+    out = np.empty(len(ids), np.int64)
+    size = np.uint64(len(table))
+    for i in range(len(ids)):
+        partition = table[np.int64(ids[i])] if ids[i] < size else -1
+        out[i] = _bucket(mix64(ids[i]), partition, starts, sizes, count)
     return out

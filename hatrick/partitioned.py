@@ -1018,7 +1018,7 @@ class PartitionedGraph:
         self.tasks = None
         self.buckets = buckets or Buckets()
         self._clock = (int(state.batch), float(state.time))
-        self._summary, self._selected = None, []
+        self._summary, self._selected, self._committing = None, [], []
         self.workers = [Worker(i, state, owner, self.buckets) for i in range(count)]
         self._each("keep", owner)
 
@@ -1030,7 +1030,7 @@ class PartitionedGraph:
         graph = cls.__new__(cls)
         graph.workers, graph.tasks = workers, getattr(workers[0], "tasks", None)
         graph.buckets = buckets or Buckets()
-        graph._summary, graph._selected = None, []
+        graph._summary, graph._selected, graph._committing = None, [], []
         graph.directed, batch, time = workers[0].request("loaded_clock").result()
         graph._clock = (batch, time)
         graph._each("keep", np.asarray(owner, np.int64))
@@ -1047,7 +1047,7 @@ class PartitionedGraph:
         graph.workers = [Worker(i, s, owner, graph.buckets) for i, s in enumerate(states)]
         graph.tasks = None
         graph._clock = (int(states[0].batch), max(float(s.time) for s in states))
-        graph._summary, graph._selected = None, []
+        graph._summary, graph._selected, graph._committing = None, [], []
         return graph
 
     def place_on(self, tasks) -> None:
@@ -1055,7 +1055,7 @@ class PartitionedGraph:
         from now on each one's state lives in its task and the driver only sends it requests."""
         self.workers = tasks.start({w.index: w.state for w in self.workers}, self.owner, self.buckets)
         self.tasks = tasks
-        self._summary, self._selected = None, []
+        self._summary, self._selected, self._committing = None, [], []
 
     def blank_state(self) -> State:
         """The state of a worker with no buckets yet (worker 0's attribute kinds and template)."""
@@ -1182,19 +1182,26 @@ class PartitionedGraph:
         """Each worker's current (immutable) state, in worker order: what a full checkpoint holds."""
         return self._each("state")
 
-    def commit(self, selections: list | None = None) -> list:
-        """Show the staged batch on every worker; returns their reports of state files written
-        (:meth:`Worker.written`). ``selections`` (a list of selectors, for live
-        results read right after): start the boundary exchange and ask for those selectors'
-        :meth:`Worker.owned_labels` in the same wave, so a live result costs no more round trips."""
-        answers = [w.request("commit") for w in self.workers]
+    def commit(self, selections: list | None = None) -> None:
+        """Show the staged batch on every worker, not waiting for their answers (:meth:`committed`
+        reads them): the next batch's stage can follow at once (a worker answers requests in
+        order, so it stages that batch on this one's state). ``selections`` (a list of selectors,
+        for live results read right after): start the boundary exchange and ask for those
+        selectors' :meth:`Worker.owned_labels` in the same wave, so a live result costs no more
+        round trips."""
+        self._committing = [w.request("commit") for w in self.workers]
         exchange, self._selected = None, []
         if selections is not None and len(self.workers) > 1:
             exchange = self._exchange([] if self.directed else selections)
-        written = [report for answer in answers for report in answer.result()]
         self._clock = self._staged_clock
         self._summary = exchange
-        return written
+
+    def committed(self) -> list:
+        """Wait for the last :meth:`commit`'s answers, if not read yet; returns the workers' reports
+        of state files written (:meth:`Worker.written`). Raises WorkerLost (a worker's task ended
+        before it showed the batch) or the error a worker's commit raised."""
+        answers, self._committing = self._committing, []
+        return [report for answer in answers for report in answer.result()]
 
     def _owned_labels(self, selector) -> list:
         """Each worker's :meth:`Worker.owned_labels` of ``selector`` (asked with the commit if it
@@ -1248,9 +1255,10 @@ class PartitionedGraph:
         return _all(self.workers, name, *args)
 
     def apply(self, batch: UpdateBatch) -> tuple[int, pd.DataFrame]:
-        """:meth:`stage` and :meth:`commit`."""
+        """:meth:`stage`, :meth:`commit` and :meth:`committed`."""
         out = self.stage(batch)
         self.commit()
+        self.committed()
         return out
 
     def sizes(self) -> np.ndarray:

@@ -27,7 +27,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 
 @njit(cache=True, nogil=True)
-def _mix(z):
+def mix64(z):
     """splitmix64 of one uint64 (wrapping arithmetic)."""
     z = z + _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _M1
@@ -39,7 +39,7 @@ def _mix(z):
 def _mixed(values):
     out = np.empty(len(values), np.uint64)
     for i in range(len(values)):
-        out[i] = _mix(values[i])
+        out[i] = mix64(values[i])
     return out
 
 
@@ -49,7 +49,7 @@ def _mixed_buckets(values, num_buckets):
     out = np.empty(len(values), np.int64)
     count = np.uint64(num_buckets)
     for i in range(len(values)):
-        out[i] = np.int64(_mix(values[i]) % count)
+        out[i] = np.int64(mix64(values[i]) % count)
     return out
 
 

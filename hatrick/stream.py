@@ -391,7 +391,7 @@ class Stream:
                 bad_rows = pd.concat([bad_rows, refused], ignore_index=True) if len(bad_rows) else refused
             buckets = self.buckets.of(batch.a, self.num_buckets) if len(batch) else None     # once: buffer, routing
             routed = self.live.route(batch, buckets) if len(batch) else None
-            self._complete()
+            self._complete(pipelined=True)
             if not len(batch):
                 if len(bad_rows):
                     self._rejected = pd.concat([self._rejected, bad_rows], ignore_index=True)
@@ -433,25 +433,45 @@ class Stream:
         with self._lock:
             self._complete()
 
-    def _complete(self) -> None:
+    def _complete(self, pipelined: bool = False) -> None:
         """Complete the batch in flight: the live results of the batch before (while the workers
         stage this one), its outcome, its log made durable, the commit on every worker (which
         starts the boundary exchange for live results), then the buffer, callbacks, snapshots and
         scaling that follow a batch. A worker lost before the commit: the stream recovers from
-        the checkpoint and applies the batch again (once)."""
+        the checkpoint and applies the batch again (once). Then the workers' answers to the
+        commit are read (:meth:`_committed`), unless ``pipelined``: a push that sends the next
+        batch reads them with that batch's outcome, so the next stage goes out without a round trip."""
         inflight, self._inflight = self._inflight, None
-        if inflight is None:
-            return
+        if inflight is not None:
+            try:
+                self._apply(inflight)
+            except BaseException as error:
+                inflight.report._failed(error)
+                raise
+        if not pipelined:
+            try:
+                self._committed()
+            except WorkerLost as error:         # the batch is in the checkpoint's log: recovery applies it
+                self._recover(error)
+
+    def _committed(self) -> None:
+        """Read the workers' answers to the last commit, if not read yet, and hand their reports of
+        state files written to the checkpoint. A worker lost meanwhile raises WorkerLost (the
+        batch is in the checkpoint's log, so recovering applies it); a worker's failure to show
+        it, WorkerFailed naming that batch."""
         try:
-            self._apply(inflight)
-        except BaseException as error:
-            inflight.report._failed(error)
-            raise
+            written = self.live.committed()
+        except WorkerFailed as error:
+            raise WorkerFailed(f"hatrick: batch {self.live.batch} is logged, but a worker failed to show it: "
+                               f"{error}") from error
+        if self._checkpoint:
+            self._checkpoint.states_written(written)
 
     def _apply(self, inflight: _InFlight) -> None:
         """:meth:`_complete` of ``inflight``."""
         for attempt in (0, 1):
             try:
+                self._committed()               # the batch before's commit: answered before this one's stage
                 self._settle()
                 applied, refused = self.live.outcome(inflight.routed)
                 break
@@ -472,10 +492,8 @@ class Stream:
                 self.live.abandon()
                 raise
         try:
-            written = self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
-                                       if self._live_queries else None)
-            if self._checkpoint:
-                self._checkpoint.states_written(written)
+            self.live.commit([sel for pair in self._live_queries.values() for sel in pair]
+                             if self._live_queries else None)
         except WorkerLost as error:             # the batch is in the checkpoint's log: recovery applies it
             self._recover(error)
         self.marks = marks

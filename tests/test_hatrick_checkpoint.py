@@ -224,7 +224,8 @@ def test_workers_write_their_state_files_and_the_manifest_follows_once_all_are_i
         pending = ck.begin(number, batch, {"p": int(batch.seq.max())}, BUFFER)
         graph.stage(batch)
         ck.commit(pending, graph, {"p": int(batch.seq.max())}, BUFFER, owner=graph.owner)
-        reports = graph.commit()
+        graph.commit()
+        reports = graph.committed()
         written += reports
         ck.states_written(reports)
         ref.apply(batch)

@@ -806,6 +806,28 @@ def test_a_lost_worker_task_is_replaced_from_the_checkpoint_exactly_once(graph, 
         bare.close()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_worker_lost_before_its_commit_is_answered_is_recovered_and_applies_every_batch_once(graph, tmp_path,
+                                                                                              spark):
+    """A pipelined push sends its batch's stage without waiting for the workers' answers to the
+    commit of the batch before (they are read with its outcome); a worker lost with that commit
+    unanswered: the next push recovers every worker from the checkpoint, whose log holds the
+    batch, and each update is applied once."""
+    log, ref = log_and_reference(graph, 7, 200)
+    s = graph.stream(checkpoint=str(tmp_path / "ck"), num_buckets=16, workers=2, executors=True,
+                     full_checkpoint_every=4)
+    try:
+        push_all(s, log[:120], 20)
+        assert s._inflight is not None and len(s.live._committing) == 2      # batch 5 committed unanswered
+        s.live.workers[1].abort()
+        push_all(s, log[120:], 20)
+        s.flush()
+        assert s.recoveries == 1 and s.live._committing == []
+        check_equal(s, ref)
+    finally:
+        s.close()
+
+
 REACH_EVENTS = "DETECT Reach(source: {id IN (0, 1, 2, 3)}, sink: {id IN (20, 21, 22, 23)}) AS "
 
 
@@ -1117,6 +1139,29 @@ def test_buckets_aligned_with_partitions_put_each_template_vertex_in_its_partiti
     assert not all(((hashed.of(ids, 64) // 16) == p).all() for p, ids in parts.items())
     beyond = np.array([name(v) for v in (1001, 1002, 5_000_001)])    # not in the template: hashed buckets
     assert (aligned.of(beyond, 64) == hashed.of(beyond, 64)).all()
+
+
+def test_aligned_buckets_of_integer_ids_are_the_documented_hash_within_the_group(tmp_path):
+    """The one pass over integer ids (hash, partition lookup, bucket) gives a template id the
+    bucket ``start + stable_hash(id) % size`` of its partition's group and any other id (negative,
+    beyond the template) ``stable_hash(id) % count``: the buckets a checkpoint's states were split by."""
+    from hatrick.buckets import Buckets
+    from hatrick.ring import stable_hash
+
+    g = community_graph(str(tmp_path / "c.gofs"))
+    partition_of = {int(v): p for p in range(g.num_partitions)
+                    for v in g.read_vertex_partition(p).column("id").to_numpy()}
+    ids = np.array([*partition_of, -5, 48, 10 ** 12, 2 ** 62], np.int64)
+    hashed = [int(h) for h in stable_hash(ids)]
+    for count in (64, 7, 3):
+        expected = []
+        for v, h in zip(ids.tolist(), hashed):
+            if v not in partition_of:
+                expected.append(h % count)
+                continue
+            start = partition_of[v] * count // 4
+            expected.append(start + h % max((partition_of[v] + 1) * count // 4 - start, 1))
+        assert Buckets("partitions", g.store).of(ids, count).tolist() == expected
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
