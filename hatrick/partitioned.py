@@ -64,8 +64,8 @@ from numba import njit
 
 from gofs.numba_cache import serialise_compilation
 from hatrick import datafile
-from hatrick.live import (_SHIFT, GraphView, State, apply_batch, build_state, components_frame, edge_frame,
-                          reachable_frame, reachable_in, select_vertices, smallest_members, vertex_frame)
+from hatrick.live import (_SHIFT, GraphView, State, _link, apply_batch, build_state, components_frame, edge_frame,
+                          reachable_frame, reachable_in, select_vertices, vertex_frame)
 from hatrick.peers import Mailbox, Outbox
 from hatrick.reachability import reachable_pairs, same_label_pairs
 from hatrick.buckets import Buckets
@@ -539,9 +539,10 @@ class Worker:
         self._held = {m["sender"]: self._held_ghosts(m) for m in messages}     # senders gone are dropped
         senders, theirs, mine, entries = [], [], [], []
         for sender, held in sorted(self._held.items()):
-            label, at = held["label"], held["at"]
+            label = held["label"]
+            at = np.flatnonzero(label >= 0)                              # one vectorised pass, ascending
             split = min(held["template_size"], self._template_size())    # below: the same vid on both workers
-            beyond = at[at >= split]
+            beyond = at[np.searchsorted(at, split):]
             vids_beyond = np.full(max(len(label) - split, 0), -1, np.int64)
             vids_beyond[beyond - split] = self.state.ids.get_indexer(held["ids"][beyond])
             their, my, here = _ghost_pairs(at, label, split, vids_beyond, self.state.alive, self.state.comp,
@@ -588,8 +589,7 @@ class Worker:
 
     def _held_ghosts(self, message: dict) -> dict:
         """What sender ``message["sender"]`` holds as ghosts of vertices owned here, by its vids
-        (``label`` -1: none; ``at``: the vids that hold one, in no order), after applying ``message``
-        to what it sent before: O(changes + held ghosts), not a pass over the sender's vids."""
+        (``label`` -1: none), after applying ``message`` to what it sent before."""
         held = None if message["full"] else self._held.get(message["sender"])
         if not message["full"] and (held is None or held["count"] + 1 != message["count"]):
             raise RuntimeError(f"hatrick worker {self.index}: ghost changes from worker {message['sender']} arrived "
@@ -606,13 +606,9 @@ class Worker:
                 held_ids[:len(held["ids"])] = held["ids"]
         else:                                               # updated in place: O(changes)
             label, held_ids = held["label"], held["ids"]
-        labels = np.asarray(message["labels"], np.int64)
-        newly = vids[(label[vids] < 0) & (labels >= 0)]
-        label[vids] = labels
+        label[vids] = message["labels"]
         held_ids[vids] = message["ids"]
-        at = held["at"] if held is not None else np.zeros(0, np.int64)
-        at = np.concatenate([at[label[at] >= 0], newly])
-        return {"label": label, "ids": held_ids, "at": at, "count": message["count"],
+        return {"label": label, "ids": held_ids, "count": message["count"],
                 "labels_size": max(int(message["labels_size"]), held["labels_size"] if held else 0),
                 "template_size": int(message["template_size"])}
 
@@ -625,7 +621,8 @@ class Worker:
                                                                      for _ in range(arriving)]
         joins.sort(key=lambda j: j["owner"])
         offsets = np.cumsum([0] + [int(j["size"]) for j in joins])
-        self._merged = merge_components(offsets, [(j["senders"], j["theirs"], j["mine"]) for j in joins])
+        self._merged = merge_components(offsets, [(j["senders"], j["theirs"], j["mine"]) for j in joins],
+                                        self._merged)
         self._joins = []
         return int(sum(len(j["mine"]) for j in joins))
 
@@ -818,7 +815,7 @@ def _ghost_updates(candidates, before, comp, alive, owned, members, label):
 @njit(cache=True, nogil=True)
 def _ghost_pairs(at, label, split, vids_beyond, alive, comp, first_mine, first_theirs):
     """From what a sender holds as ghosts of vertices owned here (``label`` by the sender's vids,
-    -1: none; ``at``: the vids that hold one; a sender vid below ``split`` is the same
+    -1: none; ``at``: the vids that hold one, ascending; a sender vid below ``split`` is the same
     vid here, one above it is ``vids_beyond[vid - split]`` here, -1: unknown): the (sender's
     label, label here) pairs of those alive here, less repeats of the first pair kept for either
     label, and their vids here. ``first_mine`` (by the sender's labels) and ``first_theirs`` (by
@@ -988,37 +985,53 @@ def _all(workers: list, name: str, *args) -> list:
 
 class MergedLabels:
     """Global component numbers of the workers' local labels: worker ``i``'s label ``l`` is number
-    ``offsets[i] + l`` (its place in the workers' joint label space) joined with the others of its
-    global component under the smallest of them. Only labels that a boundary pair names are kept
-    (``named``, ascending, and ``root``, their numbers): every other label is its own number. Held
-    by the merger worker: the boundary's labels, not one int per label of every worker (with
-    workers in Spark tasks, none of it on the driver)."""
+    ``root[offsets[i] + l]``, the smallest joint label (offset + label) joined with it through
+    ghosts. Held by the merger worker (with workers in Spark tasks, none of it on the driver).
+    ``joined``: the joint labels the boundary pairs named, the only ones not their own root; the
+    next merge resets them and reuses ``root`` (:func:`merge_components`), after which this one
+    is stale."""
 
-    def __init__(self, offsets: np.ndarray, named: np.ndarray, root: np.ndarray):
-        self.offsets, self.named, self.root = offsets, named, root
+    def __init__(self, offsets: np.ndarray, root: np.ndarray, joined: np.ndarray):
+        self.offsets, self.root, self.joined = offsets, root, joined
 
     def of(self, index: int, labels: np.ndarray) -> np.ndarray:
         """Global numbers of worker ``index``'s local ``labels``."""
-        joint = self.offsets[index] + np.asarray(labels, np.int64)
-        if not len(self.named):
-            return joint
-        at = np.minimum(np.searchsorted(self.named, joint), len(self.named) - 1)
-        return np.where(self.named[at] == joint, self.root[at], joint)
+        return self.root[self.offsets[index] + np.asarray(labels, np.int64)]
 
 
-def merge_components(offsets: np.ndarray, joins: list) -> MergedLabels:
+def merge_components(offsets: np.ndarray, joins: list, previous: MergedLabels | None = None) -> MergedLabels:
     """Local labels joined through ghosts: ``joins`` holds, per owner worker, the
     (sender, sender's label, owner's label) of its :meth:`Worker.join_ghosts`; one union-find
-    pass over those pairs in the labels they name (numbered in ascending order, so each set's
-    smallest member is its smallest joint label): the merge's work follows the boundary's label
-    pairs, not the workers' label spaces (one pass over those was most of a merge, ~1 ms a batch
-    at 2 x 200k vids)."""
+    pass over those pairs in the workers' joint label space (no sort or hashing of the pairs).
+    The space's array is ``previous``'s, with only the labels it joined set back to their own
+    (:func:`_join_pairs`): the work follows the boundary's label pairs, not the label space
+    (filling it anew was ~1 ms a batch at 2 x 200k vids, on a boundary of ~2k pairs)."""
     left = [offsets[senders] + theirs for senders, theirs, _ in joins]
     right = [offsets[o] + mine for o, (_, _, mine) in enumerate(joins)]
     u, v = _joined(left), _joined(right)
-    named, inverse = np.unique(np.concatenate([u, v]), return_inverse=True)
-    root = named[smallest_members(len(named), inverse[:len(u)], inverse[len(u):])]
-    return MergedLabels(offsets, named, root)
+    size = int(offsets[-1])
+    root, stale = (previous.root, previous.joined) if previous is not None else (np.zeros(0, np.int64), u[:0])
+    if len(root) < size:
+        root = np.concatenate([root, np.arange(len(root), size, dtype=np.int64)])
+    _join_pairs(root, stale, u, v)
+    return MergedLabels(offsets, root, np.concatenate([u, v]))
+
+
+@njit(cache=True, nogil=True)
+def _join_pairs(parent: np.ndarray, stale: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
+    """Set ``stale`` back to their own, then join ``u`` - ``v`` (union-find, :func:`hatrick.live._link`:
+    a set's root is its smallest member) and point each of them at its root: every other entry is
+    its own root, since only the roots of sets that hold a pair's end are ever linked."""
+    for x in stale:
+        parent[x] = x
+    for i in range(len(u)):
+        _link(parent, u[i], v[i])
+    for ends in (u, v):
+        for x in ends:
+            r = x
+            while parent[r] != r:
+                r = parent[r]
+            parent[x] = r
 
 
 @dataclasses.dataclass

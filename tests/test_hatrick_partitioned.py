@@ -343,34 +343,37 @@ def test_the_exchange_kernels_equal_their_array_definitions():
 
 
 def test_merged_labels_are_the_smallest_joint_label_of_each_networkx_component():
-    """:func:`merge_components` joins only the labels its pairs name: every worker's label maps to
-    the smallest joint label (offset + label) of its component in the graph of all the workers'
-    labels joined by those pairs (NetworkX), an unnamed label to itself."""
+    """:func:`merge_components` maps every worker's label to the smallest joint label (offset + label)
+    of its component in the graph of all the workers' labels joined by the boundary pairs
+    (NetworkX), an unjoined label to itself; merge after merge, each reusing the last one's array
+    (label spaces that grow included), and with no pairs at all."""
     import networkx as nx
 
     from hatrick.partitioned import merge_components
 
     rng = np.random.default_rng(5)
-    sizes = [30, 50, 20]
-    offsets = np.cumsum([0] + sizes)
-    joins = []
-    for owner, size in enumerate(sizes):
-        count = int(rng.integers(5, 15))
-        senders = rng.choice([w for w in range(len(sizes)) if w != owner], count)
-        joins.append((senders, rng.integers(0, np.array(sizes)[senders]), rng.integers(0, size, count)))
-    merged = merge_components(offsets, joins)
-    graph = nx.Graph()
-    graph.add_nodes_from(range(int(offsets[-1])))
-    for owner, (senders, theirs, mine) in enumerate(joins):
-        graph.add_edges_from(zip((offsets[senders] + theirs).tolist(), (offsets[owner] + mine).tolist()))
-    smallest = np.empty(int(offsets[-1]), np.int64)
-    for component in nx.connected_components(graph):
-        smallest[list(component)] = min(component)
-    assert len(merged.named) < offsets[-1] and (smallest != np.arange(offsets[-1])).any()
-    for index, size in enumerate(sizes):
-        labels = rng.permutation(size)
-        assert np.array_equal(merged.of(index, labels), smallest[offsets[index] + labels])
-    assert np.array_equal(merge_components(offsets, []).of(1, np.arange(5)), offsets[1] + np.arange(5))
+    merged = None
+    for sizes in ([30, 50, 20], [30, 60, 20], [35, 60, 25], [35, 60, 25]):
+        offsets = np.cumsum([0] + sizes)
+        joins = []
+        for owner, size in enumerate(sizes):
+            count = int(rng.integers(5, 15))
+            senders = rng.choice([w for w in range(len(sizes)) if w != owner], count)
+            joins.append((senders, rng.integers(0, np.array(sizes)[senders]), rng.integers(0, size, count)))
+        merged = merge_components(offsets, joins, merged)
+        graph = nx.Graph()
+        graph.add_nodes_from(range(int(offsets[-1])))
+        for owner, (senders, theirs, mine) in enumerate(joins):
+            graph.add_edges_from(zip((offsets[senders] + theirs).tolist(), (offsets[owner] + mine).tolist()))
+        smallest = np.empty(int(offsets[-1]), np.int64)
+        for component in nx.connected_components(graph):
+            smallest[list(component)] = min(component)
+        assert (smallest != np.arange(offsets[-1])).any()
+        for index, size in enumerate(sizes):
+            labels = rng.permutation(size)
+            assert np.array_equal(merged.of(index, labels), smallest[offsets[index] + labels])
+    none = merge_components(offsets, [], merged)
+    assert np.array_equal(none.of(1, np.arange(5)), offsets[1] + np.arange(5))
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
