@@ -829,7 +829,7 @@ def _ghost_pairs(at, label, split, vids_beyond, alive, comp, first_mine, first_t
     for j in at:                                         # the held ghosts alive here, without a branch per ghost
         h = j if j < split else vids_beyond[j - split]
         here[held], their[held] = h, label[j]
-        held += (h >= 0) and alive[max(h, 0)]
+        held += (h >= 0) & alive[max(h, 0)]
     out_theirs, out_mine = np.empty(held, np.int64), np.empty(held, np.int64)
     count = 0
     for i in range(held):
