@@ -762,10 +762,22 @@ def _mostly_affected(d: _Draft, alive: int) -> bool:
     a worker's vids include every template vertex, dead there where it holds none of their edges
     (~38% on a worker of three in the 200k-vertex bench), so its giant component (~70% of its
     alive vertices) passed for a minority, and cutting it out cost 2.3x the pass over every slot."""
-    marked = np.zeros(len(d.comp) + 1, bool)
-    labels = np.concatenate(d.affected)
-    marked[labels[labels >= 0]] = True
-    return 2 * int(marked[d.comp].sum()) > alive
+    return 2 * _members_of(d.comp, np.concatenate(d.affected)) > alive
+
+
+@njit(cache=True, nogil=True)
+def _members_of(comp: np.ndarray, labels: np.ndarray) -> int:
+    """How many vids have one of ``labels`` (-1s ignored) in ``comp``: one pass with no array the
+    size of the vids made but a mark per label (a gather and a sum of masks over every vid was
+    ~0.5 ms a batch at 200k vids, paid on every worker whatever its share)."""
+    marked = np.zeros(len(comp), np.bool_)
+    for label in labels:
+        if label >= 0:
+            marked[label] = True
+    count = 0
+    for x in range(len(comp)):
+        count += comp[x] >= 0 and marked[comp[x]]
+    return count
 
 
 @njit(cache=True, nogil=True)
@@ -893,10 +905,26 @@ def select_vertices(state: State, selector) -> np.ndarray:
             column = state.vattrs[name]
             options = list(wanted) if isinstance(wanted, (list, tuple, set, np.ndarray)) else [wanted]
             rows = column.set_rows[state.alive[column.set_rows]] if chosen is None else chosen[column.present[chosen]]
-            chosen = rows[pd.Series(column.values[rows], dtype=object).isin(options).to_numpy()]
+            chosen = rows[_among(column.values[rows], options)]
         return np.flatnonzero(state.alive) if chosen is None else chosen
     vids = state.vids_of(np.atleast_1d(np.asarray(selector)))
     return np.unique(vids[vids >= 0])
+
+
+def _among(values: np.ndarray, options: list) -> np.ndarray:
+    """Whether each of ``values`` (set ones: never null) equals one of ``options``, by Python's ``==``
+    as pandas' ``isin`` on objects: one numpy comparison per option for a few of them (a Series and
+    its hash table cost more than the selection itself, and the live results select every batch),
+    pandas' ``isin`` for many."""
+    if len(options) > _FEW_OPTIONS:
+        return pd.Series(values, dtype=object).isin(options).to_numpy()
+    hit = np.zeros(len(values), bool)
+    for option in options:
+        hit |= values == option
+    return hit
+
+
+_FEW_OPTIONS = 8
 
 
 def reachable_in(state: State, sources: np.ndarray, sinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

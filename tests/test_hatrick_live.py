@@ -261,3 +261,24 @@ def test_a_removal_in_the_giant_component_of_the_alive_vertices_recomputes_in_on
     graph = nx.Graph(list(zip(np.r_[path[:5], path[6:-1], 30], np.r_[path[1:6], path[7:], 31])))
     graph.add_nodes_from(range(32))
     assert live_partition(components_frame(state)) == sorted(sorted(c) for c in nx.connected_components(graph))
+
+
+def test_a_dict_selector_matches_values_as_pandas_isin_for_every_kind_and_any_number_of_options():
+    """Selections compare values by numpy per option for a few options and by pandas' isin for many:
+    both pick what pandas' isin picks among the set values of the vertex frame, for every kind of
+    value, values of the other kinds among the options included."""
+    rng = np.random.default_rng(3)
+    n = 60
+    columns = {"s": ("string", np.where(rng.random(n) < 0.2, None, rng.choice(["a", "b", "c", "1"], n)).astype(object)),
+               "d": ("double", np.where(rng.random(n) < 0.2, np.nan, rng.integers(0, 4, n).astype(float))),
+               "i": ("int64", rng.integers(0, 4, n).astype(object)),
+               "f": ("bool", rng.random(n) < 0.5)}
+    state = build_state(np.arange(n), [0], [1], directed=False, vertex_columns=columns)
+    frame = vertex_frame(state)
+    few = [["a", 1], ["1"], [2.0], [1, True], [True], ["x", None], []]
+    many = [["a", "b", 1, 2.0, 3, "z", "y", "x", "w", True]]
+    for name in columns:
+        for options in few + many:
+            expected = frame[frame[name].notna() & frame[name].isin(options)]       # unset values match nothing
+            picked = state.ids.to_numpy()[select_vertices(state, {name: options})]
+            assert picked.tolist() == sorted(expected["id"].tolist()), (name, options)

@@ -284,7 +284,8 @@ def test_the_exchange_kernels_equal_their_array_definitions():
     vertex (a ghost left without edges joins nothing) from one labelling to the next, looking only
     at the relabelled vids, and returns exactly the vids whose ghost label changed, as a pass over
     every vid finds them; :func:`_ghost_pairs` keeps the held ghosts alive here, in vid order, and
-    label pairs that join exactly the label sets all of their pairs join (checked by NetworkX)."""
+    label pairs that join exactly the label sets all of their pairs join (checked by NetworkX), leaving
+    its per-label scratch arrays as they came."""
     import networkx as nx
 
     from hatrick.partitioned import _ghost_pairs, _ghost_updates
@@ -327,7 +328,10 @@ def test_the_exchange_kernels_equal_their_array_definitions():
     held = np.where(rng.random(n) < 0.6, rng.integers(0, theirs_size, n), -1)
     beyond = rng.integers(-1, n, n - split)
     alive = comp >= 0
-    their, mine, here = _ghost_pairs(held, theirs_size, split, beyond, alive, comp % 40, n)
+    first_mine, first_theirs = np.full(theirs_size, -1, np.int64), np.full(n, -1, np.int64)
+    their, mine, here = _ghost_pairs(np.flatnonzero(held >= 0), held, split, beyond, alive, comp % 40, first_mine,
+                                     first_theirs)
+    assert (first_mine == -1).all() and (first_theirs == -1).all()      # the scratch is left as it came
     vid = np.r_[np.arange(split), beyond]
     kept = (held >= 0) & (vid >= 0) & alive[np.maximum(vid, 0)]
     assert np.array_equal(here, vid[kept])
@@ -336,6 +340,40 @@ def test_the_exchange_kernels_equal_their_array_definitions():
     assert len(their) < kept.sum() and {frozenset(e) for e in reduced.edges} <= {frozenset(e) for e in every.edges}
     assert {frozenset(c) for c in nx.connected_components(reduced)} == \
         {frozenset(c) for c in nx.connected_components(every)}
+
+
+def test_merged_labels_are_the_smallest_joint_label_of_each_networkx_component():
+    """:func:`merge_components` maps every worker's label to the smallest joint label (offset + label)
+    of its component in the graph of all the workers' labels joined by the boundary pairs
+    (NetworkX), an unjoined label to itself; merge after merge, each reusing the last one's array
+    (label spaces that grow included), and with no pairs at all."""
+    import networkx as nx
+
+    from hatrick.partitioned import merge_components
+
+    rng = np.random.default_rng(5)
+    merged = None
+    for sizes in ([30, 50, 20], [30, 60, 20], [35, 60, 25], [35, 60, 25]):
+        offsets = np.cumsum([0] + sizes)
+        joins = []
+        for owner, size in enumerate(sizes):
+            count = int(rng.integers(5, 15))
+            senders = rng.choice([w for w in range(len(sizes)) if w != owner], count)
+            joins.append((senders, rng.integers(0, np.array(sizes)[senders]), rng.integers(0, size, count)))
+        merged = merge_components(offsets, joins, merged)
+        graph = nx.Graph()
+        graph.add_nodes_from(range(int(offsets[-1])))
+        for owner, (senders, theirs, mine) in enumerate(joins):
+            graph.add_edges_from(zip((offsets[senders] + theirs).tolist(), (offsets[owner] + mine).tolist()))
+        smallest = np.empty(int(offsets[-1]), np.int64)
+        for component in nx.connected_components(graph):
+            smallest[list(component)] = min(component)
+        assert (smallest != np.arange(offsets[-1])).any()
+        for index, size in enumerate(sizes):
+            labels = rng.permutation(size)
+            assert np.array_equal(merged.of(index, labels), smallest[offsets[index] + labels])
+    none = merge_components(offsets, [], merged)
+    assert np.array_equal(none.of(1, np.arange(5)), offsets[1] + np.arange(5))
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
