@@ -240,9 +240,13 @@ class Subgraph:
             if symmetric not in layouts:
                 layouts[symmetric] = self._kept(("csr layout", symmetric), lambda: _csr_layout(
                     b.local_src, b.local_dst, b.num_vertices, symmetric))
-            edge, starts, indptr, indices = _block_layout(layouts[symmetric], self._v0, self._v1, self._e0)
-            data = np.ones(self.num_edges) if weight is None else self.edge_attribute(weight).astype(np.float64)
-            values = np.fmin.reduceat(data[edge], starts) if len(starts) else np.empty(0)
+            indptr, indices = _block_arcs(layouts[symmetric], self._v0, self._v1)
+            if weight is None:               # every length 1: no smallest of parallel edges to take
+                values = np.ones(len(indices))
+            else:
+                edge, starts = _block_entries(layouts[symmetric], self._v0, self._v1, self._e0)
+                data = self.edge_attribute(weight).astype(np.float64)
+                values = np.fmin.reduceat(data[edge], starts) if len(starts) else np.empty(0)
             cached[key] = sp.csr_matrix((values, indices, indptr), shape=(self.num_vertices, self.num_vertices))
             self._account(nbytes(cached[key]))
         return cached[key]
@@ -308,11 +312,19 @@ def _csr_layout(src, dst, n, symmetric: bool):
     return edge, starts, indptr, dst[starts].astype(index)
 
 
-def _block_layout(layout, v0: int, v1: int, e0: int):
-    """The :func:`_csr_layout` of the vertices ``v0:v1`` and their edges (numbered from ``e0``)
-    out of their partition's, where no edge leaves the block (a sub-graph's local edges)."""
-    edge, starts, indptr, indices = layout
+def _block_arcs(layout, v0: int, v1: int):
+    """(indptr, indices) of the vertices ``v0:v1`` out of their partition's :func:`_csr_layout`,
+    where no edge leaves the block (a sub-graph's local edges)."""
+    _, _, indptr, indices = layout
+    p0, p1 = int(indptr[v0]), int(indptr[v1])
+    return indptr[v0:v1 + 1] - p0, indices[p0:p1] - v0
+
+
+def _block_entries(layout, v0: int, v1: int, e0: int):
+    """(edge of each entry, first entry of each arc) of the same block, its edges numbered from
+    ``e0``: what takes a weighted block's lengths (hop counts need neither)."""
+    edge, starts, indptr, _ = layout
     p0, p1 = int(indptr[v0]), int(indptr[v1])
     f0 = int(starts[p0]) if p0 < len(starts) else len(edge)
     f1 = int(starts[p1]) if p1 < len(starts) else len(edge)
-    return edge[f0:f1] - e0, starts[p0:p1] - f0, indptr[v0:v1 + 1] - p0, indices[p0:p1] - v0
+    return edge[f0:f1] - e0, starts[p0:p1] - f0
