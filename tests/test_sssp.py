@@ -248,7 +248,7 @@ def test_a_blocks_layout_taken_from_its_partitions_is_its_own(symmetric):
     whole = _csr_layout(src, dst, bounds[-1], symmetric)
     for k in range(len(bounds) - 1):
         (v0, v1), (e0, e1) = bounds[k:k + 2], edges[k:k + 2]
-        got = (*_block_entries(whole, v0, v1, e0), *_block_arcs(whole, v0, v1))
+        got = (*_block_entries(whole[:2], whole[2], v0, v1, e0), *_block_arcs(whole[2:], v0, v1))
         own = _csr_layout(src[e0:e1] - v0, dst[e0:e1] - v0, v1 - v0, symmetric)
         for a, b in zip(got, own):
             np.testing.assert_array_equal(a, b)
