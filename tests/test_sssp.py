@@ -228,6 +228,29 @@ def test_a_hop_count_matrix_has_the_weighted_ones_arcs_each_of_length_one(grid):
                 sorted((u, v) for u, v in nx.subgraph(G, local.tolist()).to_directed().edges)
 
 
+def test_a_hop_count_matrix_reads_only_the_arcs_kept_for_its_partition(grid, tmp_path):
+    """One sort keeps both parts of a partition's layout; a later process's hop-count matrix
+    reads only its arcs, a weighted one the entries too (to take the smallest parallel length)."""
+    from gofs.bundle import load_partition
+    from gopher.cache import DiskCache
+
+    _, store = grid
+    disk = DiskCache(str(tmp_path / "kept"))
+
+    def matrix(weight):                  # as a fresh process builds it: nothing held in memory
+        asked = []
+        sg = Subgraph(load_partition(store, 1, edge_attributes=["whole"]), 0,
+                      kept=lambda key, build: asked.append(key[0]) or disk.get(("grid", 1, key), build))
+        return sg.adjacency(weight), asked
+
+    first, asked = matrix(None)
+    assert asked == ["csr arcs", "csr entries"]
+    again, asked = matrix(None)
+    assert asked == ["csr arcs"] and (again != first).nnz == 0
+    _, asked = matrix("whole")
+    assert asked == ["csr arcs", "csr entries"]
+
+
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_a_blocks_layout_taken_from_its_partitions_is_its_own(symmetric):
     """A sub-graph's rows of its partition's layout (``Subgraph.adjacency`` sorts once per
