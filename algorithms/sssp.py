@@ -102,7 +102,8 @@ class Potential:
 
     values: np.ndarray               # per vertex: the distances it was taken from; ``above`` where unreached
     arcs: SeededArcs                 # the adjacency's arcs with their reduced lengths: per arc,
-                                     # length + values[source] - values[target], at least 0
+                                     # length + values[source] - values[target], at least 0 (while
+                                     # not taken, any lengths: a first Dijkstra runs over them)
     lengths_sum: float
     above: float = np.inf            # over every distance a lowering may find (where set)
     whole: bool = False              # every finite value a whole number
@@ -153,11 +154,14 @@ def lower_distances(adjacency: sp.csr_matrix, dist: np.ndarray, seeds: np.ndarra
         return lowered
     finite = np.isfinite(dist)
     if not finite.any():
-        found = seeded_dijkstra(adjacency, seeds, seed_dist)
+        if potential is None:
+            found = seeded_dijkstra(adjacency, seeds, seed_dist)
+        else:                                # the potential's arcs, given the plain lengths: no copy of the arcs
+            potential.arcs.arc_lengths[:] = adjacency.data
+            found = potential.arcs.distances(seeds, seed_dist)
+            potential.stale = -1             # distances that start over: take the potential afresh
         lowered = found < dist
         dist[lowered] = found[lowered]
-        if potential is not None:
-            potential.stale = -1             # distances that start over: take the potential afresh
         return lowered
     if potential is None:
         potential = Potential.of(adjacency)
@@ -249,7 +253,7 @@ class SingleSourceShortestPaths(SubgraphProgram):
         if adjacency.indices.dtype != np.int32 and adjacency.nnz + adjacency.shape[0] < 2 ** 31 - 1:
             adjacency = sp.csr_matrix((adjacency.data, adjacency.indices.astype(np.int32),
                                        adjacency.indptr.astype(np.int32)), shape=adjacency.shape)
-        return adjacency, _whole(adjacency.data), Potential.of(adjacency)
+        return adjacency, self.weight is None or _whole(adjacency.data), Potential.of(adjacency)
 
     def output_partition(self, subgraphs):
         ends = np.cumsum(subgraphs.vertex_counts)

@@ -235,17 +235,36 @@ class Subgraph:
         key = ("adj", weight, symmetric)
         cached = self.__dict__.setdefault("_matrices", {})
         if key not in cached:
-            b = self._bundle
-            layouts = b.__dict__.setdefault("_csr_layouts", {})
-            if symmetric not in layouts:
-                layouts[symmetric] = self._kept(("csr layout", symmetric), lambda: _csr_layout(
-                    b.local_src, b.local_dst, b.num_vertices, symmetric))
-            edge, starts, indptr, indices = _block_layout(layouts[symmetric], self._v0, self._v1, self._e0)
-            data = np.ones(self.num_edges) if weight is None else self.edge_attribute(weight).astype(np.float64)
-            values = np.fmin.reduceat(data[edge], starts) if len(starts) else np.empty(0)
+            arcs = self._layout_part("arcs", symmetric)
+            indptr, indices = _block_arcs(arcs, self._v0, self._v1)
+            if weight is None:               # every length 1: no smallest of parallel edges to take
+                values = np.ones(len(indices))
+            else:
+                edge, starts = _block_entries(self._layout_part("entries", symmetric), arcs[0], self._v0, self._v1,
+                                              self._e0)
+                data = self.edge_attribute(weight).astype(np.float64)
+                values = np.fmin.reduceat(data[edge], starts) if len(starts) else np.empty(0)
             cached[key] = sp.csr_matrix((values, indices, indptr), shape=(self.num_vertices, self.num_vertices))
             self._account(nbytes(cached[key]))
         return cached[key]
+
+    def _layout_part(self, part: str, symmetric: bool) -> tuple:
+        """A ``part`` of the partition's :func:`_csr_layout`, held with its bundle and kept apart
+        (``kept``): "arcs" (indptr, indices), all a hop-count matrix reads, or "entries" (edge of
+        each entry, first entry of each arc), what takes the smallest length of parallel edges.
+        One sort makes both."""
+        b = self._bundle
+        held = b.__dict__.setdefault("_csr_layouts", {})
+        if (part, symmetric) not in held:
+            def sort():
+                edge, starts, indptr, indices = _csr_layout(b.local_src, b.local_dst, b.num_vertices, symmetric)
+                made = {"arcs": (indptr, indices), "entries": (edge, starts)}
+                for other, value in made.items():
+                    if other != part:
+                        held[(other, symmetric)] = self._kept((f"csr {other}", symmetric), lambda v=value: v)
+                return made[part]
+            held[(part, symmetric)] = self._kept((f"csr {part}", symmetric), sort)
+        return held[(part, symmetric)]
 
     def derived(self, key, build):
         """Topology-derived data (matrices, degrees) built once per worker and kept with
@@ -308,11 +327,20 @@ def _csr_layout(src, dst, n, symmetric: bool):
     return edge, starts, indptr, dst[starts].astype(index)
 
 
-def _block_layout(layout, v0: int, v1: int, e0: int):
-    """The :func:`_csr_layout` of the vertices ``v0:v1`` and their edges (numbered from ``e0``)
-    out of their partition's, where no edge leaves the block (a sub-graph's local edges)."""
-    edge, starts, indptr, indices = layout
+def _block_arcs(arcs, v0: int, v1: int):
+    """(indptr, indices) of the vertices ``v0:v1`` out of their partition's (the "arcs" of
+    :meth:`Subgraph._layout_part`), where no edge leaves the block (a sub-graph's local edges)."""
+    indptr, indices = arcs
+    p0, p1 = int(indptr[v0]), int(indptr[v1])
+    return indptr[v0:v1 + 1] - p0, indices[p0:p1] - v0
+
+
+def _block_entries(entries, indptr, v0: int, v1: int, e0: int):
+    """(edge of each entry, first entry of each arc) of the same block out of the partition's
+    "entries" (``indptr``: the partition's), its edges numbered from ``e0``: what takes a weighted
+    block's lengths (hop counts need neither)."""
+    edge, starts = entries
     p0, p1 = int(indptr[v0]), int(indptr[v1])
     f0 = int(starts[p0]) if p0 < len(starts) else len(edge)
     f1 = int(starts[p1]) if p1 < len(starts) else len(edge)
-    return edge[f0:f1] - e0, starts[p0:p1] - f0, indptr[v0:v1 + 1] - p0, indices[p0:p1] - v0
+    return edge[f0:f1] - e0, starts[p0:p1] - f0

@@ -10,7 +10,7 @@ from scipy.sparse.csgraph import dijkstra
 
 import graphs
 from algorithms.sssp import Potential, SeededArcs, lower_distances, seeded_dijkstra
-from gopher.subgraph import _block_layout, _csr_layout
+from gopher.subgraph import Subgraph, _block_arcs, _block_entries, _csr_layout
 
 
 def _graph(n: int, m: int, seed: int, directed: bool, integral: bool) -> sp.csr_matrix:
@@ -207,6 +207,50 @@ def test_a_local_csr_holds_each_arc_once_with_its_smallest_length(symmetric):
     np.testing.assert_array_equal(dense, expected)
 
 
+def test_a_hop_count_matrix_has_the_weighted_ones_arcs_each_of_length_one(grid):
+    """Without a weight, ``Subgraph.adjacency`` takes only its block's arcs (no lengths to take
+    the smallest of): every local edge both ways, once, of length 1.0, as with a weight."""
+    from gofs.bundle import load_partition
+
+    G, store = grid
+    ids = store.vertex_ids.to_numpy()
+    for p in range(store.num_partitions):
+        bundle = load_partition(store, p, edge_attributes=["whole"])
+        for k in range(bundle.num_subgraphs):
+            sg = Subgraph(bundle, k)
+            hops, weighted = sg.adjacency(), sg.adjacency("whole")
+            np.testing.assert_array_equal(hops.indptr, weighted.indptr)
+            np.testing.assert_array_equal(hops.indices, weighted.indices)
+            assert hops.data.dtype == np.float64 and (hops.data == 1.0).all()
+            local = ids[sg.vertex_ids]
+            rows = np.repeat(np.arange(sg.num_vertices), np.diff(hops.indptr))
+            assert sorted(zip(local[rows].tolist(), local[hops.indices].tolist())) == \
+                sorted((u, v) for u, v in nx.subgraph(G, local.tolist()).to_directed().edges)
+
+
+def test_a_hop_count_matrix_reads_only_the_arcs_kept_for_its_partition(grid, tmp_path):
+    """One sort keeps both parts of a partition's layout; a later process's hop-count matrix
+    reads only its arcs, a weighted one the entries too (to take the smallest parallel length)."""
+    from gofs.bundle import load_partition
+    from gopher.cache import DiskCache
+
+    _, store = grid
+    disk = DiskCache(str(tmp_path / "kept"))
+
+    def matrix(weight):                  # as a fresh process builds it: nothing held in memory
+        asked = []
+        sg = Subgraph(load_partition(store, 1, edge_attributes=["whole"]), 0,
+                      kept=lambda key, build: asked.append(key[0]) or disk.get(("grid", 1, key), build))
+        return sg.adjacency(weight), asked
+
+    first, asked = matrix(None)
+    assert asked == ["csr arcs", "csr entries"]
+    again, asked = matrix(None)
+    assert asked == ["csr arcs"] and (again != first).nnz == 0
+    _, asked = matrix("whole")
+    assert asked == ["csr arcs", "csr entries"]
+
+
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_a_blocks_layout_taken_from_its_partitions_is_its_own(symmetric):
     """A sub-graph's rows of its partition's layout (``Subgraph.adjacency`` sorts once per
@@ -227,7 +271,7 @@ def test_a_blocks_layout_taken_from_its_partitions_is_its_own(symmetric):
     whole = _csr_layout(src, dst, bounds[-1], symmetric)
     for k in range(len(bounds) - 1):
         (v0, v1), (e0, e1) = bounds[k:k + 2], edges[k:k + 2]
-        got = _block_layout(whole, v0, v1, e0)
+        got = (*_block_entries(whole[:2], whole[2], v0, v1, e0), *_block_arcs(whole[2:], v0, v1))
         own = _csr_layout(src[e0:e1] - v0, dst[e0:e1] - v0, v1 - v0, symmetric)
         for a, b in zip(got, own):
             np.testing.assert_array_equal(a, b)
