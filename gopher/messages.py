@@ -12,7 +12,7 @@ from itertools import repeat
 import numpy as np
 
 from gofs.errors import InputError
-from gofs.vids import partition_of_subgraphs, partition_of_vids
+from gofs.vids import ADDED_STRIDE, partition_of_subgraphs, partition_of_vids
 
 COMBINERS = {"min": np.minimum, "max": np.maximum, "sum": np.add}
 
@@ -76,19 +76,23 @@ class Outbox:
         """Messages queued so far (a task's partitions share one outbox: each reads it before and after)."""
         return self._vertex_messages + len(self.subgraph_payloads) + len(self.broadcasts)
 
-    def route(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc) -> dict[int, dict]:
-        """Group messages by destination partition: {partition: batch dict}."""
+    def route(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc,
+              mailboxes: np.ndarray) -> dict[int, dict]:
+        """Group messages by destination task, one batch each: {mailbox: batch dict}.
+        ``mailboxes`` names, for each partition, the partition whose inbox takes in its task's
+        messages (:class:`Arrivals` sorts them to the task's partitions): one argsort for all
+        destinations, and a task with many partitions gets one batch, not one per partition."""
         batches: dict[int, dict] = {}
         if self.vertex_targets:
             targets = np.concatenate(self.vertex_targets)
             values = np.concatenate(self.vertex_values)
             targets, values = combine(targets, values, ufunc)
-            parts = partition_of_vids(vertex_offsets, targets)
-            order = np.argsort(parts, kind="stable")
-            parts, targets, values = parts[order], targets[order], values[order]
-            bounds = _run_bounds(parts)
+            boxes = mailboxes[partition_of_vids(vertex_offsets, targets)]
+            order = np.argsort(boxes, kind="stable")
+            boxes, targets, values = boxes[order], targets[order], values[order]
+            bounds = _run_bounds(boxes).tolist()
             for a, b in zip(bounds[:-1], bounds[1:]):
-                batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
+                batches.setdefault(int(boxes[a]), {})["vertex"] = (targets[a:b], values[a:b])
         if self.subgraph_payloads:
             targets = np.concatenate(self.subgraph_targets)
             if self._sender_arrays:
@@ -97,17 +101,17 @@ class Outbox:
             else:
                 senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
                                     [len(t) for t in self.subgraph_targets])
-            parts = partition_of_subgraphs(subgraph_offsets, targets)
-            order = np.argsort(parts, kind="stable")       # by destination, each in the order sent
-            parts, targets, senders = parts[order], targets[order], senders[order]
+            boxes = mailboxes[partition_of_subgraphs(subgraph_offsets, targets)]
+            order = np.argsort(boxes, kind="stable")       # by destination, each in the order sent
+            boxes, targets, senders = boxes[order], targets[order], senders[order]
             payloads = self.subgraph_payloads
             payloads = [payloads[i] for i in order.tolist()]
-            bounds = _run_bounds(parts).tolist()
+            bounds = _run_bounds(boxes).tolist()
             for a, b in zip(bounds[:-1], bounds[1:]):
-                batches.setdefault(int(parts[a]), {})["subgraph"] = (targets[a:b], senders[a:b], payloads[a:b])
+                batches.setdefault(int(boxes[a]), {})["subgraph"] = (targets[a:b], senders[a:b], payloads[a:b])
         if self.broadcasts:
-            for p in range(len(vertex_offsets) - 1):
-                batches.setdefault(p, {})["broadcast"] = list(self.broadcasts)
+            for box in set(mailboxes.tolist()):
+                batches.setdefault(box, {})["broadcast"] = list(self.broadcasts)
         return batches
 
 
@@ -147,18 +151,15 @@ class Messages:
         return len(self) > 0
 
 
-class Inbox:
-    """All messages a partition received, split per local sub-graph on demand.
+class Arrivals:
+    """Every message a task's partitions received for one lane in this superstep, sorted by
+    target once for the task: each partition's :class:`Inbox` is a slice of it (a task with many
+    partitions sorts its messages once, not once per partition). Messages to one target keep
+    the order they were delivered in (forward messages first, where ``batches`` lists them first)."""
 
-    Sub-graph messages are grouped by target only when a sub-graph's or the partition's
-    messages are first read: a partition whose program sends but never reads them (or runs
-    ``compute_partition`` without them) pays for their count, not for sorting them."""
-
-    def __init__(self, batches: list[dict], bundle, ufunc):
-        self.sg_starts = bundle.sg_starts
-        self._subgraph_id = bundle.subgraph_id
+    def __init__(self, batches: list[dict], vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc):
         vt, vv, sent, self.broadcasts = [], [], [], []
-        for b in batches:                     # one pass: a superstep builds an inbox per partition
+        for b in batches:
             if "vertex" in b:
                 vt.append(b["vertex"][0])
                 vv.append(b["vertex"][1])
@@ -166,15 +167,91 @@ class Inbox:
                 sent.append(b["subgraph"])
             if "broadcast" in b:
                 self.broadcasts.extend(b["broadcast"])
+        self.vertices = None                  # (vids, values, bounds): by vid, combined
         if vt:
-            targets, values = combine(np.concatenate(vt), np.concatenate(vv), ufunc)
-            local = bundle.local_index(targets)
-            here = local >= 0                 # not a vertex that only another instance adds
-            local, values = local[here], values[here]
-            order = np.argsort(local, kind="stable")
-            self.local, self.values = local[order], values[order]
-            self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
-            self._no_values = self.values[:0]          # what a sub-graph without vertex messages gets
+            targets, values = np.concatenate(vt), np.concatenate(vv)
+            if ufunc is not None:
+                targets, values = combine(targets, values, ufunc)
+            else:
+                order = np.argsort(targets, kind="stable")
+                targets, values = targets[order], values[order]
+            self.vertices = (targets, values, _PartitionBounds(targets, vertex_offsets, ADDED_STRIDE))
+        self.subgraphs = None                 # (targets, senders, payloads, bounds): by target sub-graph
+        if sent:
+            if len(sent) == 1:                # one batch (a peer's, or this task's own): no concatenation
+                targets, senders, payloads = sent[0]
+                senders = np.asarray(senders, np.int64)
+            else:
+                targets = np.concatenate([t for t, _, _ in sent])
+                senders = np.concatenate([np.asarray(s, np.int64) for _, s, _ in sent])
+                payloads = [m for _, _, ms in sent for m in ms]
+            order = np.argsort(targets, kind="stable")
+            targets, senders = targets[order], senders[order]
+            payloads = [payloads[i] for i in order.tolist()]
+            self.subgraphs = (targets, senders, payloads, _PartitionBounds(targets, subgraph_offsets, 1))
+
+    def inbox(self, bundle) -> "Inbox":
+        """The messages of ``bundle``'s partition (which takes its local numbers from the bundle)."""
+        p, local, values, targets, senders, payloads = bundle.partition, None, None, None, None, None
+        if self.vertices is not None:
+            vids, values, bounds = self.vertices
+            a, b, c, d = bounds.of(p)
+            if c < d:
+                vids, values = np.concatenate([vids[a:b], vids[c:d]]), np.concatenate([values[a:b], values[c:d]])
+            else:
+                vids, values = vids[a:b], values[a:b]
+            local = bundle.local_index(vids)      # ascending: template vertices first, then added ones
+            if c < d:
+                here = local >= 0                 # not a vertex that only another instance adds
+                local, values = local[here], values[here]
+        if self.subgraphs is not None:
+            ids, senders, payloads, bounds = self.subgraphs
+            a, b, c, d = bounds.of(p)
+            targets = ids[a:b] - bundle.sg_offset
+            if c < d and bundle.added_vids is not None:      # to the sub-graph of the vertices added here
+                targets = np.concatenate([targets, np.full(d - c, bundle.num_subgraphs - 1, np.int64)])
+                senders, payloads = np.concatenate([senders[a:b], senders[c:d]]), payloads[a:b] + payloads[c:d]
+            else:                                            # (dropped where this instance adds none here)
+                senders, payloads = senders[a:b], payloads[a:b]
+        return Inbox(bundle, local, values, targets, senders, payloads, self.broadcasts)
+
+
+class _PartitionBounds:
+    """Where each partition's ids lie in ascending ``ids``: its template ids (from ``offsets``:
+    every partition's first, then the template's count) and the ids an instance adds there
+    (``count + p * stride`` onwards, :mod:`gofs.vids`), sought only where some are."""
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray, stride: int):
+        self.template = np.searchsorted(ids, offsets).tolist()
+        added = len(ids) and ids[-1] >= offsets[-1]
+        self.added = np.searchsorted(ids, offsets[-1] + stride * np.arange(len(offsets), dtype=np.int64)).tolist() \
+            if added else None
+
+    def of(self, p: int) -> tuple[int, int, int, int]:
+        """(a, b, c, d): partition ``p``'s template ids are ``a:b``, its added ones ``c:d``."""
+        a, b = self.template[p], self.template[p + 1]
+        if self.added is None:
+            return a, b, 0, 0
+        return a, b, self.added[p], self.added[p + 1]
+
+
+class Inbox:
+    """All messages a partition received, split per local sub-graph on demand: a slice of its
+    task's :class:`Arrivals`, vertex messages as ascending local positions (``local``,
+    ``values``) and sub-graph messages by ascending local target, each in the order delivered.
+
+    Sub-graph messages are grouped by target only when a sub-graph's or the partition's
+    messages are first read: a partition whose program sends but never reads them (or runs
+    ``compute_partition`` without them) pays for their count, not for grouping them."""
+
+    def __init__(self, bundle, local, values, targets, senders, payloads, broadcasts: list):
+        self.sg_starts = bundle.sg_starts
+        self._subgraph_id = bundle.subgraph_id
+        self.broadcasts = broadcasts
+        if local is not None:
+            self.local, self.values = local, values
+            self.vertex_bounds = np.searchsorted(local, self.sg_starts)
+            self._no_values = values[:0]               # what a sub-graph without vertex messages gets
             self._no_values.flags.writeable = False
             self._empty = None                         # made when first asked for (:attr:`empty`)
         else:                                 # no vertex messages: none of the passes above
@@ -184,20 +261,16 @@ class Inbox:
         self._bounds = None                   # vertex_bounds as Python ints, made for for_subgraph
         self._starts = None
         self.local_count = len(self.local)
-        if not sent:
-            self._targets = _NO_VERTICES
-        else:                                 # one batch (a peer's, or this task's own): no concatenation
-            targets = sent[0][0] if len(sent) == 1 else np.concatenate([t for t, _, _ in sent])
-            self._targets = bundle.local_subgraph(targets)
-        self._sent = sent
+        self._targets = _NO_VERTICES if targets is None else targets
+        self._sent = (senders, payloads)
         self._subgraph_messages = None
-        self.count = self.local_count + int(np.count_nonzero(self._targets >= 0)) + len(self.broadcasts)
+        self.count = self.local_count + len(self._targets) + len(broadcasts)
 
     @property
     def subgraph_messages(self) -> dict[int, tuple[list, list]]:
         """{local target sub-graph: ([sender], [payload])}, each in the order sent (:func:`_by_target`)."""
         if self._subgraph_messages is None:
-            self._subgraph_messages = _by_target(self._targets, self._sent)
+            self._subgraph_messages = _by_target(self._targets, *self._sent)
         return self._subgraph_messages
 
     def receiving(self) -> np.ndarray:
@@ -208,7 +281,7 @@ class Inbox:
             mask = np.zeros(len(self.sg_starts) - 1, dtype=bool)
         else:
             mask = np.diff(self.vertex_bounds) > 0
-        mask[self._targets[self._targets >= 0]] = True
+        mask[self._targets] = True
         return mask
 
     def for_partition(self) -> Messages:
@@ -274,21 +347,16 @@ class _NoMessages(Messages):
         raise AttributeError("the messages of a sub-graph that received none are shared: they cannot be changed")
 
 
-def _by_target(targets: np.ndarray, batches: list) -> dict[int, tuple[list, list]]:
-    """Sub-graph messages ((global targets, senders, payloads) batches, ``targets`` their local
-    target sub-graphs) per local target sub-graph: {target: ([sender], [payload])}, each in the
-    order sent. Sorted in one pass (no Python work per message but taking its payload); messages
-    to the sub-graph of added vertices where this instance adds none here (-1) are dropped."""
-    if not batches:
+def _by_target(targets: np.ndarray, senders, payloads: list) -> dict[int, tuple[list, list]]:
+    """Sub-graph messages (``targets`` ascending local target sub-graphs, their ``senders`` and
+    ``payloads``) per target: {target: ([sender], [payload])}, each in the order sent; no Python
+    work per message."""
+    if not len(targets):
         return {}
-    senders = np.concatenate([np.asarray(s, np.int64) for _, s, _ in batches])
-    payloads = [m for _, _, ms in batches for m in ms]
-    order = np.argsort(targets, kind="stable")
-    targets, senders = targets[order], senders[order].tolist()
-    payloads = [payloads[i] for i in order.tolist()]
-    bounds = _run_bounds(targets).tolist()
-    targets = targets.tolist()
-    return {targets[a]: (senders[a:b], payloads[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if targets[a] >= 0}
+    bounds = _run_bounds(targets)
+    keys = targets[bounds[:-1]].tolist()
+    bounds, senders = bounds.tolist(), senders.tolist()
+    return {k: (senders[a:b], payloads[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
 
 
 _NO_VERTICES = np.empty(0, np.int64)          # shared by every empty message list: it cannot be changed

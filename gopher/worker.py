@@ -34,7 +34,7 @@ from gopher import aggregators as agg
 from gopher import codec
 from gopher.cache import DiskCache, WorkingSpace, freeze, nbytes, process_cache
 from gopher.context import ComputeContext
-from gopher.messages import Inbox, Outbox, combiner_ufunc
+from gopher.messages import Arrivals, Inbox, Outbox, combiner_ufunc
 from gopher.subgraph import Subgraph, check_direction
 
 MERGED = -1            # the lane that holds the Merge step's results
@@ -477,6 +477,12 @@ class TaskWorker:
         self.spec = spec
         self.partitions = {p: PartitionRun() for p in partitions}
         self.ufunc = combiner_ufunc(spec.program.combiner)
+        first = {}
+        for p, task in enumerate(spec.owners):
+            first.setdefault(task, p)
+        #: for each partition, its task's mailbox: the task's first partition, whose inbox takes in
+        #: every message to the task (:meth:`step` sends one batch per task, not one per partition)
+        self.mailboxes = np.array([first[task] for task in spec.owners], np.int64)
         self.specs = {name: agg.resolve(s) for name, s in spec.program.aggregators.items()}
 
     def load_topology(self) -> None:
@@ -512,7 +518,9 @@ class TaskWorker:
                                if key in batch for array in batch[key][:2])
 
     def deliver(self, p: int, payload: dict) -> None:
-        """Take in what other partitions sent ``p``: {"messages" | "forward": {lane: [batch]}}."""
+        """Take in what other partitions sent to the task of ``p`` (its mailbox, :attr:`mailboxes`),
+        {"messages" | "forward": {lane: [batch]}}: kept with ``p`` until the lane's next superstep
+        sorts them to the task's partitions (and a checkpoint of ``p`` saves them)."""
         run = self.partitions[p]
         for lane, batches in payload.get("messages", {}).items():
             run.inbox.setdefault(lane, []).extend(batches)
@@ -523,7 +531,7 @@ class TaskWorker:
     def step(self, plan: dict) -> tuple[dict, dict]:
         """Run one superstep of the lanes in ``plan`` ({lane: LaneStep}) on every partition.
 
-        Returns (outgoing, summary): outgoing is {destination partition: payload
+        Returns (outgoing, summary): outgoing is {destination task's mailbox partition: payload
         for :meth:`deliver`}; the summary carries per-lane counts, halt votes and
         aggregator partials, the compute time and the files read.
         """
@@ -534,10 +542,11 @@ class TaskWorker:
         program = self.spec.program
         contexts = {lane: TimeSeriesContext(step, *boxes[lane], program.message_dtype, self.specs)
                     for lane, step in plan.items()}                # one per lane, for each of its partitions
+        arrivals = {lane: self._arrivals(lane, step) for lane, step in plan.items()}
         with files.traced() as reads:
             for p, run in self.partitions.items():
                 for lane, step in plan.items():
-                    report = self._step_lane(p, run, lane, step, contexts[lane], *boxes[lane])
+                    report = self._step_lane(p, run, lane, step, contexts[lane], arrivals[lane], *boxes[lane])
                     total = lanes.setdefault(lane, {"active": 0, "halted": 0, "subgraphs": 0, "sent": 0,
                                                     "forward": 0, "received": 0, "partials": {}})
                     for name in ("active", "halted", "subgraphs", "sent", "forward", "received"):
@@ -546,9 +555,9 @@ class TaskWorker:
                         total["partials"][name] = value if name not in total["partials"] else \
                             self.specs[name].combine(total["partials"][name], value)
         offsets = (self.spec.vertex_offsets, self.spec.subgraph_offsets)
-        for lane, pair in boxes.items():         # routed once per lane: one batch per destination partition
+        for lane, pair in boxes.items():         # routed once per lane: one batch per destination task
             for kind, box in zip(("messages", "forward"), pair):
-                for dst, batch in box.route(*offsets, self.ufunc).items():
+                for dst, batch in box.route(*offsets, self.ufunc, self.mailboxes).items():
                     outgoing.setdefault(dst, {}).setdefault(kind, {})[lane] = [batch]
         for total in lanes.values():
             for name, value in total["partials"].items():
@@ -557,11 +566,21 @@ class TaskWorker:
         return outgoing, {"lanes": lanes, "compute_seconds": time.perf_counter() - clock,
                           "files": sorted(set(reads))}
 
-    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, ctx: TimeSeriesContext, out: Outbox,
-                   ahead: Outbox) -> dict:
-        """Partition ``p``'s part of ``lane`` in this superstep; its sends go into ``out`` and
-        ``ahead`` (forward), shared by the task's partitions and routed once after them all, through
-        ``ctx``, the lane's context in this superstep (its partials and inbox are the partition's)."""
+    def _arrivals(self, lane, step: LaneStep) -> Arrivals:
+        """Every message the task's partitions take in for ``lane`` in this superstep, sorted once
+        for them all: forward messages first where the lane starts an instance."""
+        runs = self.partitions.values()
+        batches = [b for run in runs for b in run.ahead.pop(lane, ())] if step.superstep == 0 else []
+        for run in runs:
+            batches += run.inbox.pop(lane, ())
+        return Arrivals(batches, self.spec.vertex_offsets, self.spec.subgraph_offsets, self.ufunc)
+
+    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, ctx: TimeSeriesContext,
+                   arrivals: Arrivals, out: Outbox, ahead: Outbox) -> dict:
+        """Partition ``p``'s part of ``lane`` in this superstep, with its slice of the task's
+        ``arrivals``; its sends go into ``out`` and ``ahead`` (forward), shared by the task's
+        partitions and routed once after them all, through ``ctx``, the lane's context in this
+        superstep (its partials and inbox are the partition's)."""
         program = self.spec.program
         view = self._view(run, p, lane, step.instance)
         n = view.bundle.num_subgraphs
@@ -573,9 +592,7 @@ class TaskWorker:
             state.halted = np.r_[state.halted, np.zeros(n - len(state.states), dtype=bool)]
             state.states.extend({} for _ in range(n - len(state.states)))
         start = step.superstep == 0
-        batches = run.ahead.pop(lane, []) if start else []
-        batches += run.inbox.pop(lane, [])
-        inbox = Inbox(batches, view.bundle, self.ufunc)
+        inbox = arrivals.inbox(view.bundle)
         wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
         everyone = wake or not state.halted[:n].any()          # then who received messages does not matter
         active = slice(0, n) if everyone else np.flatnonzero(~state.halted[:n] | inbox.receiving())
