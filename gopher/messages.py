@@ -7,6 +7,7 @@ payloads. Broadcasts (send to all) travel once per partition.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import repeat
 
 import numpy as np
@@ -157,7 +158,7 @@ class Arrivals:
     partitions sorts its messages once, not once per partition). Messages to one target keep
     the order they were delivered in (forward messages first, where ``batches`` lists them first)."""
 
-    def __init__(self, batches: list[dict], vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc):
+    def __init__(self, batches: list[dict], vertex_offsets: np.ndarray, ufunc):
         vt, vv, sent, self.broadcasts = [], [], [], []
         for b in batches:
             if "vertex" in b:
@@ -175,8 +176,8 @@ class Arrivals:
             else:
                 order = np.argsort(targets, kind="stable")
                 targets, values = targets[order], values[order]
-            self.vertices = (targets, values, _PartitionBounds(targets, vertex_offsets, ADDED_STRIDE))
-        self.subgraphs = None                 # (targets, senders, payloads, bounds): by target sub-graph
+            self.vertices = (targets, values, _VidBounds(targets, vertex_offsets))
+        self.subgraphs = None                 # _Runs: by target sub-graph
         if sent:
             if len(sent) == 1:                # one batch (a peer's, or this task's own): no concatenation
                 targets, senders, payloads = sent[0]
@@ -186,13 +187,13 @@ class Arrivals:
                 senders = np.concatenate([np.asarray(s, np.int64) for _, s, _ in sent])
                 payloads = [m for _, _, ms in sent for m in ms]
             order = np.argsort(targets, kind="stable")
-            targets, senders = targets[order], senders[order]
-            payloads = [payloads[i] for i in order.tolist()]
-            self.subgraphs = (targets, senders, payloads, _PartitionBounds(targets, subgraph_offsets, 1))
+            targets = targets[order]
+            bounds = _run_bounds(targets)
+            self.subgraphs = _Runs(targets[bounds[:-1]].tolist(), bounds.tolist(), senders, payloads, order)
 
     def inbox(self, bundle) -> "Inbox":
         """The messages of ``bundle``'s partition (which takes its local numbers from the bundle)."""
-        p, local, values, targets, senders, payloads = bundle.partition, None, None, None, None, None
+        p, local, values = bundle.partition, None, None
         if self.vertices is not None:
             vids, values, bounds = self.vertices
             a, b, c, d = bounds.of(p)
@@ -204,28 +205,53 @@ class Arrivals:
             if c < d:
                 here = local >= 0                 # not a vertex that only another instance adds
                 local, values = local[here], values[here]
-        if self.subgraphs is not None:
-            ids, senders, payloads, bounds = self.subgraphs
-            a, b, c, d = bounds.of(p)
-            targets = ids[a:b] - bundle.sg_offset
-            if c < d and bundle.added_vids is not None:      # to the sub-graph of the vertices added here
-                targets = np.concatenate([targets, np.full(d - c, bundle.num_subgraphs - 1, np.int64)])
-                senders, payloads = np.concatenate([senders[a:b], senders[c:d]]), payloads[a:b] + payloads[c:d]
-            else:                                            # (dropped where this instance adds none here)
-                senders, payloads = senders[a:b], payloads[a:b]
-        return Inbox(bundle, local, values, targets, senders, payloads, self.broadcasts)
+        return Inbox(bundle, local, values, self.subgraphs, self.broadcasts)
 
 
-class _PartitionBounds:
-    """Where each partition's ids lie in ascending ``ids``: its template ids (from ``offsets``:
-    every partition's first, then the template's count) and the ids an instance adds there
-    (``count + p * stride`` onwards, :mod:`gofs.vids`), sought only where some are."""
+class _Runs:
+    """A task's sub-graph messages grouped by target: ``keys`` (ascending global target ids, one
+    per run) and run ``bounds`` (run i is ``bounds[i]:bounds[i + 1]`` of :meth:`sent`), Python
+    lists: a partition finds its runs by bisection, without a numpy call."""
 
-    def __init__(self, ids: np.ndarray, offsets: np.ndarray, stride: int):
-        self.template = np.searchsorted(ids, offsets).tolist()
-        added = len(ids) and ids[-1] >= offsets[-1]
-        self.added = np.searchsorted(ids, offsets[-1] + stride * np.arange(len(offsets), dtype=np.int64)).tolist() \
-            if added else None
+    def __init__(self, keys: list, bounds: list, senders: np.ndarray, payloads: list, order: np.ndarray):
+        self.keys, self.bounds = keys, bounds
+        self._delivered = (senders, payloads, order)      # as delivered, and the order that sorts them
+        self._sent = None
+
+    def sent(self) -> tuple[list, list]:
+        """(senders, payloads) in run order, made when first read: a program that never reads its
+        sub-graph messages pays nothing per message here."""
+        if self._sent is None:
+            senders, payloads, order = self._delivered
+            self._sent = senders[order].tolist(), [payloads[i] for i in order.tolist()]
+        return self._sent
+
+    def of(self, bundle) -> tuple[list, int]:
+        """([(local target, a, b)] of ``bundle``'s partition, its message count): its template
+        sub-graphs' runs, and its added vertices' sub-graph's where this instance adds some here
+        (a message to it is dropped where it adds none)."""
+        keys, bounds, first = self.keys, self.bounds, bundle.sg_offset
+        added = bundle.added_vids is not None
+        lo = bisect_left(keys, first)
+        hi = bisect_left(keys, first + bundle.num_subgraphs - int(added), lo)
+        runs = [(keys[i] - first, bounds[i], bounds[i + 1]) for i in range(lo, hi)]
+        if added:
+            i = bisect_left(keys, bundle.added_subgraph, hi)
+            if i < len(keys) and keys[i] == bundle.added_subgraph:
+                runs.append((bundle.num_subgraphs - 1, bounds[i], bounds[i + 1]))
+        return runs, bounds[hi] - bounds[lo] + sum(b - a for _, a, b in runs[hi - lo:])
+
+
+class _VidBounds:
+    """Where each partition's vids lie in ascending ``vids``: its template vertices' (from
+    ``offsets``: every partition's first vid, then the template's count) and those an instance
+    adds there (:mod:`gofs.vids`), sought only where some are."""
+
+    def __init__(self, vids: np.ndarray, offsets: np.ndarray):
+        self.template = np.searchsorted(vids, offsets).tolist()
+        added = len(vids) and vids[-1] >= offsets[-1]
+        self.added = np.searchsorted(vids, offsets[-1] + ADDED_STRIDE * np.arange(len(offsets), dtype=np.int64)
+                                     ).tolist() if added else None
 
     def of(self, p: int) -> tuple[int, int, int, int]:
         """(a, b, c, d): partition ``p``'s template ids are ``a:b``, its added ones ``c:d``."""
@@ -240,11 +266,11 @@ class Inbox:
     task's :class:`Arrivals`, vertex messages as ascending local positions (``local``,
     ``values``) and sub-graph messages by ascending local target, each in the order delivered.
 
-    Sub-graph messages are grouped by target only when a sub-graph's or the partition's
-    messages are first read: a partition whose program sends but never reads them (or runs
-    ``compute_partition`` without them) pays for their count, not for grouping them."""
+    Its sub-graph messages are made into per-target lists only when a sub-graph's or the
+    partition's messages are first read: a partition whose program never reads them (or runs
+    ``compute_partition`` without them) pays for finding its runs, not for those lists."""
 
-    def __init__(self, bundle, local, values, targets, senders, payloads, broadcasts: list):
+    def __init__(self, bundle, local, values, runs: "_Runs | None", broadcasts: list):
         self.sg_starts = bundle.sg_starts
         self._subgraph_id = bundle.subgraph_id
         self.broadcasts = broadcasts
@@ -261,16 +287,17 @@ class Inbox:
         self._bounds = None                   # vertex_bounds as Python ints, made for for_subgraph
         self._starts = None
         self.local_count = len(self.local)
-        self._targets = _NO_VERTICES if targets is None else targets
-        self._sent = (senders, payloads)
+        self._runs, received = ([], 0) if runs is None else runs.of(bundle)     # [(local target, a, b)]
+        self._source = runs
         self._subgraph_messages = None
-        self.count = self.local_count + len(self._targets) + len(broadcasts)
+        self.count = self.local_count + received + len(broadcasts)
 
     @property
     def subgraph_messages(self) -> dict[int, tuple[list, list]]:
-        """{local target sub-graph: ([sender], [payload])}, each in the order sent (:func:`_by_target`)."""
+        """{local target sub-graph: ([sender], [payload])}, each in the order sent."""
         if self._subgraph_messages is None:
-            self._subgraph_messages = _by_target(self._targets, *self._sent)
+            senders, payloads = self._source.sent() if self._runs else _NO_PAYLOADS
+            self._subgraph_messages = {k: (senders[a:b], payloads[a:b]) for k, a, b in self._runs}
         return self._subgraph_messages
 
     def receiving(self) -> np.ndarray:
@@ -281,7 +308,7 @@ class Inbox:
             mask = np.zeros(len(self.sg_starts) - 1, dtype=bool)
         else:
             mask = np.diff(self.vertex_bounds) > 0
-        mask[self._targets] = True
+        mask[[k for k, _, _ in self._runs]] = True
         return mask
 
     def for_partition(self) -> Messages:
@@ -310,9 +337,8 @@ class Inbox:
         :attr:`empty`, without a Python call per sub-graph."""
         if self.local_count or self.broadcasts:
             return [self.for_subgraph(k) for k in ks]
-        none = self._no_values
-        made = {k: Messages(_NO_VERTICES, none, senders, payloads)
-                for k, (senders, payloads) in self.subgraph_messages.items()}
+        none, (senders, payloads) = self._no_values, self._source.sent() if self._runs else _NO_PAYLOADS
+        made = {k: Messages(_NO_VERTICES, none, senders[a:b], payloads[a:b]) for k, a, b in self._runs}
         return list(map(made.get, ks, repeat(self.empty)))
 
     def for_subgraph(self, k: int) -> Messages:
@@ -345,18 +371,6 @@ class _NoMessages(Messages):
 
     def __setattr__(self, name, value):
         raise AttributeError("the messages of a sub-graph that received none are shared: they cannot be changed")
-
-
-def _by_target(targets: np.ndarray, senders, payloads: list) -> dict[int, tuple[list, list]]:
-    """Sub-graph messages (``targets`` ascending local target sub-graphs, their ``senders`` and
-    ``payloads``) per target: {target: ([sender], [payload])}, each in the order sent; no Python
-    work per message."""
-    if not len(targets):
-        return {}
-    bounds = _run_bounds(targets)
-    keys = targets[bounds[:-1]].tolist()
-    bounds, senders = bounds.tolist(), senders.tolist()
-    return {k: (senders[a:b], payloads[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
 
 
 _NO_VERTICES = np.empty(0, np.int64)          # shared by every empty message list: it cannot be changed

@@ -573,7 +573,7 @@ class TaskWorker:
         batches = [b for run in runs for b in run.ahead.pop(lane, ())] if step.superstep == 0 else []
         for run in runs:
             batches += run.inbox.pop(lane, ())
-        return Arrivals(batches, self.spec.vertex_offsets, self.spec.subgraph_offsets, self.ufunc)
+        return Arrivals(batches, self.spec.vertex_offsets, self.ufunc)
 
     def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, ctx: TimeSeriesContext,
                    arrivals: Arrivals, out: Outbox, ahead: Outbox) -> dict:
