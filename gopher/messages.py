@@ -77,23 +77,18 @@ class Outbox:
         """Messages queued so far (a task's partitions share one outbox: each reads it before and after)."""
         return self._vertex_messages + len(self.subgraph_payloads) + len(self.broadcasts)
 
-    def route(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc,
-              mailboxes: np.ndarray) -> dict[int, dict]:
-        """Group messages by destination task, one batch each: {mailbox: batch dict}.
-        ``mailboxes`` names, for each partition, the partition whose inbox takes in its task's
-        messages (:class:`Arrivals` sorts them to the task's partitions): one argsort for all
-        destinations, and a task with many partitions gets one batch, not one per partition."""
+    def route(self, mailboxes: "Mailboxes", ufunc) -> dict[int, dict]:
+        """Group messages by destination task, one batch each: {mailbox: batch dict} (a task with
+        many partitions gets one batch, not one per partition; :class:`Arrivals` sorts it to them)."""
         batches: dict[int, dict] = {}
         if self.vertex_targets:
             targets = np.concatenate(self.vertex_targets)
             values = np.concatenate(self.vertex_values)
             targets, values = combine(targets, values, ufunc)
-            boxes = mailboxes[partition_of_vids(vertex_offsets, targets)]
-            order = np.argsort(boxes, kind="stable")
-            boxes, targets, values = boxes[order], targets[order], values[order]
-            bounds = _run_bounds(boxes).tolist()
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                batches.setdefault(int(boxes[a]), {})["vertex"] = (targets[a:b], values[a:b])
+            order, groups = mailboxes.split(mailboxes.of_vids(targets))
+            targets, values = targets[order], values[order]
+            for box, a, b in groups:
+                batches.setdefault(box, {})["vertex"] = (targets[a:b], values[a:b])
         if self.subgraph_payloads:
             targets = np.concatenate(self.subgraph_targets)
             if self._sender_arrays:
@@ -102,18 +97,39 @@ class Outbox:
             else:
                 senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
                                     [len(t) for t in self.subgraph_targets])
-            boxes = mailboxes[partition_of_subgraphs(subgraph_offsets, targets)]
-            order = np.argsort(boxes, kind="stable")       # by destination, each in the order sent
-            boxes, targets, senders = boxes[order], targets[order], senders[order]
+            order, groups = mailboxes.split(mailboxes.of_subgraphs(targets))    # each in the order sent
+            targets, senders = targets[order], senders[order]
             payloads = self.subgraph_payloads
             payloads = [payloads[i] for i in order.tolist()]
-            bounds = _run_bounds(boxes).tolist()
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                batches.setdefault(int(boxes[a]), {})["subgraph"] = (targets[a:b], senders[a:b], payloads[a:b])
+            for box, a, b in groups:
+                batches.setdefault(box, {})["subgraph"] = (targets[a:b], senders[a:b], payloads[a:b])
         if self.broadcasts:
-            for box in set(mailboxes.tolist()):
+            for box in mailboxes.all:
                 batches.setdefault(box, {})["broadcast"] = list(self.broadcasts)
         return batches
+
+
+class Mailboxes:
+    """Where messages go: each task takes in its messages at one of its partitions, its
+    *mailbox* (``of_partition``: each partition's task's)."""
+
+    def __init__(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, of_partition: np.ndarray):
+        self.vertex_offsets, self.subgraph_offsets, self.of_partition = vertex_offsets, subgraph_offsets, of_partition
+        self.all = sorted(set(of_partition.tolist()))
+        self._ends = np.array([*self.all, self.all[-1] + 1], np.int64)
+
+    def of_vids(self, vids: np.ndarray) -> np.ndarray:
+        return self.of_partition[partition_of_vids(self.vertex_offsets, vids)]
+
+    def of_subgraphs(self, subgraph_ids: np.ndarray) -> np.ndarray:
+        return self.of_partition[partition_of_subgraphs(self.subgraph_offsets, subgraph_ids)]
+
+    def split(self, boxes: np.ndarray) -> tuple[np.ndarray, list]:
+        """(order, [(mailbox, a, b)]): ``order`` sorts messages by their ``boxes``, each mailbox's
+        in the order sent; a mailbox's are ``a:b`` of them in that order."""
+        order = np.argsort(boxes, kind="stable")
+        bounds = np.searchsorted(boxes[order], self._ends).tolist()
+        return order, [(box, a, b) for box, a, b in zip(self.all, bounds, bounds[1:]) if a < b]
 
 
 class Messages:
