@@ -251,11 +251,13 @@ class _Runs:
         lo = bisect_left(keys, first)
         hi = bisect_left(keys, first + bundle.num_subgraphs - int(added), lo)
         runs = [(keys[i] - first, bounds[i], bounds[i + 1]) for i in range(lo, hi)]
+        count = bounds[hi] - bounds[lo]
         if added:
             i = bisect_left(keys, bundle.added_subgraph, hi)
             if i < len(keys) and keys[i] == bundle.added_subgraph:
                 runs.append((bundle.num_subgraphs - 1, bounds[i], bounds[i + 1]))
-        return runs, bounds[hi] - bounds[lo] + sum(b - a for _, a, b in runs[hi - lo:])
+                count += bounds[i + 1] - bounds[i]
+        return runs, count
 
 
 class _VidBounds:
