@@ -34,12 +34,13 @@ def _reduce_array(array: np.ndarray):
     mostly small arrays). A small array's buffer is a copy in the header (a frame of its own, or
     a call to decide, costs more than the copy); a large one's may travel out of band, a
     read-only one copied first: every array read back is writable."""
-    if array.dtype.hasobject or array.dtype.names is not None or not array.flags.c_contiguous:
-        return array.__reduce_ex__(5)
-    if array.nbytes < OUT_OF_BAND_BYTES:
+    numbers = not (array.dtype.hasobject or array.dtype.names is not None or not array.flags.c_contiguous)
+    if numbers and array.nbytes < OUT_OF_BAND_BYTES:
         return _array, (bytearray(array.data), array.dtype.str, array.shape)
     if not array.flags.writeable:
         array = array.copy()
+    if not numbers:
+        return array.__reduce_ex__(5)
     return _array, (pickle.PickleBuffer(array), array.dtype.str, array.shape)
 
 
