@@ -1,9 +1,12 @@
-"""Message batches: what a partition sends, combined, and what a sub-graph receives.
+"""Message batches: what a task sends, combined, and what a sub-graph receives.
 
 Vertex messages travel as numpy arrays (destination vertex id, value); a
 combiner (min, max, sum or any numpy ufunc) merges messages to the same vertex
 before they leave the task. Sub-graph messages carry arbitrary picklable
-payloads. Broadcasts (send to all) travel once per partition.
+payloads. A task's messages leave it as one batch per destination task and lane
+(:class:`Outbox`, :class:`Mailboxes`); what a task takes in is sorted once for all
+of its partitions (:class:`Arrivals`), each partition's :class:`Inbox` a slice of
+it. Broadcasts (send to all) travel once per task.
 """
 from __future__ import annotations
 
