@@ -109,7 +109,7 @@ def test_random_sends_arrive_as_sent_across_partitions_and_tasks(seed, combiner)
                 else:
                     pairs = [(v, min(xs)) for v, xs in sorted(want_v[k].items())]
                 assert list(zip(messages.vertices.tolist(), messages.values.tolist())) == pairs, (p, k)
-            assert inbox.count == sum(map(len, want_sg.values())) + sum(
-                len(xs) if combiner is None else 1 for want in want_v.values() for xs in want.values()) + len(broadcasts)
+            vertex_count = sum(len(xs) if combiner is None else 1 for want in want_v.values() for xs in want.values())
+            assert inbox.count == sum(map(len, want_sg.values())) + vertex_count + len(broadcasts)
             receiving = [bool(want_sg[k] or want_v[k] or broadcasts) for k in range(n)]
             assert inbox.receiving().tolist() == receiving
