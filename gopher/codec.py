@@ -24,16 +24,22 @@ OUT_OF_BAND_BYTES = 1 << 16
 
 
 def _array(buffer, dtype: str, shape: tuple) -> np.ndarray:
-    return np.frombuffer(buffer, dtype).reshape(shape)
+    array = np.frombuffer(buffer, dtype)
+    return array if len(shape) == 1 else array.reshape(shape)
 
 
 def _reduce_array(array: np.ndarray):
     """A numeric array as its buffer, dtype string and shape: numpy's own reduction pickles a
     dtype object, which cost several times a small batch's numbers (a superstep's frames are
-    mostly small arrays). A read-only array is copied first: every array read back is writable."""
+    mostly small arrays). A small array's buffer is a copy in the header (a frame of its own, or
+    a call to decide, costs more than the copy); a large one's may travel out of band, a
+    read-only one copied first: every array read back is writable."""
+    numbers = not (array.dtype.hasobject or array.dtype.names is not None or not array.flags.c_contiguous)
+    if numbers and array.nbytes < OUT_OF_BAND_BYTES:
+        return _array, (bytearray(array.data), array.dtype.str, array.shape)
     if not array.flags.writeable:
         array = array.copy()
-    if array.dtype.hasobject or array.dtype.names is not None or not array.flags.c_contiguous:
+    if not numbers:
         return array.__reduce_ex__(5)
     return _array, (pickle.PickleBuffer(array), array.dtype.str, array.shape)
 

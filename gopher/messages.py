@@ -1,18 +1,22 @@
-"""Message batches: what a partition sends, combined, and what a sub-graph receives.
+"""Message batches: what a task sends, combined, and what a sub-graph receives.
 
 Vertex messages travel as numpy arrays (destination vertex id, value); a
 combiner (min, max, sum or any numpy ufunc) merges messages to the same vertex
 before they leave the task. Sub-graph messages carry arbitrary picklable
-payloads. Broadcasts (send to all) travel once per partition.
+payloads. A task's messages leave it as one batch per destination task and lane
+(:class:`Outbox`, :class:`Mailboxes`); what a task takes in is sorted once for all
+of its partitions (:class:`Arrivals`), each partition's :class:`Inbox` a slice of
+it. Broadcasts (send to all) travel once per task.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import repeat
 
 import numpy as np
 
 from gofs.errors import InputError
-from gofs.vids import partition_of_subgraphs, partition_of_vids
+from gofs.vids import ADDED_STRIDE, partition_of_subgraphs, partition_of_vids
 
 COMBINERS = {"min": np.minimum, "max": np.maximum, "sum": np.add}
 
@@ -76,19 +80,18 @@ class Outbox:
         """Messages queued so far (a task's partitions share one outbox: each reads it before and after)."""
         return self._vertex_messages + len(self.subgraph_payloads) + len(self.broadcasts)
 
-    def route(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, ufunc) -> dict[int, dict]:
-        """Group messages by destination partition: {partition: batch dict}."""
+    def route(self, mailboxes: "Mailboxes", ufunc) -> dict[int, dict]:
+        """Group messages by destination task, one batch each: {mailbox: batch dict} (a task with
+        many partitions gets one batch, not one per partition; :class:`Arrivals` sorts it to them)."""
         batches: dict[int, dict] = {}
         if self.vertex_targets:
             targets = np.concatenate(self.vertex_targets)
             values = np.concatenate(self.vertex_values)
             targets, values = combine(targets, values, ufunc)
-            parts = partition_of_vids(vertex_offsets, targets)
-            order = np.argsort(parts, kind="stable")
-            parts, targets, values = parts[order], targets[order], values[order]
-            bounds = _run_bounds(parts)
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                batches.setdefault(int(parts[a]), {})["vertex"] = (targets[a:b], values[a:b])
+            order, groups = mailboxes.split(mailboxes.of_vids(targets))
+            targets, values = targets[order], values[order]
+            for box, a, b in groups:
+                batches.setdefault(box, {})["vertex"] = (targets[a:b], values[a:b])
         if self.subgraph_payloads:
             targets = np.concatenate(self.subgraph_targets)
             if self._sender_arrays:
@@ -97,18 +100,39 @@ class Outbox:
             else:
                 senders = np.repeat(np.asarray(self.subgraph_senders, dtype=np.int64),
                                     [len(t) for t in self.subgraph_targets])
-            parts = partition_of_subgraphs(subgraph_offsets, targets)
-            order = np.argsort(parts, kind="stable")       # by destination, each in the order sent
-            parts, targets, senders = parts[order], targets[order], senders[order]
+            order, groups = mailboxes.split(mailboxes.of_subgraphs(targets))    # each in the order sent
+            targets, senders = targets[order], senders[order]
             payloads = self.subgraph_payloads
             payloads = [payloads[i] for i in order.tolist()]
-            bounds = _run_bounds(parts).tolist()
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                batches.setdefault(int(parts[a]), {})["subgraph"] = (targets[a:b], senders[a:b], payloads[a:b])
+            for box, a, b in groups:
+                batches.setdefault(box, {})["subgraph"] = (targets[a:b], senders[a:b], payloads[a:b])
         if self.broadcasts:
-            for p in range(len(vertex_offsets) - 1):
-                batches.setdefault(p, {})["broadcast"] = list(self.broadcasts)
+            for box in mailboxes.all:
+                batches.setdefault(box, {})["broadcast"] = list(self.broadcasts)
         return batches
+
+
+class Mailboxes:
+    """Where messages go: each task takes in its messages at one of its partitions, its
+    *mailbox* (``of_partition``: each partition's task's)."""
+
+    def __init__(self, vertex_offsets: np.ndarray, subgraph_offsets: np.ndarray, of_partition: np.ndarray):
+        self.vertex_offsets, self.subgraph_offsets, self.of_partition = vertex_offsets, subgraph_offsets, of_partition
+        self.all = sorted(set(of_partition.tolist()))
+        self._ends = np.array([*self.all, self.all[-1] + 1], np.int64)
+
+    def of_vids(self, vids: np.ndarray) -> np.ndarray:
+        return self.of_partition[partition_of_vids(self.vertex_offsets, vids)]
+
+    def of_subgraphs(self, subgraph_ids: np.ndarray) -> np.ndarray:
+        return self.of_partition[partition_of_subgraphs(self.subgraph_offsets, subgraph_ids)]
+
+    def split(self, boxes: np.ndarray) -> tuple[np.ndarray, list]:
+        """(order, [(mailbox, a, b)]): ``order`` sorts messages by their ``boxes``, each mailbox's
+        in the order sent; a mailbox's are ``a:b`` of them in that order."""
+        order = np.argsort(boxes, kind="stable")
+        bounds = np.searchsorted(boxes[order], self._ends).tolist()
+        return order, [(box, a, b) for box, a, b in zip(self.all, bounds, bounds[1:]) if a < b]
 
 
 class Messages:
@@ -147,18 +171,15 @@ class Messages:
         return len(self) > 0
 
 
-class Inbox:
-    """All messages a partition received, split per local sub-graph on demand.
+class Arrivals:
+    """Every message a task's partitions received for one lane in this superstep, sorted by
+    target once for the task: each partition's :class:`Inbox` is a slice of it (a task with many
+    partitions sorts its messages once, not once per partition). Messages to one target keep
+    the order they were delivered in (forward messages first, where ``batches`` lists them first)."""
 
-    Sub-graph messages are grouped by target only when a sub-graph's or the partition's
-    messages are first read: a partition whose program sends but never reads them (or runs
-    ``compute_partition`` without them) pays for their count, not for sorting them."""
-
-    def __init__(self, batches: list[dict], bundle, ufunc):
-        self.sg_starts = bundle.sg_starts
-        self._subgraph_id = bundle.subgraph_id
+    def __init__(self, batches: list[dict], vertex_offsets: np.ndarray, ufunc):
         vt, vv, sent, self.broadcasts = [], [], [], []
-        for b in batches:                     # one pass: a superstep builds an inbox per partition
+        for b in batches:
             if "vertex" in b:
                 vt.append(b["vertex"][0])
                 vv.append(b["vertex"][1])
@@ -166,15 +187,118 @@ class Inbox:
                 sent.append(b["subgraph"])
             if "broadcast" in b:
                 self.broadcasts.extend(b["broadcast"])
+        self.vertices = None                  # (vids, values, bounds): by vid, combined
         if vt:
-            targets, values = combine(np.concatenate(vt), np.concatenate(vv), ufunc)
-            local = bundle.local_index(targets)
-            here = local >= 0                 # not a vertex that only another instance adds
-            local, values = local[here], values[here]
-            order = np.argsort(local, kind="stable")
-            self.local, self.values = local[order], values[order]
-            self.vertex_bounds = np.searchsorted(self.local, self.sg_starts)
-            self._no_values = self.values[:0]          # what a sub-graph without vertex messages gets
+            targets, values = np.concatenate(vt), np.concatenate(vv)
+            if ufunc is not None:
+                targets, values = combine(targets, values, ufunc)
+            else:
+                order = np.argsort(targets, kind="stable")
+                targets, values = targets[order], values[order]
+            self.vertices = (targets, values, _VidBounds(targets, vertex_offsets))
+        self.subgraphs = None                 # _Runs: by target sub-graph
+        if sent:
+            if len(sent) == 1:                # one batch (a peer's, or this task's own): no concatenation
+                targets, senders, payloads = sent[0]
+                senders = np.asarray(senders, np.int64)
+            else:
+                targets = np.concatenate([t for t, _, _ in sent])
+                senders = np.concatenate([np.asarray(s, np.int64) for _, s, _ in sent])
+                payloads = [m for _, _, ms in sent for m in ms]
+            order = np.argsort(targets, kind="stable")
+            targets = targets[order]
+            bounds = _run_bounds(targets)
+            self.subgraphs = _Runs(targets[bounds[:-1]].tolist(), bounds.tolist(), senders, payloads, order)
+
+    def inbox(self, bundle) -> "Inbox":
+        """The messages of ``bundle``'s partition (which takes its local numbers from the bundle)."""
+        p, local, values = bundle.partition, None, None
+        if self.vertices is not None:
+            vids, values, bounds = self.vertices
+            a, b, c, d = bounds.of(p)
+            if c < d:
+                vids, values = np.concatenate([vids[a:b], vids[c:d]]), np.concatenate([values[a:b], values[c:d]])
+            else:
+                vids, values = vids[a:b], values[a:b]
+            local = bundle.local_index(vids)      # ascending: template vertices first, then added ones
+            if c < d:
+                here = local >= 0                 # not a vertex that only another instance adds
+                local, values = local[here], values[here]
+        return Inbox(bundle, local, values, self.subgraphs, self.broadcasts)
+
+
+class _Runs:
+    """A task's sub-graph messages grouped by target: ``keys`` (ascending global target ids, one
+    per run) and run ``bounds`` (run i is ``bounds[i]:bounds[i + 1]`` of :meth:`sent`), Python
+    lists: a partition finds its runs by bisection, without a numpy call."""
+
+    def __init__(self, keys: list, bounds: list, senders: np.ndarray, payloads: list, order: np.ndarray):
+        self.keys, self.bounds = keys, bounds
+        self._delivered = (senders, payloads, order)      # as delivered, and the order that sorts them
+        self._sent = None
+
+    def sent(self) -> tuple[list, list]:
+        """(senders, payloads) in run order, made when first read: a program that never reads its
+        sub-graph messages pays nothing per message here."""
+        if self._sent is None:
+            senders, payloads, order = self._delivered
+            self._sent = senders[order].tolist(), [payloads[i] for i in order.tolist()]
+        return self._sent
+
+    def of(self, bundle) -> tuple[list, int]:
+        """([(local target, a, b)] of ``bundle``'s partition, its message count): its template
+        sub-graphs' runs, and its added vertices' sub-graph's where this instance adds some here
+        (a message to it is dropped where it adds none)."""
+        keys, bounds, first = self.keys, self.bounds, bundle.sg_offset
+        added = bundle.added_vids is not None
+        lo = bisect_left(keys, first)
+        hi = bisect_left(keys, first + bundle.num_subgraphs - int(added), lo)
+        runs = [(keys[i] - first, bounds[i], bounds[i + 1]) for i in range(lo, hi)]
+        count = bounds[hi] - bounds[lo]
+        if added:
+            i = bisect_left(keys, bundle.added_subgraph, hi)
+            if i < len(keys) and keys[i] == bundle.added_subgraph:
+                runs.append((bundle.num_subgraphs - 1, bounds[i], bounds[i + 1]))
+                count += bounds[i + 1] - bounds[i]
+        return runs, count
+
+
+class _VidBounds:
+    """Where each partition's vids lie in ascending ``vids``: its template vertices' (from
+    ``offsets``: every partition's first vid, then the template's count) and those an instance
+    adds there (:mod:`gofs.vids`), sought only where some are."""
+
+    def __init__(self, vids: np.ndarray, offsets: np.ndarray):
+        self.template = np.searchsorted(vids, offsets).tolist()
+        added = len(vids) and vids[-1] >= offsets[-1]
+        self.added = np.searchsorted(vids, offsets[-1] + ADDED_STRIDE * np.arange(len(offsets), dtype=np.int64)
+                                     ).tolist() if added else None
+
+    def of(self, p: int) -> tuple[int, int, int, int]:
+        """(a, b, c, d): partition ``p``'s template ids are ``a:b``, its added ones ``c:d``."""
+        a, b = self.template[p], self.template[p + 1]
+        if self.added is None:
+            return a, b, 0, 0
+        return a, b, self.added[p], self.added[p + 1]
+
+
+class Inbox:
+    """All messages a partition received, split per local sub-graph on demand: a slice of its
+    task's :class:`Arrivals`, vertex messages as ascending local positions (``local``,
+    ``values``) and sub-graph messages by ascending local target, each in the order delivered.
+
+    Its sub-graph messages are made into per-target lists only when a sub-graph's or the
+    partition's messages are first read: a partition whose program never reads them (or runs
+    ``compute_partition`` without them) pays for finding its runs, not for those lists."""
+
+    def __init__(self, bundle, local, values, runs: "_Runs | None", broadcasts: list):
+        self.sg_starts = bundle.sg_starts
+        self._subgraph_id = bundle.subgraph_id
+        self.broadcasts = broadcasts
+        if local is not None:
+            self.local, self.values = local, values
+            self.vertex_bounds = np.searchsorted(local, self.sg_starts)
+            self._no_values = values[:0]               # what a sub-graph without vertex messages gets
             self._no_values.flags.writeable = False
             self._empty = None                         # made when first asked for (:attr:`empty`)
         else:                                 # no vertex messages: none of the passes above
@@ -184,20 +308,17 @@ class Inbox:
         self._bounds = None                   # vertex_bounds as Python ints, made for for_subgraph
         self._starts = None
         self.local_count = len(self.local)
-        if not sent:
-            self._targets = _NO_VERTICES
-        else:                                 # one batch (a peer's, or this task's own): no concatenation
-            targets = sent[0][0] if len(sent) == 1 else np.concatenate([t for t, _, _ in sent])
-            self._targets = bundle.local_subgraph(targets)
-        self._sent = sent
+        self._runs, received = ([], 0) if runs is None else runs.of(bundle)     # [(local target, a, b)]
+        self._source = runs
         self._subgraph_messages = None
-        self.count = self.local_count + int(np.count_nonzero(self._targets >= 0)) + len(self.broadcasts)
+        self.count = self.local_count + received + len(broadcasts)
 
     @property
     def subgraph_messages(self) -> dict[int, tuple[list, list]]:
-        """{local target sub-graph: ([sender], [payload])}, each in the order sent (:func:`_by_target`)."""
+        """{local target sub-graph: ([sender], [payload])}, each in the order sent."""
         if self._subgraph_messages is None:
-            self._subgraph_messages = _by_target(self._targets, self._sent)
+            senders, payloads = self._source.sent() if self._runs else _NO_PAYLOADS
+            self._subgraph_messages = {k: (senders[a:b], payloads[a:b]) for k, a, b in self._runs}
         return self._subgraph_messages
 
     def receiving(self) -> np.ndarray:
@@ -208,7 +329,7 @@ class Inbox:
             mask = np.zeros(len(self.sg_starts) - 1, dtype=bool)
         else:
             mask = np.diff(self.vertex_bounds) > 0
-        mask[self._targets[self._targets >= 0]] = True
+        mask[[k for k, _, _ in self._runs]] = True
         return mask
 
     def for_partition(self) -> Messages:
@@ -237,9 +358,8 @@ class Inbox:
         :attr:`empty`, without a Python call per sub-graph."""
         if self.local_count or self.broadcasts:
             return [self.for_subgraph(k) for k in ks]
-        none = self._no_values
-        made = {k: Messages(_NO_VERTICES, none, senders, payloads)
-                for k, (senders, payloads) in self.subgraph_messages.items()}
+        none, (senders, payloads) = self._no_values, self._source.sent() if self._runs else _NO_PAYLOADS
+        made = {k: Messages(_NO_VERTICES, none, senders[a:b], payloads[a:b]) for k, a, b in self._runs}
         return list(map(made.get, ks, repeat(self.empty)))
 
     def for_subgraph(self, k: int) -> Messages:
@@ -272,23 +392,6 @@ class _NoMessages(Messages):
 
     def __setattr__(self, name, value):
         raise AttributeError("the messages of a sub-graph that received none are shared: they cannot be changed")
-
-
-def _by_target(targets: np.ndarray, batches: list) -> dict[int, tuple[list, list]]:
-    """Sub-graph messages ((global targets, senders, payloads) batches, ``targets`` their local
-    target sub-graphs) per local target sub-graph: {target: ([sender], [payload])}, each in the
-    order sent. Sorted in one pass (no Python work per message but taking its payload); messages
-    to the sub-graph of added vertices where this instance adds none here (-1) are dropped."""
-    if not batches:
-        return {}
-    senders = np.concatenate([np.asarray(s, np.int64) for _, s, _ in batches])
-    payloads = [m for _, _, ms in batches for m in ms]
-    order = np.argsort(targets, kind="stable")
-    targets, senders = targets[order], senders[order].tolist()
-    payloads = [payloads[i] for i in order.tolist()]
-    bounds = _run_bounds(targets).tolist()
-    targets = targets.tolist()
-    return {targets[a]: (senders[a:b], payloads[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if targets[a] >= 0}
 
 
 _NO_VERTICES = np.empty(0, np.int64)          # shared by every empty message list: it cannot be changed

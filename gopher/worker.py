@@ -34,7 +34,7 @@ from gopher import aggregators as agg
 from gopher import codec
 from gopher.cache import DiskCache, WorkingSpace, freeze, nbytes, process_cache
 from gopher.context import ComputeContext
-from gopher.messages import Inbox, Outbox, combiner_ufunc
+from gopher.messages import Arrivals, Inbox, Mailboxes, Outbox, combiner_ufunc
 from gopher.subgraph import Subgraph, check_direction
 
 MERGED = -1            # the lane that holds the Merge step's results
@@ -273,13 +273,16 @@ class ActiveSubgraphs(Sequence):
     def __iter__(self):
         return iter(self.built())
 
-    def built(self) -> list:
+    def built(self, states: bool = True) -> list:
         """All of them, built, each with its ``state``, in order: what a superstep's per-sub-graph
-        loop walks (a list, without the index checks of ``__getitem__`` nor a call per item)."""
+        loop walks (a list, without the index checks of ``__getitem__`` nor a call per item).
+        ``states=False``: where all are active, their states are left for the caller to set (the
+        loop that computes them sets each one's as it goes: one pass over them, not two)."""
         if len(self._ks) == self._view.bundle.num_subgraphs:      # all of them: the view keeps their list
             self._built = built = self._view.every_subgraph()
-            for sg, state in zip(built, self._states):
-                sg.state = state
+            if states:
+                for sg, state in zip(built, self._states):
+                    sg.state = state
             return built
         built, states, subgraph, made = self._built, self._states, self._view.subgraph, self._view._subgraphs
         for i, k in enumerate(self._ks):
@@ -477,6 +480,13 @@ class TaskWorker:
         self.spec = spec
         self.partitions = {p: PartitionRun() for p in partitions}
         self.ufunc = combiner_ufunc(spec.program.combiner)
+        first = {}
+        for p, task in enumerate(spec.owners):
+            first.setdefault(task, p)
+        #: each task's mailbox is its first partition, whose inbox takes in every message to the
+        #: task (:meth:`step` sends one batch per task, not one per partition)
+        self.mailboxes = Mailboxes(spec.vertex_offsets, spec.subgraph_offsets,
+                                   np.array([first[task] for task in spec.owners], np.int64))
         self.specs = {name: agg.resolve(s) for name, s in spec.program.aggregators.items()}
 
     def load_topology(self) -> None:
@@ -512,7 +522,9 @@ class TaskWorker:
                                if key in batch for array in batch[key][:2])
 
     def deliver(self, p: int, payload: dict) -> None:
-        """Take in what other partitions sent ``p``: {"messages" | "forward": {lane: [batch]}}."""
+        """Take in what other partitions sent to the task of ``p`` (its mailbox, :attr:`mailboxes`),
+        {"messages" | "forward": {lane: [batch]}}: kept with ``p`` until the lane's next superstep
+        sorts them to the task's partitions (and a checkpoint of ``p`` saves them)."""
         run = self.partitions[p]
         for lane, batches in payload.get("messages", {}).items():
             run.inbox.setdefault(lane, []).extend(batches)
@@ -523,7 +535,7 @@ class TaskWorker:
     def step(self, plan: dict) -> tuple[dict, dict]:
         """Run one superstep of the lanes in ``plan`` ({lane: LaneStep}) on every partition.
 
-        Returns (outgoing, summary): outgoing is {destination partition: payload
+        Returns (outgoing, summary): outgoing is {destination task's mailbox (a partition): payload
         for :meth:`deliver`}; the summary carries per-lane counts, halt votes and
         aggregator partials, the compute time and the files read.
         """
@@ -534,10 +546,11 @@ class TaskWorker:
         program = self.spec.program
         contexts = {lane: TimeSeriesContext(step, *boxes[lane], program.message_dtype, self.specs)
                     for lane, step in plan.items()}                # one per lane, for each of its partitions
+        arrivals = {lane: self._arrivals(lane, step) for lane, step in plan.items()}
         with files.traced() as reads:
             for p, run in self.partitions.items():
                 for lane, step in plan.items():
-                    report = self._step_lane(p, run, lane, step, contexts[lane], *boxes[lane])
+                    report = self._step_lane(p, run, lane, step, contexts[lane], arrivals[lane], *boxes[lane])
                     total = lanes.setdefault(lane, {"active": 0, "halted": 0, "subgraphs": 0, "sent": 0,
                                                     "forward": 0, "received": 0, "partials": {}})
                     for name in ("active", "halted", "subgraphs", "sent", "forward", "received"):
@@ -545,10 +558,9 @@ class TaskWorker:
                     for name, value in report["partials"].items():
                         total["partials"][name] = value if name not in total["partials"] else \
                             self.specs[name].combine(total["partials"][name], value)
-        offsets = (self.spec.vertex_offsets, self.spec.subgraph_offsets)
-        for lane, pair in boxes.items():         # routed once per lane: one batch per destination partition
+        for lane, pair in boxes.items():         # routed once per lane: one batch per destination task
             for kind, box in zip(("messages", "forward"), pair):
-                for dst, batch in box.route(*offsets, self.ufunc).items():
+                for dst, batch in box.route(self.mailboxes, self.ufunc).items():
                     outgoing.setdefault(dst, {}).setdefault(kind, {})[lane] = [batch]
         for total in lanes.values():
             for name, value in total["partials"].items():
@@ -557,11 +569,21 @@ class TaskWorker:
         return outgoing, {"lanes": lanes, "compute_seconds": time.perf_counter() - clock,
                           "files": sorted(set(reads))}
 
-    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, ctx: TimeSeriesContext, out: Outbox,
-                   ahead: Outbox) -> dict:
-        """Partition ``p``'s part of ``lane`` in this superstep; its sends go into ``out`` and
-        ``ahead`` (forward), shared by the task's partitions and routed once after them all, through
-        ``ctx``, the lane's context in this superstep (its partials and inbox are the partition's)."""
+    def _arrivals(self, lane, step: LaneStep) -> Arrivals:
+        """Every message the task's partitions take in for ``lane`` in this superstep, sorted once
+        for them all: forward messages first where the lane starts an instance."""
+        runs = self.partitions.values()
+        batches = [b for run in runs for b in run.ahead.pop(lane, ())] if step.superstep == 0 else []
+        for run in runs:
+            batches += run.inbox.pop(lane, ())
+        return Arrivals(batches, self.spec.vertex_offsets, self.ufunc)
+
+    def _step_lane(self, p: int, run: PartitionRun, lane, step: LaneStep, ctx: TimeSeriesContext,
+                   arrivals: Arrivals, out: Outbox, ahead: Outbox) -> dict:
+        """Partition ``p``'s part of ``lane`` in this superstep, with its slice of the task's
+        ``arrivals``; its sends go into ``out`` and ``ahead`` (forward), shared by the task's
+        partitions and routed once after them all, through ``ctx``, the lane's context in this
+        superstep (its partials and inbox are the partition's)."""
         program = self.spec.program
         view = self._view(run, p, lane, step.instance)
         n = view.bundle.num_subgraphs
@@ -573,9 +595,7 @@ class TaskWorker:
             state.halted = np.r_[state.halted, np.zeros(n - len(state.states), dtype=bool)]
             state.states.extend({} for _ in range(n - len(state.states)))
         start = step.superstep == 0
-        batches = run.ahead.pop(lane, []) if start else []
-        batches += run.inbox.pop(lane, [])
-        inbox = Inbox(batches, view.bundle, self.ufunc)
+        inbox = arrivals.inbox(view.bundle)
         wake = start and (fresh or getattr(program, "wake_at_instance_start", True))
         everyone = wake or not state.halted[:n].any()          # then who received messages does not matter
         active = slice(0, n) if everyone else np.flatnonzero(~state.halted[:n] | inbox.receiving())
@@ -595,7 +615,11 @@ class TaskWorker:
         halts = np.asarray(done, dtype=bool) if votes else False if done else \
             self._compute_each(p, step, ctx, ks, subgraphs, inbox, state.states)
         state.halted[active] = halts
-        return {"active": len(ks), "halted": int(np.count_nonzero(state.halted[:n])), "subgraphs": n,
+        if everyone:                       # halts covers them all: count it, not the array
+            halted = int(np.count_nonzero(halts)) if votes else halts.count(True) if halts else 0
+        else:
+            halted = int(np.count_nonzero(state.halted[:n]))
+        return {"active": len(ks), "halted": halted, "subgraphs": n,
                 "sent": out.count() - sent, "forward": ahead.count() - forward, "received": inbox.count,
                 "partials": ctx.partials}
 
@@ -603,13 +627,15 @@ class TaskWorker:
                       inbox: Inbox, states: list) -> list:
         """``compute`` once per active sub-graph; returns their halt votes. This loop's body is
         the engine's cost per sub-graph and superstep: the sub-graphs and their messages are
-        made in one pass (:meth:`Inbox.for_subgraphs`), ``ctx``'s sub-graph is set inline, and
-        each ``state`` (which ``compute`` may replace) is kept as soon as it returns."""
+        made in one pass (:meth:`Inbox.for_subgraphs`), each one's ``state`` and ``ctx``'s
+        sub-graph are set inline, and each ``state`` (which ``compute`` may replace) is kept as
+        soon as it returns."""
         program = self.spec.program
         compute, halts = program.compute, []
-        built, received = subgraphs.built(), inbox.for_subgraphs(ks)
+        built, received = subgraphs.built(states=False), inbox.for_subgraphs(ks)
         try:
             for k, sg, messages in zip(ks, built, received):
+                sg.state = states[k]
                 ctx._subgraph = sg
                 ctx._halt = False
                 compute(sg, messages, ctx)
