@@ -767,9 +767,9 @@ def _mostly_affected(d: _Draft, alive: int) -> bool:
 
 @njit(cache=True, nogil=True)
 def _members_of(comp: np.ndarray, labels: np.ndarray) -> int:
-    """How many vids have one of ``labels`` (-1s ignored) in ``comp``: one pass with no array the
-    size of the vids made but a mark per label (a gather and a sum of masks over every vid was
-    ~0.5 ms a batch at 200k vids, paid on every worker whatever its share)."""
+    """How many vids have one of ``labels`` (-1s ignored) in ``comp``: one mark array by label and
+    one pass over the vids, with no gathered mask nor sum over it (those were ~0.5 ms a batch at
+    200k vids, paid on every worker whatever its share)."""
     marked = np.zeros(len(comp), np.bool_)
     for label in labels:
         if label >= 0:
