@@ -16,7 +16,7 @@ from itertools import repeat
 import numpy as np
 
 from gofs.errors import InputError
-from gofs.vids import ADDED_STRIDE, partition_of_subgraphs, partition_of_vids
+from gofs.vids import added_vid, partition_of_subgraphs, partition_of_vids
 
 COMBINERS = {"min": np.minimum, "max": np.maximum, "sum": np.add}
 
@@ -271,8 +271,8 @@ class _VidBounds:
     def __init__(self, vids: np.ndarray, offsets: np.ndarray):
         self.template = np.searchsorted(vids, offsets).tolist()
         added = len(vids) and vids[-1] >= offsets[-1]
-        self.added = np.searchsorted(vids, offsets[-1] + ADDED_STRIDE * np.arange(len(offsets), dtype=np.int64)
-                                     ).tolist() if added else None
+        self.added = np.searchsorted(vids, added_vid(offsets[-1], np.arange(len(offsets)), 0)).tolist() \
+            if added else None
 
     def of(self, p: int) -> tuple[int, int, int, int]:
         """(a, b, c, d): partition ``p``'s template ids are ``a:b``, its added ones ``c:d``."""
