@@ -309,6 +309,30 @@ def test_overlap_counts_match_a_sparse_matrix_of_the_shared_rows(seed):
                           np.column_stack([expected.row, expected.col, expected.data]))
 
 
+@pytest.mark.parametrize("spread", [1, 3, 1 << 32])
+def test_label_positions_equal_pandas_and_stay_small_for_added_vertex_ids(spread):
+    """Group labels mixing template ids with ids an instance added (``N + p * 2**32 + j``): the
+    position of each probed value equals ``pandas.Index.get_indexer``'s, and the lookup allocates
+    memory in proportion to the labels, not to their range."""
+    import tracemalloc
+    from gofs.vids import added_vid
+    from hatrick.cgql.programs import _Positions
+
+    rng = np.random.default_rng(spread)
+    template = rng.choice(5000 * spread if spread < 1 << 32 else 5000, 2000, replace=False)
+    added = added_vid(5000, rng.integers(0, 4, 300), rng.integers(0, 50, 300)) if spread == 1 << 32 else []
+    labels = rng.permutation(np.unique(np.concatenate([template, added]).astype(np.int64)))
+    probes = np.concatenate([labels, rng.integers(-3, int(labels.max()) + 3, 500), [-1, int(labels.max()) + 1]])
+    tracemalloc.start()
+    try:
+        got = _Positions(labels).get_indexer(probes)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got, pd.Index(labels).get_indexer(probes))
+    assert peak < 64 * len(probes) + 4 * (4 * len(labels) + _Positions.DENSE_SLACK) + 65536
+
+
 @pytest.mark.parametrize("seed,directed", [(1, False), (2, True)])
 def test_diameter_runs_on_gopher_and_matches_the_oracle(tmp_path, spark, seed, directed):
     """Diameter in hops on Gopher: measured on the tasks for the groups inside one partition, and

@@ -1442,20 +1442,35 @@ def _gathered(parts: list):
 
 
 class _Positions:
-    """An instance's group labels (vertex ids: dense, non-negative) and the position of a label
-    among them by one table over the label range (``get_indexer`` as ``pandas.Index`` has it:
-    -1 for a label not there); cheaper than hashing 142k labels per instance at 1M."""
+    """An instance's group labels (vertex ids, non-negative) and the position of a label among
+    them (``get_indexer`` as ``pandas.Index`` has it: -1 for a label not there). Template ids are
+    dense: one table over the label range is cheaper than hashing 142k labels per instance at 1M.
+    Ids an instance adds lie ``p * 2**32`` past the template's, so where the range is far wider
+    than the labels the position is found by search in the sorted labels instead."""
+
+    DENSE_SLACK = 1024
 
     def __init__(self, labels: np.ndarray):
         self.labels = labels
-        self._table = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, np.int32)
-        self._table[labels] = np.arange(len(labels), dtype=np.int32)
+        top = int(labels.max()) + 1 if len(labels) else 0
+        if top <= 4 * len(labels) + self.DENSE_SLACK:
+            self._table = np.full(top, -1, np.int32)
+            self._table[labels] = np.arange(len(labels), dtype=np.int32)
+        else:
+            self._table = None
+            self._order = np.argsort(labels, kind="stable")
+            self._sorted = labels[self._order]
 
     def get_indexer(self, values) -> np.ndarray:
         values = np.asarray(values, np.int64)
         out = np.full(len(values), -1, np.int64)
-        inside = (values >= 0) & (values < len(self._table))
-        out[inside] = self._table[values[inside]]
+        if self._table is not None:
+            inside = (values >= 0) & (values < len(self._table))
+            out[inside] = self._table[values[inside]]
+            return out
+        at = np.minimum(np.searchsorted(self._sorted, values), len(self._sorted) - 1)
+        found = self._sorted[at] == values
+        out[found] = self._order[at[found]]
         return out
 
     def to_numpy(self) -> np.ndarray:
