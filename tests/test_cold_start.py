@@ -279,6 +279,22 @@ def test_a_result_read_into_the_driver_makes_no_dataframe(spark, road):
     result.unpersist()
 
 
+def test_a_result_read_into_the_driver_needs_no_pyarrow_dataset(road, road_hops, monkeypatch):
+    """``pyarrow.dataset``'s import costs a caller's first read ~25 CPU-ms (and imports pandas where
+    nothing has): the result files are read one by one, every row once (NetworkX's distances), and
+    a result read after it was unpersisted says so."""
+    hops, n = road_hops
+    result = road.sssp(0, progress=False)
+    monkeypatch.setitem(sys.modules, "pyarrow.dataset", None)        # an import of it raises
+    rows = result.to_arrow(["id", "distance"])
+    assert rows.num_rows == n
+    distances = dict(zip(rows.column("id").to_pylist(), rows.column("distance").to_pylist()))
+    assert {v: d for v, d in distances.items() if d != float("inf")} == hops
+    result.unpersist()
+    with pytest.raises(FileNotFoundError, match="no result files"):
+        result.to_arrow(["id"])
+
+
 def test_a_run_names_its_set_up_and_output_phases(road):
     metrics = road.pagerank(max_iter=3, tol=0, progress=False).metrics
     assert set(metrics.phases) == set(SETUP_PHASES + OUTPUT_PHASES) - {"merge"}
