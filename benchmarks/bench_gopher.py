@@ -104,10 +104,17 @@ def ping(g, supersteps: int, program=None) -> dict:
     program = program or Ping()
     g.run(program, max_supersteps=5, progress=False)
     result = g.run(program, max_supersteps=supersteps, progress=False)
-    seconds = np.array([s.seconds for s in result.metrics.supersteps[1:]])
+    steps = result.metrics.supersteps[1:]
+    seconds = np.array([s.seconds for s in steps])
+    compute, send = np.array([s.task_seconds for s in steps]), np.array([s.exchange_seconds for s in steps])
     return {"program": type(program).__name__, "supersteps": supersteps, "transport": result.metrics.transport,
             "median_ms": round(float(np.median(seconds)) * 1e3, 3),
             "p90_ms": round(float(np.percentile(seconds, 90)) * 1e3, 3),
+            # where a superstep goes (medians, the slowest task's): its partitions' compute and routing, its
+            # sends, and the rest, mostly waiting for the peers' frames (a wake-up, or a slower peer)
+            "compute_ms": round(float(np.median(compute)) * 1e3, 3),
+            "send_ms": round(float(np.median(send)) * 1e3, 3),
+            "rest_ms": round(float(np.median(seconds - compute - send)) * 1e3, 3),
             "messages_per_superstep": result.metrics.supersteps[1].messages,
             "run_seconds": round(result.metrics.seconds, 3)}
 
@@ -263,7 +270,8 @@ def format_table(report: dict) -> str:
                      f"{'' if r['agrees'] is None else ('yes' if r['agrees'] else 'NO')} {r['note']}")
     for p in report.get("ping") or ():
         lines.append(f"ping ({p['program']}): {p['supersteps']} supersteps on the {p['transport']} transport, "
-                     f"median {p['median_ms']} ms, p90 {p['p90_ms']} ms, {p['messages_per_superstep']} messages each")
+                     f"median {p['median_ms']} ms (compute {p['compute_ms']}, send {p['send_ms']}, rest {p['rest_ms']}), "
+                     f"p90 {p['p90_ms']} ms, {p['messages_per_superstep']} messages each")
     return "\n".join(lines)
 
 

@@ -20,13 +20,12 @@ class ComputeContext:
         self.message_dtype = np.dtype(message_dtype)
         self.partials: dict = {}
         self._subgraph = None
-        self._halt = False
+        self._voters: list = []           # the sub-graphs that voted to halt (read and cleared by the worker)
         self._aggregators = {}
         self._inbox = None                # the partition's messages (set by the worker)
 
     def _begin(self, subgraph) -> None:
         self._subgraph = subgraph
-        self._halt = False
 
     def partition_messages(self):
         """Every message the partition received in this superstep as one
@@ -101,7 +100,7 @@ class ComputeContext:
     # control ---------------------------------------------------------------------
     def vote_to_halt(self) -> None:
         """Stay inactive until a message arrives."""
-        self._halt = True
+        self._voters.append(self._subgraph)
 
     def aggregate(self, name: str, value) -> None:
         """Contribute ``value`` to aggregator ``name``; the result is in ``ctx.aggregated`` next superstep."""

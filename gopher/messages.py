@@ -16,7 +16,7 @@ from itertools import repeat
 import numpy as np
 
 from gofs.errors import InputError
-from gofs.vids import added_vid, partition_of_subgraphs, partition_of_vids
+from gofs.vids import added_vid, partition_of_vids
 
 COMBINERS = {"min": np.minimum, "max": np.maximum, "sum": np.add}
 
@@ -120,12 +120,15 @@ class Mailboxes:
         self.vertex_offsets, self.subgraph_offsets, self.of_partition = vertex_offsets, subgraph_offsets, of_partition
         self.all = sorted(set(of_partition.tolist()))
         self._ends = np.array([*self.all, self.all[-1] + 1], np.int64)
+        # the mailbox of every sub-graph id: the template's, then each partition's added vertices'
+        # (:mod:`gofs.vids`): routing looks a batch's targets up in one gather
+        self._subgraph_boxes = np.concatenate([np.repeat(of_partition, np.diff(subgraph_offsets)), of_partition])
 
     def of_vids(self, vids: np.ndarray) -> np.ndarray:
         return self.of_partition[partition_of_vids(self.vertex_offsets, vids)]
 
     def of_subgraphs(self, subgraph_ids: np.ndarray) -> np.ndarray:
-        return self.of_partition[partition_of_subgraphs(self.subgraph_offsets, subgraph_ids)]
+        return self._subgraph_boxes[subgraph_ids]
 
     def split(self, boxes: np.ndarray) -> tuple[np.ndarray, list]:
         """(order, [(mailbox, a, b)]): ``order`` sorts messages by their ``boxes``, each mailbox's

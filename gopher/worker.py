@@ -624,28 +624,32 @@ class TaskWorker:
                 "partials": ctx.partials}
 
     def _compute_each(self, p: int, step: LaneStep, ctx: TimeSeriesContext, ks: list, subgraphs: ActiveSubgraphs,
-                      inbox: Inbox, states: list) -> list:
-        """``compute`` once per active sub-graph; returns their halt votes. This loop's body is
-        the engine's cost per sub-graph and superstep: the sub-graphs and their messages are
-        made in one pass (:meth:`Inbox.for_subgraphs`), each one's ``state`` and ``ctx``'s
-        sub-graph are set inline, and each ``state`` (which ``compute`` may replace) is kept as
-        soon as it returns."""
+                      inbox: Inbox, states: list) -> list | bool:
+        """``compute`` once per active sub-graph; returns their halt votes (False: none voted).
+        This loop's body is the engine's cost per sub-graph and superstep: the sub-graphs and
+        their messages are made in one pass (:meth:`Inbox.for_subgraphs`), each one's ``state``
+        and ``ctx``'s sub-graph are set inline, each ``state`` (which ``compute`` may replace) is
+        kept as soon as it returns, and a vote to halt is the voter put on a list (a
+        superstep in which none votes pays nothing per sub-graph for the votes)."""
         program = self.spec.program
-        compute, halts = program.compute, []
+        compute, voters = program.compute, ctx._voters
         built, received = subgraphs.built(states=False), inbox.for_subgraphs(ks)
+        voters.clear()
         try:
             for k, sg, messages in zip(ks, built, received):
                 sg.state = states[k]
                 ctx._subgraph = sg
-                ctx._halt = False
                 compute(sg, messages, ctx)
                 states[k] = sg.state
-                halts.append(ctx._halt)
         except Exception as exc:
             raise GopherProgramError(
                 f"{type(program).__name__}.compute failed on sub-graph {ctx._subgraph.id} (partition {p}) in "
                 f"{_where(step)}superstep {step.superstep}: {exc!r}\n{traceback.format_exc()}") from exc
-        return halts
+        if not voters:
+            return False
+        voted = set(map(id, voters))
+        voters.clear()
+        return [id(sg) in voted for sg in built]
 
     def _view(self, run: PartitionRun, p: int, lane, instance: dict | None) -> InstanceView:
         """:func:`partition_view` of ``p`` for ``lane``, kept from one superstep to the next while

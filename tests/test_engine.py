@@ -844,3 +844,42 @@ def test_failed_run_leaves_nothing_cached(spark, undirected):
     with pytest.raises(GopherProgramError):
         store.run(Explodes(count(store) - 1, 2), progress=False)
     assert persisted() - before == set()
+
+
+class VoteByTurn(SubgraphProgram):
+    """Sends nothing; sub-graph ``k`` computes until superstep ``2 * (k % 3)`` and votes to halt
+    there (odd ids twice in the call), recording each superstep it ran in."""
+
+    def compute(self, subgraph, messages, ctx):
+        subgraph.state.setdefault("ran", []).append(ctx.superstep)
+        if ctx.superstep == 2 * (subgraph.id % 3):
+            ctx.vote_to_halt()
+            if subgraph.id % 2:
+                ctx.vote_to_halt()
+
+
+def test_a_worker_counts_votes_and_leaves_halted_subgraphs_alone(undirected):
+    """A task's halt votes, superstep by superstep, where all, some or none of the active
+    sub-graphs vote (and some vote twice): its reports count the active and halted sub-graphs,
+    and each sub-graph ran exactly in the supersteps up to its vote."""
+    from gofs.store import as_store
+    from gopher.worker import LaneStep, RunSpec, TaskWorker
+
+    _, graph = undirected
+    store = as_store(graph)
+    spec = RunSpec(store, VoteByTurn(), 1,
+                   np.array([p["vertex_offset"] for p in store.partitions] + [store.num_vertices]),
+                   np.array([p["subgraph_offset"] for p in store.partitions] + [store.num_subgraphs]), 1 << 30)
+    worker = TaskWorker(spec, list(range(store.num_partitions)))
+    last = {k: 2 * (k % 3) for k in range(count(store))}
+    for superstep in range(6):
+        outgoing, summary = worker.step({0: LaneStep(None, 0, 1, superstep, {}, {}, False)})
+        report = summary["lanes"][0]
+        assert outgoing == {}
+        assert (report["active"], report["halted"], report["subgraphs"]) == \
+            (sum(s >= superstep for s in last.values()), sum(s <= superstep for s in last.values()), len(last))
+    ran = {}
+    for p, run in worker.partitions.items():
+        first = store.partitions[p]["subgraph_offset"]
+        ran.update({first + k: state.get("ran") for k, state in enumerate(run.lanes[0].states)})
+    assert ran == {k: list(range(s + 1)) for k, s in last.items()}

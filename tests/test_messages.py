@@ -47,6 +47,16 @@ def _vertex_of(vid: int):
     return p, vid - int(V_OFFSETS[p])
 
 
+def test_every_subgraph_id_has_its_tasks_mailbox():
+    """Template sub-graphs and each partition's sub-graph of added vertices (``S + p``) map to the
+    mailbox of their partition's task."""
+    boxes = [0, 1, 1, 0]                     # each partition's task's mailbox (OWNERS' first partitions)
+    mailboxes = Mailboxes(V_OFFSETS, SG_OFFSETS, np.array(boxes, np.int64))
+    ids = np.r_[np.arange(S), S + np.arange(len(SUBGRAPHS))]
+    expected = [boxes[p] for p, count in enumerate(SUBGRAPHS) for _ in range(count)] + boxes
+    assert mailboxes.of_subgraphs(ids).tolist() == expected
+
+
 @pytest.mark.parametrize("combiner", [None, np.minimum])
 @pytest.mark.parametrize("seed", range(4))
 def test_random_sends_arrive_as_sent_across_partitions_and_tasks(seed, combiner):
