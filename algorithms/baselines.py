@@ -22,7 +22,6 @@ import functools
 from contextlib import contextmanager
 from pathlib import Path
 
-import igraph as ig
 import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -222,7 +221,12 @@ def graphframes_pagerank(vertices: DataFrame, edges: DataFrame, directed: bool, 
     return ranks.select("id", (F.col("pagerank") / F.lit(total)).alias("pagerank"))
 
 
-def _igraph(n: int, src: np.ndarray, dst: np.ndarray, directed: bool) -> ig.Graph:
+def _igraph(n: int, src: np.ndarray, dst: np.ndarray, directed: bool) -> "igraph.Graph":
+    """The reference's graph. igraph is imported here, not with the module: the algorithm
+    registry imports this module in every job, and igraph (with the matplotlib it loads) costs
+    ~0.85 CPU-s."""
+    import igraph as ig
+
     return ig.Graph(n=int(n), edges=list(zip(np.asarray(src).tolist(), np.asarray(dst).tolist())),
                     directed=directed)
 
@@ -230,6 +234,8 @@ def _igraph(n: int, src: np.ndarray, dst: np.ndarray, directed: bool) -> ig.Grap
 @functools.lru_cache(maxsize=None)
 def _igraph_openmp() -> tuple:
     """The OpenMP runtime(s) bundled with the python-igraph wheel, if any (PRPACK uses OpenMP)."""
+    import igraph as ig
+
     libs = Path(ig.__file__).resolve().parent.parent / "igraph.libs"
     return tuple(ctypes.CDLL(str(path)) for path in sorted(libs.glob("libgomp*.so*")))
 

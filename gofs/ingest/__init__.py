@@ -21,11 +21,6 @@ from gofs import layout
 from gofs.errors import InputError
 from gofs.graph_input import GraphInput
 import gofs.ingest.formats as formats
-from gofs.ingest.local import ingest_graph
-from gofs.ingest.read_local import read_graph
-from gofs.ingest.spark import ingest_on_spark
-from gofs.partition import NEEDS_SPARK, check_partitioner
-from gofs.partition.multilevel import MULTILEVEL_OPTIONS
 
 __all__ = ["ingest", "choose_engine", "ENGINES"]
 
@@ -64,6 +59,15 @@ def ingest(source, path: str, num_partitions: int = 4, partitioner: str | None =
     -------
     >>> ingest("roadNet-CA.txt.gz", "/tmp/ca.gofs", num_partitions=8, weight="length")   # doctest: +SKIP
     """
+    # the engines and partitioners are imported here, not with the package: gofs.instances
+    # uses gofs.ingest.formats in every job, and the partitioners' numba, scipy.optimize and
+    # pymetis cost ~0.8 CPU-s that a job reading a stored graph never needs
+    from gofs.ingest.local import ingest_graph
+    from gofs.ingest.read_local import read_graph
+    from gofs.ingest.spark import ingest_on_spark
+    from gofs.partition import NEEDS_SPARK, check_partitioner
+    from gofs.partition.multilevel import MULTILEVEL_OPTIONS
+
     report = {} if report is None else report
     seconds = report.setdefault("seconds", {})
     if isinstance(source, GraphInput):
