@@ -176,6 +176,18 @@ def test_set_up_compiles_the_modules_a_task_imports(tmp_path):
     assert compiled_on_import() == []
 
 
+def test_importing_goffish_loads_neither_igraph_nor_the_partitioners():
+    """A job that reads a stored graph pays goffish's import in every process: igraph (with
+    matplotlib) and the partitioners (pymetis, scipy.optimize) cost ~1.3 CPU-s of it and are
+    imported by the baselines and by ``ingest`` where they run, not with the package."""
+    script = """
+import sys, goffish, goffish.graph
+print(sorted({'igraph', 'matplotlib', 'pymetis', 'scipy.optimize', 'gofs.partition'} & set(sys.modules)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]"]
+
+
 def test_a_tasks_result_rows_go_to_arrow_without_pandas():
     """pyarrow's pa.array imports pandas to ask whether its argument is a pandas object: a fresh
     worker's rows go through files.arrow_array, the same arrays without that import."""
