@@ -486,9 +486,7 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
     group, uniq = pd.factorize(keys)                   # keys numbered by first appearance: O(batch), no sort
     delta = np.where(op[sel] == ADD_EDGE, 1, np.where(op[sel] == REMOVE_EDGE, -1, 0)).astype(np.int64)
     slot = d.index.lookup(uniq)
-    m0 = np.zeros(len(uniq), np.int64)
-    m0[slot >= 0] = d.mult[slot[slot >= 0]]
-    first, valid, final, last_reset, latest = _walk(group, delta, m0, batch.time[rows[sel]])
+    m0, first, valid, final, last_reset, latest = _walk(group, delta, slot, d.mult, batch.time[rows[sel]])
     if not valid.all():
         d.rejected.append(batch.rejected(rows[sel[~valid]], "no such edge"))
     setting = (delta == 0) | carried[sel]
@@ -507,7 +505,6 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
         slot[fresh] = _allocate(d, u[firsts], v[firsts], len(firsts))
     d.index.update(uniq[dropped], uniq[fresh], slot[fresh])
     have = slot >= 0
-    d.mult[slot[have]] = final[have]
     cleared = have & (last_reset >= 0)
     if cleared.any():
         for name in list(d.eattrs):
@@ -515,13 +512,9 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
     back = fresh | cleared
     if back.any():
         _restore_template_edges(d, slot[back], uniq[back])
-    touch = have & (latest > -np.inf)
-    if touch.any():
-        slots = slot[touch]
-        d.touched[slots] = np.maximum(d.touched[slots], latest[touch])
-    appeared = have & (m0 == 0)
-    if appeared.any():
-        d.added_pairs.append((d.src[slot[appeared]], d.dst[slot[appeared]]))
+    appeared = _settle(slot, m0, final, latest, d.mult, d.touched, d.src, d.dst)
+    if len(appeared[0]):
+        d.added_pairs.append(appeared)
     # attribute sets after the key's last reset, on a key that is present at the end
     keep = valid & setting & (np.arange(len(sel)) > last_reset[group]) & (final[group] > 0)
     if keep.any():
@@ -529,29 +522,54 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
 
 
 @njit(cache=True, nogil=True)
-def _walk(group, delta, m0, time):
+def _walk(group, delta, slot, mult, time):
     """Edge updates in apply order, each adding ``delta`` (+1 add, -1 remove, 0 set) to its key
-    ``group`` (multiplicities ``m0`` before): per key its first position; whether each applies
-    (a removal or a set of an absent edge does not); per key its final multiplicity, the position
-    of its last removal of the last copy (-1: none) and the latest time it was added or set (-inf:
-    never)."""
-    mult = m0.copy()
-    first = np.full(len(m0), -1, np.int64)
+    ``group`` (held in ``slot``, -1: absent; multiplicities ``mult`` by slot): per key its
+    multiplicity before and its first position; whether each update applies (a removal or a set
+    of an absent edge does not); per key its final multiplicity, the position of its last removal
+    of the last copy (-1: none) and the latest time it was added or set (-inf: never)."""
+    m0 = np.zeros(len(slot), np.int64)
+    for g in range(len(slot)):
+        if slot[g] >= 0:
+            m0[g] = mult[slot[g]]
+    final = m0.copy()
+    first = np.full(len(slot), -1, np.int64)
     valid = np.empty(len(group), np.bool_)
-    last_reset = np.full(len(m0), -1, np.int64)
-    latest = np.full(len(m0), -np.inf)
+    last_reset = np.full(len(slot), -1, np.int64)
+    latest = np.full(len(slot), -np.inf)
     for i in range(len(group)):
         g = group[i]
         if first[g] < 0:
             first[g] = i
-        valid[i] = delta[i] == 1 or mult[g] > 0
+        valid[i] = delta[i] == 1 or final[g] > 0
         if valid[i]:
-            mult[g] += delta[i]
-            if delta[i] == -1 and mult[g] == 0:
+            final[g] += delta[i]
+            if delta[i] == -1 and final[g] == 0:
                 last_reset[g] = i
             if delta[i] >= 0 and time[i] > latest[g]:
                 latest[g] = time[i]
-    return first, valid, mult, last_reset, latest
+    return m0, first, valid, final, last_reset, latest
+
+
+@njit(cache=True, nogil=True)
+def _settle(slot, m0, final, latest, mult, touched, src, dst):
+    """Write each present key's (``slot`` >= 0) final multiplicity and latest add or set time
+    (:func:`_walk`) into ``mult`` and ``touched`` (a later time only), in one pass over the keys
+    (not a masked gather and scatter per array); returns the (src, dst) of those absent before the
+    batch (``m0`` 0): the edges whose ends it may join."""
+    u, v = np.empty(len(slot), np.int64), np.empty(len(slot), np.int64)
+    count = 0
+    for g in range(len(slot)):
+        s = slot[g]
+        if s < 0:
+            continue
+        mult[s] = final[g]
+        if latest[g] > touched[s]:
+            touched[s] = latest[g]
+        if m0[g] == 0:
+            u[count], v[count] = src[s], dst[s]
+            count += 1
+    return u[:count], v[:count]
 
 
 def _release(d: _Draft, slots: np.ndarray, keys: np.ndarray) -> None:
