@@ -484,74 +484,124 @@ def _apply_edges(d: _Draft, batch: UpdateBatch, rows, op, u, v, ok, carried) -> 
         return
     keys = d.s.key(u[sel], v[sel])
     group, uniq = pd.factorize(keys)                   # keys numbered by first appearance: O(batch), no sort
-    delta = np.where(op[sel] == ADD_EDGE, 1, np.where(op[sel] == REMOVE_EDGE, -1, 0)).astype(np.int64)
     slot = d.index.lookup(uniq)
-    m0 = np.zeros(len(uniq), np.int64)
-    m0[slot >= 0] = d.mult[slot[slot >= 0]]
-    first, valid, final, last_reset, latest = _walk(group, delta, m0, batch.time[rows[sel]])
+    m0, first, valid, keep, final, last_reset, latest, applied = _walk(group, op[sel], carried[sel], slot, d.mult,
+                                                                       batch.time[rows[sel]])
     if not valid.all():
         d.rejected.append(batch.rejected(rows[sel[~valid]], "no such edge"))
-    setting = (delta == 0) | carried[sel]
-    d.applied += int((valid & ~setting).sum())
-    known = slot >= 0
-    gone = known & (m0 > 0) & (final == 0)
-    if gone.any():
+    d.applied += applied
+    gone, dropped, fresh = _fates(slot, m0, final)
+    if len(gone):
         d.affected.append(d.comp[d.src[slot[gone]]])
-    dropped = known & (final == 0)
-    if dropped.any():
+    if len(dropped):
         _free(d, slot[dropped])
         slot[dropped] = -1
-    fresh = (slot < 0) & (final > 0)
-    if fresh.any():
+    if len(fresh):
         firsts = sel[first[fresh]]
         slot[fresh] = _allocate(d, u[firsts], v[firsts], len(firsts))
     d.index.update(uniq[dropped], uniq[fresh], slot[fresh])
-    have = slot >= 0
-    d.mult[slot[have]] = final[have]
-    cleared = have & (last_reset >= 0)
-    if cleared.any():
-        for name in list(d.eattrs):
-            d.own("e", name).present[slot[cleared]] = False
-    back = fresh | cleared
-    if back.any():
-        _restore_template_edges(d, slot[back], uniq[back])
-    touch = have & (latest > -np.inf)
-    if touch.any():
-        slots = slot[touch]
-        d.touched[slots] = np.maximum(d.touched[slots], latest[touch])
-    appeared = have & (m0 == 0)
-    if appeared.any():
-        d.added_pairs.append((d.src[slot[appeared]], d.dst[slot[appeared]]))
-    # attribute sets after the key's last reset, on a key that is present at the end
-    keep = valid & setting & (np.arange(len(sel)) > last_reset[group]) & (final[group] > 0)
-    if keep.any():
+    if d.eattrs or (d.s.template is not None and d.s.template.edge):
+        _reset_edge_values(d, slot, uniq, fresh, last_reset)
+    appeared = _settle(slot, m0, final, latest, d.mult, d.touched, d.src, d.dst)
+    if len(appeared[0]):
+        d.added_pairs.append(appeared)
+    if keep.any():                     # attribute sets after the key's last reset, on a key present at the end
         _set_values(d, "e", batch, rows[sel[keep]], slot[group[keep]])
 
 
+def _reset_edge_values(d: _Draft, slot, uniq, fresh, last_reset) -> None:
+    """Keys (``uniq``, held in ``slot``) whose last copy went during the batch and came back lose
+    their values; those and the ``fresh`` ones get their template values back, if any."""
+    cleared = np.flatnonzero((slot >= 0) & (last_reset >= 0))
+    if len(cleared):
+        for name in list(d.eattrs):
+            d.own("e", name).present[slot[cleared]] = False
+    back = np.union1d(fresh, cleared)
+    if len(back):
+        _restore_template_edges(d, slot[back], uniq[back])
+
+
 @njit(cache=True, nogil=True)
-def _walk(group, delta, m0, time):
-    """Edge updates in apply order, each adding ``delta`` (+1 add, -1 remove, 0 set) to its key
-    ``group`` (multiplicities ``m0`` before): per key its first position; whether each applies
-    (a removal or a set of an absent edge does not); per key its final multiplicity, the position
-    of its last removal of the last copy (-1: none) and the latest time it was added or set (-inf:
-    never)."""
-    mult = m0.copy()
-    first = np.full(len(m0), -1, np.int64)
+def _walk(group, op, carried, slot, mult, time):
+    """Edge updates ``op`` in apply order (an add adds a copy of its key ``group``, a removal takes
+    one, a set none; ``carried``: an add that carries a value, which sets it too), the keys held in
+    ``slot`` (-1: absent; multiplicities ``mult`` by slot): per key its multiplicity before and its
+    first position; per update whether it applies (a removal or a set of an absent edge does not)
+    and whether its value is kept (a set, or a carried value, after its key's last reset, on a key
+    present at the end); per key its final multiplicity, the position of its last removal of the
+    last copy (-1: none) and the latest time it was added or set (-inf: never); the count of
+    updates applied that are not sets."""
+    m0 = np.zeros(len(slot), np.int64)
+    for g in range(len(slot)):
+        if slot[g] >= 0:
+            m0[g] = mult[slot[g]]
+    final = m0.copy()
+    first = np.full(len(slot), -1, np.int64)
     valid = np.empty(len(group), np.bool_)
-    last_reset = np.full(len(m0), -1, np.int64)
-    latest = np.full(len(m0), -np.inf)
+    last_reset = np.full(len(slot), -1, np.int64)
+    latest = np.full(len(slot), -np.inf)
     for i in range(len(group)):
         g = group[i]
+        delta = 1 if op[i] == ADD_EDGE else -1 if op[i] == REMOVE_EDGE else 0
         if first[g] < 0:
             first[g] = i
-        valid[i] = delta[i] == 1 or mult[g] > 0
+        valid[i] = delta == 1 or final[g] > 0
         if valid[i]:
-            mult[g] += delta[i]
-            if delta[i] == -1 and mult[g] == 0:
+            final[g] += delta
+            if delta == -1 and final[g] == 0:
                 last_reset[g] = i
-            if delta[i] >= 0 and time[i] > latest[g]:
+            if delta >= 0 and time[i] > latest[g]:
                 latest[g] = time[i]
-    return first, valid, mult, last_reset, latest
+    keep = np.empty(len(group), np.bool_)
+    applied = 0
+    for i in range(len(group)):
+        g = group[i]
+        setting = (op[i] != ADD_EDGE and op[i] != REMOVE_EDGE) or carried[i]
+        applied += valid[i] and not setting
+        keep[i] = valid[i] and setting and i > last_reset[g] and final[g] > 0
+    return m0, first, valid, keep, final, last_reset, latest, applied
+
+
+@njit(cache=True, nogil=True)
+def _fates(slot, m0, final):
+    """Per key (held in ``slot``, -1: absent; multiplicity ``m0`` before and ``final`` after): the
+    keys whose last copy went (their components may split), those to drop from the index (held,
+    none left) and those to give a slot (absent, some added), as ascending key numbers."""
+    gone, dropped, fresh = np.empty(len(slot), np.int64), np.empty(len(slot), np.int64), np.empty(len(slot), np.int64)
+    g_count = d_count = f_count = 0
+    for g in range(len(slot)):
+        if slot[g] >= 0:
+            if final[g] == 0:
+                dropped[d_count] = g
+                d_count += 1
+                if m0[g] > 0:
+                    gone[g_count] = g
+                    g_count += 1
+        elif final[g] > 0:
+            fresh[f_count] = g
+            f_count += 1
+    return gone[:g_count], dropped[:d_count], fresh[:f_count]
+
+
+@njit(cache=True, nogil=True)
+def _settle(slot, m0, final, latest, mult, touched, src, dst):
+    """Write each present key's (``slot`` >= 0) final multiplicity and latest add or set time
+    (:func:`_walk`) into ``mult`` and ``touched`` (a later time only), in one pass over the keys
+    (not a masked gather and scatter per array); returns the (src, dst) of those absent before the
+    batch (``m0`` 0): the edges whose ends it may join."""
+    u, v = np.empty(len(slot), np.int64), np.empty(len(slot), np.int64)
+    count = 0
+    for g in range(len(slot)):
+        s = slot[g]
+        if s < 0:
+            continue
+        mult[s] = final[g]
+        if latest[g] > touched[s]:
+            touched[s] = latest[g]
+        if m0[g] == 0:
+            u[count], v[count] = src[s], dst[s]
+            count += 1
+    return u[:count], v[:count]
 
 
 def _release(d: _Draft, slots: np.ndarray, keys: np.ndarray) -> None:
@@ -762,14 +812,15 @@ def _mostly_affected(d: _Draft, alive: int) -> bool:
     a worker's vids include every template vertex, dead there where it holds none of their edges
     (~38% on a worker of three in the 200k-vertex bench), so its giant component (~70% of its
     alive vertices) passed for a minority, and cutting it out cost 2.3x the pass over every slot."""
-    return 2 * _members_of(d.comp, np.concatenate(d.affected)) > alive
+    return _members_over(d.comp, np.concatenate(d.affected), alive // 2)
 
 
 @njit(cache=True, nogil=True)
-def _members_of(comp: np.ndarray, labels: np.ndarray) -> int:
-    """How many vids have one of ``labels`` (-1s ignored) in ``comp``: one mark array by label and
-    one pass over the vids, with no gathered mask nor sum over it (those were ~0.5 ms a batch at
-    200k vids, paid on every worker whatever its share)."""
+def _members_over(comp: np.ndarray, labels: np.ndarray, bound: int) -> bool:
+    """Whether more than ``bound`` vids have one of ``labels`` (-1s ignored) in ``comp``: one mark
+    array by label and one pass over the vids, with no gathered mask nor sum over it (those were
+    ~0.5 ms a batch at 200k vids, paid on every worker whatever its share), stopped where the
+    count passes ``bound`` (a giant component passes half the alive vertices half-way through)."""
     marked = np.zeros(len(comp), np.bool_)
     for label in labels:
         if label >= 0:
@@ -777,7 +828,9 @@ def _members_of(comp: np.ndarray, labels: np.ndarray) -> int:
     count = 0
     for x in range(len(comp)):
         count += comp[x] >= 0 and marked[comp[x]]
-    return count
+        if count > bound:
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)

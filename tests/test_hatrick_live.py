@@ -282,3 +282,59 @@ def test_a_dict_selector_matches_values_as_pandas_isin_for_every_kind_and_any_nu
             expected = frame[frame[name].notna() & frame[name].isin(options)]       # unset values match nothing
             picked = state.ids.to_numpy()[select_vertices(state, {name: options})]
             assert picked.tolist() == sorted(expected["id"].tolist()), (name, options)
+
+
+def test_the_edge_walk_kernels_equal_their_array_definitions():
+    """:func:`hatrick.live._walk`, ``_fates`` and ``_settle`` (one numba pass each) against the
+    update-by-update walk and the masked numpy gathers and scatters they replace, on keys that
+    repeat within the batch (added, removed to nothing and added back, set while absent)."""
+    from hatrick.live import _fates, _settle, _walk
+    from hatrick.updates import ADD_EDGE, REMOVE_EDGE, SET_EDGE
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        keys, rows, slots = int(rng.integers(1, 30)), int(rng.integers(1, 120)), 50
+        group = rng.integers(0, keys, rows)
+        op = rng.choice(np.array([ADD_EDGE, REMOVE_EDGE, SET_EDGE], np.int8), rows, p=[0.45, 0.4, 0.15])
+        carried = (op == ADD_EDGE) & (rng.random(rows) < 0.3)
+        slot = np.where(rng.random(keys) < 0.5, rng.choice(slots, keys, replace=False), -1)
+        mult = rng.integers(1, 3, slots)
+        time = rng.random(rows).round(1)
+        m0, first, valid, keep, final, last_reset, latest, applied = _walk(group, op, carried, slot, mult, time)
+
+        m = np.where(slot >= 0, mult[np.maximum(slot, 0)], 0)
+        assert (m0 == m).all()
+        want_valid, want_reset, want_latest = np.zeros(rows, bool), np.full(keys, -1), np.full(keys, -np.inf)
+        for i, (g, o) in enumerate(zip(group, op)):
+            delta = {ADD_EDGE: 1, REMOVE_EDGE: -1}.get(int(o), 0)
+            want_valid[i] = delta == 1 or m[g] > 0
+            if want_valid[i]:
+                m[g] += delta
+                if delta == -1 and m[g] == 0:
+                    want_reset[g] = i
+                if delta >= 0:
+                    want_latest[g] = max(want_latest[g], time[i])
+        setting = (op == SET_EDGE) | carried
+        assert (valid == want_valid).all() and (final == m).all() and (last_reset == want_reset).all()
+        assert (latest == want_latest).all() and applied == int((want_valid & ~setting).sum())
+        assert (first[np.unique(group)] == [np.flatnonzero(group == g)[0] for g in np.unique(group)]).all()
+        assert (keep == want_valid & setting & (np.arange(rows) > want_reset[group]) & (m[group] > 0)).all()
+
+        gone, dropped, fresh = _fates(slot, m0, final)
+        assert (gone == np.flatnonzero((slot >= 0) & (m0 > 0) & (final == 0))).all()
+        assert (dropped == np.flatnonzero((slot >= 0) & (final == 0))).all()
+        assert (fresh == np.flatnonzero((slot < 0) & (final > 0))).all()
+
+        slot[dropped] = -1
+        slot[fresh] = np.setdiff1d(np.arange(slots), slot)[:len(fresh)]       # slots allocated to the new keys
+        mult[slot[fresh]] = 0
+        src, dst = rng.integers(0, 99, slots), rng.integers(0, 99, slots)
+        touched = rng.random(slots).round(1)
+        want_mult, want_touched = mult.copy(), touched.copy()
+        have = slot >= 0
+        want_mult[slot[have]] = final[have]
+        want_touched[slot[have]] = np.maximum(touched[slot[have]], latest[have])
+        appeared = have & (m0 == 0)
+        u, v = _settle(slot, m0, final, latest, mult, touched, src, dst)
+        assert (mult == want_mult).all() and (touched == want_touched).all()
+        assert (u == src[slot[appeared]]).all() and (v == dst[slot[appeared]]).all() and appeared.sum() == len(fresh)
