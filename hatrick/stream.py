@@ -131,7 +131,7 @@ class _InFlight:
     routed: object                  # its hatrick.partitioned.Routed, with the workers' pending answers
     marks: ProducerMarks            # the marks once it is applied
     bad_rows: pd.DataFrame          # rows refused on the driver (malformed, out of order)
-    buckets: np.ndarray
+    counts: np.ndarray              # its updates per bucket (hatrick.buffer.ElasticBuffer.count)
     buffered: dict
     queries: list
     pending: object                 # its checkpoint log write
@@ -399,11 +399,12 @@ class Stream:
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            buffered = self.buffer.summary_after(buckets, batch)
+            counts = self.buffer.count(buckets)
+            buffered = self.buffer.summary_after(counts, batch)
             queries = self._query_records() if self._checkpoint else []
             report = BatchReport(self.live.batch + 1, received, received - len(bad_rows) - len(batch),
                                  complete=self.flush)
-            self._inflight = self._send(_InFlight(batch, routed, marks, bad_rows, buckets, buffered, queries,
+            self._inflight = self._send(_InFlight(batch, routed, marks, bad_rows, counts, buffered, queries,
                                                   None, clock, report))
             if not self.pipelined or text_values or self.aging_ttl is not None or self._callbacks:
                 self._complete()        # a micro-batch is done when foreachBatch returns; aging reads the
@@ -502,7 +503,7 @@ class Stream:
             self._rejected = pd.concat([self._rejected, rejected], ignore_index=True)
             warnings.warn(f"{len(rejected)} update(s) rejected; first: producer {rejected.producer.iloc[0]!r} "
                           f"seq {rejected.seq.iloc[0]}: {rejected.reason.iloc[0]} (see .rejected)", stacklevel=4)
-        self.buffer.add(inflight.buckets, batch)
+        self.buffer.add(inflight.counts, batch)
         self._after_batch()
         snap = self._snapshot_locked() if self.auto_snapshot and self.buffer.due() else None
         inflight.report._done(applied, rejected, _time.perf_counter() - inflight.clock, snap)
