@@ -26,7 +26,7 @@ of a batch that live results will read, and its merge is kept until the graph ch
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
 between selected vertices follows from the merged components; directed reachability from each
 worker's pairs between its selected vertices and its boundary (entries and ghosts), followed
-on the driver (:meth:`PartitionedGraph._directed_reach`).
+on the driver (:meth:`PartitionedGraph._ask_directed_reach`).
 
 The driver reaches workers only through requests (:meth:`Worker.request`), so a worker in a
 Spark task (:class:`hatrick.executors.RemoteWorker`, the same requests over a socket) stands in
@@ -1284,11 +1284,11 @@ class PartitionedGraph:
         self._summary = tuple([_Done(a.result()) for a in answers] for answers in (sent, joined, merged))
         return [a.result() for a in self._summary[0]]
 
-    def _global(self, parts: list) -> list:
-        """Global component numbers of ``parts`` (each (worker index, its local labels)), asked
-        of the merger (one merge per committed batch, however many results read it)."""
+    def _ask_global(self, parts: list):
+        """The merger's pending answer: global component numbers of ``parts`` (each (worker index,
+        its local labels); one merge per committed batch, however many results read it)."""
         self._boundaries()
-        return self.workers[MERGER].request("global_labels", parts).result()
+        return self.workers[MERGER].request("global_labels", parts)
 
     def abandon(self) -> None:
         self._each("abandon")
@@ -1402,18 +1402,33 @@ class PartitionedGraph:
         """Per :meth:`Worker.owned_labels` answer list ``out`` (one answer per worker): (id, global
         component number, id of the local label's vertex), worker by worker; one request to the
         merger for all of them."""
-        numbers = iter(self._global([(w.index, labels) for out in outs
-                                     for w, (_, labels, _) in zip(self.workers, out)]))
-        return [(np.concatenate([ids for ids, _, _ in out]),
-                 np.concatenate([next(numbers) for _ in out]),
-                 np.concatenate([rep for _, _, rep in out])) for out in outs]
+        return self._ask_labelled(*outs)()
+
+    def _ask_labelled(self, *outs: list):
+        """:meth:`_labelled`, its request to the merger sent now; returns the function that reads
+        the answer and makes the result."""
+        answer = self._ask_global([(w.index, labels) for out in outs for w, (_, labels, _) in zip(self.workers, out)])
+
+        def labelled() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+            numbers = iter(answer.result())
+            return [(np.concatenate([ids for ids, _, _ in out]),
+                     np.concatenate([next(numbers) for _ in out]),
+                     np.concatenate([rep for _, _, rep in out])) for out in outs]
+        return labelled
 
     def reachable(self, sources, sinks) -> pd.DataFrame:
         """Pairs (``source``, ``sink``) joined by a path. Undirected: both in one component after
-        the boundary merge; directed: :meth:`_directed_reach`. Selectors as in
+        the boundary merge; directed: :meth:`_ask_directed_reach`. Selectors as in
         :meth:`hatrick.stream.Stream.reachable`."""
+        return self.ask_reachable(sources, sinks)()
+
+    def ask_reachable(self, sources, sinks):
+        """:meth:`reachable` of the graph as committed now, its last requests to the workers sent
+        now; returns the function that reads their answers and joins them into the pairs. The
+        stream asks before it commits the next batch and joins once that batch's commit and the
+        stage after it are sent, so the workers never wait for the driver's join."""
         if len(self.workers) == 1:
-            return self.workers[0].reachable(sources, sinks)
+            return self.workers[0].request("reachable", sources, sinks).result
         sent = self._boundaries()
         known = set().union(*[attributes for _, attributes, _ in sent]) | {"id"}
         for selector in (sources, sinks):
@@ -1421,25 +1436,32 @@ class PartitionedGraph:
                 missing = sorted(set(selector) - known)[0]
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
-            return self._directed_reach(sources, sinks)
-        (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(self._owned_labels(sources),
-                                                                  self._owned_labels(sinks))
-        source, sink = same_label_pairs(s_ids, s_group, t_ids, t_group)
-        return pd.DataFrame({"source": source, "sink": sink})
+            return self._ask_directed_reach(sources, sinks)
+        labelled = self._ask_labelled(self._owned_labels(sources), self._owned_labels(sinks))
 
-    def _directed_reach(self, sources, sinks) -> pd.DataFrame:
+        def pairs() -> pd.DataFrame:
+            (s_ids, s_group, _), (t_ids, t_group, _) = labelled()
+            source, sink = same_label_pairs(s_ids, s_group, t_ids, t_group)
+            return pd.DataFrame({"source": source, "sink": sink})
+        return pairs
+
+    def _ask_directed_reach(self, sources, sinks):
         """Directed reachability over workers: each worker sends its local pairs from (sources,
         entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`); a path leaves a worker only
         through a ghost and goes on at that vertex's owner, so the driver joins the summaries
-        and follows them (its work grows with those pairs and the selection, not with V)."""
+        and follows them (its work grows with those pairs and the selection, not with V).
+        The requests are sent now; returns the function that reads and follows them."""
         self._boundaries()                              # the workers' entries are the graph's now
         answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
-        u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
-        nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
-        s, t = reachable_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
-                               nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
-        ids = nodes.to_numpy()
-        return pd.DataFrame({"source": ids[s], "sink": ids[t]})
+
+        def pairs() -> pd.DataFrame:
+            u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
+            nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
+            s, t = reachable_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
+                                   nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
+            ids = nodes.to_numpy()
+            return pd.DataFrame({"source": ids[s], "sink": ids[t]})
+        return pairs
 
     def rescale(self, owner_after: np.ndarray, added: list | None = None) -> int:
         """Move the buckets whose owner changes, worker to worker (added workers start empty: those
