@@ -51,7 +51,13 @@ class ElasticBuffer:
         self.since = None
         self._last = None
 
-    def add(self, buckets: np.ndarray, batch: UpdateBatch, now: float | None = None) -> None:
+    def count(self, buckets: np.ndarray) -> np.ndarray:
+        """Updates per bucket of a batch whose rows are in ``buckets``: what :meth:`summary_after`
+        and :meth:`add` take (a batch is counted once)."""
+        return np.bincount(buckets, minlength=self.num_buckets)
+
+    def add(self, counts: np.ndarray, batch: UpdateBatch, now: float | None = None) -> None:
+        """Hold ``batch``, ``counts`` its updates per bucket (:meth:`count`)."""
         now = _time.monotonic() if now is None else now
         if self._last is not None:
             dt = max(now - self._last, 1e-6)
@@ -61,7 +67,6 @@ class ElasticBuffer:
         self._last = now
         if self.since is None:
             self.since = now
-        counts = np.bincount(buckets, minlength=self.num_buckets)
         self.per_bucket += counts
         self.load += counts
         self.volume += len(batch)
@@ -69,14 +74,14 @@ class ElasticBuffer:
             low = float(batch.time.min())
             self._min_time = low if self._min_time is None else min(self._min_time, low)
 
-    def summary_after(self, buckets: np.ndarray, batch: UpdateBatch) -> dict:
-        """What the buffer will hold once ``batch`` (rows in ``buckets``) is added: the part a
+    def summary_after(self, counts: np.ndarray, batch: UpdateBatch) -> dict:
+        """What the buffer will hold once ``batch`` (``counts`` per bucket) is added: the part a
         checkpoint records, so a restart still snapshots updates no instance holds yet."""
         low = float(batch.time.min()) if len(batch) else None
         if self._min_time is not None:
             low = self._min_time if low is None else min(low, self._min_time)
         return {"volume": self.volume + len(batch), "min_time": low,
-                "per_bucket": self.per_bucket + np.bincount(buckets, minlength=self.num_buckets)}
+                "per_bucket": self.per_bucket + counts}
 
     def restore(self, summary: dict) -> None:
         """Hold what a checkpoint recorded (its age starts now; per-bucket counts only if the

@@ -26,7 +26,7 @@ of a batch that live results will read, and its merge is kept until the graph ch
 one worker, the smallest by arrival, as in :mod:`hatrick.live`). Undirected reachability
 between selected vertices follows from the merged components; directed reachability from each
 worker's pairs between its selected vertices and its boundary (entries and ghosts), followed
-on the driver (:meth:`PartitionedGraph._directed_reach`).
+on the driver (:meth:`PartitionedGraph._ask_directed_reach`).
 
 The driver reaches workers only through requests (:meth:`Worker.request`), so a worker in a
 Spark task (:class:`hatrick.executors.RemoteWorker`, the same requests over a socket) stands in
@@ -147,9 +147,11 @@ def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op, a, b, 
     (an endpoint row's op is ``add_vertex`` and its ``a`` that endpoint; ``a``/``b`` empty: not
     taken, nor ``codes`` where empty). A row's owner is its edge's (:func:`undirected_bucket`, or
     the source's), a vertex op's its vertex's (``bucket_b`` is not read for it). The owner is one
-    of the ends' owners, so an ``add_edge``'s other end's owner is their sum less it: counted and
-    dealt without a branch per row (an edge's owner is a coin flip, which a branch would
-    mispredict half the time)."""
+    of the ends' owners, so an ``add_edge``'s other end's owner is their sum less it: counted
+    without a branch per row (an edge's owner is a coin flip, which a branch would mispredict
+    half the time). Only an ``add_edge`` whose ends have two owners writes a second row: a branch
+    costs less than writing every other row's end to a spare row (measured: half the time with
+    buckets aligned to partitions, where few edges cross, a fifth less with hashed ones)."""
     n = len(op)
     target, other = np.empty(n, np.int64), np.empty(n, np.int64)
     counts = np.zeros(workers + 1, np.int64)
@@ -170,14 +172,13 @@ def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op, a, b, 
                 counts[1:] += 1
                 counts[target[i] + 1] -= 1
     offsets = np.cumsum(counts)
-    spare = offsets[-1]                                  # where an add_edge held by one worker writes its end
+    total = offsets[-1]
     ids, coded = len(a) == n, len(codes) == n
-    rows = np.empty(spare + 1, np.int64)
-    why = np.empty(spare + 1, np.int8)
-    op_out, seq_out, time_out = np.empty(spare + 1, op.dtype), np.empty(spare + 1, seq.dtype), \
-        np.empty(spare + 1, time.dtype)
-    a_out, b_out = np.empty(spare + 1 if ids else 0, a.dtype), np.empty(spare + 1 if ids else 0, b.dtype)
-    codes_out = np.empty(spare + 1 if coded else 0, codes.dtype)
+    rows = np.empty(total, np.int64)
+    why = np.empty(total, np.int8)
+    op_out, seq_out, time_out = np.empty(total, op.dtype), np.empty(total, seq.dtype), np.empty(total, time.dtype)
+    a_out, b_out = np.empty(total if ids else 0, a.dtype), np.empty(total if ids else 0, b.dtype)
+    codes_out = np.empty(total if coded else 0, codes.dtype)
     fill = offsets[:-1].copy()
     for i in range(n):
         t, o = target[i], other[i]
@@ -188,16 +189,16 @@ def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op, a, b, 
         if coded:
             codes_out[at] = codes[i]
         fill[t] += 1
-        cross = np.int64((op[i] == ADD_EDGE) & (o != t))
-        at = cross * fill[o] + (1 - cross) * spare
-        end_b = owner[bucket_a[i]] != o
-        rows[at], why[at], op_out[at], seq_out[at], time_out[at] = i, END_A + np.int8(end_b), ADD_VERTEX, \
-            seq[i], time[i]
-        if ids:
-            a_out[at], b_out[at] = b[i] if end_b else a[i], b[i]
-        if coded:
-            codes_out[at] = codes[i]
-        fill[o] += cross
+        if o != t and op[i] == ADD_EDGE:
+            at = fill[o]
+            end_b = owner[bucket_a[i]] != o
+            rows[at], why[at], op_out[at], seq_out[at], time_out[at] = i, END_A + np.int8(end_b), ADD_VERTEX, \
+                seq[i], time[i]
+            if ids:
+                a_out[at], b_out[at] = b[i] if end_b else a[i], b[i]
+            if coded:
+                codes_out[at] = codes[i]
+            fill[o] += 1
         if op[i] == REMOVE_VERTEX:
             for w in range(workers):
                 if w != t:
@@ -208,8 +209,7 @@ def _deal(op, bucket_a, bucket_b, owner, directed, workers, is_vertex_op, a, b, 
                     if coded:
                         codes_out[at] = codes[i]
                     fill[w] += 1
-    return (rows[:spare], why[:spare], offsets, op_out[:spare], a_out[:spare], b_out[:spare], seq_out[:spare],
-            time_out[:spare], codes_out[:spare])
+    return rows, why, offsets, op_out, a_out, b_out, seq_out, time_out, codes_out
 
 
 class Worker:
@@ -1284,11 +1284,11 @@ class PartitionedGraph:
         self._summary = tuple([_Done(a.result()) for a in answers] for answers in (sent, joined, merged))
         return [a.result() for a in self._summary[0]]
 
-    def _global(self, parts: list) -> list:
-        """Global component numbers of ``parts`` (each (worker index, its local labels)), asked
-        of the merger (one merge per committed batch, however many results read it)."""
+    def _ask_global(self, parts: list):
+        """The merger's pending answer: global component numbers of ``parts`` (each (worker index,
+        its local labels); one merge per committed batch, however many results read it)."""
         self._boundaries()
-        return self.workers[MERGER].request("global_labels", parts).result()
+        return self.workers[MERGER].request("global_labels", parts)
 
     def abandon(self) -> None:
         self._each("abandon")
@@ -1402,18 +1402,33 @@ class PartitionedGraph:
         """Per :meth:`Worker.owned_labels` answer list ``out`` (one answer per worker): (id, global
         component number, id of the local label's vertex), worker by worker; one request to the
         merger for all of them."""
-        numbers = iter(self._global([(w.index, labels) for out in outs
-                                     for w, (_, labels, _) in zip(self.workers, out)]))
-        return [(np.concatenate([ids for ids, _, _ in out]),
-                 np.concatenate([next(numbers) for _ in out]),
-                 np.concatenate([rep for _, _, rep in out])) for out in outs]
+        return self._ask_labelled(*outs)()
+
+    def _ask_labelled(self, *outs: list):
+        """:meth:`_labelled`, its request to the merger sent now; returns the function that reads
+        the answer and makes the result."""
+        answer = self._ask_global([(w.index, labels) for out in outs for w, (_, labels, _) in zip(self.workers, out)])
+
+        def labelled() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+            numbers = iter(answer.result())
+            return [(np.concatenate([ids for ids, _, _ in out]),
+                     np.concatenate([next(numbers) for _ in out]),
+                     np.concatenate([rep for _, _, rep in out])) for out in outs]
+        return labelled
 
     def reachable(self, sources, sinks) -> pd.DataFrame:
         """Pairs (``source``, ``sink``) joined by a path. Undirected: both in one component after
-        the boundary merge; directed: :meth:`_directed_reach`. Selectors as in
+        the boundary merge; directed: :meth:`_ask_directed_reach`. Selectors as in
         :meth:`hatrick.stream.Stream.reachable`."""
+        return self.ask_reachable(sources, sinks)()
+
+    def ask_reachable(self, sources, sinks):
+        """:meth:`reachable` of the graph as committed now, its last requests to the workers sent
+        now; returns the function that reads their answers and joins them into the pairs. The
+        stream asks before it commits the next batch and joins once that batch's commit and the
+        stage after it are sent, so the workers never wait for the driver's join."""
         if len(self.workers) == 1:
-            return self.workers[0].reachable(sources, sinks)
+            return self.workers[0].request("reachable", sources, sinks).result
         sent = self._boundaries()
         known = set().union(*[attributes for _, attributes, _ in sent]) | {"id"}
         for selector in (sources, sinks):
@@ -1421,25 +1436,32 @@ class PartitionedGraph:
                 missing = sorted(set(selector) - known)[0]
                 raise KeyError(f"no vertex attribute '{missing}' (have: {sorted(known - {'id'})})")
         if self.directed:
-            return self._directed_reach(sources, sinks)
-        (s_ids, s_group, _), (t_ids, t_group, _) = self._labelled(self._owned_labels(sources),
-                                                                  self._owned_labels(sinks))
-        source, sink = same_label_pairs(s_ids, s_group, t_ids, t_group)
-        return pd.DataFrame({"source": source, "sink": sink})
+            return self._ask_directed_reach(sources, sinks)
+        labelled = self._ask_labelled(self._owned_labels(sources), self._owned_labels(sinks))
 
-    def _directed_reach(self, sources, sinks) -> pd.DataFrame:
+        def pairs() -> pd.DataFrame:
+            (s_ids, s_group, _), (t_ids, t_group, _) = labelled()
+            source, sink = same_label_pairs(s_ids, s_group, t_ids, t_group)
+            return pd.DataFrame({"source": source, "sink": sink})
+        return pairs
+
+    def _ask_directed_reach(self, sources, sinks):
         """Directed reachability over workers: each worker sends its local pairs from (sources,
         entries) to (sinks, ghosts) (:meth:`Worker.reach_summary`); a path leaves a worker only
         through a ghost and goes on at that vertex's owner, so the driver joins the summaries
-        and follows them (its work grows with those pairs and the selection, not with V)."""
+        and follows them (its work grows with those pairs and the selection, not with V).
+        The requests are sent now; returns the function that reads and follows them."""
         self._boundaries()                              # the workers' entries are the graph's now
         answers = [w.request("reach_summary", sources, sinks) for w in self.workers]
-        u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
-        nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
-        s, t = reachable_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
-                               nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
-        ids = nodes.to_numpy()
-        return pd.DataFrame({"source": ids[s], "sink": ids[t]})
+
+        def pairs() -> pd.DataFrame:
+            u, v, picked_s, picked_t = (np.concatenate(part) for part in zip(*[a.result() for a in answers]))
+            nodes = pd.Index(pd.unique(np.concatenate([picked_s, picked_t, u, v])))
+            s, t = reachable_pairs(len(nodes), nodes.get_indexer(u), nodes.get_indexer(v),
+                                   nodes.get_indexer(picked_s), nodes.get_indexer(picked_t))
+            ids = nodes.to_numpy()
+            return pd.DataFrame({"source": ids[s], "sink": ids[t]})
+        return pairs
 
     def rescale(self, owner_after: np.ndarray, added: list | None = None) -> int:
         """Move the buckets whose owner changes, worker to worker (added workers start empty: those

@@ -131,7 +131,7 @@ class _InFlight:
     routed: object                  # its hatrick.partitioned.Routed, with the workers' pending answers
     marks: ProducerMarks            # the marks once it is applied
     bad_rows: pd.DataFrame          # rows refused on the driver (malformed, out of order)
-    buckets: np.ndarray
+    counts: np.ndarray              # its updates per bucket (hatrick.buffer.ElasticBuffer.count)
     buffered: dict
     queries: list
     pending: object                 # its checkpoint log write
@@ -246,6 +246,7 @@ class Stream:
         self._live_queries: dict = {}
         self._live_results: dict = {}
         self._live_due = False          # the live results lag the last batch (see _after_batch)
+        self._live_asked: dict = {}     # {name: join} of live results asked of the workers, not yet joined
         self._query = None
         self._query_scratch = None      # the source query's own checkpoint directory, when the stream keeps none
         self.queries: dict = {}         # {topic name: Topic} of the CGQL queries restored from the checkpoint
@@ -393,18 +394,22 @@ class Stream:
             routed = self.live.route(batch, buckets) if len(batch) else None
             self._complete(pipelined=True)
             if not len(batch):
+                self._join_live()
                 if len(bad_rows):
                     self._rejected = pd.concat([self._rejected, bad_rows], ignore_index=True)
                 return BatchReport(self.live.batch, received, received - len(bad_rows), 0, bad_rows,
                                    _time.perf_counter() - clock)
             if self.buffer.would_overflow(len(batch)):
                 self._snapshot_locked()
-            buffered = self.buffer.summary_after(buckets, batch)
+            counts = self.buffer.count(buckets)
+            buffered = self.buffer.summary_after(counts, batch)
             queries = self._query_records() if self._checkpoint else []
             report = BatchReport(self.live.batch + 1, received, received - len(bad_rows) - len(batch),
                                  complete=self.flush)
-            self._inflight = self._send(_InFlight(batch, routed, marks, bad_rows, buckets, buffered, queries,
+            self._inflight = self._send(_InFlight(batch, routed, marks, bad_rows, counts, buffered, queries,
                                                   None, clock, report))
+            with contextlib.suppress(WorkerLost):   # the batch in flight meets the lost worker and recovers
+                self._join_live()                   # the batch before's live results, while the workers stage
             if not self.pipelined or text_values or self.aging_ttl is not None or self._callbacks:
                 self._complete()        # a micro-batch is done when foreachBatch returns; aging reads the
                                         # graph; callbacks (CGQL's live queries) publish when push returns
@@ -451,6 +456,7 @@ class Stream:
         if not pipelined:
             try:
                 self._committed()
+                self._join_live()
             except WorkerLost as error:         # the batch is in the checkpoint's log: recovery applies it
                 self._recover(error)
 
@@ -472,7 +478,7 @@ class Stream:
         for attempt in (0, 1):
             try:
                 self._committed()               # the batch before's commit: answered before this one's stage
-                self._settle()
+                self._ask_live()                # answered before this batch's commit; joined once the next is sent
                 applied, refused = self.live.outcome(inflight.routed)
                 break
             except BaseException as error:
@@ -502,7 +508,7 @@ class Stream:
             self._rejected = pd.concat([self._rejected, rejected], ignore_index=True)
             warnings.warn(f"{len(rejected)} update(s) rejected; first: producer {rejected.producer.iloc[0]!r} "
                           f"seq {rejected.seq.iloc[0]}: {rejected.reason.iloc[0]} (see .rejected)", stacklevel=4)
-        self.buffer.add(inflight.buckets, batch)
+        self.buffer.add(inflight.counts, batch)
         self._after_batch()
         snap = self._snapshot_locked() if self.auto_snapshot and self.buffer.due() else None
         inflight.report._done(applied, rejected, _time.perf_counter() - inflight.clock, snap)
@@ -526,6 +532,8 @@ class Stream:
         if self._checkpoint is None or self._tasks is None:
             raise WorkerLost(f"{error}; the stream has no checkpoint, so its live state is lost") from error
         self.live.abort()
+        if self._live_asked:                    # asked of the lost workers: asked again of the new ones
+            self._live_asked, self._live_due = {}, True
         self._checkpoint.drop_awaited()
         self._checkpoint.wait()
         restored = self._checkpoint.load()
@@ -572,11 +580,27 @@ class Stream:
 
     def _settle(self) -> None:
         """Compute the live queries' results of the last applied batch, if they are due."""
+        self._ask_live()
+        self._join_live()
+
+    def _ask_live(self) -> None:
+        """Send the workers the requests of the live queries' results of the last applied batch, if
+        they are due (answered on that batch's state: before the next commit); :meth:`_join_live`
+        reads the answers and joins them."""
         if self._live_due:
-            results = {name: self.live.reachable(sources, sinks)
-                       for name, (sources, sinks) in self._live_queries.items()}
-            self._live_results.update(results)
+            self._join_live()               # results asked before are read first, in request order
+            self._live_asked = {name: self.live.ask_reachable(sources, sinks)
+                                for name, (sources, sinks) in self._live_queries.items()}
             self._live_due = False
+
+    def _join_live(self) -> None:
+        """The live results asked by :meth:`_ask_live`, if any, read and joined."""
+        asked, self._live_asked = self._live_asked, {}
+        try:
+            self._live_results.update({name: pairs() for name, pairs in asked.items()})
+        except WorkerLost:
+            self._live_due = True           # asked again of the workers that replace the lost one
+            raise
 
     @_completed
     def now(self) -> float:

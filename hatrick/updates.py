@@ -17,13 +17,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from gofs.errors import InputError
+from gofs.numba_cache import serialise_compilation
+
+serialise_compilation()  # one compilation at a time on this machine: numba's kernel cache stays whole
 
 OPS = ("add_vertex", "remove_vertex", "add_edge", "remove_edge", "set_vertex", "set_edge")
 ADD_VERTEX, REMOVE_VERTEX, ADD_EDGE, REMOVE_EDGE, SET_VERTEX, SET_EDGE = range(len(OPS))
 VERTEX_OPS = (ADD_VERTEX, REMOVE_VERTEX, SET_VERTEX)
-IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)     # by op code (a lookup for the routing kernel)
+IS_VERTEX_OP = np.isin(np.arange(len(OPS)), VERTEX_OPS)     # by op code (a lookup for the routing and checking kernels)
 COLUMNS = ("op", "id", "src", "dst", "attribute", "value", "producer", "seq", "time")
 REJECTED_COLUMNS = ["producer", "seq", "op", "reason"]
 MAX_SEQ = 1 << 62      # a seq near 2**63 would leave its producer no seq above the mark
@@ -158,10 +162,12 @@ def empty_rejected() -> pd.DataFrame:
 
 class _Columns(dict):
     """The update columns of ``frame`` by name; one it lacks reads as nulls (made when first read:
-    an edge batch has no ``id``, ``attribute`` or ``value``, and only a row that needs them reads them)."""
+    an edge batch has no ``id``, ``attribute`` or ``value``, and only a row that needs them reads them).
+    ``given`` names the columns ``frame`` has (a pandas column index answers ``in`` far slower)."""
 
-    def __init__(self, frame: pd.DataFrame):
-        super().__init__((c, frame[c]) for c in COLUMNS if c in frame.columns)
+    def __init__(self, frame: pd.DataFrame, names: list):
+        self.given = frozenset(c for c in COLUMNS if c in names)
+        super().__init__((c, frame[c]) for c in COLUMNS if c in self.given)
         self.rows = len(frame)
 
     def __missing__(self, name: str) -> pd.Series:
@@ -300,17 +306,18 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     frame = to_frame(updates)
     if len(frame) == 0 and len(frame.columns) == 0:
         frame = to_frame([])
+    names = list(frame.columns)
     for column in ("op", "producer", "seq"):
-        if column not in frame.columns:
-            raise InputError(f"updates: no '{column}' column (columns: {list(frame.columns)}); "
+        if column not in names:
+            raise InputError(f"updates: no '{column}' column (columns: {names}); "
                              f"every update needs op, producer and seq")
-    unknown = [c for c in frame.columns if c not in COLUMNS]
+    unknown = [c for c in names if c not in COLUMNS]
     if unknown:
         raise InputError(f"updates: unknown column '{unknown[0]}' (known: {', '.join(COLUMNS)})")
     n = len(frame)
     if not (isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1):
         frame = frame.reset_index(drop=True)
-    col = _Columns(frame)
+    col = _Columns(frame, names)
     reasons = _Reasons(n)
 
     op = _op_codes(col["op"])
@@ -340,43 +347,38 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     if out_of_range.any():
         shown = col["seq"][out_of_range].tolist()
         reasons.flag(out_of_range, [f"field 'seq' must be an integer in [0, 2**62), got {v!r}" for v in shown])
-    if "time" in frame.columns:
+    if "time" in col.given:
         times, bad_time = _numbers(col["time"])
         reasons.flag(bad_time, "field 'time' must be a number")
     else:
         times = np.full(n, _time.time())
 
-    vertex_op = np.zeros(n, bool)
-    for code in VERTEX_OPS:                              # compares: indexing by int8 codes is far slower
-        vertex_op |= op == code
-    edge_op = (op >= 0) & ~vertex_op
-    ids = col["id"] if "id" in frame.columns else col["src"]
+    vertex_op, edge_op, setter, adds, vertex_ops, setters, edge_adds = _op_kinds(op, IS_VERTEX_OP)
+    ids = col["id"] if "id" in col.given else col["src"]
     a_vertex = _ids(ids, id_type, vertex_op, "id", reasons)
     a_edge = _ids(col["src"], id_type, edge_op, "src", reasons)
     b = _ids(col["dst"], id_type, edge_op, "dst", reasons)
-    a = a_vertex if vertex_op.all() else a_edge if not vertex_op.any() else np.where(vertex_op, a_vertex, a_edge)
+    a = a_vertex if vertex_ops == n else a_edge if not vertex_ops else np.where(vertex_op, a_vertex, a_edge)
     if id_type == "int64":
         a = a.astype(np.int64, copy=False)
-    setter = (op == SET_VERTEX) | (op == SET_EDGE)
-    attribute = _objects(col["attribute"]) if "attribute" in frame.columns else absent_column(n)
-    no_attr = np.zeros(n, bool)
-    if setter.any():
+    attribute = _objects(col["attribute"]) if "attribute" in col.given else absent_column(n)
+    if setters:
         names = col["attribute"][setter]
         if pd.api.types.is_string_dtype(names.dtype) and names.dtype != object:
             named = (names.notna() & (names != "")).to_numpy(bool)
         else:
             named = names.map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
+        no_attr = np.zeros(n, bool)
         no_attr[np.flatnonzero(setter)[~named]] = True
-    reasons.flag(no_attr, "field 'attribute' must name an attribute")
-    adds = op == ADD_EDGE
-    if adds.any() and ("attribute" in frame.columns or "value" in frame.columns):
+        reasons.flag(no_attr, "field 'attribute' must name an attribute")
+    if edge_adds and ("attribute" in col.given or "value" in col.given):
         given = adds & col["attribute"].notna().to_numpy()
         if given.any():
             named = col["attribute"].map(lambda v: isinstance(v, str) and v != "").to_numpy(bool)
             reasons.flag(given & ~named, "field 'attribute' must name an attribute")
         reasons.flag(adds & ~given & col["value"].notna().to_numpy(), "field 'value' needs field 'attribute'")
-    value = _objects(col["value"]) if "value" in frame.columns else absent_column(n)
-    if "value" in frame.columns and len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
+    value = _objects(col["value"]) if "value" in col.given else absent_column(n)
+    if "value" in col.given and len(value) and pd.api.types.infer_dtype(value, skipna=True) not in _SCALAR_COLUMNS:
         odd = ~pd.Series(value, dtype=object).map(_is_scalar).to_numpy(bool)
         reasons.flag(odd, [f"field 'value': {type(v).__name__} values are not supported "
                            f"(numbers, strings, booleans or null)" for v in value[odd]])
@@ -400,6 +402,29 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     rejected = pd.DataFrame({"producer": producer[bad], "seq": seq[bad],
                              "op": col["op"][bad].to_numpy(dtype=object), "reason": text})
     return batch, rejected
+
+
+@njit(cache=True, nogil=True)
+def _op_kinds(op, is_vertex_op):
+    """Per row, from its op code (-1: unknown, none of these): a vertex op, an edge op, a set op,
+    an ``add_edge``; and how many rows are vertex ops, set ops and ``add_edge`` s: one pass over
+    the codes, not a numpy pass per op compared (and one more per ``any``)."""
+    n = len(op)
+    vertex, edge, setter, adds = (np.zeros(n, np.bool_), np.zeros(n, np.bool_), np.zeros(n, np.bool_),
+                                  np.zeros(n, np.bool_))
+    vertex_ops = setters = edge_adds = 0
+    for i in range(n):
+        code = op[i]
+        if code < 0:
+            continue
+        is_vertex = is_vertex_op[code]
+        is_set = (code == SET_VERTEX) | (code == SET_EDGE)
+        is_add = code == ADD_EDGE
+        vertex[i], edge[i], setter[i], adds[i] = is_vertex, not is_vertex, is_set, is_add
+        vertex_ops += is_vertex
+        setters += is_set
+        edge_adds += is_add
+    return vertex, edge, setter, adds, vertex_ops, setters, edge_adds
 
 
 # attribute values --------------------------------------------------------------------------------

@@ -747,6 +747,52 @@ def test_a_pipelined_push_returns_before_its_batch_is_applied_and_reports_it_onc
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("workers", [1, 2])
+def test_pipelined_live_results_are_each_batchs_own_though_joined_after_the_next_batch_is_sent(graph, spark,
+                                                                                               monkeypatch, workers):
+    """Workers in Spark tasks, a live Reach query and no reads between pushes: a batch's live result
+    is asked of the workers before the next batch's commit and joined once the batch after that is
+    sent; every result joined equals NetworkX's reachability after the batch it was asked on."""
+    import networkx as nx
+
+    log, ref = random_log(17, 160), template_reference(graph)
+    sources, sinks = [0, 1, 2], list(range(10, 30))
+    asked = partitioned_module.PartitionedGraph.ask_reachable
+    joined = []                                         # (batch asked on, its pairs)
+
+    def recorded(self, *selectors):
+        on, pairs = self.batch, asked(self, *selectors)
+
+        def join():
+            result = pairs()
+            joined.append((on, set(map(tuple, result.values.tolist()))))
+            return result
+        return join
+
+    def reach():
+        g = ref.nx()
+        return {(u, v) for u in sources for v in sinks if u in g and v in g and nx.has_path(g, u, v)}
+
+    monkeypatch.setattr(partitioned_module.PartitionedGraph, "ask_reachable", recorded)
+    s = graph.stream(num_buckets=16, workers=workers, executors=True)
+    try:
+        assert s.pipelined
+        s.reachable(sources, sinks, live="q")
+        expected = {s.live.batch: reach()}
+        for i in range(0, len(log), 20):
+            report = s.push(log[i:i + 20], errors="report")
+            for update in log[i:i + 20]:
+                ref.apply(update)
+            expected[report.batch] = reach()
+        assert set(map(tuple, s.live_results["q"].values.tolist())) == expected[s.live.batch]
+    finally:
+        s.close()
+    assert sorted(on for on, _ in joined) == sorted(expected)       # each batch's result, joined once
+    assert all(pairs == expected[on] for on, pairs in joined)
+    assert len(set(map(frozenset, expected.values()))) > 2            # the results change over the pushes
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("workers", [1, 2])
 def test_snapshots_forced_by_a_full_buffer_hold_each_edge_once_with_workers_in_spark_tasks(graph, workers, spark,
                                                                                           monkeypatch):
     """A buffer of 60 updates overflows every few batches of 25, each time forcing a snapshot

@@ -143,3 +143,25 @@ def test_a_validated_batch_does_not_change_with_the_callers_frame():
     frame.loc[0, "attribute"] = "x"
     assert batch.a.tolist() == [1, 2, 3] and batch.b.tolist() == [2, 3, 4] and batch.seq.tolist() == [1, 2, 3]
     assert batch.time.tolist() == [1.0, 2.0, 3.0] and batch.attribute[0] == "w" and batch.value[0] == 1.5
+
+
+def test_each_op_is_checked_for_the_fields_it_needs_and_named_when_bad():
+    """The op of each row decides what it needs (a vertex op an ``id``, an edge op ``src`` and ``dst``, a
+    set op an attribute, an ``add_edge`` with a value an attribute): one bad update of each kind in a
+    batch of every op is named with its reason, the others kept in order."""
+    rows = [u("add_vertex", 1, id=1), u("remove_vertex", 2), u("set_vertex", 3, id=2, attribute="", value=1.0),
+            u("set_edge", 4, src=1, dst=2, value=1.0), u("add_edge", 5, src=1, dst=2, value=3.0),
+            u("remove_edge", 6, src=1), u("add_edge", 7, src=1, dst=2, attribute="w", value=1.0),
+            u("set_vertex", 8, id=3, attribute="w", value=2.0), u("merge", 9, id=1),
+            u("remove_edge", 10, src=1, dst=2), u("set_edge", 11, src=2, dst=1, attribute="w", value=None),
+            u("remove_vertex", 12, id=3)]
+    batch, bad = validate(rows, "int64")
+    assert batch.seq.tolist() == [1, 7, 8, 10, 11, 12]
+    assert [OPS[c] for c in batch.op] == ["add_vertex", "add_edge", "set_vertex", "remove_edge", "set_edge",
+                                          "remove_vertex"]
+    assert batch.a.tolist() == [1, 1, 3, 1, 2, 3] and batch.b.tolist()[1:5:2] == [2, 2]
+    assert dict(zip(bad.seq, bad.reason)) == {
+        2: "field 'id' is missing", 3: "field 'attribute' must name an attribute",
+        4: "field 'attribute' must name an attribute", 5: "field 'value' needs field 'attribute'",
+        6: "field 'dst' is missing", 9: f"unknown op 'merge' (ops: {', '.join(OPS)})"}
+    assert bad.op.tolist() == ["remove_vertex", "set_vertex", "set_edge", "add_edge", "remove_edge", "merge"]
