@@ -306,18 +306,18 @@ def validate(updates, id_type: str, text_values: bool = False, locate=None) -> t
     frame = to_frame(updates)
     if len(frame) == 0 and len(frame.columns) == 0:
         frame = to_frame([])
-    names = list(frame.columns)
+    column_names = list(frame.columns)
     for column in ("op", "producer", "seq"):
-        if column not in names:
-            raise InputError(f"updates: no '{column}' column (columns: {names}); "
+        if column not in column_names:
+            raise InputError(f"updates: no '{column}' column (columns: {column_names}); "
                              f"every update needs op, producer and seq")
-    unknown = [c for c in names if c not in COLUMNS]
+    unknown = [c for c in column_names if c not in COLUMNS]
     if unknown:
         raise InputError(f"updates: unknown column '{unknown[0]}' (known: {', '.join(COLUMNS)})")
     n = len(frame)
     if not (isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1):
         frame = frame.reset_index(drop=True)
-    col = _Columns(frame, names)
+    col = _Columns(frame, column_names)
     reasons = _Reasons(n)
 
     op = _op_codes(col["op"])
